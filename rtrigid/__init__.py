@@ -1,0 +1,1 @@
+"""rtrigid: fixed-step rigid-body dynamics for real-time loops."""

@@ -1,0 +1,239 @@
+"""Force elements: gravity, springs/bushings to world points, applied forces and torques.
+
+Two views of the same loads, one for each family of integrators:
+
+* :func:`loads` gives, per body, the world force (used by free bodies) and the body-frame torque
+  about the body's reference point -- the right-hand side of the null-space equations 002 (42).
+* :func:`discrete_gradient` gives the exact discrete gradient of the potential (plus the discrete
+  work of the applied loads) with respect to the configuration z = (x, q) of one body, and its
+  derivative with respect to z_{n+1}, for the energy-momentum scheme.
+
+Why the discrete gradient is exact.  Every body point y(z) = x_ref + R(q) c is a *quadratic*
+function of z (R is quadratic in q, 000 (8)), so y_{n+1} - y_n = Dy(z_mid) (z_{n+1} - z_n) holds
+exactly.  Gravity and constant applied forces are linear in y, so their mid-point gradient is an
+exact discrete gradient (this is the choice of 000 (51)).  A spring's energy depends on y only
+through s = |d|², d = y - anchor; with l = |d|,
+
+    f(s1) - f(s0) = c (s1 - s0),   c = ½ k (1 - 2 L0 / (l0 + l1)),   s1 - s0 = (d0 + d1)·(d1 - d0),
+
+which is free of cancellation and gives the discrete gradient c Dy(z_mid)^T (d0 + d1)
+(Gonzalez's construction through an invariant, as 000 §4.3 does for the kinetic energy).
+
+Layout of the per-body configuration vector used here: z[0:3] = x (reference point; only
+free bodies move it), z[3:7] = q.
+"""
+import numpy as np
+
+from rtrigid._jit import jit
+from rtrigid.model import (
+    B_COM,
+    B_MASS,
+    B_PIVOT,
+    PIVOTED,
+    S_ANCHOR,
+    S_K,
+    S_POINT,
+    S_REST,
+)
+from rtrigid.quat import Emat, minus4, plus4, rotate, rotate_inv
+
+# Model arguments, in this order everywhere: gravity (3,), bodyf (nb, B_WIDTH), bodyi (nb,)
+# kinds, springf (ns, S_WIDTH), springi (ns,) -- see rtrigid.model.kernel_arrays.
+
+
+@jit
+def cross(a, b, out):
+    """out = a x b."""
+    o0 = a[1] * b[2] - a[2] * b[1]
+    o1 = a[2] * b[0] - a[0] * b[2]
+    o2 = a[0] * b[1] - a[1] * b[0]
+    out[0] = o0
+    out[1] = o1
+    out[2] = o2
+    return out
+
+
+@jit
+def spring_vector(bodyf, bodyi, springf, s, b, x, q, arm, out):
+    """d = (reference point + R(q) c) - anchor for spring s on body b; arm = R(q) c."""
+    rotate(q, springf[s, S_POINT:S_POINT + 3], arm)
+    ref = bodyf[b, B_PIVOT:B_PIVOT + 3] if bodyi[b] == PIVOTED else x
+    sq = 0.0
+    for k in range(3):
+        out[k] = ref[k] + arm[k] - springf[s, S_ANCHOR + k]
+        sq += out[k] * out[k]
+    return np.sqrt(sq)
+
+
+@jit
+def loads(gravity, bodyf, bodyi, springf, springi, x, q, f_app, t_app, force, torque_body,
+          scratch):
+    """World force on each centre of mass and body-frame torque about each reference point.
+
+    x: (nb,3) centre-of-mass positions, q: (nb,4) orientations, f_app/t_app: (nb,3) applied
+    world force at the centre of mass and world torque.  scratch: (3,3) work array.
+    For a pivoted body the force is what the loads alone would do (the pivot reaction is not
+    included); only the torque enters its equations.
+    """
+    arm = scratch[0]
+    f = scratch[1]
+    tw = scratch[2]
+    for b in range(x.shape[0]):
+        m = bodyf[b, B_MASS]
+        for k in range(3):
+            force[b, k] = m * gravity[k] + f_app[b, k]
+        rotate(q[b], bodyf[b, B_COM:B_COM + 3], arm)
+        cross(arm, force[b], tw)
+        for k in range(3):
+            tw[k] += t_app[b, k]
+        for s in range(springi.shape[0]):
+            if springi[s] != b:
+                continue
+            length = spring_vector(bodyf, bodyi, springf, s, b, x[b], q[b], arm, f)
+            scale = -springf[s, S_K]
+            if springf[s, S_REST] > 0.0:
+                scale *= 1.0 - springf[s, S_REST] / max(length, 1e-300)
+            for k in range(3):
+                f[k] *= scale
+                force[b, k] += f[k]
+            cross(arm, f, f)
+            for k in range(3):
+                tw[k] += f[k]
+        rotate_inv(q[b], tw, torque_body[b])
+    return force
+
+
+@jit
+def potential_energy(gravity, bodyf, bodyi, springf, springi, x, q):
+    """Gravity plus spring energy of all bodies; x are centre-of-mass positions."""
+    v = 0.0
+    for b in range(x.shape[0]):
+        for k in range(3):
+            v -= bodyf[b, B_MASS] * gravity[k] * x[b, k]
+    arm = np.empty(3)
+    d = np.empty(3)
+    for s in range(springi.shape[0]):
+        b = springi[s]
+        stretch = spring_vector(bodyf, bodyi, springf, s, b, x[b], q[b], arm, d) - springf[s, S_REST]
+        v += 0.5 * springf[s, S_K] * stretch * stretch
+    return v
+
+
+@jit
+def point_jacobian(q, c, free, out, w):
+    """Dy(z) (3x7) of the body point y = x_ref + R(q) c; the x block is I for free bodies.
+
+    The q block is 2 E(q) c^-, from dR(q)c = 2 E(q) G(dq)^T c, 000 (13) and (A3).
+    w: (2,4,4) scratch.
+    """
+    out[:, :] = 0.0
+    if free:
+        for k in range(3):
+            out[k, k] = 1.0
+    e = Emat(q, w[0, :3, :])
+    cm = minus4(c, w[1])
+    for i in range(3):
+        for j in range(4):
+            acc = 0.0
+            for k in range(4):
+                acc += e[i, k] * cm[k, j]
+            out[i, 3 + j] = 2.0 * acc
+    return out
+
+
+@jit
+def add_point_load_hessian(c, f, scale, out, w):
+    """out[3:7,3:7] += scale * (c^- f^+): derivative of -Dy_q(q)^T f with respect to q."""
+    cm = minus4(c, w[0])
+    fp = plus4(f, w[1])
+    for i in range(4):
+        for j in range(4):
+            acc = 0.0
+            for k in range(4):
+                acc += cm[i, k] * fp[k, j]
+            out[3 + i, 3 + j] += scale * acc
+
+
+@jit
+def discrete_gradient(gravity, bodyf, bodyi, springf, springi, b, z0, z1, f_app, t_app, grad,
+                      dgrad, work):
+    """Exact discrete gradient of body b's potential minus the discrete work of applied loads.
+
+    z0, z1: (7,) configurations at t_n, t_{n+1} (x = reference point for free bodies).
+    grad: (7,) output, so that V(z1) - V(z0) - W = grad · (z1 - z0) holds to round-off.
+    dgrad: (7,7) output, d grad / d z1 (analytic; used by Newton).
+    work: (128,) float scratch, carved into views below (no allocation).
+    """
+    free = bodyi[b] != PIVOTED
+    zm = work[0:7]
+    load = work[7:10]
+    xref0 = work[10:13]  # scratch for spring arms
+    xref1 = work[13:16]
+    d0 = work[16:19]
+    d1 = work[19:22]
+    dsum = work[22:25]
+    dy = work[32:53].reshape((3, 7))
+    dy1 = work[53:74].reshape((3, 7))
+    w = work[96:128].reshape((2, 4, 4))
+    for k in range(7):
+        zm[k] = 0.5 * (z0[k] + z1[k])
+    qm = zm[3:7]
+    grad[:] = 0.0
+    dgrad[:, :] = 0.0
+    # Gravity and the applied force both act at the centre of mass with constant world value.
+    for k in range(3):
+        load[k] = bodyf[b, B_MASS] * gravity[k] + f_app[b, k]
+    com = bodyf[b, B_COM:B_COM + 3]
+    point_jacobian(qm, com, free, dy, w)
+    for j in range(7):
+        for k in range(3):
+            grad[j] -= dy[k, j] * load[k]
+    add_point_load_hessian(com, load, 1.0, dgrad, w)
+    # Applied torque: discrete work 2 tau · E(q_mid)(q1 - q0).
+    tau = t_app[b]
+    tp = plus4(tau, w[0])
+    for i in range(4):
+        for j in range(4):
+            grad[3 + i] -= 2.0 * tp[i, j] * qm[j]
+            dgrad[3 + i, 3 + j] -= tp[i, j]
+    # Springs, through the invariant s = |d|^2.
+    for s in range(springi.shape[0]):
+        if springi[s] != b:
+            continue
+        c = springf[s, S_POINT:S_POINT + 3]
+        l0 = spring_vector(bodyf, bodyi, springf, s, b, z0[:3], z0[3:7], xref0, d0)
+        l1 = spring_vector(bodyf, bodyi, springf, s, b, z1[:3], z1[3:7], xref1, d1)
+        for k in range(3):
+            dsum[k] = d0[k] + d1[k]
+        k_s = springf[s, S_K]
+        rest = springf[s, S_REST]
+        lsum = max(l0 + l1, 1e-300)
+        coef = 0.5 * k_s * (1.0 - 2.0 * rest / lsum)
+        point_jacobian(qm, c, free, dy, w)
+        for j in range(7):
+            acc = 0.0
+            for k in range(3):
+                acc += dy[k, j] * dsum[k]
+            grad[j] += coef * acc
+        # d/dz1 of coef * Dy(z_mid)^T (d0 + d1):
+        point_jacobian(z1[3:7], c, free, dy1, w)
+        for i in range(7):
+            for j in range(7):
+                acc = 0.0
+                for k in range(3):
+                    acc += dy[k, i] * dy1[k, j]
+                dgrad[i, j] += coef * acc
+        add_point_load_hessian(c, dsum, -coef, dgrad, w)
+        if rest > 0.0:
+            dc = k_s * rest / (lsum * lsum * max(l1, 1e-300))
+            for j in range(7):
+                acc = 0.0
+                for k in range(3):
+                    acc += dy1[k, j] * d1[k]
+                tmp_j = dc * acc
+                for i in range(7):
+                    acc2 = 0.0
+                    for k in range(3):
+                        acc2 += dy[k, i] * dsum[k]
+                    dgrad[i, j] += acc2 * tmp_j
+    return grad

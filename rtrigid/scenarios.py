@@ -1,0 +1,209 @@
+"""Named, parametrized scenarios: the papers' test cases, ready to step.
+
+    sim = rtrigid.scenarios.build("gyro_top", integrator="energy_momentum", dt=1e-3, omega_p=10)
+
+Each builder returns a :class:`~rtrigid.simulation.Simulation` whose ``info`` dict says what
+the scenario conserves (``conserved``: a list of (quantity, axis) pairs, quantity "linear" or
+"angular"), its default step and duration, and -- where the papers give one -- an analytic
+reference (``reference(t)`` for the quantity named ``reference_name``).
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from rtrigid import quat
+from rtrigid.model import Model, as_scalar, as_vector
+from rtrigid.simulation import Simulation
+
+_BUILDERS = {}
+ALL_AXES = [("linear", 0), ("linear", 1), ("linear", 2),
+            ("angular", 0), ("angular", 1), ("angular", 2)]
+
+
+def scenario(dt, t_end):
+    """Register a builder under its function name with its default step and duration."""
+    def register(fn):
+        _BUILDERS[fn.__name__] = (fn, dt, t_end)
+        return fn
+    return register
+
+
+def names():
+    """The scenario names, in registration order."""
+    return list(_BUILDERS)
+
+
+def defaults(name):
+    """(default dt, default duration) of a scenario."""
+    _, dt, t_end = _get(name)
+    return dt, t_end
+
+
+def parameters(name):
+    """The keyword parameters of a scenario with their defaults."""
+    fn = _get(name)[0]
+    return {k: p.default for k, p in inspect.signature(fn).parameters.items()
+            if k not in ("integrator", "dt")}
+
+
+def _get(name):
+    if name not in _BUILDERS:
+        raise ValueError(f"name: unknown scenario {name!r}; known: {names()}")
+    return _BUILDERS[name]
+
+
+def build(name, integrator="energy_momentum", dt=None, **params) -> Simulation:
+    """Build scenario ``name``; unknown parameters are refused with ``ValueError``."""
+    fn, default_dt, t_end = _get(name)
+    known = parameters(name)
+    for key in params:
+        if key not in known:
+            raise ValueError(f"{key}: not a parameter of {name!r}; known: {sorted(known)}")
+    sim = fn(integrator=integrator, dt=default_dt if dt is None else dt, **params)
+    sim.info.setdefault("scenario", name)
+    sim.info.setdefault("t_end", t_end)
+    sim.info["params"] = {**known, **params}
+    return sim
+
+
+def _free_rotor(integrator, dt, inertia, omega0, q0, mass, allow_nonphysical=False):
+    model = Model(gravity=(0.0, 0.0, 0.0))
+    j = as_vector(inertia, 3, "inertia")
+    half = 0.5 * np.sqrt(np.maximum(2.5 * (j.sum() / 2 - j) / mass, 1e-12))
+    model.add_body("body", mass, j, shape=("box", {"half_extents": half}),
+                   allow_nonphysical_inertia=allow_nonphysical)
+    sim = Simulation(model, integrator, dt)
+    sim.set_orientation(0, as_vector(q0, 4, "q0"))
+    sim.set_angular_velocity(0, as_vector(omega0, 3, "omega0"), frame="body")
+    sim.info["conserved"] = list(ALL_AXES)
+    return sim
+
+
+@scenario(dt=0.02, t_end=20.0)
+def free_body(integrator="energy_momentum", dt=0.02, inertia=(6.0, 8.0, 3.0),
+              omega0=(10.0, 20.0, 20.0), q0=(1.0, 0.0, 0.0, 0.0), mass=1.0):
+    """Torque-free rigid body, 000 §5.1; ``omega0`` in the body frame.
+
+    The render box has the principal moments of the given inertia (for a physical one).
+    """
+    return _free_rotor(integrator, dt, inertia, omega0, q0, mass)
+
+
+@scenario(dt=0.005, t_end=5.0)
+def tennis_racket(integrator="energy_momentum", dt=0.005, inertia=(41.6, 11.6, 50.0),
+                  omega0=(50.0, 1e-3, 1e-3), euler313=(np.pi / 3, np.pi / 4, np.pi / 2),
+                  mass=1.0):
+    """Spin about the intermediate axis d1 (Dzhanibekov flips), 002 Example B.
+
+    The initial orientation is given by 3-1-3 Euler angles as in the paper, away from the
+    gimbal singularity of that parametrization.
+    """
+    a = as_vector(euler313, 3, "euler313")
+    q0 = quat.quat_from_euler313(a[0], a[1], a[2], np.empty(4))
+    return _free_rotor(integrator, dt, inertia, omega0, q0, mass)
+
+
+def _pivoted_top(integrator, dt, mass, inertia_cm, length, gravity, shape,
+                 allow_nonphysical=False):
+    model = Model(gravity=(0.0, 0.0, -as_scalar(gravity, "g", positive=True)))
+    model.add_body("top", mass, inertia_cm, shape=shape,
+                   allow_nonphysical_inertia=allow_nonphysical)
+    model.attach_to_world("top", point_body=(0.0, 0.0, -length))
+    sim = Simulation(model, integrator, dt)
+    sim.info["conserved"] = [("angular", 2)]
+    return sim
+
+
+@scenario(dt=0.001, t_end=10.0)
+def gyro_top(integrator="energy_momentum", dt=0.001, rho=2700.0, height=0.1, radius=0.05,
+             theta0=np.pi / 3, omega_p=10.0, g=9.81):
+    """Solid cone spinning on its tip in steady precession, 000 §5.2.
+
+    Centroidal moments J1 = J2 = 3M/80 (4R² + H²), J3 = 3M R²/10; the centre of mass sits
+    L = 3H/4 from the tip.  The spin rate makes the precession steady (000 §5.2.1), so the
+    centre of mass circles at constant height: ``info["reference"](t)``.
+    """
+    rho = as_scalar(rho, "rho", positive=True)
+    h = as_scalar(height, "height", positive=True)
+    r = as_scalar(radius, "radius", positive=True)
+    theta0 = as_scalar(theta0, "theta0")
+    omega_p = as_scalar(omega_p, "omega_p")
+    if omega_p == 0.0:
+        raise ValueError("omega_p: steady precession needs a non-zero precession rate")
+    gval = as_scalar(g, "g", positive=True)
+    mass = rho * np.pi * r * r * h / 3.0
+    j1 = 3.0 * mass / 80.0 * (4.0 * r * r + h * h)
+    j3 = 3.0 * mass * r * r / 10.0
+    length = 0.75 * h
+    sim = _pivoted_top(integrator, dt, mass, (j1, j1, j3), length, gval,
+                       ("cone", {"radius": r, "height": h}))
+    j1_pivot = j1 + mass * length * length
+    omega_s = mass * gval * length / (j3 * omega_p) + (j1_pivot - j3) / j3 * omega_p * np.cos(theta0)
+    q0 = np.array([np.cos(theta0 / 2), np.sin(theta0 / 2), 0.0, 0.0])
+    sim.set_orientation(0, q0)
+    d3 = quat.rotate(q0, np.array([0.0, 0.0, 1.0]), np.empty(3))
+    sim.set_angular_velocity(0, omega_p * np.array([0.0, 0.0, 1.0]) + omega_s * d3, frame="world")
+
+    def com_reference(t):
+        """Analytic centre of mass in steady precession, 000 §5.2.3."""
+        s = length * np.sin(theta0)
+        return np.array([s * np.sin(omega_p * t), -s * np.cos(omega_p * t),
+                         length * np.cos(theta0)])
+
+    sim.info.update(reference=com_reference, reference_name="centre of mass",
+                    spin_rate=omega_s, length=length)
+    return sim
+
+
+@scenario(dt=0.01, t_end=10.0)
+def heavy_top(integrator="energy_momentum", dt=0.01, inertia_pivot=(50.0, 42.0, 10.0),
+              mass_times_length=11.09, theta0=np.pi / 3, omega0=(0.0, 0.0, 20.0), g=9.81,
+              length=1.0):
+    """Slightly asymmetric heavy top with nutation and precession, 002 Example A.
+
+    The paper gives only the inertia about the pivot and m L; the motion depends on nothing
+    else.  ``length`` (the pivot-to-centre-of-mass distance) picks the mass m = mL / L and the
+    centroidal inertia = inertia_pivot - m L² (transverse axes).  ``omega0``: body frame.
+    """
+    ip = as_vector(inertia_pivot, 3, "inertia_pivot")
+    ml = as_scalar(mass_times_length, "mass_times_length", positive=True)
+    length = as_scalar(length, "length", positive=True)
+    mass = ml / length
+    inertia_cm = ip - mass * length * length * np.array([1.0, 1.0, 0.0])
+    if np.any(inertia_cm <= 0.0):
+        raise ValueError(f"length: {length} gives a centroidal inertia {inertia_cm.tolist()} "
+                         "that is not positive; choose a longer length")
+    sim = _pivoted_top(integrator, dt, mass, inertia_cm, length, g,
+                       ("cylinder", {"radius": 0.15 * length, "half_length": 0.9 * length}))
+    t = as_scalar(theta0, "theta0")
+    sim.set_orientation(0, (np.cos(t / 2), np.sin(t / 2), 0.0, 0.0))
+    sim.set_angular_velocity(0, as_vector(omega0, 3, "omega0"), frame="body")
+    return sim
+
+
+@scenario(dt=0.002, t_end=2.0)
+def geradin_top(integrator="energy_momentum", dt=0.002, case=1):
+    """Symmetrical top of 003 §11.6: m = 5 kg, J = (0.8, 0.8, 1.8) kg m², L = 1.3 m.
+
+    Case 1 is dropped from theta = pi/9 spinning at 50 rad/s; case 2 also precesses at
+    -10 rad/s.  The centroidal inertia violates the triangle inequality (only the inertia
+    about the pivot is physical), hence the explicit opt-out.
+    """
+    if case not in (1, 2):
+        raise ValueError(f"case: expected 1 or 2, got {case!r}")
+    psi, theta, phi = 0.0, np.pi / 9, 0.0
+    psi_dot, theta_dot, phi_dot = (0.0 if case == 1 else -10.0), 0.0, 50.0
+    sim = _pivoted_top(integrator, dt, 5.0, (0.8, 0.8, 1.8), 1.3, 9.81,
+                       ("cylinder", {"radius": 0.25, "half_length": 1.3}),
+                       allow_nonphysical=True)
+    sim.set_orientation(0, quat.quat_from_euler313(psi, theta, phi, np.empty(4)))
+    # body angular velocity from Euler-angle rates, 003 (283)
+    omega = np.array([
+        np.sin(phi) * np.sin(theta) * psi_dot + np.cos(phi) * theta_dot,
+        np.cos(phi) * np.sin(theta) * psi_dot - np.sin(phi) * theta_dot,
+        np.cos(theta) * psi_dot + phi_dot,
+    ])
+    sim.set_angular_velocity(0, omega, frame="body")
+    return sim

@@ -1,0 +1,392 @@
+"""Simulation: the fixed-step API around a frozen model, a flat state and one step kernel.
+
+    sim = Simulation(model, integrator="energy_momentum", dt=0.01)
+    sim.step(1000)                 # 1000 steps in one compiled call
+    sim.energy(), sim.momentum(), sim.constraint_error()
+
+Each step is ``kernel(n, dt, model arrays, state, previous state, applied loads, ...)``, see
+:mod:`rtrigid.integrators.common`.  The state lives in one flat float64 array; ``x``, ``q``,
+``v``, ``w`` below are views into it.  Orientation ``q`` is the unit quaternion (scalar first)
+rotating body axes into world axes -- DESIGN.md calls it p; we keep p for the quaternion
+momentum of paper 000.
+
+Every public method validates its input first and raises ``ValueError`` naming the offending
+field; a refused call leaves the simulation exactly as it was.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from rtrigid import quat
+from rtrigid.forces import potential_energy
+from rtrigid.integrators import IMPLICIT, INTEGRATORS
+from rtrigid.integrators.common import (
+    FAILED,
+    N_STATS,
+    OK,
+    STAT_FALLBACKS,
+    STAT_ITERS,
+    STAT_MAX_ITERS,
+    STAT_STEPS,
+    STATE_WIDTH,
+    body_momenta,
+    pivot_kinematics,
+)
+from rtrigid.model import PIVOTED, Model, as_scalar, as_vector, flatten, kernel_arrays
+
+
+class SimulationError(RuntimeError):
+    """A step could not be completed; the state is left at the last completed step."""
+
+
+class Snapshot:
+    """Opaque, immutable copy of everything that determines the future of a Simulation."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data):
+        self._data = data
+
+
+def _state_views(S, nb):
+    o = 0
+    views = []
+    for width in (3, 4, 3, 3, 3, 4):
+        views.append(S[o:o + width * nb].reshape(nb, width))
+        o += width * nb
+    return views
+
+
+class Simulation:
+    """Fixed-step simulation of a :class:`~rtrigid.model.Model`.
+
+    Parameters
+    ----------
+    model : Model
+        The model; it is frozen here, later edits to it have no effect.
+    integrator : str
+        One of :func:`rtrigid.integrators.names`.
+    dt : float
+        The fixed step, seconds (> 0).
+    max_iter : int
+        Newton iteration cap per (sub)step of implicit schemes.
+    max_halvings : int
+        Fallback depth of implicit schemes: a step whose Newton solve fails is redone as
+        2, 4, ..., 2**max_halvings sub-steps before the step is declared failed.
+    max_steps_per_advance : int
+        :meth:`advance` never runs more steps than this in one call; the rest of the elapsed
+        time is dropped (and counted in ``dropped_time``) so a slow frame cannot snowball.
+    """
+
+    def __init__(self, model: Model, integrator="energy_momentum", dt=0.01, *, max_iter=25,
+                 max_halvings=6, max_steps_per_advance=64):
+        if not isinstance(model, Model):
+            raise ValueError(f"model: expected an rtrigid Model, got {type(model).__name__}")
+        if integrator not in INTEGRATORS:
+            raise ValueError(f"integrator: unknown {integrator!r}; known: {list(INTEGRATORS)}")
+        self.dt = as_scalar(dt, "dt", positive=True)
+        max_iter = int(as_scalar(max_iter, "max_iter", positive=True))
+        max_halvings = int(as_scalar(max_halvings, "max_halvings", nonnegative=True))
+        self.max_steps_per_advance = int(as_scalar(max_steps_per_advance,
+                                                   "max_steps_per_advance", positive=True))
+        self.model = model
+        self.integrator = integrator
+        self.frozen = model.freeze()
+        self.names = [b.name for b in model.bodies]
+        self.nb = nb = len(self.names)
+        self._mf, self._mi = flatten(self.frozen)
+        self._arrays = kernel_arrays.py_func(self._mf, self._mi)
+        module = INTEGRATORS[integrator]
+        self._kernel = module.step
+        self._work = np.zeros(module.work_size(nb))
+        self._solver = np.array([max_iter, max_halvings], dtype=np.float64)
+        self._stats = np.zeros(N_STATS, dtype=np.int64)
+        self._S = np.zeros(STATE_WIDTH * nb)
+        self._S_prev = np.zeros(STATE_WIDTH * nb)
+        self._A = np.zeros(6 * nb)
+        self.x, self.q, self.v, self.w, self._P, self._pq = _state_views(self._S, nb)
+        self._f_app = self._A[:3 * nb].reshape(nb, 3)
+        self._t_app = self._A[3 * nb:].reshape(nb, 3)
+        self._steps = 0
+        self._accumulator = 0.0
+        self.dropped_time = 0.0
+        self.info: dict = {}
+        self.q[:, 0] = 1.0
+        for b in range(nb):
+            self._sync(b)
+        self._S_prev[:] = self._S
+
+    # -- time and stepping ----------------------------------------------------------------
+    @property
+    def t(self) -> float:
+        """Simulated time: steps taken times dt (no accumulated round-off)."""
+        return self._steps * self.dt
+
+    @property
+    def steps_taken(self) -> int:
+        return self._steps
+
+    def step(self, n=1):
+        """Advance ``n`` fixed steps in one compiled call.
+
+        Raises :class:`SimulationError` if a step cannot be completed (an implicit solve that
+        fails even after its fallback, or a non-finite state); the state is then the one
+        after the last completed step, never NaN.
+        """
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n: expected a non-negative integer, got {n!r}")
+        stats = self._stats
+        before_steps = stats[STAT_STEPS]
+        before_fallbacks = stats[STAT_FALLBACKS]
+        status = self._kernel(n, self.dt, self._mf, self._mi, self._S, self._S_prev, self._A,
+                              self._solver, stats, self._work)
+        self._steps += int(stats[STAT_STEPS] - before_steps)
+        if stats[STAT_FALLBACKS] != before_fallbacks:
+            warnings.warn(
+                f"{self.integrator}: Newton did not converge on "
+                f"{stats[STAT_FALLBACKS] - before_fallbacks} step(s); those steps were redone "
+                "as sub-steps (see solver_stats())", RuntimeWarning, stacklevel=2)
+        if status != OK:
+            what = ("Newton failed even with 2**max_halvings sub-steps" if status == FAILED
+                    else "the state became non-finite")
+            raise SimulationError(
+                f"{self.integrator}: step {self._steps + 1} (t={self.t:.6g}) not taken: {what}; "
+                "the state is that of the last completed step")
+
+    def solver_stats(self) -> dict:
+        """Counters since construction: steps, Newton iterations, fallbacks."""
+        s = self._stats
+        steps = int(s[STAT_STEPS])
+        out = {"steps": steps}
+        if self.integrator in IMPLICIT:
+            out.update(
+                newton_iterations=int(s[STAT_ITERS]),
+                mean_iterations=float(s[STAT_ITERS]) / max(steps, 1),
+                max_iterations=int(s[STAT_MAX_ITERS]),
+                fallback_steps=int(s[STAT_FALLBACKS]),
+            )
+        return out
+
+    # -- real-time stepping ----------------------------------------------------------------
+    def advance(self, elapsed):
+        """Consume ``elapsed`` wall-clock seconds in whole fixed steps; return the step count.
+
+        The remainder stays in an accumulator for the next call; :attr:`alpha` tells how far
+        the remainder reaches into the next step, for interpolated rendering
+        (:meth:`interpolated_pose`).  At most ``max_steps_per_advance`` steps run per call.
+        """
+        elapsed = as_scalar(elapsed, "elapsed", nonnegative=True)
+        self._accumulator += elapsed
+        n = int(math.floor(self._accumulator / self.dt))
+        if n > self.max_steps_per_advance:
+            self.dropped_time += (n - self.max_steps_per_advance) * self.dt
+            n = self.max_steps_per_advance
+        self._accumulator = max(self._accumulator - n * self.dt, 0.0)
+        if self._accumulator >= self.dt:
+            self.dropped_time += self._accumulator - math.fmod(self._accumulator, self.dt)
+            self._accumulator = math.fmod(self._accumulator, self.dt)
+        if n:
+            self.step(n)
+        return n
+
+    @property
+    def alpha(self) -> float:
+        """Interpolation factor in [0, 1): accumulated time past the last step, over dt."""
+        return min(self._accumulator / self.dt, 1.0)
+
+    def interpolated_pose(self, body, alpha=None):
+        """Pose between the previous and the current step (x lerp, q slerp) for rendering."""
+        b = self.body_index(body)
+        a = self.alpha if alpha is None else as_scalar(alpha, "alpha", nonnegative=True)
+        if a > 1.0:
+            raise ValueError(f"alpha: must be in [0, 1], got {a}")
+        xp, qp = _state_views(self._S_prev, self.nb)[:2]
+        x = (1.0 - a) * xp[b] + a * self.x[b]
+        q = quat.quat_slerp(qp[b].copy(), self.q[b].copy(), a, np.empty(4))
+        return x, q
+
+    # -- diagnostics ----------------------------------------------------------------------
+    def body_index(self, body) -> int:
+        return self.model.body_index(body)
+
+    def pose(self, body):
+        """World centre-of-mass position and unit quaternion (copies)."""
+        b = self.body_index(body)
+        return self.x[b].copy(), self.q[b].copy()
+
+    def velocity(self, body):
+        """World centre-of-mass velocity and world angular velocity (copies)."""
+        b = self.body_index(body)
+        return self.v[b].copy(), quat.rotate(self.q[b], self.w[b], np.empty(3))
+
+    def kinetic_energy(self) -> float:
+        fm = self.frozen
+        t = 0.5 * np.sum(fm.mass * np.sum(self.v * self.v, axis=1))
+        t += 0.5 * np.sum(self.w * (fm.inertia * self.w))
+        return float(t)
+
+    def potential_energy(self) -> float:
+        return float(potential_energy(*self._arrays, self.x, self.q))
+
+    def energy(self) -> float:
+        """Kinetic plus potential energy (gravity, springs)."""
+        return self.kinetic_energy() + self.potential_energy()
+
+    def momentum(self):
+        """(linear, angular about the world origin), world frame."""
+        fm = self.frozen
+        linear = (fm.mass[:, None] * self.v).sum(axis=0)
+        angular = np.cross(self.x, fm.mass[:, None] * self.v).sum(axis=0)
+        for b in range(self.nb):
+            angular += quat.rotate(self.q[b], fm.inertia[b] * self.w[b], np.empty(3))
+        return linear, angular
+
+    def constraint_error(self) -> float:
+        """Largest position-level residual: ||q| - 1| and pivot attachment drift."""
+        err = float(np.max(np.abs(np.linalg.norm(self.q, axis=1) - 1.0)))
+        fm = self.frozen
+        for b in range(self.nb):
+            if fm.kind[b] == PIVOTED:
+                tip = self.x[b] - quat.rotate(self.q[b], fm.com[b], np.empty(3))
+                err = max(err, float(np.max(np.abs(tip - fm.pivot[b]))))
+        return err
+
+    # -- setters -------------------------------------------------------------------------
+    def _sync(self, b):
+        """Make the dependent parts of body b's state consistent with (x, q, v, w)."""
+        bodyf = self._arrays[1]
+        if self.frozen.kind[b] == PIVOTED:
+            pivot_kinematics.py_func(bodyf, b, self.x, self.q, self.v, self.w, self._P)
+        body_momenta.py_func(bodyf, b, self.q, self.v, self.w, self._P, self._pq)
+
+    def _refuse_if_pivoted(self, b, field):
+        if self.frozen.kind[b] == PIVOTED:
+            raise ValueError(f"{field}: body {self.names[b]!r} is pivoted; its position and "
+                             "velocity follow from its orientation and angular velocity")
+
+    def set_orientation(self, body, q):
+        """Set the orientation (normalised); a pivoted body turns about its pivot."""
+        b = self.body_index(body)
+        q = as_vector(q, 4, "q")
+        norm = np.linalg.norm(q)
+        if norm < 1e-12:
+            raise ValueError(f"q: quaternion of norm {norm:g} cannot be normalised")
+        self.q[b] = q / norm
+        self._sync(b)
+
+    def set_angular_velocity(self, body, omega, frame="body"):
+        """Set the angular velocity, given in the body frame or the world frame."""
+        b = self.body_index(body)
+        omega = as_vector(omega, 3, "omega")
+        if frame == "world":
+            omega = quat.rotate_inv(self.q[b], omega, np.empty(3))
+        elif frame != "body":
+            raise ValueError(f"frame: expected 'body' or 'world', got {frame!r}")
+        self.w[b] = omega
+        self._sync(b)
+
+    def set_position(self, body, x):
+        """Set the centre-of-mass position of a free body."""
+        b = self.body_index(body)
+        x = as_vector(x, 3, "x")
+        self._refuse_if_pivoted(b, "x")
+        self.x[b] = x
+        self._sync(b)
+
+    def set_velocity(self, body, v):
+        """Set the centre-of-mass velocity of a free body (world frame)."""
+        b = self.body_index(body)
+        v = as_vector(v, 3, "v")
+        self._refuse_if_pivoted(b, "v")
+        self.v[b] = v
+        self._sync(b)
+
+    # -- loads and impulses ----------------------------------------------------------------
+    def apply_force(self, body, force, point=None):
+        """Add a constant world force, acting from now on until :meth:`clear_applied`.
+
+        With ``point`` (world), the force acts there: it is stored as the same force at the
+        centre of mass plus the torque (point - x) x force, both fixed in the world frame and
+        evaluated now.  Loads add up over calls and persist across steps.
+        """
+        b = self.body_index(body)
+        force = as_vector(force, 3, "force")
+        torque = np.zeros(3)
+        if point is not None:
+            point = as_vector(point, 3, "point")
+            torque = np.cross(point - self.x[b], force)
+        self._f_app[b] += force
+        self._t_app[b] += torque
+
+    def apply_torque(self, body, torque):
+        """Add a constant world torque, acting from now on until :meth:`clear_applied`."""
+        b = self.body_index(body)
+        self._t_app[b] += as_vector(torque, 3, "torque")
+
+    def clear_applied(self, body=None):
+        """Remove applied forces and torques (of one body, or of all)."""
+        if body is None:
+            self._A[:] = 0.0
+        else:
+            b = self.body_index(body)
+            self._f_app[b] = 0.0
+            self._t_app[b] = 0.0
+
+    def applied(self, body):
+        """The (force, torque) currently applied to a body, world frame."""
+        b = self.body_index(body)
+        return self._f_app[b].copy(), self._t_app[b].copy()
+
+    def apply_impulse(self, body, impulse_world, point_world):
+        """Apply an instantaneous impulse at a world point; velocities jump at once.
+
+        A free body gains linear momentum J and angular momentum (r - x) x J about its centre
+        of mass; a pivoted body gains angular momentum (r - pivot) x J about its pivot (the
+        pivot supplies the reaction impulse).  Raises ``ValueError`` (state unchanged) if the
+        resulting velocities would not be finite.
+        """
+        b = self.body_index(body)
+        impulse = as_vector(impulse_world, 3, "impulse_world")
+        point = as_vector(point_world, 3, "point_world")
+        fm = self.frozen
+        q = self.q[b]
+        if fm.kind[b] == PIVOTED:
+            arm = point - fm.pivot[b]
+            dv = np.zeros(3)
+        else:
+            arm = point - self.x[b]
+            dv = impulse / fm.mass[b]
+        dh_body = quat.rotate_inv(q, np.cross(arm, impulse), np.empty(3))
+        dw = fm.jref_inv[b] @ dh_body
+        with np.errstate(over="ignore", invalid="ignore"):
+            new_v = self.v[b] + dv
+            new_w = self.w[b] + dw
+            ok = np.all(np.isfinite(new_v)) and np.all(np.isfinite(new_w))
+            ok = ok and np.isfinite(0.5 * fm.mass[b] * new_v @ new_v + 0.5 * new_w @ (fm.jref[b] @ new_w))
+        if not ok:
+            raise ValueError(f"impulse_world: {impulse.tolist()} would give non-finite velocities")
+        self.v[b] = new_v
+        self.w[b] = new_w
+        self._sync(b)
+
+    # -- snapshots --------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Everything that determines the future: state, previous state, loads, clock."""
+        return Snapshot((self._S.copy(), self._S_prev.copy(), self._A.copy(), self._steps,
+                         self._accumulator, self.dropped_time, self._stats.copy()))
+
+    def restore(self, snap: Snapshot):
+        """Return to a snapshot taken from this simulation, bit for bit."""
+        if not isinstance(snap, Snapshot) or snap._data[0].shape != self._S.shape:
+            raise ValueError("snap: not a snapshot of this simulation")
+        S, S_prev, A, steps, acc, dropped, stats = snap._data
+        self._S[:] = S
+        self._S_prev[:] = S_prev
+        self._A[:] = A
+        self._stats[:] = stats
+        self._steps = steps
+        self._accumulator = acc
+        self.dropped_time = dropped
