@@ -24,7 +24,7 @@ free bodies move it), z[3:7] = q.
 """
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, jit_inline
 from rtrigid.model import (
     B_COM,
     B_MASS,
@@ -35,28 +35,17 @@ from rtrigid.model import (
     S_POINT,
     S_REST,
 )
-from rtrigid.quat import Emat, minus4, plus4, rotate, rotate_inv
+from rtrigid.quat import Emat, minus4, plus4, rotate_t
 
 # Model arguments, in this order everywhere: gravity (3,), bodyf (nb, B_WIDTH), bodyi (nb,)
 # kinds, springf (ns, S_WIDTH), springi (ns,) -- see rtrigid.model.kernel_arrays.
 
 
 @jit
-def cross(a, b, out):
-    """out = a x b."""
-    o0 = a[1] * b[2] - a[2] * b[1]
-    o1 = a[2] * b[0] - a[0] * b[2]
-    o2 = a[0] * b[1] - a[1] * b[0]
-    out[0] = o0
-    out[1] = o1
-    out[2] = o2
-    return out
-
-
-@jit
 def spring_vector(bodyf, bodyi, springf, s, b, x, q, arm, out):
     """d = (reference point + R(q) c) - anchor for spring s on body b; arm = R(q) c."""
-    rotate(q, springf[s, S_POINT:S_POINT + 3], arm)
+    arm[0], arm[1], arm[2] = rotate_t(q[0], q[1], q[2], q[3], springf[s, S_POINT],
+                                      springf[s, S_POINT + 1], springf[s, S_POINT + 2], 1.0)
     ref = bodyf[b, B_PIVOT:B_PIVOT + 3] if bodyi[b] == PIVOTED else x
     sq = 0.0
     for k in range(3):
@@ -65,42 +54,55 @@ def spring_vector(bodyf, bodyi, springf, s, b, x, q, arm, out):
     return np.sqrt(sq)
 
 
-@jit
-def loads(gravity, bodyf, bodyi, springf, springi, x, q, f_app, t_app, force, torque_body,
-          scratch):
-    """World force on each centre of mass and body-frame torque about each reference point.
+@jit_inline
+def _spring_force(bodyf, bodyi, springf, s, b, x0, x1, x2, q0, q1, q2, q3):
+    """World force of spring s on its body and its lever arm R(q) c, as two tuples."""
+    c0, c1, c2 = rotate_t(q0, q1, q2, q3, springf[s, S_POINT], springf[s, S_POINT + 1],
+                          springf[s, S_POINT + 2], 1.0)
+    if bodyi[b] == PIVOTED:
+        r0, r1, r2 = bodyf[b, B_PIVOT], bodyf[b, B_PIVOT + 1], bodyf[b, B_PIVOT + 2]
+    else:
+        r0, r1, r2 = x0, x1, x2
+    d0 = r0 + c0 - springf[s, S_ANCHOR]
+    d1 = r1 + c1 - springf[s, S_ANCHOR + 1]
+    d2 = r2 + c2 - springf[s, S_ANCHOR + 2]
+    scale = -springf[s, S_K]
+    if springf[s, S_REST] > 0.0:
+        length = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+        scale *= 1.0 - springf[s, S_REST] / max(length, 1e-300)
+    return (scale * d0, scale * d1, scale * d2), (c0, c1, c2)
 
-    x: (nb,3) centre-of-mass positions, q: (nb,4) orientations, f_app/t_app: (nb,3) applied
-    world force at the centre of mass and world torque.  scratch: (3,3) work array.
-    For a pivoted body the force is what the loads alone would do (the pivot reaction is not
-    included); only the torque enters its equations.
+
+@jit_inline
+def body_loads(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, x0, x1, x2, q0, q1, q2,
+               q3):
+    """World force on body b's centre of mass and body-frame torque about its reference point.
+
+    (x0, x1, x2): centre of mass, (q0..q3): orientation; f_app/t_app: (nb,3) applied world
+    force at the centre of mass and world torque.  For a pivoted body the force is what the
+    loads alone would do (the pivot reaction is not included); only the torque enters its
+    equations.  Scalars in, a 6-tuple out: this is the innermost loop of the explicit schemes.
     """
-    arm = scratch[0]
-    f = scratch[1]
-    tw = scratch[2]
-    for b in range(x.shape[0]):
-        m = bodyf[b, B_MASS]
-        for k in range(3):
-            force[b, k] = m * gravity[k] + f_app[b, k]
-        rotate(q[b], bodyf[b, B_COM:B_COM + 3], arm)
-        cross(arm, force[b], tw)
-        for k in range(3):
-            tw[k] += t_app[b, k]
-        for s in range(springi.shape[0]):
-            if springi[s] != b:
-                continue
-            length = spring_vector(bodyf, bodyi, springf, s, b, x[b], q[b], arm, f)
-            scale = -springf[s, S_K]
-            if springf[s, S_REST] > 0.0:
-                scale *= 1.0 - springf[s, S_REST] / max(length, 1e-300)
-            for k in range(3):
-                f[k] *= scale
-                force[b, k] += f[k]
-            cross(arm, f, f)
-            for k in range(3):
-                tw[k] += f[k]
-        rotate_inv(q[b], tw, torque_body[b])
-    return force
+    m = bodyf[b, B_MASS]
+    f0 = m * gravity[0] + f_app[b, 0]
+    f1 = m * gravity[1] + f_app[b, 1]
+    f2 = m * gravity[2] + f_app[b, 2]
+    a0, a1, a2 = rotate_t(q0, q1, q2, q3, bodyf[b, B_COM], bodyf[b, B_COM + 1],
+                          bodyf[b, B_COM + 2], 1.0)
+    t0 = a1 * f2 - a2 * f1 + t_app[b, 0]
+    t1 = a2 * f0 - a0 * f2 + t_app[b, 1]
+    t2 = a0 * f1 - a1 * f0 + t_app[b, 2]
+    for s in range(springi.shape[0]):
+        if springi[s] == b:
+            fs, c = _spring_force(bodyf, bodyi, springf, s, b, x0, x1, x2, q0, q1, q2, q3)
+            f0 += fs[0]
+            f1 += fs[1]
+            f2 += fs[2]
+            t0 += c[1] * fs[2] - c[2] * fs[1]
+            t1 += c[2] * fs[0] - c[0] * fs[2]
+            t2 += c[0] * fs[1] - c[1] * fs[0]
+    tb = rotate_t(q0, q1, q2, q3, t0, t1, t2, -1.0)
+    return f0, f1, f2, tb[0], tb[1], tb[2]
 
 
 @jit

@@ -50,18 +50,22 @@ _EULER_DEGENERATE = 1e-12
 
 
 @jit
+def qmul_t(a0, a1, a2, a3, b0, b1, b2, b3):
+    """Hamilton product a o b on scalars, returned as a tuple, 000 (1).
+
+    The scalar/tuple kernels (``*_t``) are what step kernels use in their hot loops: they
+    create no array views, which numba would reference-count on every call.
+    """
+    return (a0 * b0 - a1 * b1 - a2 * b2 - a3 * b3,
+            a0 * b1 + a1 * b0 + a2 * b3 - a3 * b2,
+            a0 * b2 + a2 * b0 + a3 * b1 - a1 * b3,
+            a0 * b3 + a3 * b0 + a1 * b2 - a2 * b1)
+
+
+@jit
 def quat_mul(a, b, out):
     """Hamilton product out = a o b, 000 (1)."""
-    a0, a1, a2, a3 = a[0], a[1], a[2], a[3]
-    b0, b1, b2, b3 = b[0], b[1], b[2], b[3]
-    r0 = a0 * b0 - a1 * b1 - a2 * b2 - a3 * b3
-    r1 = a0 * b1 + a1 * b0 + a2 * b3 - a3 * b2
-    r2 = a0 * b2 + a2 * b0 + a3 * b1 - a1 * b3
-    r3 = a0 * b3 + a3 * b0 + a1 * b2 - a2 * b1
-    out[0] = r0
-    out[1] = r1
-    out[2] = r2
-    out[3] = r3
+    out[0], out[1], out[2], out[3] = qmul_t(a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3])
     return out
 
 
@@ -209,16 +213,23 @@ def rotmat(q, out):
 
 
 @jit
-def _rotate_signed(q, v, s, out):
-    """(q0^2 - |qv|^2) v + 2 (qv.v) qv + 2 s q0 qv x v, i.e. 000 (8) applied to v."""
-    q0, q1, q2, q3 = q[0], q[1], q[2], q[3]
-    v0, v1, v2 = v[0], v[1], v[2]
+def rotate_t(q0, q1, q2, q3, v0, v1, v2, s):
+    """(q0^2 - |qv|^2) v + 2 (qv.v) qv + 2 s q0 qv x v: R(q) v for s = 1, R(q)^T v for s = -1.
+
+    000 (8) applied to v, on scalars (see :func:`qmul_t`).
+    """
     d = q0 * q0 - q1 * q1 - q2 * q2 - q3 * q3
     e = 2.0 * (q1 * v0 + q2 * v1 + q3 * v2)
     f = 2.0 * s * q0
-    out[0] = d * v0 + e * q1 + f * (q2 * v2 - q3 * v1)
-    out[1] = d * v1 + e * q2 + f * (q3 * v0 - q1 * v2)
-    out[2] = d * v2 + e * q3 + f * (q1 * v1 - q2 * v0)
+    return (d * v0 + e * q1 + f * (q2 * v2 - q3 * v1),
+            d * v1 + e * q2 + f * (q3 * v0 - q1 * v2),
+            d * v2 + e * q3 + f * (q1 * v1 - q2 * v0))
+
+
+@jit
+def _rotate_signed(q, v, s, out):
+    """Array form of :func:`rotate_t`."""
+    out[0], out[1], out[2] = rotate_t(q[0], q[1], q[2], q[3], v[0], v[1], v[2], s)
     return out
 
 

@@ -28,9 +28,9 @@ status:  OK, or FAILED / NONFINITE with the state rolled back to the start of th
 """
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, jit_inline
 from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
-from rtrigid.quat import Gmat, rotate
+from rtrigid.quat import rotate_t
 
 OK = 0
 FAILED = 1
@@ -98,23 +98,22 @@ def gt_mul(q, a0, a1, a2):
     )
 
 
-@jit
+@jit_inline
 def pivot_kinematics(bodyf, b, x, q, v, w, P):
     """Centre-of-mass position, velocity and momentum of a pivoted body from (q, w)."""
-    s = bodyf[b, B_COM:B_COM + 3]
-    rotate(q[b], s, x[b])
+    q0, q1, q2, q3 = q[b, 0], q[b, 1], q[b, 2], q[b, 3]
+    s0, s1, s2 = bodyf[b, B_COM], bodyf[b, B_COM + 1], bodyf[b, B_COM + 2]
+    r = rotate_t(q0, q1, q2, q3, s0, s1, s2, 1.0)
+    u = rotate_t(q0, q1, q2, q3, w[b, 1] * s2 - w[b, 2] * s1, w[b, 2] * s0 - w[b, 0] * s2,
+                 w[b, 0] * s1 - w[b, 1] * s0, 1.0)
+    m = bodyf[b, B_MASS]
     for k in range(3):
-        x[b, k] += bodyf[b, B_PIVOT + k]
-    # v = R(q) (w x s), written into v[b] via the body-frame cross product
-    v[b, 0] = w[b, 1] * s[2] - w[b, 2] * s[1]
-    v[b, 1] = w[b, 2] * s[0] - w[b, 0] * s[2]
-    v[b, 2] = w[b, 0] * s[1] - w[b, 1] * s[0]
-    rotate(q[b], v[b], v[b])
-    for k in range(3):
-        P[b, k] = bodyf[b, B_MASS] * v[b, k]
+        x[b, k] = bodyf[b, B_PIVOT + k] + r[k]
+        v[b, k] = u[k]
+        P[b, k] = m * u[k]
 
 
-@jit
+@jit_inline
 def body_velocities(bodyf, bodyi, b, x, q, v, w, P, pq):
     """Velocities from momenta: w = 1/2 J^-1 G(q) pq (000 (46): Pi = 2 J w), v = P / m."""
     gp = g_mul(q[b], pq[b])
@@ -137,7 +136,7 @@ def mat3_vec(bodyf, b, col, v0, v1, v2):
             r[col + 6] * v0 + r[col + 7] * v1 + r[col + 8] * v2)
 
 
-@jit
+@jit_inline
 def body_momenta(bodyf, b, q, v, w, P, pq):
     """Momenta from velocities: pq = 2 G(q)^T J w (000 (31) with qdot = 1/2 G^T w), P = m v."""
     jw = mat3_vec(bodyf, b, B_JREF, w[b, 0], w[b, 1], w[b, 2])

@@ -5,12 +5,15 @@ one, with w the body angular velocity; qdot = 1/2 q o (0, w) keeps qdot tangent 
 sphere by construction (T_p(p) = 1/2 G(p)^T, 002 (41)), so only the O(h^5) truncation error
 moves |q| off 1.  After every step q is renormalised, the cheap projection 002 (63).
 The torque on the null-space coordinate is the body-frame moment about the reference point,
-T_p^T psi_p = 1/2 G(q) psi_p of 002 (42) written as cross products.
+T_p^T psi_p = 1/2 G(q) psi_p of 002 (42), written as cross products.
+
+The bodies of a model are coupled only through the world, so each body is integrated on its
+own 13 local scalars (x, q, v, w): no array crosses a call in the hot loop.
 """
 import numpy as np
 
-from rtrigid._jit import jit
-from rtrigid.forces import loads
+from rtrigid._jit import jit, jit_inline
+from rtrigid.forces import body_loads
 from rtrigid.integrators.common import (
     NONFINITE,
     OK,
@@ -23,72 +26,42 @@ from rtrigid.integrators.common import (
     state_view,
 )
 from rtrigid.model import B_JINV, B_JREF, B_MASS, PIVOTED, kernel_arrays
-from rtrigid.quat import quat_normalize
 
 
 def work_size(nb):
-    """Four stage derivatives and one stage state of (x, q, v, w), loads, scratch."""
-    return 5 * 13 * nb + 6 * nb + 12
+    """This scheme needs no scratch beyond the state."""
+    return 1
 
 
-@jit
-def _carve(work, nb):
-    """Named views: stage derivatives k* (4, nb, .), stage state y*, loads, scratch."""
-    kx = work[0:12 * nb].reshape((4, nb, 3))
-    kq = work[12 * nb:28 * nb].reshape((4, nb, 4))
-    kv = work[28 * nb:40 * nb].reshape((4, nb, 3))
-    kw = work[40 * nb:52 * nb].reshape((4, nb, 3))
-    yx = work[52 * nb:55 * nb].reshape((nb, 3))
-    yq = work[55 * nb:59 * nb].reshape((nb, 4))
-    yv = work[59 * nb:62 * nb].reshape((nb, 3))
-    yw = work[62 * nb:65 * nb].reshape((nb, 3))
-    force = work[65 * nb:68 * nb].reshape((nb, 3))
-    torque = work[68 * nb:71 * nb].reshape((nb, 3))
-    scratch = work[71 * nb:71 * nb + 9].reshape((3, 3))
-    return kx, kq, kv, kw, yx, yq, yv, yw, force, torque, scratch
+@jit_inline
+def derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, y):
+    """Right-hand side of 002 (42) for body b at y = (x, q, v, w) (13-tuple).
+
+    xdot = v, qdot = 1/2 q o (0, w), J wdot = mu - w x J w, vdot = F / m (free bodies).
+    """
+    x0, x1, x2, q0, q1, q2, q3, v0, v1, v2, w0, w1, w2 = y
+    f0, f1, f2, t0, t1, t2 = body_loads(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b,
+                                        x0, x1, x2, q0, q1, q2, q3)
+    h0, h1, h2 = mat3_vec(bodyf, b, B_JREF, w0, w1, w2)
+    a0, a1, a2 = mat3_vec(bodyf, b, B_JINV, t0 - (w1 * h2 - w2 * h1), t1 - (w2 * h0 - w0 * h2),
+                          t2 - (w0 * h1 - w1 * h0))
+    dq0 = -0.5 * (q1 * w0 + q2 * w1 + q3 * w2)
+    dq1 = 0.5 * (q0 * w0 + q2 * w2 - q3 * w1)
+    dq2 = 0.5 * (q0 * w1 + q3 * w0 - q1 * w2)
+    dq3 = 0.5 * (q0 * w2 + q1 * w1 - q2 * w0)
+    if bodyi[b] == PIVOTED:
+        return (0.0, 0.0, 0.0, dq0, dq1, dq2, dq3, 0.0, 0.0, 0.0, a0, a1, a2)
+    minv = 1.0 / bodyf[b, B_MASS]
+    return (v0, v1, v2, dq0, dq1, dq2, dq3, f0 * minv, f1 * minv, f2 * minv, a0, a1, a2)
 
 
-@jit
-def derivative(gravity, bodyf, bodyi, springf, springi, x, q, v, w, f_app, t_app, dx, dq, dv, dw,
-               force, torque, scratch):
-    """Right-hand side of 002 (42) for all bodies: xdot = v, qdot = 1/2 q o w, J wdot = mu."""
-    loads(gravity, bodyf, bodyi, springf, springi, x, q, f_app, t_app, force, torque, scratch)
-    for b in range(x.shape[0]):
-        q0, q1, q2, q3 = q[b, 0], q[b, 1], q[b, 2], q[b, 3]
-        w0, w1, w2 = w[b, 0], w[b, 1], w[b, 2]
-        dq[b, 0] = -0.5 * (q1 * w0 + q2 * w1 + q3 * w2)
-        dq[b, 1] = 0.5 * (q0 * w0 + q2 * w2 - q3 * w1)
-        dq[b, 2] = 0.5 * (q0 * w1 + q3 * w0 - q1 * w2)
-        dq[b, 3] = 0.5 * (q0 * w2 + q1 * w1 - q2 * w0)
-        h0, h1, h2 = mat3_vec(bodyf, b, B_JREF, w0, w1, w2)
-        m0 = torque[b, 0] - (w1 * h2 - w2 * h1)
-        m1 = torque[b, 1] - (w2 * h0 - w0 * h2)
-        m2 = torque[b, 2] - (w0 * h1 - w1 * h0)
-        dw[b, 0], dw[b, 1], dw[b, 2] = mat3_vec(bodyf, b, B_JINV, m0, m1, m2)
-        if bodyi[b] == PIVOTED:
-            dx[b, :] = 0.0
-            dv[b, :] = 0.0
-        else:
-            for k in range(3):
-                dx[b, k] = v[b, k]
-                dv[b, k] = force[b, k] / bodyf[b, B_MASS]
-
-
-@jit
-def _stage(y, k, h, out):
-    """out = y + h k (element-wise over a (nb, m) array)."""
-    for b in range(y.shape[0]):
-        for i in range(y.shape[1]):
-            out[b, i] = y[b, i] + h * k[b, i]
-
-
-@jit
-def _combine(y, k, h):
-    """y += h/6 (k1 + 2 k2 + 2 k3 + k4)."""
-    c = h / 6.0
-    for b in range(y.shape[0]):
-        for i in range(y.shape[1]):
-            y[b, i] += c * (k[0, b, i] + 2.0 * (k[1, b, i] + k[2, b, i]) + k[3, b, i])
+@jit_inline
+def _axpy(y, k, h):
+    """y + h k on 13-tuples."""
+    return (y[0] + h * k[0], y[1] + h * k[1], y[2] + h * k[2], y[3] + h * k[3],
+            y[4] + h * k[4], y[5] + h * k[5], y[6] + h * k[6], y[7] + h * k[7],
+            y[8] + h * k[8], y[9] + h * k[9], y[10] + h * k[10], y[11] + h * k[11],
+            y[12] + h * k[12])
 
 
 @jit
@@ -98,26 +71,33 @@ def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
     nb = bodyi.shape[0]
     x, q, v, w, P, pq = state_view(S, nb)
     f_app, t_app = applied_view(A, nb)
-    kx, kq, kv, kw, yx, yq, yv, yw, force, torque, scratch = _carve(work, nb)
     half = 0.5 * dt
+    sixth = dt / 6.0
     for _ in range(n):
-        S_prev[:] = S
-        derivative(gravity, bodyf, bodyi, springf, springi, x, q, v, w, f_app, t_app, kx[0],
-                   kq[0], kv[0], kw[0], force, torque, scratch)
-        for s in range(1, 4):
-            h = dt if s == 3 else half
-            _stage(x, kx[s - 1], h, yx)
-            _stage(q, kq[s - 1], h, yq)
-            _stage(v, kv[s - 1], h, yv)
-            _stage(w, kw[s - 1], h, yw)
-            derivative(gravity, bodyf, bodyi, springf, springi, yx, yq, yv, yw, f_app, t_app,
-                       kx[s], kq[s], kv[s], kw[s], force, torque, scratch)
-        _combine(x, kx, dt)
-        _combine(q, kq, dt)
-        _combine(v, kv, dt)
-        _combine(w, kw, dt)
-        for b in range(x.shape[0]):
-            quat_normalize(q[b], q[b])
+        for i in range(S.shape[0]):
+            S_prev[i] = S[i]
+        for b in range(nb):
+            y = (x[b, 0], x[b, 1], x[b, 2], q[b, 0], q[b, 1], q[b, 2], q[b, 3],
+                 v[b, 0], v[b, 1], v[b, 2], w[b, 0], w[b, 1], w[b, 2])
+            k1 = derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, y)
+            k2 = derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b,
+                            _axpy(y, k1, half))
+            k3 = derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b,
+                            _axpy(y, k2, half))
+            k4 = derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b,
+                            _axpy(y, k3, dt))
+            for i in range(3):
+                x[b, i] = y[i] + sixth * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i])
+                v[b, i] = y[7 + i] + sixth * (k1[7 + i] + 2.0 * (k2[7 + i] + k3[7 + i]) + k4[7 + i])
+                w[b, i] = y[10 + i] + sixth * (k1[10 + i] + 2.0 * (k2[10 + i] + k3[10 + i])
+                                               + k4[10 + i])
+            for i in range(4):
+                q[b, i] = y[3 + i] + sixth * (k1[3 + i] + 2.0 * (k2[3 + i] + k3[3 + i])
+                                              + k4[3 + i])
+            inv = 1.0 / np.sqrt(q[b, 0] * q[b, 0] + q[b, 1] * q[b, 1] + q[b, 2] * q[b, 2]
+                                + q[b, 3] * q[b, 3])
+            for i in range(4):
+                q[b, i] *= inv  # the cheap projection 002 (63, P)
             if bodyi[b] == PIVOTED:
                 pivot_kinematics(bodyf, b, x, q, v, w, P)
             body_momenta(bodyf, b, q, v, w, P, pq)
