@@ -1,17 +1,19 @@
 """Integrators: one module per scheme, all with the kernel convention of :mod:`.common`.
 
 ``INTEGRATORS`` maps the public ``integrator=`` names to their modules; each module exposes
-``make_work(nb)`` and the compiled ``step(n, dt, model, state, prev, applied, solver, stats,
+``work_size(nb)`` and the compiled ``step(n, dt, mf, mi, S, S_prev, A, solver, stats,
 work)``.  Implicit schemes are marked so the Simulation can report their solver statistics.
 """
-from rtrigid.integrators import energy_momentum, nullspace_rk4
+from rtrigid.integrators import energy_momentum, energy_momentum_appd, nullspace_rk4
 
 INTEGRATORS = {
     "nullspace_rk4": nullspace_rk4,
     "energy_momentum": energy_momentum,
+    # The same scheme solved with the 7/10 unknowns of 000 App. D: the reference solver.
+    "energy_momentum_appd": energy_momentum_appd,
 }
 
-IMPLICIT = frozenset({"energy_momentum"})
+IMPLICIT = frozenset({"energy_momentum", "energy_momentum_appd"})
 
 
 def names():

@@ -1,365 +1,274 @@
-"""``energy_momentum``: the quaternion energy-momentum scheme QUAT.EM of 000 (51).
+"""``energy_momentum``: QUAT.EM of 000 (51), solved in body angular momentum (3 unknowns).
 
-Unknowns per body and step: the incremental rotation vector theta with
-q_{n+1} = exp((0, theta/2)) o q_n (000 (54)), the quaternion momentum p_{n+1}, and for a free
-body its centre-of-mass position x_{n+1} (the linear momentum then follows from the mid-point
-rule).  The residual is 000 (52)_1 together with (53): the momentum balance pre-multiplied by
-the discrete null-space matrix G(q_{n+1/2}), which removes the unit-length multiplier.  Loads
-enter through an exact discrete gradient (:func:`rtrigid.forces.discrete_gradient`), so energy
-is conserved to round-off when no outside work is done, and so is the angular momentum about
-every axis the loads are symmetric about (000 App. C).
+The scheme is exactly 000 (51).  What changes is how its equations are solved.
+:mod:`.energy_momentum_appd` solves 000 (52)_1 and (53) for (theta, p_{n+1}) as Appendix D
+does: 7 unknowns, or 10 with a free body's position.  Here that system is reduced once more,
+by hand:
 
-Newton stops when the residual has stalled at round-off (it no longer falls by 4x) or is
-exactly zero: stopping at a fixed tolerance leaves ~1e-12 per step, which accumulates.
-Failure -- no convergence in ``max_iter`` iterations, a singular Jacobian, or a non-finite
-value -- triggers the documented fallback: the step is redone from its start as 2, 4, ...,
-2**max_halvings equal sub-steps.  If that fails too the kernel stops before the failed step
-and returns FAILED; :class:`rtrigid.Simulation` then raises.
+On the manifold q.p = 0 (which the scheme preserves, 000 §4.4) write p = q o (0, 2L), with L
+the body angular momentum about the reference point, and u = h/8 J^-1 (L_n + L_{n+1}).  Then
+000 (52)_1 reads q_{n+1} - q_n = (q_n + q_{n+1}) o (0, u).  Its solution is the Cayley map
+q_{n+1} = q_n o c, c = (1 - |u|², 2u) / (1 + |u|²), with q_mid = q_n o (1 + U)/(1 + |u|²),
+U = (0, u).  Substituting this and p = q o (0, 2L) into (53), and multiplying by the
+non-zero scalar (1 + |u|²)/2, leaves three equations for L_{n+1}:
+
+    r = (1 - |u|²) (L1 - L0) + 2 u x (L1 + L0) + 2 (u.(L1 - L0)) u + h/2 Im[(1 - U) o y] = 0,
+    y = conj(q_n) o grad V(q_mid),
+
+where grad V is the exact discrete gradient of the loads.  For loads at body points (gravity,
+applied forces and torques) it is y = 2/(1+|u|²) [F_b o (1+U) o C - T_b o (1+U)], with F_b,
+T_b the world force and torque seen in the body frame at t_n (pure quaternions) and C the load
+point.  The Jacobian dr/dL1 below is analytic.  A free body's centre of mass moves under
+constant loads by the exact mid-point rule.  Bodies with springs use the Appendix D solver,
+which handles their x-q coupling.
+
+Newton stops when the residual is at round-off (<= 4 eps relative to |L|) or has stalled
+below 1e-9 (it no longer falls by 4x).  Stopping at a fixed tolerance leaves ~1e-12 per step, which accumulates.
+Failure means no convergence in ``max_iter`` iterations, a singular Jacobian, or a non-finite
+value.  It triggers the documented fallback: the step is redone from its start as 2, 4, ...,
+2**max_halvings equal sub-steps.  If that fails too, the kernel stops before the failed step
+and returns FAILED, and :class:`rtrigid.Simulation` raises.
 """
 import numpy as np
 
 from rtrigid._jit import jit
-from rtrigid.forces import discrete_gradient
+from rtrigid.integrators import energy_momentum_appd as appd
 from rtrigid.integrators.common import (
     FAILED,
     OK,
+    SOLVER_HALVINGS,
+    SOLVER_MAX_ITER,
     STAT_FALLBACKS,
     STAT_ITERS,
     STAT_MAX_ITERS,
     STAT_STEPS,
-    SOLVER_HALVINGS,
-    SOLVER_MAX_ITER,
     applied_view,
-    body_velocities,
+    body_momenta,
+    mat3_vec,
+    pivot_kinematics,
     state_view,
 )
-from rtrigid.integrators.linalg import matmul, matvec, solve_inplace
-from rtrigid.model import B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED, kernel_arrays
-from rtrigid.quat import Emat, Gmat, Qleft, Qright, dexp_matrix, quat_from_rotvec, quat_mul
+from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, PIVOTED, kernel_arrays
+from rtrigid.quat import qmul_t, rotate_t
 
 STALL_FACTOR = 0.25
 ACCEPT = 1e-9
-
-
-NEWTON_WORK = 128 + 100 + 10 + 7 + 49 + 14 + 192 + 40 + 12 + 9 + 24
-BODY_BUFFERS = (3, 4, 3, 4, 3, 4, 4, 3)  # x0 q0 P0 p0 x1 q1 p1 theta
+ROUNDOFF = 4.0 * np.finfo(np.float64).eps
 
 
 def work_size(nb):
-    """Scratch for one body's Newton solve plus the per-body step buffers."""
-    return NEWTON_WORK + sum(BODY_BUFFERS)
+    """Scratch of the Appendix D solver, used for bodies with springs."""
+    return appd.work_size(nb)
 
 
 @jit
-def _carve(work):
-    """Named views into the scratch array (see the comments for what each holds)."""
-    o = 0
-    dgw = work[o:o + 128]  # discrete-gradient scratch
-    o += 128
-    jac = work[o:o + 100].reshape((10, 10))  # Jacobian
-    o += 100
-    res = work[o:o + 10]  # residual, then Newton increment
-    o += 10
-    grad = work[o:o + 7]  # discrete gradient of the loads
-    o += 7
-    dgrad = work[o:o + 49].reshape((7, 7))  # its derivative w.r.t. z_{n+1}
-    o += 49
-    zz = work[o:o + 14].reshape((2, 7))  # z_n, z_{n+1}
-    o += 14
-    m4 = work[o:o + 192].reshape((12, 4, 4))  # 4x4 matrices
-    o += 192
-    v4 = work[o:o + 40].reshape((10, 4))  # quaternions
-    o += 40
-    dqdth = work[o:o + 12].reshape((4, 3))  # dq/dtheta
-    o += 12
-    dexp = work[o:o + 9].reshape((3, 3))  # H(theta)
-    o += 9
-    m34 = work[o:o + 24].reshape((2, 3, 4))  # G(q_mid), E(q1)
-    o += 24
-    newton = (dgw, jac, res, grad, dgrad, zz, m4, v4, dqdth, dexp, m34)
-    buf = (work[o:o + 3], work[o + 3:o + 7], work[o + 7:o + 10], work[o + 10:o + 14],
-           work[o + 14:o + 17], work[o + 17:o + 21], work[o + 21:o + 25], work[o + 25:o + 28])
-    return newton, buf
+def _solve3(a, r):
+    """Solve the 3x3 system a x = r (a: 9-tuple, row-major) by Cramer's rule; None if singular."""
+    a00, a01, a02, a10, a11, a12, a20, a21, a22 = a
+    c00 = a11 * a22 - a12 * a21
+    c01 = a12 * a20 - a10 * a22
+    c02 = a10 * a21 - a11 * a20
+    det = a00 * c00 + a01 * c01 + a02 * c02
+    if not (abs(det) > 0.0) or not np.isfinite(det):
+        return False, (0.0, 0.0, 0.0)
+    inv = 1.0 / det
+    x0 = (r[0] * c00 + a01 * (a12 * r[2] - r[1] * a22) + a02 * (r[1] * a21 - a11 * r[2])) * inv
+    x1 = (a00 * (r[1] * a22 - a12 * r[2]) + r[0] * c01 + a02 * (a10 * r[2] - r[1] * a20)) * inv
+    x2 = (a00 * (a11 * r[2] - r[1] * a21) + a01 * (r[1] * a20 - a10 * r[2]) + r[0] * c02) * inv
+    return True, (x0, x1, x2)
 
 
 @jit
-def _qbar_t(p, out):
-    """Qbar(p)^T = [p^T ; -G(p)], so that Qleft(dq)^T p = Qbar(p)^T dq."""
-    Gmat(p, out[1:4, :])
-    for j in range(4):
-        out[0, j] = p[j]
-        for i in range(1, 4):
-            out[i, j] = -out[i, j]
-    return out
+def _load_quaternion(fb, tb, c, u):
+    """Y0 = F_b o (1+U) o C - T_b o (1+U), with pure quaternions F_b, T_b, C and U = (0, u)."""
+    a = qmul_t(0.0, fb[0], fb[1], fb[2], 1.0, u[0], u[1], u[2])
+    a = qmul_t(a[0], a[1], a[2], a[3], 0.0, c[0], c[1], c[2])
+    t = qmul_t(0.0, tb[0], tb[1], tb[2], 1.0, u[0], u[1], u[2])
+    return (a[0] - t[0], a[1] - t[1], a[2] - t[2], a[3] - t[3])
 
 
 @jit
-def _jinv4(bodyf, b, out):
-    """Inverse of the extended inertia J4 = diag(tr J / 2, J), 000 (32)."""
-    r = bodyf[b]
-    out[:, :] = 0.0
-    out[0, 0] = 2.0 / (r[B_JREF] + r[B_JREF + 4] + r[B_JREF + 8])
-    for i in range(3):
-        for j in range(3):
-            out[1 + i, 1 + j] = r[B_JINV + 3 * i + j]
-    return out
+def _im_one_minus_u(u, y):
+    """Im[(1 - U) o y] = w - s u - u x w for y = (s, w)."""
+    s, w0, w1, w2 = y
+    return (w0 - s * u[0] - (u[1] * w2 - u[2] * w1),
+            w1 - s * u[1] - (u[2] * w0 - u[0] * w2),
+            w2 - s * u[2] - (u[0] * w1 - u[1] * w0))
 
 
 @jit
-def _ql_t_vec(q, v, qlbuf, out):
-    """out = Qleft(q)^T v."""
-    ql = Qleft(q, qlbuf)
-    for i in range(4):
-        acc = 0.0
-        for k in range(4):
-            acc += ql[k, i] * v[k]
-        out[i] = acc
-    return out
+def _dr_du(j, u, n, y0, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh):
+    """Column j of dr/du at fixed L1 (S = L1 + L0, D = L1 - L0, ud = u.D, hh = h/2):
 
-
-@jit
-def residual(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, theta, p1, x1, f_app, t_app, q1, work):
-    """Residual of 000 (52)_1, (53) and the translational mid-point rule at (theta, p1, x1).
-
-    Writes q1 = exp((0, theta/2)) o q0 and the residual into work[2][:n] (n = 7 for a pivoted
-    body, 10 for a free one) and keeps the intermediates the Jacobian needs.  Returns the
-    scaled max-norm of the residual.
+    -2 u_j D + 2 e_j x S + 2 D_j u + 2 (u.D) e_j + h/2 (Im[(1-U) o dy_j] - Im[E_j o y]),
+    with dy_j = 2/n (F_b o E_j o C - T_b o E_j - 2 u_j / n Y0).
     """
-    dgw, _, res, grad, dgrad, zz, m4, v4, _, _, m34 = work
-    e, qm, pm, s, a, kk, k4, tmp, fp, _ = (v4[0], v4[1], v4[2], v4[3], v4[4], v4[5], v4[6],
-                                           v4[7], v4[8], v4[9])
-    c8 = 0.125 * h
-    jinv4 = _jinv4(bodyf, b, m4[0])
-    quat_from_rotvec(theta, e)
-    quat_mul(e, q0, q1)
-    for k in range(4):
-        qm[k] = 0.5 * (q0[k] + q1[k])
-        pm[k] = 0.5 * (p0[k] + p1[k])
-    # S = pi_n + pi_{n+1} with pi = Qleft(q)^T p, 000 (46); a = J4^-1 S
-    _ql_t_vec(q0, p0, m4[1], s)
-    _ql_t_vec(q1, p1, m4[1], tmp)
-    for k in range(4):
-        s[k] += tmp[k]
-    matvec(jinv4, s, a)
-    quat_mul(qm, a, tmp)
-    rnorm = 0.0
-    for i in range(4):
-        res[i] = q1[i] - q0[i] - c8 * tmp[i]
-        rnorm = max(rnorm, abs(res[i]))
-    zz[0, :3] = x0
-    zz[0, 3:] = q0
-    zz[1, :3] = x1
-    zz[1, 3:] = q1
-    discrete_gradient(gravity, bodyf, bodyi, springf, springi, b, zz[0], zz[1], f_app, t_app, grad,
-                      dgrad, dgw)
-    # K = Qleft(p0)^T q0 + Qleft(p1)^T q1, k4 = J4^-1 K; F_p = p1 - p0 + h/8 pm o k4 + h grad_q
-    _ql_t_vec(p0, q0, m4[1], kk)
-    _ql_t_vec(p1, q1, m4[1], tmp)
-    for k in range(4):
-        kk[k] += tmp[k]
-    matvec(jinv4, kk, k4)
-    quat_mul(pm, k4, tmp)
-    for i in range(4):
-        fp[i] = p1[i] - p0[i] + c8 * tmp[i] + h * grad[3 + i]
-    gm = Gmat(qm, m34[0])
-    pscale = 1e-300
-    for i in range(4):
-        pscale = max(pscale, abs(p0[i]), abs(p1[i]))
-    for i in range(3):
-        acc = 0.0
-        for k in range(4):
-            acc += gm[i, k] * fp[k]
-        res[4 + i] = acc
-        rnorm = max(rnorm, abs(acc) / pscale)
-    if bodyi[b] != PIVOTED:
-        m = bodyf[b, B_MASS]
-        xscale = 1e-300
-        for i in range(3):
-            res[7 + i] = 2.0 * m * (x1[i] - x0[i]) / h - 2.0 * P0[i] + h * grad[i]
-            xscale = max(xscale, abs(P0[i]), m * abs(x1[i] - x0[i]) / h)
-        for i in range(3):
-            rnorm = max(rnorm, abs(res[7 + i]) / xscale)
-    return rnorm
+    e0 = 1.0 if j == 0 else 0.0
+    e1 = 1.0 if j == 1 else 0.0
+    e2 = 1.0 if j == 2 else 0.0
+    z = qmul_t(0.0, fb[0], fb[1], fb[2], 0.0, e0, e1, e2)
+    z = qmul_t(z[0], z[1], z[2], z[3], 0.0, c[0], c[1], c[2])
+    zt = qmul_t(0.0, tb[0], tb[1], tb[2], 0.0, e0, e1, e2)
+    g = 2.0 / n
+    f = 2.0 * u[j] / n
+    dy = (g * (z[0] - zt[0] - f * y0[0]), g * (z[1] - zt[1] - f * y0[1]),
+          g * (z[2] - zt[2] - f * y0[2]), g * (z[3] - zt[3] - f * y0[3]))
+    dti = _im_one_minus_u(u, dy)
+    ey = qmul_t(0.0, e0, e1, e2, y[0], y[1], y[2], y[3])
+    dj = e0 * d0 + e1 * d1 + e2 * d2
+    uj = u[j]
+    return (-2.0 * uj * d0 + 2.0 * (e1 * s2 - e2 * s1) + 2.0 * dj * u[0] + 2.0 * ud * e0
+            + hh * (dti[0] - ey[1]),
+            -2.0 * uj * d1 + 2.0 * (e2 * s0 - e0 * s2) + 2.0 * dj * u[1] + 2.0 * ud * e1
+            + hh * (dti[1] - ey[2]),
+            -2.0 * uj * d2 + 2.0 * (e0 * s1 - e1 * s0) + 2.0 * dj * u[2] + 2.0 * ud * e2
+            + hh * (dti[2] - ey[3]))
 
 
 @jit
-def jacobian(bodyi, bodyf, b, h, theta, p1, q1, work):
-    """Analytic Jacobian of :func:`residual` w.r.t. (theta, p1, x1), into work[1][:n, :n].
+def rotation_residual(h, b, l0, l1, c, fb, tb):
+    """r(L1) of the module docstring and the intermediates its Jacobian needs.
 
-    Must follow a call of :func:`residual` at the same point (it reuses the intermediates).
-    Own derivation, matching 000 App. D (D1)-(D2): with dq1 = 1/2 E(q1)^T H(theta) dtheta,
-      K_qq = I - h/8 (1/2 Qr(a) + Ql(qm) J4^-1 Qbar(p1)^T),   K_qp = -h/8 Ql(qm) J4^-1 Ql(q1)^T,
-      K_pq = -1/2 G(F_p) + G(qm) (h/8 Ql(pm) J4^-1 Ql(p1)^T + h dgrad_qq),
-      K_pp = G(qm) (I + h/8 (1/2 Qr(k4) + Ql(pm) J4^-1 Qbar(q1)^T)).
+    b: 9-tuple h/8 J^-1.  Returns (r, u, y0) with Y0 = F_b o (1+U) o C - T_b o (1+U).
     """
-    _, jac, _, _, dgrad, _, m4, v4, dqdth, dexp, m34 = work
-    qm, pm, a, k4, fp, tmp = v4[1], v4[2], v4[4], v4[6], v4[8], v4[9]
-    free = bodyi[b] != PIVOTED
-    n = 10 if free else 7
-    c8 = 0.125 * h
-    jinv4 = m4[0]
-    gm = m34[0]
-    jac[:n, :n] = 0.0
-    e1 = Emat(q1, m34[1])
-    dexp_matrix(theta, dexp)
-    for i in range(4):
-        for j in range(3):
-            acc = 0.0
-            for k in range(3):
-                acc += e1[k, i] * dexp[k, j]
-            dqdth[i, j] = 0.5 * acc
-    # rows 0..3: R_q
-    t_q = matmul(Qleft(qm, m4[1]), jinv4, m4[2])  # Ql(qm) J4^-1
-    kqq = matmul(t_q, _qbar_t(p1, m4[3]), m4[4])
-    qr = Qright(a, m4[5])
-    for i in range(4):
-        for j in range(4):
-            kqq[i, j] = (1.0 if i == j else 0.0) - c8 * (0.5 * qr[i, j] + kqq[i, j])
-    ql1 = Qleft(q1, m4[6])
-    for i in range(4):
-        for j in range(3):
-            acc = 0.0
-            for k in range(4):
-                acc += kqq[i, k] * dqdth[k, j]
-            jac[i, j] = acc
-        for j in range(4):
-            acc = 0.0
-            for k in range(4):
-                acc += t_q[i, k] * ql1[j, k]
-            jac[i, 3 + j] = -c8 * acc
-    # rows 4..6: G(qm) F_p
-    t_p = matmul(Qleft(pm, m4[1]), jinv4, m4[7])  # Ql(pm) J4^-1
-    qlp1 = Qleft(p1, m4[8])
-    fq = m4[9]  # dF_p/dq1
-    for i in range(4):
-        for j in range(4):
-            acc = 0.0
-            for k in range(4):
-                acc += t_p[i, k] * qlp1[j, k]
-            fq[i, j] = c8 * acc + h * dgrad[3 + i, 3 + j]
-    fpp = matmul(t_p, _qbar_t(q1, m4[3]), m4[10])  # dF_p/dp1
-    qr = Qright(k4, m4[5])
-    for i in range(4):
-        for j in range(4):
-            fpp[i, j] = (1.0 if i == j else 0.0) + c8 * (0.5 * qr[i, j] + fpp[i, j])
-    gfp = Gmat(fp, m34[1])
-    for i in range(3):
-        for j in range(4):
-            acc = -0.5 * gfp[i, j]
-            for k in range(4):
-                acc += gm[i, k] * fq[k, j]
-            tmp[j] = acc
-        for j in range(3):
-            acc = 0.0
-            for k in range(4):
-                acc += tmp[k] * dqdth[k, j]
-            jac[4 + i, j] = acc
-        for j in range(4):
-            acc = 0.0
-            for k in range(4):
-                acc += gm[i, k] * fpp[k, j]
-            jac[4 + i, 3 + j] = acc
-        if free:
-            for j in range(3):
-                acc = 0.0
-                for k in range(4):
-                    acc += gm[i, k] * dgrad[3 + k, j]
-                jac[4 + i, 7 + j] = h * acc
-    # rows 7..9: translational balance of a free body
-    if free:
-        m = bodyf[b, B_MASS]
-        for i in range(3):
-            for j in range(3):
-                acc = 0.0
-                for k in range(4):
-                    acc += dgrad[i, 3 + k] * dqdth[k, j]
-                jac[7 + i, j] = h * acc
-                jac[7 + i, 7 + j] = h * dgrad[i, j] + (2.0 * m / h if i == j else 0.0)
-    return n
+    s0, s1, s2 = l1[0] + l0[0], l1[1] + l0[1], l1[2] + l0[2]
+    d0, d1, d2 = l1[0] - l0[0], l1[1] - l0[1], l1[2] - l0[2]
+    u = (b[0] * s0 + b[1] * s1 + b[2] * s2, b[3] * s0 + b[4] * s1 + b[5] * s2,
+         b[6] * s0 + b[7] * s1 + b[8] * s2)
+    uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2]
+    ud = u[0] * d0 + u[1] * d1 + u[2] * d2
+    y0 = _load_quaternion(fb, tb, c, u)
+    g = 2.0 / (1.0 + uu)
+    t = _im_one_minus_u(u, (g * y0[0], g * y0[1], g * y0[2], g * y0[3]))
+    hh = 0.5 * h
+    r = ((1.0 - uu) * d0 + 2.0 * (u[1] * s2 - u[2] * s1) + 2.0 * ud * u[0] + hh * t[0],
+         (1.0 - uu) * d1 + 2.0 * (u[2] * s0 - u[0] * s2) + 2.0 * ud * u[1] + hh * t[1],
+         (1.0 - uu) * d2 + 2.0 * (u[0] * s1 - u[1] * s0) + 2.0 * ud * u[2] + hh * t[2])
+    return r, u, y0
 
 
 @jit
-def solve_body(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, w0, f_app, t_app, max_iter, x1, q1, p1, theta,
-               work):
-    """Newton on one body's step of size h.  Returns the iteration count, or -1 on failure.
+def rotation_jacobian(h, b, l0, l1, c, fb, tb, u, y0):
+    """dr/dL1 = A + M B as a row-major 9-tuple (A at fixed u, M = dr/du, B = h/8 J^-1)."""
+    s0, s1, s2 = l1[0] + l0[0], l1[1] + l0[1], l1[2] + l0[2]
+    d0, d1, d2 = l1[0] - l0[0], l1[1] - l0[1], l1[2] - l0[2]
+    uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2]
+    n = 1.0 + uu
+    ud = u[0] * d0 + u[1] * d1 + u[2] * d2
+    g = 2.0 / n
+    y = (g * y0[0], g * y0[1], g * y0[2], g * y0[3])
+    hh = 0.5 * h
+    m0 = _dr_du(0, u, n, y0, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
+    m1 = _dr_du(1, u, n, y0, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
+    m2 = _dr_du(2, u, n, y0, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
+    diag = 1.0 - uu
+    return (
+        diag + 2.0 * u[0] * u[0] + m0[0] * b[0] + m1[0] * b[3] + m2[0] * b[6],
+        2.0 * u[0] * u[1] - 2.0 * u[2] + m0[0] * b[1] + m1[0] * b[4] + m2[0] * b[7],
+        2.0 * u[0] * u[2] + 2.0 * u[1] + m0[0] * b[2] + m1[0] * b[5] + m2[0] * b[8],
+        2.0 * u[1] * u[0] + 2.0 * u[2] + m0[1] * b[0] + m1[1] * b[3] + m2[1] * b[6],
+        diag + 2.0 * u[1] * u[1] + m0[1] * b[1] + m1[1] * b[4] + m2[1] * b[7],
+        2.0 * u[1] * u[2] - 2.0 * u[0] + m0[1] * b[2] + m1[1] * b[5] + m2[1] * b[8],
+        2.0 * u[2] * u[0] - 2.0 * u[1] + m0[2] * b[0] + m1[2] * b[3] + m2[2] * b[6],
+        2.0 * u[2] * u[1] + 2.0 * u[0] + m0[2] * b[1] + m1[2] * b[4] + m2[2] * b[7],
+        diag + 2.0 * u[2] * u[2] + m0[2] * b[2] + m1[2] * b[5] + m2[2] * b[8],
+    )
 
-    x0 is the reference point (centre of mass of a free body), w0 the body angular velocity
-    used for the initial guess theta = h R(q0) w0, p1 = exp(theta/2) o p0.
+
+@jit
+def solve_rotation(h, max_iter, jinv, l0, c, fb, tb):
+    """Newton for L_{n+1} of one body on scalars (see the module docstring).
+
+    jinv: 9-tuple J^-1 about the reference point; l0: L_n; c: load point (centre of mass)
+    relative to the reference point; fb, tb: world force at c and world torque, in the body
+    frame at t_n.  Returns (iterations or -1, L_{n+1}, u).
     """
-    res = work[2]
-    jac = work[1]
-    e = work[7][0]
-    # spatial angular velocity R(q0) w0 = 2 E(q0) qdot, with qdot = 1/2 G(q0)^T w0
-    qd = work[7][9]
-    g0 = Gmat(q0, work[10][0])
-    e0 = Emat(q0, work[10][1])
-    for k in range(4):
-        acc = 0.0
-        for i in range(3):
-            acc += g0[i, k] * w0[i]
-        qd[k] = 0.5 * acc
-    for i in range(3):
-        acc = 0.0
-        for k in range(4):
-            acc += e0[i, k] * qd[k]
-        theta[i] = 2.0 * h * acc
-    quat_mul(quat_from_rotvec(theta, e), p0, p1)
-    for i in range(3):
-        x1[i] = x0[i] + h * P0[i] / bodyf[b, B_MASS]
+    k = 0.125 * h
+    b = (k * jinv[0], k * jinv[1], k * jinv[2], k * jinv[3], k * jinv[4], k * jinv[5],
+         k * jinv[6], k * jinv[7], k * jinv[8])
+    # initial guess: the torque-free transport L1 = R(c)^T L0 with u from L0 alone
+    u = (2.0 * (b[0] * l0[0] + b[1] * l0[1] + b[2] * l0[2]),
+         2.0 * (b[3] * l0[0] + b[4] * l0[1] + b[5] * l0[2]),
+         2.0 * (b[6] * l0[0] + b[7] * l0[1] + b[8] * l0[2]))
+    uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2]
+    n = 1.0 + uu
+    l1 = rotate_t((1.0 - uu) / n, 2.0 * u[0] / n, 2.0 * u[1] / n, 2.0 * u[2] / n,
+                  l0[0], l0[1], l0[2], -1.0)
+    scale = max(1e-300, abs(l0[0]), abs(l0[1]), abs(l0[2]))
     previous = np.inf
     for it in range(max_iter + 1):
-        r = residual(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, theta, p1, x1, f_app,
-                     t_app, q1, work)
-        if not np.isfinite(r):
-            return -1
-        if r == 0.0 or (r < ACCEPT and r > STALL_FACTOR * previous):
-            return it
+        r, u, y0 = rotation_residual(h, b, l0, l1, c, fb, tb)
+        rnorm = max(abs(r[0]), abs(r[1]), abs(r[2])) / max(scale, abs(l1[0]), abs(l1[1]),
+                                                           abs(l1[2]))
+        if not np.isfinite(rnorm):
+            return -1, l1, u
+        if rnorm <= ROUNDOFF or (rnorm < ACCEPT and rnorm > STALL_FACTOR * previous):
+            return it, l1, u
         if it == max_iter:
-            return -1
-        previous = r
-        n = jacobian(bodyi, bodyf, b, h, theta, p1, q1, work)
-        for i in range(n):
-            res[i] = -res[i]
-        if not solve_inplace(jac, res, n):
-            return -1
-        for i in range(3):
-            theta[i] += res[i]
-        for i in range(4):
-            p1[i] += res[3 + i]
-        if n == 10:
-            for i in range(3):
-                x1[i] += res[7 + i]
-    return -1
+            return -1, l1, u
+        previous = rnorm
+        ok, dl = _solve3(rotation_jacobian(h, b, l0, l1, c, fb, tb, u, y0), r)
+        if not ok:
+            return -1, l1, u
+        l1 = (l1[0] - dl[0], l1[1] - dl[1], l1[2] - dl[2])
+    return -1, l1, u
 
 
 @jit
-def _substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev, f_app, t_app, max_iter,
-              work, buf, stats):
-    """Advance body b by m sub-steps of size h/m; on failure restore it from ``prev``."""
-    x, q, v, w, P, pq = state
-    x0, q0, P0, p0, x1, q1, p1, theta = buf
+def _has_springs(springi, b):
+    for s in range(springi.shape[0]):
+        if springi[s] == b:
+            return True
+    return False
+
+
+@jit
+def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, f_app, t_app,
+                   stats):
+    """Advance body b (no springs) by m sub-steps of size h/m; False on a failed solve."""
     hs = h / m
-    free = bodyi[b] != PIVOTED
+    jinv = (bodyf[b, B_JINV], bodyf[b, B_JINV + 1], bodyf[b, B_JINV + 2],
+            bodyf[b, B_JINV + 3], bodyf[b, B_JINV + 4], bodyf[b, B_JINV + 5],
+            bodyf[b, B_JINV + 6], bodyf[b, B_JINV + 7], bodyf[b, B_JINV + 8])
+    c = (bodyf[b, B_COM], bodyf[b, B_COM + 1], bodyf[b, B_COM + 2])
+    mass = bodyf[b, B_MASS]
+    f = (mass * gravity[0] + f_app[b, 0], mass * gravity[1] + f_app[b, 1],
+         mass * gravity[2] + f_app[b, 2])
     for _ in range(m):
-        x0[:] = x[b] if free else bodyf[b, B_PIVOT:B_PIVOT + 3]
-        q0[:] = q[b]
-        P0[:] = P[b]
-        p0[:] = pq[b]
-        it = solve_body(gravity, bodyf, bodyi, springf, springi, b, hs, x0, q0, P0, p0, w[b], f_app, t_app,
-                        max_iter, x1, q1, p1, theta, work)
+        q0, q1, q2, q3 = q[b, 0], q[b, 1], q[b, 2], q[b, 3]
+        # L_n = J w_n: reading it back as 1/2 G(q) pq instead carries a one-sided round-off
+        # (measured: +2e-16 relative energy per step); J (J^-1 L) does not.
+        l0 = mat3_vec(bodyf, b, B_JREF, w[b, 0], w[b, 1], w[b, 2])
+        fb = rotate_t(q0, q1, q2, q3, f[0], f[1], f[2], -1.0)
+        tb = rotate_t(q0, q1, q2, q3, t_app[b, 0], t_app[b, 1], t_app[b, 2], -1.0)
+        it, l1, u = solve_rotation(hs, max_iter, jinv, l0, c, fb, tb)
         if it < 0:
-            for now, start in zip(state, prev):
-                now[b] = start[b]
             return False
         stats[STAT_ITERS] += it
         stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
-        q[b] = q1
-        pq[b] = p1
-        if free:
+        uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2]
+        n = 1.0 + uu
+        qn = qmul_t(q0, q1, q2, q3, (1.0 - uu) / n, 2.0 * u[0] / n, 2.0 * u[1] / n,
+                    2.0 * u[2] / n)
+        # The Cayley factor is unit, but round-off lets |q| wander by ~1e-15; L is read back
+        # as 1/2 G(q) pq = |q|^2 L, so that wander would feed a systematic energy drift
+        # (measured: 9e-15 per step).  The cheap projection 002 (63) removes it.
+        inv = 1.0 / np.sqrt(qn[0] * qn[0] + qn[1] * qn[1] + qn[2] * qn[2] + qn[3] * qn[3])
+        qn = (qn[0] * inv, qn[1] * inv, qn[2] * inv, qn[3] * inv)
+        pn = qmul_t(qn[0], qn[1], qn[2], qn[3], 0.0, 2.0 * l1[0], 2.0 * l1[1], 2.0 * l1[2])
+        for k in range(4):
+            q[b, k] = qn[k]
+            pq[b, k] = pn[k]
+        for k in range(3):
+            w[b, k] = jinv[3 * k] * l1[0] + jinv[3 * k + 1] * l1[1] + jinv[3 * k + 2] * l1[2]
+        if bodyi[b] == PIVOTED:
+            pivot_kinematics(bodyf, b, x, q, v, w, P)
+        else:
             for k in range(3):
-                P[b, k] = 2.0 * bodyf[b, B_MASS] * (x1[k] - x0[k]) / hs - P0[k]
-            x[b] = x1
-        body_velocities(bodyf, bodyi, b, x, q, v, w, P, pq)
+                p_new = P[b, k] + hs * f[k]
+                x[b, k] += hs * (P[b, k] + p_new) / (2.0 * mass)
+                P[b, k] = p_new
+                v[b, k] = p_new / mass
     return True
 
 
@@ -370,23 +279,32 @@ def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
     nb = bodyi.shape[0]
     state = state_view(S, nb)
     prev = state_view(S_prev, nb)
+    x, q, v, w, P, pq = state
     f_app, t_app = applied_view(A, nb)
-    x = state[0]
     max_iter = int(solver[SOLVER_MAX_ITER])
-    halvings = int(solver[SOLVER_HALVINGS])
-    newton, buf = _carve(work)
+    most = 2 ** int(solver[SOLVER_HALVINGS])
+    newton, buf = appd.carve(work)
     for _ in range(n):
-        S_prev[:] = S
-        for b in range(x.shape[0]):
+        for i in range(S.shape[0]):
+            S_prev[i] = S[i]
+        for b in range(nb):
+            springs = _has_springs(springi, b)
             m = 1
-            ok = _substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m, state, prev, f_app, t_app,
-                           max_iter, newton, buf, stats)
-            while not ok and m < 2**halvings:
+            while True:
+                if springs:
+                    ok = appd.substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m, state,
+                                       prev, f_app, t_app, max_iter, newton, buf, stats)
+                else:
+                    ok = _fast_substeps(gravity, bodyf, bodyi, b, dt, m, max_iter, x, q, v, w, P,
+                                        pq, f_app, t_app, stats)
+                if ok or m >= most:
+                    break
+                for field, start in zip(state, prev):
+                    field[b] = start[b]
                 m *= 2
-                ok = _substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m, state, prev, f_app, t_app,
-                               max_iter, newton, buf, stats)
             if not ok:
-                S[:] = S_prev
+                for i in range(S.shape[0]):
+                    S[i] = S_prev[i]
                 return FAILED
             if m > 1:
                 stats[STAT_FALLBACKS] += 1
