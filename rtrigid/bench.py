@@ -1,0 +1,146 @@
+"""``rtrigid bench``: per-step cost of each integrator on each scenario, MuJoCo beside it.
+
+Every figure is a median over ``--repeats`` timed calls of ``sim.step(--steps)`` (one
+compiled call each), measured in one process, one after another, so ratios compare like with
+like.  MuJoCo runs the same physical model (mass, inertia, pivot, gravity, initial state)
+through ``mj_step(m, d, nstep)`` with its RK4 integrator.  Also measured: the cost of a
+single Python ``sim.step()`` call, and the wall time of ``rtrigid run gyro_top --t-end 0.01``
+as a fresh process with a warm numba cache.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from rtrigid import mujoco_ref, scenarios
+from rtrigid.integrators import INTEGRATORS
+
+HEADLINE = ("gyro_top", 1e-3)
+
+
+def _median_step_cost(sim, steps, repeats):
+    sim.step(1)  # compile / load from cache outside the timing
+    snap = sim.snapshot()
+    times = []
+    for _ in range(repeats):
+        sim.restore(snap)
+        start = time.perf_counter()
+        sim.step(steps)
+        times.append((time.perf_counter() - start) / steps)
+    sim.restore(snap)
+    return statistics.median(times)
+
+
+def _single_call_cost(sim, calls=20000, repeats=5):
+    sim.step(1)
+    step = sim.step
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            step()
+        times.append((time.perf_counter() - start) / calls)
+    return statistics.median(times)
+
+
+def _mujoco_cost(sim, steps, repeats):
+    """MuJoCo RK4 on the model of a single-body ``sim``; None if not applicable/installed."""
+    if not mujoco_ref.available() or sim.nb != 1:
+        return None
+    fm = sim.frozen
+    pivoted = fm.kind[0] == 1
+    model, data = mujoco_ref.build_single_body(
+        fm.mass[0], fm.inertia[0],
+        pivot_world=fm.pivot[0] if pivoted else None,
+        pivot_body=-fm.com[0] if pivoted else None,
+        gravity=fm.gravity, dt=sim.dt, integrator="RK4")
+    mujoco_ref.set_state(model, data, x=None if pivoted else sim.x[0], p=sim.q[0],
+                         v=None if pivoted else sim.v[0], omega_body=sim.w[0])
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)  # MuJoCo writes MUJOCO_LOG.TXT into the working directory on warnings
+        try:
+            return mujoco_ref.time_per_step(model, data, n=steps, repeats=repeats)
+        finally:
+            os.chdir(cwd)
+
+
+def _cold_run_seconds():
+    """Wall time of `rtrigid run gyro_top --t-end 0.01` in a new process (warm cache)."""
+    cmd = [sys.executable, "-m", "rtrigid.cli", "run", "gyro_top", "--t-end", "0.01"]
+    subprocess.run(cmd, check=True, capture_output=True)  # warms the cache if needed
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def collect(steps=20000, repeats=7, with_mujoco=True):
+    rows = []
+    for name in scenarios.names():
+        dts = [scenarios.defaults(name)[0]]
+        if name == HEADLINE[0] and HEADLINE[1] not in dts:
+            dts.append(HEADLINE[1])
+        for dt in dts:
+            row = {"scenario": name, "dt": dt, "us_per_step": {}}
+            for integ in INTEGRATORS:
+                sim = scenarios.build(name, integrator=integ, dt=dt)
+                row["us_per_step"][integ] = _median_step_cost(sim, steps, repeats) * 1e6
+            if with_mujoco:
+                cost = _mujoco_cost(scenarios.build(name, dt=dt), steps, repeats)
+                if cost is not None:
+                    row["us_per_step"]["mujoco_rk4"] = cost * 1e6
+            rows.append(row)
+    name, dt = HEADLINE
+    calls = {integ: _single_call_cost(scenarios.build(name, integrator=integ, dt=dt)) * 1e6
+             for integ in ("nullspace_rk4", "energy_momentum")}
+    headline = next(r for r in rows if r["scenario"] == name and r["dt"] == dt)["us_per_step"]
+    summary = {"single_call_us": calls,
+               "single_call_overhead_us": {k: v - headline[k] for k, v in calls.items()},
+               "cold_run_gyro_top_t_end_0.01_s": _cold_run_seconds()}
+    if "mujoco_rk4" in headline:
+        summary["ratio_to_mujoco_rk4_gyro_top_dt_1ms"] = {
+            k: headline[k] / headline["mujoco_rk4"] for k in INTEGRATORS}
+    return {"steps_per_call": steps, "repeats": repeats, "rows": rows, "summary": summary}
+
+
+def print_table(result):
+    integs = list(INTEGRATORS) + ["mujoco_rk4"]
+    head = f"{'scenario':14s} {'dt':>7s} " + " ".join(f"{i:>20s}" for i in integs)
+    print("median us/step, one compiled call of", result["steps_per_call"], "steps,",
+          result["repeats"], "repeats")
+    print(head)
+    for row in result["rows"]:
+        cells = " ".join(f"{row['us_per_step'].get(i, float('nan')):20.3f}" for i in integs)
+        print(f"{row['scenario']:14s} {row['dt']:7g} {cells}")
+    s = result["summary"]
+    for k, v in s["single_call_us"].items():
+        print(f"single sim.step() call, {k}: {v:.3f} us (overhead over the in-kernel step "
+              f"{s['single_call_overhead_us'][k]:.3f} us)")
+    if "ratio_to_mujoco_rk4_gyro_top_dt_1ms" in s:
+        for k, v in s["ratio_to_mujoco_rk4_gyro_top_dt_1ms"].items():
+            print(f"gyro_top dt=1ms, {k} / MuJoCo RK4 time per step: {v:.3f}")
+    print(f"`rtrigid run gyro_top --t-end 0.01`, fresh process, warm cache: "
+          f"{s['cold_run_gyro_top_t_end_0.01_s']:.2f} s")
+
+
+def main(args):
+    result = collect(steps=args.steps, repeats=args.repeats, with_mujoco=not args.no_mujoco)
+    text = json.dumps(result, indent=2)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+    if args.json:
+        print(text)
+    else:
+        print_table(result)
+    return 0
