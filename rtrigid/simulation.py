@@ -54,7 +54,7 @@ class Snapshot:
 def _state_views(S, nb):
     o = 0
     views = []
-    for width in (3, 4, 3, 3, 3, 4):
+    for width in (3, 4, 3, 3, 3, 4, 3):
         views.append(S[o:o + width * nb].reshape(nb, width))
         o += width * nb
     return views
@@ -107,7 +107,7 @@ class Simulation:
         self._S = np.zeros(STATE_WIDTH * nb)
         self._S_prev = np.zeros(STATE_WIDTH * nb)
         self._A = np.zeros(6 * nb)
-        self.x, self.q, self.v, self.w, self._P, self._pq = _state_views(self._S, nb)
+        self.x, self.q, self.v, self.w, self._P, self._pq, self._L = _state_views(self._S, nb)
         self._f_app = self._A[:3 * nb].reshape(nb, 3)
         self._t_app = self._A[3 * nb:].reshape(nb, 3)
         self._steps = 0
@@ -260,7 +260,7 @@ class Simulation:
         bodyf = self._arrays[1]
         if self.frozen.kind[b] == PIVOTED:
             pivot_kinematics.py_func(bodyf, b, self.x, self.q, self.v, self.w, self._P)
-        body_momenta.py_func(bodyf, b, self.q, self.v, self.w, self._P, self._pq)
+        body_momenta.py_func(bodyf, b, self.q, self.v, self.w, self._P, self._pq, self._L)
 
     def _refuse_if_pivoted(self, b, field):
         if self.frozen.kind[b] == PIVOTED:

@@ -12,11 +12,14 @@ carves named views at entry:
 n:       number of steps to take in this call
 dt:      step size
 mf, mi:  the model, see :func:`rtrigid.model.flatten` / :func:`rtrigid.model.kernel_arrays`
-S:       state, (STATE_WIDTH * nb,); :func:`state_view` gives (x, q, v, w, P, pq) -- per body
-         x (nb,3) centre of mass, q (nb,4) unit quaternion (body -> world), v (nb,3) centre-of-
-         mass velocity (world), w (nb,3) body angular velocity, P (nb,3) linear momentum,
-         pq (nb,4) quaternion momentum of 000 §4.1.  Each integrator advances its own primary
-         variables and keeps the others consistent.
+S:       state, (STATE_WIDTH * nb,); :func:`state_view` gives (x, q, v, w, P, pq, L) -- per
+         body x (nb,3) centre of mass, q (nb,4) unit quaternion (body -> world), v (nb,3)
+         centre-of-mass velocity (world), w (nb,3) body angular velocity, P (nb,3) linear
+         momentum, pq (nb,4) quaternion momentum of 000 §4.1, L (nb,3) body angular momentum
+         about the reference point.  Each integrator advances its own primary variables and
+         writes the others from them; it never reads a derived field back as a primary one
+         (a round trip such as L -> J^-1 L -> J (J^-1 L) carries a fixed rounding matrix
+         into every step: a systematic drift).
 S_prev:  same layout, overwritten with the state at the start of each step (render
          interpolation reads it; a failed step is rolled back from it)
 A:       applied loads (6 * nb,): (nb,3) world force at the centre of mass, (nb,3) world
@@ -45,13 +48,13 @@ N_STATS = 4
 SOLVER_MAX_ITER = 0
 SOLVER_HALVINGS = 1
 
-STATE_WIDTH = 20
-STATE_FIELDS = (("x", 3), ("q", 4), ("v", 3), ("w", 3), ("P", 3), ("pq", 4))
+STATE_FIELDS = (("x", 3), ("q", 4), ("v", 3), ("w", 3), ("P", 3), ("pq", 4), ("L", 3))
+STATE_WIDTH = 23
 
 
 @jit
 def state_view(S, nb):
-    """(x, q, v, w, P, pq) views into the flat state array (field-major, contiguous)."""
+    """(x, q, v, w, P, pq, L) views into the flat state array (field-major, contiguous)."""
     return (
         S[0:3 * nb].reshape((nb, 3)),
         S[3 * nb:7 * nb].reshape((nb, 4)),
@@ -59,6 +62,7 @@ def state_view(S, nb):
         S[10 * nb:13 * nb].reshape((nb, 3)),
         S[13 * nb:16 * nb].reshape((nb, 3)),
         S[16 * nb:20 * nb].reshape((nb, 4)),
+        S[20 * nb:23 * nb].reshape((nb, 3)),
     )
 
 
@@ -114,12 +118,14 @@ def pivot_kinematics(bodyf, b, x, q, v, w, P):
 
 
 @jit_inline
-def body_velocities(bodyf, bodyi, b, x, q, v, w, P, pq):
-    """Velocities from momenta: w = 1/2 J^-1 G(q) pq (000 (46): Pi = 2 J w), v = P / m."""
+def body_velocities(bodyf, bodyi, b, x, q, v, w, P, pq, L):
+    """Velocities from momenta: L = 1/2 G(q) pq (000 (46): Pi = 2 L), w = J^-1 L, v = P / m."""
     gp = g_mul(q[b], pq[b])
     for i in range(3):
+        L[b, i] = 0.5 * gp[i]
+    for i in range(3):
         r = B_JINV + 3 * i
-        w[b, i] = 0.5 * (bodyf[b, r] * gp[0] + bodyf[b, r + 1] * gp[1] + bodyf[b, r + 2] * gp[2])
+        w[b, i] = bodyf[b, r] * L[b, 0] + bodyf[b, r + 1] * L[b, 1] + bodyf[b, r + 2] * L[b, 2]
     if bodyi[b] == PIVOTED:
         pivot_kinematics(bodyf, b, x, q, v, w, P)
     else:
@@ -137,9 +143,11 @@ def mat3_vec(bodyf, b, col, v0, v1, v2):
 
 
 @jit_inline
-def body_momenta(bodyf, b, q, v, w, P, pq):
-    """Momenta from velocities: pq = 2 G(q)^T J w (000 (31) with qdot = 1/2 G^T w), P = m v."""
+def body_momenta(bodyf, b, q, v, w, P, pq, L):
+    """Momenta from velocities: L = J w, pq = 2 G(q)^T L (000 (31), qdot = 1/2 G^T w), P = m v."""
     jw = mat3_vec(bodyf, b, B_JREF, w[b, 0], w[b, 1], w[b, 2])
+    for k in range(3):
+        L[b, k] = jw[k]
     p = gt_mul(q[b], jw[0], jw[1], jw[2])
     for k in range(4):
         pq[b, k] = 2.0 * p[k]

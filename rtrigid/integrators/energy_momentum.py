@@ -22,8 +22,9 @@ point.  The Jacobian dr/dL1 below is analytic.  A free body's centre of mass mov
 constant loads by the exact mid-point rule.  Bodies with springs use the Appendix D solver,
 which handles their x-q coupling.
 
-Newton stops when the residual is at round-off (<= 4 eps relative to |L|) or has stalled
-below 1e-9 (it no longer falls by 4x).  Stopping at a fixed tolerance leaves ~1e-12 per step, which accumulates.
+Newton stops only when the residual is exactly zero or has stalled below 1e-9 (it no
+longer falls by 4x).  Any fixed tolerance -- even 4 eps -- leaves a truncation error of the
+same sign in every step, which accumulates linearly (measured: 1e-16 per step at 4 eps).  Stopping at a fixed tolerance leaves ~1e-12 per step, which accumulates.
 Failure means no convergence in ``max_iter`` iterations, a singular Jacobian, or a non-finite
 value.  It triggers the documented fallback: the step is redone from its start as 2, 4, ...,
 2**max_halvings equal sub-steps.  If that fails too, the kernel stops before the failed step
@@ -44,16 +45,14 @@ from rtrigid.integrators.common import (
     STAT_STEPS,
     applied_view,
     body_momenta,
-    mat3_vec,
     pivot_kinematics,
     state_view,
 )
-from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, PIVOTED, kernel_arrays
+from rtrigid.model import B_COM, B_JINV, B_MASS, PIVOTED, kernel_arrays
 from rtrigid.quat import qmul_t, rotate_t
 
 STALL_FACTOR = 0.25
 ACCEPT = 1e-9
-ROUNDOFF = 4.0 * np.finfo(np.float64).eps
 
 
 def work_size(nb):
@@ -202,7 +201,7 @@ def solve_rotation(h, max_iter, jinv, l0, c, fb, tb):
                                                            abs(l1[2]))
         if not np.isfinite(rnorm):
             return -1, l1, u
-        if rnorm <= ROUNDOFF or (rnorm < ACCEPT and rnorm > STALL_FACTOR * previous):
+        if rnorm == 0.0 or (rnorm < ACCEPT and rnorm > STALL_FACTOR * previous):
             return it, l1, u
         if it == max_iter:
             return -1, l1, u
@@ -223,8 +222,8 @@ def _has_springs(springi, b):
 
 
 @jit
-def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, f_app, t_app,
-                   stats):
+def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, L, f_app,
+                   t_app, stats):
     """Advance body b (no springs) by m sub-steps of size h/m; False on a failed solve."""
     hs = h / m
     jinv = (bodyf[b, B_JINV], bodyf[b, B_JINV + 1], bodyf[b, B_JINV + 2],
@@ -236,9 +235,9 @@ def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, 
          mass * gravity[2] + f_app[b, 2])
     for _ in range(m):
         q0, q1, q2, q3 = q[b, 0], q[b, 1], q[b, 2], q[b, 3]
-        # L_n = J w_n: reading it back as 1/2 G(q) pq instead carries a one-sided round-off
-        # (measured: +2e-16 relative energy per step); J (J^-1 L) does not.
-        l0 = mat3_vec(bodyf, b, B_JREF, w[b, 0], w[b, 1], w[b, 2])
+        # L is this solver's primary variable; reading it back from pq (1/2 G(q) pq) or from
+        # w (J J^-1 L) instead drifts systematically (measured: ~1e-16 per step).
+        l0 = (L[b, 0], L[b, 1], L[b, 2])
         fb = rotate_t(q0, q1, q2, q3, f[0], f[1], f[2], -1.0)
         tb = rotate_t(q0, q1, q2, q3, t_app[b, 0], t_app[b, 1], t_app[b, 2], -1.0)
         it, l1, u = solve_rotation(hs, max_iter, jinv, l0, c, fb, tb)
@@ -260,6 +259,8 @@ def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, 
             q[b, k] = qn[k]
             pq[b, k] = pn[k]
         for k in range(3):
+            L[b, k] = l1[k]
+        for k in range(3):
             w[b, k] = jinv[3 * k] * l1[0] + jinv[3 * k + 1] * l1[1] + jinv[3 * k + 2] * l1[2]
         if bodyi[b] == PIVOTED:
             pivot_kinematics(bodyf, b, x, q, v, w, P)
@@ -279,7 +280,7 @@ def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
     nb = bodyi.shape[0]
     state = state_view(S, nb)
     prev = state_view(S_prev, nb)
-    x, q, v, w, P, pq = state
+    x, q, v, w, P, pq, L = state
     f_app, t_app = applied_view(A, nb)
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
@@ -296,7 +297,7 @@ def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
                                        prev, f_app, t_app, max_iter, newton, buf, stats)
                 else:
                     ok = _fast_substeps(gravity, bodyf, bodyi, b, dt, m, max_iter, x, q, v, w, P,
-                                        pq, f_app, t_app, stats)
+                                        pq, L, f_app, t_app, stats)
                 if ok or m >= most:
                     break
                 for field, start in zip(state, prev):

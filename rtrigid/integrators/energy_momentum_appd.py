@@ -339,7 +339,7 @@ def solve_body(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, w0
 def substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev, f_app, t_app, max_iter,
               work, buf, stats):
     """Advance body b by m sub-steps of size h/m; on failure restore it from ``prev``."""
-    x, q, v, w, P, pq = state
+    x, q, v, w, P, pq, L = state
     x0, q0, P0, p0, x1, q1, p1, theta = buf
     hs = h / m
     free = bodyi[b] != PIVOTED
@@ -362,7 +362,7 @@ def substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev, f_ap
             for k in range(3):
                 P[b, k] = 2.0 * bodyf[b, B_MASS] * (x1[k] - x0[k]) / hs - P0[k]
             x[b] = x1
-        body_velocities(bodyf, bodyi, b, x, q, v, w, P, pq)
+        body_velocities(bodyf, bodyi, b, x, q, v, w, P, pq, L)
     return True
 
 

@@ -69,7 +69,7 @@ def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
     """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
     gravity, bodyf, bodyi, springf, springi = kernel_arrays(mf, mi)
     nb = bodyi.shape[0]
-    x, q, v, w, P, pq = state_view(S, nb)
+    x, q, v, w, P, pq, L = state_view(S, nb)
     f_app, t_app = applied_view(A, nb)
     half = 0.5 * dt
     sixth = dt / 6.0
@@ -100,7 +100,7 @@ def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
                 q[b, i] *= inv  # the cheap projection 002 (63, P)
             if bodyi[b] == PIVOTED:
                 pivot_kinematics(bodyf, b, x, q, v, w, P)
-            body_momenta(bodyf, b, q, v, w, P, pq)
+            body_momenta(bodyf, b, q, v, w, P, pq, L)
         if not all_finite(S):
             S[:] = S_prev
             return NONFINITE
