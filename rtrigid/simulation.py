@@ -31,8 +31,9 @@ from rtrigid.integrators.common import (
     STAT_ITERS,
     STAT_MAX_ITERS,
     STAT_STEPS,
-    STATE_WIDTH,
+    USED_FALLBACK,
     body_momenta,
+    buffer_layout,
     pivot_kinematics,
 )
 from rtrigid.model import PIVOTED, Model, as_scalar, as_vector, flatten, kernel_arrays
@@ -97,16 +98,24 @@ class Simulation:
         self.frozen = model.freeze()
         self.names = [b.name for b in model.bodies]
         self.nb = nb = len(self.names)
-        self._mf, self._mi = flatten(self.frozen)
-        self._arrays = kernel_arrays.py_func(self._mf, self._mi)
+        mf, mi = flatten(self.frozen)
         module = INTEGRATORS[integrator]
         self._kernel = module.step
-        self._work = np.zeros(module.work_size(nb))
-        self._solver = np.array([max_iter, max_halvings], dtype=np.float64)
-        self._stats = np.zeros(N_STATS, dtype=np.int64)
-        self._S = np.zeros(STATE_WIDTH * nb)
-        self._S_prev = np.zeros(STATE_WIDTH * nb)
-        self._A = np.zeros(6 * nb)
+        o_state, o_prev, o_applied, o_solver, o_work, total = buffer_layout(
+            nb, len(self.frozen.spring_k), len(mf), module.work_size(nb))
+        # the kernel's two buffers (see integrators/common); everything below is a view
+        self._F = np.zeros(total)
+        self._I = np.zeros(len(mi) + N_STATS, dtype=np.int64)
+        self._F[:len(mf)] = mf
+        self._I[:len(mi)] = mi
+        self._mf, self._mi = self._F[:len(mf)], self._I[:len(mi)]
+        self._arrays = kernel_arrays.py_func(self._mf, self._mi)
+        self._S = self._F[o_state:o_prev]
+        self._S_prev = self._F[o_prev:o_applied]
+        self._A = self._F[o_applied:o_solver]
+        self._solver = self._F[o_solver:o_work]
+        self._solver[:] = (max_iter, max_halvings)
+        self._stats = self._I[len(mi):]
         self.x, self.q, self.v, self.w, self._P, self._pq, self._L = _state_views(self._S, nb)
         self._f_app = self._A[:3 * nb].reshape(nb, 3)
         self._t_app = self._A[3 * nb:].reshape(nb, 3)
@@ -138,17 +147,17 @@ class Simulation:
         """
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n: expected a non-negative integer, got {n!r}")
-        stats = self._stats
-        before_steps = stats[STAT_STEPS]
-        before_fallbacks = stats[STAT_FALLBACKS]
-        status = self._kernel(n, self.dt, self._mf, self._mi, self._S, self._S_prev, self._A,
-                              self._solver, stats, self._work)
-        self._steps += int(stats[STAT_STEPS] - before_steps)
-        if stats[STAT_FALLBACKS] != before_fallbacks:
+        before = int(self._stats[STAT_STEPS])
+        status = self._kernel(n, self.dt, self._F, self._I)
+        if status == OK:
+            self._steps += n
+            return
+        self._steps += int(self._stats[STAT_STEPS]) - before
+        if status & USED_FALLBACK:
             warnings.warn(
-                f"{self.integrator}: Newton did not converge on "
-                f"{stats[STAT_FALLBACKS] - before_fallbacks} step(s); those steps were redone "
-                "as sub-steps (see solver_stats())", RuntimeWarning, stacklevel=2)
+                f"{self.integrator}: Newton did not converge on some step(s); they were redone "
+                "as sub-steps (counts in solver_stats())", RuntimeWarning, stacklevel=2)
+            status &= ~USED_FALLBACK
         if status != OK:
             what = ("Newton failed even with 2**max_halvings sub-steps" if status == FAILED
                     else "the state became non-finite")

@@ -3,11 +3,11 @@
 The kernel calling convention (every integrator module exposes these two):
 
     work_size(nb) -> length of the float64 scratch array the Simulation allocates once
-    step(n, dt, mf, mi, S, S_prev, A, solver, stats, work) -> status
+    step(n, dt, F, I) -> status
 
-Everything is passed as a few flat arrays, because numba's dispatcher pays per array it
-unboxes (a tuple of ~40 arrays costs ~4 us per call; eight flat arrays ~0.5 us).  Each kernel
-carves named views at entry:
+Everything lives in one float64 buffer F and one int64 buffer I, because numba's dispatcher
+pays for every array it unboxes (measured here: a tuple of ~40 arrays ~4 us per call, eight
+arrays 1.4 us, two arrays well under 1 us).  :func:`unpack` carves the named views at entry:
 
 n:       number of steps to take in this call
 dt:      step size
@@ -26,18 +26,22 @@ A:       applied loads (6 * nb,): (nb,3) world force at the centre of mass, (nb,
          torque; constant over the call
 solver:  float64 [max_iter, max_halvings] for implicit schemes
 stats:   int64 counters, see STAT_*
-status:  OK, or FAILED / NONFINITE with the state rolled back to the start of the failed step;
+status:  OK, or FAILED / NONFINITE with the state rolled back to the start of the failed step,
+         with USED_FALLBACK or-ed in if any step needed the sub-step fallback;
          stats[STAT_STEPS] counts completed steps.
+
+F = [mf | S | S_prev | A | solver | work],  I = [mi | stats]  (see :func:`buffer_layout`).
 """
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
+from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, B_WIDTH, PIVOTED, S_WIDTH
 from rtrigid.quat import rotate_t
 
 OK = 0
 FAILED = 1
 NONFINITE = 2
+USED_FALLBACK = 4  # or-ed into the status when an implicit step needed its sub-step fallback
 
 STAT_STEPS = 0
 STAT_ITERS = 1
@@ -64,6 +68,46 @@ def state_view(S, nb):
         S[16 * nb:20 * nb].reshape((nb, 4)),
         S[20 * nb:23 * nb].reshape((nb, 3)),
     )
+
+
+def buffer_layout(nb, ns, nf_model, work):
+    """Offsets of the pieces of F: (model, state, prev, applied, solver, work, total)."""
+    o_state = nf_model
+    o_prev = o_state + STATE_WIDTH * nb
+    o_applied = o_prev + STATE_WIDTH * nb
+    o_solver = o_applied + 6 * nb
+    o_work = o_solver + 2
+    return o_state, o_prev, o_applied, o_solver, o_work, o_work + work
+
+
+@jit
+def unpack(F, I):
+    """(mf, mi, S, S_prev, A, solver, stats, work) views into the two kernel buffers."""
+    nb = I[0]
+    ns = I[1]
+    nf_model = 3 + B_WIDTH * nb + S_WIDTH * ns
+    ni_model = 2 + nb + ns
+    o = nf_model
+    S = F[o:o + STATE_WIDTH * nb]
+    o += STATE_WIDTH * nb
+    S_prev = F[o:o + STATE_WIDTH * nb]
+    o += STATE_WIDTH * nb
+    A = F[o:o + 6 * nb]
+    o += 6 * nb
+    solver = F[o:o + 2]
+    o += 2
+    return (F[:nf_model], I[:ni_model], S, S_prev, A, solver, I[ni_model:ni_model + N_STATS],
+            F[o:])
+
+
+@jit
+def restore_body(S, S_prev, nb, b):
+    """Copy body b's entries of every state field from S_prev back into S."""
+    o = 0
+    for width in (3, 4, 3, 3, 3, 4, 3):
+        for k in range(width):
+            S[o + b * width + k] = S_prev[o + b * width + k]
+        o += width * nb
 
 
 @jit

@@ -43,10 +43,13 @@ from rtrigid.integrators.common import (
     STAT_ITERS,
     STAT_MAX_ITERS,
     STAT_STEPS,
+    USED_FALLBACK,
     applied_view,
     body_momenta,
     pivot_kinematics,
+    restore_body,
     state_view,
+    unpack,
 )
 from rtrigid.model import B_COM, B_JINV, B_MASS, PIVOTED, kernel_arrays
 from rtrigid.quat import qmul_t, rotate_t
@@ -274,17 +277,28 @@ def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, 
 
 
 @jit
-def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
-    """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
-    gravity, bodyf, bodyi, springf, springi = kernel_arrays(mf, mi)
+def _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, S, S_prev, f_app,
+                          t_app, max_iter, work, stats):
+    """A body with springs goes through the Appendix D solver (x and q are coupled)."""
     nb = bodyi.shape[0]
     state = state_view(S, nb)
     prev = state_view(S_prev, nb)
-    x, q, v, w, P, pq, L = state
+    newton, buf = appd.carve(work)
+    return appd.substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev, f_app,
+                         t_app, max_iter, newton, buf, stats)
+
+
+@jit
+def step(n, dt, F, I):
+    """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
+    mf, mi, S, S_prev, A, solver, stats, work = unpack(F, I)
+    gravity, bodyf, bodyi, springf, springi = kernel_arrays(mf, mi)
+    nb = bodyi.shape[0]
+    x, q, v, w, P, pq, L = state_view(S, nb)
     f_app, t_app = applied_view(A, nb)
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
-    newton, buf = appd.carve(work)
+    flags = OK
     for _ in range(n):
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
@@ -293,21 +307,21 @@ def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
             m = 1
             while True:
                 if springs:
-                    ok = appd.substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m, state,
-                                       prev, f_app, t_app, max_iter, newton, buf, stats)
+                    ok = _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m,
+                                               S, S_prev, f_app, t_app, max_iter, work, stats)
                 else:
                     ok = _fast_substeps(gravity, bodyf, bodyi, b, dt, m, max_iter, x, q, v, w, P,
                                         pq, L, f_app, t_app, stats)
                 if ok or m >= most:
                     break
-                for field, start in zip(state, prev):
-                    field[b] = start[b]
+                restore_body(S, S_prev, nb, b)
                 m *= 2
             if not ok:
                 for i in range(S.shape[0]):
                     S[i] = S_prev[i]
-                return FAILED
+                return FAILED | flags
             if m > 1:
                 stats[STAT_FALLBACKS] += 1
+                flags = USED_FALLBACK
         stats[STAT_STEPS] += 1
-    return OK
+    return flags

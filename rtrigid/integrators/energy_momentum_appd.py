@@ -30,11 +30,13 @@ from rtrigid.integrators.common import (
     STAT_ITERS,
     STAT_MAX_ITERS,
     STAT_STEPS,
+    USED_FALLBACK,
     SOLVER_HALVINGS,
     SOLVER_MAX_ITER,
     applied_view,
     body_velocities,
     state_view,
+    unpack,
 )
 from rtrigid.integrators.linalg import matmul, matvec, solve_inplace
 from rtrigid.model import B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED, kernel_arrays
@@ -367,8 +369,9 @@ def substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev, f_ap
 
 
 @jit
-def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
+def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
+    mf, mi, S, S_prev, A, solver, stats, work = unpack(F, I)
     gravity, bodyf, bodyi, springf, springi = kernel_arrays(mf, mi)
     nb = bodyi.shape[0]
     state = state_view(S, nb)
@@ -378,6 +381,7 @@ def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
     max_iter = int(solver[SOLVER_MAX_ITER])
     halvings = int(solver[SOLVER_HALVINGS])
     newton, buf = carve(work)
+    flags = OK
     for _ in range(n):
         S_prev[:] = S
         for b in range(x.shape[0]):
@@ -390,8 +394,9 @@ def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
                                max_iter, newton, buf, stats)
             if not ok:
                 S[:] = S_prev
-                return FAILED
+                return FAILED | flags
             if m > 1:
                 stats[STAT_FALLBACKS] += 1
+                flags = USED_FALLBACK
         stats[STAT_STEPS] += 1
-    return OK
+    return flags

@@ -24,6 +24,7 @@ from rtrigid.integrators.common import (
     mat3_vec,
     pivot_kinematics,
     state_view,
+    unpack,
 )
 from rtrigid.model import B_JINV, B_JREF, B_MASS, PIVOTED, kernel_arrays
 
@@ -65,8 +66,9 @@ def _axpy(y, k, h):
 
 
 @jit
-def step(n, dt, mf, mi, S, S_prev, A, solver, stats, work):
+def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
+    mf, mi, S, S_prev, A, solver, stats, work = unpack(F, I)
     gravity, bodyf, bodyi, springf, springi = kernel_arrays(mf, mi)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
