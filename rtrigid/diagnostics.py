@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 
+from rtrigid.model import as_scalar
+
 
 def _conserved_values(sim, conserved):
     linear, angular = sim.momentum()
@@ -22,9 +24,8 @@ def run_measured(sim, t_end, samples=200):
     vector (linear or angular) at t = 0, so a component that starts at zero is measured
     against the size of the momentum rather than divided by zero.
     """
+    t_end = as_scalar(t_end, "t_end", nonnegative=True)
     n_total = int(round(t_end / sim.dt))
-    if n_total < 0:
-        raise ValueError(f"t_end: must be >= 0, got {t_end}")
     sim.step(0)  # load the compiled kernel (numba cache) before any timing
     conserved = sim.info.get("conserved", [])
     reference = sim.info.get("reference")

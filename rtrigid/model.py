@@ -245,6 +245,8 @@ class Model:
                 raise ValueError(f"shape: {kind} needs {key!r}")
             if key == "half_extents":
                 clean[key] = as_vector(params[key], 3, f"shape.{key}")
+                if np.any(clean[key] <= 0.0):
+                    raise ValueError(f"shape.{key}: must be > 0, got {clean[key].tolist()}")
             else:
                 clean[key] = as_scalar(params[key], f"shape.{key}", positive=True)
         offset = as_vector(params.get("offset", (0.0, 0.0, 0.0)), 3, "shape.offset")

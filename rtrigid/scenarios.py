@@ -14,7 +14,7 @@ import inspect
 import numpy as np
 
 from rtrigid import quat
-from rtrigid.model import Model, as_scalar, as_vector
+from rtrigid.model import Model, as_scalar, as_vector, check_inertia
 from rtrigid.simulation import Simulation
 
 _BUILDERS = {}
@@ -172,9 +172,13 @@ def heavy_top(integrator="energy_momentum", dt=0.01, inertia_pivot=(50.0, 42.0, 
     length = as_scalar(length, "length", positive=True)
     mass = ml / length
     inertia_cm = ip - mass * length * length * np.array([1.0, 1.0, 0.0])
-    if np.any(inertia_cm <= 0.0):
-        raise ValueError(f"length: {length} gives a centroidal inertia {inertia_cm.tolist()} "
-                         "that is not positive; choose a longer length")
+    try:
+        check_inertia(inertia_cm, allow_nonphysical=False)
+    except ValueError:
+        raise ValueError(
+            f"length: {length} gives the centroidal inertia {inertia_cm.tolist()} "
+            "(inertia_pivot - m L^2 on the transverse axes, m L fixed), which no real body "
+            "has; choose a shorter length") from None
     sim = _pivoted_top(integrator, dt, mass, inertia_cm, length, g,
                        ("cylinder", {"radius": 0.15 * length, "half_length": 0.9 * length}))
     t = as_scalar(theta0, "theta0")

@@ -34,6 +34,7 @@ from rtrigid.integrators.common import (
     USED_FALLBACK,
     body_momenta,
     buffer_layout,
+    restore_body,
     pivot_kinematics,
 )
 from rtrigid.model import PIVOTED, Model, as_scalar, as_vector, flatten, kernel_arrays
@@ -90,13 +91,16 @@ class Simulation:
             raise ValueError(f"integrator: unknown {integrator!r}; known: {list(INTEGRATORS)}")
         self.dt = as_scalar(dt, "dt", positive=True)
         max_iter = int(as_scalar(max_iter, "max_iter", positive=True))
+        if max_iter < 3:
+            # Newton stops only on a stalled residual: two updates and one more residual
+            raise ValueError(f"max_iter: must be >= 3 to see a residual stall, got {max_iter}")
         max_halvings = int(as_scalar(max_halvings, "max_halvings", nonnegative=True))
         self.max_steps_per_advance = int(as_scalar(max_steps_per_advance,
                                                    "max_steps_per_advance", positive=True))
         self.model = model
         self.integrator = integrator
         self.frozen = model.freeze()
-        self.names = [b.name for b in model.bodies]
+        self.names = [b.name for b in model.bodies]  # a copy: later model edits do not reach us
         self.nb = nb = len(self.names)
         mf, mi = flatten(self.frozen)
         module = INTEGRATORS[integrator]
@@ -189,14 +193,14 @@ class Simulation:
         """
         elapsed = as_scalar(elapsed, "elapsed", nonnegative=True)
         self._accumulator += elapsed
-        n = int(math.floor(self._accumulator / self.dt))
+        # the 1e-9 keeps 0.03 s at dt = 0.01 from giving 2 steps (0.03 / 0.01 = 2.9999999999999996)
+        n = int(math.floor(self._accumulator / self.dt + 1e-9))
         if n > self.max_steps_per_advance:
-            self.dropped_time += (n - self.max_steps_per_advance) * self.dt
+            dropped = (n - self.max_steps_per_advance) * self.dt
+            self.dropped_time += dropped
+            self._accumulator -= dropped
             n = self.max_steps_per_advance
         self._accumulator = max(self._accumulator - n * self.dt, 0.0)
-        if self._accumulator >= self.dt:
-            self.dropped_time += self._accumulator - math.fmod(self._accumulator, self.dt)
-            self._accumulator = math.fmod(self._accumulator, self.dt)
         if n:
             self.step(n)
         return n
@@ -219,7 +223,16 @@ class Simulation:
 
     # -- diagnostics ----------------------------------------------------------------------
     def body_index(self, body) -> int:
-        return self.model.body_index(body)
+        """Resolve a body index or name of this simulation (its model as frozen)."""
+        if isinstance(body, (int, np.integer)) and not isinstance(body, bool):
+            if 0 <= body < self.nb:
+                return int(body)
+            raise ValueError(f"body: index {body} out of range (simulation has {self.nb})")
+        if isinstance(body, str):
+            if body in self.names:
+                return self.names.index(body)
+            raise ValueError(f"body: no body named {body!r}; known: {self.names}")
+        raise ValueError(f"body: expected an index or a name, got {body!r}")
 
     def pose(self, body):
         """World centre-of-mass position and unit quaternion (copies)."""
@@ -264,12 +277,18 @@ class Simulation:
         return err
 
     # -- setters -------------------------------------------------------------------------
-    def _sync(self, b):
-        """Make the dependent parts of body b's state consistent with (x, q, v, w)."""
+    def _sync(self, b, teleport=True):
+        """Make body b's state consistent with (x, q, v, w) after a setter or an impulse.
+
+        A setter is a teleport, so the previous-step pose used for render interpolation is
+        reset too; an impulse (``teleport=False``) changes only velocities and leaves it.
+        """
         bodyf = self._arrays[1]
         if self.frozen.kind[b] == PIVOTED:
             pivot_kinematics.py_func(bodyf, b, self.x, self.q, self.v, self.w, self._P)
         body_momenta.py_func(bodyf, b, self.q, self.v, self.w, self._P, self._pq, self._L)
+        if teleport:
+            restore_body.py_func(self._S_prev, self._S, self.nb, b)
 
     def _refuse_if_pivoted(self, b, field):
         if self.frozen.kind[b] == PIVOTED:
@@ -379,7 +398,7 @@ class Simulation:
             raise ValueError(f"impulse_world: {impulse.tolist()} would give non-finite velocities")
         self.v[b] = new_v
         self.w[b] = new_w
-        self._sync(b)
+        self._sync(b, teleport=False)
 
     # -- snapshots --------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
