@@ -35,7 +35,17 @@ F = [mf | S | S_prev | A | solver | work],  I = [mi | stats]  (see :func:`buffer
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, B_WIDTH, PIVOTED, S_WIDTH
+from rtrigid.model import (
+    B_COM,
+    B_JINV,
+    B_JREF,
+    B_MASS,
+    B_PIVOT,
+    B_WIDTH,
+    PIVOTED,
+    S_WIDTH,
+    kernel_arrays,
+)
 from rtrigid.quat import rotate_t
 
 OK = 0
@@ -98,6 +108,20 @@ def unpack(F, I):
     o += 2
     return (F[:nf_model], I[:ni_model], S, S_prev, A, solver, I[ni_model:ni_model + N_STATS],
             F[o:])
+
+
+@jit
+def open_buffers(F, I):
+    """Everything a kernel needs from (F, I): the model arrays, nb, and the dynamic views.
+
+    Returns (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, solver, stats,
+    work).
+    """
+    mf, mi, S, S_prev, A, solver, stats, work = unpack(F, I)
+    gravity, bodyf, bodyi, springf, springi = kernel_arrays(mf, mi)
+    f_app, t_app = applied_view(A, bodyi.shape[0])
+    return (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, solver, stats,
+            work)
 
 
 @jit

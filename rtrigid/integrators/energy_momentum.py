@@ -44,14 +44,12 @@ from rtrigid.integrators.common import (
     STAT_MAX_ITERS,
     STAT_STEPS,
     USED_FALLBACK,
-    applied_view,
-    body_momenta,
+    open_buffers,
     pivot_kinematics,
     restore_body,
     state_view,
-    unpack,
 )
-from rtrigid.model import B_COM, B_JINV, B_MASS, PIVOTED, kernel_arrays
+from rtrigid.model import B_COM, B_JINV, B_MASS, PIVOTED
 from rtrigid.quat import qmul_t, rotate_t
 
 STALL_FACTOR = 0.25
@@ -279,7 +277,7 @@ def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, 
 @jit
 def _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, S, S_prev, f_app,
                           t_app, max_iter, work, stats):
-    """A body with springs goes through the Appendix D solver (x and q are coupled)."""
+    """The Appendix D solver for body b: bodies with springs, whose x and q are coupled."""
     nb = bodyi.shape[0]
     state = state_view(S, nb)
     prev = state_view(S_prev, nb)
@@ -289,13 +287,12 @@ def _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, S, S
 
 
 @jit
-def step(n, dt, F, I):
-    """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
-    mf, mi, S, S_prev, A, solver, stats, work = unpack(F, I)
-    gravity, bodyf, bodyi, springf, springi = kernel_arrays(mf, mi)
+def _run(n, dt, F, I, reference_solver):
+    """The step loop; ``reference_solver`` sends every body through the Appendix D solver."""
+    (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, solver, stats,
+     work) = open_buffers(F, I)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
-    f_app, t_app = applied_view(A, nb)
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
     flags = OK
@@ -303,10 +300,10 @@ def step(n, dt, F, I):
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         for b in range(nb):
-            springs = _has_springs(springi, b)
+            appendix_d = reference_solver or _has_springs(springi, b)
             m = 1
             while True:
-                if springs:
+                if appendix_d:
                     ok = _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m,
                                                S, S_prev, f_app, t_app, max_iter, work, stats)
                 else:
@@ -325,3 +322,15 @@ def step(n, dt, F, I):
                 flags = USED_FALLBACK
         stats[STAT_STEPS] += 1
     return flags
+
+
+@jit
+def step(n, dt, F, I):
+    """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
+    return _run(n, dt, F, I, False)
+
+
+@jit
+def step_appendix_d(n, dt, F, I):
+    """The same scheme with every body solved as 000 App. D does (``energy_momentum_appd``)."""
+    return _run(n, dt, F, I, True)

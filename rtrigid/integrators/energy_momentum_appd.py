@@ -17,29 +17,16 @@ exactly zero: stopping at a fixed tolerance leaves ~1e-12 per step, which accumu
 Failure -- no convergence in ``max_iter`` iterations, a singular Jacobian, or a non-finite
 value -- triggers the documented fallback: the step is redone from its start as 2, 4, ...,
 2**max_halvings equal sub-steps.  If that fails too the kernel stops before the failed step
-and returns FAILED; :class:`rtrigid.Simulation` then raises.
+and returns FAILED; :class:`rtrigid.Simulation` then raises.  The step loop and that fallback
+are shared with ``energy_momentum`` (:func:`.energy_momentum.step_appendix_d`).
 """
 import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.forces import discrete_gradient
-from rtrigid.integrators.common import (
-    FAILED,
-    OK,
-    STAT_FALLBACKS,
-    STAT_ITERS,
-    STAT_MAX_ITERS,
-    STAT_STEPS,
-    USED_FALLBACK,
-    SOLVER_HALVINGS,
-    SOLVER_MAX_ITER,
-    applied_view,
-    body_velocities,
-    state_view,
-    unpack,
-)
+from rtrigid.integrators.common import STAT_ITERS, STAT_MAX_ITERS, body_velocities
 from rtrigid.integrators.linalg import matmul, matvec, solve_inplace
-from rtrigid.model import B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED, kernel_arrays
+from rtrigid.model import B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
 from rtrigid.quat import Emat, Gmat, Qleft, Qright, dexp_matrix, quat_from_rotvec, quat_mul
 
 STALL_FACTOR = 0.25
@@ -366,37 +353,3 @@ def substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev, f_ap
             x[b] = x1
         body_velocities(bodyf, bodyi, b, x, q, v, w, P, pq, L)
     return True
-
-
-@jit
-def step(n, dt, F, I):
-    """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
-    mf, mi, S, S_prev, A, solver, stats, work = unpack(F, I)
-    gravity, bodyf, bodyi, springf, springi = kernel_arrays(mf, mi)
-    nb = bodyi.shape[0]
-    state = state_view(S, nb)
-    prev = state_view(S_prev, nb)
-    f_app, t_app = applied_view(A, nb)
-    x = state[0]
-    max_iter = int(solver[SOLVER_MAX_ITER])
-    halvings = int(solver[SOLVER_HALVINGS])
-    newton, buf = carve(work)
-    flags = OK
-    for _ in range(n):
-        S_prev[:] = S
-        for b in range(x.shape[0]):
-            m = 1
-            ok = substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m, state, prev, f_app, t_app,
-                           max_iter, newton, buf, stats)
-            while not ok and m < 2**halvings:
-                m *= 2
-                ok = substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m, state, prev, f_app, t_app,
-                               max_iter, newton, buf, stats)
-            if not ok:
-                S[:] = S_prev
-                return FAILED | flags
-            if m > 1:
-                stats[STAT_FALLBACKS] += 1
-                flags = USED_FALLBACK
-        stats[STAT_STEPS] += 1
-    return flags

@@ -19,14 +19,13 @@ from rtrigid.integrators.common import (
     OK,
     STAT_STEPS,
     all_finite,
-    applied_view,
     body_momenta,
+    open_buffers,
     mat3_vec,
     pivot_kinematics,
     state_view,
-    unpack,
 )
-from rtrigid.model import B_JINV, B_JREF, B_MASS, PIVOTED, kernel_arrays
+from rtrigid.model import B_JINV, B_JREF, B_MASS, PIVOTED
 
 
 def work_size(nb):
@@ -68,11 +67,10 @@ def _axpy(y, k, h):
 @jit
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
-    mf, mi, S, S_prev, A, solver, stats, work = unpack(F, I)
-    gravity, bodyf, bodyi, springf, springi = kernel_arrays(mf, mi)
+    (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, _, stats,
+     _) = open_buffers(F, I)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
-    f_app, t_app = applied_view(A, nb)
     half = 0.5 * dt
     sixth = dt / 6.0
     for _ in range(n):
