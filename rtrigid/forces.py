@@ -82,27 +82,35 @@ def body_loads(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, x0, x1,
     force at the centre of mass and world torque.  For a pivoted body the force is what the
     loads alone would do (the pivot reaction is not included); only the torque enters its
     equations.  Scalars in, a 6-tuple out: this is the innermost loop of the explicit schemes.
+    The centre-of-mass load is taken to the body frame once (c x R^T f), and a world torque is
+    rotated only when one is applied.
     """
     m = bodyf[b, B_MASS]
     f0 = m * gravity[0] + f_app[b, 0]
     f1 = m * gravity[1] + f_app[b, 1]
     f2 = m * gravity[2] + f_app[b, 2]
-    a0, a1, a2 = rotate_t(q0, q1, q2, q3, bodyf[b, B_COM], bodyf[b, B_COM + 1],
-                          bodyf[b, B_COM + 2], 1.0)
-    t0 = a1 * f2 - a2 * f1 + t_app[b, 0]
-    t1 = a2 * f0 - a0 * f2 + t_app[b, 1]
-    t2 = a0 * f1 - a1 * f0 + t_app[b, 2]
+    fb0, fb1, fb2 = rotate_t(q0, q1, q2, q3, f0, f1, f2, -1.0)
+    c0, c1, c2 = bodyf[b, B_COM], bodyf[b, B_COM + 1], bodyf[b, B_COM + 2]
+    t0 = c1 * fb2 - c2 * fb1
+    t1 = c2 * fb0 - c0 * fb2
+    t2 = c0 * fb1 - c1 * fb0
+    if t_app[b, 0] != 0.0 or t_app[b, 1] != 0.0 or t_app[b, 2] != 0.0:
+        a = rotate_t(q0, q1, q2, q3, t_app[b, 0], t_app[b, 1], t_app[b, 2], -1.0)
+        t0 += a[0]
+        t1 += a[1]
+        t2 += a[2]
     for s in range(springi.shape[0]):
         if springi[s] == b:
-            fs, c = _spring_force(bodyf, bodyi, springf, s, b, x0, x1, x2, q0, q1, q2, q3)
+            fs, arm = _spring_force(bodyf, bodyi, springf, s, b, x0, x1, x2, q0, q1, q2, q3)
             f0 += fs[0]
             f1 += fs[1]
             f2 += fs[2]
-            t0 += c[1] * fs[2] - c[2] * fs[1]
-            t1 += c[2] * fs[0] - c[0] * fs[2]
-            t2 += c[0] * fs[1] - c[1] * fs[0]
-    tb = rotate_t(q0, q1, q2, q3, t0, t1, t2, -1.0)
-    return f0, f1, f2, tb[0], tb[1], tb[2]
+            a = rotate_t(q0, q1, q2, q3, arm[1] * fs[2] - arm[2] * fs[1],
+                         arm[2] * fs[0] - arm[0] * fs[2], arm[0] * fs[1] - arm[1] * fs[0], -1.0)
+            t0 += a[0]
+            t1 += a[1]
+            t2 += a[2]
+    return f0, f1, f2, t0, t1, t2
 
 
 @jit
