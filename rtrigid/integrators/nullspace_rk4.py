@@ -76,6 +76,7 @@ def step(n, dt, F, I):
     for _ in range(n):
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
+        energy = 0.0
         for b in range(nb):
             y = (x[b, 0], x[b, 1], x[b, 2], q[b, 0], q[b, 1], q[b, 2], q[b, 3],
                  v[b, 0], v[b, 1], v[b, 2], w[b, 0], w[b, 1], w[b, 2])
@@ -101,14 +102,11 @@ def step(n, dt, F, I):
             if bodyi[b] == PIVOTED:
                 pivot_kinematics(bodyf, b, x, q, v, w, P)
             body_momenta(bodyf, b, q, v, w, P, pq, L)
-            # finite entries can still square to inf: a state whose energy overflows is no
-            # more usable than a NaN one, so it fails the step the same way
-            energy = (w[b, 0] * L[b, 0] + w[b, 1] * L[b, 1] + w[b, 2] * L[b, 2]
-                      + v[b, 0] * P[b, 0] + v[b, 1] * P[b, 1] + v[b, 2] * P[b, 2])
-            if not np.isfinite(energy):
-                S[:] = S_prev
-                return NONFINITE
-        if not all_finite(S):
+            energy += (w[b, 0] * L[b, 0] + w[b, 1] * L[b, 1] + w[b, 2] * L[b, 2]
+                       + v[b, 0] * P[b, 0] + v[b, 1] * P[b, 1] + v[b, 2] * P[b, 2])
+        # finite entries can still square to inf: a state whose energy overflows is no more
+        # usable than a NaN one (NaN also propagates into this sum), so both fail the step
+        if not np.isfinite(energy) or not all_finite(S):
             S[:] = S_prev
             return NONFINITE
         stats[STAT_STEPS] += 1
