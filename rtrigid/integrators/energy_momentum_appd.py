@@ -98,13 +98,14 @@ def _jinv4(bodyf, b, out):
 
 
 @jit
-def _ql_t_vec(q, v, qlbuf, out):
-    """out = Qleft(q)^T v."""
-    ql = Qleft(q, qlbuf)
+def _ql_t_pair(a, b, c, d, qlbuf, out):
+    """out = Qleft(a)^T b + Qleft(c)^T d (sums such as pi_n + pi_{n+1}, 000 (46))."""
+    qa = Qleft(a, qlbuf[0])
+    qc = Qleft(c, qlbuf[1])
     for i in range(4):
         acc = 0.0
         for k in range(4):
-            acc += ql[k, i] * v[k]
+            acc += qa[k, i] * b[k] + qc[k, i] * d[k]
         out[i] = acc
     return out
 
@@ -128,10 +129,7 @@ def residual(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, thet
         qm[k] = 0.5 * (q0[k] + q1[k])
         pm[k] = 0.5 * (p0[k] + p1[k])
     # S = pi_n + pi_{n+1} with pi = Qleft(q)^T p, 000 (46); a = J4^-1 S
-    _ql_t_vec(q0, p0, m4[1], s)
-    _ql_t_vec(q1, p1, m4[1], tmp)
-    for k in range(4):
-        s[k] += tmp[k]
+    _ql_t_pair(q0, p0, q1, p1, m4[1:3], s)
     matvec(jinv4, s, a)
     quat_mul(qm, a, tmp)
     rnorm = 0.0
@@ -145,10 +143,7 @@ def residual(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, thet
     discrete_gradient(gravity, bodyf, bodyi, springf, springi, b, zz[0], zz[1], f_app, t_app, grad,
                       dgrad, dgw)
     # K = Qleft(p0)^T q0 + Qleft(p1)^T q1, k4 = J4^-1 K; F_p = p1 - p0 + h/8 pm o k4 + h grad_q
-    _ql_t_vec(p0, q0, m4[1], kk)
-    _ql_t_vec(p1, q1, m4[1], tmp)
-    for k in range(4):
-        kk[k] += tmp[k]
+    _ql_t_pair(p0, q0, p1, q1, m4[1:3], kk)
     matvec(jinv4, kk, k4)
     quat_mul(pm, k4, tmp)
     for i in range(4):
