@@ -621,7 +621,9 @@ def _smallest_working_max_iter(g, integrator, most=12):
     pytest.fail(f"no max_iter below {most} completes a step")
 
 
-@pytest.mark.parametrize("integrator", IMPLICIT)
+# energy_momentum_appd shares the fallback loop; its Appendix D solver needs more than 3
+# iterations even on small sub-steps, so a tight cap does not isolate the fallback there.
+@pytest.mark.parametrize("integrator", ["energy_momentum"])
 def test_fallback_is_taken_reported_and_conserves_energy(integrator):
     """With the smallest Newton cap that works at all (3 at the time of writing: the solver
     accepts only an exactly-zero or a stalled residual, and smaller caps are refused), a
@@ -663,29 +665,29 @@ def test_failed_step_raises_and_leaves_state_untouched(integrator):
 
 
 def test_failure_mid_call_keeps_completed_steps():
-    """With a tight Newton cap and no fallback, free_body completes some steps and then one
-    fails: the call raises, and the state is exactly that after the last completed step."""
-    g = scenarios.build("free_body")
+    """A run that fails part-way through one step(n) call keeps the completed steps.
 
-    def capped(max_iter):
-        sim = gyro_copy(g, "energy_momentum", max_iter=max_iter, max_halvings=0)
+    RK4 on a stiff spring far past its stability limit (omega dt = 10) completes some steps
+    while the energy grows, then the energy overflows: the call raises, and the state is
+    exactly that after the last completed step.
+    """
+    def stiff():
+        m = Model(gravity=(0.0, 0.0, 0.0))
+        m.add_body("b", 1.0, (1.0, 1.0, 1.0))
+        m.add_spring("b", (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), stiffness=1e6)
+        sim = Simulation(m, "nullspace_rk4", 0.01)
+        sim.set_position("b", (1.0, 0.0, 0.0))
         return sim
 
-    for max_iter in range(3, 10):
-        sim = capped(max_iter)
-        try:
-            sim.step(2000)
-        except SimulationError as exc:
-            if sim.steps_taken > 0:
-                assert f"step {sim.steps_taken + 1} " in str(exc)
-                break
-    else:
-        pytest.fail("no Newton cap gives a failure after some completed steps")
+    sim = stiff()
+    with pytest.raises(SimulationError) as exc:
+        sim.step(2000)
     done = sim.steps_taken
+    assert f"step {done + 1} " in str(exc.value)
     assert 0 < done < 2000
     assert sim.t == done * sim.dt
     assert np.all(np.isfinite(sim._S))
-    ref = capped(max_iter)
+    ref = stiff()
     ref.step(done)
     assert np.array_equal(sim._S, ref._S)
     # retrying fails at the same step and changes nothing

@@ -22,9 +22,12 @@ point.  The Jacobian dr/dL1 below is analytic.  A free body's centre of mass mov
 constant loads by the exact mid-point rule.  Bodies with springs use the Appendix D solver,
 which handles their x-q coupling.
 
-Newton stops only when the residual is exactly zero or has stalled below 1e-9 (it no
-longer falls by 4x).  Any fixed tolerance -- even 4 eps -- leaves a truncation error of the
-same sign in every step, which accumulates linearly (measured: 1e-16 per step at 4 eps).  Stopping at a fixed tolerance leaves ~1e-12 per step, which accumulates.
+Newton stops only when the residual is exactly zero, or is below 1e-9 and has either stalled
+(it no longer falls by 4x) or followed an update at round-off size (<= 4 eps |L|): then the
+iterate before that update was already converged.  A fixed residual tolerance -- even 4 eps
+-- leaves a truncation error of the same sign in every step, which accumulates linearly
+(measured: 1e-16 per step); and at the round-off floor the residual can drop 4x by chance,
+which the update test catches.  Stopping at a fixed tolerance leaves ~1e-12 per step, which accumulates.
 Failure means no convergence in ``max_iter`` iterations, a singular Jacobian, or a non-finite
 value.  It triggers the documented fallback: the step is redone from its start as 2, 4, ...,
 2**max_halvings equal sub-steps.  If that fails too, the kernel stops before the failed step
@@ -54,6 +57,7 @@ from rtrigid.quat import qmul_t, rotate_t
 
 STALL_FACTOR = 0.25
 ACCEPT = 1e-9
+UPDATE_ROUNDOFF = 4.0 * np.finfo(np.float64).eps
 
 
 def work_size(nb):
@@ -196,13 +200,15 @@ def solve_rotation(h, max_iter, jinv, l0, c, fb, tb):
                   l0[0], l0[1], l0[2], -1.0)
     scale = max(1e-300, abs(l0[0]), abs(l0[1]), abs(l0[2]))
     previous = np.inf
+    update = np.inf
     for it in range(max_iter + 1):
         r, u, y0 = rotation_residual(h, b, l0, l1, c, fb, tb)
-        rnorm = max(abs(r[0]), abs(r[1]), abs(r[2])) / max(scale, abs(l1[0]), abs(l1[1]),
-                                                           abs(l1[2]))
+        size = max(scale, abs(l1[0]), abs(l1[1]), abs(l1[2]))
+        rnorm = max(abs(r[0]), abs(r[1]), abs(r[2])) / size
         if not np.isfinite(rnorm):
             return -1, l1, u
-        if rnorm == 0.0 or (rnorm < ACCEPT and rnorm > STALL_FACTOR * previous):
+        if rnorm == 0.0 or (rnorm < ACCEPT and (rnorm > STALL_FACTOR * previous
+                                                or update <= UPDATE_ROUNDOFF * size)):
             return it, l1, u
         if it == max_iter:
             return -1, l1, u
@@ -211,6 +217,7 @@ def solve_rotation(h, max_iter, jinv, l0, c, fb, tb):
         if not ok:
             return -1, l1, u
         l1 = (l1[0] - dl[0], l1[1] - dl[1], l1[2] - dl[2])
+        update = max(abs(dl[0]), abs(dl[1]), abs(dl[2]))
     return -1, l1, u
 
 

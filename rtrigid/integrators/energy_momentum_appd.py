@@ -12,8 +12,9 @@ enter through an exact discrete gradient (:func:`rtrigid.forces.discrete_gradien
 is conserved to round-off when no outside work is done, and so is the angular momentum about
 every axis the loads are symmetric about (000 App. C).
 
-Newton stops when the residual has stalled at round-off (it no longer falls by 4x) or is
-exactly zero: stopping at a fixed tolerance leaves ~1e-12 per step, which accumulates.
+Newton stops when the residual is exactly zero, or is below 1e-9 and has stalled (it no
+longer falls by 4x) or followed an update at round-off size: stopping at a fixed tolerance
+leaves an error of one sign per step, which accumulates.
 Failure -- no convergence in ``max_iter`` iterations, a singular Jacobian, or a non-finite
 value -- triggers the documented fallback: the step is redone from its start as 2, 4, ...,
 2**max_halvings equal sub-steps.  If that fails too the kernel stops before the failed step
@@ -31,6 +32,7 @@ from rtrigid.quat import Emat, Gmat, Qleft, Qright, dexp_matrix, quat_from_rotve
 
 STALL_FACTOR = 0.25
 ACCEPT = 1e-9
+UPDATE_ROUNDOFF = 4.0 * np.finfo(np.float64).eps  # relative size of an update at round-off
 
 
 NEWTON_WORK = 128 + 100 + 10 + 7 + 49 + 14 + 192 + 40 + 12 + 9 + 24
@@ -294,12 +296,13 @@ def solve_body(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, w0
     for i in range(3):
         x1[i] = x0[i] + h * P0[i] / bodyf[b, B_MASS]
     previous = np.inf
+    update = np.inf
     for it in range(max_iter + 1):
         r = residual(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, theta, p1, x1, f_app,
                      t_app, q1, work)
         if not np.isfinite(r):
             return -1
-        if r == 0.0 or (r < ACCEPT and r > STALL_FACTOR * previous):
+        if r == 0.0 or (r < ACCEPT and (r > STALL_FACTOR * previous or update <= UPDATE_ROUNDOFF)):
             return it
         if it == max_iter:
             return -1
@@ -309,10 +312,16 @@ def solve_body(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, w0
             res[i] = -res[i]
         if not solve_inplace(jac, res, n):
             return -1
+        pscale = 1e-300
+        for i in range(4):
+            pscale = max(pscale, abs(p1[i]))
+        update = 0.0
         for i in range(3):
             theta[i] += res[i]
+            update = max(update, abs(res[i]))
         for i in range(4):
             p1[i] += res[3 + i]
+            update = max(update, abs(res[3 + i]) / pscale)
         if n == 10:
             for i in range(3):
                 x1[i] += res[7 + i]
