@@ -35,6 +35,7 @@ from rtrigid.model import (
     S_POINT,
     S_REST,
 )
+from rtrigid.linalg import matmul
 from rtrigid.quat import Emat, minus4, plus4, rotate_t
 
 # Model arguments, in this order everywhere: gravity (3,), bodyf (nb, B_WIDTH), bodyi (nb,)
@@ -140,14 +141,7 @@ def point_jacobian(q, c, free, out, w):
     if free:
         for k in range(3):
             out[k, k] = 1.0
-    e = Emat(q, w[0, :3, :])
-    cm = minus4(c, w[1])
-    for i in range(3):
-        for j in range(4):
-            acc = 0.0
-            for k in range(4):
-                acc += e[i, k] * cm[k, j]
-            out[i, 3 + j] = 2.0 * acc
+    matmul(Emat(q, w[0, :3, :]), minus4(c, w[1]), out[:, 3:7], 2.0)
     return out
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from rtrigid._jit import jit
 from rtrigid.forces import discrete_gradient
 from rtrigid.integrators.common import STAT_ITERS, STAT_MAX_ITERS, body_velocities
-from rtrigid.integrators.linalg import matmul, matvec, solve_inplace
+from rtrigid.linalg import matmul, matmul_nt, matvec, solve_inplace
 from rtrigid.model import B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
 from rtrigid.quat import Emat, Gmat, Qleft, Qright, dexp_matrix, quat_from_rotvec, quat_mul
 
@@ -182,7 +182,7 @@ def jacobian(bodyi, bodyf, b, h, theta, p1, q1, work):
       K_pp = G(qm) (I + h/8 (1/2 Qr(k4) + Ql(pm) J4^-1 Qbar(q1)^T)).
     """
     _, jac, _, _, dgrad, _, m4, v4, dqdth, dexp, m34 = work
-    qm, pm, a, k4, fp, tmp = v4[1], v4[2], v4[4], v4[6], v4[8], v4[9]
+    qm, pm, a, k4, fp = v4[1], v4[2], v4[4], v4[6], v4[8]
     free = bodyi[b] != PIVOTED
     n = 10 if free else 7
     c8 = 0.125 * h
@@ -204,65 +204,33 @@ def jacobian(bodyi, bodyf, b, h, theta, p1, q1, work):
     for i in range(4):
         for j in range(4):
             kqq[i, j] = (1.0 if i == j else 0.0) - c8 * (0.5 * qr[i, j] + kqq[i, j])
-    ql1 = Qleft(q1, m4[6])
-    for i in range(4):
-        for j in range(3):
-            acc = 0.0
-            for k in range(4):
-                acc += kqq[i, k] * dqdth[k, j]
-            jac[i, j] = acc
-        for j in range(4):
-            acc = 0.0
-            for k in range(4):
-                acc += t_q[i, k] * ql1[j, k]
-            jac[i, 3 + j] = -c8 * acc
+    matmul(kqq, dqdth, jac[0:4, 0:3])
+    matmul_nt(t_q, Qleft(q1, m4[6]), jac[0:4, 3:7], -c8)
     # rows 4..6: G(qm) F_p
     t_p = matmul(Qleft(pm, m4[1]), jinv4, m4[7])  # Ql(pm) J4^-1
-    qlp1 = Qleft(p1, m4[8])
-    fq = m4[9]  # dF_p/dq1
+    fq = matmul_nt(t_p, Qleft(p1, m4[8]), m4[9], c8)  # dF_p/dq1
     for i in range(4):
         for j in range(4):
-            acc = 0.0
-            for k in range(4):
-                acc += t_p[i, k] * qlp1[j, k]
-            fq[i, j] = c8 * acc + h * dgrad[3 + i, 3 + j]
+            fq[i, j] += h * dgrad[3 + i, 3 + j]
     fpp = matmul(t_p, _qbar_t(q1, m4[3]), m4[10])  # dF_p/dp1
     qr = Qright(k4, m4[5])
     for i in range(4):
         for j in range(4):
             fpp[i, j] = (1.0 if i == j else 0.0) + c8 * (0.5 * qr[i, j] + fpp[i, j])
+    kpq = matmul(gm, fq, m4[11][:3, :])
     gfp = Gmat(fp, m34[1])
     for i in range(3):
         for j in range(4):
-            acc = -0.5 * gfp[i, j]
-            for k in range(4):
-                acc += gm[i, k] * fq[k, j]
-            tmp[j] = acc
-        for j in range(3):
-            acc = 0.0
-            for k in range(4):
-                acc += tmp[k] * dqdth[k, j]
-            jac[4 + i, j] = acc
-        for j in range(4):
-            acc = 0.0
-            for k in range(4):
-                acc += gm[i, k] * fpp[k, j]
-            jac[4 + i, 3 + j] = acc
-        if free:
-            for j in range(3):
-                acc = 0.0
-                for k in range(4):
-                    acc += gm[i, k] * dgrad[3 + k, j]
-                jac[4 + i, 7 + j] = h * acc
-    # rows 7..9: translational balance of a free body
+            kpq[i, j] -= 0.5 * gfp[i, j]
+    matmul(kpq, dqdth, jac[4:7, 0:3])
+    matmul(gm, fpp, jac[4:7, 3:7])
+    # a free body: coupling through x, and its translational balance (rows 7..9)
     if free:
+        matmul(gm, dgrad[3:7, 0:3], jac[4:7, 7:10], h)
+        matmul(dgrad[0:3, 3:7], dqdth, jac[7:10, 0:3], h)
         m = bodyf[b, B_MASS]
         for i in range(3):
             for j in range(3):
-                acc = 0.0
-                for k in range(4):
-                    acc += dgrad[i, 3 + k] * dqdth[k, j]
-                jac[7 + i, j] = h * acc
                 jac[7 + i, 7 + j] = h * dgrad[i, j] + (2.0 * m / h if i == j else 0.0)
     return n
 

@@ -5,26 +5,26 @@ from rtrigid._jit import jit
 
 
 @jit
-def matmul(a, b, out):
-    """out = a @ b for small dense matrices (out must not alias a or b)."""
+def matmul(a, b, out, alpha=1.0):
+    """out = alpha a @ b for small dense matrices (out must not alias a or b)."""
     for i in range(a.shape[0]):
         for j in range(b.shape[1]):
             acc = 0.0
             for k in range(a.shape[1]):
                 acc += a[i, k] * b[k, j]
-            out[i, j] = acc
+            out[i, j] = alpha * acc
     return out
 
 
 @jit
-def matmul_nt(a, b, out):
-    """out = a @ b.T (out must not alias a or b)."""
+def matmul_nt(a, b, out, alpha=1.0):
+    """out = alpha a @ b.T (out must not alias a or b)."""
     for i in range(a.shape[0]):
         for j in range(b.shape[0]):
             acc = 0.0
             for k in range(a.shape[1]):
                 acc += a[i, k] * b[j, k]
-            out[i, j] = acc
+            out[i, j] = alpha * acc
     return out
 
 
@@ -36,17 +36,6 @@ def matvec(a, x, out):
         for k in range(a.shape[1]):
             acc += a[i, k] * x[k]
         out[i] = acc
-    return out
-
-
-@jit
-def matvec_t(a, x, out):
-    """out = a.T @ x."""
-    for j in range(a.shape[1]):
-        acc = 0.0
-        for k in range(a.shape[0]):
-            acc += a[k, j] * x[k]
-        out[j] = acc
     return out
 
 
