@@ -276,6 +276,24 @@ class Simulation:
                 err = max(err, float(np.max(np.abs(tip - fm.pivot[b]))))
         return err
 
+    def joints(self):
+        """The joints as they are now, for drawing and inspection (a list of dicts).
+
+        Each dict has ``kind`` (``"spherical"``, ``"revolute"``, ``"prismatic"``,
+        ``"cylindrical"``, ``"planar"``, ``"fixed"``), ``parent`` (body index, -1 for the
+        world), ``child`` (body index), ``anchor`` (world position of the joint point on the
+        child) and ``axis`` (unit world vector of the joint axis, ``None`` where the kind has
+        none).  A body attached to the world by :meth:`Model.attach_to_world` shows up as a
+        spherical joint to the world.
+        """
+        out = []
+        fm = self.frozen
+        for b in range(self.nb):
+            if fm.kind[b] == PIVOTED:
+                out.append({"kind": "spherical", "parent": -1, "child": b,
+                            "anchor": fm.pivot[b].copy(), "axis": None})
+        return out
+
     # -- setters -------------------------------------------------------------------------
     def _sync(self, b, teleport=True):
         """Make body b's state consistent with (x, q, v, w) after a setter or an impulse.

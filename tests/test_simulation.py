@@ -726,3 +726,14 @@ def test_momentum_matches_independent_sum():
     ke = 0.5 * m * v @ v + 0.5 * w @ inertia_world @ w
     assert sim.energy() == pytest.approx(ke, rel=1e-13)
     assert math.isfinite(sim.potential_energy()) and sim.potential_energy() == 0.0
+
+
+def test_joints_lists_world_pivot_of_top():
+    import rtrigid as rt
+    sim = rt.scenarios.build("gyro_top")
+    joints = sim.joints()
+    assert len(joints) == 1
+    j = joints[0]
+    assert (j["kind"], j["parent"], j["child"]) == ("spherical", -1, 0)
+    np.testing.assert_allclose(j["anchor"], sim.frozen.pivot[0])
+    assert rt.scenarios.build("free_body").joints() == []
