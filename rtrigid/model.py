@@ -13,8 +13,9 @@ rotation about its *reference point* (the pivot), with the rotational inertia mo
 parallel-axis theorem; a free body's reference point is its centre of mass.  All body-fixed
 points are stored relative to that reference point, so the kernels never branch on which it is.
 
-Joints between bodies arrive with the multibody work; the arrays below are laid out per body
-and per force element so that adding joint arrays later does not disturb them.
+Joints between bodies (:meth:`Model.add_joint`) and springs between two bodies make the model
+a *multibody* model: :class:`rtrigid.Simulation` then steps it with the tree kernels of
+:mod:`rtrigid.multibody` (generalized coordinates per joint) instead of the per-body kernels.
 """
 from __future__ import annotations
 
@@ -65,6 +66,14 @@ def as_scalar(value, name, *, positive=False, nonnegative=False):
     return x
 
 
+def _unit(value, name):
+    v = as_vector(value, 3, name)
+    n = float(np.linalg.norm(v))
+    if n < 1e-12:
+        raise ValueError(f"{name}: must be a non-zero vector, got {v.tolist()}")
+    return v / n
+
+
 def check_inertia(inertia, allow_nonphysical, name="inertia"):
     """Validate principal moments: positive and, unless opted out, the triangle inequality."""
     j = as_vector(inertia, 3, name)
@@ -107,6 +116,28 @@ class Spring:
     anchor_world: np.ndarray
     stiffness: float
     rest_length: float
+    other: int = -1  # a second body (anchor_world is then a point of that body, its frame)
+
+
+JOINT_KINDS = ("spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed")
+AXIAL = ("revolute", "prismatic", "cylindrical", "planar")
+
+
+@dataclass
+class Joint:
+    """A lower pair between ``parent`` (-1: the world) and ``child``; see :meth:`Model.add_joint`."""
+
+    name: str
+    kind: str
+    parent: int
+    child: int
+    anchor_parent: np.ndarray
+    anchor_child: np.ndarray
+    axis_parent: np.ndarray
+    axis_child: np.ndarray
+    stiffness: float = 0.0
+    rest: float = 0.0
+    damping: float = 0.0
 
 
 class FrozenModel(NamedTuple):
@@ -210,6 +241,7 @@ class Model:
         self.gravity = as_vector(gravity, 3, "gravity")
         self.bodies: list[Body] = []
         self.springs: list[Spring] = []
+        self.joints: list[Joint] = []
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False):
@@ -273,8 +305,8 @@ class Model:
         """
         i = self.body_index(body)
         b = self.bodies[i]
-        if b.pivot_body is not None:
-            raise ValueError(f"body: {b.name!r} is already attached to the world")
+        if b.pivot_body is not None or any(j.child == i for j in self.joints):
+            raise ValueError(f"body: {b.name!r} is already attached to the world or jointed")
         b.pivot_body = as_vector(point_body, 3, "point_body")
         b.pivot_world = as_vector(point_world, 3, "point_world")
 
@@ -295,12 +327,97 @@ class Model:
         )
         return len(self.springs) - 1
 
+    def add_spring_between(self, body_a, point_a, body_b, point_b, stiffness, rest_length=0.0):
+        """Linear spring between a point of ``body_a`` and a point of ``body_b`` (body frames).
+
+        Potential ½ k (|d| - L0)², d from one point to the other; ``rest_length=0`` is a
+        bushing.  A model with such a spring is stepped as a multibody system.
+        """
+        a = self.body_index(body_a)
+        b = self.body_index(body_b)
+        if a == b:
+            raise ValueError("body_b: a spring needs two different bodies")
+        self.springs.append(
+            Spring(
+                a,
+                as_vector(point_a, 3, "point_a"),
+                as_vector(point_b, 3, "point_b"),
+                as_scalar(stiffness, "stiffness", positive=True),
+                as_scalar(rest_length, "rest_length", nonnegative=True),
+                other=b,
+            )
+        )
+        return len(self.springs) - 1
+
+    def add_joint(self, kind, parent, child, *, anchor_parent=(0.0, 0.0, 0.0),
+                  anchor_child=(0.0, 0.0, 0.0), axis_parent=None, axis_child=None,
+                  stiffness=0.0, rest=0.0, damping=0.0, name=None):
+        """Join ``child`` to ``parent`` (a body, or ``None`` / ``"world"``) by a lower pair.
+
+        ``kind``: spherical, revolute, prismatic, cylindrical, planar or fixed.
+        ``anchor_parent`` / ``anchor_child``: the joint point in each body's frame (from its
+        centre of mass; world coordinates for the world).  ``axis_parent`` / ``axis_child``:
+        the joint axis in each frame (the plane normal for planar joints); give one and the
+        other is taken equal.  At zero joint coordinates the child is turned so that its axis
+        lies along the parent's by the smallest rotation (no rotation for spherical and fixed
+        joints).  ``stiffness``, ``rest``, ``damping``: a joint spring -k (c - rest) and damper
+        -d c' on a revolute or prismatic joint's coordinate c.  Each body has at most one
+        parent joint (tree topologies; closed loops are refused).
+        """
+        if kind not in JOINT_KINDS:
+            raise ValueError(f"kind: unknown joint kind {kind!r}; known: {list(JOINT_KINDS)}")
+        p = -1 if parent is None or (isinstance(parent, str) and parent == "world") \
+            else self.body_index(parent)
+        try:
+            c = self.body_index(child)
+        except ValueError as e:
+            raise ValueError(str(e).replace("body:", "child:", 1)) from None
+        if p == c:
+            raise ValueError("child: a body cannot be jointed to itself")
+        if any(j.child == c for j in self.joints) or self.bodies[c].pivot_body is not None:
+            raise ValueError(f"child: {self.bodies[c].name!r} already has a parent joint; closed "
+                             "loops are not supported yet (give each body one parent)")
+        # walking up from the parent must not reach the child (that would close a loop)
+        a = p
+        while a >= 0:
+            if a == c:
+                raise ValueError("parent: this joint would close a loop; only trees are supported")
+            a = next((j.parent for j in self.joints if j.child == a), -1)
+        ap = as_vector(anchor_parent, 3, "anchor_parent")
+        ac = as_vector(anchor_child, 3, "anchor_child")
+        up = uc = np.array([0.0, 0.0, 1.0])
+        if kind in AXIAL:
+            if axis_parent is None and axis_child is None:
+                raise ValueError(f"axis_parent: a {kind} joint needs an axis")
+            up = _unit(axis_parent if axis_parent is not None else axis_child, "axis_parent")
+            uc = _unit(axis_child if axis_child is not None else axis_parent, "axis_child")
+        elif axis_parent is not None or axis_child is not None:
+            raise ValueError(f"axis_parent: a {kind} joint takes no axis")
+        k = as_scalar(stiffness, "stiffness", nonnegative=True)
+        d = as_scalar(damping, "damping", nonnegative=True)
+        rest = as_scalar(rest, "rest")
+        if (k or d or rest) and kind not in ("revolute", "prismatic"):
+            raise ValueError(f"stiffness: only revolute and prismatic joints take a spring or "
+                             f"damper, not {kind}")
+        if name is None:
+            name = f"{kind}_{self.bodies[c].name}"
+        if not isinstance(name, str) or any(j.name == name for j in self.joints):
+            raise ValueError(f"name: joint name {name!r} is not a new string")
+        self.joints.append(Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d))
+        return len(self.joints) - 1
+
+    def is_multibody(self) -> bool:
+        """True when the model has joints between bodies or springs between bodies."""
+        return bool(self.joints) or any(s.other >= 0 for s in self.springs)
+
     # -- freezing -----------------------------------------------------------------------
     def freeze(self) -> FrozenModel:
         """Validate the whole model and return its flat-array form."""
         nb = len(self.bodies)
         if nb == 0:
             raise ValueError("bodies: the model has no bodies")
+        if self.is_multibody():
+            raise ValueError("joints: a jointed model is frozen by rtrigid.multibody.build_tree")
         kind = np.zeros(nb, np.int64)
         mass = np.zeros(nb)
         inertia = np.zeros((nb, 3))

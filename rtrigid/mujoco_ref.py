@@ -448,3 +448,81 @@ def gyro_top_state(
         "theta0": float(theta0),
         "com_ref": com_ref,
     }
+
+
+def build_chain(n, link_length, link_mass, inertia, *, joint="ball", axis=(1.0, 0.0, 0.0),
+                gravity=(0.0, 0.0, -9.81), dt=1e-4, integrator="RK4"):
+    """MuJoCo model of the ``chain`` scenario: n rods hanging along -z from the world origin.
+
+    Body i's frame sits at its upper joint (body i-1's lower end), axes along rtrigid's link
+    axes; the inertial element puts the centre of mass at (0, 0, -L/2) with the principal
+    moments ``inertia``.  ``joint``: "ball" or "hinge" (about ``axis``, body frame).  No
+    geoms, no contacts, no damping or armature.  Returns ``(model, data)``.
+    """
+    mujoco = _mujoco()
+    key = str(integrator).lower()
+    if key not in _INTEGRATORS:
+        raise ValueError(f"integrator: unknown {integrator!r}")
+    if joint not in ("ball", "hinge"):
+        raise ValueError(f"joint: expected 'ball' or 'hinge', got {joint!r}")
+    length = float(link_length)
+    extra = f'axis="{_vec(axis)}"' if joint == "hinge" else ""
+    body = ""
+    for i in range(int(n) - 1, -1, -1):
+        pos = "0 0 0" if i == 0 else f"0 0 {_num(-length)}"
+        body = f"""<body name="link{i}" pos="{pos}" quat="1 0 0 0">
+      <joint name="j{i}" type="{joint}" pos="0 0 0" {extra} damping="0" stiffness="0"
+             armature="0" frictionloss="0"/>
+      <inertial pos="0 0 {_num(-length / 2)}" quat="1 0 0 0" mass="{_num(link_mass)}"
+                diaginertia="{_vec(inertia)}"/>
+      {body}
+    </body>"""
+    xml = f"""<mujoco model="rtrigid_chain">
+  <compiler inertiafromgeom="false" balanceinertia="false" boundmass="0" boundinertia="0"
+            angle="radian"/>
+  <option timestep="{_num(dt)}" integrator="{_INTEGRATORS[key]}" gravity="{_vec(gravity)}"
+          density="0" viscosity="0" wind="0 0 0">
+    <flag contact="disable" autoreset="disable"/>
+  </option>
+  <worldbody>
+    {body}
+  </worldbody>
+</mujoco>
+"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    if model.nbody != int(n) + 1 or np.any(model.dof_damping) or np.any(model.dof_armature):
+        raise RuntimeError("MuJoCo compiled a chain that differs from the request")
+    mujoco.mj_forward(model, data)
+    return model, data
+
+
+def chain_link_tips(model, data, link_length):
+    """World positions (n, 3) of every link's lower end."""
+    mujoco = _mujoco()
+    mujoco.mj_kinematics(model, data)
+    tips = []
+    for b in range(1, model.nbody):
+        R = np.array(data.xmat[b]).reshape(3, 3)
+        tips.append(np.array(data.xpos[b]) + R @ np.array([0.0, 0.0, -float(link_length)]))
+    return np.array(tips)
+
+
+def chain_energy(model, data):
+    """Kinetic plus gravitational energy, from MuJoCo's body velocities (no energy flag)."""
+    mujoco = _mujoco()
+    mujoco.mj_forward(model, data)
+    total = 0.0
+    g = np.array(model.opt.gravity)
+    vel = np.zeros(6)
+    for b in range(1, model.nbody):
+        m = float(model.body_mass[b])
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_BODY, b, vel, 0)
+        R = np.array(data.xmat[b]).reshape(3, 3)
+        com = np.array(data.xipos[b])
+        # a body's object velocity is taken at its centre of mass (xipos), world axes
+        w, v_com = vel[:3], vel[3:]
+        wb = R.T @ w
+        total += 0.5 * m * v_com @ v_com + 0.5 * wb @ (np.array(model.body_inertia[b]) * wb)
+        total -= m * g @ com
+    return float(total)

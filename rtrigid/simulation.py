@@ -83,12 +83,22 @@ class Simulation:
         time is dropped (and counted in ``dropped_time``) so a slow frame cannot snowball.
     """
 
-    def __init__(self, model: Model, integrator="energy_momentum", dt=0.01, *, max_iter=25,
-                 max_halvings=6, max_steps_per_advance=64):
+    def __new__(cls, model=None, *args, **kwargs):
+        # a model with joints (or springs between bodies) is stepped by the tree kernels
+        if cls is Simulation and isinstance(model, Model) and model.is_multibody():
+            from rtrigid.multibody_sim import MultibodySimulation
+
+            return super().__new__(MultibodySimulation)
+        return super().__new__(cls)
+
+    def _settings(self, model, integrator, known, dt, max_iter, max_halvings,
+                  max_steps_per_advance):
+        """Validate the constructor arguments both kinds of simulation share."""
         if not isinstance(model, Model):
             raise ValueError(f"model: expected an rtrigid Model, got {type(model).__name__}")
-        if integrator not in INTEGRATORS:
-            raise ValueError(f"integrator: unknown {integrator!r}; known: {list(INTEGRATORS)}")
+        if integrator not in known:
+            raise ValueError(f"integrator: unknown {integrator!r} for this model; known: "
+                             f"{list(known)}")
         self.dt = as_scalar(dt, "dt", positive=True)
         max_iter = int(as_scalar(max_iter, "max_iter", positive=True))
         if max_iter < 3:
@@ -99,9 +109,20 @@ class Simulation:
                                                    "max_steps_per_advance", positive=True))
         self.model = model
         self.integrator = integrator
-        self.frozen = model.freeze()
         self.names = [b.name for b in model.bodies]  # a copy: later model edits do not reach us
-        self.nb = nb = len(self.names)
+        self.nb = len(self.names)
+        self._steps = 0
+        self._accumulator = 0.0
+        self.dropped_time = 0.0
+        self.info: dict = {}
+        return max_iter, max_halvings
+
+    def __init__(self, model: Model, integrator="energy_momentum", dt=0.01, *, max_iter=25,
+                 max_halvings=6, max_steps_per_advance=64):
+        max_iter, max_halvings = self._settings(model, integrator, INTEGRATORS, dt, max_iter,
+                                                max_halvings, max_steps_per_advance)
+        self.frozen = model.freeze()
+        nb = self.nb
         mf, mi = flatten(self.frozen)
         module = INTEGRATORS[integrator]
         self._kernel = module.step
@@ -121,12 +142,9 @@ class Simulation:
         self._solver[:] = (max_iter, max_halvings)
         self._stats = self._I[len(mi):]
         self.x, self.q, self.v, self.w, self._P, self._pq, self._L = _state_views(self._S, nb)
+        self._x_prev, self._q_prev = _state_views(self._S_prev, nb)[:2]
         self._f_app = self._A[:3 * nb].reshape(nb, 3)
         self._t_app = self._A[3 * nb:].reshape(nb, 3)
-        self._steps = 0
-        self._accumulator = 0.0
-        self.dropped_time = 0.0
-        self.info: dict = {}
         self.q[:, 0] = 1.0
         for b in range(nb):
             self._sync(b)
@@ -216,9 +234,8 @@ class Simulation:
         a = self.alpha if alpha is None else as_scalar(alpha, "alpha", nonnegative=True)
         if a > 1.0:
             raise ValueError(f"alpha: must be in [0, 1], got {a}")
-        xp, qp = _state_views(self._S_prev, self.nb)[:2]
-        x = (1.0 - a) * xp[b] + a * self.x[b]
-        q = quat.quat_slerp(qp[b].copy(), self.q[b].copy(), a, np.empty(4))
+        x = (1.0 - a) * self._x_prev[b] + a * self.x[b]
+        q = quat.quat_slerp(self._q_prev[b].copy(), self.q[b].copy(), a, np.empty(4))
         return x, q
 
     # -- diagnostics ----------------------------------------------------------------------
