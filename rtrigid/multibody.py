@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from rtrigid._jit import jit
-from rtrigid.quat import qmul_t, rotate_t
+from rtrigid.quat import qmul_t
 
 FREE6, SPHERICAL, REVOLUTE, PRISMATIC, CYLINDRICAL, PLANAR, FIXED = range(7)
 KIND_CODES = {"free": FREE6, "spherical": SPHERICAL, "revolute": REVOLUTE,
@@ -416,14 +416,59 @@ def body_rates(ti, R, x, V, v, w):
 
 
 @jit
-def articulated_factor(tf, ti, R, x, Sc_all, IA, U, Dinv):
-    """Articulated inertias IA, U = IA S and D^-1 = (S^T IA S)^-1, leaves to root.
+def general_inverse(D, k, out):
+    """out[:k,:k] <- inverse of D[:k,:k] (Gauss-Jordan, partial pivoting); False if singular."""
+    a = np.zeros((6, 12))
+    for i in range(k):
+        for j in range(k):
+            a[i, j] = D[i, j]
+            a[i, k + j] = 1.0 if i == j else 0.0
+    for c in range(k):
+        piv = c
+        for r in range(c + 1, k):
+            if abs(a[r, c]) > abs(a[piv, c]):
+                piv = r
+        if not (abs(a[piv, c]) > 0.0):
+            return False
+        if piv != c:
+            for j in range(2 * k):
+                a[c, j], a[piv, j] = a[piv, j], a[c, j]
+        inv = 1.0 / a[c, c]
+        for j in range(2 * k):
+            a[c, j] *= inv
+        for r in range(k):
+            if r != c:
+                f = a[r, c]
+                if f != 0.0:
+                    for j in range(2 * k):
+                        a[r, j] -= f * a[c, j]
+    for i in range(k):
+        for j in range(k):
+            out[i, j] = a[i, k + j]
+    return True
 
-    Depends on the configuration only.  Returns False if some D is not positive definite.
+
+@jit
+def articulated_factor(tf, ti, R, x, Sc_all, IA, U, Dinv, W, skew, skew_coef):
+    """Articulated inertias IA, U = IA S, W = S^T IA and D^-1 = (S^T IA S)^-1, leaves to root.
+
+    Depends on the configuration only.  With ``skew_coef`` non-zero, the rotational block of
+    each body's inertia gets ``skew_coef * [skew_b]x`` added (the energy-momentum scheme's
+    gyroscopic Jacobian term), and the recursion runs in its non-symmetric form.  Returns
+    False if some D is singular (not positive definite in the symmetric case).
     """
     nb = ti.shape[0]
+    symmetric = skew_coef == 0.0
     for b in range(nb):
         spatial_inertia(tf, b, R, x, IA[b])
+        if not symmetric:
+            s0, s1, s2 = skew_coef * skew[b, 0], skew_coef * skew[b, 1], skew_coef * skew[b, 2]
+            IA[b, 0, 1] -= s2
+            IA[b, 0, 2] += s1
+            IA[b, 1, 0] += s2
+            IA[b, 1, 2] -= s0
+            IA[b, 2, 0] -= s1
+            IA[b, 2, 1] += s0
     D = np.zeros((6, 6))
     UD = np.zeros((6, 6))
     for i in range(nb - 1, -1, -1):
@@ -433,23 +478,31 @@ def articulated_factor(tf, ti, R, x, Sc_all, IA, U, Dinv):
         Sc = Sc_all[b]
         Ib = IA[b]
         Ub = U[b]
+        Wb = W[b]
         for r in range(6):
             for c in range(k):
                 s = 0.0
+                t = 0.0
                 for m in range(6):
                     s += Ib[r, m] * Sc[m, c]
+                    t += Sc[m, c] * Ib[m, r]
                 Ub[r, c] = s
+                Wb[c, r] = t
         for r in range(k):
             for c in range(k):
                 s = 0.0
                 for m in range(6):
                     s += Sc[m, r] * Ub[m, c]
                 D[r, c] = s
-        if k > 0 and not spd_inverse(D, k, Dinv[b]):
-            return False
+        if k > 0:
+            if symmetric:
+                if not spd_inverse(D, k, Dinv[b]):
+                    return False
+            elif not general_inverse(D, k, Dinv[b]):
+                return False
         if p < 0:
             continue
-        # IA_p += IA_b - U D^-1 U^T
+        # IA_p += IA_b - U D^-1 W
         for r in range(6):
             for c in range(k):
                 s = 0.0
@@ -460,19 +513,19 @@ def articulated_factor(tf, ti, R, x, Sc_all, IA, U, Dinv):
             for c in range(6):
                 s = Ib[r, c]
                 for m in range(k):
-                    s -= UD[r, m] * Ub[c, m]
+                    s -= UD[r, m] * Wb[m, c]
                 IA[p, r, c] += s
     return True
 
 
 @jit
-def articulated_solve(ti, Sc_all, IA, U, Dinv, tau, cb, pA, acc, nudot):
+def articulated_solve(ti, Sc_all, IA, U, Dinv, W, tau, cb, pA, acc, nudot):
     """nudot <- solution of the articulated recursion for joint forces tau and bias forces pA.
 
-    ``IA`` must hold the articulated inertias of :func:`articulated_factor` (they already
-    include the children's contributions), ``pA`` each body's own bias force (overwritten:
-    the children's contributions are added in), ``cb`` the velocity-product accelerations.
-    With cb = pA = 0 this solves (T^T M T) nudot = tau.
+    ``IA``, ``U``, ``Dinv``, ``W`` come from :func:`articulated_factor` (IA already includes
+    the children's contributions); ``pA`` holds each body's own bias force (overwritten: the
+    children's contributions are added in), ``cb`` the velocity-product accelerations.  With
+    cb = pA = 0 this solves (T^T M T) nudot = tau.
     """
     nb = ti.shape[0]
     uvec = np.zeros(6)
@@ -490,11 +543,11 @@ def articulated_solve(ti, Sc_all, IA, U, Dinv, tau, cb, pA, acc, nudot):
             ucol[b, c] = s
         if p < 0:
             continue
-        # pa = pA + IA cb + U D^-1 (u - U^T cb); the articulated IA c term uses IA - U D^-1 U^T
+        # pa = pA + Ia cb + U D^-1 u with Ia = IA - U D^-1 W
         for c in range(k):
             s = ucol[b, c]
             for m in range(6):
-                s -= U[b, m, c] * cb[b, m]
+                s -= W[b, c, m] * cb[b, m]
             uvec[c] = s
         for r in range(6):
             s = pA[b, r]
@@ -516,7 +569,7 @@ def articulated_solve(ti, Sc_all, IA, U, Dinv, tau, cb, pA, acc, nudot):
         for c in range(k):
             s = ucol[b, c]
             for m in range(6):
-                s -= U[b, m, c] * acc[b, m]
+                s -= W[b, c, m] * acc[b, m]
             uvec[c] = s
         for c in range(k):
             s = 0.0
@@ -666,7 +719,7 @@ def work_layout(nb, nq, nv):
     """Names and shapes of the per-step scratch arrays of the multibody kernels."""
     return (("R", (nb, 3, 3)), ("rj", (nb, 3)), ("Sc", (nb, 6, 6)), ("V", (nb, 6)),
             ("cb", (nb, 6)), ("IA", (nb, 6, 6)), ("U", (nb, 6, 6)), ("Dinv", (nb, 6, 6)),
-            ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
+            ("W", (nb, 6, 6)), ("skew", (nb, 3)), ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
             ("tau", (nv,)), ("Q0", (nq,)), ("nu0", (nv,)), ("kQ", (4, nq)), ("knu", (4, nv)),
             ("Qs", (nq,)), ("nus", (nv,)), ("nudot", (nv,)))
 
@@ -689,8 +742,14 @@ def model_sizes(nb, ns):
     return 3 + T_WIDTH * nb + P_WIDTH * ns, HEADER + I_WIDTH * nb + 2 * ns
 
 
+@jit
+def base_work_size(nb, nq, nv):
+    """Length of the scratch of :func:`work_layout` (its sum; a test checks the two agree)."""
+    return 225 * nb + 36 + 6 * nq + 8 * nv
+
+
 def work_size(nb, nq, nv):
-    return sum(int(np.prod(shape)) for _, shape in work_layout(nb, nq, nv))
+    return int(base_work_size(nb, nq, nv))
 
 
 @jit
@@ -752,6 +811,10 @@ def carve(work, nb, nq, nv):
     o += 36 * nb
     Dinv = work[o:o + 36 * nb].reshape((nb, 6, 6))
     o += 36 * nb
+    W = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    skew = work[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
     pA = work[o:o + 6 * nb].reshape((nb, 6))
     o += 6 * nb
     acc = work[o:o + 6 * nb].reshape((nb, 6))
@@ -775,7 +838,8 @@ def carve(work, nb, nq, nv):
     nus = work[o:o + nv]
     o += nv
     nudot = work[o:o + nv]
-    return R, rj, Sc, V, cb, IA, U, Dinv, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus, nudot
+    return (R, rj, Sc, V, cb, IA, U, Dinv, W, skew, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
+            nudot)
 
 
 @jit
@@ -792,15 +856,15 @@ def accelerations(gravity, tf, pf, ti, pi, Qg, nu, x, q, f_app, t_app, scratch, 
 
     Returns False when a joint-space inertia block is not positive definite.
     """
-    R, rj, Sc, V, cb, IA, U, Dinv, pA, acc, fext, I6, tau = scratch[:13]
+    R, rj, Sc, V, cb, IA, U, Dinv, W, skew, pA, acc, fext, I6, tau = scratch[:15]
     geometry(tf, ti, Qg, x, q, R, rj, Sc)
     joint_velocities(tf, ti, Sc, nu, V, cb)
     world_loads(tf, ti, pf, pi, gravity, x, q, R, V, f_app, t_app, fext)
     bias_forces(tf, ti, R, x, V, fext, I6, pA)
     joint_forces(tf, ti, Qg, nu, tau)
-    if not articulated_factor(tf, ti, R, x, Sc, IA, U, Dinv):
+    if not articulated_factor(tf, ti, R, x, Sc, IA, U, Dinv, W, skew, 0.0):
         return False
-    articulated_solve(ti, Sc, IA, U, Dinv, tau, cb, pA, acc, nudot)
+    articulated_solve(ti, Sc, IA, U, Dinv, W, tau, cb, pA, acc, nudot)
     return True
 
 
@@ -939,7 +1003,7 @@ def impulse_response(tf, ti, Qg, x, q, b, point, impulse, scratch, dnu, dv, dw):
     dnu = (T^T M T)^-1 T^T J-hat; dv, dw are the resulting centre-of-mass velocity (world)
     and body angular velocity jumps.  False if the joint-space inertia is singular.
     """
-    R, rj, Sc, V, cb, IA, U, Dinv, pA, acc, fext, I6, tau = scratch[:13]
+    R, rj, Sc, V, cb, IA, U, Dinv, W, skew, pA, acc, fext, I6, tau = scratch[:15]
     geometry(tf, ti, Qg, x, q, R, rj, Sc)
     nb = ti.shape[0]
     fext[:, :] = 0.0
@@ -948,11 +1012,11 @@ def impulse_response(tf, ti, Qg, x, q, b, point, impulse, scratch, dnu, dv, dw):
         fext[b, k] = n[k]
         fext[b, 3 + k] = impulse[k]
     subtree_forces(ti, Sc, fext, tau)
-    if not articulated_factor(tf, ti, R, x, Sc, IA, U, Dinv):
+    if not articulated_factor(tf, ti, R, x, Sc, IA, U, Dinv, W, skew, 0.0):
         return False
     cb[:, :] = 0.0
     pA[:, :] = 0.0
-    articulated_solve(ti, Sc, IA, U, Dinv, tau, cb, pA, acc, dnu)
+    articulated_solve(ti, Sc, IA, U, Dinv, W, tau, cb, pA, acc, dnu)
     joint_velocities(tf, ti, Sc, dnu, V, cb)
     body_rates(ti, R, x, V, dv, dw)
     return nb > 0

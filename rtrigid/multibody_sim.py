@@ -11,7 +11,7 @@ import numpy as np
 
 from rtrigid import joints as jointlib
 from rtrigid import quat
-from rtrigid.integrators import multibody_rk4
+from rtrigid.integrators import multibody_em, multibody_rk4
 from rtrigid.integrators.common import N_STATS
 from rtrigid.model import Model, as_vector
 from rtrigid.multibody import (
@@ -33,7 +33,6 @@ from rtrigid.multibody import (
     Tree,
     carve,
     impulse_response,
-    model_sizes,
     refresh_bodies,
     spring_point,
     state_size,
@@ -41,7 +40,7 @@ from rtrigid.multibody import (
 )
 from rtrigid.simulation import Simulation
 
-MULTIBODY = {"nullspace_rk4": multibody_rk4}
+MULTIBODY = {"nullspace_rk4": multibody_rk4, "energy_momentum": multibody_em}
 
 
 class MultibodySimulation(Simulation):
@@ -56,6 +55,15 @@ class MultibodySimulation(Simulation):
         max_iter, max_halvings = self._settings(model, integrator, MULTIBODY, dt, max_iter,
                                                 max_halvings, max_steps_per_advance)
         self.tree = tree = Tree(model)
+        if integrator == "energy_momentum":
+            for j in tree.joints:
+                if j.kind not in multibody_em.SUPPORTED:
+                    raise ValueError(f"integrator: energy_momentum does not support {j.kind} "
+                                     f"joints yet (joint {j.name!r}); use nullspace_rk4")
+                if j.stiffness or j.damping:
+                    raise ValueError(f"integrator: energy_momentum does not support joint "
+                                     f"springs or dampers yet (joint {j.name!r}); use "
+                                     "nullspace_rk4 or a point-to-point spring")
         nb, nq, nv = tree.nb, tree.nq, tree.nv
         module = MULTIBODY[integrator]
         self._kernel = module.step
