@@ -22,7 +22,8 @@ leading gyroscopic term, at the predicted mid-point, applied by the articulated-
 (factored once per step): it differs from the true Jacobian by O(h |Omega|), so the iteration
 converges linearly at about that rate -- and not monotonically.  So it stops only at the
 round-off floor: the best residual is below 1e-11 (relative to the momenta) and two more
-iterations have not halved it, or the last update was at round-off size.  (Stopping at the
+iterations have not halved it (three, when it is only below 1e-9: long chains have a higher
+floor), or the last update was at round-off size.  (Stopping at the
 first non-decrease below 1e-9 left errors of 1e-9 in the energy of some steps: measured.)  Failure (no convergence in ``max_iter``, a non-finite value)
 triggers the same fallback as the single-body scheme: the step is redone as 2, 4, ...,
 2**max_halvings sub-steps; if that fails too the kernel stops before the step, state
@@ -389,6 +390,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
         else:
             stalls += 1
         if rnorm == 0.0 or (best < TIGHT and stalls >= STALLS) or (
+                best < ACCEPT and stalls > STALLS) or (
                 rnorm < ACCEPT and update <= UPDATE_ROUNDOFF * size):
             stats[STAT_ITERS] += it
             stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
