@@ -67,6 +67,7 @@ time, so a stalled or hostile client cannot block the others.
 """
 from __future__ import annotations
 
+import math
 import selectors
 import socket
 import struct
@@ -75,7 +76,6 @@ import time
 
 import numpy as np
 
-from rtrigid.model import as_vector
 
 MAGIC = b"RTRG"
 VERSION = 1
@@ -84,7 +84,7 @@ REPLY = 0x80
 ERROR = 0xFF
 HEADER = struct.Struct("<4sBBHII")
 STEP_HEAD = struct.Struct("<II")
-LOAD = np.dtype([("body", "<u4"), ("load", "<f8", (6,))])  # 52 bytes, packed
+LOAD = struct.Struct("<I6d")  # body, force xyz, torque xyz: 52 bytes
 STATE_HEAD = struct.Struct("<dQI")
 HELLO_HEAD = struct.Struct("<IdI")
 ERROR_HEAD = struct.Struct("<H")
@@ -137,6 +137,17 @@ def _unpack_strings(buf, offset, count):
     return out
 
 
+def _finite3(value, name):
+    """Three finite floats from a sequence, or ValueError naming ``name``."""
+    try:
+        x, y, z = (float(c) for c in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected 3 numbers, got {value!r}") from None
+    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+        raise ValueError(f"{name}: must be finite, got {[x, y, z]}")
+    return x, y, z
+
+
 class _Connection:
     __slots__ = ("sock", "buf", "deadline")
 
@@ -165,7 +176,9 @@ class Server:
         self.send_timeout = float(send_timeout)
         self.max_clients = int(max_clients)
         self._initial = sim.snapshot()
-        self._max_payload = STEP_HEAD.size + LOAD.itemsize * sim.nb
+        self._own_loads = {b: sim.applied(b) for b in range(sim.nb)
+                           if any(np.any(a) for a in sim.applied(b))}
+        self._max_payload = STEP_HEAD.size + LOAD.size * sim.nb
         self._hello = HELLO_HEAD.pack(sim.nb, sim.dt, self.max_steps_per_request) + _pack_strings(
             [sim.integrator, self.scenario, *sim.names])
         self._state = np.empty((sim.nb, STATE_WIDTH))
@@ -320,41 +333,46 @@ class Server:
             raise _Refusal(E_SIZE, f"STEP payload of {len(payload)} bytes; needs at least "
                            f"{STEP_HEAD.size}")
         n, n_loads = STEP_HEAD.unpack_from(payload)
-        want = STEP_HEAD.size + LOAD.itemsize * n_loads
+        want = STEP_HEAD.size + LOAD.size * n_loads
         if len(payload) != want:
             raise _Refusal(E_SIZE, f"STEP with {n_loads} loads needs {want} bytes, got "
                            f"{len(payload)}")
         if n > self.max_steps_per_request:
             raise _Refusal(E_VALUE, f"n_steps {n} over max_steps_per_request "
                            f"{self.max_steps_per_request}")
-        loads = np.frombuffer(payload, dtype=LOAD, offset=STEP_HEAD.size, count=n_loads)
-        bodies = loads["body"].tolist()
+        loads = list(LOAD.iter_unpack(payload[STEP_HEAD.size:]))
+        bodies = [record[0] for record in loads]
         for b in bodies:
             if b >= self.sim.nb:
                 raise _Refusal(E_VALUE, f"body {b} out of range (n_bodies {self.sim.nb})")
         if len(set(bodies)) != len(bodies):
             raise _Refusal(E_VALUE, f"body repeated in {bodies}")
-        values = loads["load"]
-        if not np.all(np.isfinite(values)):
-            raise _Refusal(E_VALUE, "loads must be finite")
-        return n, bodies, values
+        for record in loads:
+            if not all(map(math.isfinite, record[1:])):
+                raise _Refusal(E_VALUE, f"loads of body {record[0]} must be finite, got "
+                               f"{list(record[1:])}")
+        return n, loads
 
-    def _step(self, n, bodies, values):
+    def _step(self, n, loads):
         sim = self.sim
         before = sim.snapshot()
-        own = [sim.applied(b) for b in bodies]
         try:
-            for b, load in zip(bodies, values):
-                sim.apply_force(b, load[:3])
-                sim.apply_torque(b, load[3:])
+            for b, fx, fy, fz, tx, ty, tz in loads:
+                sim.apply_force(b, (fx, fy, fz))
+                sim.apply_torque(b, (tx, ty, tz))
             sim.step(n)
         except Exception as exc:
             sim.restore(before)
             raise _Refusal(E_STEP, f"{type(exc).__name__}: {exc}") from None
-        for b, (force, torque) in zip(bodies, own):
+        # back to the simulation's own loads; they never change while it is served (the
+        # initial snapshot that RESET restores holds the same ones)
+        for record in loads:
+            b = record[0]
             sim.clear_applied(b)
-            sim.apply_force(b, force)
-            sim.apply_torque(b, torque)
+            if b in self._own_loads:
+                force, torque = self._own_loads[b]
+                sim.apply_force(b, force)
+                sim.apply_torque(b, torque)
 
     def _pack_state(self):
         sim, out = self.sim, self._state
@@ -411,7 +429,7 @@ class Client:
             raise ValueError(f"n: expected an integer in [0, {self.max_steps_per_request}], "
                              f"got {n!r}")
         records = self._pack_loads(forces or {})
-        payload = STEP_HEAD.pack(int(n), len(records)) + records.tobytes()
+        payload = STEP_HEAD.pack(int(n), len(records)) + b"".join(records)
         return self._state_dict(self._request(STEP, payload))
 
     def state(self) -> dict:
@@ -435,9 +453,9 @@ class Client:
         if not hasattr(forces, "items"):
             raise ValueError(f"forces: expected a mapping body -> (force, torque), got "
                              f"{type(forces).__name__}")
-        records = np.zeros(len(forces), dtype=LOAD)
+        records = []
         seen = set()
-        for i, (body, value) in enumerate(forces.items()):
+        for body, value in forces.items():
             b = self._body(body)
             if b in seen:
                 raise ValueError(f"forces: body {self.names[b]!r} given twice")
@@ -453,9 +471,8 @@ class Client:
                 except (TypeError, ValueError):
                     raise ValueError(f"forces[{body!r}]: expected (force, torque), got "
                                      f"{value!r}") from None
-            records[i]["body"] = b
-            records[i]["load"][:3] = as_vector(force, 3, f"forces[{body!r}] force")
-            records[i]["load"][3:] = as_vector(torque, 3, f"forces[{body!r}] torque")
+            records.append(LOAD.pack(b, *_finite3(force, f"forces[{body!r}] force"),
+                                     *_finite3(torque, f"forces[{body!r}] torque")))
         return records
 
     def _recv_exact(self, size):
@@ -488,8 +505,7 @@ class Client:
 
     def _state_dict(self, body):
         t, steps, nb = STATE_HEAD.unpack_from(body)
-        values = np.frombuffer(bytes(body), dtype="<f8", offset=STATE_HEAD.size).reshape(
-            nb, STATE_WIDTH)
+        values = np.frombuffer(body, dtype="<f8", offset=STATE_HEAD.size).reshape(nb, STATE_WIDTH)
         return {"t": t, "steps": steps, "poses": values[:, :7].copy(),
                 "velocities": values[:, 7:].copy(), "names": self.names}
 
