@@ -63,7 +63,8 @@ def cmd_run(args):
     if args.realtime:
         from rtrigid.realtime import run_main
 
-        return run_main(sim, t_end if args.duration is None else args.duration, args.json)
+        return run_main(sim, t_end if args.duration is None else args.duration, args.json,
+                        args.rt_priority)
     result = run_measured(sim, t_end)
     if args.json:
         print(json.dumps(result, indent=2, default=float))
@@ -111,6 +112,8 @@ def build_parser():
                    help="pace the run to the wall clock (one step per dt) and report deadlines")
     r.add_argument("--duration", type=float, default=None,
                    help="wall-clock seconds of a --realtime run (default: --t-end)")
+    r.add_argument("--rt-priority", type=int, default=0, metavar="N",
+                   help="run --realtime under SCHED_FIFO priority N (Linux, needs CAP_SYS_NICE)")
     r.set_defaults(func=cmd_run)
     ls = sub.add_parser("list", help="list scenarios and integrators")
     ls.set_defaults(func=cmd_list)
@@ -124,6 +127,8 @@ def build_parser():
                    help="instead: paced 1 kHz gyro top (idle and with a busy core) and the "
                         "lock-step round trip")
     b.add_argument("--duration", type=float, default=10.0, help="seconds per --realtime run")
+    b.add_argument("--rt-priority", type=int, default=20, metavar="N",
+                   help="--realtime: also measure under SCHED_FIFO priority N (0: skip)")
     b.set_defaults(func=cmd_bench)
     sv = sub.add_parser("serve", help="serve a scenario to lock-step clients (rtrigid.hil)")
     sv.add_argument("scenario", choices=scenarios.names())
@@ -133,6 +138,8 @@ def build_parser():
     sv.add_argument("--dt", type=float, default=None, help="step size (scenario default if omitted)")
     sv.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE",
                     help="scenario parameter, e.g. --set omega_p=12")
+    sv.add_argument("--rt-priority", type=int, default=0, metavar="N",
+                    help="serve under SCHED_FIFO priority N (Linux, needs CAP_SYS_NICE)")
     sv.set_defaults(func=cmd_serve)
     return p
 

@@ -519,6 +519,10 @@ def serve_main(args):
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt,
                           **dict(args.set or []))
     sim.step(0)  # load the compiled kernel before the first client waits on it
+    if args.rt_priority:
+        from rtrigid.realtime import set_fifo_priority
+
+        set_fifo_priority(args.rt_priority)
     server = Server(sim, args.host, args.port, scenario=args.scenario)
     host, port = server.address
     print(f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) on {host}:{port}",

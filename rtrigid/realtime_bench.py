@@ -9,7 +9,10 @@
    out, 1 step, state back), without and with a load in the request, idle and with the busy
    loop.
 
-The machine's load average is recorded with the figures: other processes share the cores.
+Both are measured under the default scheduler, and, where permitted, a second time the way
+a rig would be set up: this process (and the server) under SCHED_FIFO (``--rt-priority``,
+default 20; 0 skips it) and confined to the first core, the busy loop to the others.  The
+machine's load average is recorded with the figures: other processes share the cores.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import numpy as np
 
 from rtrigid import scenarios
 from rtrigid.hil import Client
-from rtrigid.realtime import RealtimeRunner, warm_up
+from rtrigid.realtime import RealtimeRunner, restore_priority, set_fifo_priority, warm_up
 
 ROUND_TRIPS = 20000
 PACED_KEYS = ("real_time_factor", "steps", "overruns", "caught_up_ticks", "dropped_s",
@@ -32,13 +35,25 @@ PACED_KEYS = ("real_time_factor", "steps", "overruns", "caught_up_ticks", "dropp
               "tick_jitter_us_p50", "tick_jitter_us_p99", "tick_jitter_us_max")
 
 
+def _pinned(cpus):
+    """A preexec_fn that confines a child process to ``cpus`` (None: no constraint)."""
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
 @contextlib.contextmanager
-def busy_core(active=True):
-    """A process spinning in a Python loop for the duration of the block (killed after)."""
+def busy_core(active=True, cpus=None):
+    """A process spinning in a Python loop for the duration of the block (killed after).
+
+    It runs under the default scheduler whatever this process uses, and only on ``cpus``
+    if given.
+    """
     if not active:
         yield None
         return
-    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                            preexec_fn=_pinned(cpus))
     try:
         time.sleep(0.2)  # let the scheduler place it
         yield proc.pid
@@ -48,10 +63,26 @@ def busy_core(active=True):
 
 
 @contextlib.contextmanager
-def served_gyro_top():
+def scheduling(priority, cpus):
+    """SCHED_FIFO at ``priority`` (0: unchanged) and affinity ``cpus`` (None: unchanged)."""
+    previous_cpus = os.sched_getaffinity(0)
+    previous = set_fifo_priority(priority) if priority else None
+    try:
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
+        yield
+    finally:
+        os.sched_setaffinity(0, previous_cpus)
+        if previous is not None:
+            restore_priority(previous)
+
+
+@contextlib.contextmanager
+def served_gyro_top(priority=0, cpus=None):
     """``rtrigid serve gyro_top --port 0`` as a child process; yields its port."""
-    cmd = [sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    cmd = [sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port", "0",
+           "--rt-priority", str(priority)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=_pinned(cpus))
     try:
         line = proc.stdout.readline()
         if "rtrigid serve" not in line:
@@ -72,6 +103,29 @@ def paced_gyro_top(duration):
     return out
 
 
+def step_cost_after_gap(gaps_us=(0, 100, 1000), samples=3000):
+    """Median cost of one ``sim.step()`` right after spinning ``gap`` microseconds.
+
+    Back to back, a step runs from warm caches; once per millisecond (a 1 kHz loop) it may
+    not, on a machine whose other tenants use the caches in between.
+    """
+    sim = scenarios.build("gyro_top", integrator="energy_momentum", dt=1e-3)
+    warm_up(sim)
+    clock = time.perf_counter_ns
+    out = {}
+    for gap in gaps_us:
+        times = np.empty(samples, dtype=np.int64)
+        for i in range(samples):
+            until = clock() + gap * 1000
+            while clock() < until:
+                pass
+            start = clock()
+            sim.step()
+            times[i] = clock() - start
+        out[f"after_{gap}us"] = float(np.median(times)) * 1e-3
+    return out
+
+
 def round_trips(port, n=ROUND_TRIPS, with_load=False):
     forces = {"top": ((0.0, 0.0, 0.0), (0.0, 1e-4, 0.0))} if with_load else None
     clock = time.perf_counter_ns
@@ -89,37 +143,58 @@ def round_trips(port, n=ROUND_TRIPS, with_load=False):
             "rtt_us_max": float(times.max()) * 1e-3}
 
 
-def collect(duration=10.0):
-    result = {"duration_s": duration, "cpus": os.cpu_count(), "paced": {}, "lockstep": {}}
-    for label, busy in (("idle", False), ("other_core_busy", True)):
-        with busy_core(busy):
-            result["paced"][label] = paced_gyro_top(duration)
-            result["paced"][label]["loadavg_1min"] = os.getloadavg()[0]
-    with served_gyro_top() as port:
-        for label, busy in (("idle", False), ("other_core_busy", True)):
-            with busy_core(busy):
-                result["lockstep"][label] = round_trips(port)
-                result["lockstep"][label + "_with_load"] = round_trips(port, with_load=True)
+def configurations(priority):
+    """(label, FIFO priority, our cpus, the busy loop's cpus) to measure under."""
+    configs = [("default", 0, None, None)]
+    if priority and len(os.sched_getaffinity(0)) >= 2:
+        try:
+            restore_priority(set_fifo_priority(priority))
+        except ValueError:
+            return configs
+        ours, *others = sorted(os.sched_getaffinity(0))
+        configs.append((f"fifo{priority}+cpu{ours}", priority, {ours}, set(others)))
+    return configs
+
+
+def collect(duration=10.0, priority=20):
+    """Every measurement of the module docstring, as a dict (see :func:`print_table`)."""
+    result = {"duration_s": duration, "cpus": os.cpu_count(), "paced": {}, "lockstep": {},
+              "step_us_median": step_cost_after_gap()}
+    for label, prio, cpus, busy_cpus in configurations(priority):
+        for load, busy in (("idle", False), ("other_core_busy", True)):
+            with busy_core(busy, busy_cpus), scheduling(prio, cpus):
+                r = paced_gyro_top(duration)
+            r["loadavg_1min"] = os.getloadavg()[0]
+            result["paced"][f"{label}, {load}"] = r
+        with served_gyro_top(prio, cpus) as port:
+            for load, busy in (("idle", False), ("other_core_busy", True)):
+                with busy_core(busy, busy_cpus), scheduling(prio, cpus):
+                    r = round_trips(port)
+                    r_load = round_trips(port, with_load=True)
+                result["lockstep"][f"{label}, {load}"] = r
+                result["lockstep"][f"{label}, {load}, with load"] = r_load
     return result
 
 
 def print_table(result):
     print(f"gyro_top, energy_momentum, dt = 1 ms, paced at 1 kHz for {result['duration_s']:g} s")
-    print(f"{'':18s} {'RTF':>9s} {'overruns':>8s} {'dropped s':>9s} {'step us p50/p99/max':>24s} "
+    print(f"{'':26s} {'RTF':>9s} {'overruns':>8s} {'dropped s':>9s} {'step us p50/p99/max':>24s} "
           f"{'jitter us p50/p99/max':>26s} {'load':>5s}")
     for label, r in result["paced"].items():
         lat = "/".join(f"{r[f'step_latency_us_{p}']:.1f}" for p in ("p50", "p99", "max"))
         jit = "/".join(f"{r[f'tick_jitter_us_{p}']:.1f}" for p in ("p50", "p99", "max"))
-        print(f"{label:18s} {r['real_time_factor']:9.6f} {r['overruns']:8d} {r['dropped_s']:9.4f} "
+        print(f"{label:26s} {r['real_time_factor']:9.6f} {r['overruns']:8d} {r['dropped_s']:9.4f} "
               f"{lat:>24s} {jit:>26s} {r['loadavg_1min']:5.2f}")
+    gaps = ", ".join(f"{k.split('_')[1]}: {v:.1f} us" for k, v in result["step_us_median"].items())
+    print(f"one sim.step() (median), after spinning {gaps}")
     print("lock-step round trip, client.step(1) to `rtrigid serve gyro_top` over loopback TCP")
     for label, r in result["lockstep"].items():
-        print(f"{label:28s} p50 {r['rtt_us_p50']:7.1f} us  p99 {r['rtt_us_p99']:7.1f} us  "
+        print(f"{label:36s} p50 {r['rtt_us_p50']:7.1f} us  p99 {r['rtt_us_p99']:7.1f} us  "
               f"max {r['rtt_us_max']:8.1f} us  ({r['round_trips']} round trips)")
 
 
 def main(args):
-    result = collect(duration=args.duration)
+    result = collect(duration=args.duration, priority=args.rt_priority)
     text = json.dumps(result, indent=2)
     if args.out:
         with open(args.out, "w") as fh:

@@ -6,12 +6,14 @@ and checked exactly -- no test depends on how fast or how loaded the machine is.
 """
 import json
 import math
+import os
 
 import numpy as np
 import pytest
 
 from rtrigid import cli, scenarios
-from rtrigid.realtime import ManualClock, MonotonicClock, RealtimeRunner
+from rtrigid.realtime import (ManualClock, MonotonicClock, RealtimeRunner, restore_priority,
+                              set_fifo_priority)
 
 MS = 1e-3
 
@@ -233,3 +235,18 @@ def test_cli_realtime_run_reports_the_figures(capsys):
     # ticks are released until 50 ms of wall time have passed, less any dropped time
     assert r["steps"] == math.ceil(round((0.05 - r["dropped_s"]) / r["dt"], 6))
     assert np.isfinite(r["real_time_factor"]) and r["real_time_factor"] > 0.0
+
+
+@pytest.mark.parametrize("priority", [-1, 100, 1.5, True, "20"])
+def test_bad_fifo_priority_is_refused_by_name(priority):
+    with pytest.raises(ValueError, match="^priority:"):
+        set_fifo_priority(priority)
+
+
+def test_priority_zero_is_the_default_policy_and_restores():
+    previous = set_fifo_priority(0)
+    try:
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    finally:
+        restore_priority(previous)
+    assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == previous
