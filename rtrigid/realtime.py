@@ -228,27 +228,22 @@ class RealtimeRunner:
             self._stats = self._summarize(counts, k, done, dropped, end_ns - start,
                                           step_lat, cb_lat, jitter)
 
+        def releasable(j):
+            """Tick j belongs to the run (within ``ticks``, released before the end)."""
+            return not ((n_ticks is not None and j >= n_ticks)
+                        or (stop_ns is not None and origin + j * period >= stop_ns))
+
         try:
-            while not self._stop:
+            while not self._stop and releasable(k):
                 release = origin + k * period
-                if (n_ticks is not None and k >= n_ticks) or (stop_ns is not None
-                                                              and release >= stop_ns):
-                    break
                 clock.sleep_until(release)
                 begin = clock.now_ns()
-                # fold in the ticks released since, within the step bound
+                # fold in the ticks released since, as far as the step bound allows
                 last = k
                 released = (begin - origin) // period
-                first_steps = self.steps_due(k)
-                while last < released:
-                    nxt = last + 1
-                    if n_ticks is not None and nxt >= n_ticks:
-                        break
-                    if stop_ns is not None and origin + nxt * period >= stop_ns:
-                        break
-                    if self.steps_due(nxt + 1) - first_steps > max_steps:
-                        break
-                    last = nxt
+                while (last < released and releasable(last + 1)
+                       and self.steps_due(last + 2) - done <= max_steps):
+                    last += 1
                 n = self.steps_due(last + 1) - done
                 tick.index, tick.ticks, tick.steps = k, last - k + 1, n
                 tick.lateness = (begin - release) * 1e-9
