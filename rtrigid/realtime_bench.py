@@ -5,9 +5,10 @@
    once as is and once with a busy-loop process started beside it (on a 2-core machine: the
    other core busy), which is killed right after.
 2. The lock-step round trip: ``rtrigid serve gyro_top`` as its own process on loopback and a
-   :class:`~rtrigid.hil.Client` here; every ``client.step(1)`` is timed on its own (request
-   out, 1 step, state back), without and with a load in the request, idle and with the busy
-   loop.
+   :class:`~rtrigid.hil.Client` here, stepping once per millisecond for ``--duration``
+   seconds; every ``client.step(1)`` is timed on its own (request out, 1 step, state back),
+   without and with a load in the request, idle and with the busy loop; beside it, under
+   the same conditions, the floor: a bare Python TCP echo of a message of the same size.
 
 Both are measured under the default scheduler, and, where permitted, a second time the way
 a rig would be set up: this process (and the server) under SCHED_FIFO (``--rt-priority``,
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -27,9 +29,9 @@ import numpy as np
 
 from rtrigid import scenarios
 from rtrigid.hil import Client
-from rtrigid.realtime import RealtimeRunner, restore_priority, set_fifo_priority, warm_up
+from rtrigid.realtime import (MonotonicClock, RealtimeRunner, restore_priority,
+                              set_fifo_priority, warm_up)
 
-ROUND_TRIPS = 20000
 PACED_KEYS = ("real_time_factor", "steps", "overruns", "caught_up_ticks", "dropped_s",
               "step_latency_us_p50", "step_latency_us_p99", "step_latency_us_max",
               "tick_jitter_us_p50", "tick_jitter_us_p99", "tick_jitter_us_max")
@@ -78,10 +80,8 @@ def scheduling(priority, cpus):
 
 
 @contextlib.contextmanager
-def served_gyro_top(priority=0, cpus=None):
-    """``rtrigid serve gyro_top --port 0`` as a child process; yields its port."""
-    cmd = [sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port", "0",
-           "--rt-priority", str(priority)]
+def _child_server(cmd, cpus):
+    """Run ``cmd`` (which prints "...:PORT" once listening) as a child; yield the port."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=_pinned(cpus))
     try:
         line = proc.stdout.readline()
@@ -92,6 +92,12 @@ def served_gyro_top(priority=0, cpus=None):
         proc.terminate()
         proc.wait()
         proc.stdout.close()
+
+
+def served_gyro_top(priority=0, cpus=None):
+    """``rtrigid serve gyro_top --port 0`` as a child process; yields its port."""
+    return _child_server([sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port",
+                          "0", "--rt-priority", str(priority)], cpus)
 
 
 def paced_gyro_top(duration):
@@ -126,21 +132,66 @@ def step_cost_after_gap(gaps_us=(0, 100, 1000), samples=3000):
     return out
 
 
-def round_trips(port, n=ROUND_TRIPS, with_load=False):
-    forces = {"top": ((0.0, 0.0, 0.0), (0.0, 1e-4, 0.0))} if with_load else None
-    clock = time.perf_counter_ns
+def _paced_calls(call, duration, rate=1000.0):
+    """Time ``call()`` once per 1/rate seconds for ``duration`` seconds (a 1 kHz rig).
+
+    Paced rather than back to back: a client and a server that keep one core busy under
+    SCHED_FIFO are stopped by the kernel's real-time throttling for 50 ms every second.
+    """
+    n = int(round(duration * rate))
+    period = int(round(1e9 / rate))
+    clock = MonotonicClock(spin=0.0)
     times = np.empty(n, dtype=np.int64)
-    with Client("127.0.0.1", port) as client:
-        for _ in range(200):  # connection and caches warm
-            client.step(1, forces)
-        client.reset()
-        for i in range(n):
-            start = clock()
-            client.step(1, forces)
-            times[i] = clock() - start
+    for _ in range(200):  # connection and caches warm
+        call()
+    origin = clock.now_ns()
+    for i in range(n):
+        clock.sleep_until(origin + i * period)
+        start = clock.now_ns()
+        call()
+        times[i] = clock.now_ns() - start
     p50, p99 = np.percentile(times, [50, 99], method="higher")
     return {"round_trips": n, "rtt_us_p50": float(p50) * 1e-3, "rtt_us_p99": float(p99) * 1e-3,
             "rtt_us_max": float(times.max()) * 1e-3}
+
+
+def round_trips(port, duration, with_load=False):
+    """``client.step(1)`` (with a torque in the request if ``with_load``), paced at 1 kHz."""
+    forces = {"top": ((0.0, 0.0, 0.0), (0.0, 1e-4, 0.0))} if with_load else None
+    with Client("127.0.0.1", port) as client:
+        return _paced_calls(lambda: client.step(1, forces), duration)
+
+
+ECHO_SERVER = """
+import socket, sys
+listener = socket.create_server(("127.0.0.1", 0))
+print("rtrigid serve: echo on 127.0.0.1:%d" % listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while data := conn.recv(4096):
+    conn.sendall(data)
+"""
+
+
+def echo_server(priority=0, cpus=None):
+    """The floor: a bare Python TCP echo process, scheduled like the rtrigid server."""
+    cmd = [sys.executable, "-c", ECHO_SERVER]
+    return _child_server(["chrt", "-f", str(priority)] + cmd if priority else cmd, cpus)
+
+
+def echo_round_trips(port, duration, size=140):
+    """A message of a STATE reply's size echoed back, paced at 1 kHz."""
+    message = bytes(size)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def call():
+            sock.sendall(message)
+            got = 0
+            while got < size:
+                got += len(sock.recv(size - got))
+
+        return _paced_calls(call, duration)
 
 
 def configurations(priority):
@@ -166,13 +217,14 @@ def collect(duration=10.0, priority=20):
                 r = paced_gyro_top(duration)
             r["loadavg_1min"] = os.getloadavg()[0]
             result["paced"][f"{label}, {load}"] = r
-        with served_gyro_top(prio, cpus) as port:
+        with served_gyro_top(prio, cpus) as port, echo_server(prio, cpus) as echo_port:
             for load, busy in (("idle", False), ("other_core_busy", True)):
                 with busy_core(busy, busy_cpus), scheduling(prio, cpus):
-                    r = round_trips(port)
-                    r_load = round_trips(port, with_load=True)
-                result["lockstep"][f"{label}, {load}"] = r
-                result["lockstep"][f"{label}, {load}, with load"] = r_load
+                    rows = {"": round_trips(port, duration),
+                            ", with load": round_trips(port, duration, with_load=True),
+                            ", bare echo": echo_round_trips(echo_port, duration)}
+                for suffix, r in rows.items():
+                    result["lockstep"][f"{label}, {load}{suffix}"] = r
     return result
 
 
@@ -187,7 +239,8 @@ def print_table(result):
               f"{lat:>24s} {jit:>26s} {r['loadavg_1min']:5.2f}")
     gaps = ", ".join(f"{k.split('_')[1]}: {v:.1f} us" for k, v in result["step_us_median"].items())
     print(f"one sim.step() (median), after spinning {gaps}")
-    print("lock-step round trip, client.step(1) to `rtrigid serve gyro_top` over loopback TCP")
+    print("lock-step round trip, client.step(1) at 1 kHz to `rtrigid serve gyro_top` over "
+          "loopback TCP")
     for label, r in result["lockstep"].items():
         print(f"{label:36s} p50 {r['rtt_us_p50']:7.1f} us  p99 {r['rtt_us_p99']:7.1f} us  "
               f"max {r['rtt_us_max']:8.1f} us  ({r['round_trips']} round trips)")
