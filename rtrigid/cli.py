@@ -135,7 +135,8 @@ def build_parser():
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=5757, help="TCP port (0: any free port)")
     sv.add_argument("--integrator", default="energy_momentum", choices=list(INTEGRATORS))
-    sv.add_argument("--dt", type=float, default=None, help="step size (scenario default if omitted)")
+    sv.add_argument("--dt", type=float, default=None,
+                    help="step size (scenario default if omitted)")
     sv.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE",
                     help="scenario parameter, e.g. --set omega_p=12")
     sv.add_argument("--rt-priority", type=int, default=0, metavar="N",

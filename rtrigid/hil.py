@@ -148,6 +148,21 @@ def _finite3(value, name):
     return x, y, z
 
 
+def _set_timeouts(sock, recv=None, send=None):
+    """Blocking socket whose recv/send give up after the given seconds (None: never).
+
+    The kernel enforces them (SO_RCVTIMEO / SO_SNDTIMEO), so a call costs one system call;
+    Python's own socket timeout would add a poll() before every recv and send.  A recv that
+    times out raises ``BlockingIOError``.
+    """
+    sock.settimeout(None)
+    for opt, seconds in ((socket.SO_RCVTIMEO, recv), (socket.SO_SNDTIMEO, send)):
+        if seconds is not None:
+            sec = int(seconds)
+            usec = max(int(round((seconds - sec) * 1e6)), 1 if sec == 0 else 0)
+            sock.setsockopt(socket.SOL_SOCKET, opt, struct.pack("ll", sec, usec))
+
+
 class _Connection:
     __slots__ = ("sock", "buf", "deadline")
 
@@ -248,7 +263,7 @@ class Server:
         if len(self._conns) >= self.max_clients:
             sock.close()
             return
-        sock.settimeout(self.send_timeout)  # bounds sendall; reads happen only when readable
+        _set_timeouts(sock, send=self.send_timeout)  # reads happen only when readable
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = _Connection(sock)
         self._conns[sock.fileno()] = conn
@@ -270,8 +285,6 @@ class Server:
     def _on_readable(self, sel, conn):
         try:
             data = conn.sock.recv(1 << 16)
-        except (BlockingIOError, socket.timeout):
-            return
         except OSError:
             self._drop(sel, conn)
             return
@@ -396,6 +409,8 @@ class Client:
             raise ValueError("port: required")
         self._sock = socket.create_connection((host, int(port)), timeout=timeout)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout = timeout
+        _set_timeouts(self._sock, recv=timeout, send=timeout)
         self._seq = 0
         self._head = bytearray(HEADER.size)
         try:
@@ -480,7 +495,11 @@ class Client:
         view = memoryview(out)
         got = 0
         while got < size:
-            k = self._sock.recv_into(view[got:])
+            try:
+                k = self._sock.recv_into(view[got:])
+            except BlockingIOError:
+                self.close()  # a late reply would be taken for the next one
+                raise TimeoutError(f"no reply within {self.timeout} s; connection closed") from None
             if not k:
                 raise ConnectionError("server closed the connection")
             got += k
@@ -506,8 +525,9 @@ class Client:
     def _state_dict(self, body):
         t, steps, nb = STATE_HEAD.unpack_from(body)
         values = np.frombuffer(body, dtype="<f8", offset=STATE_HEAD.size).reshape(nb, STATE_WIDTH)
-        return {"t": t, "steps": steps, "poses": values[:, :7].copy(),
-                "velocities": values[:, 7:].copy(), "names": self.names}
+        # views of a buffer received for this reply alone: nothing else holds it
+        return {"t": t, "steps": steps, "poses": values[:, :7], "velocities": values[:, 7:],
+                "names": self.names}
 
 
 def serve_main(args):

@@ -163,13 +163,15 @@ def round_trips(port, duration, with_load=False):
 
 
 ECHO_SERVER = """
-import socket, sys
+import socket
 listener = socket.create_server(("127.0.0.1", 0))
 print("rtrigid serve: echo on 127.0.0.1:%d" % listener.getsockname()[1], flush=True)
-conn, _ = listener.accept()
-conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-while data := conn.recv(4096):
-    conn.sendall(data)
+while True:
+    conn, _ = listener.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while data := conn.recv(4096):
+        conn.sendall(data)
+    conn.close()
 """
 
 
