@@ -12,6 +12,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -379,3 +380,55 @@ def test_stop_closes_the_port():
     server.stop()
     with pytest.raises(OSError):
         socket.create_connection(address, timeout=TIMEOUT).close()
+
+
+def test_a_client_that_never_reads_its_replies_is_disconnected(served):
+    server, _ = served
+    server.send_timeout = 0.2
+    greedy = socket.socket()
+    greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    greedy.connect(server.address)
+    greedy.settimeout(TIMEOUT)
+    requests = packet(STATE) * 1000
+    try:
+        for _ in range(200):  # 200 000 replies of 140 bytes: far beyond the socket buffers
+            greedy.sendall(requests)
+    except OSError:
+        pass  # the server hung up while we were still writing
+    with Client(*server.address, timeout=TIMEOUT) as client:
+        assert client.step(1)["steps"] == 1
+    try:  # what the server managed to send, then its hang-up
+        while greedy.recv(1 << 16):
+            pass
+    except ConnectionResetError:
+        pass
+    greedy.close()
+
+
+def test_client_times_out_on_a_silent_server_and_closes():
+    listener = socket.create_server(("127.0.0.1", 0))
+    hello = (struct.pack("<IdI", 1, 0.01, 10) + b"".join(
+        struct.pack("<H", len(s)) + s for s in (b"energy_momentum", b"", b"body")))
+
+    def answer_hello_then_nothing():
+        conn, _ = listener.accept()
+        struct.unpack(HEADER, conn.recv(16))
+        conn.sendall(packet(HELLO | 0x80, hello, seq=1))
+        conn.recv(1024)  # the STEP request, never answered
+        done.wait(TIMEOUT)
+        conn.close()
+
+    done = threading.Event()
+    thread = threading.Thread(target=answer_hello_then_nothing)
+    thread.start()
+    try:
+        client = Client(*listener.getsockname()[:2], timeout=0.2)
+        assert client.names == ["body"] and client.max_steps_per_request == 10
+        with pytest.raises(TimeoutError):
+            client.step(1)
+        with pytest.raises(OSError):
+            client.state()  # closed: a late reply must not be taken for this one
+    finally:
+        done.set()
+        thread.join()
+        listener.close()
