@@ -1,4 +1,4 @@
-"""The ``rtrigid`` command: run, list, bench."""
+"""The ``rtrigid`` command: run, list, bench, serve."""
 from __future__ import annotations
 
 import argparse
@@ -60,6 +60,11 @@ def cmd_run(args):
     params = dict(args.set or [])
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt, **params)
     t_end = sim.info["t_end"] if args.t_end is None else args.t_end
+    if args.realtime:
+        from rtrigid.realtime import run_main
+
+        return run_main(sim, t_end if args.duration is None else args.duration, args.json,
+                        args.rt_priority)
     result = run_measured(sim, t_end)
     if args.json:
         print(json.dumps(result, indent=2, default=float))
@@ -78,9 +83,18 @@ def cmd_list(args):
 
 
 def cmd_bench(args):
-    from rtrigid.bench import main as bench_main
+    if args.realtime:
+        from rtrigid.realtime_bench import main as bench_main
+    else:
+        from rtrigid.bench import main as bench_main
 
     return bench_main(args)
+
+
+def cmd_serve(args):
+    from rtrigid.hil import serve_main
+
+    return serve_main(args)
 
 
 def build_parser():
@@ -94,6 +108,12 @@ def build_parser():
     r.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE",
                    help="scenario parameter, e.g. --set omega_p=12")
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
+    r.add_argument("--realtime", action="store_true",
+                   help="pace the run to the wall clock (one step per dt) and report deadlines")
+    r.add_argument("--duration", type=float, default=None,
+                   help="wall-clock seconds of a --realtime run (default: --t-end)")
+    r.add_argument("--rt-priority", type=int, default=0, metavar="N",
+                   help="run --realtime under SCHED_FIFO priority N (Linux, needs CAP_SYS_NICE)")
     r.set_defaults(func=cmd_run)
     ls = sub.add_parser("list", help="list scenarios and integrators")
     ls.set_defaults(func=cmd_list)
@@ -103,7 +123,25 @@ def build_parser():
     b.add_argument("--json", action="store_true", help="print JSON instead of the table")
     b.add_argument("--out", default=None, help="also write the JSON to this file")
     b.add_argument("--no-mujoco", action="store_true", help="skip the MuJoCo comparison")
+    b.add_argument("--realtime", action="store_true",
+                   help="instead: paced 1 kHz gyro top (idle and with a busy core) and the "
+                        "lock-step round trip")
+    b.add_argument("--duration", type=float, default=10.0, help="seconds per --realtime run")
+    b.add_argument("--rt-priority", type=int, default=20, metavar="N",
+                   help="--realtime: also measure under SCHED_FIFO priority N (0: skip)")
     b.set_defaults(func=cmd_bench)
+    sv = sub.add_parser("serve", help="serve a scenario to lock-step clients (rtrigid.hil)")
+    sv.add_argument("scenario", choices=scenarios.names())
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=5757, help="TCP port (0: any free port)")
+    sv.add_argument("--integrator", default="energy_momentum", choices=list(INTEGRATORS))
+    sv.add_argument("--dt", type=float, default=None,
+                    help="step size (scenario default if omitted)")
+    sv.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE",
+                    help="scenario parameter, e.g. --set omega_p=12")
+    sv.add_argument("--rt-priority", type=int, default=0, metavar="N",
+                    help="serve under SCHED_FIFO priority N (Linux, needs CAP_SYS_NICE)")
+    sv.set_defaults(func=cmd_serve)
     return p
 
 

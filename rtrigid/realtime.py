@@ -1,0 +1,371 @@
+"""Wall-clock pacing: run a Simulation in step with a monotonic clock and measure its deadlines.
+
+    runner = RealtimeRunner(sim, callback=controller)   # rate 1/sim.dt: one step per tick
+    stats = runner.run(duration=10.0)
+    stats["real_time_factor"], stats["overruns"], stats["step_latency_us_p99"]
+
+Schedule
+    Tick ``k`` is released at ``origin + k*P`` (``P = 1/rate``) and has to be finished by the
+    next release, its deadline.  It advances the simulation from step ``S(k)`` to ``S(k+1)``
+    with ``S(k) = floor(k*P/dt)`` (exact rational arithmetic, so a 60 Hz loop over a 1 ms step
+    runs 16, 17, 17, 16, ... steps and never drifts); at the default rate it is one step per
+    tick, and simulated time equals wall time at every deadline.  A tick first calls
+    ``callback(sim, tick)`` (read the state at ``sim.t``, set the inputs, e.g. with
+    ``sim.apply_force``, that act over the tick's steps), then runs the tick's steps in one
+    ``sim.step(n)`` call.
+
+Waiting
+    :class:`MonotonicClock` sleeps until ``spin`` seconds before the release and spins on
+    ``time.perf_counter_ns`` (CLOCK_MONOTONIC on Linux) for the rest: ``time.sleep`` alone
+    wakes up 0.1-0.4 ms late on a stock kernel.  A longer spin buys precision with CPU time.
+    Any object with ``now_ns()`` and ``sleep_until(ns)`` can stand in for it
+    (:class:`ManualClock` makes runs deterministic, for tests and offline replays).
+
+Catch-up policy (overruns)
+    A tick whose work ends after its deadline is an *overrun*.  The loop then does not sleep;
+    the next tick starts at once and folds in every tick released meanwhile, as long as the
+    folded ticks need at most ``max_steps_per_tick`` steps together -- so a late loop catches
+    up in bursts of bounded cost.  If the loop is still more than ``max_lag`` seconds behind
+    after a tick, the excess is dropped: the schedule moves later by that much (summed in
+    ``dropped_s``) and the simulation runs slower than the wall clock instead of bursting
+    for ever.  ``max_lag=0`` means "never catch up, just slow down": every late tick moves
+    the schedule and no tick runs more than its own steps.
+
+Statistics (:meth:`RealtimeRunner.stats`)
+    ``steps``, ``ticks`` (callback invocations), ``overruns``, ``caught_up_ticks`` (ticks
+    folded into a later one), ``dropped_s``, ``real_time_factor`` (simulated time advanced
+    over wall time, measured from the first release to the end of the last tick's period),
+    ``step_latency_us_p50/p99/max`` (duration of a tick's ``sim.step(n)`` call),
+    ``callback_us_p50/p99/max`` and ``tick_jitter_us_p50/p99/max`` (how late a tick started
+    after its release; late ticks of an overrun count with their full lateness).
+    Percentiles are over the last ``sample_capacity`` ticks; counts and maxima over the run.
+"""
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+
+import numpy as np
+
+from rtrigid.model import as_scalar
+
+
+class MonotonicClock:
+    """``time.perf_counter_ns`` with a sleep-then-spin wait (``spin`` seconds of spinning)."""
+
+    def __init__(self, spin=3e-4):
+        self.spin = as_scalar(spin, "spin", nonnegative=True)
+        self._spin_ns = int(round(self.spin * 1e9))
+
+    @staticmethod
+    def now_ns() -> int:
+        return time.perf_counter_ns()
+
+    def sleep_until(self, deadline_ns):
+        """Return at the first clock reading >= ``deadline_ns`` (at once if it has passed)."""
+        now = time.perf_counter_ns
+        remaining = deadline_ns - now()
+        if remaining > self._spin_ns:
+            time.sleep((remaining - self._spin_ns) * 1e-9)
+        while now() < deadline_ns:
+            pass
+
+
+class ManualClock:
+    """A clock that moves only when told to: ``sleep_until`` jumps, ``advance`` adds time."""
+
+    def __init__(self, start_ns=0):
+        self.ns = int(start_ns)
+
+    def now_ns(self) -> int:
+        return self.ns
+
+    def sleep_until(self, deadline_ns):
+        self.ns = max(self.ns, int(deadline_ns))
+
+    def advance(self, seconds):
+        self.ns += int(round(as_scalar(seconds, "seconds", nonnegative=True) * 1e9))
+
+
+class Tick:
+    """What the callback is told about the tick it starts (one object, reused every tick)."""
+
+    __slots__ = ("index", "ticks", "steps", "lateness")
+
+    def __init__(self):
+        self.index = 0        # index of the (first) tick this call covers
+        self.ticks = 1        # ticks covered: > 1 when late ticks are folded in
+        self.steps = 0        # steps that will run after the callback returns
+        self.lateness = 0.0   # seconds between the tick's release and now
+
+
+class _Samples:
+    """Nanosecond samples in a ring buffer; exact count and maximum over all of them."""
+
+    def __init__(self, capacity):
+        self.buf = np.zeros(max(int(capacity), 1), dtype=np.int64)
+        self.n = 0
+        self.max = 0
+
+    def add(self, value):
+        self.buf[self.n % len(self.buf)] = value
+        self.n += 1
+        if value > self.max:
+            self.max = value
+
+    def summary(self, name):
+        window = self.buf[:min(self.n, len(self.buf))]
+        if not len(window):
+            return {f"{name}_p50": None, f"{name}_p99": None, f"{name}_max": None}
+        p50, p99 = np.percentile(window, [50, 99], method="higher")
+        return {f"{name}_p50": float(p50) * 1e-3, f"{name}_p99": float(p99) * 1e-3,
+                f"{name}_max": self.max * 1e-3}
+
+
+class RealtimeRunner:
+    """Step a simulation at a fixed wall-clock rate (see the module docstring for the policy).
+
+    Parameters
+    ----------
+    sim : Simulation
+        Anything with ``dt`` and ``step(n)``.
+    callback : callable(sim, tick) or None
+        Called at the start of every tick, before its steps (``tick`` is a :class:`Tick`).
+    rate : float or None
+        Ticks per second; ``1/sim.dt`` (one step per tick) if None.
+    max_steps_per_tick : int or None
+        Bound on the steps one tick may run while catching up; default 4 ticks' worth.
+    max_lag : float
+        Seconds the loop may be behind schedule before the excess is dropped.
+    clock : object with ``now_ns()`` and ``sleep_until(ns)``, or None
+        Defaults to ``MonotonicClock(spin)``.
+    spin : float
+        Seconds spun (not slept) before each release by the default clock.
+    sample_capacity : int
+        Ticks kept for the percentiles (the most recent ones).
+    """
+
+    def __init__(self, sim, callback=None, *, rate=None, max_steps_per_tick=None, max_lag=0.1,
+                 clock=None, spin=3e-4, sample_capacity=1 << 20):
+        dt = as_scalar(sim.dt, "sim.dt", positive=True)
+        if callback is not None and not callable(callback):
+            raise ValueError(f"callback: expected a callable or None, got {callback!r}")
+        if rate is None:
+            self.rate = 1.0 / dt
+            ratio = Fraction(1)
+        else:
+            self.rate = as_scalar(rate, "rate", positive=True)
+            # steps per tick as a small rational: 60 Hz over dt = 1/240 is exactly 4, not 3.9999...
+            ratio = Fraction(1.0 / (self.rate * dt)).limit_denominator(1_000_000)
+        self.period_ns = int(round(1e9 / self.rate))
+        if self.period_ns < 1:
+            raise ValueError(f"rate: {self.rate} Hz is beyond the nanosecond clock")
+        self._num, self._den = ratio.numerator, ratio.denominator
+        nominal = math.ceil(ratio)
+        if max_steps_per_tick is None:
+            max_steps_per_tick = 4 * max(nominal, 1)
+        m = as_scalar(max_steps_per_tick, "max_steps_per_tick", positive=True)
+        if m != int(m) or m < nominal:
+            raise ValueError(f"max_steps_per_tick: must be an integer >= {nominal} (the steps "
+                             f"of one tick at {self.rate:g} Hz), got {max_steps_per_tick!r}")
+        self.max_steps_per_tick = int(m)
+        self.max_lag = as_scalar(max_lag, "max_lag", nonnegative=True)
+        self.clock = MonotonicClock(spin) if clock is None else clock
+        for attr in ("now_ns", "sleep_until"):
+            if not callable(getattr(self.clock, attr, None)):
+                raise ValueError(f"clock: has no {attr}() method")
+        self.sample_capacity = int(as_scalar(sample_capacity, "sample_capacity", positive=True))
+        self.sim = sim
+        self.callback = callback
+        self.dt = dt
+        self._stop = False
+        self._stats = None
+
+    def steps_due(self, k) -> int:
+        """S(k): steps the schedule has run by the release of tick ``k``."""
+        return (k * self._num) // self._den
+
+    def stop(self):
+        """Make :meth:`run` return after the current tick (callable from the callback)."""
+        self._stop = True
+
+    def run(self, duration=None, ticks=None) -> dict:
+        """Run for ``duration`` wall-clock seconds, or ``ticks`` ticks, or until :meth:`stop`.
+
+        With ``duration``, ticks are released while their release time is before the end;
+        time dropped by the catch-up policy therefore costs steps, not wall time.  Returns
+        :meth:`stats`.  An exception from the callback or the simulation ends the run and
+        propagates; the statistics up to then stay available from :meth:`stats`.
+        """
+        if duration is not None and ticks is not None:
+            raise ValueError("duration: give either duration or ticks, not both")
+        stop_ns = None
+        n_ticks = None
+        if duration is not None:
+            stop_ns = int(round(as_scalar(duration, "duration", nonnegative=True) * 1e9))
+        if ticks is not None:
+            t = as_scalar(ticks, "ticks", nonnegative=True)
+            if t != int(t):
+                raise ValueError(f"ticks: expected a whole number, got {ticks!r}")
+            n_ticks = int(t)
+        expected = n_ticks if n_ticks is not None else (
+            stop_ns // self.period_ns + 1 if stop_ns is not None else self.sample_capacity)
+        cap = min(self.sample_capacity, max(expected, 1))
+        step_lat, cb_lat, jitter = _Samples(cap), _Samples(cap), _Samples(cap)
+        clock, sim, callback, period = self.clock, self.sim, self.callback, self.period_ns
+        max_steps, max_lag_ns = self.max_steps_per_tick, int(round(self.max_lag * 1e9))
+        tick = Tick()
+        self._stop = False
+        counts = dict(ticks=0, overruns=0, caught_up=0)
+        k = done = 0
+        dropped = 0
+        start = origin = clock.now_ns()
+        if stop_ns is not None:
+            stop_ns += start
+
+        def finish(end_ns):
+            self._stats = self._summarize(counts, k, done, dropped, end_ns - start,
+                                          step_lat, cb_lat, jitter)
+
+        def releasable(j):
+            """Tick j belongs to the run (within ``ticks``, released before the end)."""
+            return not ((n_ticks is not None and j >= n_ticks)
+                        or (stop_ns is not None and origin + j * period >= stop_ns))
+
+        try:
+            while not self._stop and releasable(k):
+                release = origin + k * period
+                clock.sleep_until(release)
+                begin = clock.now_ns()
+                # fold in the ticks released since, as far as the step bound allows
+                last = k
+                released = (begin - origin) // period
+                while (last < released and releasable(last + 1)
+                       and self.steps_due(last + 2) - done <= max_steps):
+                    last += 1
+                n = self.steps_due(last + 1) - done
+                tick.index, tick.ticks, tick.steps = k, last - k + 1, n
+                tick.lateness = (begin - release) * 1e-9
+                jitter.add(begin - release)
+                if callback is not None:
+                    callback(sim, tick)
+                    t_cb = clock.now_ns()
+                    cb_lat.add(t_cb - begin)
+                else:
+                    t_cb = begin
+                if n:
+                    sim.step(n)
+                end = clock.now_ns()
+                if n:
+                    step_lat.add(end - t_cb)
+                done += n
+                counts["ticks"] += 1
+                counts["caught_up"] += last - k
+                k = last + 1
+                next_release = origin + k * period
+                if end > next_release:
+                    counts["overruns"] += 1
+                    lag = end - next_release
+                    if lag > max_lag_ns:
+                        origin += lag - max_lag_ns
+                        dropped += lag - max_lag_ns
+            clock.sleep_until(origin + k * period)
+            finish(clock.now_ns())
+        except BaseException:
+            finish(clock.now_ns())
+            raise
+        return self.stats()
+
+    def _summarize(self, counts, k, done, dropped_ns, wall_ns, step_lat, cb_lat, jitter):
+        sim_time = done * self.dt
+        out = {
+            "rate_hz": self.rate,
+            "dt": self.dt,
+            "ticks": counts["ticks"],
+            "scheduled_ticks": k,
+            "steps": done,
+            "sim_time_s": sim_time,
+            "wall_time_s": wall_ns * 1e-9,
+            "real_time_factor": sim_time / (wall_ns * 1e-9) if wall_ns > 0 else None,
+            "overruns": counts["overruns"],
+            "caught_up_ticks": counts["caught_up"],
+            "dropped_s": dropped_ns * 1e-9,
+            "max_steps_per_tick": self.max_steps_per_tick,
+            "max_lag_s": self.max_lag,
+        }
+        out.update(step_lat.summary("step_latency_us"))
+        if self.callback is not None:
+            out.update(cb_lat.summary("callback_us"))
+        out.update(jitter.summary("tick_jitter_us"))
+        if isinstance(self.clock, MonotonicClock):
+            out["spin_s"] = self.clock.spin
+        return out
+
+    def stats(self) -> dict:
+        """Figures of the last run (None before the first)."""
+        return None if self._stats is None else dict(self._stats)
+
+
+def set_fifo_priority(priority):
+    """Run the calling thread under Linux SCHED_FIFO at ``priority`` (1-99); 0 means SCHED_OTHER.
+
+    A real-time priority lets a paced loop or a lock-step server preempt ordinary processes
+    the moment it wakes, instead of waiting out their time slice (milliseconds on a busy
+    machine).  Needs CAP_SYS_NICE (root, or an rtprio limit); refusals raise ``ValueError``.
+    The kernel's real-time throttling (95 % of each second by default) still bounds what a
+    spinning loop can take from the rest of the machine.  Returns the previous
+    ``(policy, priority)`` for :func:`restore_priority`.
+    """
+    import os
+
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 99:
+        raise ValueError(f"priority: expected an integer in [0, 99], got {priority!r}")
+    if not hasattr(os, "sched_setscheduler"):
+        raise ValueError("priority: this platform has no sched_setscheduler")
+    previous = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+    policy = os.SCHED_FIFO if priority else os.SCHED_OTHER
+    try:
+        os.sched_setscheduler(0, policy, os.sched_param(priority))
+    except PermissionError:
+        raise ValueError(f"priority: not permitted to use SCHED_FIFO {priority} "
+                         "(needs CAP_SYS_NICE or an rtprio limit)") from None
+    return previous
+
+
+def restore_priority(previous):
+    """Undo :func:`set_fifo_priority` with the value it returned."""
+    import os
+
+    os.sched_setscheduler(0, previous[0], os.sched_param(previous[1]))
+
+
+def warm_up(sim):
+    """Load the step kernel (numba cache) with one step, then put the state back."""
+    snap = sim.snapshot()
+    sim.step(1)
+    sim.restore(snap)
+
+
+def print_stats(stats):
+    width = max(len(k) for k in stats)
+    for key, value in stats.items():
+        text = f"{value:.6g}" if isinstance(value, float) else str(value)
+        print(f"{key:<{width}}  {text}")
+
+
+def run_main(sim, duration, as_json=False, rt_priority=0):
+    """``rtrigid run SCENARIO --realtime``: a paced run of ``duration`` wall-clock seconds."""
+    import json
+
+    warm_up(sim)
+    if rt_priority:
+        set_fifo_priority(rt_priority)
+    stats = RealtimeRunner(sim).run(duration=duration)
+    stats = {"scenario": sim.info.get("scenario"), "integrator": sim.integrator,
+             "rt_priority": rt_priority, **stats}
+    if as_json:
+        print(json.dumps(stats, indent=2))
+    else:
+        print_stats(stats)
+    return 0

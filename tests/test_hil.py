@@ -1,0 +1,434 @@
+"""rtrigid.hil: lock-step stepping over loopback TCP.
+
+Determinism: every reply of the server is compared, byte for byte, with the same calls made
+through the Simulation API in process.  Robustness: hostile packets are built here from the
+protocol as documented (struct formats written out again, not taken from rtrigid.hil), and
+after each the server must answer with the documented error code, stay up, and leave its
+simulation exactly as it was.  Every server is stopped by the test that started it.
+"""
+import math
+import random
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+from rtrigid import scenarios
+from rtrigid.hil import Client, Server, ServerError
+from rtrigid.model import Model
+from rtrigid.simulation import Simulation
+
+HEADER = "<4sBBHII"       # magic, version, kind, flags, seq, length
+HELLO, STEP, STATE, RESET = 1, 2, 3, 4
+RECORD = "<I6d"           # body, force xyz, torque xyz
+TIMEOUT = 10.0            # guards against a hang; no test measures speed
+
+
+def two_body_sim(integrator="energy_momentum", dt=2e-3):
+    """A pivoted top and a free puck on a spring (the spring puts the puck on the App. D solver)."""
+    m = Model()
+    m.add_body("top", 1.0, (0.02, 0.02, 0.01))
+    m.attach_to_world("top", point_body=(0.0, 0.0, -0.1))
+    m.add_body("puck", 0.5, (1e-3, 2e-3, 2.5e-3))
+    m.add_spring("puck", (0.01, 0.0, 0.0), (0.3, 0.0, 0.2), 40.0)
+    sim = Simulation(m, integrator, dt)
+    sim.set_orientation("top", (0.96, 0.28, 0.0, 0.0))
+    sim.set_angular_velocity("top", (0.0, 0.0, 80.0))
+    sim.set_position("puck", (0.3, 0.05, 0.1))
+    sim.set_angular_velocity("puck", (1.0, -2.0, 3.0))
+    return sim
+
+
+def expected(sim):
+    """The reply content, computed in process through the public API."""
+    poses = np.array([np.concatenate(sim.pose(b)) for b in range(sim.nb)])
+    vels = np.array([np.concatenate(sim.velocity(b)) for b in range(sim.nb)])
+    return sim.t, sim.steps_taken, poses, vels
+
+
+def assert_bits_equal(reply, sim):
+    t, steps, poses, vels = expected(sim)
+    assert struct.pack("<d", reply["t"]) == struct.pack("<d", t)
+    assert reply["steps"] == steps
+    assert reply["poses"].shape == (sim.nb, 7) and reply["velocities"].shape == (sim.nb, 6)
+    assert reply["poses"].tobytes() == poses.tobytes()
+    assert reply["velocities"].tobytes() == vels.tobytes()
+
+
+def in_process_step(sim, n, forces):
+    """The documented meaning of a STEP with loads, spelled out with the Simulation API."""
+    for body, (force, torque) in forces.items():
+        sim.apply_force(body, force)
+        sim.apply_torque(body, torque)
+    sim.step(n)
+    sim.clear_applied()
+
+
+def sim_fingerprint(sim):
+    """Everything a refused request must leave untouched (through public accessors)."""
+    parts = [struct.pack("<dq", sim.t, sim.steps_taken)]
+    for b in range(sim.nb):
+        for arr in sim.pose(b) + sim.velocity(b) + sim.applied(b):
+            parts.append(arr.tobytes())
+    parts.append(repr(sim.solver_stats()).encode())
+    return b"".join(parts)
+
+
+def packet(kind, payload=b"", *, magic=b"RTRG", version=1, flags=0, seq=7, length=None):
+    n = len(payload) if length is None else length
+    return struct.pack(HEADER, magic, version, kind, flags, seq, n) + payload
+
+
+def step_payload(n, records):
+    return struct.pack("<II", n, len(records)) + b"".join(struct.pack(RECORD, *r) for r in records)
+
+
+def read_reply(sock):
+    """(kind, seq, payload) of one reply, or None if the server closed the connection."""
+    def exact(size):
+        buf = b""
+        while len(buf) < size:
+            chunk = sock.recv(size - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    head = exact(16)
+    if head is None:
+        return None
+    magic, version, kind, flags, seq, length = struct.unpack(HEADER, head)
+    assert magic == b"RTRG" and version == 1 and flags == 0
+    return kind, seq, exact(length)
+
+
+def connect(server):
+    sock = socket.create_connection(server.address, timeout=TIMEOUT)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def is_closed(sock):
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+@pytest.fixture
+def served():
+    sim = two_body_sim()
+    server = Server(sim, port=0, partial_timeout=0.3).start()
+    yield server, sim
+    server.stop()
+
+
+# -- determinism over the wire ------------------------------------------------------------------
+
+@pytest.mark.parametrize("integrator", ["energy_momentum", "nullspace_rk4"])
+def test_stepping_over_the_wire_is_bit_identical_to_in_process(integrator):
+    ref = two_body_sim(integrator)
+    rng = np.random.default_rng(6)
+    with Server(two_body_sim(integrator), port=0).start() as server, \
+            Client(*server.address, timeout=TIMEOUT) as client:
+        assert client.names == ["top", "puck"] and client.dt == ref.dt
+        assert client.integrator == integrator
+        assert_bits_equal(client.state(), ref)
+        for i in range(40):
+            n = int(rng.integers(0, 6))
+            loads = {}
+            if i % 3:
+                loads["top"] = (rng.normal(size=3), 0.05 * rng.normal(size=3))
+            if i % 4 == 1:
+                loads[1] = (rng.normal(size=3), 1e-3 * rng.normal(size=3))
+            reply = client.step(n, forces=loads)
+            in_process_step(ref, n, {ref.body_index(b): v for b, v in loads.items()})
+            assert_bits_equal(reply, ref)
+            if i == 25:
+                snap0 = two_body_sim(integrator).snapshot()
+                assert_bits_equal(client.reset(), two_body_sim(integrator))
+                ref.restore(snap0)
+        reply = client.step(3, forces={"puck": {"torque": (0, 0, 1e-3)}})
+        in_process_step(ref, 3, {"puck": ((0, 0, 0), (0, 0, 1e-3))})
+        assert_bits_equal(reply, ref)
+        assert ref.steps_taken > 20
+
+
+def test_loads_act_for_their_request_only_and_the_servers_own_loads_stay():
+    sim = two_body_sim()
+    sim.apply_force("puck", (0.0, 0.0, 2.0))  # a load the served simulation carries itself
+    with Server(sim, port=0).start() as server, Client(*server.address) as client:
+        client.step(4, forces={"puck": ((0.5, 0, 0), (0, 0, 0)), "top": ((0, 0, 0), (0, 0.01, 0))})
+        client.step(3)
+        server.stop()  # hand the simulation back before looking at it
+    assert sim.applied("puck")[0].tolist() == [0.0, 0.0, 2.0]
+    assert not np.any(sim.applied("top")[1])
+    ref = two_body_sim()
+    ref.apply_force("puck", (0.0, 0.0, 2.0))
+    ref.apply_force("puck", (0.5, 0.0, 0.0))
+    ref.apply_torque("top", (0.0, 0.01, 0.0))
+    ref.step(4)
+    ref.clear_applied()
+    ref.apply_force("puck", (0.0, 0.0, 2.0))
+    ref.step(3)
+    assert sim_fingerprint(sim) == sim_fingerprint(ref)
+
+
+def test_cli_serve_process_gives_the_in_process_trajectory():
+    cmd = [sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port", "0",
+           "--integrator", "energy_momentum", "--dt", "0.002"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "rtrigid serve" in line, proc.stderr.read() if proc.poll() is not None else line
+        port = int(line.rsplit(":", 1)[1])
+        ref = scenarios.build("gyro_top", integrator="energy_momentum", dt=0.002)
+        with Client("127.0.0.1", port, timeout=TIMEOUT) as client:
+            assert client.scenario == "gyro_top" and client.names == ref.names
+            for k in range(20):
+                torque = (0.0, 1e-3 * math.cos(k), 0.0)
+                reply = client.step(k % 4 + 1, forces={"top": ((0, 0, 0), torque)})
+                in_process_step(ref, k % 4 + 1, {"top": ((0, 0, 0), torque)})
+                assert_bits_equal(reply, ref)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=TIMEOUT)
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode in (0, -15)
+
+
+# -- malformed and hostile packets ----------------------------------------------------------------
+
+NAN = float("nan")
+MAX_PAYLOAD = 8 + 52 * 2   # two bodies
+HOSTILE = {
+    # name: (bytes, expected error code, connection closed by the server afterwards)
+    "bad magic": (packet(STATE, magic=b"HTTP"), 1, True),
+    "text": (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 1, True),
+    "bad version": (packet(STATE, version=2), 2, False),
+    "version 0": (packet(STEP, step_payload(1, []), version=0), 2, False),
+    "unknown kind": (packet(9), 3, False),
+    "reply kind as request": (packet(STATE | 0x80), 3, False),
+    "error kind as request": (packet(0xFF), 3, False),
+    "huge length": (packet(STEP, b"", length=0xFFFFFFFF), 4, True),
+    "length one over": (packet(STEP, b"", length=MAX_PAYLOAD + 1), 4, True),
+    "short step": (packet(STEP, b"\x01\x00\x00\x00"), 6, False),
+    "record missing": (packet(STEP, struct.pack("<II", 1, 2) + struct.pack(RECORD, 0, *[0.0] * 6)),
+                       6, False),
+    "record cut": (packet(STEP, step_payload(1, [(0, 1, 2, 3, 4, 5, 6)])[:-8]), 6, False),
+    "state with payload": (packet(STATE, b"\x00" * 4), 6, False),
+    "hello with payload": (packet(HELLO, b"\x00"), 6, False),
+    "nan force": (packet(STEP, step_payload(1, [(0, NAN, 0, 0, 0, 0, 0)])), 7, False),
+    "inf torque": (packet(STEP, step_payload(1, [(1, 0, 0, 0, 0, 0, math.inf)])), 7, False),
+    "nan among good": (packet(STEP, step_payload(3, [(0, 1, 0, 0, 0, 0, 0),
+                                                     (1, 0, 0, 0, 0, -NAN, 0)])), 7, False),
+    "unknown body": (packet(STEP, step_payload(1, [(2, 1, 0, 0, 0, 0, 0)])), 7, False),
+    "body -1": (packet(STEP, step_payload(1, [(0xFFFFFFFF, 1, 0, 0, 0, 0, 0)])), 7, False),
+    "repeated body": (packet(STEP, step_payload(1, [(0, 1, 0, 0, 0, 0, 0),
+                                                    (0, 1, 0, 0, 0, 0, 0)])), 7, False),
+    "too many steps": (packet(STEP, step_payload(100_001, [])), 7, False),
+    "flags": (packet(STATE, flags=1), 7, False),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_packet_gets_its_error_and_changes_nothing(served, name):
+    server, sim = served
+    data, code, closes = HOSTILE[name]
+    with Client(*server.address, timeout=TIMEOUT) as client:
+        client.step(3, forces={"top": ((0.1, 0, 0), (0, 0, 0))})
+        before = client.state()
+        sock = connect(server)
+        sock.sendall(data)
+        kind, seq, payload = read_reply(sock)
+        assert kind == 0xFF
+        assert struct.unpack_from("<H", payload)[0] == code, payload[2:].decode()
+        if not closes:
+            assert seq == 7
+            sock.sendall(packet(STATE, seq=8))  # the connection still works
+            kind, seq, _ = read_reply(sock)
+            assert (kind, seq) == (STATE | 0x80, 8)
+        else:
+            assert is_closed(sock)
+        sock.close()
+        after = client.state()
+        for key in ("poses", "velocities"):
+            assert after[key].tobytes() == before[key].tobytes()
+        assert (after["t"], after["steps"]) == (before["t"], before["steps"])
+        assert client.step(1)["steps"] == before["steps"] + 1  # still serving
+
+
+@pytest.mark.parametrize("sent, how", [(5, "header"), (16 + 20, "payload")])
+@pytest.mark.parametrize("ending", ["half-close", "stall"])
+def test_truncated_message_is_reported_and_dropped(served, sent, how, ending):
+    server, sim = served
+    whole = packet(STEP, step_payload(1, [(0, 1, 0, 0, 0, 0, 0)]))
+    with Client(*server.address, timeout=TIMEOUT) as client:
+        before = client.state()
+        sock = connect(server)
+        sock.sendall(whole[:sent])
+        if ending == "half-close":
+            sock.shutdown(socket.SHUT_WR)
+        # else the server gives up after its partial_timeout (0.3 s in this fixture)
+        kind, _, payload = read_reply(sock)
+        assert kind == 0xFF and struct.unpack_from("<H", payload)[0] == 5, how
+        assert is_closed(sock)
+        sock.close()
+        assert client.state()["poses"].tobytes() == before["poses"].tobytes()
+
+
+def test_a_stalled_client_does_not_block_the_others(served):
+    server, _ = served
+    server.partial_timeout = 30.0
+    stalled = connect(server)
+    stalled.sendall(packet(STEP, step_payload(1, []))[:10])
+    with Client(*server.address, timeout=TIMEOUT) as client:
+        assert client.step(2)["steps"] == 2   # answered although a message is half in
+    stalled.close()
+
+
+def test_failed_step_is_rolled_back_and_reported():
+    # RK4 with a huge torque: some steps complete, then the state blows up
+    sim = scenarios.build("gyro_top", integrator="nullspace_rk4")
+    with Server(sim, port=0).start() as server, Client(*server.address) as client:
+        client.step(5)
+        before = client.state()
+        with pytest.raises(ServerError) as err:
+            client.step(100, forces={"top": ((0, 0, 0), (1e3, 0, 0))})
+        assert err.value.code == 8
+        after = client.state()
+        assert after["steps"] == 5
+        assert after["poses"].tobytes() == before["poses"].tobytes()
+        server.stop()
+    ref = scenarios.build("gyro_top", integrator="nullspace_rk4")
+    ref.step(5)
+    assert sim_fingerprint(sim) == sim_fingerprint(ref)
+
+
+def test_random_garbage_never_kills_the_server_or_moves_it_on_an_error(served):
+    """Seeded fuzz: valid messages with random bytes overwritten, sent on fresh connections."""
+    server, sim = served
+    rnd = random.Random(2024)
+    seeds = [packet(STATE), packet(HELLO), packet(RESET),
+             packet(STEP, step_payload(0, [(0, 1, 2, 3, 0.1, 0.2, 0.3)])),
+             packet(STEP, step_payload(2, [(1, 0.5, 0, 0, 0, 0, 0.01), (0, 0, 0, 0, 0, 0, 0)]))]
+    errors = successes = 0
+    with Client(*server.address, timeout=TIMEOUT) as client, warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a wild load may need sub-steps
+        for _ in range(150):
+            data = bytearray(rnd.choice(seeds))
+            for _ in range(rnd.randint(1, 4)):
+                data[rnd.randrange(len(data))] = rnd.randrange(256)
+            if rnd.random() < 0.2:
+                data = data[:rnd.randrange(1, len(data))]
+            before = client.state()
+            sock = connect(server)
+            sock.sendall(bytes(data))
+            sock.shutdown(socket.SHUT_WR)
+            replies = []
+            while (r := read_reply(sock)) is not None:
+                replies.append(r)
+            sock.close()
+            after = client.state()
+            kinds = [k for k, _, _ in replies]
+            assert kinds, "every message, even a broken one, gets an answer"
+            if kinds == [0xFF]:
+                errors += 1
+                assert after["poses"].tobytes() == before["poses"].tobytes()
+                assert after["steps"] == before["steps"]
+            else:
+                successes += 1
+        assert errors > 50 and successes > 5  # the fuzz reached both paths
+
+
+# -- the client's own checks ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, field", [
+    (lambda c: c.step(1, forces={"nobody": ((0, 0, 0), (0, 0, 0))}), "forces"),
+    (lambda c: c.step(1, forces={5: ((0, 0, 0), (0, 0, 0))}), "forces"),
+    (lambda c: c.step(1, forces={"top": ((0, 0), (0, 0, 0))}), "forces"),
+    (lambda c: c.step(1, forces={"top": ((NAN, 0, 0), (0, 0, 0))}), "forces"),
+    (lambda c: c.step(1, forces={"top": {"push": (1, 0, 0)}}), "forces"),
+    (lambda c: c.step(1, forces={"top": ((1, 0, 0),), 0: ((1, 0, 0), (0, 0, 0))}), "forces"),
+    (lambda c: c.step(1, forces={"top": ((1, 0, 0), (0, 0, 0)), 0: ((1, 0, 0), (0, 0, 0))}),
+     "forces"),
+    (lambda c: c.step(1, forces=[1, 2]), "forces"),
+    (lambda c: c.step(-1), "n"),
+    (lambda c: c.step(1.5), "n"),
+    (lambda c: c.step(10**9), "n"),
+])
+def test_client_refuses_bad_arguments_before_sending(served, call, field):
+    server, _ = served
+    with Client(*server.address, timeout=TIMEOUT) as client:
+        before = client.state()
+        with pytest.raises(ValueError, match=f"^{field}"):
+            call(client)
+        assert client.state()["steps"] == before["steps"]  # and the connection is in sync
+
+
+def test_stop_closes_the_port():
+    server = Server(two_body_sim(), port=0).start()
+    address = server.address
+    with Client(*address) as client:
+        client.step(1)
+    server.stop()
+    with pytest.raises(OSError):
+        socket.create_connection(address, timeout=TIMEOUT).close()
+
+
+def test_a_client_that_never_reads_its_replies_is_disconnected(served):
+    server, _ = served
+    server.send_timeout = 0.2
+    greedy = socket.socket()
+    greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    greedy.connect(server.address)
+    greedy.settimeout(TIMEOUT)
+    requests = packet(STATE) * 1000
+    try:
+        for _ in range(200):  # 200 000 replies of 140 bytes: far beyond the socket buffers
+            greedy.sendall(requests)
+    except OSError:
+        pass  # the server hung up while we were still writing
+    with Client(*server.address, timeout=TIMEOUT) as client:
+        assert client.step(1)["steps"] == 1
+    try:  # what the server managed to send, then its hang-up
+        while greedy.recv(1 << 16):
+            pass
+    except ConnectionResetError:
+        pass
+    greedy.close()
+
+
+def test_client_times_out_on_a_silent_server_and_closes():
+    listener = socket.create_server(("127.0.0.1", 0))
+    hello = (struct.pack("<IdI", 1, 0.01, 10) + b"".join(
+        struct.pack("<H", len(s)) + s for s in (b"energy_momentum", b"", b"body")))
+
+    def answer_hello_then_nothing():
+        conn, _ = listener.accept()
+        struct.unpack(HEADER, conn.recv(16))
+        conn.sendall(packet(HELLO | 0x80, hello, seq=1))
+        conn.recv(1024)  # the STEP request, never answered
+        done.wait(TIMEOUT)
+        conn.close()
+
+    done = threading.Event()
+    thread = threading.Thread(target=answer_hello_then_nothing)
+    thread.start()
+    try:
+        client = Client(*listener.getsockname()[:2], timeout=0.2)
+        assert client.names == ["body"] and client.max_steps_per_request == 10
+        with pytest.raises(TimeoutError):
+            client.step(1)
+        with pytest.raises(OSError):
+            client.state()  # closed: a late reply must not be taken for this one
+    finally:
+        done.set()
+        thread.join()
+        listener.close()
