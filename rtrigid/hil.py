@@ -60,10 +60,12 @@ Loads of a STEP
     without records steps with no extra load.  A body may appear once per request.
 
 Limits: a request may ask for at most ``max_steps_per_request`` steps (bounds the time one
-request holds the server); a message whose header has arrived must be complete within
-``partial_timeout`` seconds; a client that does not read its replies for ``send_timeout``
-seconds is disconnected.  The server handles all connections in one thread, one request at a
-time, so a stalled or hostile client cannot block the others.
+request holds the server); a message must be complete within ``partial_timeout`` seconds of
+its first byte; a client whose unread replies fill the socket buffers is disconnected after
+``send_timeout`` seconds.  The server checks a header's magic and length as soon as the
+header is in, before waiting for the payload.  It handles all connections in one thread,
+one complete request at a time, so a stalled client cannot hold up the others (one that
+stops reading, for at most ``send_timeout``).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ Schedule
 Waiting
     :class:`MonotonicClock` sleeps until ``spin`` seconds before the release and spins on
     ``time.perf_counter_ns`` (CLOCK_MONOTONIC on Linux) for the rest: ``time.sleep`` alone
-    wakes up 0.1-0.4 ms late on a stock kernel.  A longer spin buys precision with CPU time.
+    woke 0.1-0.4 ms late (p50-p99) on the 2-core VM this was built on.  A longer spin buys precision with CPU time.
     Any object with ``now_ns()`` and ``sleep_until(ns)`` can stand in for it
     (:class:`ManualClock` makes runs deterministic, for tests and offline replays).
 
@@ -34,7 +34,8 @@ Catch-up policy (overruns)
 Statistics (:meth:`RealtimeRunner.stats`)
     ``steps``, ``ticks`` (callback invocations), ``overruns``, ``caught_up_ticks`` (ticks
     folded into a later one), ``dropped_s``, ``real_time_factor`` (simulated time advanced
-    over wall time, measured from the first release to the end of the last tick's period),
+    over wall time, from the first release to the end of the last tick's period, or of its
+    work if that ends later),
     ``step_latency_us_p50/p99/max`` (duration of a tick's ``sim.step(n)`` call),
     ``callback_us_p50/p99/max`` and ``tick_jitter_us_p50/p99/max`` (how late a tick started
     after its release; late ticks of an overrun count with their full lateness).

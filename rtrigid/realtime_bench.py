@@ -9,6 +9,8 @@
    seconds; every ``client.step(1)`` is timed on its own (request out, 1 step, state back),
    without and with a load in the request, idle and with the busy loop; beside it, under
    the same conditions, the floor: a bare Python TCP echo of a message of the same size.
+   Under the default scheduler also back to back (the next request as soon as the reply is
+   in), where both processes stay warm.
 
 Both are measured under the default scheduler, and, where permitted, a second time the way
 a rig would be set up: this process (and the server) under SCHED_FIFO (``--rt-priority``,
@@ -135,11 +137,12 @@ def step_cost_after_gap(gaps_us=(0, 100, 1000), samples=3000):
 def _paced_calls(call, duration, rate=1000.0):
     """Time ``call()`` once per 1/rate seconds for ``duration`` seconds (a 1 kHz rig).
 
-    Paced rather than back to back: a client and a server that keep one core busy under
-    SCHED_FIFO are stopped by the kernel's real-time throttling for 50 ms every second.
+    ``rate=None``: back to back, as many calls as a 1 kHz run would make.  Not under
+    SCHED_FIFO: a client and a server that keep one core busy at a real-time priority are
+    stopped by the kernel's real-time throttling for 50 ms every second.
     """
-    n = int(round(duration * rate))
-    period = int(round(1e9 / rate))
+    n = int(round(duration * (rate or 1000.0)))
+    period = int(round(1e9 / rate)) if rate else 0
     clock = MonotonicClock(spin=0.0)
     times = np.empty(n, dtype=np.int64)
     for _ in range(200):  # connection and caches warm
@@ -155,11 +158,11 @@ def _paced_calls(call, duration, rate=1000.0):
             "rtt_us_max": float(times.max()) * 1e-3}
 
 
-def round_trips(port, duration, with_load=False):
-    """``client.step(1)`` (with a torque in the request if ``with_load``), paced at 1 kHz."""
+def round_trips(port, duration, with_load=False, rate=1000.0):
+    """``client.step(1)`` (with a torque in the request if ``with_load``), paced at ``rate``."""
     forces = {"top": ((0.0, 0.0, 0.0), (0.0, 1e-4, 0.0))} if with_load else None
     with Client("127.0.0.1", port) as client:
-        return _paced_calls(lambda: client.step(1, forces), duration)
+        return _paced_calls(lambda: client.step(1, forces), duration, rate)
 
 
 ECHO_SERVER = """
@@ -181,8 +184,8 @@ def echo_server(priority=0, cpus=None):
     return _child_server(["chrt", "-f", str(priority)] + cmd if priority else cmd, cpus)
 
 
-def echo_round_trips(port, duration, size=140):
-    """A message of a STATE reply's size echoed back, paced at 1 kHz."""
+def echo_round_trips(port, duration, size=140, rate=1000.0):
+    """A message of a STATE reply's size echoed back, paced at ``rate``."""
     message = bytes(size)
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -193,7 +196,7 @@ def echo_round_trips(port, duration, size=140):
             while got < size:
                 got += len(sock.recv(size - got))
 
-        return _paced_calls(call, duration)
+        return _paced_calls(call, duration, rate)
 
 
 def configurations(priority):
@@ -225,6 +228,10 @@ def collect(duration=10.0, priority=20):
                     rows = {"": round_trips(port, duration),
                             ", with load": round_trips(port, duration, with_load=True),
                             ", bare echo": echo_round_trips(echo_port, duration)}
+                    if not prio:
+                        rows[", back to back"] = round_trips(port, duration, rate=None)
+                        rows[", bare echo back to back"] = echo_round_trips(
+                            echo_port, duration, rate=None)
                 for suffix, r in rows.items():
                     result["lockstep"][f"{label}, {load}{suffix}"] = r
     return result
@@ -241,10 +248,10 @@ def print_table(result):
               f"{lat:>24s} {jit:>26s} {r['loadavg_1min']:5.2f}")
     gaps = ", ".join(f"{k.split('_')[1]}: {v:.1f} us" for k, v in result["step_us_median"].items())
     print(f"one sim.step() (median), after spinning {gaps}")
-    print("lock-step round trip, client.step(1) at 1 kHz to `rtrigid serve gyro_top` over "
-          "loopback TCP")
+    print("lock-step round trip, client.step(1) at 1 kHz (or back to back) to `rtrigid serve "
+          "gyro_top` over loopback TCP")
     for label, r in result["lockstep"].items():
-        print(f"{label:36s} p50 {r['rtt_us_p50']:7.1f} us  p99 {r['rtt_us_p99']:7.1f} us  "
+        print(f"{label:44s} p50 {r['rtt_us_p50']:7.1f} us  p99 {r['rtt_us_p99']:7.1f} us  "
               f"max {r['rtt_us_max']:8.1f} us  ({r['round_trips']} round trips)")
 
 
