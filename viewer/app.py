@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from viewer import meshes, scene
-from viewer.camera import OrbitCamera
+from viewer.camera import OrbitCamera, ortho_pixels
 from viewer.monitor import Conservation, FrameTimer, fmt_drift
 from viewer.picking import ray_shape
 
@@ -36,6 +36,8 @@ KEY_HELP = ("space pause   . step   -/= speed   r reset   h hud   f follow   t t
             "w omega   l momentum   k kick   u spin up   tab select   drag a body: impulse")
 SPEEDS = (1 / 64, 8.0)
 DRAG_COLOR = (1.0, 0.45, 0.0)
+GROUND = (0.92, 0.92, 0.90)
+SKY_LOW, SKY_HIGH = (0.85, 0.88, 0.92, 1.0), (0.62, 0.71, 0.82, 1.0)
 UNIT_MESHES = {
     "sphere": lambda: meshes.sphere(1.0, 20),
     "cylinder": lambda: meshes.cylinder(1.0, -1.0, 1.0, 20),
@@ -150,6 +152,7 @@ class Viewer:
         self.last_impulse = None
         self._drag = None
         self._mode = None
+        self._grid = None
         self.closed = False
         self._home = sim.snapshot()
         sim.step(0)  # load the compiled kernel now rather than in the first frame
@@ -265,7 +268,6 @@ class Viewer:
         else:
             self.ground_z = 0.0
         self.grid_spacing = scene.nice_spacing(extent / 4.0)
-        self.grid_half = 20 * self.grid_spacing
         self.joint_size = 0.08 * min(v.radius for v in self.visuals)
         self.camera = OrbitCamera(target=centre, distance=3.2 * extent)
 
@@ -337,7 +339,7 @@ class Viewer:
         if self.follow is not None:
             self.camera.target = poses[self.follow][0].copy()
         r = self.renderer
-        r.begin(self.camera.proj_view(), self.camera.eye)
+        r.begin(self.camera.proj_view(), self.camera.eye, clear=GROUND)
         self._draw_ground(poses)
         self._draw_bodies(poses)
         self._draw_joints(poses)
@@ -359,25 +361,30 @@ class Viewer:
         return self.renderer.mesh(name, UNIT_MESHES[name])
 
     def _draw_ground(self, poses):
-        """Ground plane, grid and the bodies' shadows (light straight along light_dir), then
-        the world axes."""
+        """Sky, grid and the bodies' shadows (light along light_dir), then the world axes.
+
+        The frame is cleared to the ground colour and only the sky above the horizon is
+        painted: on a software renderer every full-screen pass costs milliseconds.
+        """
         r = self.renderer
         z = self.ground_z
-        vao = r.mesh(("ground", self.grid_half, z),
-                     lambda: meshes.ground_quad(self.grid_half, z))
-        r.draw(vao, np.eye(4), (0.93, 0.93, 0.91), cull=False, depth=False)
-        key = ("grid", self.grid_half, self.grid_spacing, z)
-        grid = getattr(self, "_grid_cache", None)
-        if grid is None or grid[0] != key:
-            self._grid_cache = grid = (key, meshes.grid_lines(
-                self.grid_half, self.grid_spacing, z, (0.75, 0.75, 0.75, 1.0),
-                (0.55, 0.55, 0.58, 1.0)))
-        r.lines(grid[1], depth=False)
+        w, h = r.size
+        horizon = self.camera.horizon()
+        if self.camera.eye[2] > z and horizon is not None and horizon < h:
+            y0 = max(horizon, 0.0) * h / self.camera.height
+            sky = np.array([(0, y0, 0, *SKY_LOW), (w, y0, 0, *SKY_LOW), (w, h, 0, *SKY_HIGH),
+                            (0, y0, 0, *SKY_LOW), (w, h, 0, *SKY_HIGH), (0, h, 0, *SKY_HIGH)],
+                           np.float32)
+            r.lines(sky, ortho_pixels(w, h), mode=r.ctx.TRIANGLES, depth=False, blend=False)
+        key = (self.grid_spacing, z)
+        if self._grid is None or self._grid[0] != key:
+            self._grid = (key, meshes.grid_lines(24 * self.grid_spacing, self.grid_spacing, z,
+                                                 (0.76, 0.76, 0.77, 1.0), (0.56, 0.56, 0.60, 1.0)))
+        r.lines(self._grid[1], depth=False)
         shadow = scene.shadow_matrix(r.light_dir, z)
         for v, (x, q) in zip(self.visuals, poses):
             vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
-            r.draw(vao, shadow @ scene.pose_matrix(x, q), (0.72, 0.72, 0.72), flat=True,
-                   cull=False, depth=False)
+            r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), (0.74, 0.74, 0.73, 1.0))
         # world axes at the origin
         length = 0.5 * self.extent
         for axis, color in enumerate(((0.85, 0.2, 0.2), (0.2, 0.7, 0.2), (0.2, 0.3, 0.9))):
@@ -481,7 +488,8 @@ class Viewer:
             follow = ", followed" if self.follow == self.selected else ""
             status += f"   selected: {sim.names[self.selected]}{follow}"
         lines.append(status)
-        self.hud.set_text(lines, KEY_HELP if self._keys else "")
+        roomy = self.renderer.size[0] >= 900
+        self.hud.set_text(lines, KEY_HELP if self._keys and roomy else "")
         self.hud.draw(self.renderer, mon.energy_history, mon.momentum_history)
 
     # -- pixels --------------------------------------------------------------------------------

@@ -115,6 +115,18 @@ class OrbitCamera:
         d = far - near
         return near, d / np.linalg.norm(d)
 
+    def horizon(self):
+        """Window height (py) of the horizon, where horizontal view directions vanish.
+
+        None when the camera looks straight up or down.
+        """
+        f = self.forward()
+        h = np.array([f[0], f[1], 0.0])
+        if np.linalg.norm(h) < 1e-9:
+            return None
+        clip = self.proj_view() @ np.append(h / np.linalg.norm(h), 0.0)
+        return 0.5 * (clip[1] / clip[3] + 1.0) * self.height
+
     def forward(self):
         d = self.target - self.eye
         return d / np.linalg.norm(d)

@@ -157,14 +157,6 @@ def arrow_head():
     return cone(1.0, 1.0, 0.0, 16)
 
 
-def ground_quad(half_size, z):
-    """Square in the plane z, facing +z."""
-    s = half_size
-    verts = np.array([[-s, -s, z, 0, 0, 1], [s, -s, z, 0, 0, 1], [s, s, z, 0, 0, 1],
-                      [-s, s, z, 0, 0, 1]], np.float32)
-    return verts, np.array([[0, 1, 2], [0, 2, 3]], np.uint32)
-
-
 def grid_lines(half_size, spacing, z, color, major_color, major_every=5):
     """Line-list vertices ``(n, 7)``: position and RGBA, for a square grid in the plane z."""
     n = int(round(half_size / spacing))

@@ -37,7 +37,9 @@ class Renderer:
     def __init__(self, ctx: moderngl.Context, size):
         self.ctx = ctx
         self.lit = load_program(ctx, "lit")
+        self.flat = load_program(ctx, "flat")
         self.line = load_program(ctx, "line")
+
         self._meshes = {}
         self._line_capacity = 0
         self._line_vbo = None
@@ -51,25 +53,39 @@ class Renderer:
         size = (max(int(size[0]), 1), max(int(size[1]), 1))
         if size == self.size:
             return
-        if self.fbo is not None:
-            for att in (*self.fbo.color_attachments, self.fbo.depth_attachment):
-                att.release()
-            self.fbo.release()
+        self._release_framebuffers()
         self.size = size
-        self.fbo = self.ctx.framebuffer(color_attachments=[self.ctx.renderbuffer(size)],
+        color = self.ctx.renderbuffer(size)
+        self.fbo = self.ctx.framebuffer(color_attachments=[color],
                                         depth_attachment=self.ctx.depth_renderbuffer(size))
+        # the blit to the window copies colour only (a depth blit between different depth
+        # formats is a GL error)
+        self._color_only = self.ctx.framebuffer(color_attachments=[color])
+
+    def _release_framebuffers(self):
+        if self.fbo is None:
+            return
+        for obj in (self._color_only, *self.fbo.color_attachments, self.fbo.depth_attachment,
+                    self.fbo):
+            obj.release()
+        self.fbo = None
 
     # -- meshes ------------------------------------------------------------------------------
     def mesh(self, key, build):
-        """The vertex array of mesh ``key``, built by ``build()`` -> (vertices, indices) once."""
+        """Mesh ``key`` (built by ``build()`` -> (vertices, indices) the first time).
+
+        Returns (lit vertex array, flat vertex array) over the same buffers.
+        """
         entry = self._meshes.get(key)
         if entry is None:
             verts, idx = build()
             vbo = self.ctx.buffer(np.ascontiguousarray(verts, dtype="f4").tobytes())
             ibo = self.ctx.buffer(np.ascontiguousarray(idx, dtype="u4").tobytes())
-            vao = self.ctx.vertex_array(self.lit, [(vbo, "3f 3f", "in_position", "in_normal")],
+            lit = self.ctx.vertex_array(self.lit, [(vbo, "3f 3f", "in_position", "in_normal")],
                                         index_buffer=ibo, index_element_size=4)
-            entry = self._meshes[key] = (vao, vbo, ibo)
+            flat = self.ctx.vertex_array(self.flat, [(vbo, "3f 12x", "in_position")],
+                                         index_buffer=ibo, index_element_size=4)
+            entry = self._meshes[key] = ((lit, flat), (vbo, ibo))
         return entry[0]
 
     # -- a frame -----------------------------------------------------------------------------
@@ -81,32 +97,36 @@ class Renderer:
         ctx.enable_only(moderngl.DEPTH_TEST | moderngl.CULL_FACE)
         ctx.blend_func = moderngl.SRC_ALPHA, moderngl.ONE_MINUS_SRC_ALPHA
         self.proj_view = proj_view
+        self.eye = np.asarray(eye, dtype=np.float64)
         self.lit["u_proj_view"].write(_gl(proj_view))
         self.lit["u_eye"].value = tuple(float(e) for e in eye)
         self.lit["u_light_dir"].value = tuple(float(c) for c in self.light_dir)
 
-    def draw(self, vao, model, color, *, pattern=0.0, flat=False, highlight=0.0, alpha=1.0,
-             cull=True, depth=True):
-        """Draw a mesh with model matrix ``model`` (4x4, row-major).
-
-        ``depth=False`` paints without depth test or depth writes: the ground and the shadows
-        on it, drawn first, so that nothing fights over depth with the ground plane.
-        """
+    def draw(self, mesh, model, color, *, pattern=0.0, highlight=0.0, alpha=1.0, cull=True):
+        """Draw a mesh lit, placed by ``model`` (4x4, row-major)."""
         prog = self.lit
         prog["u_model"].write(_gl(model))
-        m3 = np.asarray(model)[:3, :3]
-        normal = np.linalg.inv(m3).T if not flat else np.eye(3)
-        prog["u_normal_matrix"].write(_gl(normal))
+        prog["u_normal_matrix"].write(_gl(np.linalg.inv(np.asarray(model)[:3, :3]).T))
         prog["u_color"].value = tuple(float(c) for c in color[:3])
         prog["u_pattern"].value = float(pattern)
-        prog["u_flat"].value = 1.0 if flat else 0.0
         prog["u_highlight"].value = float(highlight)
         prog["u_alpha"].value = float(alpha)
-        flags = (moderngl.DEPTH_TEST if depth else 0) | (moderngl.CULL_FACE if cull else 0)
+        flags = moderngl.DEPTH_TEST | (moderngl.CULL_FACE if cull else 0)
         if alpha < 1.0:
             flags |= moderngl.BLEND
         self.ctx.enable_only(flags)
-        vao.render(moderngl.TRIANGLES)
+        mesh[0].render(moderngl.TRIANGLES)
+
+    def draw_flat(self, mesh, model, color):
+        """Draw a mesh in one colour without depth test or depth writes.
+
+        For the ground and the shadows on it, drawn first: nothing fights over depth with the
+        ground plane, and the cheap shader keeps the software renderer's fill cost low.
+        """
+        self.flat["u_mvp"].write(_gl(self.proj_view @ model))
+        self.flat["u_color"].value = tuple(float(c) for c in color[:4])
+        self.ctx.enable_only(moderngl.NOTHING)
+        mesh[1].render(moderngl.TRIANGLES)
 
     def lines(self, verts, mvp=None, mode=moderngl.LINES, depth=True, blend=True):
         """Draw ``(n, 7)`` vertices (position, RGBA) as lines/strips/triangles."""
@@ -137,21 +157,16 @@ class Renderer:
 
     def present(self):
         """Blit the frame to the window's framebuffer."""
-        self.ctx.copy_framebuffer(self.ctx.screen, self.fbo)
+        self.ctx.copy_framebuffer(self.ctx.screen, self._color_only)
 
     def release(self):
-        for vao, vbo, ibo in self._meshes.values():
-            vao.release()
-            vbo.release()
-            ibo.release()
+        for vaos, buffers in self._meshes.values():
+            for obj in (*vaos, *buffers):
+                obj.release()
         self._meshes.clear()
         if self._line_vao is not None:
             self._line_vao.release()
             self._line_vbo.release()
-        if self.fbo is not None:
-            for att in (*self.fbo.color_attachments, self.fbo.depth_attachment):
-                att.release()
-            self.fbo.release()
-            self.fbo = None
-        self.lit.release()
-        self.line.release()
+        self._release_framebuffers()
+        for prog in (self.lit, self.flat, self.line):
+            prog.release()

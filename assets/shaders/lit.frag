@@ -1,12 +1,12 @@
 #version 330
-// Blinn-Phong with a sky/ground hemisphere ambient.  u_pattern > 0 darkens sectors around the
-// body z axis so that the spin of a round body can be seen; u_flat > 0 draws the plain colour
-// (shadows, markers).
+// Blinn-Phong with a sky/ground hemisphere ambient.  u_pattern > 0 darkens six sectors around
+// the body z axis so that the spin of a round body can be seen.  The sectors are where
+// sin(6 phi) > 0, phi the angle about z: the sign of Im((x + iy)^6), a polynomial, because the
+// renderer may be software (Mesa llvmpipe) where atan per pixel is costly.
 uniform vec3 u_color;
 uniform vec3 u_eye;
 uniform vec3 u_light_dir;     // unit, towards the light
 uniform float u_pattern;
-uniform float u_flat;
 uniform float u_highlight;
 uniform float u_alpha;
 
@@ -17,15 +17,11 @@ in vec3 v_local;
 out vec4 f_color;
 
 void main() {
-    if (u_flat > 0.5) {
-        f_color = vec4(u_color, u_alpha);
-        return;
-    }
     vec3 base = u_color;
-    if (u_pattern > 0.0) {
-        float sector = step(0.0, sin(6.0 * atan(v_local.y, v_local.x)));
-        base *= 1.0 - 0.3 * u_pattern * sector;
-    }
+    float x = v_local.x, y = v_local.y;
+    float x2 = x * x, y2 = y * y;
+    float sector = step(0.0, x * y * (3.0 * x2 * x2 - 10.0 * x2 * y2 + 3.0 * y2 * y2));
+    base *= 1.0 - 0.3 * u_pattern * sector;
     vec3 n = normalize(v_normal);
     vec3 v = normalize(u_eye - v_world);
     if (dot(n, v) < 0.0) n = -n;
