@@ -73,8 +73,8 @@ def test_bodies_appear_where_project_says(open_viewer):
     v.render()
     for name in ("ball", "brick"):
         assert classify(pixel(v, *v.project(sim.pose(name)[0]))) == name
-    # well above both bodies there is no body
-    assert classify(pixel(v, *v.project((0.0, 0.0, 0.8)))) is None
+    # between them there is no body
+    assert classify(pixel(v, *v.project((0.0, 0.05, 0.3)))) is None
     # move the ball: it is drawn at its new place and gone from the old one
     old = v.project(sim.pose("ball")[0])
     sim.set_position("ball", (-0.45, 0.0, 1.0))
@@ -223,6 +223,31 @@ def test_keys_pause_step_speed_and_reset(open_viewer):
     x, q = sim.pose(0)
     assert np.array_equal(x, x_start) and np.array_equal(q, q_start)
     assert v.monitor.max_energy_drift == 0.0
+
+
+def test_frames_show_interpolated_poses_and_the_state_when_paused(open_viewer):
+    sim = scenarios.build("gyro_top")
+    v = open_viewer(sim)
+    v.update(0.0104)  # 10 steps and 0.4 of the next
+    assert sim.alpha == pytest.approx(0.4, abs=1e-6)
+    x_drawn = v.poses()[0][0]
+    assert np.array_equal(x_drawn, sim.interpolated_pose(0)[0])
+    assert not np.allclose(x_drawn, sim.pose(0)[0])
+    key(v, "SPACE")
+    assert np.array_equal(v.poses()[0][0], sim.pose(0)[0])
+
+
+def test_a_loop_the_user_owns(open_viewer):
+    """poll() handles window events between the user's own steps and frames."""
+    sim = scenarios.build("gyro_top")
+    v = open_viewer(sim)
+    for _ in range(3):
+        assert v.poll()
+        sim.step(10)
+        v.render()
+    assert sim.steps_taken == 30
+    v.close()
+    assert not v.poll()
 
 
 def test_hud_and_follow_keys(open_viewer):

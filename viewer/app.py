@@ -66,9 +66,22 @@ def load_pyglet(headless):
         raise RuntimeError(
             f"headless: pyglet was already set up {'with' if pyglet.options['headless'] else 'without'}"
             " a headless surface in this process; use one mode per process")
-    import pyglet.window  # noqa: F401  (selects the platform now)
-
+    try:
+        import pyglet.window  # noqa: F401  (selects the platform now)
+    except Exception as exc:
+        _no_display(exc)
+        raise
     return pyglet
+
+
+NO_DISPLAY = ("viewer: no display to open a window on; pass headless=True (rtrigid view "
+              "--headless) or run under an X server (xvfb-run)")
+
+
+def _no_display(exc):
+    """Turn pyglet's two NoSuchDisplayException classes (xlib, window) into one message."""
+    if type(exc).__name__ == "NoSuchDisplayException":
+        raise RuntimeError(f"{NO_DISPLAY}: {exc}") from None
 
 
 def _key_table(keys, keymod):
@@ -171,9 +184,9 @@ class Viewer:
             self.window = pyglet.window.Window(width, height, caption=title or "rtrigid",
                                                visible=not self.headless,
                                                resizable=not self.headless, vsync=False)
-        except pyglet.display.NoSuchDisplayException as exc:  # pragma: no cover - needs X
-            raise RuntimeError(f"viewer: no display ({exc}); pass headless=True "
-                               "(rtrigid view --headless) or run under xvfb-run") from None
+        except Exception as exc:
+            _no_display(exc)
+            raise
         import moderngl
 
         from viewer.hud import Hud
@@ -247,7 +260,9 @@ class Viewer:
 
         A body joined to the world stands on the ground through its lowest world joint (a
         top on its tip) unless the bodies reach well below it (a hanging chain); otherwise
-        the ground passes a little below the lowest body point, or through the origin.
+        the ground passes a little below the lowest body point, or through the origin.  The
+        camera frames the bodies and, for a body joined to the world, the half-sphere above
+        its joint that it can sweep (a top that nutates widely stays in view).
         """
         sim = self.sim
         joints = sim.joints()
@@ -256,9 +271,18 @@ class Viewer:
             x, q = sim.pose(v.index)
             points.extend(v.mesh[0][:, :3].astype(np.float64) @ scene.rotation(q).T + x)
         pts = np.array(points)
-        lo, hi = pts.min(axis=0), pts.max(axis=0)
-        centre = 0.5 * (lo + hi)
-        extent = max(float(np.linalg.norm(hi - lo)) / 2.0, 1e-3)
+        lo = pts.min(axis=0)
+        sweep = []
+        for j in joints:
+            if j["parent"] == -1:
+                a = np.asarray(j["anchor"], dtype=np.float64)
+                reach = np.linalg.norm(pts - a, axis=1).max()
+                sweep += [a + reach * np.array(d) for d in
+                          ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1))]
+        framed = np.vstack([pts, *sweep]) if sweep else pts
+        lo_f, hi_f = framed.min(axis=0), framed.max(axis=0)
+        centre = 0.5 * (lo_f + hi_f)
+        extent = max(float(np.linalg.norm(hi_f - lo_f)) / 2.0, 1e-3)
         self.extent = extent
         anchors = [float(j["anchor"][2]) for j in joints if j["parent"] == -1]
         if anchors and lo[2] >= min(anchors) - 0.2 * extent:
@@ -269,7 +293,7 @@ class Viewer:
             self.ground_z = 0.0
         self.grid_spacing = scene.nice_spacing(extent / 4.0)
         self.joint_size = 0.08 * min(v.radius for v in self.visuals)
-        self.camera = OrbitCamera(target=centre, distance=3.2 * extent)
+        self.camera = OrbitCamera(target=centre, distance=2.6 * extent)
 
     # -- frame loop ----------------------------------------------------------------------------
     def update(self, elapsed):
@@ -378,7 +402,7 @@ class Viewer:
             r.lines(sky, ortho_pixels(w, h), mode=r.ctx.TRIANGLES, depth=False, blend=False)
         key = (self.grid_spacing, z)
         if self._grid is None or self._grid[0] != key:
-            self._grid = (key, meshes.grid_lines(24 * self.grid_spacing, self.grid_spacing, z,
+            self._grid = (key, meshes.grid_lines(30 * self.grid_spacing, self.grid_spacing, z,
                                                  (0.76, 0.76, 0.77, 1.0), (0.56, 0.56, 0.60, 1.0)))
         r.lines(self._grid[1], depth=False)
         shadow = scene.shadow_matrix(r.light_dir, z)
@@ -386,7 +410,7 @@ class Viewer:
             vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
             r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), (0.74, 0.74, 0.73, 1.0))
         # world axes at the origin
-        length = 0.5 * self.extent
+        length = 0.3 * self.extent
         for axis, color in enumerate(((0.85, 0.2, 0.2), (0.2, 0.7, 0.2), (0.2, 0.3, 0.9))):
             end = np.zeros(3)
             end[axis] = length
@@ -493,11 +517,6 @@ class Viewer:
         self.hud.draw(self.renderer, mon.energy_history, mon.momentum_history)
 
     # -- pixels --------------------------------------------------------------------------------
-    def _pixel_scale(self):
-        fw, fh = self.window.get_framebuffer_size()
-        ww, wh = self.window.get_size()
-        return fw / ww, fh / wh
-
     def project(self, point_world):
         """Window pixel (px, py) where a world point is drawn; origin at the bottom-left."""
         from rtrigid.model import as_vector

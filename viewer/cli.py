@@ -6,6 +6,7 @@ print the conservation figures the HUD shows.
 """
 from __future__ import annotations
 
+import sys
 import time
 
 FRAME = 1.0 / 60.0
@@ -75,6 +76,10 @@ def view_command(args):
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt, **params)
     if args.screenshot and not args.headless:
         raise ValueError("screenshot: only with --headless (a window is closed by the user)")
-    return run_viewer(sim, headless=args.headless, frames=args.frames,
-                      screenshot=args.screenshot, width=args.width, height=args.height,
-                      speed=args.speed)
+    try:
+        return run_viewer(sim, headless=args.headless, frames=args.frames,
+                          screenshot=args.screenshot, width=args.width, height=args.height,
+                          speed=args.speed)
+    except RuntimeError as exc:
+        print(f"rtrigid view: {exc}", file=sys.stderr)
+        return 2

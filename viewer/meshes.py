@@ -157,13 +157,22 @@ def arrow_head():
     return cone(1.0, 1.0, 0.0, 16)
 
 
-def grid_lines(half_size, spacing, z, color, major_color, major_every=5):
-    """Line-list vertices ``(n, 7)``: position and RGBA, for a square grid in the plane z."""
+def grid_lines(half_size, spacing, z, color, major_color, major_every=5, pieces=12):
+    """Line-list vertices ``(n, 7)``: position and RGBA, for a square grid in the plane z.
+
+    Each line is cut into ``pieces`` so that its opacity can fall off with the distance
+    from the centre: the grid fades out instead of ending at a hard edge and aliasing in
+    the distance.
+    """
     n = int(round(half_size / spacing))
+    s = np.linspace(-half_size, half_size, pieces + 1)
     rows = []
     for i in range(-n, n + 1):
-        c = major_color if i % major_every == 0 else color
+        c = np.array(major_color if i % major_every == 0 else color, dtype=np.float64)
         t = i * spacing
-        rows += [(t, -half_size, z, *c), (t, half_size, z, *c),
-                 (-half_size, t, z, *c), (half_size, t, z, *c)]
+        for a, b in zip(s[:-1], s[1:]):
+            for p, q in (((t, a), (t, b)), ((a, t), (b, t))):
+                for x, y in (p, q):
+                    fade = max(0.0, 1.0 - np.hypot(x, y) / half_size) ** 0.7
+                    rows.append((x, y, z, c[0], c[1], c[2], c[3] * fade))
     return np.array(rows, np.float32)

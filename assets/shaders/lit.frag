@@ -21,7 +21,7 @@ void main() {
     float x = v_local.x, y = v_local.y;
     float x2 = x * x, y2 = y * y;
     float sector = step(0.0, x * y * (3.0 * x2 * x2 - 10.0 * x2 * y2 + 3.0 * y2 * y2));
-    base *= 1.0 - 0.3 * u_pattern * sector;
+    base *= 1.0 - 0.22 * u_pattern * sector;
     vec3 n = normalize(v_normal);
     vec3 v = normalize(u_eye - v_world);
     if (dot(n, v) < 0.0) n = -n;
