@@ -75,9 +75,9 @@ def test_bodies_appear_where_project_says(open_viewer):
         assert classify(pixel(v, *v.project(sim.pose(name)[0]))) == name
     # between them there is no body
     assert classify(pixel(v, *v.project((0.0, 0.05, 0.3)))) is None
-    # move the ball: it is drawn at its new place and gone from the old one
+    # move the ball sideways on the screen: it is drawn at its new place, gone from the old
     old = v.project(sim.pose("ball")[0])
-    sim.set_position("ball", (-0.45, 0.0, 1.0))
+    sim.set_position("ball", sim.pose("ball")[0] - 0.6 * v.camera.view()[0, :3])
     v.render()
     assert classify(pixel(v, *v.project(sim.pose("ball")[0]))) == "ball"
     assert classify(pixel(v, *old)) is None
