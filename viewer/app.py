@@ -357,13 +357,21 @@ class Viewer:
 
     # -- drawing -------------------------------------------------------------------------------
     def render(self):
-        """Draw one frame (and show it, for a window)."""
+        """Draw one frame: into the window (and show it), or offscreen when headless."""
+        self._draw_frame(offscreen=self.headless)
+        if self.headless:
+            self.ctx.finish()
+        else:
+            self.window.flip()
+        self.timer.frame()
+
+    def _draw_frame(self, offscreen):
         self.window.switch_to()
         poses = self.poses()
         if self.follow is not None:
             self.camera.target = poses[self.follow][0].copy()
-        r = self.renderer
-        r.begin(self.camera.proj_view(), self.camera.eye, clear=GROUND)
+        self.renderer.begin(self.camera.proj_view(), self.camera.eye, clear=GROUND,
+                            offscreen=offscreen)
         self._draw_ground(poses)
         self._draw_bodies(poses)
         self._draw_joints(poses)
@@ -374,12 +382,6 @@ class Viewer:
             self._arrow(start, end, 0.04 * self.visuals[self._drag["body"]].radius, DRAG_COLOR)
         if self.show_hud:
             self._draw_hud()
-        if self.headless:
-            self.ctx.finish()
-        else:
-            r.present()
-            self.window.flip()
-        self.timer.frame()
 
     def _unit(self, name):
         return self.renderer.mesh(name, UNIT_MESHES[name])
@@ -524,7 +526,13 @@ class Viewer:
         return self.camera.project(as_vector(point_world, 3, "point_world"))
 
     def read_pixels(self):
-        """The last frame as (height, width, 3) uint8, row 0 at the bottom (index [py, px])."""
+        """The frame as (height, width, 3) uint8, row 0 at the bottom (index [py, px]).
+
+        Headless: the last rendered frame.  With a window: the current state drawn again
+        offscreen (the window's own framebuffer is not read back).
+        """
+        if not self.headless:
+            self._draw_frame(offscreen=True)
         return self.renderer.read()
 
     def screenshot(self, path):

@@ -1,8 +1,9 @@
-"""moderngl drawing: lit meshes and coloured lines into a framebuffer the viewer owns.
+"""moderngl drawing: lit meshes and coloured lines.
 
-Frames are drawn into an offscreen framebuffer (colour + depth renderbuffers) and, for a
-visible window, blitted to the screen.  Reading pixels back therefore never touches the
-window's framebuffer (whose read leaves a GL error behind on Mesa, VIEWER_NOTES).
+A window's frames are drawn straight into the window's framebuffer (a blit from an offscreen
+one costs ~5 ms at 1280x720 on Mesa's software renderer).  Headless frames, and frames
+rendered to be read back, go to an offscreen framebuffer the renderer owns: reading the
+window's framebuffer leaves a GL error behind on Mesa (VIEWER_NOTES).
 Shaders are read from ``assets/shaders/``.
 """
 from __future__ import annotations
@@ -51,22 +52,21 @@ class Renderer:
 
     def resize(self, size):
         size = (max(int(size[0]), 1), max(int(size[1]), 1))
-        if size == self.size:
-            return
-        self._release_framebuffers()
-        self.size = size
-        color = self.ctx.renderbuffer(size)
-        self.fbo = self.ctx.framebuffer(color_attachments=[color],
-                                        depth_attachment=self.ctx.depth_renderbuffer(size))
-        # the blit to the window copies colour only (a depth blit between different depth
-        # formats is a GL error)
-        self._color_only = self.ctx.framebuffer(color_attachments=[color])
+        if size != self.size:
+            self._release_framebuffer()
+            self.size = size
 
-    def _release_framebuffers(self):
+    def _offscreen(self):
+        if self.fbo is None:
+            self.fbo = self.ctx.framebuffer(
+                color_attachments=[self.ctx.renderbuffer(self.size)],
+                depth_attachment=self.ctx.depth_renderbuffer(self.size))
+        return self.fbo
+
+    def _release_framebuffer(self):
         if self.fbo is None:
             return
-        for obj in (self._color_only, *self.fbo.color_attachments, self.fbo.depth_attachment,
-                    self.fbo):
+        for obj in (*self.fbo.color_attachments, self.fbo.depth_attachment, self.fbo):
             obj.release()
         self.fbo = None
 
@@ -89,9 +89,10 @@ class Renderer:
         return entry[0]
 
     # -- a frame -----------------------------------------------------------------------------
-    def begin(self, proj_view, eye, clear=(0.80, 0.84, 0.88)):
+    def begin(self, proj_view, eye, clear=(0.80, 0.84, 0.88), offscreen=True):
+        """Start a frame: into the offscreen framebuffer, or the window's."""
         ctx = self.ctx
-        self.fbo.use()
+        (self._offscreen() if offscreen else ctx.screen).use()
         ctx.viewport = (0, 0, *self.size)
         ctx.clear(*clear, 1.0, depth=1.0)
         ctx.enable_only(moderngl.DEPTH_TEST | moderngl.CULL_FACE)
@@ -150,14 +151,10 @@ class Renderer:
         self._line_vao.render(mode, vertices=n)
 
     def read(self):
-        """The frame as an (height, width, 3) uint8 array, row 0 at the bottom."""
+        """The last offscreen frame as (height, width, 3) uint8, row 0 at the bottom."""
         w, h = self.size
-        data = self.fbo.read(components=3, alignment=1)
+        data = self._offscreen().read(components=3, alignment=1)
         return np.frombuffer(data, dtype=np.uint8).reshape(h, w, 3).copy()
-
-    def present(self):
-        """Blit the frame to the window's framebuffer."""
-        self.ctx.copy_framebuffer(self.ctx.screen, self._color_only)
 
     def release(self):
         for vaos, buffers in self._meshes.values():
@@ -167,6 +164,6 @@ class Renderer:
         if self._line_vao is not None:
             self._line_vao.release()
             self._line_vbo.release()
-        self._release_framebuffers()
+        self._release_framebuffer()
         for prog in (self.lit, self.flat, self.line):
             prog.release()
