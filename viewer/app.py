@@ -119,6 +119,8 @@ class Viewer:
         Window size in pixels.
     headless : bool
         Draw into an offscreen surface (EGL, no display needed).
+    title : str
+        Window caption.
     keys : True, False or dict
         Key bindings: True for the defaults (:data:`DEFAULT_KEYS`), False for none, or a dict
         action -> pyglet key name (``None`` turns that action off).
@@ -126,6 +128,13 @@ class Viewer:
         Mouse camera control and impulse dragging.
     speed : float
         Simulated seconds per wall-clock second (slow motion below 1).
+    paused, hud, show_omega, show_momentum : bool
+        Start paused; show the HUD; draw each body's angular velocity (yellow) and angular
+        momentum about its world joint or centre of mass (magenta) as arrows.
+    follow : body index or name, optional
+        Keep the camera on this body.
+    colors : dict, optional
+        {body: (r, g, b)} in [0, 1], instead of the palette.
     traces : None, False or dict
         Paths drawn behind body points: None traces the far end of bodies joined to the world
         (a top's crown), False none, or {body: body-frame point or axis like "+x"}.
@@ -133,6 +142,8 @@ class Viewer:
         A drag of d metres applies the impulse ``impulse_gain * m * d`` (N s), m the body's mass.
     interpolate : bool
         Draw poses between the last two steps (``sim.alpha``); off draws the current state.
+    max_fps : float
+        Frame rate cap of :meth:`run`.
     """
 
     _open = None
@@ -187,6 +198,18 @@ class Viewer:
         except Exception as exc:
             _no_display(exc)
             raise
+        try:
+            self._open_gl()
+        except BaseException:
+            if Viewer._open is self:
+                self.ctx.release()
+                Viewer._open = None
+            self.window.close()
+            raise
+        self.window.push_handlers(self)
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _open_gl(self):
         import moderngl
 
         from viewer.hud import Hud
@@ -197,10 +220,8 @@ class Viewer:
         Viewer._open = self
         self.camera.resize(*self.window.get_size())
         self.renderer = Renderer(self.ctx, self.window.get_framebuffer_size())
-        self.hud = Hud(pyglet, self.window.get_framebuffer_size())
-        self.window.push_handlers(self)
+        self.hud = Hud(self.pyglet, self.window.get_framebuffer_size())
 
-    # -- set-up ------------------------------------------------------------------------------
     @staticmethod
     def _check_positive(value, name):
         try:
@@ -261,8 +282,8 @@ class Viewer:
         A body joined to the world stands on the ground through its lowest world joint (a
         top on its tip) unless the bodies reach well below it (a hanging chain); otherwise
         the ground passes a little below the lowest body point, or through the origin.  The
-        camera frames the bodies and, for a body joined to the world, the half-sphere above
-        its joint that it can sweep (a top that nutates widely stays in view).
+        camera frames the bodies and, for bodies joined to the world, the half-sphere they can
+        sweep about the joint (a top that nutates widely, a swinging chain stay in view).
         """
         sim = self.sim
         joints = sim.joints()
@@ -273,12 +294,15 @@ class Viewer:
         pts = np.array(points)
         lo = pts.min(axis=0)
         sweep = []
+        mean = np.mean([sim.pose(b)[0] for b in range(sim.nb)], axis=0)
         for j in joints:
             if j["parent"] == -1:
                 a = np.asarray(j["anchor"], dtype=np.float64)
                 reach = np.linalg.norm(pts - a, axis=1).max()
+                # the half-sphere on the side the bodies are: above a top, below a pendulum
+                up = 1.0 if mean[2] >= a[2] else -1.0
                 sweep += [a + reach * np.array(d) for d in
-                          ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1))]
+                          ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, up))]
         framed = np.vstack([pts, *sweep]) if sweep else pts
         lo_f, hi_f = framed.min(axis=0), framed.max(axis=0)
         centre = 0.5 * (lo_f + hi_f)
@@ -365,7 +389,7 @@ class Viewer:
             self.window.flip()
         self.timer.frame()
 
-    def _draw_frame(self, offscreen):
+    def _draw_frame(self, offscreen, fresh_text=False):
         self.window.switch_to()
         poses = self.poses()
         if self.follow is not None:
@@ -381,7 +405,7 @@ class Viewer:
             start, end = self._drag_ends()
             self._arrow(start, end, 0.04 * self.visuals[self._drag["body"]].radius, DRAG_COLOR)
         if self.show_hud:
-            self._draw_hud()
+            self._draw_hud(fresh_text)
 
     def _unit(self, name):
         return self.renderer.mesh(name, UNIT_MESHES[name])
@@ -492,7 +516,7 @@ class Viewer:
             strip[:, 6] = np.linspace(0.05, 1.0, n)
             self.renderer.lines(strip, mode=self.renderer.ctx.LINE_STRIP)
 
-    def _draw_hud(self):
+    def _draw_hud(self, fresh_text=False):
         sim, mon, tim = self.sim, self.monitor, self.timer
         state = "PAUSED" if self.paused else f"speed x{self.speed:g}"
         lines = [
@@ -515,7 +539,7 @@ class Viewer:
             status += f"   selected: {sim.names[self.selected]}{follow}"
         lines.append(status)
         roomy = self.renderer.size[0] >= 900
-        self.hud.set_text(lines, KEY_HELP if self._keys and roomy else "")
+        self.hud.set_text(lines, KEY_HELP if self._keys and roomy else "", force=fresh_text)
         self.hud.draw(self.renderer, mon.energy_history, mon.momentum_history)
 
     # -- pixels --------------------------------------------------------------------------------
@@ -536,10 +560,15 @@ class Viewer:
         return self.renderer.read()
 
     def screenshot(self, path):
-        """Write the last rendered frame to an image file (format from the suffix)."""
+        """Write the current frame to an image file (format from the suffix).
+
+        The frame is drawn again offscreen with the HUD text brought up to date (on screen it
+        is laid out only a few times a second).
+        """
         from PIL import Image
 
-        Image.fromarray(np.flipud(self.read_pixels())).save(path)
+        self._draw_frame(offscreen=True, fresh_text=True)
+        Image.fromarray(np.flipud(self.renderer.read())).save(path)
         return path
 
     # -- picking and impulses ------------------------------------------------------------------
