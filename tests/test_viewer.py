@@ -308,6 +308,22 @@ def test_viewer_never_wipes_user_forces(open_viewer):
     assert v.monitor.loads_applied
 
 
+def test_applied_forces_are_drawn_as_arrows(open_viewer):
+    sim = two_bodies()
+    v = open_viewer(sim, width=480, height=360)
+    direction = np.array([0.0, -0.6, 0.8])
+    v.render()
+    x = sim.pose("brick")[0]
+    size = v.visuals[sim.body_index("brick")].radius
+    probe = v.project(x + direction * 1.2 * size)  # on the shaft, outside the brick
+    before = [int(c) for c in pixel(v, *probe)]
+    assert not (before[1] > 2 * before[0] + 20 and before[2] > 2 * before[0] + 20)
+    sim.apply_force("brick", 2.0 * direction)
+    v.render()
+    r, g, b = (int(c) for c in pixel(v, *probe))
+    assert g > 2 * r + 20 and b > 2 * r + 20, (before, (r, g, b))  # the load arrow, teal
+
+
 def test_spin_up_adds_angular_momentum_only(open_viewer):
     sim = scenarios.build("free_body")
     v = open_viewer(sim)

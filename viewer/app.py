@@ -36,6 +36,7 @@ KEY_HELP = ("space pause   . step   -/= speed   r reset   h hud   f follow   t t
             "w omega   l momentum   k kick   u spin up   tab select   drag a body: impulse")
 SPEEDS = (1 / 64, 8.0)
 DRAG_COLOR = (1.0, 0.45, 0.0)
+LOAD_COLOR = (0.1, 0.65, 0.55)
 GROUND = (0.92, 0.92, 0.90)
 SKY_LOW, SKY_HIGH = (0.85, 0.88, 0.92, 1.0), (0.62, 0.71, 0.82, 1.0)
 UNIT_MESHES = {
@@ -400,6 +401,7 @@ class Viewer:
         self._draw_bodies(poses)
         self._draw_joints(poses)
         self._draw_arrows(poses)
+        self._draw_loads(poses)
         self._draw_traces()
         if self._drag is not None:
             start, end = self._drag_ends()
@@ -502,6 +504,23 @@ class Viewer:
                 if show and norm > 0.0:
                     length = size * min(1.8 * norm / max(ref, 1e-12), 5.0)
                     self._arrow(origin, origin + vec / norm * length, 0.03 * size, color)
+
+    def _draw_loads(self, poses):
+        """Forces the user applied (``sim.applied``), as arrows at the centres of mass.
+
+        Length 1.5 body radii for the body's weight (or, without gravity, for any force),
+        growing with the force up to 4 radii.
+        """
+        g = float(np.linalg.norm(self.sim.frozen.gravity))
+        for b, (x, _) in enumerate(poses):
+            force = self.sim.applied(b)[0]
+            norm = np.linalg.norm(force)
+            if norm == 0.0:
+                continue
+            size = self.visuals[b].radius
+            ref = self.sim.frozen.mass[b] * g if g > 0.0 else norm
+            length = size * min(1.5 * norm / ref, 4.0)
+            self._arrow(x, x + force / norm * length, 0.04 * size, LOAD_COLOR)
 
     def _draw_traces(self):
         if not self.show_traces:
