@@ -401,6 +401,15 @@ def test_bad_arguments_are_refused():
             Viewer(sim, args.pop("width"), args.pop("height"), headless=True, **args)
 
 
+def test_bad_elapsed_leaves_the_simulation_alone(open_viewer):
+    sim = scenarios.build("gyro_top")
+    v = open_viewer(sim)
+    for bad in (-0.1, float("nan"), "soon", None):
+        with pytest.raises(ValueError, match="elapsed"):
+            v.update(bad)
+    assert sim.steps_taken == 0
+
+
 def test_cli_view_headless_writes_a_screenshot(tmp_path, capsys):
     from rtrigid import cli
 

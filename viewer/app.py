@@ -326,7 +326,10 @@ class Viewer:
 
         Nothing happens while paused.  Returns the number of steps taken.
         """
-        elapsed = float(elapsed)
+        try:
+            elapsed = float(elapsed)
+        except (TypeError, ValueError):
+            raise ValueError(f"elapsed: expected a number, got {elapsed!r}") from None
         if not math.isfinite(elapsed) or elapsed < 0.0:
             raise ValueError(f"elapsed: must be finite and >= 0, got {elapsed!r}")
         if self.paused:
