@@ -1,4 +1,4 @@
-"""The ``rtrigid`` command: run, list, bench, serve."""
+"""The ``rtrigid`` command: run, list, bench, serve, view."""
 from __future__ import annotations
 
 import argparse
@@ -97,6 +97,33 @@ def cmd_serve(args):
     return serve_main(args)
 
 
+def cmd_view(args):
+    # the viewer (pyglet, moderngl) is imported only here: rtrigid itself never needs it
+    try:
+        from viewer.cli import view_command
+    except ImportError as exc:
+        print(f"rtrigid view: the viewer is not available ({exc}); install the extras with "
+              'pip install -e ".[viewer]" from a checkout of rtrigid', file=sys.stderr)
+        return 2
+    return view_command(args)
+
+
+def add_view_parser(sub):
+    v = sub.add_parser("view", help="show a scenario in the OpenGL viewer (or render it headless)")
+    v.add_argument("scenario", choices=scenarios.names())
+    v.add_argument("--integrator", default="energy_momentum", choices=list(INTEGRATORS))
+    v.add_argument("--dt", type=float, default=None, help="step size (scenario default if omitted)")
+    v.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE",
+                   help="scenario parameter, e.g. --set omega_p=12")
+    v.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second")
+    v.add_argument("--headless", action="store_true", help="render offscreen, no window")
+    v.add_argument("--frames", type=int, default=120, help="frames to draw when headless (1/60 s each)")
+    v.add_argument("--screenshot", default=None, help="headless: write the last frame to this PNG")
+    v.add_argument("--width", type=int, default=None)
+    v.add_argument("--height", type=int, default=None)
+    v.set_defaults(func=cmd_view)
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="rtrigid", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -142,6 +169,7 @@ def build_parser():
     sv.add_argument("--rt-priority", type=int, default=0, metavar="N",
                     help="serve under SCHED_FIFO priority N (Linux, needs CAP_SYS_NICE)")
     sv.set_defaults(func=cmd_serve)
+    add_view_parser(sub)
     return p
 
 

@@ -1,0 +1,45 @@
+"""python -m demos [NAME [--headless] [--frames N] [--screenshot PATH] ...]"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from demos import DEMOS, names
+from rtrigid.integrators import INTEGRATORS
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m demos", description=__doc__)
+    p.add_argument("name", nargs="?", help="demo to run; without it, list the demos")
+    p.add_argument("--integrator", default="energy_momentum", choices=list(INTEGRATORS))
+    p.add_argument("--dt", type=float, default=None)
+    p.add_argument("--headless", action="store_true", help="render offscreen and print figures")
+    p.add_argument("--frames", type=int, default=240, help="frames when headless (1/60 s each)")
+    p.add_argument("--screenshot", default=None, help="headless: write the last frame here")
+    p.add_argument("--width", type=int, default=None)
+    p.add_argument("--height", type=int, default=None)
+    args = p.parse_args(argv)
+    if args.name is None:
+        for n in names():
+            print(f"{n:15s} {DEMOS[n].description}")
+        print("run one with: python -m demos NAME [--headless --frames N --screenshot PATH]")
+        return 0
+    if args.name not in names():
+        print(f"python -m demos: unknown demo {args.name!r}; known: {', '.join(names())}",
+              file=sys.stderr)
+        return 2
+    from viewer.cli import run_viewer
+
+    d = DEMOS[args.name]
+    try:
+        sim = d.build(args.integrator, args.dt)
+        return run_viewer(sim, headless=args.headless, frames=args.frames,
+                          screenshot=args.screenshot, width=args.width, height=args.height,
+                          title=f"rtrigid demo: {d.name}", **d.viewer)
+    except (ValueError, RuntimeError) as exc:
+        print(f"python -m demos: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Demos: listed by ``python -m demos``, each one runs headless and prints its figures."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import demos
+from demos.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_python_m_demos_lists_every_demo():
+    out = subprocess.run([sys.executable, "-m", "demos"], cwd=ROOT, capture_output=True,
+                         text=True, check=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    listed = [line.split()[0] for line in out.stdout.splitlines()[:-1]]
+    assert listed == demos.names()
+    assert {"geradin_top_1", "geradin_top_2", "gyro_top", "tennis_racket",
+            "free_body"} <= set(listed)
+
+
+@pytest.mark.parametrize("name", demos.names())
+def test_demo_runs_headless_and_conserves(name, capsys, tmp_path):
+    shot = tmp_path / f"{name}.png"
+    code = main([name, "--headless", "--frames", "8", "--width", "160", "--height", "120",
+                 "--screenshot", str(shot)])
+    out = capsys.readouterr().out
+    assert code == 0 and shot.stat().st_size > 0
+    rows = dict(line.rsplit(None, 1) for line in out.splitlines() if "drift" in line)
+    assert rows, out
+    for label, value in rows.items():
+        assert float(value) < 1e-12, (label, value)
+
+
+def test_unknown_demo_is_refused(capsys):
+    assert main(["no_such_demo", "--headless"]) == 2
+    assert "unknown demo" in capsys.readouterr().err
+
+
+def test_adding_a_demo_is_one_line():
+    before = dict(demos.DEMOS)
+    try:
+        demos.demo("slow_top", "gyro_top", "the gyro top at half speed", speed=0.5)
+        assert "slow_top" in demos.names()
+        sim = demos.DEMOS["slow_top"].build()
+        assert sim.info["scenario"] == "gyro_top"
+    finally:
+        demos.DEMOS.clear()
+        demos.DEMOS.update(before)

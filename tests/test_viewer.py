@@ -1,0 +1,424 @@
+"""The viewer, rendering real frames through OpenGL (Mesa's software renderer, headless EGL).
+
+Pixels are read back from the framebuffer the viewer draws into; mouse and keyboard input
+goes through pyglet's event dispatch to the window, as a user's would.
+"""
+import numpy as np
+import pyglet
+import pytest
+from PIL import Image
+
+from rtrigid import scenarios
+from rtrigid.model import Model
+from rtrigid.simulation import Simulation
+from viewer import Viewer
+
+W, H = 320, 240
+MAGENTA = (0.85, 0.10, 0.85)
+YELLOW = (0.90, 0.85, 0.10)
+
+
+def dispatch(v, event, *args):
+    """Run the window's handlers for an event now (pyglet 2.1's window.dispatch_event queues)."""
+    pyglet.event.EventDispatcher.dispatch_event(v.window, event, *args)
+
+
+@pytest.fixture
+def open_viewer():
+    opened = []
+
+    def make(sim, **kw):
+        kw.setdefault("hud", False)
+        v = Viewer(sim, kw.pop("width", W), kw.pop("height", H), headless=True, **kw)
+        opened.append(v)
+        return v
+
+    yield make
+    for v in opened:
+        v.close()
+
+
+def two_bodies():
+    """A sphere and a box, free, no gravity, at rest apart from each other."""
+    m = Model(gravity=(0.0, 0.0, 0.0))
+    m.add_body("ball", 2.0, (0.08, 0.08, 0.08), shape=("sphere", {"radius": 0.25}))
+    m.add_body("brick", 1.0, (0.05, 0.04, 0.03),
+               shape=("box", {"half_extents": (0.2, 0.15, 0.1)}))
+    sim = Simulation(m, "energy_momentum", dt=0.01)
+    sim.set_position("ball", (-0.45, 0.0, 0.3))
+    sim.set_position("brick", (0.45, 0.1, 0.25))
+    sim.set_orientation("brick", (np.cos(0.3), 0.2, np.sin(0.3), 0.1))
+    sim.info["conserved"] = [("linear", 0), ("linear", 1), ("linear", 2),
+                             ("angular", 0), ("angular", 1), ("angular", 2)]
+    return sim
+
+
+def classify(rgb):
+    """'ball' (magenta), 'brick' (yellow) or None, from the colour of a lit pixel."""
+    r, g, b = (int(c) for c in rgb)
+    if r > 2 * g + 10 and b > 2 * g + 10:
+        return "ball"
+    if r > 2 * b + 10 and g > 2 * b + 10:
+        return "brick"
+    return None
+
+
+def pixel(v, px, py):
+    return v.read_pixels()[int(py), int(px)]
+
+
+def test_bodies_appear_where_project_says(open_viewer):
+    sim = two_bodies()
+    v = open_viewer(sim, colors={"ball": MAGENTA, "brick": YELLOW})
+    v.render()
+    for name in ("ball", "brick"):
+        assert classify(pixel(v, *v.project(sim.pose(name)[0]))) == name
+    # between them there is no body
+    assert classify(pixel(v, *v.project((0.0, 0.05, 0.3)))) is None
+    # move the ball sideways on the screen: it is drawn at its new place, gone from the old
+    old = v.project(sim.pose("ball")[0])
+    sim.set_position("ball", sim.pose("ball")[0] - 0.6 * v.camera.view()[0, :3])
+    v.render()
+    assert classify(pixel(v, *v.project(sim.pose("ball")[0]))) == "ball"
+    assert classify(pixel(v, *old)) is None
+
+
+def test_picking_agrees_with_the_rendered_image(open_viewer):
+    sim = two_bodies()
+    v = open_viewer(sim, colors={"ball": MAGENTA, "brick": YELLOW})
+    v.render()
+    img = v.read_pixels()
+    seen = {"ball": 0, "brick": 0, None: 0}
+    for py in range(2, H - 2, 4):
+        for px in range(2, W - 2, 4):
+            around = {classify(img[py + dy, px + dx]) for dy in (-1, 0, 1) for dx in (-1, 0, 1)}
+            if len(around) != 1:
+                continue  # an edge: rasterization and the exact shape may differ by a pixel
+            drawn = around.pop()
+            hit = v.pick(px + 0.5, py + 0.5)
+            assert (None if hit is None else sim.names[hit[0]]) == drawn, (px, py)
+            seen[drawn] += 1
+    assert seen["ball"] > 50 and seen["brick"] > 50 and seen[None] > 1000
+
+
+def test_pick_returns_the_surface_point(open_viewer):
+    sim = two_bodies()
+    v = open_viewer(sim)
+    v.render()
+    centre = sim.pose("ball")[0]
+    body, point = v.pick(*v.project(centre))
+    assert sim.names[body] == "ball"
+    # the front of the sphere, on the line of sight through its centre
+    toward_eye = (v.camera.eye - centre) / np.linalg.norm(v.camera.eye - centre)
+    assert np.allclose(point, centre + 0.25 * toward_eye, atol=1e-9)
+
+
+def drag_in_view_plane(v, start_point, shift_world):
+    """Pixels of a drag from a world point by a world shift perpendicular to the view."""
+    f = v.camera.forward()
+    shift = np.asarray(shift_world, float) - (np.asarray(shift_world, float) @ f) * f
+    return v.project(start_point), v.project(start_point + shift), shift
+
+
+def test_scripted_drag_applies_the_implied_impulse_to_a_free_body(open_viewer):
+    sim = two_bodies()
+    v = open_viewer(sim, impulse_gain=3.0)
+    v.render()
+    centre = sim.pose("ball")[0]
+    surface = centre + 0.25 * (v.camera.eye - centre) / np.linalg.norm(v.camera.eye - centre)
+    start_px, _, _ = drag_in_view_plane(v, centre, (0, 0, 0))
+    _, end_px, shift = drag_in_view_plane(v, surface, (0.1, 0.05, 0.2))
+    p0, l0 = sim.momentum()
+    impulse = v.drag(start_px, end_px)
+    expected = 3.0 * 2.0 * shift  # gain * mass * drag
+    assert np.allclose(impulse, expected, rtol=1e-7, atol=1e-12)
+    p1, l1 = sim.momentum()
+    assert np.allclose(p1 - p0, expected, rtol=1e-7, atol=1e-12)
+    assert np.allclose(l1 - l0, np.cross(surface, expected), rtol=1e-6, atol=1e-12)
+    assert v.selected == sim.body_index("ball")
+
+
+def test_scripted_drag_on_a_top_turns_it_about_its_pivot(open_viewer):
+    sim = scenarios.build("gyro_top")
+    v = open_viewer(sim, impulse_gain=2.0, paused=True)
+    v.render()
+    start_px = v.project(sim.pose(0)[0])
+    body, point = v.pick(*start_px)
+    _, end_px, shift = drag_in_view_plane(v, point, (0.0, 0.03, 0.0))
+    l0 = sim.momentum()[1]
+    impulse = v.drag(start_px, end_px)
+    expected = 2.0 * sim.frozen.mass[0] * shift
+    assert np.allclose(impulse, expected, rtol=1e-6, atol=1e-12)
+    # the pivot (at the origin) takes the reaction: L about it changes by point x J
+    assert np.allclose(sim.momentum()[1] - l0, np.cross(point, expected), rtol=1e-6, atol=1e-14)
+    assert v.drag(v.project((0.0, 0.0, 0.3)), end_px) is None  # nothing there to pick
+
+
+def test_mouse_events_drag_a_body_with_an_arrow_then_impulse(open_viewer):
+    sim = two_bodies()
+    v = open_viewer(sim, colors={"ball": MAGENTA, "brick": YELLOW})
+    v.render()
+    left = pyglet.window.mouse.LEFT
+    x0, y0 = (int(c) for c in v.project(sim.pose("ball")[0]))
+    x1, y1 = x0 - 60, y0 + 50
+    p0 = sim.momentum()[0]
+    dispatch(v, "on_mouse_press", x0, y0, left, 0)
+    dispatch(v, "on_mouse_drag", x1, y1, x1 - x0, y1 - y0, left, 0)
+    v.render()
+    start, end = v._drag_ends()
+    # the drag arrow is drawn from the picked point to the cursor
+    r, g, b = (int(c) for c in pixel(v, *v.project(0.4 * start + 0.6 * end)))
+    assert r > 200 and 60 < g < 170 and b < 60, (r, g, b)
+    dispatch(v, "on_mouse_release", x1, y1, left, 0)
+    body, impulse, point = v.last_impulse
+    assert sim.names[body] == "ball"
+    assert np.allclose(sim.momentum()[0] - p0, impulse, rtol=1e-12, atol=1e-15)
+    # up and to the left on the screen
+    right, up = v.camera.view()[0, :3], v.camera.view()[1, :3]
+    assert impulse @ right < 0 and impulse @ up > 0
+    assert np.allclose(impulse, v.impulse_gain * 2.0 * (end - start), rtol=1e-9)
+
+
+def test_mouse_orbits_pans_and_zooms_on_empty_space(open_viewer):
+    sim = two_bodies()
+    v = open_viewer(sim)
+    v.render()
+    left, right = pyglet.window.mouse.LEFT, pyglet.window.mouse.RIGHT
+    yaw, target, dist = v.camera.yaw, v.camera.target.copy(), v.camera.distance
+    dispatch(v, "on_mouse_press", 5, 5, left, 0)
+    dispatch(v, "on_mouse_drag", 25, 5, 20, 0, left, 0)
+    dispatch(v, "on_mouse_release", 25, 5, left, 0)
+    assert v.camera.yaw != yaw and v.last_impulse is None
+    dispatch(v, "on_mouse_press", 5, 5, right, 0)
+    dispatch(v, "on_mouse_drag", 5, 25, 0, 20, right, 0)
+    dispatch(v, "on_mouse_release", 5, 25, right, 0)
+    assert not np.allclose(v.camera.target, target)
+    dispatch(v, "on_mouse_scroll", 100, 100, 0, 3)
+    assert v.camera.distance == pytest.approx(dist * 0.9 ** 3)
+
+
+def key(v, name):
+    dispatch(v, "on_key_press", getattr(pyglet.window.key, name), 0)
+
+
+def test_keys_pause_step_speed_and_reset(open_viewer):
+    sim = scenarios.build("gyro_top")  # dt = 1 ms
+    x_start, q_start = sim.pose(0)
+    v = open_viewer(sim)
+    assert v.update(0.0505) == 50
+    key(v, "SPACE")
+    assert v.paused and v.update(0.1) == 0 and sim.steps_taken == 50
+    key(v, "PERIOD")
+    assert sim.steps_taken == 51 and v.paused
+    key(v, "SPACE")
+    key(v, "MINUS")
+    assert v.speed == 0.5
+    assert v.update(0.1) == 50  # slow motion: 0.05 s of simulated time
+    key(v, "EQUAL")
+    key(v, "EQUAL")
+    assert v.speed == 2.0
+    assert v.update(0.01) == 20
+    key(v, "R")
+    assert sim.t == 0.0
+    x, q = sim.pose(0)
+    assert np.array_equal(x, x_start) and np.array_equal(q, q_start)
+    assert v.monitor.max_energy_drift == 0.0
+
+
+def test_frames_show_interpolated_poses_and_the_state_when_paused(open_viewer):
+    sim = scenarios.build("gyro_top")
+    v = open_viewer(sim)
+    v.update(0.0104)  # 10 steps and 0.4 of the next
+    assert sim.alpha == pytest.approx(0.4, abs=1e-6)
+    x_drawn = v.poses()[0][0]
+    assert np.array_equal(x_drawn, sim.interpolated_pose(0)[0])
+    assert not np.allclose(x_drawn, sim.pose(0)[0])
+    key(v, "SPACE")
+    assert np.array_equal(v.poses()[0][0], sim.pose(0)[0])
+
+
+def test_a_loop_the_user_owns(open_viewer):
+    """poll() handles window events between the user's own steps and frames."""
+    sim = scenarios.build("gyro_top")
+    v = open_viewer(sim)
+    for _ in range(3):
+        assert v.poll()
+        sim.step(10)
+        v.render()
+    assert sim.steps_taken == 30
+    v.close()
+    assert not v.poll()
+
+
+def test_hud_and_follow_keys(open_viewer):
+    sim = two_bodies()
+    sim.set_velocity("brick", (0.3, 0.0, 0.0))
+    v = open_viewer(sim, hud=True)
+    v.update(0.1)
+    v.render()
+    with_hud = v.read_pixels()
+    key(v, "H")
+    v.render()
+    without = v.read_pixels()
+    # the text panel at the top left and the chart at the bottom left are gone
+    assert np.abs(with_hud[H - 40:, :100].astype(int) - without[H - 40:, :100]).max() > 60
+    assert np.abs(with_hud[:40, :100].astype(int) - without[:40, :100]).max() > 60
+    key(v, "TAB")
+    key(v, "TAB")  # the brick
+    key(v, "F")
+    v.update(0.5)
+    v.render()
+    assert v.project(sim.interpolated_pose("brick")[0]) == pytest.approx((W / 2, H / 2), abs=1e-6)
+
+
+def test_keys_can_be_rebound_or_turned_off(open_viewer):
+    v = open_viewer(scenarios.build("gyro_top"), keys={"pause": "P", "reset": None})
+    key(v, "SPACE")
+    assert not v.paused
+    key(v, "P")
+    assert v.paused
+    v.step_once()
+    key(v, "R")
+    assert v.sim.steps_taken == 1
+    with pytest.raises(RuntimeError, match="another Viewer"):
+        open_viewer(scenarios.build("gyro_top"))
+    v.close()
+    w = open_viewer(scenarios.build("gyro_top"), keys=False)
+    key(w, "SPACE")
+    key(w, "ESCAPE")
+    assert not w.paused and not w.closed
+
+
+def test_viewer_never_wipes_user_forces(open_viewer):
+    sim = two_bodies()
+    sim.apply_force("ball", (0.0, 0.0, 0.5), point=(-0.45, 0.0, 0.4))
+    sim.apply_torque("brick", (0.01, 0.0, 0.0))
+    loads = [sim.applied(b) for b in range(sim.nb)]
+    v = open_viewer(sim)
+    v.update(0.05)
+    v.render()
+    v.drag(v.project(sim.pose("ball")[0]), v.project(sim.pose("ball")[0] + (0.1, 0, 0)))
+    v.kick("brick")
+    v.spin_up("brick")
+    key(v, "PERIOD")
+    key(v, "R")
+    for b, (f, t) in enumerate(loads):
+        assert np.array_equal(sim.applied(b)[0], f) and np.array_equal(sim.applied(b)[1], t)
+    v.update(0.05)
+    assert v.monitor.loads_applied
+
+
+def test_applied_forces_are_drawn_as_arrows(open_viewer):
+    sim = two_bodies()
+    v = open_viewer(sim, width=480, height=360)
+    direction = np.array([0.0, -0.6, 0.8])
+    v.render()
+    x = sim.pose("brick")[0]
+    size = v.visuals[sim.body_index("brick")].radius
+    probe = v.project(x + direction * 1.2 * size)  # on the shaft, outside the brick
+    before = [int(c) for c in pixel(v, *probe)]
+    assert not (before[1] > 2 * before[0] + 20 and before[2] > 2 * before[0] + 20)
+    sim.apply_force("brick", 2.0 * direction)
+    v.render()
+    r, g, b = (int(c) for c in pixel(v, *probe))
+    assert g > 2 * r + 20 and b > 2 * r + 20, (before, (r, g, b))  # the load arrow, teal
+
+
+def test_spin_up_adds_angular_momentum_only(open_viewer):
+    sim = scenarios.build("free_body")
+    v = open_viewer(sim)
+    p0, l0 = sim.momentum()
+    v.spin_up()
+    p1, l1 = sim.momentum()
+    assert np.allclose(p1, p0, atol=1e-12)
+    assert np.linalg.norm(l1) > np.linalg.norm(l0) * 1.01
+    v.kick()
+    assert sim.momentum()[0][2] > p1[2]
+
+
+def test_joints_of_every_kind_are_drawn(open_viewer):
+    """sim.joints() is the contract: each kind gets a marker where its anchor is."""
+    kinds = ["spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed"]
+
+    class Jointed(Simulation):
+        def joints(self):
+            return [{"kind": k, "parent": -1 if i == 0 else 0, "child": 0,
+                     "anchor": np.array([0.9 * (i - 2.5), -0.8, 0.9]),
+                     "axis": None if k in ("spherical", "fixed") else np.array([0.0, 0.0, 1.0])}
+                    for i, k in enumerate(kinds)]
+
+    m = Model(gravity=(0.0, 0.0, 0.0))
+    m.add_body("b", 1.0, (0.1, 0.1, 0.1), shape=("sphere", {"radius": 0.5}))
+    sim = Jointed(m, "energy_momentum", dt=0.01)
+    v = open_viewer(sim, width=480, height=320)
+    v.joint_size = 0.12
+    v.camera.target = np.array([0.0, -0.8, 0.9])
+    v.camera.distance = 6.0
+    v.render()
+    dark_or_gold = 0
+    for j in sim.joints():
+        r, g, b = (int(c) for c in pixel(v, *v.project(j["anchor"])))
+        # joint colours: near-black markers or golden pins, not the pale ground or sky
+        assert (r + g + b < 200) or (r > 150 and g > 110 and b < 80), (j["kind"], r, g, b)
+        dark_or_gold += 1
+    assert dark_or_gold == len(kinds)
+
+
+def test_traces_follow_the_top_crown(open_viewer):
+    sim = scenarios.build("gyro_top")
+    v = open_viewer(sim)
+    for _ in range(30):
+        v.update(1 / 60)
+    path = np.array(v._traces[0])
+    assert len(path) == 30
+    # the crown: the centre of the base, on the axis, one cone height from the pivot
+    height = sim.model.bodies[0].shape.params["height"]
+    assert np.allclose(np.linalg.norm(path, axis=1), height, rtol=1e-9)
+    # nearly steady precession: it stays near one height while it circles the vertical
+    assert np.ptp(path[:, 2]) < 0.02 * height
+    assert np.ptp(np.arctan2(path[:, 1], path[:, 0])) > 0.5 * 10.0 * 0.25
+    v.render()
+
+
+def test_screenshot_is_the_rendered_frame(open_viewer, tmp_path):
+    v = open_viewer(two_bodies(), colors={"ball": MAGENTA, "brick": YELLOW}, hud=True)
+    v.render()
+    out = v.screenshot(tmp_path / "frame.png")
+    img = np.asarray(Image.open(out).convert("RGB"))
+    assert img.shape == (H, W, 3)
+    assert np.array_equal(img, np.flipud(v.read_pixels()))
+
+
+def test_bad_arguments_are_refused():
+    sim = two_bodies()
+    for kw, field in [({"width": 0}, "width"), ({"speed": 0.0}, "speed"),
+                      ({"speed": 100.0}, "speed"), ({"keys": {"jump": "J"}}, "keys"),
+                      ({"keys": {"pause": "NOSUCHKEY"}}, "keys"),
+                      ({"traces": {0: "x"}}, "traces"), ({"impulse_gain": -1}, "impulse_gain"),
+                      ({"follow": "nobody"}, "body")]:
+        args = {"width": W, "height": H, **kw}
+        with pytest.raises(ValueError, match=field):
+            Viewer(sim, args.pop("width"), args.pop("height"), headless=True, **args)
+
+
+def test_bad_elapsed_leaves_the_simulation_alone(open_viewer):
+    sim = scenarios.build("gyro_top")
+    v = open_viewer(sim)
+    for bad in (-0.1, float("nan"), "soon", None):
+        with pytest.raises(ValueError, match="elapsed"):
+            v.update(bad)
+    assert sim.steps_taken == 0
+
+
+def test_cli_view_headless_writes_a_screenshot(tmp_path, capsys):
+    from rtrigid import cli
+
+    out = tmp_path / "top.png"
+    code = cli.main(["view", "gyro_top", "--headless", "--frames", "6", "--width", "200",
+                     "--height", "150", "--screenshot", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert Image.open(out).size == (200, 150)
+    drift = float(text.split("max rel. energy drift")[1].split()[0])
+    assert drift < 1e-12
+    assert cli.main(["view", "gyro_top", "--screenshot", str(out)]) == 2

@@ -1,0 +1,818 @@
+"""The Viewer: a pyglet window (or a headless surface) showing a running Simulation.
+
+    sim = rtrigid.scenarios.build("gyro_top")
+    viewer.Viewer(sim).run()                      # the library paces the loop
+
+    with viewer.Viewer(sim, 640, 480, headless=True) as v:   # tests, screenshots
+        v.update(1 / 60); v.render(); v.screenshot("top.png")
+
+The viewer talks to the simulation only through its public API: ``advance`` (real-time
+stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``apply_impulse``,
+``snapshot``/``restore``.  Its perturbations are impulses, applied once; it never clears
+forces the user applied, and a reset keeps them.
+
+If your program owns the loop, call ``poll()`` (window events), step the simulation your way,
+and ``render()`` each frame.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+
+from viewer import meshes, scene
+from viewer.camera import OrbitCamera, ortho_pixels
+from viewer.monitor import Conservation, FrameTimer, fmt_drift
+from viewer.picking import ray_shape
+
+DEFAULT_KEYS = {
+    "pause": "SPACE", "step": "PERIOD", "slower": "MINUS", "faster": "EQUAL", "reset": "R",
+    "hud": "H", "follow": "F", "traces": "T", "omega": "W", "momentum": "L", "kick": "K",
+    "spin": "U", "select_next": "TAB", "camera_home": "HOME", "quit": "ESCAPE",
+}
+KEY_HELP = ("space pause   . step   -/= speed   r reset   h hud   f follow   t traces\n"
+            "w omega   l momentum   k kick   u spin up   tab select   drag a body: impulse")
+SPEEDS = (1 / 64, 8.0)
+DRAG_COLOR = (1.0, 0.45, 0.0)
+LOAD_COLOR = (0.1, 0.65, 0.55)
+GROUND = (0.92, 0.92, 0.90)
+SKY_LOW, SKY_HIGH = (0.85, 0.88, 0.92, 1.0), (0.62, 0.71, 0.82, 1.0)
+UNIT_MESHES = {
+    "sphere": lambda: meshes.sphere(1.0, 20),
+    "cylinder": lambda: meshes.cylinder(1.0, -1.0, 1.0, 20),
+    "box": lambda: meshes.box((1.0, 1.0, 1.0)),
+    "arrow_shaft": meshes.arrow_shaft,
+    "arrow_head": meshes.arrow_head,
+}
+
+
+def load_pyglet(headless):
+    """Import pyglet for a window or for a headless (EGL) surface.
+
+    The choice is made when ``pyglet.window`` is first imported, so it cannot change later in
+    the same process.
+    """
+    import sys
+
+    import pyglet
+
+    if "pyglet.window" not in sys.modules:
+        pyglet.options["headless"] = bool(headless) or os.environ.get("PYGLET_HEADLESS") == "1"
+        # pyglet's per-call glGetError checks cost frame time and trip over errors that
+        # moderngl already reports
+        pyglet.options["debug_gl"] = False
+    elif bool(pyglet.options["headless"]) != bool(headless):
+        raise RuntimeError(
+            f"headless: pyglet was already set up {'with' if pyglet.options['headless'] else 'without'}"
+            " a headless surface in this process; use one mode per process")
+    try:
+        import pyglet.window  # noqa: F401  (selects the platform now)
+    except Exception as exc:
+        _no_display(exc)
+        raise
+    return pyglet
+
+
+NO_DISPLAY = ("viewer: no display to open a window on; pass headless=True (rtrigid view "
+              "--headless) or run under an X server (xvfb-run)")
+
+
+def _no_display(exc):
+    """Turn pyglet's two NoSuchDisplayException classes (xlib, window) into one message."""
+    if type(exc).__name__ == "NoSuchDisplayException":
+        raise RuntimeError(f"{NO_DISPLAY}: {exc}") from None
+
+
+def _key_table(keys, keymod):
+    if keys is False:
+        return {}
+    table = dict(DEFAULT_KEYS)
+    if keys not in (None, True):
+        if not isinstance(keys, dict):
+            raise ValueError(f"keys: expected a dict action -> key name, True or False, got {keys!r}")
+        for action, name in keys.items():
+            if action not in DEFAULT_KEYS:
+                raise ValueError(f"keys: unknown action {action!r}; known: {sorted(DEFAULT_KEYS)}")
+            table[action] = name
+    out = {}
+    for action, name in table.items():
+        if name is None:
+            continue
+        symbol = getattr(keymod, str(name).upper(), None)
+        if not isinstance(symbol, int):
+            raise ValueError(f"keys: {action}: unknown key name {name!r}")
+        out[symbol] = action
+    return out
+
+
+class Viewer:
+    """Window (or headless surface) drawing ``sim`` and driving it in real time.
+
+    One viewer at a time per process: close one (or leave its ``with`` block) before opening
+    the next.
+
+    Parameters
+    ----------
+    sim : rtrigid.simulation.Simulation
+    width, height : int
+        Window size in pixels.
+    headless : bool
+        Draw into an offscreen surface (EGL, no display needed).
+    title : str
+        Window caption.
+    keys : True, False or dict
+        Key bindings: True for the defaults (:data:`DEFAULT_KEYS`), False for none, or a dict
+        action -> pyglet key name (``None`` turns that action off).
+    mouse : bool
+        Mouse camera control and impulse dragging.
+    speed : float
+        Simulated seconds per wall-clock second (slow motion below 1).
+    paused, hud, show_omega, show_momentum : bool
+        Start paused; show the HUD; draw each body's angular velocity (yellow) and angular
+        momentum about its world joint or centre of mass (magenta) as arrows.
+    follow : body index or name, optional
+        Keep the camera on this body.
+    colors : dict, optional
+        {body: (r, g, b)} in [0, 1], instead of the palette.
+    traces : None, False or dict
+        Paths drawn behind body points: None traces the far end of bodies joined to the world
+        (a top's crown), False none, or {body: body-frame point or axis like "+x"}.
+    impulse_gain : float
+        A drag of d metres applies the impulse ``impulse_gain * m * d`` (N s), m the body's mass.
+    interpolate : bool
+        Draw poses between the last two steps (``sim.alpha``); off draws the current state.
+    max_fps : float
+        Frame rate cap of :meth:`run`.
+    """
+
+    _open = None
+
+    def __init__(self, sim, width=960, height=600, *, headless=False, title=None, keys=True,
+                 mouse=True, speed=1.0, paused=False, hud=True, traces=None, show_omega=False,
+                 show_momentum=False, follow=None, colors=None, impulse_gain=4.0,
+                 interpolate=True, max_fps=60.0):
+        for name, value in (("width", width), ("height", height)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 16:
+                raise ValueError(f"{name}: expected an integer >= 16, got {value!r}")
+        self.sim = sim
+        self.speed = self._check_speed(speed)
+        self.impulse_gain = self._check_positive(impulse_gain, "impulse_gain")
+        self.max_fps = self._check_positive(max_fps, "max_fps")
+        self.headless = bool(headless)
+        self.paused = bool(paused)
+        self.show_hud = bool(hud)
+        self.show_omega = bool(show_omega)
+        self.show_momentum = bool(show_momentum)
+        self.interpolate = bool(interpolate)
+        self.mouse_enabled = bool(mouse)
+        self.visuals = scene.body_visuals(sim, colors)
+        self.selected = None
+        self.follow = None if follow is None else sim.body_index(follow)
+        self._trace_points = self._initial_traces(traces)
+        self.show_traces = bool(self._trace_points)
+        self._traces = {b: [] for b in self._trace_points}
+        self.trace_length = 600
+        self.last_impulse = None
+        self._drag = None
+        self._mode = None
+        self._grid = None
+        self.closed = False
+        self._home = sim.snapshot()
+        sim.step(0)  # load the compiled kernel now rather than in the first frame
+        self.monitor = Conservation(sim)
+        self.timer = FrameTimer()
+        self._reference_rates = self._rates()
+        self._layout_scene()
+
+        if Viewer._open is not None:
+            # moderngl attaches to the current GL context only while it has no other one
+            raise RuntimeError("viewer: another Viewer is open in this process; close() it "
+                               "first (one viewer per process)")
+        pyglet = self.pyglet = load_pyglet(self.headless)
+        self._keys = _key_table(keys, pyglet.window.key)
+        try:
+            self.window = pyglet.window.Window(width, height, caption=title or "rtrigid",
+                                               visible=not self.headless,
+                                               resizable=not self.headless, vsync=False)
+        except Exception as exc:
+            _no_display(exc)
+            raise
+        try:
+            self._open_gl()
+        except BaseException:
+            if Viewer._open is self:
+                self.ctx.release()
+                Viewer._open = None
+            self.window.close()
+            raise
+        self.window.push_handlers(self)
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _open_gl(self):
+        import moderngl
+
+        from viewer.hud import Hud
+        from viewer.renderer import Renderer
+
+        self.window.switch_to()
+        self.ctx = moderngl.create_context()
+        Viewer._open = self
+        self.camera.resize(*self.window.get_size())
+        self.renderer = Renderer(self.ctx, self.window.get_framebuffer_size())
+        self.hud = Hud(self.pyglet, self.window.get_framebuffer_size())
+
+    @staticmethod
+    def _check_positive(value, name):
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: expected a number, got {value!r}") from None
+        if not math.isfinite(v) or v <= 0.0:
+            raise ValueError(f"{name}: must be finite and > 0, got {value!r}")
+        return v
+
+    def _check_speed(self, speed):
+        v = self._check_positive(speed, "speed")
+        if not SPEEDS[0] <= v <= SPEEDS[1]:
+            raise ValueError(f"speed: must be in [{SPEEDS[0]}, {SPEEDS[1]}], got {speed!r}")
+        return v
+
+    def _world_joint(self, b):
+        for j in self.sim.joints():
+            if j["child"] == b and j["parent"] == -1:
+                return j
+        return None
+
+    def _initial_traces(self, traces):
+        if traces is False:
+            return {}
+        if traces is None:
+            out = {}
+            for j in self.sim.joints():
+                if j["parent"] != -1:
+                    continue
+                b = j["child"]
+                x, q = self.sim.pose(b)
+                away = scene.rotation(q).T @ (x - np.asarray(j["anchor"]))
+                if np.linalg.norm(away) > 1e-9:
+                    u = away / np.linalg.norm(away)
+                    # on the line from the joint through the centre of mass, at the surface
+                    out[b] = u * (self.visuals[b].support(u) @ u)
+            return out
+        if not isinstance(traces, dict):
+            raise ValueError(f"traces: expected None, False or a dict body -> point, got {traces!r}")
+        return {self.sim.body_index(b): self._trace_point(b, p) for b, p in traces.items()}
+
+    def _trace_point(self, body, point):
+        """A body-frame point, or "+x", "-z", ...: the surface point along that body axis."""
+        from rtrigid.model import as_vector
+
+        if isinstance(point, str):
+            if len(point) != 2 or point[0] not in "+-" or point[1] not in "xyz":
+                raise ValueError(f"traces: expected a point or an axis like '+x', got {point!r}")
+            u = np.zeros(3)
+            u["xyz".index(point[1])] = 1.0 if point[0] == "+" else -1.0
+            return u * (self.visuals[self.sim.body_index(body)].support(u) @ u)
+        return as_vector(point, 3, "traces")
+
+    def _layout_scene(self):
+        """Camera, ground height and grid from where the bodies are now.
+
+        A body joined to the world stands on the ground through its lowest world joint (a
+        top on its tip) unless the bodies reach well below it (a hanging chain); otherwise
+        the ground passes a little below the lowest body point, or through the origin.  The
+        camera frames the bodies and, for bodies joined to the world, the half-sphere they can
+        sweep about the joint (a top that nutates widely, a swinging chain stay in view).
+        """
+        sim = self.sim
+        joints = sim.joints()
+        points = [np.asarray(j["anchor"], dtype=np.float64) for j in joints]
+        for v in self.visuals:
+            x, q = sim.pose(v.index)
+            points.extend(v.mesh[0][:, :3].astype(np.float64) @ scene.rotation(q).T + x)
+        pts = np.array(points)
+        lo = pts.min(axis=0)
+        sweep = []
+        mean = np.mean([sim.pose(b)[0] for b in range(sim.nb)], axis=0)
+        for j in joints:
+            if j["parent"] == -1:
+                a = np.asarray(j["anchor"], dtype=np.float64)
+                reach = np.linalg.norm(pts - a, axis=1).max()
+                # the half-sphere on the side the bodies are: above a top, below a pendulum
+                up = 1.0 if mean[2] >= a[2] else -1.0
+                sweep += [a + reach * np.array(d) for d in
+                          ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, up))]
+        framed = np.vstack([pts, *sweep]) if sweep else pts
+        lo_f, hi_f = framed.min(axis=0), framed.max(axis=0)
+        centre = 0.5 * (lo_f + hi_f)
+        extent = max(float(np.linalg.norm(hi_f - lo_f)) / 2.0, 1e-3)
+        self.extent = extent
+        anchors = [float(j["anchor"][2]) for j in joints if j["parent"] == -1]
+        if anchors and lo[2] >= min(anchors) - 0.2 * extent:
+            self.ground_z = min(anchors)
+        elif lo[2] < 0.0:
+            self.ground_z = float(lo[2]) - 0.25 * extent
+        else:
+            self.ground_z = 0.0
+        self.grid_spacing = scene.nice_spacing(extent / 4.0)
+        self.joint_size = 0.08 * min(v.radius for v in self.visuals)
+        self.camera = OrbitCamera(target=centre, distance=2.6 * extent)
+
+    # -- frame loop ----------------------------------------------------------------------------
+    def update(self, elapsed):
+        """Advance the simulation by ``elapsed`` wall-clock seconds times ``speed``.
+
+        Nothing happens while paused.  Returns the number of steps taken.
+        """
+        try:
+            elapsed = float(elapsed)
+        except (TypeError, ValueError):
+            raise ValueError(f"elapsed: expected a number, got {elapsed!r}") from None
+        if not math.isfinite(elapsed) or elapsed < 0.0:
+            raise ValueError(f"elapsed: must be finite and >= 0, got {elapsed!r}")
+        if self.paused:
+            self.timer.advanced(elapsed, 0.0, 0, 0.0)
+            return 0
+        t0 = self.sim.t
+        start = time.perf_counter()
+        n = self.sim.advance(elapsed * self.speed)
+        cost = time.perf_counter() - start
+        self.timer.advanced(elapsed, self.sim.t - t0, n, cost)
+        if n:
+            self._after_steps()
+        return n
+
+    def _after_steps(self):
+        self.monitor.sample()
+        for b, point in self._trace_points.items():
+            x, q = self.sim.pose(b)
+            path = self._traces[b]
+            path.append(x + scene.rotation(q) @ point)
+            if len(path) > self.trace_length:
+                del path[: len(path) - self.trace_length]
+
+    def step_once(self):
+        """One fixed step (the single-step key); pauses the real-time loop."""
+        self.paused = True
+        self.sim.step(1)
+        self._after_steps()
+
+    def reset(self):
+        """Back to the state the viewer opened with; forces the user applied stay applied."""
+        sim = self.sim
+        loads = [sim.applied(b) for b in range(sim.nb)]
+        sim.restore(self._home)
+        for b, (force, torque) in enumerate(loads):
+            f0, t0 = sim.applied(b)
+            if np.any(force != f0):
+                sim.apply_force(b, force - f0)
+            if np.any(torque != t0):
+                sim.apply_torque(b, torque - t0)
+        for path in self._traces.values():
+            path.clear()
+        self.monitor.rebaseline()
+
+    def set_speed(self, speed):
+        self.speed = self._check_speed(speed)
+
+    # -- poses as drawn ----------------------------------------------------------------------
+    def poses(self):
+        """(x, q) of every body as the frame shows it (interpolated unless paused)."""
+        alpha = None if (self.interpolate and not self.paused) else 1.0
+        return [self.sim.interpolated_pose(b, alpha) for b in range(self.sim.nb)]
+
+    # -- drawing -------------------------------------------------------------------------------
+    def render(self):
+        """Draw one frame: into the window (and show it), or offscreen when headless."""
+        self._draw_frame(offscreen=self.headless)
+        if self.headless:
+            self.ctx.finish()
+        else:
+            self.window.flip()
+        self.timer.frame()
+
+    def _draw_frame(self, offscreen, fresh_text=False):
+        self.window.switch_to()
+        poses = self.poses()
+        if self.follow is not None:
+            self.camera.target = poses[self.follow][0].copy()
+        self.renderer.begin(self.camera.proj_view(), self.camera.eye, clear=GROUND,
+                            offscreen=offscreen)
+        self._draw_ground(poses)
+        self._draw_bodies(poses)
+        self._draw_joints(poses)
+        self._draw_arrows(poses)
+        self._draw_loads(poses)
+        self._draw_traces()
+        if self._drag is not None:
+            start, end = self._drag_ends()
+            self._arrow(start, end, 0.04 * self.visuals[self._drag["body"]].radius, DRAG_COLOR)
+        if self.show_hud:
+            self._draw_hud(fresh_text)
+
+    def _unit(self, name):
+        return self.renderer.mesh(name, UNIT_MESHES[name])
+
+    def _draw_ground(self, poses):
+        """Sky, grid and the bodies' shadows (light along light_dir), then the world axes.
+
+        The frame is cleared to the ground colour and only the sky above the horizon is
+        painted: on a software renderer every full-screen pass costs milliseconds.
+        """
+        r = self.renderer
+        z = self.ground_z
+        w, h = r.size
+        horizon = self.camera.horizon()
+        if self.camera.eye[2] > z and horizon is not None and horizon < h:
+            y0 = max(horizon, 0.0) * h / self.camera.height
+            sky = np.array([(0, y0, 0, *SKY_LOW), (w, y0, 0, *SKY_LOW), (w, h, 0, *SKY_HIGH),
+                            (0, y0, 0, *SKY_LOW), (w, h, 0, *SKY_HIGH), (0, h, 0, *SKY_HIGH)],
+                           np.float32)
+            r.lines(sky, ortho_pixels(w, h), mode=r.ctx.TRIANGLES, depth=False, blend=False)
+        key = (self.grid_spacing, z)
+        if self._grid is None or self._grid[0] != key:
+            self._grid = (key, meshes.grid_lines(30 * self.grid_spacing, self.grid_spacing, z,
+                                                 (0.76, 0.76, 0.77, 1.0), (0.56, 0.56, 0.60, 1.0)))
+        r.lines(self._grid[1], depth=False)
+        shadow = scene.shadow_matrix(r.light_dir, z)
+        for v, (x, q) in zip(self.visuals, poses):
+            vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
+            r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), (0.74, 0.74, 0.73, 1.0))
+        # world axes at the origin
+        length = 0.3 * self.extent
+        for axis, color in enumerate(((0.85, 0.2, 0.2), (0.2, 0.7, 0.2), (0.2, 0.3, 0.9))):
+            end = np.zeros(3)
+            end[axis] = length
+            self._arrow(np.zeros(3), end, 0.008 * self.extent, color)
+
+    def _draw_bodies(self, poses):
+        r = self.renderer
+        for v, (x, q) in zip(self.visuals, poses):
+            vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
+            r.draw(vao, scene.pose_matrix(x, q), v.color, pattern=1.0,
+                   highlight=1.0 if v.index == self.selected else 0.0)
+
+    def _draw_joints(self, poses):
+        r = self.renderer
+        positions = [x for x, _ in poses]
+        segs = []
+        for j in self.sim.joints():
+            for name, model, color in scene.joint_markers(j, self.joint_size):
+                r.draw(self._unit(name), model, color)
+            for a, b in scene.joint_links(j, positions):
+                segs += [(*a, *scene.LINK_COLOR), (*b, *scene.LINK_COLOR)]
+        if segs:
+            r.lines(np.array(segs, np.float32))
+
+    def _arrow(self, start, end, radius, color):
+        parts = scene.arrow_parts(start, end, radius)
+        if parts is None:
+            return
+        self.renderer.draw(self._unit("arrow_shaft"), parts[0], color)
+        self.renderer.draw(self._unit("arrow_head"), parts[1], color)
+
+    def _rates(self):
+        """Per body: |world angular velocity|, |angular momentum about the arrow origin|."""
+        out = []
+        for b in range(self.sim.nb):
+            origin, omega, momentum = self._body_rates(b)
+            out.append((np.linalg.norm(omega), np.linalg.norm(momentum)))
+        return out
+
+    def _body_rates(self, b):
+        """Arrow origin (world pivot or centre of mass), world omega, angular momentum there."""
+        sim = self.sim
+        x, q = sim.pose(b)
+        v, omega = sim.velocity(b)
+        rot = scene.rotation(q)
+        joint = self._world_joint(b)
+        origin = x if joint is None else np.asarray(joint["anchor"], dtype=np.float64)
+        inertia = rot @ np.diag(sim.frozen.inertia[b]) @ rot.T
+        momentum = inertia @ omega + sim.frozen.mass[b] * np.cross(x - origin, v)
+        return origin, omega, momentum
+
+    def _draw_arrows(self, poses):
+        if not (self.show_omega or self.show_momentum):
+            return
+        bodies = [self.selected] if self.selected is not None else range(self.sim.nb)
+        for b in bodies:
+            origin, omega, momentum = self._body_rates(b)
+            size = self.visuals[b].radius
+            for show, vec, ref, color in (
+                    (self.show_omega, omega, self._reference_rates[b][0], (0.95, 0.80, 0.15)),
+                    (self.show_momentum, momentum, self._reference_rates[b][1], (0.80, 0.25, 0.75))):
+                norm = np.linalg.norm(vec)
+                if show and norm > 0.0:
+                    length = size * min(1.8 * norm / max(ref, 1e-12), 5.0)
+                    self._arrow(origin, origin + vec / norm * length, 0.03 * size, color)
+
+    def _draw_loads(self, poses):
+        """Forces the user applied (``sim.applied``), as arrows at the centres of mass.
+
+        Length 1.5 body radii for the body's weight (or, without gravity, for any force),
+        growing with the force up to 4 radii.
+        """
+        g = float(np.linalg.norm(self.sim.frozen.gravity))
+        for b, (x, _) in enumerate(poses):
+            force = self.sim.applied(b)[0]
+            norm = np.linalg.norm(force)
+            if norm == 0.0:
+                continue
+            size = self.visuals[b].radius
+            ref = self.sim.frozen.mass[b] * g if g > 0.0 else norm
+            length = size * min(1.5 * norm / ref, 4.0)
+            self._arrow(x, x + force / norm * length, 0.04 * size, LOAD_COLOR)
+
+    def _draw_traces(self):
+        if not self.show_traces:
+            return
+        for path in self._traces.values():
+            n = len(path)
+            if n < 2:
+                continue
+            strip = np.zeros((n, 7), np.float32)
+            strip[:, :3] = path
+            strip[:, 3:6] = (0.15, 0.15, 0.55)
+            strip[:, 6] = np.linspace(0.05, 1.0, n)
+            self.renderer.lines(strip, mode=self.renderer.ctx.LINE_STRIP)
+
+    def _draw_hud(self, fresh_text=False):
+        sim, mon, tim = self.sim, self.monitor, self.timer
+        state = "PAUSED" if self.paused else f"speed x{self.speed:g}"
+        lines = [
+            f"t = {sim.t:.3f} s   {state}   real-time factor {tim.real_time_factor:.2f}   "
+            f"{tim.fps:.0f} fps",
+            f"{sim.integrator}, dt = {sim.dt:g} s: {tim.step_cost * 1e6:.1f} us/step in the loop, "
+            f"{tim.steps_per_frame:.1f} steps/frame",
+        ]
+        if mon.loads_applied:
+            lines.append("applied loads act: energy and momentum are not conserved")
+        else:
+            drift = f"energy drift {fmt_drift(mon.energy_drift)} (max {fmt_drift(mon.max_energy_drift)})"
+            if mon.conserved:
+                drift += (f"   {mon.label} drift {fmt_drift(mon.momentum_drift)} "
+                          f"(max {fmt_drift(mon.max_momentum_drift)})")
+            lines.append(drift)
+        status = f"constraint error {fmt_drift(mon.max_constraint_error)}"
+        if self.selected is not None:
+            follow = ", followed" if self.follow == self.selected else ""
+            status += f"   selected: {sim.names[self.selected]}{follow}"
+        lines.append(status)
+        roomy = self.renderer.size[0] >= 900
+        self.hud.set_text(lines, KEY_HELP if self._keys and roomy else "", force=fresh_text)
+        self.hud.draw(self.renderer, mon.energy_history, mon.momentum_history)
+
+    # -- pixels --------------------------------------------------------------------------------
+    def project(self, point_world):
+        """Window pixel (px, py) where a world point is drawn; origin at the bottom-left."""
+        from rtrigid.model import as_vector
+
+        return self.camera.project(as_vector(point_world, 3, "point_world"))
+
+    def read_pixels(self):
+        """The frame as (height, width, 3) uint8, row 0 at the bottom (index [py, px]).
+
+        Headless: the last rendered frame.  With a window: the current state drawn again
+        offscreen (the window's own framebuffer is not read back).
+        """
+        if not self.headless:
+            self._draw_frame(offscreen=True)
+        return self.renderer.read()
+
+    def screenshot(self, path):
+        """Write the current frame to an image file (format from the suffix).
+
+        The frame is drawn again offscreen with the HUD text brought up to date (on screen it
+        is laid out only a few times a second).
+        """
+        from PIL import Image
+
+        self._draw_frame(offscreen=True, fresh_text=True)
+        Image.fromarray(np.flipud(self.renderer.read())).save(path)
+        return path
+
+    # -- picking and impulses ------------------------------------------------------------------
+    def pick(self, px, py):
+        """(body index, world point) of the body drawn at window pixel (px, py), or None."""
+        origin, direction = self.camera.ray(px, py)
+        best = None
+        for v, (x, q) in zip(self.visuals, self.poses()):
+            rot = scene.rotation(q)
+            t = ray_shape(v.kind, v.params, v.offset, rot.T @ (origin - x), rot.T @ direction)
+            if t is not None and (best is None or t < best[0]):
+                best = (t, v.index)
+        if best is None:
+            return None
+        return best[1], origin + best[0] * direction
+
+    def _begin_drag(self, px, py):
+        hit = self.pick(px, py)
+        if hit is None:
+            return False
+        b, point = hit
+        x, q = self.poses()[b]
+        self.selected = b
+        self._drag = {"body": b, "point_body": scene.rotation(q).T @ (point - x),
+                      "cursor": (px, py)}
+        return True
+
+    def _drag_ends(self):
+        """World (start, end) of the drag now: the picked point and the cursor in its plane."""
+        d = self._drag
+        x, q = self.sim.pose(d["body"])
+        start = x + scene.rotation(q) @ d["point_body"]
+        origin, direction = self.camera.ray(*d["cursor"])
+        normal = self.camera.forward()
+        denom = direction @ normal
+        if abs(denom) < 1e-12:
+            return start, start
+        end = origin + ((start - origin) @ normal / denom) * direction
+        return start, end
+
+    def _end_drag(self):
+        start, end = self._drag_ends()
+        b = self._drag["body"]
+        self._drag = None
+        impulse = self.impulse_gain * self.sim.frozen.mass[b] * (end - start)
+        if np.linalg.norm(impulse) == 0.0:
+            return None
+        self.sim.apply_impulse(b, impulse, start)
+        self.last_impulse = (b, impulse, start)
+        self.monitor.rebaseline()
+        return impulse
+
+    def drag(self, start_px, end_px):
+        """Pick the body at ``start_px``, drag to ``end_px``, release: the impulse applied.
+
+        Returns the world impulse (N s), or None if nothing was picked.
+        """
+        if not self._begin_drag(*start_px):
+            return None
+        self._drag["cursor"] = tuple(end_px)
+        return self._end_drag()
+
+    def kick(self, body=None):
+        """Upward impulse at the centre of mass: Δv of 3 body radii per second."""
+        b = self._target(body)
+        x, _ = self.sim.pose(b)
+        j = np.array([0.0, 0.0, 3.0 * self.visuals[b].radius * self.sim.frozen.mass[b]])
+        self.sim.apply_impulse(b, j, x)
+        self.monitor.rebaseline()
+
+    def spin_up(self, body=None):
+        """Angular impulse about the principal axis nearest the spin: +20 % (at least 2 rad/s).
+
+        Applied as a couple (two opposite point impulses), so no linear momentum is added.
+        """
+        b = self._target(body)
+        x, q = self.sim.pose(b)
+        _, omega = self.sim.velocity(b)
+        rot = scene.rotation(q)
+        k = int(np.argmax(np.abs(rot.T @ omega))) if np.any(omega) else 2
+        axis = rot[:, k]
+        rate = float(axis @ omega)
+        sign = 1.0 if rate >= 0.0 else -1.0
+        dl = self.sim.frozen.inertia[b][k] * max(0.2 * abs(rate), 2.0) * sign
+        arm = rot[:, (k + 1) % 3] * self.visuals[b].radius
+        j = dl / (2.0 * self.visuals[b].radius) * np.cross(axis, arm / np.linalg.norm(arm))
+        self.sim.apply_impulse(b, j, x + arm)
+        self.sim.apply_impulse(b, -j, x - arm)
+        self.monitor.rebaseline()
+
+    def _target(self, body):
+        if body is not None:
+            return self.sim.body_index(body)
+        return 0 if self.selected is None else self.selected
+
+    # -- window events -------------------------------------------------------------------------
+    def on_key_press(self, symbol, modifiers):
+        action = self._keys.get(symbol)
+        if action is None:
+            return self.pyglet.event.EVENT_HANDLED  # unbound keys do nothing (no ESC close)
+        if action == "pause":
+            self.paused = not self.paused
+        elif action == "step":
+            self.step_once()
+        elif action == "slower":
+            self.speed = max(self.speed / 2.0, SPEEDS[0])
+        elif action == "faster":
+            self.speed = min(self.speed * 2.0, SPEEDS[1])
+        elif action == "reset":
+            self.reset()
+        elif action == "hud":
+            self.show_hud = not self.show_hud
+        elif action == "follow":
+            self.follow = None if self.follow is not None else self._target(None)
+            if self.follow is None:
+                self.camera.target = self.camera.home[0].copy()
+        elif action == "traces":
+            self.show_traces = not self.show_traces
+        elif action == "omega":
+            self.show_omega = not self.show_omega
+        elif action == "momentum":
+            self.show_momentum = not self.show_momentum
+        elif action == "kick":
+            self.kick()
+        elif action == "spin":
+            self.spin_up()
+        elif action == "select_next":
+            self.selected = 0 if self.selected is None else (self.selected + 1) % self.sim.nb
+        elif action == "camera_home":
+            self.camera.reset()
+            self.follow = None
+        elif action == "quit":
+            self.close()
+        return self.pyglet.event.EVENT_HANDLED
+
+    def on_mouse_press(self, x, y, button, modifiers):
+        if not self.mouse_enabled:
+            return
+        mouse = self.pyglet.window.mouse
+        shift = modifiers & self.pyglet.window.key.MOD_SHIFT
+        if button == mouse.LEFT and not shift and self._begin_drag(x, y):
+            self._mode = "drag"
+        elif button == mouse.LEFT and not shift:
+            self._mode = "orbit"
+        else:
+            self._mode = "pan"
+
+    def on_mouse_drag(self, x, y, dx, dy, buttons, modifiers):
+        if self._mode == "drag" and self._drag is not None:
+            self._drag["cursor"] = (x, y)
+        elif self._mode == "orbit":
+            self.camera.orbit(dx, dy)
+        elif self._mode == "pan":
+            self.follow = None
+            self.camera.pan(dx, dy)
+
+    def on_mouse_release(self, x, y, button, modifiers):
+        if self._mode == "drag" and self._drag is not None:
+            self._drag["cursor"] = (x, y)
+            self._end_drag()
+        self._mode = None
+
+    def on_mouse_scroll(self, x, y, scroll_x, scroll_y):
+        if self.mouse_enabled:
+            self.camera.zoom(scroll_y)
+
+    def on_resize(self, width, height):
+        self.camera.resize(width, height)
+        size = self.window.get_framebuffer_size()
+        self.renderer.resize(size)
+        self.hud.resize(size)
+
+    def on_draw(self):
+        if not self.closed:
+            self.render()
+
+    def on_close(self):
+        self.close()
+        return self.pyglet.event.EVENT_HANDLED
+
+    # -- loops ---------------------------------------------------------------------------------
+    def _tick(self, dt):
+        if self.closed:
+            self.pyglet.app.exit()
+            return
+        self.update(dt)
+        if not self.closed:
+            self.render()
+
+    def run(self):
+        """Show the window and run the simulation in real time until the window closes."""
+        if self.headless:
+            raise RuntimeError("run: needs a window; headless viewers are driven with "
+                               "update() and render()")
+        self.pyglet.clock.schedule_interval(self._tick, 1.0 / self.max_fps)
+        try:
+            self.pyglet.app.run(None)
+        finally:
+            self.pyglet.clock.unschedule(self._tick)
+            self.close()
+
+    def poll(self):
+        """Handle pending window events (for a loop you own); False once the window closed."""
+        if not self.closed:
+            self.window.dispatch_events()
+        return not self.closed
+
+    def close(self):
+        """Release the GL objects and close the window (safe to call twice)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.window.switch_to()
+        self.hud.release()
+        self.renderer.release()
+        self.ctx.release()
+        Viewer._open = None
+        self.window.remove_handlers(self)
+        self.window.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,178 @@
+"""Triangle meshes generated for the body shapes, arrows and joint markers (numpy, no GL).
+
+A mesh is ``(vertices, indices)``: ``vertices`` float32 ``(n, 6)`` rows of position and unit
+outward normal, ``indices`` uint32 ``(m, 3)`` counter-clockwise triangles seen from outside.
+Every round solid is a *lathe*: a profile in the (rho, z) half-plane revolved about the z axis.
+A sharp edge is two profile points at the same place with different normals.
+
+Shape conventions (body frame, origin at the centre of mass, see ``rtrigid.model.Model.add_body``):
+
+- box: ``half_extents``; sphere: ``radius``;
+- cylinder: axis z, ``radius``, ``half_length``;
+- capsule: axis z, ``radius``, cylindrical part of ``half_length`` either side plus
+  hemispherical caps (the total length is 2 (half_length + radius));
+- cone: axis z, ``radius`` of the base, ``height``; apex at -3/4 height and base centre at
+  +1/4 height, i.e. a solid cone with its centre of mass at the origin, standing on its apex
+  (the gyro top pivots on the body point (0, 0, -3H/4)).
+
+Every shape is then shifted by the shape's ``offset``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SEGMENTS = 32
+
+
+def lathe(profile, segments=SEGMENTS):
+    """Revolve a profile of ``(rho, z, n_rho, n_z)`` rows about the z axis."""
+    profile = np.asarray(profile, dtype=np.float64)
+    angles = np.linspace(0.0, 2.0 * np.pi, segments + 1)
+    c, s = np.cos(angles), np.sin(angles)
+    rings = []
+    for rho, z, nr, nz in profile:
+        pos = np.stack([rho * c, rho * s, np.full_like(c, z)], axis=1)
+        nrm = np.stack([nr * c, nr * s, np.full_like(c, nz)], axis=1)
+        rings.append(np.hstack([pos, nrm]))
+    verts = np.vstack(rings)
+    tris = []
+    width = segments + 1
+    for k in range(len(profile) - 1):
+        (r0, z0, _, _), (r1, z1, _, _) = profile[k], profile[k + 1]
+        if r0 == r1 and z0 == z1:
+            continue  # the two normals of a sharp edge: no band between them
+        a = k * width + np.arange(segments)
+        b = a + width
+        tris.append(np.stack([a, a + 1, b + 1], axis=1))
+        tris.append(np.stack([a, b + 1, b], axis=1))
+    idx = np.vstack(tris)
+    # a band whose profile runs towards -z winds clockwise; make every triangle face outwards
+    idx = _orient_outwards(verts, idx)
+    return verts.astype(np.float32), idx.astype(np.uint32)
+
+
+def _orient_outwards(verts, idx):
+    p = verts[:, :3]
+    n = verts[:, 3:]
+    a, b, c = p[idx[:, 0]], p[idx[:, 1]], p[idx[:, 2]]
+    face = np.cross(b - a, c - a)
+    mean_normal = n[idx[:, 0]] + n[idx[:, 1]] + n[idx[:, 2]]
+    flip = np.einsum("ij,ij->i", face, mean_normal) < 0.0
+    idx = idx.copy()
+    idx[flip] = idx[flip][:, [0, 2, 1]]
+    degenerate = np.linalg.norm(face, axis=1) < 1e-14
+    return idx[~degenerate]
+
+
+def _arc(rho0, z0, radius, theta_from, theta_to, n):
+    """Profile rows of a circular arc centred at (rho0, z0); theta from the +z axis."""
+    rows = []
+    for th in np.linspace(theta_from, theta_to, n):
+        nr, nz = np.sin(th), np.cos(th)
+        rows.append((rho0 + radius * nr, z0 + radius * nz, nr, nz))
+    return rows
+
+
+def sphere(radius, segments=SEGMENTS):
+    rows = _arc(0.0, 0.0, radius, np.pi, 0.0, segments // 2 + 1)
+    return lathe(rows, segments)
+
+
+def capsule(radius, half_length, segments=SEGMENTS):
+    n = segments // 4 + 1
+    rows = _arc(0.0, -half_length, radius, np.pi, np.pi / 2, n)
+    rows += _arc(0.0, half_length, radius, np.pi / 2, 0.0, n)
+    return lathe(rows, segments)
+
+
+def cylinder(radius, z0, z1, segments=SEGMENTS):
+    """Closed cylinder about the z axis from z0 to z1."""
+    r = radius
+    rows = [(0, z0, 0, -1), (r, z0, 0, -1), (r, z0, 1, 0), (r, z1, 1, 0), (r, z1, 0, 1),
+            (0, z1, 0, 1)]
+    return lathe(rows, segments)
+
+
+def cone(radius, z_apex, z_base, segments=SEGMENTS):
+    """Closed cone about the z axis, apex at z_apex, base disc at z_base (either order)."""
+    h = z_base - z_apex
+    # outward side normal: perpendicular to the slant line (radius, h) in the (rho, z) plane
+    nr, nz = abs(h), -np.sign(h) * radius
+    norm = np.hypot(nr, nz)
+    nr, nz = nr / norm, nz / norm
+    cap = np.sign(h)
+    rows = [(0, z_apex, nr, nz), (radius, z_base, nr, nz), (radius, z_base, 0, cap),
+            (0, z_base, 0, cap)]
+    return lathe(rows, segments)
+
+
+def box(half_extents):
+    h = np.asarray(half_extents, dtype=np.float64)
+    verts, idx = [], []
+    for axis in range(3):
+        for sign in (-1.0, 1.0):
+            n = np.zeros(3)
+            n[axis] = sign
+            u = np.zeros(3)
+            u[(axis + 1) % 3] = h[(axis + 1) % 3]
+            v = np.zeros(3)
+            v[(axis + 2) % 3] = h[(axis + 2) % 3]
+            centre = n * h[axis]
+            corners = [centre - u - v, centre + u - v, centre + u + v, centre - u + v]
+            base = len(verts)
+            verts += [np.concatenate([c, n]) for c in corners]
+            tri = [(base, base + 1, base + 2), (base, base + 2, base + 3)]
+            idx += tri if sign > 0 else [t[::-1] for t in tri]
+    return np.array(verts, np.float32), np.array(idx, np.uint32)
+
+
+def shape_mesh(kind, params, offset=(0.0, 0.0, 0.0)):
+    """Mesh of a body shape (see the module docstring), in the body frame."""
+    if kind == "box":
+        verts, idx = box(params["half_extents"])
+    elif kind == "sphere":
+        verts, idx = sphere(params["radius"])
+    elif kind == "cylinder":
+        h = params["half_length"]
+        verts, idx = cylinder(params["radius"], -h, h)
+    elif kind == "capsule":
+        verts, idx = capsule(params["radius"], params["half_length"])
+    elif kind == "cone":
+        h = params["height"]
+        verts, idx = cone(params["radius"], -0.75 * h, 0.25 * h)
+    else:
+        raise ValueError(f"shape: no mesh for kind {kind!r}")
+    verts = verts.copy()
+    verts[:, :3] += np.asarray(offset, dtype=np.float32)
+    return verts, idx
+
+
+def arrow_shaft():
+    """Unit shaft: radius 1 from z = 0 to z = 1 (scaled per draw)."""
+    return cylinder(1.0, 0.0, 1.0, 16)
+
+
+def arrow_head():
+    """Unit head: base radius 1 at z = 0, apex at z = 1."""
+    return cone(1.0, 1.0, 0.0, 16)
+
+
+def grid_lines(half_size, spacing, z, color, major_color, major_every=5, pieces=12):
+    """Line-list vertices ``(n, 7)``: position and RGBA, for a square grid in the plane z.
+
+    Each line is cut into ``pieces`` so that its opacity can fall off with the distance
+    from the centre: the grid fades out instead of ending at a hard edge and aliasing in
+    the distance.
+    """
+    n = int(round(half_size / spacing))
+    s = np.linspace(-half_size, half_size, pieces + 1)
+    rows = []
+    for i in range(-n, n + 1):
+        c = np.array(major_color if i % major_every == 0 else color, dtype=np.float64)
+        t = i * spacing
+        for a, b in zip(s[:-1], s[1:]):
+            for p, q in (((t, a), (t, b)), ((a, t), (b, t))):
+                for x, y in (p, q):
+                    fade = max(0.0, 1.0 - np.hypot(x, y) / half_size) ** 0.7
+                    rows.append((x, y, z, c[0], c[1], c[2], c[3] * fade))
+    return np.array(rows, np.float32)

@@ -1,0 +1,170 @@
+"""What to draw for a Simulation, worked out from its public API (numpy, no GL).
+
+Body visuals come from ``sim.model.bodies[i].shape`` (a body without one gets the box with
+its principal moments of inertia, see :func:`default_shape`); joints from ``sim.joints()``;
+transforms are 4x4 row-major matrices acting on column vectors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rtrigid import quat
+from viewer import meshes
+
+PALETTE = [
+    (0.86, 0.42, 0.26), (0.27, 0.52, 0.80), (0.36, 0.68, 0.38), (0.90, 0.70, 0.22),
+    (0.58, 0.42, 0.76), (0.20, 0.66, 0.68), (0.84, 0.38, 0.56), (0.55, 0.55, 0.55),
+]
+JOINT_COLOR = (0.18, 0.18, 0.22)
+JOINT_AXIS_COLOR = (0.95, 0.80, 0.20)
+LINK_COLOR = (0.2, 0.2, 0.25, 0.8)
+
+
+@dataclass
+class BodyVisual:
+    index: int
+    name: str
+    kind: str
+    params: dict
+    offset: np.ndarray
+    color: tuple
+    mesh: tuple       # (vertices, indices), body frame
+    radius: float     # largest distance of the mesh from the centre of mass
+
+    def support(self, direction_body):
+        """Farthest mesh point along a body-frame direction."""
+        v = self.mesh[0][:, :3].astype(np.float64)
+        return v[np.argmax(v @ direction_body)]
+
+
+def default_shape(mass, inertia):
+    """The uniform box with these principal moments (moments clamped to a physical box)."""
+    j = np.asarray(inertia, dtype=np.float64)
+    # box of half extents (a, b, c): I1 = m (b^2 + c^2) / 3, so a^2 = 3 (sum(I) / 2 - I1) / m
+    sq = 3.0 * (j.sum() / 2.0 - j) / mass
+    half = np.sqrt(np.maximum(sq, 1e-4 * sq.max() if sq.max() > 0 else 1e-6))
+    return "box", {"half_extents": half}
+
+
+def body_visuals(sim, colors=None):
+    """One visual per body of ``sim``; ``colors``: optional {body index or name: rgb}."""
+    out = []
+    colors = {sim.body_index(k): v for k, v in (colors or {}).items()}
+    for i, body in enumerate(sim.model.bodies[:sim.nb]):
+        shape = body.shape
+        if shape is None:
+            kind, params = default_shape(sim.frozen.mass[i], sim.frozen.inertia[i])
+            offset = np.zeros(3)
+        else:
+            kind, params, offset = shape.kind, shape.params, np.asarray(shape.offset, float)
+        mesh = meshes.shape_mesh(kind, params, offset)
+        radius = float(np.max(np.linalg.norm(mesh[0][:, :3], axis=1)))
+        color = tuple(float(c) for c in colors.get(i, PALETTE[i % len(PALETTE)]))
+        out.append(BodyVisual(i, sim.names[i], kind, params, offset, color, mesh, radius))
+    return out
+
+
+def rotation(q):
+    return quat.rotmat(np.asarray(q, dtype=np.float64), np.empty((3, 3)))
+
+
+def pose_matrix(x, q):
+    m = np.eye(4)
+    m[:3, :3] = rotation(q)
+    m[:3, 3] = x
+    return m
+
+
+def placed(x, rot, scale):
+    """Matrix placing a unit mesh: rotation columns scaled by ``scale`` (3,), then at x."""
+    m = np.eye(4)
+    m[:3, :3] = rot * np.asarray(scale, dtype=np.float64)
+    m[:3, 3] = x
+    return m
+
+
+def frame_along(axis):
+    """A rotation whose third column is the unit vector ``axis``."""
+    z = np.asarray(axis, dtype=np.float64)
+    z = z / np.linalg.norm(z)
+    helper = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    x = np.cross(helper, z)
+    x /= np.linalg.norm(x)
+    return np.column_stack([x, np.cross(z, x), z])
+
+
+def arrow_parts(start, end, radius):
+    """(shaft matrix, head matrix) for an arrow from start to end; None if too short."""
+    start = np.asarray(start, dtype=np.float64)
+    d = np.asarray(end, dtype=np.float64) - start
+    length = float(np.linalg.norm(d))
+    if length < 1e-12:
+        return None
+    rot = frame_along(d)
+    head = min(6.0 * radius, 0.5 * length)
+    shaft = placed(start, rot, (radius, radius, length - head))
+    tip = placed(start + d * (length - head) / length, rot, (2.5 * radius, 2.5 * radius, head))
+    return shaft, tip
+
+
+def joint_markers(joint, size):
+    """Unit-mesh placements drawing one joint: a list of (mesh name, matrix, colour).
+
+    Mesh names: "sphere" (radius 1), "cylinder" (radius 1, z in [-1, 1]), "box" (half
+    extents 1).  Ball: a sphere; hinge: a pin along the axis; slider: a rail along it;
+    cylindrical: pin and rail; planar: a flat plate across the axis; fixed: a cube.  An
+    unknown kind is drawn as a ball, so new kinds are at least visible.
+    """
+    a = np.asarray(joint["anchor"], dtype=np.float64)
+    kind = joint.get("kind")
+    axis = joint.get("axis")
+    out = []
+    if axis is None or kind in ("spherical", "fixed"):
+        if kind == "fixed":
+            out.append(("box", placed(a, np.eye(3), (0.9 * size,) * 3), JOINT_COLOR))
+        else:
+            out.append(("sphere", placed(a, np.eye(3), (size,) * 3), JOINT_COLOR))
+        return out
+    rot = frame_along(axis)
+    if kind in ("revolute", "cylindrical"):
+        out.append(("cylinder", placed(a, rot, (0.6 * size, 0.6 * size, 2.5 * size)),
+                    JOINT_AXIS_COLOR))
+    if kind in ("prismatic", "cylindrical"):
+        out.append(("box", placed(a, rot, (0.25 * size, 0.25 * size, 6.0 * size)), JOINT_COLOR))
+    if kind == "planar":
+        out.append(("cylinder", placed(a, rot, (3.0 * size, 3.0 * size, 0.15 * size)),
+                    JOINT_AXIS_COLOR))
+    if not out:
+        out.append(("sphere", placed(a, np.eye(3), (size,) * 3), JOINT_COLOR))
+    return out
+
+
+def joint_links(joint, positions):
+    """Line segments from the joint anchor to the centres of mass it connects."""
+    a = np.asarray(joint["anchor"], dtype=np.float64)
+    segs = []
+    for b in (joint.get("parent", -1), joint.get("child", -1)):
+        if b is not None and 0 <= b < len(positions):
+            segs.append((a, positions[b]))
+    return segs
+
+
+def shadow_matrix(light_dir, z):
+    """Projects points along ``light_dir`` (towards the light) onto the plane at height z."""
+    lx, ly, lz = light_dir
+    m = np.eye(4)
+    m[0, 2], m[0, 3] = -lx / lz, lx * z / lz
+    m[1, 2], m[1, 3] = -ly / lz, ly * z / lz
+    m[2, 2], m[2, 3] = 0.0, z
+    return m
+
+
+def nice_spacing(length):
+    """A round grid spacing (1, 2 or 5 times a power of ten) close to ``length``."""
+    k = np.floor(np.log10(length))
+    for m in (1.0, 2.0, 5.0, 10.0):
+        if m * 10 ** k >= length:
+            return float(m * 10 ** k)
+    return float(10 ** (k + 1))
