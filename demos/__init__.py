@@ -42,6 +42,12 @@ demo("tennis_racket", "tennis_racket", "spin about the intermediate axis flips o
      traces={0: "+x"})
 demo("free_body", "free_body", "torque-free tumbling body (000 5.1): angular momentum fixed "
      "in space, shown at 1/4 speed", speed=0.25, show_momentum=True)
+demo("chain", "chain", "five links on spherical joints, released swinging; energy-momentum "
+     "stepping at 240 Hz", {"n": 5, "omega0": [[1.0, 0.5, 0.0]] * 5})
+demo("double_pendulum", "double_pendulum", "planar double pendulum from large angles: chaotic, "
+     "energy kept")
+demo("gimbal_gyroscope", "gimbal_gyroscope", "spinning rotor in two revolute gimbal rings "
+     "precessing under gravity")
 
 
 def names():

@@ -250,7 +250,8 @@ class Model:
         ``inertia``: principal moments (I1, I2, I3) about the centre of mass, body axes.
         ``shape``: optional render shape, ``(kind, params)`` or a :class:`Shape`, with kind one
         of box (half_extents), sphere (radius), cylinder/capsule (radius, half_length),
-        cone (radius, height; apex on +z, base centre at -height/4 from the centre of mass).
+        cone (radius, height; apex at -3 height/4 on the z axis, base centre at +height/4, as the
+        gyro top stands on its apex).
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"name: expected a non-empty string, got {name!r}")

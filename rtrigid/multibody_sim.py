@@ -93,6 +93,8 @@ class MultibodySimulation(Simulation):
         self._t_app = self._A[3 * nb:].reshape(nb, 3)
         self._mass = tree.tf[:, T_MASS].copy()
         self._inertia = tree.tf[:, T_J:T_J + 3].copy()
+        self.model_mass, self.model_inertia = self._mass, self._inertia
+        self.model_gravity = tree.gravity
         self.joint_names = [j.name for j in tree.joints]
         self.Qg[:] = tree.Q0
         self._sync()

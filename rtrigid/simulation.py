@@ -122,6 +122,8 @@ class Simulation:
         max_iter, max_halvings = self._settings(model, integrator, INTEGRATORS, dt, max_iter,
                                                 max_halvings, max_steps_per_advance)
         self.frozen = model.freeze()
+        self.model_mass, self.model_inertia = self.frozen.mass, self.frozen.inertia
+        self.model_gravity = self.frozen.gravity
         nb = self.nb
         mf, mi = flatten(self.frozen)
         module = INTEGRATORS[integrator]
@@ -292,6 +294,21 @@ class Simulation:
                 tip = self.x[b] - quat.rotate(self.q[b], fm.com[b], np.empty(3))
                 err = max(err, float(np.max(np.abs(tip - fm.pivot[b]))))
         return err
+
+    @property
+    def body_mass(self):
+        """Body masses (a copy), kg."""
+        return self.model_mass.copy()
+
+    @property
+    def body_inertia(self):
+        """Principal moments of inertia about each centre of mass (nb, 3), a copy."""
+        return self.model_inertia.copy()
+
+    @property
+    def gravity(self):
+        """The gravity vector the simulation was built with (a copy)."""
+        return self.model_gravity.copy()
 
     def joints(self):
         """The joints as they are now, for drawing and inspection (a list of dicts).

@@ -489,8 +489,8 @@ class Viewer:
         rot = scene.rotation(q)
         joint = self._world_joint(b)
         origin = x if joint is None else np.asarray(joint["anchor"], dtype=np.float64)
-        inertia = rot @ np.diag(sim.frozen.inertia[b]) @ rot.T
-        momentum = inertia @ omega + sim.frozen.mass[b] * np.cross(x - origin, v)
+        inertia = rot @ np.diag(sim.body_inertia[b]) @ rot.T
+        momentum = inertia @ omega + sim.body_mass[b] * np.cross(x - origin, v)
         return origin, omega, momentum
 
     def _draw_arrows(self, poses):
@@ -514,14 +514,14 @@ class Viewer:
         Length 1.5 body radii for the body's weight (or, without gravity, for any force),
         growing with the force up to 4 radii.
         """
-        g = float(np.linalg.norm(self.sim.frozen.gravity))
+        g = float(np.linalg.norm(self.sim.gravity))
         for b, (x, _) in enumerate(poses):
             force = self.sim.applied(b)[0]
             norm = np.linalg.norm(force)
             if norm == 0.0:
                 continue
             size = self.visuals[b].radius
-            ref = self.sim.frozen.mass[b] * g if g > 0.0 else norm
+            ref = self.sim.body_mass[b] * g if g > 0.0 else norm
             length = size * min(1.5 * norm / ref, 4.0)
             self._arrow(x, x + force / norm * length, 0.04 * size, LOAD_COLOR)
 
@@ -635,7 +635,7 @@ class Viewer:
         start, end = self._drag_ends()
         b = self._drag["body"]
         self._drag = None
-        impulse = self.impulse_gain * self.sim.frozen.mass[b] * (end - start)
+        impulse = self.impulse_gain * self.sim.body_mass[b] * (end - start)
         if np.linalg.norm(impulse) == 0.0:
             return None
         self.sim.apply_impulse(b, impulse, start)
@@ -657,7 +657,7 @@ class Viewer:
         """Upward impulse at the centre of mass: Δv of 3 body radii per second."""
         b = self._target(body)
         x, _ = self.sim.pose(b)
-        j = np.array([0.0, 0.0, 3.0 * self.visuals[b].radius * self.sim.frozen.mass[b]])
+        j = np.array([0.0, 0.0, 3.0 * self.visuals[b].radius * self.sim.body_mass[b]])
         self.sim.apply_impulse(b, j, x)
         self.monitor.rebaseline()
 
@@ -674,7 +674,7 @@ class Viewer:
         axis = rot[:, k]
         rate = float(axis @ omega)
         sign = 1.0 if rate >= 0.0 else -1.0
-        dl = self.sim.frozen.inertia[b][k] * max(0.2 * abs(rate), 2.0) * sign
+        dl = self.sim.body_inertia[b][k] * max(0.2 * abs(rate), 2.0) * sign
         arm = rot[:, (k + 1) % 3] * self.visuals[b].radius
         j = dl / (2.0 * self.visuals[b].radius) * np.cross(axis, arm / np.linalg.norm(arm))
         self.sim.apply_impulse(b, j, x + arm)

@@ -55,7 +55,7 @@ def body_visuals(sim, colors=None):
     for i, body in enumerate(sim.model.bodies[:sim.nb]):
         shape = body.shape
         if shape is None:
-            kind, params = default_shape(sim.frozen.mass[i], sim.frozen.inertia[i])
+            kind, params = default_shape(sim.body_mass[i], sim.body_inertia[i])
             offset = np.zeros(3)
         else:
             kind, params, offset = shape.kind, shape.params, np.asarray(shape.offset, float)
