@@ -221,27 +221,33 @@ def _run(n, dt, F, I, form, torque):
 
 
 @jit
+def _int(k):
+    """k as a plain int64: a literal argument would make numba compile one loop per variant."""
+    return k + 0
+
+
+@jit
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt``: 002 (40), i.e. 001 form (29) with Q_p2."""
-    return _run(n, dt, F, I, 29, 2)
+    return _run(n, dt, F, I, _int(29), _int(2))
 
 
 @jit
 def step_23_p1(n, dt, F, I):
     """001 form (23) with Q_p1 (lambda = 0)."""
-    return _run(n, dt, F, I, 23, 1)
+    return _run(n, dt, F, I, _int(23), _int(1))
 
 
 @jit
 def step_23_p2(n, dt, F, I):
     """001 form (23) with Q_p2."""
-    return _run(n, dt, F, I, 23, 2)
+    return _run(n, dt, F, I, _int(23), _int(2))
 
 
 @jit
 def step_29_p1(n, dt, F, I):
     """001 form (29) with Q_p1 (lambda = 001 (30))."""
-    return _run(n, dt, F, I, 29, 1)
+    return _run(n, dt, F, I, _int(29), _int(1))
 
 
 VARIANTS = {(29, 2): step, (23, 1): step_23_p1, (23, 2): step_23_p2, (29, 1): step_29_p1}

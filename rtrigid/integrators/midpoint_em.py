@@ -20,18 +20,25 @@ of (4/h^2) R_n F J e is (4/h^2) R_n (F J + sum_i dF/de_i J e k_i^T), which is wh
 
 Velocities are updated from the mid-point ones, v_{n+1} = 2 (x_{n+1} - x_n)/h - v_n and, in
 body axes, Omega_{n+1} = 4 e / h - Omega_n (003 (326)).  This is the update 003 §11.4 uses to
-prove energy conservation, (334); step (iv) of the algorithm in 003 §11.5 updates the spatial
-angular momentum instead (h_{n+1} = 2 h_{n+1/2} - h_n), which conserves the free body's
-angular momentum but not its energy when J is not isotropic.  This scheme conserves energy,
-not angular momentum.
+prove energy conservation, (334), and with it energy is conserved to round-off -- but it is
+only first-order accurate: with F J Omega_m = J Omega_n (the free body's (331)) it gives
+J Omega_{n+1} = (2 I - F) J Omega_m instead of the symmetric F^T J Omega_m, an O(h^2) error per
+step (measured order 1.06 on the heavy top).  Step (iv) of the algorithm in 003 §11.5 updates
+the spatial angular momentum instead, h_{n+1} = 2 h_{n+1/2} - h_n: second order, conserves a
+free body's angular momentum, but not its energy.  The paper's two statements cannot both
+hold; ``midpoint_em`` is the energy-conserving one (the section's claim), and
+:func:`use_variant` switches a simulation to the step (iv) update for comparison.
 
 Loads beyond the paper's gravity: constant applied forces act at the centre of mass like
 gravity (exactly conserving); a constant applied world torque adds h tau to the angular
 balance (discrete work 2 e . R_n^T tau); springs enter as the discrete force
 f = -c (d_n + d_{n+1}), c = k/2 (1 - 2 L0 / (l_n + l_{n+1})), applied at the mid-rotation
 lever arm R_n F c_s, which makes their discrete work exactly the change of spring energy.
-So energy is conserved to round-off whenever no applied torque works.  The position-level
-pivot constraint is not enforced: it drifts, slowly (003 §11.6 reports <= 2e-7).
+So energy is conserved to round-off whenever no applied torque works.  The pivot is held at
+velocity level only, yet (340) is exactly the increment of the position constraint:
+R_n (F^2 - I) X_g = R_n F (F - F^T) X_g = 2 R_n F (e x X_g), since F - F^T = 2 hat(e).  So the
+attachment drifts by round-off only (003 §11.6 reports <= 2e-7, presumably its Newton
+tolerance).
 
 Newton stops by the stall rule of :mod:`.implicit`; a failed step falls back to sub-steps.
 """
@@ -96,6 +103,7 @@ def half_rotation(e, F, D):
             for k in range(3):
                 Di[j, k] = b * e[j] * e[k] * e[i]
             Di[j, j] -= e[i] / e0
+        for j in range(3):
             Di[i, j] += a * e[j]
             Di[j, i] += a * e[j]
     # d hat(e) / de_i = hat(k_i)
@@ -389,14 +397,29 @@ def solve_step(bodyf, bodyi, springf, springi, b, h, x0, q0, v0, w0, fc, tau, ma
 
 
 @jit
-def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
-                 work, stats):
-    """Move body b through m sub-steps of size h/m; False when a Newton solve fails."""
+def _mtv(a, x0, x1, x2):
+    """a^T @ (x0, x1, x2) for a 3x3 array, as a tuple."""
+    return (a[0, 0] * x0 + a[1, 0] * x1 + a[2, 0] * x2,
+            a[0, 1] * x0 + a[1, 1] * x1 + a[2, 1] * x2,
+            a[0, 2] * x0 + a[1, 2] * x1 + a[2, 2] * x2)
+
+
+@jit
+def _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter, work,
+             stats, energy_update):
+    """Move body b through m sub-steps of size h/m; False when a Newton solve fails.
+
+    ``energy_update``: Omega_{n+1} = 4e/h - Omega_n (003 (326), conserves energy); otherwise
+    the spatial angular momentum update of 003 §11.5 (iv), h_{n+1} = 2 R_{n+1/2} J Omega_m - h_n,
+    i.e. J Omega_{n+1} = F^T (2 J Omega_m - F^T J Omega_n).
+    """
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
     hs = h / m
     fc, tau = _loads(gravity, bodyf, f_app, t_app, b)
+    F = carve(work)[0]
     u = carve(work)[5]
+    j0, j1, j2 = bodyf[b, B_INERTIA], bodyf[b, B_INERTIA + 1], bodyf[b, B_INERTIA + 2]
     for _ in range(m):
         it = solve_step(bodyf, bodyi, springf, springi, b, hs, x[b], q[b], v[b], w[b], fc, tau,
                         max_iter, work)
@@ -409,15 +432,60 @@ def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m,
         inv = 1.0 / np.sqrt(qn[0] * qn[0] + qn[1] * qn[1] + qn[2] * qn[2] + qn[3] * qn[3])
         for k in range(4):
             q[b, k] = qn[k] * inv  # the increment is unit; this only removes round-off
+        if energy_update:
+            for k in range(3):
+                w[b, k] = 4.0 * u[3 + k] / hs - w[b, k]
+        else:
+            c = 4.0 / hs
+            t = _mtv(F, j0 * w[b, 0], j1 * w[b, 1], j2 * w[b, 2])
+            a = _mtv(F, c * j0 * u[3] - t[0], c * j1 * u[4] - t[1], c * j2 * u[5] - t[2])
+            w[b, 0] = a[0] / j0
+            w[b, 1] = a[1] / j1
+            w[b, 2] = a[2] / j2
         for k in range(3):
             v[b, k] = 2.0 * (u[k] - x[b, k]) / hs - v[b, k]
             x[b, k] = u[k]
-            w[b, k] = 4.0 * u[3 + k] / hs - w[b, k]
         body_momenta(bodyf, b, q, v, w, P, pq, L)
     return True
+
+
+@jit
+def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
+                 work, stats):
+    """The energy-conserving update (the registered ``midpoint_em``)."""
+    return _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
+                    work, stats, True)
+
+
+@jit
+def advance_body_momentum(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S,
+                          max_iter, work, stats):
+    """The angular-momentum update of 003 §11.5 (iv)."""
+    return _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
+                    work, stats, False)
 
 
 @jit
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
     return implicit.run(n, dt, F, I, advance_body)
+
+
+@jit
+def step_momentum_update(n, dt, F, I):
+    """The same step with the velocity update of 003 §11.5 (iv) (see :func:`use_variant`)."""
+    return implicit.run(n, dt, F, I, advance_body_momentum)
+
+
+def use_variant(sim, update):
+    """Switch a ``midpoint_em`` Simulation between the two velocity updates of 003 §11.
+
+    ``update="energy"`` (the default scheme): Omega_{n+1} = 4e/h - Omega_n, 003 (326), which
+    the energy proof (334) needs; ``update="momentum"``: the algorithm's step (iv), which
+    updates the spatial angular momentum instead.
+    """
+    if update not in ("energy", "momentum"):
+        raise ValueError(f"update: expected 'energy' or 'momentum', got {update!r}")
+    if sim.integrator != "midpoint_em":
+        raise ValueError(f"sim: expected a 'midpoint_em' simulation, got {sim.integrator!r}")
+    sim._kernel = step if update == "energy" else step_momentum_update
