@@ -221,3 +221,11 @@ def body_momenta(bodyf, b, q, v, w, P, pq, L):
         pq[b, k] = 2.0 * p[k]
     for k in range(3):
         P[b, k] = bodyf[b, B_MASS] * v[b, k]
+
+
+@jit
+def runtime_int(k):
+    """``k`` as a run-time int64.  numba compiles a callee once per *literal* constant it is
+    passed, so kernels that call one step loop with different constant flags would each
+    compile the whole loop; passing ``runtime_int(flag)`` makes them share one compilation."""
+    return k + 0

@@ -39,6 +39,7 @@ from rtrigid.integrators.common import (
     mat3_vec,
     open_buffers,
     pivot_kinematics,
+    runtime_int,
     state_view,
 )
 from rtrigid.linalg import solve_inplace
@@ -236,6 +237,7 @@ def _start(bodyf, bodyi, b, x, q, v, w, y, absolute):
 
 @jit
 def _run(n, dt, F, I, absolute):
+    """The step loop; ``absolute`` (0/1) picks 002 (23) over (25)."""
     (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, _, stats,
      work) = open_buffers(F, I)
     nb = bodyi.shape[0]
@@ -293,10 +295,10 @@ def _run(n, dt, F, I, absolute):
 @jit
 def step(n, dt, F, I):
     """``director``: RK4 on the absolute index-1 form 002 (23), projection (P) and (V)."""
-    return _run(n, dt, F, I, True)
+    return _run(n, dt, F, I, runtime_int(1))
 
 
 @jit
 def step_nullspace(n, dt, F, I):
     """``director_nullspace``: RK4 on the null-space form 002 (25), projection (P)."""
-    return _run(n, dt, F, I, False)
+    return _run(n, dt, F, I, runtime_int(0))

@@ -44,6 +44,7 @@ from rtrigid.integrators.common import (
     mat3_vec,
     open_buffers,
     pivot_kinematics,
+    runtime_int,
     state_view,
 )
 from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, PIVOTED, S_POINT
@@ -123,7 +124,7 @@ def generalized_torque(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b,
     return (f0, f1, f2), Q
 
 
-@jit_inline
+@jit
 def derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, y, form, torque):
     """Right-hand side of the index-0 system for body b at y = (x, p, v, pdot) (14-tuple)."""
     x = (y[0], y[1], y[2])
@@ -221,33 +222,27 @@ def _run(n, dt, F, I, form, torque):
 
 
 @jit
-def _int(k):
-    """k as a plain int64: a literal argument would make numba compile one loop per variant."""
-    return k + 0
-
-
-@jit
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt``: 002 (40), i.e. 001 form (29) with Q_p2."""
-    return _run(n, dt, F, I, _int(29), _int(2))
+    return _run(n, dt, F, I, runtime_int(29), runtime_int(2))
 
 
 @jit
 def step_23_p1(n, dt, F, I):
     """001 form (23) with Q_p1 (lambda = 0)."""
-    return _run(n, dt, F, I, _int(23), _int(1))
+    return _run(n, dt, F, I, runtime_int(23), runtime_int(1))
 
 
 @jit
 def step_23_p2(n, dt, F, I):
     """001 form (23) with Q_p2."""
-    return _run(n, dt, F, I, _int(23), _int(2))
+    return _run(n, dt, F, I, runtime_int(23), runtime_int(2))
 
 
 @jit
 def step_29_p1(n, dt, F, I):
     """001 form (29) with Q_p1 (lambda = 001 (30))."""
-    return _run(n, dt, F, I, _int(29), _int(1))
+    return _run(n, dt, F, I, runtime_int(29), runtime_int(1))
 
 
 VARIANTS = {(29, 2): step, (23, 1): step_23_p1, (23, 2): step_23_p2, (29, 1): step_29_p1}

@@ -50,6 +50,7 @@ from rtrigid.integrators.common import (
     STAT_ITERS,
     STAT_MAX_ITERS,
     body_momenta,
+    runtime_int,
     state_view,
 )
 from rtrigid.linalg import solve_inplace
@@ -409,7 +410,7 @@ def _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, 
              stats, energy_update):
     """Move body b through m sub-steps of size h/m; False when a Newton solve fails.
 
-    ``energy_update``: Omega_{n+1} = 4e/h - Omega_n (003 (326), conserves energy); otherwise
+    ``energy_update`` (0/1): Omega_{n+1} = 4e/h - Omega_n (003 (326), conserves energy); otherwise
     the spatial angular momentum update of 003 §11.5 (iv), h_{n+1} = 2 R_{n+1/2} J Omega_m - h_n,
     i.e. J Omega_{n+1} = F^T (2 J Omega_m - F^T J Omega_n).
     """
@@ -454,7 +455,7 @@ def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m,
                  work, stats):
     """The energy-conserving update (the registered ``midpoint_em``)."""
     return _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
-                    work, stats, True)
+                    work, stats, runtime_int(1))
 
 
 @jit
@@ -462,7 +463,7 @@ def advance_body_momentum(gravity, bodyf, bodyi, springf, springi, f_app, t_app,
                           max_iter, work, stats):
     """The angular-momentum update of 003 §11.5 (iv)."""
     return _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
-                    work, stats, False)
+                    work, stats, runtime_int(0))
 
 
 @jit
