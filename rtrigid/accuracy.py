@@ -122,6 +122,7 @@ def gyro_top_com_error(dts, labels):
 
 COST_CASES = [
     ("heavy_top", {}, 2.0, "heavy top (002 Ex. A)"),
+    ("tennis_racket", {"omega0": (50.0, 0.1, 0.1)}, 2.0, "tennis racket, 0.1 (002 Fig. 15 a)"),
     ("tennis_racket", {"omega0": (50.0, 1e-3, 1e-3)}, 2.0, "tennis racket, 1e-3"),
     ("tennis_racket", {"omega0": (50.0, 1e-5, 1e-5)}, 2.0,
      "tennis racket, 1e-5 (002 Fig. 15 b)"),
@@ -223,11 +224,22 @@ def _table(header, rows):
     return "\n".join(lines)
 
 
+def _common_budget(rows):
+    """A cost inside every scheme's measured range (geometric middle of the overlap), or nan."""
+    lo, hi = 0.0, np.inf
+    for _, us, errs, _ in rows.values():
+        ok = np.isfinite(errs)
+        if ok.sum() < 2:
+            continue
+        lo, hi = max(lo, us[ok].min()), min(hi, us[ok].max())
+    return float(np.sqrt(lo * hi)) if 0.0 < lo <= hi < np.inf else np.nan
+
+
 def _equal_cost_error(cost, errs, budget):
     """Error interpolated (log-log) at a cost budget; nan outside the measured range."""
     ok = np.isfinite(errs)
     c, e = np.log(cost[ok]), np.log(errs[ok])
-    if ok.sum() < 2 or not c.min() <= np.log(budget) <= c.max():
+    if ok.sum() < 2 or not np.isfinite(budget) or not c.min() <= np.log(budget) <= c.max():
         return np.nan
     order = np.argsort(c)
     return float(np.exp(np.interp(np.log(budget), c[order], e[order])))
@@ -239,6 +251,21 @@ def _fitted(dts, errs, lo=1e-12):
     if ok.sum() < 2:
         return np.nan
     return float(np.polyfit(np.log(np.asarray(dts)[ok]), np.log(errs[ok]), 1)[0])
+
+
+def _order_figure(plt, out, filename, dts, errors, ylabel, title, guide, heading):
+    """A log-log error-vs-dt figure with slope guides, and its markdown table (lines)."""
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    _loglog(ax, dts, errors, "dt [s]", ylabel, title)
+    _slope_guides(ax, dts, guide, (1, 2, 4))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, filename), dpi=110)
+    plt.close(fig)
+    return [f"## {heading}", "",
+            _table(["scheme"] + [f"dt={d:g}" for d in dts] + ["fitted order"],
+                   [[lab] + [_fmt(e) for e in errs] + [f"{_fitted(dts, errs):.2f}"]
+                    for lab, errs in errors.items()]), ""]
 
 
 def main(args):
@@ -256,39 +283,19 @@ def main(args):
           ""]
     started = time.perf_counter()
 
-    # 000 Fig. 1
+    # 000 Fig. 1 and Fig. 3
     dts1 = [0.02, 0.01, 0.005] if quick else [0.04, 0.02, 0.01, 0.005, 0.0025, 0.00125,
                                                0.000625]
-    fig1 = free_body_config_error(dts1, labels)
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    _loglog(ax, dts1, fig1, "dt [s]", "||R_ref R^T - I||_F at T = 1",
-            "free body (000 §5.1): configuration error at T = 1")
-    _slope_guides(ax, dts1, 1e-2, (1, 2, 4))
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "fig1_free_body_config_error.png"), dpi=110)
-    plt.close(fig)
-    md += ["## 000 Fig. 1: free body, configuration error at T = 1", "",
-           _table(["scheme"] + [f"dt={d:g}" for d in dts1] + ["fitted order"],
-                  [[lab] + [_fmt(e) for e in fig1[lab]] + [f"{_fitted(dts1, fig1[lab]):.2f}"]
-                   for lab in labels]), ""]
-
-    # 000 Fig. 3
+    md += _order_figure(plt, out, "fig1_free_body_config_error.png", dts1,
+                        free_body_config_error(dts1, labels), "||R_ref R^T - I||_F at T = 1",
+                        "free body (000 §5.1): configuration error at T = 1", 1e-2,
+                        "000 Fig. 1: free body, configuration error at T = 1")
     dts3 = [0.01, 0.005, 0.0025] if quick else [0.01, 0.007, 0.005, 0.0025, 0.00125, 0.000625,
                                                  0.0003125]
-    fig3 = gyro_top_com_error(dts3, labels)
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    _loglog(ax, dts3, fig3, "dt [s]", "|phi_ref - phi| / |phi_ref| at t = 1",
-            "gyro top (000 §5.2): centre of mass vs analytic")
-    _slope_guides(ax, dts3, 1e-1, (1, 2, 4))
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "fig3_gyro_top_com_error.png"), dpi=110)
-    plt.close(fig)
-    md += ["## 000 Fig. 3: gyro top, relative centre-of-mass error at t = 1", "",
-           _table(["scheme"] + [f"dt={d:g}" for d in dts3] + ["fitted order"],
-                  [[lab] + [_fmt(e) for e in fig3[lab]] + [f"{_fitted(dts3, fig3[lab]):.2f}"]
-                   for lab in labels]), ""]
+    md += _order_figure(plt, out, "fig3_gyro_top_com_error.png", dts3,
+                        gyro_top_com_error(dts3, labels), "|phi_ref - phi| / |phi_ref| at t = 1",
+                        "gyro top (000 §5.2): centre of mass vs analytic", 1e-1,
+                        "000 Fig. 3: gyro top, relative centre-of-mass error at t = 1")
 
     # 002 Figs 13-15
     dtsc = [0.004, 0.002, 0.001] if quick else [0.008, 0.004, 0.002, 0.001, 0.0005, 0.00025]
@@ -308,10 +315,10 @@ def main(args):
             ax.set_title(title, fontsize=10)
             ax.grid(True, which="both", alpha=0.3)
         row[0].legend(fontsize=7)
-        budget = np.median([rows[lab][1][len(dtsc) // 2] for lab in rows])
+        budget = _common_budget(rows)
         md += [f"### {title}", "",
                _table(["scheme", "us/step"] + [f"dt={d:g}" for d in dtsc]
-                      + [f"error at {budget:.0f} us"],
+                      + [f"error at equal cost ({budget:.0f} us)"],
                       [[lab, f"{rows[lab][3]:.2f}"] + [_fmt(e) for e in rows[lab][2]]
                        + [_fmt(_equal_cost_error(rows[lab][1], rows[lab][2], budget))]
                        for lab in rows]), ""]

@@ -17,25 +17,16 @@ from rtrigid.integrators import director, index1, midpoint_em, variational
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation, SimulationError
 from tests.reference import fitted_order, rigid_body_reference
+from tests.test_integrators import random_unit_quaternion
+from tests.test_integrators import spring_model as spring_model_of_integrator_tests
 
 NEW = ["midpoint_em", "variational", "index1", "director", "director_nullspace"]
 IMPLICIT_NEW = ["midpoint_em", "variational"]
 EXPLICIT_NEW = ["index1", "director", "director_nullspace"]
 
 
-def random_unit_quaternion(rng):
-    q = rng.normal(size=4)
-    return q / np.linalg.norm(q)
-
-
-def spring_model(pivoted, rest_length=0.4, gravity=(0.3, -0.2, -9.81)):
-    m = Model(gravity=gravity)
-    m.add_body("b", 2.0, (0.3, 0.4, 0.5))
-    if pivoted:
-        m.attach_to_world("b", point_body=(0.1, -0.2, -0.5), point_world=(0.0, 0.1, 0.0))
-    m.add_spring("b", point_body=(0.2, 0.1, 0.3), anchor_world=(1.0, 0.5, 0.8),
-                 stiffness=40.0, rest_length=rest_length)
-    return m
+def spring_model(pivoted, rest_length=0.4):
+    return spring_model_of_integrator_tests(pivoted, rest_length)
 
 
 def config_error(name, integrator, dt, t_end=1.0, **params):
@@ -596,3 +587,34 @@ def test_energy_momentum_heavy_top_1e5_steps():
     sim = scenarios.build("heavy_top", integrator="energy_momentum", dt=0.01)
     e, dl = max_drifts(sim, 100000, 1000)
     assert e <= 1e-11 and dl[2] <= 1e-11
+
+
+# -- the accuracy command -----------------------------------------------------------------------
+
+def test_bench_accuracy_flag_dispatches_to_the_accuracy_module(monkeypatch, tmp_path):
+    from rtrigid import accuracy, cli
+
+    seen = {}
+    monkeypatch.setattr(accuracy, "main", lambda args: seen.setdefault("out", args.out) and 0)
+    assert cli.main(["bench", "--accuracy", "--out", str(tmp_path)]) == 0
+    assert seen["out"] == str(tmp_path)
+
+
+@pytest.mark.slow
+def test_accuracy_command_writes_figures_and_table(tmp_path, capsys):
+    """A reduced run (fewer step sizes) of everything ``rtrigid bench --accuracy`` draws."""
+    import argparse
+
+    from rtrigid import accuracy
+
+    assert accuracy.main(argparse.Namespace(out=str(tmp_path), quick=True)) == 0
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"fig1_free_body_config_error.png", "fig3_gyro_top_com_error.png",
+            "fig13_15_error_vs_cost.png", "geradin_top_drift.png", "accuracy.md"} <= names
+    table = (tmp_path / "accuracy.md").read_text()
+    for heading in ("000 Fig. 1", "000 Fig. 3", "002 Figs 13-15", "003 Figs 6-7",
+                    "Largest converging step"):
+        assert heading in table
+    # the table carries measured numbers: the null-space RK4 row of Fig. 1 has three errors
+    row = next(line for line in table.splitlines() if line.startswith("| nullspace_rk4 |"))
+    assert len([c for c in row.split("|") if "e-" in c]) >= 3

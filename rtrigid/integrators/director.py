@@ -33,13 +33,12 @@ from rtrigid.integrators.common import (
     NONFINITE,
     OK,
     STAT_STEPS,
-    all_finite,
-    body_momenta,
     g_mul,
     mat3_vec,
     open_buffers,
-    pivot_kinematics,
+    rolled_back,
     runtime_int,
+    settle_body,
     state_view,
 )
 from rtrigid.linalg import solve_inplace
@@ -280,13 +279,8 @@ def _run(n, dt, F, I, absolute):
             for i in range(3):
                 x[b, i] = y[i]
                 v[b, i] = y[12 + i]
-            if bodyi[b] == PIVOTED:
-                pivot_kinematics(bodyf, b, x, q, v, w, P)
-            body_momenta(bodyf, b, q, v, w, P, pq, L)
-            energy += (w[b, 0] * L[b, 0] + w[b, 1] * L[b, 1] + w[b, 2] * L[b, 2]
-                       + v[b, 0] * P[b, 0] + v[b, 1] * P[b, 1] + v[b, 2] * P[b, 2])
-        if not np.isfinite(energy) or not all_finite(S):
-            S[:] = S_prev
+            energy += settle_body(bodyf, bodyi, b, x, q, v, w, P, pq, L)
+        if rolled_back(energy, S, S_prev):
             return NONFINITE
         stats[STAT_STEPS] += 1
     return OK

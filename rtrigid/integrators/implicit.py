@@ -1,7 +1,7 @@
 """The step loop shared by the implicit single-step schemes ``midpoint_em`` and ``variational``.
 
-Each scheme supplies ``advance_body(model arrays, f_app, t_app, b, h, m, S, max_iter, work,
-stats) -> bool``, which moves body b through m equal sub-steps of size h/m and returns False
+Each scheme supplies ``advance_body(model arrays, f_app, t_app, b, h, m, S, S_prev, max_iter,
+work, stats) -> bool``, which moves body b through m equal sub-steps of size h/m and returns False
 when a Newton solve fails.  The loop here owns the documented fallback: a body whose step
 fails is restored from the start of the step and redone as 2, 4, ..., 2**max_halvings
 sub-steps; if even that fails the whole step is rolled back and FAILED returned (the
@@ -51,7 +51,7 @@ def run(n, dt, F, I, advance_body):
             m = 1
             while True:
                 ok = advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, dt,
-                                  m, S, max_iter, work, stats)
+                                  m, S, S_prev, max_iter, work, stats)
                 if ok or m >= most:
                     break
                 restore_body(S, S_prev, nb, b)

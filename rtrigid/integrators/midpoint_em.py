@@ -451,8 +451,8 @@ def _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, 
 
 
 @jit
-def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
-                 work, stats):
+def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, S_prev,
+                 max_iter, work, stats):
     """The energy-conserving update (the registered ``midpoint_em``)."""
     return _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
                     work, stats, runtime_int(1))
@@ -460,7 +460,7 @@ def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m,
 
 @jit
 def advance_body_momentum(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S,
-                          max_iter, work, stats):
+                          S_prev, max_iter, work, stats):
     """The angular-momentum update of 003 §11.5 (iv)."""
     return _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
                     work, stats, runtime_int(0))

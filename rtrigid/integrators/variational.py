@@ -46,11 +46,12 @@ from rtrigid.integrators.common import (
     STAT_ITERS,
     STAT_MAX_ITERS,
     g_mul,
-    pivot_kinematics,
+    has_springs,
     state_view,
+    velocities_from_momenta,
 )
 from rtrigid.linalg import solve_inplace
-from rtrigid.model import B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
+from rtrigid.model import B_JREF, B_MASS, B_PIVOT, PIVOTED
 from rtrigid.quat import qmul_t
 
 _DGW, _GRAD, _DGRAD, _ZZ, _JAC, _RES, _U, _END = 0, 128, 135, 184, 198, 234, 240, 246
@@ -72,14 +73,6 @@ def carve(work):
     return (work[_DGW:_GRAD], work[_GRAD:_DGRAD], work[_DGRAD:_ZZ].reshape((7, 7)),
             work[_ZZ:_JAC].reshape((2, 7)), work[_JAC:_RES].reshape((6, 6)), work[_RES:_U],
             work[_U:_END])
-
-
-@jit
-def _has_springs(springi, b):
-    for s in range(springi.shape[0]):
-        if springi[s] == b:
-            return True
-    return False
 
 
 @jit
@@ -231,15 +224,15 @@ def solve_step(gravity, bodyf, bodyi, springf, springi, b, h, z0, l0, p0, w0, f_
 
 
 @jit
-def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
-                 work, stats):
+def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, S_prev,
+                 max_iter, work, stats):
     """Move body b through m sub-steps of size h/m; False when a Newton solve fails."""
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
     _, grad, _, zz, _, _, u = carve(work)
     hs = h / m
     free = bodyi[b] != PIVOTED
-    coupled = free and _has_springs(springi, b)
+    coupled = free and has_springs(springi, b)
     mass = bodyf[b, B_MASS]
     for _ in range(m):
         z0 = zz[0]
@@ -287,14 +280,7 @@ def _derive(bodyf, bodyi, b, x, q, v, w, P, pq, L):
                2.0 * L[b, 2])
     for k in range(4):
         pq[b, k] = p[k]
-    for i in range(3):
-        r = B_JINV + 3 * i
-        w[b, i] = bodyf[b, r] * L[b, 0] + bodyf[b, r + 1] * L[b, 1] + bodyf[b, r + 2] * L[b, 2]
-    if bodyi[b] == PIVOTED:
-        pivot_kinematics(bodyf, b, x, q, v, w, P)
-    else:
-        for k in range(3):
-            v[b, k] = P[b, k] / bodyf[b, B_MASS]
+    velocities_from_momenta(bodyf, bodyi, b, x, q, v, w, P, L)
 
 
 @jit
