@@ -83,6 +83,10 @@ def cmd_list(args):
 
 
 def cmd_bench(args):
+    if args.accuracy:
+        from rtrigid.accuracy import main as accuracy_main
+
+        return accuracy_main(args)
     if args.realtime:
         from rtrigid.realtime_bench import main as bench_main
     else:
@@ -148,7 +152,10 @@ def build_parser():
     b.add_argument("--repeats", type=int, default=7)
     b.add_argument("--steps", type=int, default=20000, help="steps per timed call")
     b.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    b.add_argument("--out", default=None, help="also write the JSON to this file")
+    b.add_argument("--out", default=None, help="also write the JSON to this file (with "
+                   "--accuracy: the directory for figures and table, default assets/figures)")
+    b.add_argument("--accuracy", action="store_true",
+                   help="the papers' accuracy comparisons as PNG figures and a markdown table")
     b.add_argument("--no-mujoco", action="store_true", help="skip the MuJoCo comparison")
     b.add_argument("--realtime", action="store_true",
                    help="instead: paced 1 kHz gyro top (idle and with a busy core) and the "

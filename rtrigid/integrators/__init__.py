@@ -7,6 +7,7 @@ work)``.  Implicit schemes are marked so the Simulation can report their solver 
 from types import SimpleNamespace
 
 from rtrigid.integrators import energy_momentum, nullspace_rk4
+from rtrigid.integrators import director, index1, midpoint_em, variational
 
 INTEGRATORS = {
     "nullspace_rk4": nullspace_rk4,
@@ -14,9 +15,17 @@ INTEGRATORS = {
     # The same scheme solved with the 7/10 unknowns of 000 App. D: the reference solver.
     "energy_momentum_appd": SimpleNamespace(step=energy_momentum.step_appendix_d,
                                             work_size=energy_momentum.work_size),
+    # Conserving and comparison schemes (issue 3), one module each.
+    "midpoint_em": midpoint_em,
+    "variational": variational,
+    "index1": index1,
+    "director": director,
+    "director_nullspace": SimpleNamespace(step=director.step_nullspace,
+                                          work_size=director.work_size),
 }
 
-IMPLICIT = frozenset({"energy_momentum", "energy_momentum_appd"})
+IMPLICIT = frozenset({"energy_momentum", "energy_momentum_appd", "midpoint_em",
+                      "variational"})
 
 
 def names():

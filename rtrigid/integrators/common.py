@@ -191,6 +191,12 @@ def body_velocities(bodyf, bodyi, b, x, q, v, w, P, pq, L):
     gp = g_mul(q[b], pq[b])
     for i in range(3):
         L[b, i] = 0.5 * gp[i]
+    velocities_from_momenta(bodyf, bodyi, b, x, q, v, w, P, L)
+
+
+@jit_inline
+def velocities_from_momenta(bodyf, bodyi, b, x, q, v, w, P, L):
+    """w = J^-1 L, and v = P / m (free) or the pivot kinematics (pivoted)."""
     for i in range(3):
         r = B_JINV + 3 * i
         w[b, i] = bodyf[b, r] * L[b, 0] + bodyf[b, r + 1] * L[b, 1] + bodyf[b, r + 2] * L[b, 2]
@@ -221,3 +227,47 @@ def body_momenta(bodyf, b, q, v, w, P, pq, L):
         pq[b, k] = 2.0 * p[k]
     for k in range(3):
         P[b, k] = bodyf[b, B_MASS] * v[b, k]
+
+
+@jit
+def runtime_int(k):
+    """``k`` as a run-time int64.  numba compiles a callee once per *literal* constant it is
+    passed, so kernels that call one step loop with different constant flags would each
+    compile the whole loop; passing ``runtime_int(flag)`` makes them share one compilation."""
+    return k + 0
+
+
+@jit
+def has_springs(springi, b):
+    """True when some spring pulls body b."""
+    for s in range(springi.shape[0]):
+        if springi[s] == b:
+            return True
+    return False
+
+
+@jit_inline
+def settle_body(bodyf, bodyi, b, x, q, v, w, P, pq, L):
+    """After an explicit step set body b's (x, q, v, w): pivot kinematics and momenta.
+
+    Returns w.L + v.P (twice the kinetic energy), which the caller sums for the finite-energy
+    test of :func:`rolled_back`.
+    """
+    if bodyi[b] == PIVOTED:
+        pivot_kinematics(bodyf, b, x, q, v, w, P)
+    body_momenta(bodyf, b, q, v, w, P, pq, L)
+    return (w[b, 0] * L[b, 0] + w[b, 1] * L[b, 1] + w[b, 2] * L[b, 2]
+            + v[b, 0] * P[b, 0] + v[b, 1] * P[b, 1] + v[b, 2] * P[b, 2])
+
+
+@jit
+def rolled_back(energy, S, S_prev):
+    """Roll S back to S_prev and return True if the step left a non-finite state or energy.
+
+    Finite entries can still square to inf: a state whose energy overflows is no more usable
+    than a NaN one (NaN also propagates into the energy sum).
+    """
+    if np.isfinite(energy) and all_finite(S):
+        return False
+    S[:] = S_prev
+    return True
