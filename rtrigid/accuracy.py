@@ -29,7 +29,7 @@ import numpy as np
 
 from rtrigid import quat, scenarios
 from rtrigid.bench import _median_step_cost
-from rtrigid.integrators import index1, midpoint_em
+from rtrigid.integrators import midpoint_em
 from rtrigid.simulation import Simulation, SimulationError
 
 # (label, integrator, variant setter or None)

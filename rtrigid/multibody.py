@@ -365,6 +365,7 @@ def joint_velocities(tf, ti, Sc_all, nu, V, cb):
     """Spatial velocities V and velocity-product accelerations cb (S-dot nu) of every body."""
     nb = ti.shape[0]
     tmp = np.zeros(6)
+    rot = np.zeros(6)
     for i in range(nb):
         b = ti[i, I_ORDER]
         p = ti[b, I_PARENT]
@@ -390,7 +391,6 @@ def joint_velocities(tf, ti, Sc_all, nu, V, cb):
                 _motion_cross(V[p], tmp, cb[b])
         elif kind == PLANAR:
             # the rotation column is fixed in the child, the two slides in the parent
-            rot = np.zeros(6)
             for r in range(6):
                 rot[r] = Sc[r, 0] * nu[o]
                 tmp[r] -= rot[r]

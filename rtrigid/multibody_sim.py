@@ -20,6 +20,8 @@ from rtrigid.multibody import (
     I_PARENT,
     I_QOFF,
     I_VOFF,
+    NQ,
+    NV,
     PRISMATIC,
     REVOLUTE,
     SPHERICAL,
@@ -123,8 +125,6 @@ class MultibodySimulation(Simulation):
     def _coords(self, b):
         kind = int(self._ti[b, I_KIND])
         o, ov = int(self._ti[b, I_QOFF]), int(self._ti[b, I_VOFF])
-        from rtrigid.multibody import NQ, NV
-
         return kind, slice(o, o + int(NQ[kind])), slice(ov, ov + int(NV[kind]))
 
     def _parent_pose(self, b):

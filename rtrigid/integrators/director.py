@@ -44,7 +44,7 @@ from rtrigid.integrators.common import (
 from rtrigid.linalg import solve_inplace
 from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED, S_ANCHOR, S_K, \
     S_POINT, S_REST
-from rtrigid.quat import euler_map, euler_map_diff_pinv, qmul_t, spurrier_klumpp
+from rtrigid.quat import euler_map, euler_map_diff_pinv, spurrier_klumpp
 
 NY = 24  # x, d, v, d' (the null-space form uses the first 18: x, d, v, Omega)
 _Y, _K, _T, _A, _R, _M, _P, _END = 0, NY, 5 * NY, 6 * NY, 6 * NY + 240, 6 * NY + 249, \

@@ -78,11 +78,11 @@ from rtrigid.multibody import (
     carve,
     forward_kinematics,
     geometry,
+    normalize_coordinates,
     nv_of,
     open_buffers,
     quat_to_rot,
     state_views,
-    subtree_forces,
 )
 from rtrigid.quat import qmul_t
 
@@ -408,7 +408,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
     # accept: coordinates, poses, momenta; nu holds the mean rates mu / h of the step
     for i in range(Q1.shape[0]):
         Qg[i] = Q1[i]
-    _normalize(ti, Qg)
+    normalize_coordinates(ti, Qg)
     forward_kinematics(tf, ti, Qg, x, q, R, rj)
     for b in range(nb):
         for k in range(3):
@@ -418,21 +418,6 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
     for j in range(nv):
         nu[j] = mu[j] / h
     return True
-
-
-@jit
-def _normalize(ti, Qg):
-    for b in range(ti.shape[0]):
-        kind = ti[b, I_KIND]
-        if kind == FREE6:
-            o = ti[b, I_QOFF] + 3
-        elif kind == SPHERICAL:
-            o = ti[b, I_QOFF]
-        else:
-            continue
-        n = np.sqrt(Qg[o] ** 2 + Qg[o + 1] ** 2 + Qg[o + 2] ** 2 + Qg[o + 3] ** 2)
-        for k in range(4):
-            Qg[o + k] /= n
 
 
 @jit

@@ -73,9 +73,8 @@ def step(n, dt, F, I):
         normalize_coordinates(ti, Qg)
         refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, scratch)
         if not all_finite(S):
-            for i in range(S.shape[0]):
+            for i in range(S.shape[0]):  # S_prev holds the whole consistent state
                 S[i] = S_prev[i]
-            refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, scratch)
             return NONFINITE
         stats[STAT_STEPS] += 1
     return OK
