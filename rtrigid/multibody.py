@@ -449,26 +449,24 @@ def general_inverse(D, k, out):
 
 
 @jit
-def articulated_factor(tf, ti, R, x, Sc_all, IA, U, Dinv, W, skew, skew_coef):
+def articulated_factor(tf, ti, R, x, Sc_all, IA, U, Dinv, W, Kb, extra):
     """Articulated inertias IA, U = IA S, W = S^T IA and D^-1 = (S^T IA S)^-1, leaves to root.
 
-    Depends on the configuration only.  With ``skew_coef`` non-zero, the rotational block of
-    each body's inertia gets ``skew_coef * [skew_b]x`` added (the energy-momentum scheme's
-    gyroscopic Jacobian term), and the recursion runs in its non-symmetric form.  Returns
-    False if some D is singular (not positive definite in the symmetric case).
+    Depends on the configuration only.  With ``extra`` true, the rotational block of each
+    body's inertia gets the 3x3 matrix ``Kb[b]`` (world axes) added -- a pure couple
+    proportional to the angular velocity, so the same at every reference point; the
+    energy-momentum scheme puts its per-body Jacobian terms there -- and the recursion runs in
+    its non-symmetric form.  Returns False if some D is singular (not positive definite in
+    the symmetric case).
     """
     nb = ti.shape[0]
-    symmetric = skew_coef == 0.0
+    symmetric = not extra
     for b in range(nb):
         spatial_inertia(tf, b, R, x, IA[b])
-        if not symmetric:
-            s0, s1, s2 = skew_coef * skew[b, 0], skew_coef * skew[b, 1], skew_coef * skew[b, 2]
-            IA[b, 0, 1] -= s2
-            IA[b, 0, 2] += s1
-            IA[b, 1, 0] += s2
-            IA[b, 1, 2] -= s0
-            IA[b, 2, 0] -= s1
-            IA[b, 2, 1] += s0
+        if extra:
+            for r in range(3):
+                for c in range(3):
+                    IA[b, r, c] += Kb[b, r, c]
     D = np.zeros((6, 6))
     UD = np.zeros((6, 6))
     for i in range(nb - 1, -1, -1):
@@ -719,7 +717,7 @@ def work_layout(nb, nq, nv):
     """Names and shapes of the per-step scratch arrays of the multibody kernels."""
     return (("R", (nb, 3, 3)), ("rj", (nb, 3)), ("Sc", (nb, 6, 6)), ("V", (nb, 6)),
             ("cb", (nb, 6)), ("IA", (nb, 6, 6)), ("U", (nb, 6, 6)), ("Dinv", (nb, 6, 6)),
-            ("W", (nb, 6, 6)), ("skew", (nb, 3)), ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
+            ("W", (nb, 6, 6)), ("Kb", (nb, 3, 3)), ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
             ("tau", (nv,)), ("Q0", (nq,)), ("nu0", (nv,)), ("kQ", (4, nq)), ("knu", (4, nv)),
             ("Qs", (nq,)), ("nus", (nv,)), ("nudot", (nv,)))
 
@@ -745,7 +743,7 @@ def model_sizes(nb, ns):
 @jit
 def base_work_size(nb, nq, nv):
     """Length of the scratch of :func:`work_layout` (its sum; a test checks the two agree)."""
-    return 225 * nb + 36 + 6 * nq + 8 * nv
+    return 231 * nb + 36 + 6 * nq + 8 * nv
 
 
 def work_size(nb, nq, nv):
@@ -813,8 +811,8 @@ def carve(work, nb, nq, nv):
     o += 36 * nb
     W = work[o:o + 36 * nb].reshape((nb, 6, 6))
     o += 36 * nb
-    skew = work[o:o + 3 * nb].reshape((nb, 3))
-    o += 3 * nb
+    Kb = work[o:o + 9 * nb].reshape((nb, 3, 3))
+    o += 9 * nb
     pA = work[o:o + 6 * nb].reshape((nb, 6))
     o += 6 * nb
     acc = work[o:o + 6 * nb].reshape((nb, 6))
@@ -838,7 +836,7 @@ def carve(work, nb, nq, nv):
     nus = work[o:o + nv]
     o += nv
     nudot = work[o:o + nv]
-    return (R, rj, Sc, V, cb, IA, U, Dinv, W, skew, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
+    return (R, rj, Sc, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
             nudot)
 
 
@@ -856,13 +854,13 @@ def accelerations(gravity, tf, pf, ti, pi, Qg, nu, x, q, f_app, t_app, scratch, 
 
     Returns False when a joint-space inertia block is not positive definite.
     """
-    R, rj, Sc, V, cb, IA, U, Dinv, W, skew, pA, acc, fext, I6, tau = scratch[:15]
+    R, rj, Sc, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau = scratch[:15]
     geometry(tf, ti, Qg, x, q, R, rj, Sc)
     joint_velocities(tf, ti, Sc, nu, V, cb)
     world_loads(tf, ti, pf, pi, gravity, x, q, R, V, f_app, t_app, fext)
     bias_forces(tf, ti, R, x, V, fext, I6, pA)
     joint_forces(tf, ti, Qg, nu, tau)
-    if not articulated_factor(tf, ti, R, x, Sc, IA, U, Dinv, W, skew, 0.0):
+    if not articulated_factor(tf, ti, R, x, Sc, IA, U, Dinv, W, Kb, False):
         return False
     articulated_solve(ti, Sc, IA, U, Dinv, W, tau, cb, pA, acc, nudot)
     return True
@@ -1003,7 +1001,7 @@ def impulse_response(tf, ti, Qg, x, q, b, point, impulse, scratch, dnu, dv, dw):
     dnu = (T^T M T)^-1 T^T J-hat; dv, dw are the resulting centre-of-mass velocity (world)
     and body angular velocity jumps.  False if the joint-space inertia is singular.
     """
-    R, rj, Sc, V, cb, IA, U, Dinv, W, skew, pA, acc, fext, I6, tau = scratch[:15]
+    R, rj, Sc, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau = scratch[:15]
     geometry(tf, ti, Qg, x, q, R, rj, Sc)
     nb = ti.shape[0]
     fext[:, :] = 0.0
@@ -1012,7 +1010,7 @@ def impulse_response(tf, ti, Qg, x, q, b, point, impulse, scratch, dnu, dv, dw):
         fext[b, k] = n[k]
         fext[b, 3 + k] = impulse[k]
     subtree_forces(ti, Sc, fext, tau)
-    if not articulated_factor(tf, ti, R, x, Sc, IA, U, Dinv, W, skew, 0.0):
+    if not articulated_factor(tf, ti, R, x, Sc, IA, U, Dinv, W, Kb, False):
         return False
     cb[:, :] = 0.0
     pA[:, :] = 0.0

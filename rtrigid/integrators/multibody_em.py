@@ -344,7 +344,7 @@ def _revolute_direction(tf, b, p, q0, q1):
 def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q, v, w, L,
                 scr, em, stats):
     """One EM step of size h from the state in (Qg, x, q, v, L); False on failure."""
-    R, rj, Sc, V, cb, IA, U, Dinv, W, skew, pA, acc, fext, I6, tau = scr[:15]
+    R, rj, Sc, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau = scr[:15]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
      Y) = em
     nb = ti.shape[0]
@@ -369,9 +369,12 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
     geometry(tf, ti, Q1, x1, q1, R, rj, Sc)
     for b in range(nb):
         hw = _rv(R[b], L0[b, 0], L0[b, 1], L0[b, 2])
-        for k in range(3):
-            skew[b, k] = hw[k]
-    if not articulated_factor(tf, ti, R, x1, Sc, IA, U, Dinv, W, skew, -0.5 * h):
+        c = -0.5 * h
+        Kb[b, 0, 0] = Kb[b, 1, 1] = Kb[b, 2, 2] = 0.0
+        Kb[b, 0, 1], Kb[b, 0, 2] = -c * hw[2], c * hw[1]
+        Kb[b, 1, 0], Kb[b, 1, 2] = c * hw[2], -c * hw[0]
+        Kb[b, 2, 0], Kb[b, 2, 1] = -c * hw[1], c * hw[0]
+    if not articulated_factor(tf, ti, R, x1, Sc, IA, U, Dinv, W, Kb, True):
         return False
     cb[:, :] = 0.0
     best = np.inf
