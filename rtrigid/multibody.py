@@ -28,17 +28,20 @@ axis onto the parent's.  Forward kinematics (child c of parent p):
     r   = x_p + R_p (a_P + t),       t = d u_P, or d1 e1_P + d2 e2_P (planar), else 0
     x_c = r - R_c a_C.
 
-Velocities are built by the rigid-body recursion V_c = V_p + S_c nu_c with spatial vectors
-(angular, linear) taken at the world origin, so that no change of reference point is needed
-between bodies.  The joints hold at position level by construction (positions are recomputed
-from Qg) and at velocity level exactly (velocities come from nu).  The articulated-body
-recursion below solves (T^T M T) a = f in O(n) without forming T.
+Velocities and accelerations are built from the root outwards, each body's taken at its own
+joint point in world axes (angular velocity, velocity of the point; plain accelerations of the
+point, see :func:`joint_velocities`).  Referring everything to the joint point keeps every
+lever arm as short as a link, so a long chain far from the origin loses no precision (the
+earlier world-origin form cancelled terms of size m |x|^2).  The joints hold at position level
+by construction (positions are recomputed from Qg) and at velocity level exactly (velocities
+come from nu).  The articulated-body recursion below solves (T^T M T) a = f in O(n) without
+forming T and without allocating.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, jit_inline
 from rtrigid.quat import qmul_t
 
 FREE6, SPHERICAL, REVOLUTE, PRISMATIC, CYLINDRICAL, PLANAR, FIXED = range(7)
@@ -83,6 +86,11 @@ P_WIDTH = 8
 
 HEADER = 4     # ints: nb, ns, nq, nv
 
+# rows of a body's joint geometry (motion_columns): up to six column directions, then
+ROW_D = 6      # its joint point minus its parent's joint point
+ROW_C = 7      # its centre of mass minus its joint point
+JOINT_ROWS = 8
+
 
 def orthonormal_pair(u):
     """Two unit vectors completing the unit vector ``u`` to a right-handed frame (e1, e2, u)."""
@@ -103,32 +111,48 @@ def shortest_arc(a, b):
 
 
 # -- small dense helpers (no allocation) --------------------------------------------------------
-@jit
-def quat_to_rot(q0, q1, q2, q3, R):
-    """R <- rotation matrix of the unit quaternion (rows, 3x3 array)."""
-    R[0, 0] = 1.0 - 2.0 * (q2 * q2 + q3 * q3)
-    R[0, 1] = 2.0 * (q1 * q2 - q0 * q3)
-    R[0, 2] = 2.0 * (q1 * q3 + q0 * q2)
-    R[1, 0] = 2.0 * (q1 * q2 + q0 * q3)
-    R[1, 1] = 1.0 - 2.0 * (q1 * q1 + q3 * q3)
-    R[1, 2] = 2.0 * (q2 * q3 - q0 * q1)
-    R[2, 0] = 2.0 * (q1 * q3 - q0 * q2)
-    R[2, 1] = 2.0 * (q2 * q3 + q0 * q1)
-    R[2, 2] = 1.0 - 2.0 * (q1 * q1 + q2 * q2)
+@jit_inline
+def quat_to_rot(q0, q1, q2, q3, R, b):
+    """R[b] <- rotation matrix of the unit quaternion (rows, 3x3)."""
+    R[b, 0, 0] = 1.0 - 2.0 * (q2 * q2 + q3 * q3)
+    R[b, 0, 1] = 2.0 * (q1 * q2 - q0 * q3)
+    R[b, 0, 2] = 2.0 * (q1 * q3 + q0 * q2)
+    R[b, 1, 0] = 2.0 * (q1 * q2 + q0 * q3)
+    R[b, 1, 1] = 1.0 - 2.0 * (q1 * q1 + q3 * q3)
+    R[b, 1, 2] = 2.0 * (q2 * q3 - q0 * q1)
+    R[b, 2, 0] = 2.0 * (q1 * q3 - q0 * q2)
+    R[b, 2, 1] = 2.0 * (q2 * q3 + q0 * q1)
+    R[b, 2, 2] = 1.0 - 2.0 * (q1 * q1 + q2 * q2)
 
 
-@jit
+@jit_inline
 def _rv(R, a0, a1, a2):
     return (R[0, 0] * a0 + R[0, 1] * a1 + R[0, 2] * a2,
             R[1, 0] * a0 + R[1, 1] * a1 + R[1, 2] * a2,
             R[2, 0] * a0 + R[2, 1] * a1 + R[2, 2] * a2)
 
 
-@jit
+@jit_inline
 def _rtv(R, a0, a1, a2):
     return (R[0, 0] * a0 + R[1, 0] * a1 + R[2, 0] * a2,
             R[0, 1] * a0 + R[1, 1] * a1 + R[2, 1] * a2,
             R[0, 2] * a0 + R[1, 2] * a1 + R[2, 2] * a2)
+
+
+@jit_inline
+def _rvb(R, b, a0, a1, a2):
+    """R[b] a, without making a view of R[b] (a view costs a reference count)."""
+    return (R[b, 0, 0] * a0 + R[b, 0, 1] * a1 + R[b, 0, 2] * a2,
+            R[b, 1, 0] * a0 + R[b, 1, 1] * a1 + R[b, 1, 2] * a2,
+            R[b, 2, 0] * a0 + R[b, 2, 1] * a1 + R[b, 2, 2] * a2)
+
+
+@jit_inline
+def _rtvb(R, b, a0, a1, a2):
+    """R[b]^T a, without making a view of R[b]."""
+    return (R[b, 0, 0] * a0 + R[b, 1, 0] * a1 + R[b, 2, 0] * a2,
+            R[b, 0, 1] * a0 + R[b, 1, 1] * a1 + R[b, 2, 1] * a2,
+            R[b, 0, 2] * a0 + R[b, 1, 2] * a1 + R[b, 2, 2] * a2)
 
 
 @jit
@@ -136,64 +160,7 @@ def _cross(a0, a1, a2, b0, b1, b2):
     return (a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0)
 
 
-@jit
-def _set_col(Sc, k, a0, a1, a2, l0, l1, l2):
-    Sc[0, k] = a0
-    Sc[1, k] = a1
-    Sc[2, k] = a2
-    Sc[3, k] = l0
-    Sc[4, k] = l1
-    Sc[5, k] = l2
-
-
-@jit
-def _motion_cross(a, b, out):
-    """out += a x b for spatial motion vectors (angular, linear)."""
-    out[0] += a[1] * b[2] - a[2] * b[1]
-    out[1] += a[2] * b[0] - a[0] * b[2]
-    out[2] += a[0] * b[1] - a[1] * b[0]
-    out[3] += a[1] * b[5] - a[2] * b[4] + a[4] * b[2] - a[5] * b[1]
-    out[4] += a[2] * b[3] - a[0] * b[5] + a[5] * b[0] - a[3] * b[2]
-    out[5] += a[0] * b[4] - a[1] * b[3] + a[3] * b[1] - a[4] * b[0]
-
-
-@jit
-def spd_inverse(D, k, out):
-    """out[:k,:k] <- inverse of the symmetric positive definite D[:k,:k] (Cholesky).
-
-    Returns False if D is not numerically positive definite.  k <= 6.
-    """
-    L = np.zeros((6, 6))
-    for i in range(k):
-        for j in range(i + 1):
-            s = D[i, j]
-            for m in range(j):
-                s -= L[i, m] * L[j, m]
-            if i == j:
-                if not (s > 0.0):
-                    return False
-                L[i, i] = np.sqrt(s)
-            else:
-                L[i, j] = s / L[j, j]
-    # invert L (lower triangular), then out = L^-T L^-1
-    Li = np.zeros((6, 6))
-    for i in range(k):
-        Li[i, i] = 1.0 / L[i, i]
-        for j in range(i):
-            s = 0.0
-            for m in range(j, i):
-                s -= L[i, m] * Li[m, j]
-            Li[i, j] = s / L[i, i]
-    for i in range(k):
-        for j in range(k):
-            s = 0.0
-            for m in range(max(i, j), k):
-                s += Li[m, i] * Li[m, j]
-            out[i, j] = s
-    return True
-
-
-@jit
+@jit_inline
 def nv_of(kind):
     """Number of rates (= motion-subspace columns) of a joint kind."""
     if kind == FREE6:
@@ -208,7 +175,7 @@ def nv_of(kind):
 
 
 # -- kinematics ---------------------------------------------------------------------------------
-@jit
+@jit_inline
 def joint_rotation(tf, b, kind, Qg, qoff):
     """s_rel of the module docstring, as a tuple."""
     if kind == SPHERICAL:
@@ -220,7 +187,7 @@ def joint_rotation(tf, b, kind, Qg, qoff):
     return 1.0, 0.0, 0.0, 0.0
 
 
-@jit
+@jit_inline
 def joint_translation(tf, b, kind, Qg, qoff):
     """t of the module docstring (parent frame), as a tuple."""
     if kind == PRISMATIC:
@@ -251,7 +218,7 @@ def forward_kinematics(tf, ti, Qg, x, q, R, rj):
                 rj[b, k] = Qg[o + k]
             for k in range(4):
                 q[b, k] = Qg[o + 3 + k]
-            quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R[b])
+            quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R, b)
             continue
         if p >= 0:
             qp = (q[p, 0], q[p, 1], q[p, 2], q[p, 3])
@@ -263,323 +230,427 @@ def forward_kinematics(tf, ti, Qg, x, q, R, rj):
         qc = qmul_t(base[0], base[1], base[2], base[3], s[0], s[1], s[2], s[3])
         for k in range(4):
             q[b, k] = qc[k]
-        quat_to_rot(qc[0], qc[1], qc[2], qc[3], R[b])
+        quat_to_rot(qc[0], qc[1], qc[2], qc[3], R, b)
         t = joint_translation(tf, b, kind, Qg, o)
         a = (tf[b, T_AP] + t[0], tf[b, T_AP + 1] + t[1], tf[b, T_AP + 2] + t[2])
         if p >= 0:
-            ra = _rv(R[p], a[0], a[1], a[2])
+            ra = _rvb(R, p, a[0], a[1], a[2])
             r = (x[p, 0] + ra[0], x[p, 1] + ra[1], x[p, 2] + ra[2])
         else:
             r = a
-        ac = _rv(R[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+        ac = _rvb(R, b, tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
         for k in range(3):
             rj[b, k] = r[k]
             x[b, k] = r[k] - ac[k]
 
 
-@jit
-def motion_columns(tf, ti, b, R, rj, x, Sc):
-    """Sc[:, :k] <- the joint's motion subspace (spatial, world origin); returns k.
+@jit_inline
+def col_block(kind, c):
+    """Where column c of a joint's motion subspace lives: 0 = a rotation axis, 3 = a slide.
 
-    Column layout per kind follows ``nu`` of the module docstring.  For the free joint the
-    first three columns move the centre of mass, the last three turn about it.
+    At the joint point every column of every lower pair is either a pure rotation about an
+    axis through the point or a pure translation, so a column is stored as one direction.
+    """
+    if kind == FREE6:
+        return 3 if c < 3 else 0
+    if kind == PRISMATIC:
+        return 3
+    if (kind == CYLINDRICAL or kind == PLANAR) and c > 0:
+        return 3
+    return 0
+
+
+@jit_inline
+def motion_columns(tf, ti, b, R, rj, x, G):
+    """Body b's joint geometry G[b] (JOINT_ROWS x 3, world axes); returns the number of columns k.
+
+    Rows 0..k-1: the directions of the motion-subspace columns at the joint point (see
+    :func:`col_block` for which are rotations and which slides; layout per kind follows
+    ``nu`` of the module docstring -- a free body's joint point is its centre of mass, its
+    first three columns move it, the last three turn it).  Row ``ROW_D``: the joint point
+    minus the parent's joint point; row ``ROW_C``: the centre of mass minus the joint point.
     """
     kind = ti[b, I_KIND]
     p = ti[b, I_PARENT]
-    Rb = R[b]
-    r = (rj[b, 0], rj[b, 1], rj[b, 2])
+    for k in range(3):
+        G[b, ROW_D, k] = rj[b, k] - rj[p, k] if p >= 0 else 0.0
+        G[b, ROW_C, k] = x[b, k] - rj[b, k]
     if kind == FREE6:
-        for k in range(3):
-            _set_col(Sc, k, 0.0, 0.0, 0.0, 1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0,
-                     1.0 if k == 2 else 0.0)
-            a = (Rb[0, k], Rb[1, k], Rb[2, k])
-            m = _cross(x[b, 0], x[b, 1], x[b, 2], a[0], a[1], a[2])
-            _set_col(Sc, 3 + k, a[0], a[1], a[2], m[0], m[1], m[2])
+        for c in range(3):
+            for k in range(3):
+                G[b, c, k] = 1.0 if c == k else 0.0
+                G[b, 3 + c, k] = R[b, k, c]
         return 6
     if kind == SPHERICAL:
-        for k in range(3):
-            a = (Rb[0, k], Rb[1, k], Rb[2, k])
-            m = _cross(r[0], r[1], r[2], a[0], a[1], a[2])
-            _set_col(Sc, k, a[0], a[1], a[2], m[0], m[1], m[2])
+        for c in range(3):
+            for k in range(3):
+                G[b, c, k] = R[b, k, c]
         return 3
     if kind == FIXED:
         return 0
     if kind == PRISMATIC:
-        if p >= 0:
-            d = _rv(R[p], tf[b, T_UP], tf[b, T_UP + 1], tf[b, T_UP + 2])
-        else:
-            d = (tf[b, T_UP], tf[b, T_UP + 1], tf[b, T_UP + 2])
-        _set_col(Sc, 0, 0.0, 0.0, 0.0, d[0], d[1], d[2])
+        d = _parent_axis(tf, b, p, R, T_UP)
+        G[b, 0, 0], G[b, 0, 1], G[b, 0, 2] = d
         return 1
     # revolute, cylindrical, planar: a rotation about the child axis through the joint point
-    a = _rv(Rb, tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-    m = _cross(r[0], r[1], r[2], a[0], a[1], a[2])
-    _set_col(Sc, 0, a[0], a[1], a[2], m[0], m[1], m[2])
+    a = _rvb(R, b, tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+    G[b, 0, 0], G[b, 0, 1], G[b, 0, 2] = a
     if kind == REVOLUTE:
         return 1
     if kind == CYLINDRICAL:
-        _set_col(Sc, 1, 0.0, 0.0, 0.0, a[0], a[1], a[2])
+        G[b, 1, 0], G[b, 1, 1], G[b, 1, 2] = a
         return 2
-    for k in range(2):
-        c = T_E1P if k == 0 else T_E2P
-        if p >= 0:
-            e = _rv(R[p], tf[b, c], tf[b, c + 1], tf[b, c + 2])
-        else:
-            e = (tf[b, c], tf[b, c + 1], tf[b, c + 2])
-        _set_col(Sc, 1 + k, 0.0, 0.0, 0.0, e[0], e[1], e[2])
+    G[b, 1, 0], G[b, 1, 1], G[b, 1, 2] = _parent_axis(tf, b, p, R, T_E1P)
+    G[b, 2, 0], G[b, 2, 1], G[b, 2, 2] = _parent_axis(tf, b, p, R, T_E2P)
     return 3
 
 
-@jit
-def spatial_inertia(tf, b, R, x, out):
-    """out <- spatial inertia at the world origin: [[Ic - m X X, m X], [-m X, m 1]], X = [x]x."""
+@jit_inline
+def _parent_axis(tf, b, p, R, col):
+    """A direction stored in the parent's frame (the world's for a world joint), in world axes."""
+    if p >= 0:
+        return _rvb(R, p, tf[b, col], tf[b, col + 1], tf[b, col + 2])
+    return tf[b, col], tf[b, col + 1], tf[b, col + 2]
+
+
+@jit_inline
+def joint_point_inertia(tf, b, R, G, out):
+    """out[b] <- body b's spatial inertia about its joint point, world axes.
+
+    With c = G[b, ROW_C] the centre of mass relative to the point: [[I_c + m([c]x)^T [c]x, m [c]x],
+    [-m [c]x, m 1]], mapping (angular acceleration, acceleration of the point) to (moment
+    about the point, force).
+    """
     m = tf[b, T_MASS]
-    Rb = R[b]
-    for i in range(3):
-        for j in range(3):
-            out[i, j] = (Rb[i, 0] * tf[b, T_J] * Rb[j, 0] + Rb[i, 1] * tf[b, T_J + 1] * Rb[j, 1]
-                         + Rb[i, 2] * tf[b, T_J + 2] * Rb[j, 2])
-    c0, c1, c2 = x[b, 0], x[b, 1], x[b, 2]
-    cc = c0 * c0 + c1 * c1 + c2 * c2
+    j0, j1, j2 = tf[b, T_J], tf[b, T_J + 1], tf[b, T_J + 2]
+    c0, c1, c2 = G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2]
     c = (c0, c1, c2)
+    cc = c0 * c0 + c1 * c1 + c2 * c2
     for i in range(3):
-        for j in range(3):
-            out[i, j] += m * ((cc if i == j else 0.0) - c[i] * c[j])
-            out[i, 3 + j] = 0.0
-            out[3 + i, j] = 0.0
-            out[3 + i, 3 + j] = m if i == j else 0.0
-    # m X and -m X blocks
-    out[0, 4] = -m * c2
-    out[0, 5] = m * c1
-    out[1, 3] = m * c2
-    out[1, 5] = -m * c0
-    out[2, 3] = -m * c1
-    out[2, 4] = m * c0
+        for j in range(i, 3):
+            s = R[b, i, 0] * j0 * R[b, j, 0] + R[b, i, 1] * j1 * R[b, j, 1] + R[b, i, 2] * j2 * R[b, j, 2]
+            s += m * ((cc if i == j else 0.0) - c[i] * c[j])
+            out[b, i, j] = s
+            out[b, j, i] = s
+            out[b, 3 + i, 3 + j] = m if i == j else 0.0
+            out[b, 3 + j, 3 + i] = m if i == j else 0.0
     for i in range(3):
-        for j in range(3):
-            out[3 + i, j] = out[j, 3 + i]
+        out[b, i, 3 + i] = 0.0
+        out[b, 3 + i, i] = 0.0
+    out[b, 0, 4], out[b, 0, 5] = -m * c2, m * c1
+    out[b, 1, 3], out[b, 1, 5] = m * c2, -m * c0
+    out[b, 2, 3], out[b, 2, 4] = -m * c1, m * c0
+    out[b, 4, 0], out[b, 5, 0] = -m * c2, m * c1
+    out[b, 3, 1], out[b, 5, 1] = m * c2, -m * c0
+    out[b, 3, 2], out[b, 4, 2] = -m * c1, m * c0
 
 
 @jit
-def joint_velocities(tf, ti, Sc_all, nu, V, cb):
-    """Spatial velocities V and velocity-product accelerations cb (S-dot nu) of every body."""
+def joint_velocities(ti, G, nu, V, cb):
+    """Velocities V = (omega, velocity of the joint point) and velocity-product terms cb.
+
+    For a body b with parent p, joint-point offset d, relative rotation rate W_rel and
+    relative slide rate L_rel (both in world axes, from the columns):
+
+        omega_b = omega_p + W_rel,       v_b = v_p + omega_p x d + L_rel,
+
+    and differentiating at fixed nu-dot = 0 (rotation axes are fixed in the child, slide axes
+    in the parent, so they turn with omega_b and omega_p):
+
+        cb = (omega_p x W_rel,  omega_p x (omega_p x d) + 2 omega_p x L_rel).
+
+    The accelerations then obey a_b = X(d) a_p + S nu-dot + cb with plain (not spatial)
+    accelerations of the joint points, X(d) a = (alpha, a + alpha x d).
+    """
     nb = ti.shape[0]
-    tmp = np.zeros(6)
-    rot = np.zeros(6)
     for i in range(nb):
         b = ti[i, I_ORDER]
         p = ti[b, I_PARENT]
         kind = ti[b, I_KIND]
         o = ti[b, I_VOFF]
-        k = nv_of(ti[b, I_KIND])
-        Sc = Sc_all[b]
-        for r in range(6):
-            s = 0.0
-            for c in range(k):
-                s += Sc[r, c] * nu[o + c]
-            tmp[r] = s
-            V[b, r] = (V[p, r] if p >= 0 else 0.0) + s
-            cb[b, r] = 0.0
-        if kind == FREE6:
-            # d/dt (x X w) at fixed nu = v x w
-            w = (V[b, 0], V[b, 1], V[b, 2])
-            vv = (nu[o], nu[o + 1], nu[o + 2])
-            c = _cross(vv[0], vv[1], vv[2], w[0], w[1], w[2])
-            cb[b, 3], cb[b, 4], cb[b, 5] = c
-        elif kind == PRISMATIC:
-            if p >= 0:
-                _motion_cross(V[p], tmp, cb[b])
-        elif kind == PLANAR:
-            # the rotation column is fixed in the child, the two slides in the parent
-            for r in range(6):
-                rot[r] = Sc[r, 0] * nu[o]
-                tmp[r] -= rot[r]
-            _motion_cross(V[b], rot, cb[b])
-            if p >= 0:
-                _motion_cross(V[p], tmp, cb[b])
-        else:
-            _motion_cross(V[b], tmp, cb[b])
+        w0 = w1 = w2 = l0 = l1 = l2 = 0.0
+        for c in range(nv_of(kind)):
+            n = nu[o + c]
+            if col_block(kind, c) == 0:
+                w0 += G[b, c, 0] * n
+                w1 += G[b, c, 1] * n
+                w2 += G[b, c, 2] * n
+            else:
+                l0 += G[b, c, 0] * n
+                l1 += G[b, c, 1] * n
+                l2 += G[b, c, 2] * n
+        if p < 0:
+            V[b, 0], V[b, 1], V[b, 2] = w0, w1, w2
+            V[b, 3], V[b, 4], V[b, 5] = l0, l1, l2
+            for k in range(6):
+                cb[b, k] = 0.0
+            continue
+        op = (V[p, 0], V[p, 1], V[p, 2])
+        d = (G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2])
+        od = _cross(op[0], op[1], op[2], d[0], d[1], d[2])
+        for k in range(3):
+            V[b, k] = op[k] + (w0, w1, w2)[k]
+            V[b, 3 + k] = V[p, 3 + k] + od[k] + (l0, l1, l2)[k]
+        ca = _cross(op[0], op[1], op[2], w0, w1, w2)
+        cc = _cross(op[0], op[1], op[2], od[0], od[1], od[2])
+        cl = _cross(op[0], op[1], op[2], l0, l1, l2)
+        for k in range(3):
+            cb[b, k] = ca[k]
+            cb[b, 3 + k] = cc[k] + 2.0 * cl[k]
 
 
 @jit
-def body_rates(ti, R, x, V, v, w):
-    """Centre-of-mass velocity v (world) and body angular velocity w from spatial V."""
+def body_rates(ti, R, G, V, v, w):
+    """Centre-of-mass velocity v (world) and body angular velocity w from V."""
     nb = ti.shape[0]
     for b in range(nb):
         om = (V[b, 0], V[b, 1], V[b, 2])
-        c = _cross(om[0], om[1], om[2], x[b, 0], x[b, 1], x[b, 2])
+        c = _cross(om[0], om[1], om[2], G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2])
         for k in range(3):
             v[b, k] = V[b, 3 + k] + c[k]
-        wb = _rtv(R[b], om[0], om[1], om[2])
+        wb = _rtvb(R, b, om[0], om[1], om[2])
         for k in range(3):
             w[b, k] = wb[k]
 
 
-@jit
-def general_inverse(D, k, out):
-    """out[:k,:k] <- inverse of D[:k,:k] (Gauss-Jordan, partial pivoting); False if singular."""
-    a = np.zeros((6, 12))
-    for i in range(k):
-        for j in range(k):
-            a[i, j] = D[i, j]
-            a[i, k + j] = 1.0 if i == j else 0.0
+@jit_inline
+def invert_in_place(A, b, k, positive):
+    """A[b, :k, :k] <- its inverse by Gauss-Jordan elimination without pivoting; False if a pivot
+    is not usable (not > 0 with ``positive``, the symmetric positive definite case; zero or
+    not finite otherwise).
+
+    Without pivoting this is stable for the matrices it gets: symmetric positive definite
+    joint-space inertias, and those plus a small non-symmetric part (energy-momentum).
+    """
     for c in range(k):
-        piv = c
-        for r in range(c + 1, k):
-            if abs(a[r, c]) > abs(a[piv, c]):
-                piv = r
-        if not (abs(a[piv, c]) > 0.0):
+        piv = A[b, c, c]
+        if positive:
+            if not (piv > 0.0):
+                return False
+        elif not (abs(piv) > 0.0) or not np.isfinite(piv):
             return False
-        if piv != c:
-            for j in range(2 * k):
-                a[c, j], a[piv, j] = a[piv, j], a[c, j]
-        inv = 1.0 / a[c, c]
-        for j in range(2 * k):
-            a[c, j] *= inv
+        inv = 1.0 / piv
+        A[b, c, c] = 1.0
+        for j in range(k):
+            A[b, c, j] *= inv
         for r in range(k):
             if r != c:
-                f = a[r, c]
-                if f != 0.0:
-                    for j in range(2 * k):
-                        a[r, j] -= f * a[c, j]
-    for i in range(k):
-        for j in range(k):
-            out[i, j] = a[i, k + j]
+                f = A[b, r, c]
+                A[b, r, c] = 0.0
+                for j in range(k):
+                    A[b, r, j] -= f * A[b, c, j]
     return True
 
 
 @jit
-def articulated_factor(tf, ti, R, x, Sc_all, IA, U, Dinv, W, Kb, extra):
+def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Kb, extra, Ia):
     """Articulated inertias IA, U = IA S, W = S^T IA and D^-1 = (S^T IA S)^-1, leaves to root.
 
+    Everything is taken about each body's joint point, world axes; a child's articulated
+    inertia Ia = IA - U D^-1 W reaches its parent as X(d)^T Ia X(d) (``Ia``: a 6x6 scratch).
+    A spherical joint is handled in world axes, where S = [1; 0]: then U and W are IA's own
+    first three columns and rows (not stored), D^-1 is the inverse of IA's rotational block,
+    and Ia keeps only its translational block C - E D^-1 B.
     Depends on the configuration only.  With ``extra`` true, the rotational block of each
     body's inertia gets the 3x3 matrix ``Kb[b]`` (world axes) added -- a pure couple
-    proportional to the angular velocity, so the same at every reference point; the
-    energy-momentum scheme puts its per-body Jacobian terms there -- and the recursion runs in
-    its non-symmetric form.  Returns False if some D is singular (not positive definite in
-    the symmetric case).
+    proportional to the angular acceleration, the same about every point; the
+    energy-momentum scheme puts its Jacobian terms there -- and the recursion runs in its
+    non-symmetric form.  Returns False if some D is singular (not positive definite in the
+    symmetric case).
     """
     nb = ti.shape[0]
-    symmetric = not extra
     for b in range(nb):
-        spatial_inertia(tf, b, R, x, IA[b])
+        joint_point_inertia(tf, b, R, G, IA)
         if extra:
             for r in range(3):
                 for c in range(3):
                     IA[b, r, c] += Kb[b, r, c]
-    D = np.zeros((6, 6))
-    UD = np.zeros((6, 6))
     for i in range(nb - 1, -1, -1):
         b = ti[i, I_ORDER]
         p = ti[b, I_PARENT]
-        k = nv_of(ti[b, I_KIND])
-        Sc = Sc_all[b]
-        Ib = IA[b]
-        Ub = U[b]
-        Wb = W[b]
-        for r in range(6):
-            for c in range(k):
-                s = 0.0
-                t = 0.0
-                for m in range(6):
-                    s += Ib[r, m] * Sc[m, c]
-                    t += Sc[m, c] * Ib[m, r]
-                Ub[r, c] = s
-                Wb[c, r] = t
-        for r in range(k):
-            for c in range(k):
-                s = 0.0
-                for m in range(6):
-                    s += Sc[m, r] * Ub[m, c]
-                D[r, c] = s
-        if k > 0:
-            if symmetric:
-                if not spd_inverse(D, k, Dinv[b]):
-                    return False
-            elif not general_inverse(D, k, Dinv[b]):
+        kind = ti[b, I_KIND]
+        if kind == SPHERICAL:
+            for r in range(3):
+                for c in range(3):
+                    Dinv[b, r, c] = IA[b, r, c]
+            if not invert_in_place(Dinv, b, 3, not extra):
                 return False
+            if p < 0:
+                continue
+            # Ia = [[0, 0], [0, C - E D^-1 B]]; W holds D^-1 B for the moment
+            for r in range(3):
+                for c in range(3):
+                    W[b, r, c] = (Dinv[b, r, 0] * IA[b, 0, 3 + c] + Dinv[b, r, 1] * IA[b, 1, 3 + c]
+                                  + Dinv[b, r, 2] * IA[b, 2, 3 + c])
+            for r in range(3):
+                for c in range(3):
+                    Ia[r, c] = Ia[r, 3 + c] = Ia[3 + r, c] = 0.0
+                    Ia[3 + r, 3 + c] = IA[b, 3 + r, 3 + c] - (
+                        IA[b, 3 + r, 0] * W[b, 0, c] + IA[b, 3 + r, 1] * W[b, 1, c]
+                        + IA[b, 3 + r, 2] * W[b, 2, c])
+            _shift_to_parent(Ia, G, b, IA, p)
+            continue
+        k = nv_of(kind)
+        for c in range(k):
+            o = col_block(kind, c)
+            d0, d1, d2 = G[b, c, 0], G[b, c, 1], G[b, c, 2]
+            for r in range(6):
+                U[b, r, c] = IA[b, r, o] * d0 + IA[b, r, o + 1] * d1 + IA[b, r, o + 2] * d2
+                W[b, c, r] = IA[b, o, r] * d0 + IA[b, o + 1, r] * d1 + IA[b, o + 2, r] * d2
+        for r in range(k):
+            o = col_block(kind, r)
+            for c in range(k):
+                Dinv[b, r, c] = (G[b, r, 0] * U[b, o, c] + G[b, r, 1] * U[b, o + 1, c]
+                                 + G[b, r, 2] * U[b, o + 2, c])
+        if k > 0 and not invert_in_place(Dinv, b, k, not extra):
+            return False
         if p < 0:
             continue
-        # IA_p += IA_b - U D^-1 W
+        # Ia = IA - (U D^-1) W; a joint with a parent has k <= 3 (free joints are roots)
         for r in range(6):
-            for c in range(k):
-                s = 0.0
-                for m in range(k):
-                    s += Ub[r, m] * Dinv[b, m, c]
-                UD[r, c] = s
-        for r in range(6):
+            t0 = t1 = t2 = 0.0
+            for m in range(k):
+                um = U[b, r, m]
+                t0 += um * Dinv[b, m, 0]
+                if k > 1:
+                    t1 += um * Dinv[b, m, 1]
+                if k > 2:
+                    t2 += um * Dinv[b, m, 2]
             for c in range(6):
-                s = Ib[r, c]
-                for m in range(k):
-                    s -= UD[r, m] * Wb[m, c]
-                IA[p, r, c] += s
+                s = IA[b, r, c]
+                if k > 0:
+                    s -= t0 * W[b, 0, c]
+                if k > 1:
+                    s -= t1 * W[b, 1, c]
+                if k > 2:
+                    s -= t2 * W[b, 2, c]
+                Ia[r, c] = s
+        _shift_to_parent(Ia, G, b, IA, p)
     return True
 
 
+@jit_inline
+def _shift_to_parent(Ia, G, b, IA, p):
+    """IA[p] += X(d)^T Ia X(d), d = G[b, ROW_D]: an inertia about body b's joint point, taken
+    about its parent's.  With Ia = [[A, B], [E, C]]:  E' = E - C[d]x, B' = B + [d]x C,
+    A' = A - B[d]x + [d]x E'  (rows of M[d]x are rows of M crossed with d)."""
+    d0, d1, d2 = G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2]
+    for i in range(3):
+        # row i of E' and of A - B[d]x
+        ce = _cross(Ia[3 + i, 3], Ia[3 + i, 4], Ia[3 + i, 5], d0, d1, d2)
+        bd = _cross(Ia[i, 3], Ia[i, 4], Ia[i, 5], d0, d1, d2)
+        for j in range(3):
+            Ia[3 + i, j] -= ce[j]
+            Ia[i, j] -= bd[j]
+    for j in range(3):
+        # column j of B' = B + d x C[:, j] and of A' = (A - B[d]x) + d x E'[:, j]
+        dc = _cross(d0, d1, d2, Ia[3, 3 + j], Ia[4, 3 + j], Ia[5, 3 + j])
+        de = _cross(d0, d1, d2, Ia[3, j], Ia[4, j], Ia[5, j])
+        for i in range(3):
+            Ia[i, 3 + j] += dc[i]
+            Ia[i, j] += de[i]
+    for r in range(6):
+        for c in range(6):
+            IA[p, r, c] += Ia[r, c]
+
+
 @jit
-def articulated_solve(ti, Sc_all, IA, U, Dinv, W, tau, cb, pA, acc, nudot):
+def articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot):
     """nudot <- solution of the articulated recursion for joint forces tau and bias forces pA.
 
     ``IA``, ``U``, ``Dinv``, ``W`` come from :func:`articulated_factor` (IA already includes
-    the children's contributions); ``pA`` holds each body's own bias force (overwritten: the
-    children's contributions are added in), ``cb`` the velocity-product accelerations.  With
-    cb = pA = 0 this solves (T^T M T) nudot = tau.
+    the children's contributions); ``pA`` holds each body's own bias force about its joint
+    point (overwritten: the children's contributions are added in), ``cb`` the
+    velocity-product accelerations of :func:`joint_velocities`.  With cb = pA = 0 this solves
+    (T^T M T) nudot = tau.  ``acc`` receives the accelerations (alpha, joint point).
+    A spherical joint is solved in world axes (its rates are the columns G[b, :3] = R_b).
     """
     nb = ti.shape[0]
-    uvec = np.zeros(6)
-    ucol = np.zeros((nb, 6))
+    # leaves to root: y = D^-1 (tau - S^T pA - W cb), parked in nudot; pA_p += X^T pa
     for i in range(nb - 1, -1, -1):
         b = ti[i, I_ORDER]
         p = ti[b, I_PARENT]
-        k = nv_of(ti[b, I_KIND])
+        kind = ti[b, I_KIND]
         o = ti[b, I_VOFF]
-        Sc = Sc_all[b]
+        if kind == SPHERICAL:
+            k = 3
+            for r in range(3):
+                s = (G[b, 0, r] * tau[o] + G[b, 1, r] * tau[o + 1] + G[b, 2, r] * tau[o + 2]
+                     - pA[b, r])
+                for m in range(6):
+                    s -= IA[b, r, m] * cb[b, m]
+                acc[b, r] = s
+        else:
+            k = nv_of(kind)
+            for c in range(k):
+                off = col_block(kind, c)
+                s = tau[o + c] - (G[b, c, 0] * pA[b, off] + G[b, c, 1] * pA[b, off + 1]
+                                  + G[b, c, 2] * pA[b, off + 2])
+                for m in range(6):
+                    s -= W[b, c, m] * cb[b, m]
+                acc[b, c] = s
         for c in range(k):
-            s = tau[o + c]
-            for m in range(6):
-                s -= Sc[m, c] * pA[b, m]
-            ucol[b, c] = s
+            s = 0.0
+            for m in range(k):
+                s += Dinv[b, c, m] * acc[b, m]
+            nudot[o + c] = s
         if p < 0:
             continue
-        # pa = pA + Ia cb + U D^-1 u with Ia = IA - U D^-1 W
-        for c in range(k):
-            s = ucol[b, c]
-            for m in range(6):
-                s -= W[b, c, m] * cb[b, m]
-            uvec[c] = s
+        # pa = pA + IA cb + U y  (Ia cb + U D^-1 u of the textbook, with Ia = IA - U D^-1 W)
         for r in range(6):
             s = pA[b, r]
             for m in range(6):
                 s += IA[b, r, m] * cb[b, m]
-            for c in range(k):
-                t = 0.0
-                for m in range(k):
-                    t += Dinv[b, c, m] * uvec[m]
-                s += U[b, r, c] * t
-            pA[p, r] += s
+            if kind == SPHERICAL:
+                for c in range(3):
+                    s += IA[b, r, c] * nudot[o + c]
+            else:
+                for c in range(k):
+                    s += U[b, r, c] * nudot[o + c]
+            acc[b, r] = s
+        n = _cross(G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2], acc[b, 3], acc[b, 4],
+                   acc[b, 5])
+        for r in range(3):
+            pA[p, r] += acc[b, r] + n[r]
+            pA[p, 3 + r] += acc[b, 3 + r]
+    # root to leaves: a = X a_p + cb + S nudot, nudot = y - D^-1 W X a_p
     for i in range(nb):
         b = ti[i, I_ORDER]
         p = ti[b, I_PARENT]
-        k = nv_of(ti[b, I_KIND])
+        kind = ti[b, I_KIND]
+        k = nv_of(kind)
         o = ti[b, I_VOFF]
-        for r in range(6):
-            acc[b, r] = (acc[p, r] if p >= 0 else 0.0) + cb[b, r]
-        for c in range(k):
-            s = ucol[b, c]
-            for m in range(6):
-                s -= W[b, c, m] * acc[b, m]
-            uvec[c] = s
-        for c in range(k):
-            s = 0.0
-            for m in range(k):
-                s += Dinv[b, c, m] * uvec[m]
-            nudot[o + c] = s
-        Sc = Sc_all[b]
-        for r in range(6):
-            s = 0.0
+        sph = kind == SPHERICAL
+        if p >= 0:
+            al = (acc[p, 0], acc[p, 1], acc[p, 2])
+            t = _cross(al[0], al[1], al[2], G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2])
+            xa = (al[0], al[1], al[2], acc[p, 3] + t[0], acc[p, 4] + t[1], acc[p, 5] + t[2])
             for c in range(k):
-                s += Sc[r, c] * nudot[o + c]
-            acc[b, r] += s
+                s = 0.0
+                for m in range(6):
+                    s += (IA[b, c, m] if sph else W[b, c, m]) * xa[m]
+                acc[b, c] = s
+            for c in range(k):
+                s = nudot[o + c]
+                for m in range(k):
+                    s -= Dinv[b, c, m] * acc[b, m]
+                nudot[o + c] = s
+            for r in range(6):
+                acc[b, r] = xa[r] + cb[b, r]
+        else:
+            for r in range(6):
+                acc[b, r] = cb[b, r]
+        if sph:
+            # nudot holds the world-axis relative angular acceleration: add it, then R^T
+            y = (nudot[o], nudot[o + 1], nudot[o + 2])
+            for m in range(3):
+                acc[b, m] += y[m]
+                nudot[o + m] = G[b, m, 0] * y[0] + G[b, m, 1] * y[1] + G[b, m, 2] * y[2]
+            continue
+        for c in range(k):
+            off = col_block(kind, c)
+            for m in range(3):
+                acc[b, off + m] += G[b, c, m] * nudot[o + c]
 
 
 @jit
@@ -624,8 +695,8 @@ def normalize_coordinates(ti, Qg):
 
 
 @jit
-def world_loads(tf, ti, pf, pi, gravity, x, q, R, V, f_app, t_app, fext):
-    """fext <- every body's external spatial force at the world origin (torque, force).
+def world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext):
+    """fext <- every body's external load about its joint point (moment, force), world axes.
 
     Gravity and applied loads act at the centre of mass (applied torque as given); a
     point-to-point spring pulls its two points together, force k (l - L0) along the line.
@@ -635,7 +706,7 @@ def world_loads(tf, ti, pf, pi, gravity, x, q, R, V, f_app, t_app, fext):
         m = tf[b, T_MASS]
         f = (m * gravity[0] + f_app[b, 0], m * gravity[1] + f_app[b, 1],
              m * gravity[2] + f_app[b, 2])
-        n = _cross(x[b, 0], x[b, 1], x[b, 2], f[0], f[1], f[2])
+        n = _cross(G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2], f[0], f[1], f[2])
         for k in range(3):
             fext[b, k] = n[k] + t_app[b, k]
             fext[b, 3 + k] = f[k]
@@ -655,23 +726,27 @@ def world_loads(tf, ti, pf, pi, gravity, x, q, R, V, f_app, t_app, fext):
             c = 0.0  # direction undefined at zero length with a rest length
         fa = (c * d[0], c * d[1], c * d[2])  # on the point of a, towards b
         if a >= 0:
-            _add_point_force(fext, a, pa, fa, 1.0)
+            _add_point_force(fext, a, x, G, pa, fa, 1.0)
         if bb >= 0:
-            _add_point_force(fext, bb, pb, fa, -1.0)
+            _add_point_force(fext, bb, x, G, pb, fa, -1.0)
 
 
-@jit
+@jit_inline
 def spring_point(pf, s, col, b, x, R):
     """World position of a spring end (body b's point, or a world point when b < 0)."""
     if b < 0:
         return pf[s, col], pf[s, col + 1], pf[s, col + 2]
-    r = _rv(R[b], pf[s, col], pf[s, col + 1], pf[s, col + 2])
+    r = _rvb(R, b, pf[s, col], pf[s, col + 1], pf[s, col + 2])
     return x[b, 0] + r[0], x[b, 1] + r[1], x[b, 2] + r[2]
 
 
-@jit
-def _add_point_force(fext, b, p, f, sign):
-    n = _cross(p[0], p[1], p[2], f[0], f[1], f[2])
+@jit_inline
+def _add_point_force(fext, b, x, G, p, f, sign):
+    """fext[b] += sign * (force f at the world point p), about b's joint point."""
+    # joint point = x - c, so p - joint point = (p - x) + c
+    r = (p[0] - x[b, 0] + G[b, ROW_C, 0], p[1] - x[b, 1] + G[b, ROW_C, 1],
+         p[2] - x[b, 2] + G[b, ROW_C, 2])
+    n = _cross(r[0], r[1], r[2], f[0], f[1], f[2])
     for k in range(3):
         fext[b, k] += sign * n[k]
         fext[b, 3 + k] += sign * f[k]
@@ -692,30 +767,34 @@ def joint_forces(tf, ti, Qg, nu, tau):
 
 
 @jit
-def bias_forces(tf, ti, R, x, V, fext, IA_own, pA):
-    """pA <- V x* (I V) - f_ext per body (IA_own: scratch for one spatial inertia)."""
+def bias_forces(tf, ti, R, G, V, fext, pA):
+    """pA <- (omega x I_J omega, m omega x (omega x c)) - f_ext per body, about the joint point.
+
+    I_J is the inertia about the joint point and c the centre of mass relative to it: the
+    velocity terms of the Newton-Euler equations of a body about one of its points.
+    """
     nb = ti.shape[0]
-    iv = np.zeros(6)
     for b in range(nb):
-        spatial_inertia(tf, b, R, x, IA_own)
-        for r in range(6):
-            s = 0.0
-            for c in range(6):
-                s += IA_own[r, c] * V[b, c]
-            iv[r] = s
+        m = tf[b, T_MASS]
         om = (V[b, 0], V[b, 1], V[b, 2])
-        vl = (V[b, 3], V[b, 4], V[b, 5])
-        a = _cross(om[0], om[1], om[2], iv[0], iv[1], iv[2])
-        c = _cross(vl[0], vl[1], vl[2], iv[3], iv[4], iv[5])
-        e = _cross(om[0], om[1], om[2], iv[3], iv[4], iv[5])
+        c = (G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2])
+        wb = _rtvb(R, b, om[0], om[1], om[2])
+        iw = _rvb(R, b, tf[b, T_J] * wb[0], tf[b, T_J + 1] * wb[1], tf[b, T_J + 2] * wb[2])
+        cc = c[0] * c[0] + c[1] * c[1] + c[2] * c[2]
+        cw = c[0] * om[0] + c[1] * om[1] + c[2] * om[2]
+        h = (iw[0] + m * (cc * om[0] - cw * c[0]), iw[1] + m * (cc * om[1] - cw * c[1]),
+             iw[2] + m * (cc * om[2] - cw * c[2]))
+        n = _cross(om[0], om[1], om[2], h[0], h[1], h[2])
+        oc = _cross(om[0], om[1], om[2], c[0], c[1], c[2])
+        f = _cross(om[0], om[1], om[2], oc[0], oc[1], oc[2])
         for k in range(3):
-            pA[b, k] = a[k] + c[k] - fext[b, k]
-            pA[b, 3 + k] = e[k] - fext[b, 3 + k]
+            pA[b, k] = n[k] - fext[b, k]
+            pA[b, 3 + k] = m * f[k] - fext[b, 3 + k]
 
 
 def work_layout(nb, nq, nv):
     """Names and shapes of the per-step scratch arrays of the multibody kernels."""
-    return (("R", (nb, 3, 3)), ("rj", (nb, 3)), ("Sc", (nb, 6, 6)), ("V", (nb, 6)),
+    return (("R", (nb, 3, 3)), ("rj", (nb, 3)), ("G", (nb, JOINT_ROWS, 3)), ("V", (nb, 6)),
             ("cb", (nb, 6)), ("IA", (nb, 6, 6)), ("U", (nb, 6, 6)), ("Dinv", (nb, 6, 6)),
             ("W", (nb, 6, 6)), ("Kb", (nb, 3, 3)), ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
             ("tau", (nv,)), ("Q0", (nq,)), ("nu0", (nv,)), ("kQ", (4, nq)), ("knu", (4, nv)),
@@ -743,7 +822,7 @@ def model_sizes(nb, ns):
 @jit
 def base_work_size(nb, nq, nv):
     """Length of the scratch of :func:`work_layout` (its sum; a test checks the two agree)."""
-    return 231 * nb + 36 + 6 * nq + 8 * nv
+    return (195 + 3 * JOINT_ROWS) * nb + 36 + 6 * nq + 8 * nv
 
 
 def work_size(nb, nq, nv):
@@ -797,8 +876,8 @@ def carve(work, nb, nq, nv):
     o += 9 * nb
     rj = work[o:o + 3 * nb].reshape((nb, 3))
     o += 3 * nb
-    Sc = work[o:o + 36 * nb].reshape((nb, 6, 6))
-    o += 36 * nb
+    G = work[o:o + 3 * JOINT_ROWS * nb].reshape((nb, JOINT_ROWS, 3))
+    o += 3 * JOINT_ROWS * nb
     V = work[o:o + 6 * nb].reshape((nb, 6))
     o += 6 * nb
     cb = work[o:o + 6 * nb].reshape((nb, 6))
@@ -836,43 +915,43 @@ def carve(work, nb, nq, nv):
     nus = work[o:o + nv]
     o += nv
     nudot = work[o:o + nv]
-    return (R, rj, Sc, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
+    return (R, rj, G, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
             nudot)
 
 
-@jit
-def geometry(tf, ti, Qg, x, q, R, rj, Sc):
-    """Poses and motion subspaces at the configuration Qg."""
+@jit_inline
+def geometry(tf, ti, Qg, x, q, R, rj, G):
+    """Poses and joint geometry at the configuration Qg."""
     forward_kinematics(tf, ti, Qg, x, q, R, rj)
     for b in range(ti.shape[0]):
-        motion_columns(tf, ti, b, R, rj, x, Sc[b])
+        motion_columns(tf, ti, b, R, rj, x, G)
 
 
-@jit
+@jit_inline
 def accelerations(gravity, tf, pf, ti, pi, Qg, nu, x, q, f_app, t_app, scratch, nudot):
     """nudot of the null-space equations (T^T M T) nudot = T^T (f - M Tdot nu), by recursion.
 
     Returns False when a joint-space inertia block is not positive definite.
     """
-    R, rj, Sc, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau = scratch[:15]
-    geometry(tf, ti, Qg, x, q, R, rj, Sc)
-    joint_velocities(tf, ti, Sc, nu, V, cb)
-    world_loads(tf, ti, pf, pi, gravity, x, q, R, V, f_app, t_app, fext)
-    bias_forces(tf, ti, R, x, V, fext, I6, pA)
+    R, rj, G, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau = scratch[:15]
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    joint_velocities(ti, G, nu, V, cb)
+    world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
+    bias_forces(tf, ti, R, G, V, fext, pA)
     joint_forces(tf, ti, Qg, nu, tau)
-    if not articulated_factor(tf, ti, R, x, Sc, IA, U, Dinv, W, Kb, False):
+    if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Kb, False, I6):
         return False
-    articulated_solve(ti, Sc, IA, U, Dinv, W, tau, cb, pA, acc, nudot)
+    articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot)
     return True
 
 
 @jit
 def refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, scratch):
     """Write the bodies' x, q, v, w, L from (Qg, nu)."""
-    R, rj, Sc, V, cb = scratch[:5]
-    geometry(tf, ti, Qg, x, q, R, rj, Sc)
-    joint_velocities(tf, ti, Sc, nu, V, cb)
-    body_rates(ti, R, x, V, v, w)
+    R, rj, G, V, cb = scratch[:5]
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    joint_velocities(ti, G, nu, V, cb)
+    body_rates(ti, R, G, V, v, w)
     for b in range(ti.shape[0]):
         for k in range(3):
             L[b, k] = tf[b, T_J + k] * w[b, k]
@@ -973,48 +1052,27 @@ class Tree:
 
 
 @jit
-def subtree_forces(ti, Sc, F, tau):
-    """tau <- T^T F: each joint's share of the spatial forces F (nb, 6) of its subtree.
-
-    F is overwritten with the subtree sums (leaves to root).
-    """
-    nb = ti.shape[0]
-    for i in range(nb - 1, -1, -1):
-        b = ti[i, I_ORDER]
-        p = ti[b, I_PARENT]
-        o = ti[b, I_VOFF]
-        for c in range(nv_of(ti[b, I_KIND])):
-            s = 0.0
-            for m in range(6):
-                s += Sc[b, m, c] * F[b, m]
-            tau[o + c] = s
-        if p >= 0:
-            for m in range(6):
-                F[p, m] += F[b, m]
-
-
-@jit
 def impulse_response(tf, ti, Qg, x, q, b, point, impulse, scratch, dnu, dv, dw):
     """Rate and body-velocity jumps for an impulse at a world point of body b.
 
-    The generalized impulse is T^T J-hat, with J-hat = (point x J, J) at the world origin;
-    dnu = (T^T M T)^-1 T^T J-hat; dv, dw are the resulting centre-of-mass velocity (world)
-    and body angular velocity jumps.  False if the joint-space inertia is singular.
+    The generalized impulse is T^T J-hat, J-hat the impulse and its moment about b's joint
+    point; dnu = (T^T M T)^-1 T^T J-hat comes from the articulated recursion with J-hat as the
+    only (negative) bias force; dv, dw are the resulting centre-of-mass velocity (world) and
+    body angular velocity jumps.  False if the joint-space inertia is singular.
     """
-    R, rj, Sc, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau = scratch[:15]
-    geometry(tf, ti, Qg, x, q, R, rj, Sc)
+    R, rj, G, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau = scratch[:15]
+    geometry(tf, ti, Qg, x, q, R, rj, G)
     nb = ti.shape[0]
-    fext[:, :] = 0.0
-    n = _cross(point[0], point[1], point[2], impulse[0], impulse[1], impulse[2])
-    for k in range(3):
-        fext[b, k] = n[k]
-        fext[b, 3 + k] = impulse[k]
-    subtree_forces(ti, Sc, fext, tau)
-    if not articulated_factor(tf, ti, R, x, Sc, IA, U, Dinv, W, Kb, False):
+    if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Kb, False, I6):
         return False
-    cb[:, :] = 0.0
     pA[:, :] = 0.0
-    articulated_solve(ti, Sc, IA, U, Dinv, W, tau, cb, pA, acc, dnu)
-    joint_velocities(tf, ti, Sc, dnu, V, cb)
-    body_rates(ti, R, x, V, dv, dw)
+    fext[:, :] = 0.0
+    _add_point_force(fext, b, x, G, point, impulse, -1.0)
+    for k in range(6):
+        pA[b, k] = fext[b, k]
+    cb[:, :] = 0.0
+    tau[:] = 0.0
+    articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, dnu)
+    joint_velocities(ti, G, dnu, V, cb)
+    body_rates(ti, R, G, V, dv, dw)
     return nb > 0

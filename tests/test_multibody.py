@@ -274,3 +274,53 @@ def test_joints_report_world_anchors_and_axes():
     np.testing.assert_allclose(joints[0]["anchor"], (0, 0, 0.5), atol=1e-15)
     # the outer axis is the world x axis, whatever the tilt
     np.testing.assert_allclose(joints[0]["axis"], (1, 0, 0), atol=1e-15)
+
+
+def _shifted_chain(n, origin, integrator="nullspace_rk4", dt=1e-3):
+    """The ``chain`` scenario's links and joints, hung from ``origin`` instead of (0, 0, 0)."""
+    m = Model()
+    for i in range(n):
+        m.add_body(f"link{i}", 1.0, rt.scenarios.rod_inertia(1.0, 0.5, 0.05))
+        m.add_joint("spherical", None if i == 0 else i - 1, i,
+                    anchor_parent=origin if i == 0 else (0.0, 0.0, -0.25),
+                    anchor_child=(0.0, 0.0, 0.25))
+    sim = rt.Simulation(m, integrator, dt)
+    rng = np.random.default_rng(3)
+    for i in range(n):
+        sim.set_joint_position(i, rt.quat.from_rotvec(rng.normal(scale=0.3, size=3)))
+        sim.set_joint_velocity(i, rng.normal(scale=0.3, size=3))
+    return sim
+
+
+def test_long_chain_far_from_the_origin_steps_as_at_the_origin():
+    """The recursion works about each joint point, so moving a 50-link chain 2 km away changes
+    its joint trajectory only by the round-off of the positions themselves."""
+    near = _shifted_chain(50, (0.0, 0.0, 0.0))
+    far = _shifted_chain(50, (1000.0, -2000.0, 500.0))
+    e0 = near.energy()
+    near.step(250)
+    far.step(250)
+    for i in range(50):
+        assert np.allclose(near.joint_position(i), far.joint_position(i), rtol=0, atol=1e-10)
+        assert np.allclose(near.joint_velocity(i), far.joint_velocity(i), rtol=0, atol=1e-9)
+    assert np.allclose(far.x - far.x[0], near.x - near.x[0], rtol=0, atol=1e-9)
+    assert abs(near.energy() - e0) < 1e-5 * abs(e0)
+
+
+@pytest.mark.parametrize("kinds", [KINDS, ["revolute", "spherical", "prismatic"],
+                                   ["planar", "cylindrical", "fixed", "spherical"]])
+def test_explicit_scheme_conserves_energy_at_fourth_order_for_every_joint_kind(kinds):
+    """A wrong velocity-product or bias term changes the equations, and then the energy drift
+    tends to a non-zero rate as dt -> 0 instead of falling as dt^4."""
+    drifts = []
+    for dt in (2e-3, 1e-3):
+        sim = rt.Simulation(_mixed_tree(kinds, seed=4), "nullspace_rk4", dt)
+        _randomize(sim, np.random.default_rng(5))
+        e0 = sim.energy()
+        worst = 0.0
+        for _ in range(20):
+            sim.step(int(round(0.01 / dt)))
+            worst = max(worst, abs(sim.energy() - e0))
+        drifts.append(worst / abs(e0))
+    assert drifts[0] < 1e-6
+    assert drifts[1] < drifts[0] / 10.0

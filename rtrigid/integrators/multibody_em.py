@@ -192,7 +192,7 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em):
         s = qm[0] * qm[0] + qm[1] * qm[1] + qm[2] * qm[2] + qm[3] * qm[3]
         smid[b] = s
         inv = 1.0 / np.sqrt(s)
-        quat_to_rot(qm[0] * inv, qm[1] * inv, qm[2] * inv, qm[3] * inv, rot[b])
+        quat_to_rot(qm[0] * inv, qm[1] * inv, qm[2] * inv, qm[3] * inv, rot, b)
         for k in range(4):
             Y[b, k] = 0.0
         scale = max(scale, m * max(abs(v0[b, 0]), abs(v0[b, 1]), abs(v0[b, 2])),
@@ -374,7 +374,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
         Kb[b, 0, 1], Kb[b, 0, 2] = -c * hw[2], c * hw[1]
         Kb[b, 1, 0], Kb[b, 1, 2] = c * hw[2], -c * hw[0]
         Kb[b, 2, 0], Kb[b, 2, 1] = -c * hw[1], c * hw[0]
-    if not articulated_factor(tf, ti, R, x1, Sc, IA, U, Dinv, W, Kb, True):
+    if not articulated_factor(tf, ti, R, Sc, IA, U, Dinv, W, Kb, True, I6):
         return False
     cb[:, :] = 0.0
     best = np.inf
