@@ -173,6 +173,12 @@ def build_parser():
                     help="step size (scenario default if omitted)")
     sv.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE",
                     help="scenario parameter, e.g. --set omega_p=12")
+    sv.add_argument("--unix", default=None, metavar="PATH",
+                    help="listen on a Unix-domain socket at PATH instead of TCP (same host)")
+    sv.add_argument("--spin", type=float, default=0.0, metavar="S",
+                    help="after each request, busy-poll up to S seconds for the next one "
+                         "before sleeping (burns a core while a client keeps it busy; "
+                         "default 0)")
     sv.add_argument("--rt-priority", type=int, default=0, metavar="N",
                     help="serve under SCHED_FIFO priority N (Linux, needs CAP_SYS_NICE)")
     sv.set_defaults(func=cmd_serve)
