@@ -161,6 +161,8 @@ def build_parser():
                    help="instead: paced 1 kHz gyro top (idle and with a busy core) and the "
                         "lock-step round trip")
     b.add_argument("--duration", type=float, default=10.0, help="seconds per --realtime run")
+    b.add_argument("--lockstep-only", action="store_true",
+                   help="--realtime: only the lock-step round-trip comparison")
     b.add_argument("--rt-priority", type=int, default=20, metavar="N",
                    help="--realtime: also measure under SCHED_FIFO priority N (0: skip)")
     b.set_defaults(func=cmd_bench)

@@ -508,3 +508,24 @@ def test_client_times_out_on_a_silent_server_and_closes(spin):
         done.set()
         thread.join()
         listener.close()
+
+
+# -- the benchmark's side-by-side harness (no timing is asserted) ---------------------------------
+
+def test_lockstep_comparison_runs_its_rows_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    from rtrigid import realtime_bench
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    configs = [c for c in realtime_bench.LOCKSTEP_CONFIGS
+               if c[0] in ("echo, unix", "tcp", "unix, spin, cores 1/0")]
+    if len(os.sched_getaffinity(0)) < 2:
+        configs = configs[:2]
+    result = realtime_bench.lockstep_comparison(0.04, priority=0, configs=configs, block=20)
+    assert list(result) == [c[0] for c in configs]
+    for row in result.values():
+        assert row["round_trips"] == 40
+        assert 0 < row["rtt_us_p50"] <= row["rtt_us_p99"] <= row["rtt_us_max"]
+    assert list(tmp_path.iterdir()) == []  # socket files and their directory are gone
