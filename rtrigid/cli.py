@@ -161,6 +161,8 @@ def build_parser():
                    help="instead: paced 1 kHz gyro top (idle and with a busy core) and the "
                         "lock-step round trip")
     b.add_argument("--duration", type=float, default=10.0, help="seconds per --realtime run")
+    b.add_argument("--lockstep-only", action="store_true",
+                   help="--realtime: only the lock-step round-trip comparison")
     b.add_argument("--rt-priority", type=int, default=20, metavar="N",
                    help="--realtime: also measure under SCHED_FIFO priority N (0: skip)")
     b.set_defaults(func=cmd_bench)
@@ -173,6 +175,12 @@ def build_parser():
                     help="step size (scenario default if omitted)")
     sv.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE",
                     help="scenario parameter, e.g. --set omega_p=12")
+    sv.add_argument("--unix", default=None, metavar="PATH",
+                    help="listen on a Unix-domain socket at PATH instead of TCP (same host)")
+    sv.add_argument("--spin", type=float, default=0.0, metavar="S",
+                    help="after each request, busy-poll up to S seconds for the next one "
+                         "before sleeping (burns a core while a client keeps it busy; "
+                         "default 0)")
     sv.add_argument("--rt-priority", type=int, default=0, metavar="N",
                     help="serve under SCHED_FIFO priority N (Linux, needs CAP_SYS_NICE)")
     sv.set_defaults(func=cmd_serve)

@@ -12,8 +12,11 @@ the same calls made in process: float64 values travel as raw IEEE 754 bytes.
 
 Protocol, version 1
 -------------------
-TCP, ``TCP_NODELAY`` on both ends.  Every message, either way, is a 16-byte header followed by
-``length`` bytes of payload; all integers and floats little-endian::
+A stream socket: TCP (``TCP_NODELAY`` on both ends), or a Unix-domain stream socket for a
+client on the same host (``Server(unix=PATH)``, ``rtrigid serve --unix PATH``,
+``Client(unix=PATH)``); the messages are the same on both.  Every message, either way, is a
+16-byte header followed by ``length`` bytes of payload; all integers and floats
+little-endian::
 
     offset  size  field
     0       4     magic    b"RTRG"
@@ -66,12 +69,32 @@ its first byte; a client whose unread replies fill the socket buffers is disconn
 header is in, before waiting for the payload.  It handles all connections in one thread,
 one complete request at a time, so a stalled client cannot hold up the others (one that
 stops reading, for at most ``send_timeout``).
+
+Busy-polling (``spin``)
+    Neither end has to spin; the protocol does not depend on it.  By default the server
+    sleeps in ``select`` between requests and the client sleeps in ``recv`` while its request
+    is served; each wake-up costs the scheduler's (and, in a virtual machine, the host's)
+    wake-up latency, which is where a round trip's tail comes from on a loaded machine.
+    ``Server(spin=S)`` / ``rtrigid serve --spin S``: after each request the server polls its
+    sockets without blocking for up to ``S`` seconds before it sleeps again, so a client that
+    sends its next request within ``S`` finds it awake; a client at 1 kHz needs ``S`` a little
+    over 1 ms, and then the server keeps one core 100 % busy for as long as the client runs.
+    ``Client(spin=S)``: after sending, the client polls for the reply for up to ``S`` seconds
+    before it sleeps in ``recv``; the reply of a one-step request takes tens of microseconds,
+    so ``S`` of a few hundred microseconds covers it and costs only that much CPU per request;
+    after ``S`` it sleeps for at most its ``timeout``.  Spin only with server and client on
+    different cores (``taskset``, ``os.sched_setaffinity``): on one core the spinning process
+    holds the CPU the other one needs, and under SCHED_FIFO it does not let it run at all
+    until the spin ends.  Both only change when the process waits, never what it sends or
+    computes.
 """
 from __future__ import annotations
 
 import math
+import os
 import selectors
 import socket
+import stat
 import struct
 import threading
 import time
@@ -165,6 +188,46 @@ def _set_timeouts(sock, recv=None, send=None):
             sock.setsockopt(socket.SOL_SOCKET, opt, struct.pack("ll", sec, usec))
 
 
+def _as_spin(spin):
+    try:
+        value = float(spin)
+    except (TypeError, ValueError):
+        raise ValueError(f"spin: expected seconds >= 0, got {spin!r}") from None
+    if not (math.isfinite(value) and 0.0 <= value <= 10.0):
+        raise ValueError(f"spin: expected seconds in [0, 10], got {spin!r}")
+    return value
+
+
+def _unix_listener(path):
+    """A listening Unix-domain stream socket at ``path``; a stale socket file there is replaced,
+    anything else at that path is refused."""
+    path = os.fspath(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(mode):
+            raise ValueError(f"unix: {path!r} exists and is not a socket")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)  # nobody listens: left over from a server that did not stop
+        else:
+            raise ValueError(f"unix: a server already listens on {path!r}")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        sock.listen()
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class _Connection:
     __slots__ = ("sock", "buf", "deadline")
 
@@ -177,7 +240,10 @@ class _Connection:
 class Server:
     """Serve one Simulation to lock-step clients (protocol in the module docstring).
 
-    ``port=0`` picks a free port; :attr:`address` tells which.  :meth:`start` runs the
+    ``port=0`` picks a free port; :attr:`address` tells which.  ``unix=PATH`` listens on a
+    Unix-domain socket at PATH instead of TCP (``host`` and ``port`` are then ignored;
+    :attr:`address` is the path, removed again by :meth:`stop`).  ``spin``: seconds to
+    busy-poll for the next request before sleeping (module docstring).  :meth:`start` runs the
     server in a daemon thread (tests, embedding), :meth:`serve_forever` in the caller's;
     :meth:`stop` ends either and closes every socket.  The simulation belongs to the server
     while it runs: touch it only through a client.
@@ -185,7 +251,8 @@ class Server:
 
     def __init__(self, sim, host="127.0.0.1", port=0, *, scenario="",
                  max_steps_per_request=100_000, partial_timeout=2.0, send_timeout=1.0,
-                 max_clients=16):
+                 max_clients=16, unix=None, spin=0.0):
+        self.spin = _as_spin(spin)
         self.sim = sim
         self.scenario = str(scenario)
         self.max_steps_per_request = int(max_steps_per_request)
@@ -199,9 +266,14 @@ class Server:
         self._hello = HELLO_HEAD.pack(sim.nb, sim.dt, self.max_steps_per_request) + _pack_strings(
             [sim.integrator, self.scenario, *sim.names])
         self._state = np.empty((sim.nb, STATE_WIDTH))
-        self._listener = socket.create_server((host, port))
+        if unix is not None:
+            self._listener = _unix_listener(unix)
+            self.address = self._unix_path = os.fspath(unix)
+        else:
+            self._listener = socket.create_server((host, port))
+            self.address = self._listener.getsockname()[:2]
+            self._unix_path = None
         self._listener.setblocking(False)
-        self.address = self._listener.getsockname()[:2]
         self._wake_r, self._wake_w = socket.socketpair()
         self._stopping = False
         self._thread = None
@@ -233,17 +305,28 @@ class Server:
         sel = selectors.DefaultSelector()
         sel.register(self._listener, selectors.EVENT_READ, "listen")
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        spin_until = 0.0  # busy-poll (select without blocking) until then
         try:
             while not self._stopping:
-                deadlines = [c.deadline for c in self._conns.values() if c.deadline is not None]
-                timeout = None if not deadlines else max(min(deadlines) - time.monotonic(), 0.0)
-                for key, _ in sel.select(timeout):
+                if time.monotonic() < spin_until:
+                    events = sel.select(0)
+                    if not events:
+                        continue
+                else:
+                    deadlines = [c.deadline for c in self._conns.values()
+                                 if c.deadline is not None]
+                    timeout = (None if not deadlines
+                               else max(min(deadlines) - time.monotonic(), 0.0))
+                    events = sel.select(timeout)
+                for key, _ in events:
                     if key.data == "listen":
                         self._accept(sel)
                     elif key.data == "wake":
                         self._wake_r.recv(64)
                     else:
                         self._on_readable(sel, key.data)
+                        if self.spin:
+                            spin_until = time.monotonic() + self.spin
                 now = time.monotonic()
                 for conn in list(self._conns.values()):
                     if conn.deadline is not None and now >= conn.deadline:
@@ -255,6 +338,11 @@ class Server:
             sel.close()
             for s in (self._listener, self._wake_r, self._wake_w):
                 s.close()
+            if self._unix_path is not None:
+                try:
+                    os.unlink(self._unix_path)
+                except OSError:
+                    pass
 
     # -- connections -------------------------------------------------------------------------
     def _accept(self, sel):
@@ -266,7 +354,8 @@ class Server:
             sock.close()
             return
         _set_timeouts(sock, send=self.send_timeout)  # reads happen only when readable
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = _Connection(sock)
         self._conns[sock.fileno()] = conn
         sel.register(sock, selectors.EVENT_READ, conn)
@@ -400,21 +489,35 @@ class Server:
 class Client:
     """Drive a :class:`Server`: ``step``, ``state``, ``reset``; each returns a state dict.
 
+    ``Client(host, port)`` over TCP, or ``Client(unix=PATH)`` to a server on a Unix-domain
+    socket; ``spin``: seconds to busy-poll for each reply before sleeping (module docstring).
     A state dict holds ``t`` (float), ``steps`` (int), ``poses`` (``(n_bodies, 7)``:
     ``x, y, z, q0, q1, q2, q3``), ``velocities`` (``(n_bodies, 6)``: world ``v`` then world
     angular velocity) and ``names``.  After :meth:`__init__`, :attr:`names`, :attr:`dt`,
     :attr:`integrator` and :attr:`scenario` describe the served simulation.
     """
 
-    def __init__(self, host="127.0.0.1", port=None, timeout=5.0):
-        if port is None:
-            raise ValueError("port: required")
-        self._sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, host="127.0.0.1", port=None, timeout=5.0, *, unix=None, spin=0.0):
+        self.spin = _as_spin(spin)
+        self._spin_ns = int(round(self.spin * 1e9))
+        if unix is not None:
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                self._sock.settimeout(timeout)
+                self._sock.connect(os.fspath(unix))
+            except BaseException:
+                self._sock.close()
+                raise
+        else:
+            if port is None:
+                raise ValueError("port: required (or unix=PATH)")
+            self._sock = socket.create_connection((host, int(port)), timeout=timeout)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
         _set_timeouts(self._sock, recv=timeout, send=timeout)
         self._seq = 0
-        self._head = bytearray(HEADER.size)
+        self._buf = bytearray(1 << 16)  # replies are read into this, then copied out
+        self._view = memoryview(self._buf)
         try:
             hello = self._request(HELLO)
         except BaseException:
@@ -492,30 +595,47 @@ class Client:
                                      *_finite3(torque, f"forces[{body!r}] torque")))
         return records
 
-    def _recv_exact(self, size):
-        out = bytearray(size)
-        view = memoryview(out)
-        got = 0
-        while got < size:
+    def _recv_some(self, got, deadline_ns):
+        """recv_into the buffer from ``got``; busy-polls until ``deadline_ns``, then blocks."""
+        view = self._view[got:]
+        while time.perf_counter_ns() < deadline_ns:
             try:
-                k = self._sock.recv_into(view[got:])
+                k = self._sock.recv_into(view, 0, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            break
+        else:
+            try:
+                k = self._sock.recv_into(view)
             except BlockingIOError:
                 self.close()  # a late reply would be taken for the next one
                 raise TimeoutError(f"no reply within {self.timeout} s; connection closed") from None
-            if not k:
-                raise ConnectionError("server closed the connection")
-            got += k
-        return out
+        if not k:
+            raise ConnectionError("server closed the connection")
+        return got + k
 
     def _request(self, kind, payload=b""):
         self._seq = (self._seq + 1) & 0xFFFFFFFF
         self._sock.sendall(_message(kind, self._seq, payload))
-        magic, version, rkind, _, seq, length = HEADER.unpack(self._recv_exact(HEADER.size))
+        deadline = time.perf_counter_ns() + self._spin_ns if self._spin_ns else 0
+        got = 0
+        while got < HEADER.size:
+            got = self._recv_some(got, deadline)
+        magic, version, rkind, _, seq, length = HEADER.unpack_from(self._buf)
         if magic != MAGIC or version != VERSION or seq != self._seq or length > 1 << 24:
             self.close()
             raise ConnectionError(f"unexpected reply header (magic {magic!r}, version "
                                   f"{version}, seq {seq} for {self._seq}, length {length})")
-        body = self._recv_exact(length)
+        end = HEADER.size + length
+        if end > len(self._buf):
+            self._buf.extend(bytes(end - len(self._buf)))  # no view of it is held here
+            self._view = memoryview(self._buf)
+        while got < end:
+            got = self._recv_some(got, deadline)
+        if got > end:  # one request, one reply: nothing may follow it
+            self.close()
+            raise ConnectionError(f"{got - end} unexpected bytes after a reply")
+        body = bytearray(self._view[HEADER.size:end])
         if rkind == ERROR:
             (code,) = ERROR_HEAD.unpack_from(body)
             raise ServerError(code, bytes(body[ERROR_HEAD.size:]).decode("utf-8", "replace"))
@@ -527,7 +647,7 @@ class Client:
     def _state_dict(self, body):
         t, steps, nb = STATE_HEAD.unpack_from(body)
         values = np.frombuffer(body, dtype="<f8", offset=STATE_HEAD.size).reshape(nb, STATE_WIDTH)
-        # views of a buffer received for this reply alone: nothing else holds it
+        # views of a copy made for this reply alone: nothing else holds it
         return {"t": t, "steps": steps, "poses": values[:, :7], "velocities": values[:, 7:],
                 "names": self.names}
 
@@ -545,9 +665,11 @@ def serve_main(args):
         from rtrigid.realtime import set_fifo_priority
 
         set_fifo_priority(args.rt_priority)
-    server = Server(sim, args.host, args.port, scenario=args.scenario)
-    host, port = server.address
-    print(f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) on {host}:{port}",
+    unix = getattr(args, "unix", None)
+    server = Server(sim, args.host, args.port, scenario=args.scenario, unix=unix,
+                    spin=getattr(args, "spin", 0.0))
+    where = f"unix:{server.address}" if unix is not None else "{}:{}".format(*server.address)
+    print(f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) on {where}",
           flush=True)
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:

@@ -107,10 +107,27 @@ def read_reply(sock):
     return kind, seq, exact(length)
 
 
+def raw_socket(server):
+    """An unconnected socket of the server's transport (TCP or Unix-domain)."""
+    return socket.socket(socket.AF_UNIX if isinstance(server.address, str) else socket.AF_INET)
+
+
 def connect(server):
-    sock = socket.create_connection(server.address, timeout=TIMEOUT)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock = raw_socket(server)
+    sock.settimeout(TIMEOUT)
+    sock.connect(server.address)
+    if sock.family == socket.AF_INET:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
+
+
+def client_for(server, **kw):
+    """A Client of ``server`` over its transport, spinning if the server does."""
+    kw.setdefault("timeout", TIMEOUT)
+    kw.setdefault("spin", 5e-4 if server.spin else 0.0)
+    if isinstance(server.address, str):
+        return Client(unix=server.address, **kw)
+    return Client(*server.address, **kw)
 
 
 def is_closed(sock):
@@ -120,22 +137,37 @@ def is_closed(sock):
         return True
 
 
-@pytest.fixture
-def served():
+TRANSPORTS = {  # Server keywords; the hostile-packet tests run over each
+    "tcp": {},
+    "unix": {"unix": True},
+    "tcp, spin": {"spin": 2e-3},
+    "unix, spin": {"unix": True, "spin": 2e-3},
+}
+
+
+def make_server(sim, tmp_path, unix=False, **kw):
+    if unix:
+        kw["unix"] = str(tmp_path / "rtrigid.sock")
+    return Server(sim, port=0, **kw)
+
+
+@pytest.fixture(params=list(TRANSPORTS))
+def served(request, tmp_path):
     sim = two_body_sim()
-    server = Server(sim, port=0, partial_timeout=0.3).start()
+    server = make_server(sim, tmp_path, partial_timeout=0.3, **TRANSPORTS[request.param]).start()
     yield server, sim
     server.stop()
 
 
 # -- determinism over the wire ------------------------------------------------------------------
 
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
 @pytest.mark.parametrize("integrator", ["energy_momentum", "nullspace_rk4"])
-def test_stepping_over_the_wire_is_bit_identical_to_in_process(integrator):
+def test_stepping_over_the_wire_is_bit_identical_to_in_process(integrator, transport, tmp_path):
     ref = two_body_sim(integrator)
     rng = np.random.default_rng(6)
-    with Server(two_body_sim(integrator), port=0).start() as server, \
-            Client(*server.address, timeout=TIMEOUT) as client:
+    with make_server(two_body_sim(integrator), tmp_path, **TRANSPORTS[transport]).start() as \
+            server, client_for(server) as client:
         assert client.names == ["top", "puck"] and client.dt == ref.dt
         assert client.integrator == integrator
         assert_bits_equal(client.state(), ref)
@@ -179,16 +211,23 @@ def test_loads_act_for_their_request_only_and_the_servers_own_loads_stay():
     assert sim_fingerprint(sim) == sim_fingerprint(ref)
 
 
-def test_cli_serve_process_gives_the_in_process_trajectory():
-    cmd = [sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port", "0",
-           "--integrator", "energy_momentum", "--dt", "0.002"]
+@pytest.mark.parametrize("transport", ["tcp", "unix, spin"])
+def test_cli_serve_process_gives_the_in_process_trajectory(transport, tmp_path):
+    cmd = [sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--integrator",
+           "energy_momentum", "--dt", "0.002"]
+    path = str(tmp_path / "serve.sock")
+    cmd += ["--unix", path, "--spin", "0.002"] if transport != "tcp" else ["--port", "0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
         assert "rtrigid serve" in line, proc.stderr.read() if proc.poll() is not None else line
-        port = int(line.rsplit(":", 1)[1])
         ref = scenarios.build("gyro_top", integrator="energy_momentum", dt=0.002)
-        with Client("127.0.0.1", port, timeout=TIMEOUT) as client:
+        if transport == "tcp":
+            client = Client("127.0.0.1", int(line.rsplit(":", 1)[1]), timeout=TIMEOUT)
+        else:
+            assert line.rstrip().endswith(f"on unix:{path}")
+            client = Client(unix=path, timeout=TIMEOUT, spin=5e-4)
+        with client:
             assert client.scenario == "gyro_top" and client.names == ref.names
             for k in range(20):
                 torque = (0.0, 1e-3 * math.cos(k), 0.0)
@@ -201,6 +240,42 @@ def test_cli_serve_process_gives_the_in_process_trajectory():
         proc.stdout.close()
         proc.stderr.close()
     assert proc.returncode in (0, -15)
+    assert not (tmp_path / "serve.sock").exists()  # the server removed its socket file
+
+
+def test_unix_socket_path_is_removed_on_stop_and_never_taken_from_a_live_server(tmp_path):
+    path = tmp_path / "a.sock"
+    server = Server(two_body_sim(), unix=str(path)).start()
+    assert server.address == str(path) and path.exists()
+    with pytest.raises(ValueError, match="^unix: a server already listens"):
+        Server(two_body_sim(), unix=str(path))
+    with Client(unix=str(path), timeout=TIMEOUT) as client:
+        assert client.step(2)["steps"] == 2  # the refused second server changed nothing
+    server.stop()
+    assert not path.exists()
+    with pytest.raises(OSError):
+        Client(unix=str(path), timeout=TIMEOUT)
+
+
+def test_unix_socket_replaces_a_stale_socket_file_and_refuses_other_files(tmp_path):
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(tmp_path / "stale.sock"))  # bound, never listening: what a crash leaves
+    stale.close()
+    with Server(two_body_sim(), unix=str(tmp_path / "stale.sock")).start() as server, \
+            Client(unix=server.address, timeout=TIMEOUT) as client:
+        assert client.step(1)["steps"] == 1
+    (tmp_path / "data.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="^unix: .* not a socket"):
+        Server(two_body_sim(), unix=str(tmp_path / "data.txt"))
+    assert (tmp_path / "data.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("spin", [-1e-3, float("nan"), float("inf"), 11.0, "fast", None])
+def test_spin_must_be_a_bounded_number_of_seconds(spin):
+    with pytest.raises(ValueError, match="^spin"):
+        Server(two_body_sim(), port=0, spin=spin)
+    with pytest.raises(ValueError, match="^spin"):
+        Client("127.0.0.1", 1, spin=spin)
 
 
 # -- malformed and hostile packets ----------------------------------------------------------------
@@ -241,7 +316,7 @@ HOSTILE = {
 def test_hostile_packet_gets_its_error_and_changes_nothing(served, name):
     server, sim = served
     data, code, closes = HOSTILE[name]
-    with Client(*server.address, timeout=TIMEOUT) as client:
+    with client_for(server) as client:
         client.step(3, forces={"top": ((0.1, 0, 0), (0, 0, 0))})
         before = client.state()
         sock = connect(server)
@@ -269,7 +344,7 @@ def test_hostile_packet_gets_its_error_and_changes_nothing(served, name):
 def test_truncated_message_is_reported_and_dropped(served, sent, how, ending):
     server, sim = served
     whole = packet(STEP, step_payload(1, [(0, 1, 0, 0, 0, 0, 0)]))
-    with Client(*server.address, timeout=TIMEOUT) as client:
+    with client_for(server) as client:
         before = client.state()
         sock = connect(server)
         sock.sendall(whole[:sent])
@@ -288,7 +363,7 @@ def test_a_stalled_client_does_not_block_the_others(served):
     server.partial_timeout = 30.0
     stalled = connect(server)
     stalled.sendall(packet(STEP, step_payload(1, []))[:10])
-    with Client(*server.address, timeout=TIMEOUT) as client:
+    with client_for(server) as client:
         assert client.step(2)["steps"] == 2   # answered although a message is half in
     stalled.close()
 
@@ -319,7 +394,7 @@ def test_random_garbage_never_kills_the_server_or_moves_it_on_an_error(served):
              packet(STEP, step_payload(0, [(0, 1, 2, 3, 0.1, 0.2, 0.3)])),
              packet(STEP, step_payload(2, [(1, 0.5, 0, 0, 0, 0, 0.01), (0, 0, 0, 0, 0, 0, 0)]))]
     errors = successes = 0
-    with Client(*server.address, timeout=TIMEOUT) as client, warnings.catch_warnings():
+    with client_for(server) as client, warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a wild load may need sub-steps
         for _ in range(150):
             data = bytearray(rnd.choice(seeds))
@@ -365,7 +440,7 @@ def test_random_garbage_never_kills_the_server_or_moves_it_on_an_error(served):
 ])
 def test_client_refuses_bad_arguments_before_sending(served, call, field):
     server, _ = served
-    with Client(*server.address, timeout=TIMEOUT) as client:
+    with client_for(server) as client:
         before = client.state()
         with pytest.raises(ValueError, match=f"^{field}"):
             call(client)
@@ -385,7 +460,7 @@ def test_stop_closes_the_port():
 def test_a_client_that_never_reads_its_replies_is_disconnected(served):
     server, _ = served
     server.send_timeout = 0.2
-    greedy = socket.socket()
+    greedy = raw_socket(server)
     greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     greedy.connect(server.address)
     greedy.settimeout(TIMEOUT)
@@ -395,7 +470,7 @@ def test_a_client_that_never_reads_its_replies_is_disconnected(served):
             greedy.sendall(requests)
     except OSError:
         pass  # the server hung up while we were still writing
-    with Client(*server.address, timeout=TIMEOUT) as client:
+    with client_for(server) as client:
         assert client.step(1)["steps"] == 1
     try:  # what the server managed to send, then its hang-up
         while greedy.recv(1 << 16):
@@ -405,7 +480,8 @@ def test_a_client_that_never_reads_its_replies_is_disconnected(served):
     greedy.close()
 
 
-def test_client_times_out_on_a_silent_server_and_closes():
+@pytest.mark.parametrize("spin", [0.0, 0.05])
+def test_client_times_out_on_a_silent_server_and_closes(spin):
     listener = socket.create_server(("127.0.0.1", 0))
     hello = (struct.pack("<IdI", 1, 0.01, 10) + b"".join(
         struct.pack("<H", len(s)) + s for s in (b"energy_momentum", b"", b"body")))
@@ -422,7 +498,7 @@ def test_client_times_out_on_a_silent_server_and_closes():
     thread = threading.Thread(target=answer_hello_then_nothing)
     thread.start()
     try:
-        client = Client(*listener.getsockname()[:2], timeout=0.2)
+        client = Client(*listener.getsockname()[:2], timeout=0.2, spin=spin)
         assert client.names == ["body"] and client.max_steps_per_request == 10
         with pytest.raises(TimeoutError):
             client.step(1)
@@ -432,3 +508,24 @@ def test_client_times_out_on_a_silent_server_and_closes():
         done.set()
         thread.join()
         listener.close()
+
+
+# -- the benchmark's side-by-side harness (no timing is asserted) ---------------------------------
+
+def test_lockstep_comparison_runs_its_rows_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    from rtrigid import realtime_bench
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    configs = [c for c in realtime_bench.LOCKSTEP_CONFIGS
+               if c[0] in ("echo, unix", "tcp", "unix, spin, cores 1/0")]
+    if len(os.sched_getaffinity(0)) < 2:
+        configs = configs[:2]
+    result = realtime_bench.lockstep_comparison(0.04, priority=0, configs=configs, block=20)
+    assert list(result) == [c[0] for c in configs]
+    for row in result.values():
+        assert row["round_trips"] == 40
+        assert 0 < row["rtt_us_p50"] <= row["rtt_us_p99"] <= row["rtt_us_max"]
+    assert list(tmp_path.iterdir()) == []  # socket files and their directory are gone
