@@ -324,12 +324,11 @@ def joint_point_inertia(tf, b, R, G, out):
     m = tf[b, T_MASS]
     j0, j1, j2 = tf[b, T_J], tf[b, T_J + 1], tf[b, T_J + 2]
     c0, c1, c2 = G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2]
-    c = (c0, c1, c2)
     cc = c0 * c0 + c1 * c1 + c2 * c2
     for i in range(3):
         for j in range(i, 3):
             s = R[b, i, 0] * j0 * R[b, j, 0] + R[b, i, 1] * j1 * R[b, j, 1] + R[b, i, 2] * j2 * R[b, j, 2]
-            s += m * ((cc if i == j else 0.0) - c[i] * c[j])
+            s += m * ((cc if i == j else 0.0) - G[b, ROW_C, i] * G[b, ROW_C, j])
             out[b, i, j] = s
             out[b, j, i] = s
             out[b, 3 + i, 3 + j] = m if i == j else 0.0
@@ -388,9 +387,8 @@ def joint_velocities(ti, G, nu, V, cb):
         op = (V[p, 0], V[p, 1], V[p, 2])
         d = (G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2])
         od = _cross(op[0], op[1], op[2], d[0], d[1], d[2])
-        for k in range(3):
-            V[b, k] = op[k] + (w0, w1, w2)[k]
-            V[b, 3 + k] = V[p, 3 + k] + od[k] + (l0, l1, l2)[k]
+        V[b, 0], V[b, 1], V[b, 2] = op[0] + w0, op[1] + w1, op[2] + w2
+        V[b, 3], V[b, 4], V[b, 5] = V[p, 3] + od[0] + l0, V[p, 4] + od[1] + l1, V[p, 5] + od[2] + l2
         ca = _cross(op[0], op[1], op[2], w0, w1, w2)
         cc = _cross(op[0], op[1], op[2], od[0], od[1], od[2])
         cl = _cross(op[0], op[1], op[2], l0, l1, l2)
@@ -622,21 +620,24 @@ def articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot):
         o = ti[b, I_VOFF]
         sph = kind == SPHERICAL
         if p >= 0:
-            al = (acc[p, 0], acc[p, 1], acc[p, 2])
-            t = _cross(al[0], al[1], al[2], G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2])
-            xa = (al[0], al[1], al[2], acc[p, 3] + t[0], acc[p, 4] + t[1], acc[p, 5] + t[2])
+            t = _cross(acc[p, 0], acc[p, 1], acc[p, 2], G[b, ROW_D, 0], G[b, ROW_D, 1],
+                       G[b, ROW_D, 2])
+            for r in range(3):
+                acc[b, r] = acc[p, r]
+                acc[b, 3 + r] = acc[p, 3 + r] + t[r]
+            # w = W X a_p parked in pA[b] (no longer needed), then nudot = y - D^-1 w
             for c in range(k):
                 s = 0.0
                 for m in range(6):
-                    s += (IA[b, c, m] if sph else W[b, c, m]) * xa[m]
-                acc[b, c] = s
+                    s += (IA[b, c, m] if sph else W[b, c, m]) * acc[b, m]
+                pA[b, c] = s
             for c in range(k):
                 s = nudot[o + c]
                 for m in range(k):
-                    s -= Dinv[b, c, m] * acc[b, m]
+                    s -= Dinv[b, c, m] * pA[b, m]
                 nudot[o + c] = s
             for r in range(6):
-                acc[b, r] = xa[r] + cb[b, r]
+                acc[b, r] += cb[b, r]
         else:
             for r in range(6):
                 acc[b, r] = cb[b, r]
@@ -651,6 +652,7 @@ def articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot):
             off = col_block(kind, c)
             for m in range(3):
                 acc[b, off + m] += G[b, c, m] * nudot[o + c]
+
 
 
 @jit
