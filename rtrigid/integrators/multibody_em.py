@@ -87,7 +87,9 @@ ACCEPT = 1e-9
 TIGHT = 1e-11
 STALLS = 2
 UPDATE_ROUNDOFF = 8.0 * np.finfo(np.float64).eps
-REFRESH = 0.0
+LAM_MIN = 1.0 / 16.0
+GROWTH = 2.0
+REFRESH = 1e-5
 SUPPORTED = ("free", "spherical", "revolute", "fixed")
 
 
@@ -625,6 +627,28 @@ def _small_inverse(D, k, aug, out):
 
 
 @jit
+def _inverse3(D, out):
+    """out <- D^-1 for a 3x3 D by cofactors; False if singular."""
+    c00 = D[1, 1] * D[2, 2] - D[1, 2] * D[2, 1]
+    c01 = D[1, 2] * D[2, 0] - D[1, 0] * D[2, 2]
+    c02 = D[1, 0] * D[2, 1] - D[1, 1] * D[2, 0]
+    det = D[0, 0] * c00 + D[0, 1] * c01 + D[0, 2] * c02
+    if not (abs(det) > 0.0) or not np.isfinite(det):
+        return False
+    inv = 1.0 / det
+    out[0, 0] = c00 * inv
+    out[1, 0] = c01 * inv
+    out[2, 0] = c02 * inv
+    out[0, 1] = (D[0, 2] * D[2, 1] - D[0, 1] * D[2, 2]) * inv
+    out[1, 1] = (D[0, 0] * D[2, 2] - D[0, 2] * D[2, 0]) * inv
+    out[2, 1] = (D[0, 1] * D[2, 0] - D[0, 0] * D[2, 1]) * inv
+    out[0, 2] = (D[0, 1] * D[1, 2] - D[0, 2] * D[1, 1]) * inv
+    out[1, 2] = (D[0, 2] * D[1, 0] - D[0, 0] * D[1, 2]) * inv
+    out[2, 2] = (D[0, 0] * D[1, 1] - D[0, 1] * D[1, 0]) * inv
+    return True
+
+
+@jit
 def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug):
     """Factor SL^T B SR + E SR (B in IA on entry) leaves to root; False if a pivot is singular.
 
@@ -637,42 +661,50 @@ def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug):
         p = ti[b, I_PARENT]
         k = nv_of(ti[b, I_KIND])
         Ib = IA[b]
-        for r in range(6):
-            for col in range(k):
+        Sr = SR[b]
+        Sl = SL[b]
+        Ub = U[b]
+        Wb = W[b]
+        Cbb = Cb[b]
+        Db = Dinv[b]
+        for col in range(k):
+            for r in range(6):
                 s = 0.0
                 t = 0.0
                 for m in range(6):
-                    s += Ib[r, m] * SR[b, m, col]
-                    t += SL[b, m, col] * Ib[m, r]
-                U[b, r, col] = s
-                W[b, col, r] = t
-        for col in range(k):
+                    s += Ib[r, m] * Sr[m, col]
+                    t += Sl[m, col] * Ib[m, r]
+                Ub[r, col] = s
+                Wb[col, r] = t
             for r in range(3):
-                W[b, col, r] += (SL[b, 0, col] * Cb[b, 0, r] + SL[b, 1, col] * Cb[b, 1, r]
-                                 + SL[b, 2, col] * Cb[b, 2, r])
+                Wb[col, r] += Sl[0, col] * Cbb[0, r] + Sl[1, col] * Cbb[1, r] + Sl[2, col] * Cbb[2, r]
         for r in range(k):
             for col in range(k):
                 s = 0.0
                 for m in range(6):
-                    s += W[b, r, m] * SR[b, m, col]
+                    s += Wb[r, m] * Sr[m, col]
                 D[r, col] = s
-        if k > 0 and not _small_inverse(D, k, aug, Dinv[b]):
+        if k == 3:
+            if not _inverse3(D, Db):
+                return False
+        elif k > 0 and not _small_inverse(D, k, aug, Db):
             return False
         if p < 0:
             continue
-        # IA_p += IA_b - (U D^-1) W; U D^-1 into D's rows as scratch
+        # IA_p += IA_b - (U D^-1) W, with U D^-1 in aug as scratch
         for r in range(6):
             for col in range(k):
                 s = 0.0
                 for m in range(k):
-                    s += U[b, r, m] * Dinv[b, m, col]
+                    s += Ub[r, m] * Db[m, col]
                 aug[r, col] = s
+        Ip = IA[p]
         for r in range(6):
             for col in range(6):
                 s = Ib[r, col]
                 for m in range(k):
-                    s -= aug[r, m] * W[b, m, col]
-                IA[p, r, col] += s
+                    s -= aug[r, m] * Wb[m, col]
+                Ip[r, col] += s
     return True
 
 
@@ -774,10 +806,24 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
     best = np.inf
     stalls = 0
     update = np.inf
+    left = np.inf
+    prev = np.inf
+    lam = 1.0
+    done = False
     for it in range(max_iter + 1):
         rnorm = _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr, em, jx)
+        if (not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT and lam > LAM_MIN:
+            # the step made the residual worse: take half of it instead (from the same matrix)
+            lam *= 0.5
+            for j in range(nv):
+                mu[j] -= lam * dmu[j]
+            update *= 0.5
+            left = np.inf
+            continue
         if not np.isfinite(rnorm):
             return False
+        prev = rnorm
+        lam = 1.0
         size = 1e-300
         for j in range(nv):
             size = max(size, abs(mu[j]))
@@ -788,23 +834,30 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
             stalls += 1
         if rnorm == 0.0 or (best < TIGHT and stalls >= STALLS) or (
                 best < ACCEPT and stalls > STALLS) or (
-                rnorm < ACCEPT and update <= UPDATE_ROUNDOFF * size):
+                rnorm < ACCEPT and min(update, left) <= UPDATE_ROUNDOFF * size):
             stats[STAT_ITERS] += it
             stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
+            done = True
             break
         if it == max_iter:
             return False
-        if rnorm > REFRESH:
+        if it == 0 or update > REFRESH * size:
             _newton_matrix(h, tf, ti, q0, mu, scr, em, jx)
             if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug):
                 return False
         for j in range(nv):
             rhs[j] = -0.5 * h * res[j]
         _tree_solve(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
+        last = update
         update = 0.0
         for j in range(nv):
             mu[j] += dmu[j]
             update = max(update, abs(dmu[j]))
+        # error left after this update, estimated from the contraction of the last two
+        theta = update / last if last < np.inf else 1.0
+        left = theta / (1.0 - theta) * update if theta < 1.0 else np.inf
+    if not done:
+        return False
     # accept: coordinates, poses, momenta; nu holds the mean rates mu / h of the step
     for i in range(Q1.shape[0]):
         Qg[i] = Q1[i]
