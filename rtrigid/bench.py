@@ -145,7 +145,7 @@ def _mujoco_chain(sim, n):
     return model, data
 
 
-def chain_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(1, 2, 5, 10, 20)):
+def chain_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(1, 2, 5, 10, 20, 50)):
     """Spherical chains at dt = 1/240: cost against n, and energy over 10 s for n = 10."""
     use_mujoco = with_mujoco and mujoco_ref.available()
     scaling = []

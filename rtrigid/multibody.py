@@ -112,8 +112,22 @@ def shortest_arc(a, b):
 
 # -- small dense helpers (no allocation) --------------------------------------------------------
 @jit_inline
-def quat_to_rot(q0, q1, q2, q3, R, b):
-    """R[b] <- rotation matrix of the unit quaternion (rows, 3x3)."""
+def quat_to_rot(q0, q1, q2, q3, R):
+    """R <- rotation matrix of the unit quaternion (rows, 3x3 array)."""
+    R[0, 0] = 1.0 - 2.0 * (q2 * q2 + q3 * q3)
+    R[0, 1] = 2.0 * (q1 * q2 - q0 * q3)
+    R[0, 2] = 2.0 * (q1 * q3 + q0 * q2)
+    R[1, 0] = 2.0 * (q1 * q2 + q0 * q3)
+    R[1, 1] = 1.0 - 2.0 * (q1 * q1 + q3 * q3)
+    R[1, 2] = 2.0 * (q2 * q3 - q0 * q1)
+    R[2, 0] = 2.0 * (q1 * q3 - q0 * q2)
+    R[2, 1] = 2.0 * (q2 * q3 + q0 * q1)
+    R[2, 2] = 1.0 - 2.0 * (q1 * q1 + q2 * q2)
+
+
+@jit_inline
+def quat_to_rot_b(q0, q1, q2, q3, R, b):
+    """R[b] <- rotation matrix of the unit quaternion (no view of R[b] made)."""
     R[b, 0, 0] = 1.0 - 2.0 * (q2 * q2 + q3 * q3)
     R[b, 0, 1] = 2.0 * (q1 * q2 - q0 * q3)
     R[b, 0, 2] = 2.0 * (q1 * q3 + q0 * q2)
@@ -218,7 +232,7 @@ def forward_kinematics(tf, ti, Qg, x, q, R, rj):
                 rj[b, k] = Qg[o + k]
             for k in range(4):
                 q[b, k] = Qg[o + 3 + k]
-            quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R, b)
+            quat_to_rot_b(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R, b)
             continue
         if p >= 0:
             qp = (q[p, 0], q[p, 1], q[p, 2], q[p, 3])
@@ -230,7 +244,7 @@ def forward_kinematics(tf, ti, Qg, x, q, R, rj):
         qc = qmul_t(base[0], base[1], base[2], base[3], s[0], s[1], s[2], s[3])
         for k in range(4):
             q[b, k] = qc[k]
-        quat_to_rot(qc[0], qc[1], qc[2], qc[3], R, b)
+        quat_to_rot_b(qc[0], qc[1], qc[2], qc[3], R, b)
         t = joint_translation(tf, b, kind, Qg, o)
         a = (tf[b, T_AP] + t[0], tf[b, T_AP + 1] + t[1], tf[b, T_AP + 2] + t[2])
         if p >= 0:
@@ -412,20 +426,14 @@ def body_rates(ti, R, G, V, v, w):
 
 
 @jit_inline
-def invert_in_place(A, b, k, positive):
+def invert_in_place(A, b, k):
     """A[b, :k, :k] <- its inverse by Gauss-Jordan elimination without pivoting; False if a pivot
-    is not usable (not > 0 with ``positive``, the symmetric positive definite case; zero or
-    not finite otherwise).
-
-    Without pivoting this is stable for the matrices it gets: symmetric positive definite
-    joint-space inertias, and those plus a small non-symmetric part (energy-momentum).
+    is not positive.  Meant for symmetric positive definite matrices (joint-space inertias),
+    for which elimination without pivoting is stable and every pivot is positive.
     """
     for c in range(k):
         piv = A[b, c, c]
-        if positive:
-            if not (piv > 0.0):
-                return False
-        elif not (abs(piv) > 0.0) or not np.isfinite(piv):
+        if not (piv > 0.0):
             return False
         inv = 1.0 / piv
         A[b, c, c] = 1.0
@@ -441,7 +449,7 @@ def invert_in_place(A, b, k, positive):
 
 
 @jit
-def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Kb, extra, Ia):
+def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Ia):
     """Articulated inertias IA, U = IA S, W = S^T IA and D^-1 = (S^T IA S)^-1, leaves to root.
 
     Everything is taken about each body's joint point, world axes; a child's articulated
@@ -449,20 +457,12 @@ def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Kb, extra, Ia):
     A spherical joint is handled in world axes, where S = [1; 0]: then U and W are IA's own
     first three columns and rows (not stored), D^-1 is the inverse of IA's rotational block,
     and Ia keeps only its translational block C - E D^-1 B.
-    Depends on the configuration only.  With ``extra`` true, the rotational block of each
-    body's inertia gets the 3x3 matrix ``Kb[b]`` (world axes) added -- a pure couple
-    proportional to the angular acceleration, the same about every point; the
-    energy-momentum scheme puts its Jacobian terms there -- and the recursion runs in its
-    non-symmetric form.  Returns False if some D is singular (not positive definite in the
-    symmetric case).
+    Depends on the configuration only.  Returns False if some D is not numerically positive
+    definite.
     """
     nb = ti.shape[0]
     for b in range(nb):
         joint_point_inertia(tf, b, R, G, IA)
-        if extra:
-            for r in range(3):
-                for c in range(3):
-                    IA[b, r, c] += Kb[b, r, c]
     for i in range(nb - 1, -1, -1):
         b = ti[i, I_ORDER]
         p = ti[b, I_PARENT]
@@ -471,7 +471,7 @@ def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Kb, extra, Ia):
             for r in range(3):
                 for c in range(3):
                     Dinv[b, r, c] = IA[b, r, c]
-            if not invert_in_place(Dinv, b, 3, not extra):
+            if not invert_in_place(Dinv, b, 3):
                 return False
             if p < 0:
                 continue
@@ -500,7 +500,7 @@ def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Kb, extra, Ia):
             for c in range(k):
                 Dinv[b, r, c] = (G[b, r, 0] * U[b, o, c] + G[b, r, 1] * U[b, o + 1, c]
                                  + G[b, r, 2] * U[b, o + 2, c])
-        if k > 0 and not invert_in_place(Dinv, b, k, not extra):
+        if k > 0 and not invert_in_place(Dinv, b, k):
             return False
         if p < 0:
             continue
@@ -798,7 +798,7 @@ def work_layout(nb, nq, nv):
     """Names and shapes of the per-step scratch arrays of the multibody kernels."""
     return (("R", (nb, 3, 3)), ("rj", (nb, 3)), ("G", (nb, JOINT_ROWS, 3)), ("V", (nb, 6)),
             ("cb", (nb, 6)), ("IA", (nb, 6, 6)), ("U", (nb, 6, 6)), ("Dinv", (nb, 6, 6)),
-            ("W", (nb, 6, 6)), ("Kb", (nb, 3, 3)), ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
+            ("W", (nb, 6, 6)), ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
             ("tau", (nv,)), ("Q0", (nq,)), ("nu0", (nv,)), ("kQ", (4, nq)), ("knu", (4, nv)),
             ("Qs", (nq,)), ("nus", (nv,)), ("nudot", (nv,)))
 
@@ -824,7 +824,7 @@ def model_sizes(nb, ns):
 @jit
 def base_work_size(nb, nq, nv):
     """Length of the scratch of :func:`work_layout` (its sum; a test checks the two agree)."""
-    return (195 + 3 * JOINT_ROWS) * nb + 36 + 6 * nq + 8 * nv
+    return (186 + 3 * JOINT_ROWS) * nb + 36 + 6 * nq + 8 * nv
 
 
 def work_size(nb, nq, nv):
@@ -892,8 +892,6 @@ def carve(work, nb, nq, nv):
     o += 36 * nb
     W = work[o:o + 36 * nb].reshape((nb, 6, 6))
     o += 36 * nb
-    Kb = work[o:o + 9 * nb].reshape((nb, 3, 3))
-    o += 9 * nb
     pA = work[o:o + 6 * nb].reshape((nb, 6))
     o += 6 * nb
     acc = work[o:o + 6 * nb].reshape((nb, 6))
@@ -917,7 +915,7 @@ def carve(work, nb, nq, nv):
     nus = work[o:o + nv]
     o += nv
     nudot = work[o:o + nv]
-    return (R, rj, G, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
+    return (R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
             nudot)
 
 
@@ -935,13 +933,13 @@ def accelerations(gravity, tf, pf, ti, pi, Qg, nu, x, q, f_app, t_app, scratch, 
 
     Returns False when a joint-space inertia block is not positive definite.
     """
-    R, rj, G, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau = scratch[:15]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
     geometry(tf, ti, Qg, x, q, R, rj, G)
     joint_velocities(ti, G, nu, V, cb)
     world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
     bias_forces(tf, ti, R, G, V, fext, pA)
     joint_forces(tf, ti, Qg, nu, tau)
-    if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Kb, False, I6):
+    if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
         return False
     articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot)
     return True
@@ -1062,10 +1060,10 @@ def impulse_response(tf, ti, Qg, x, q, b, point, impulse, scratch, dnu, dv, dw):
     only (negative) bias force; dv, dw are the resulting centre-of-mass velocity (world) and
     body angular velocity jumps.  False if the joint-space inertia is singular.
     """
-    R, rj, G, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau = scratch[:15]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
     geometry(tf, ti, Qg, x, q, R, rj, G)
     nb = ti.shape[0]
-    if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Kb, False, I6):
+    if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
         return False
     pA[:, :] = 0.0
     fext[:, :] = 0.0

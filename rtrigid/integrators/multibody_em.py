@@ -17,16 +17,47 @@ joint-space recursion evaluated with the mid-point quaternions, 000 §4.4 does t
 |p| = 1): the nv equations are P^T r(mu) = 0, r the per-body residuals without reactions.
 P^T r is evaluated by one sweep from the leaves to the root, without forming P.
 
-The equations are solved by a quasi-Newton iteration whose matrix is (2/h) T^T M T plus the
-leading gyroscopic term, at the predicted mid-point, applied by the articulated-body recursion
-(factored once per step): it differs from the true Jacobian by O(h |Omega|), so the iteration
-converges linearly at about that rate -- and not monotonically.  So it stops only at the
-round-off floor: the best residual is below 1e-11 (relative to the momenta) and two more
-iterations have not halved it (three, when it is only below 1e-9: long chains have a higher
-floor), or the last update was at round-off size.  (Stopping at the
-first non-decrease below 1e-9 left errors of 1e-9 in the energy of some steps: measured.)  Failure (no convergence in ``max_iter``, a non-finite value)
-triggers the same fallback as the single-body scheme: the step is redone as 2, 4, ...,
-2**max_halvings sub-steps; if that fails too the kernel stops before the step, state
+Newton matrix.  The iteration is Newton's method with the analytic Jacobian, applied in
+O(n) by an articulated-body recursion of its own (:func:`_tree_factor`,
+:func:`_tree_solve`).  Write P^T r as a sum over bodies d of SL_j^T w_d (j a joint above d)
+with w_d = (mt_d + xt_d x f_d, f_d), where mt_d = R(q_mid) r_L is the body's own weighted
+moment, f_d its force residual and xt_d its centre on the mid-point chain xt = rt - R(q_mid) a_C,
+rt = xt_parent + R(q_mid,parent) a_P (R(q) = q () q*, not normalised: these are the arms the
+residual uses).  Varying mu moves the poses at t_{n+1}; per unit of mu that motion is SR, the
+joint columns of the new configuration: a spherical or free turn Cayley-differentiates to
+R(q1 o conj(h)) / (1 + |a|²) with h = (1 + a)/|1 + a|, a = mu/4, about the new joint point.
+Then
+
+    d(P^T r)/dmu = SL^T B SR + E SR,
+
+B per body: the own moment's derivative (through u, L1 = 8/h J u - L0 and the turn of R(q_mid)),
+the turn of the body's mid-point arms against the subtree forces they carry (a pure couple, so
+it sits in the body's own block), and 2m/h on the centre -- whose motion is taken at x1 while
+its force acts at xt, hence a non-symmetric 6x6 block; E per joint row: the turn of the row's own
+mid-point axis against the subtree moment N (zero at the solution for spherical joints, not
+for revolute ones).  The recursion is the usual one with U = IA SR, W = SL^T IA + E and
+D = W SR.  Left out (the iteration then converges linearly, fast): the derivative of the
+revolute axis w~ beyond the turn of the body, of applied torques and of springs.  Checked
+against finite differences in the tests.
+
+Why all of it: the links of a chain are slender (axial inertia 1/17 of the transverse one);
+a mid-point frame off by a few per cent feeds the transverse inertia into the axial rows, and
+a matrix with the leading gyroscopic term only, at a predicted mid-point, contracted by 0.1
+to 1.9 per iteration on a lively chain (measured): ~80 iterations a step, and sub-steps.
+
+Iteration.  The predictor extrapolates the mean rates of the last two steps, 2 nu - nu_prev,
+when the state before the last step and the present one are linked by one step of size h
+(both are in every snapshot, so restoring one reproduces the run bit for bit); else it takes
+nu.  The matrix is refactored at every iterate until the updates are small (below 1e-5 of
+mu), then reused.  An update that makes the residual more than twice as large is halved
+(at most four times) -- hard steps of a lively chain otherwise wander off.  The iteration
+stops only at the round-off floor: when the error left after the last update, estimated from
+the contraction of the last two updates as theta/(1-theta) |update|, is below 8 eps |mu| and
+the residual is below 1e-9 (relative to the momenta); or, as before, when the residual has
+stalled (the best below 1e-11 and two more iterations have not halved it; three when it is
+only below 1e-9).  Failure (no convergence in ``max_iter``, a non-finite value, a singular
+pivot) triggers the same fallback as the single-body scheme: the step is redone as 2, 4,
+..., 2**max_halvings sub-steps; if that fails too the kernel stops before the step, state
 unchanged, status FAILED.
 
 Supported joints: spherical, revolute, fixed, free bodies; gravity, applied loads and
@@ -72,12 +103,9 @@ from rtrigid.multibody import (
     _cross,
     _rtv,
     _rv,
-    articulated_factor,
-    articulated_solve,
     base_work_size,
     carve,
     forward_kinematics,
-    geometry,
     normalize_coordinates,
     nv_of,
     open_buffers,
@@ -90,15 +118,25 @@ ACCEPT = 1e-9
 TIGHT = 1e-11
 STALLS = 2
 UPDATE_ROUNDOFF = 8.0 * np.finfo(np.float64).eps
+LAM_MIN = 1.0 / 16.0
+GROWTH = 2.0
+REFRESH = 1e-5
 SUPPORTED = ("free", "spherical", "revolute", "fixed")
 
 
 def work_size(nb, nq, nv):
-    return int(base_work_size(nb, nq, nv)) + _em_size(nb, nq, nv)
+    return int(base_work_size(nb, nq, nv)) + int(_em_size(nb, nq, nv))
 
 
+@jit
 def _em_size(nb, nq, nv):
-    return 3 * nb * 8 + 4 * nb * 2 + 9 * nb + nb + nq + 4 * nv + 6 * nb * 2
+    return (3 * nb * 8 + 4 * nb * 2 + 9 * nb + nb + nq + 4 * nv + 6 * nb * 2
+            + _jac_size(nb, nv))
+
+
+@jit
+def _jac_size(nb, nv):
+    return 12 * nb + 9 * nb + 36 * nb * 2 + 9 * nb + 6 * nb + nv + 36 + 72
 
 
 @jit
@@ -134,6 +172,33 @@ def _em_carve(work, nb, nq, nv):
 
 
 @jit
+def _jac_carve(work, nb, nq, nv):
+    """Scratch of the Newton matrix: (mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug)."""
+    o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv) - _jac_size(nb, nv)
+    out = []
+    for _ in range(4):
+        out.append(work[o:o + 3 * nb].reshape((nb, 3)))
+        o += 3 * nb
+    R0 = work[o:o + 9 * nb].reshape((nb, 3, 3))
+    o += 9 * nb
+    SL = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    SR = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    Cb = work[o:o + 9 * nb].reshape((nb, 3, 3))
+    o += 9 * nb
+    ucol = work[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    pred = work[o:o + nv]
+    o += nv
+    M3 = work[o:o + 36].reshape((4, 3, 3))
+    o += 36
+    aug = work[o:o + 72].reshape((6, 12))
+    mt, Nm, rt, xt = out
+    return mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug
+
+
+@jit
 def _cay(a0, a1, a2):
     """Cayley map: the unit quaternion (1 - |a|², 2a) / (1 + |a|²), a rotation by ~4|a|."""
     aa = a0 * a0 + a1 * a1 + a2 * a2
@@ -166,11 +231,14 @@ def _update_coordinates(ti, Q0, mu, Q1):
 
 
 @jit
-def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em):
-    """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, u.  Returns the scaled norm."""
+def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, jx):
+    """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, u, and for the Newton matrix each
+    body's own weighted moment (mt) and the moment about its joint point of its subtree (Nm).
+    Returns the scaled norm."""
     R, rj = scr[0], scr[1]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
+    mt, Nm = jx[0], jx[1]
     nb = ti.shape[0]
     _update_coordinates(ti, Q0, mu, Q1)
     forward_kinematics(tf, ti, Q1, x1, q1, R, rj)
@@ -192,7 +260,7 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em):
         s = qm[0] * qm[0] + qm[1] * qm[1] + qm[2] * qm[2] + qm[3] * qm[3]
         smid[b] = s
         inv = 1.0 / np.sqrt(s)
-        quat_to_rot(qm[0] * inv, qm[1] * inv, qm[2] * inv, qm[3] * inv, rot, b)
+        quat_to_rot(qm[0] * inv, qm[1] * inv, qm[2] * inv, qm[3] * inv, rot[b])
         for k in range(4):
             Y[b, k] = 0.0
         scale = max(scale, m * max(abs(v0[b, 0]), abs(v0[b, 1]), abs(v0[b, 2])),
@@ -238,6 +306,7 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em):
         for k in range(3):
             Fs[b, 3 + k] = m * (v1[b, k] - v0[b, k]) - h * fw[b, k]
             Fs[b, k] = mw[k]
+            mt[b, k] = smid[b] * mw[k]
     # P^T r: leaves to root with the mid-point joint geometry
     rnorm = 0.0
     for i in range(nb - 1, -1, -1):
@@ -255,7 +324,11 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em):
             for k in range(3):
                 res[ov + k] = f[k]
                 res[ov + 3 + k] = sb * ml[k]
-        elif kind == SPHERICAL:
+                Nm[b, k] = sb * Fs[b, k]
+        else:
+            for k in range(3):
+                Nm[b, k] = sb * mhat[k]
+        if kind == SPHERICAL:
             ml = _rtv(rot[b], mhat[0], mhat[1], mhat[2])
             for k in range(3):
                 res[ov + k] = sb * ml[k]
@@ -341,12 +414,415 @@ def _revolute_direction(tf, b, p, q0, q1):
 
 
 @jit
+def _add_arm(K, F, ut, A, sign):
+    """K += sign [F]x G(A): G(A) dtheta is the change of a mid-point arm R(q_mid) a = A when
+    the body's end rotation turns by dtheta (world), G(A) = -1/2 ([A + ut x A]x + (ut.A) 1)."""
+    wx = _cross(ut[0], ut[1], ut[2], A[0], A[1], A[2])
+    w = (A[0] + wx[0], A[1] + wx[1], A[2] + wx[2])
+    fw = F[0] * w[0] + F[1] * w[1] + F[2] * w[2]
+    ua = ut[0] * A[0] + ut[1] * A[1] + ut[2] * A[2]
+    c = 0.5 * sign
+    # [F]x [w]x = w F^T - (F.w) 1
+    for i in range(3):
+        for j in range(3):
+            K[i, j] -= c * w[i] * F[j]
+        K[i, i] += c * fw
+    K[0, 1] += c * ua * F[2]
+    K[0, 2] -= c * ua * F[1]
+    K[1, 0] -= c * ua * F[2]
+    K[1, 2] += c * ua * F[0]
+    K[2, 0] += c * ua * F[1]
+    K[2, 1] -= c * ua * F[0]
+
+
+@jit
+def _set_column(S, k, a, r):
+    """S[:, k] <- the spatial column (a, r x a) of a turn about the world point r."""
+    m = _cross(r[0], r[1], r[2], a[0], a[1], a[2])
+    for i in range(3):
+        S[i, k] = a[i]
+        S[3 + i, k] = m[i]
+
+
+@jit
+def _turn_axes(q1, b, mu, mo, out):
+    """out <- R(q1_b o conj(h)) / (1 + |a|²), h = (1 + a)/|1 + a|, a = mu[mo:mo+3] / 4: the
+    world rotation of the body at t_{n+1} per unit of mu (the Cayley map's differential)."""
+    a0, a1, a2 = 0.25 * mu[mo], 0.25 * mu[mo + 1], 0.25 * mu[mo + 2]
+    aa = a0 * a0 + a1 * a1 + a2 * a2
+    c = qmul_t(q1[b, 0], q1[b, 1], q1[b, 2], q1[b, 3], 1.0, -a0, -a1, -a2)
+    n = 1.0 / np.sqrt(1.0 + aa)
+    quat_to_rot(c[0] * n, c[1] * n, c[2] * n, c[3] * n, out)
+    f = 1.0 / (1.0 + aa)
+    for i in range(3):
+        for j in range(3):
+            out[i, j] *= f
+
+
+@jit
+def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
+    """Blocks of the Newton matrix (h/2) dres/dmu at the last residual evaluation.
+
+    dres/dmu = SL^T B SR + E SR over the tree: SL the joint columns of the residual (mid-point
+    axes, mid-point chain points), SR the motion of the t_{n+1} poses per unit of mu, B per
+    body, E per joint row.  Written: B into IA, SL, SR, and Cb (E = SL^T [Cb | 0]).
+    """
+    R, rj = scr[0], scr[1]
+    IA = scr[5]
+    (x0, v0, L0, x1, v1, L1, u, fw, q0_, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
+     Y) = em
+    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
+    nb = ti.shape[0]
+    c = 0.5 * h
+    # mid-point chain: joint points rt and centres xt with the arms R(q_mid) a of the residual
+    for i in range(nb):
+        b = ti[i, I_ORDER]
+        p = ti[b, I_PARENT]
+        if ti[b, I_KIND] == FREE6:
+            for k in range(3):
+                rt[b, k] = x1[b, k]
+                xt[b, k] = x1[b, k]
+            continue
+        if p >= 0:
+            ap = _rv(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
+            for k in range(3):
+                rt[b, k] = xt[p, k] + smid[p] * ap[k]
+        else:
+            for k in range(3):
+                rt[b, k] = tf[b, T_AP + k]
+        ac = _rv(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+        for k in range(3):
+            xt[b, k] = rt[b, k] - smid[b] * ac[k]
+    X, Md, Y3, Z = M3[0], M3[1], M3[2], M3[3]
+    for b in range(nb):
+        kind = ti[b, I_KIND]
+        p = ti[b, I_PARENT]
+        ov = ti[b, I_VOFF]
+        m = tf[b, T_MASS]
+        ub = (u[b, 0], u[b, 1], u[b, 2])
+        uu = ub[0] * ub[0] + ub[1] * ub[1] + ub[2] * ub[2]
+        # K = R(q_mid) dr/du du/dtheta: the own moment against the end rotation (world)
+        jh = (8.0 / h * tf[b, T_J], 8.0 / h * tf[b, T_J + 1], 8.0 / h * tf[b, T_J + 2])
+        S = (L1[b, 0] + L0[b, 0], L1[b, 1] + L0[b, 1], L1[b, 2] + L0[b, 2])
+        D = (L1[b, 0] - L0[b, 0], L1[b, 1] - L0[b, 1], L1[b, 2] - L0[b, 2])
+        ud = ub[0] * D[0] + ub[1] * D[1] + ub[2] * D[2]
+        for i in range(3):
+            for j in range(3):
+                X[i, j] = -2.0 * D[i] * ub[j] + 2.0 * ub[i] * (D[j] + jh[j] * ub[j])
+                Md[i, j] = 0.5 * ub[i] * ub[j]
+            X[i, i] += (1.0 - uu) * jh[i] + 2.0 * ud
+            Md[i, i] += 0.25 * (1.0 - uu)
+        # - 2 [S]x + 2 [u]x Jh ;  Md = 1/4 ((1 - uu) 1 - 2 [u]x + 2 u u^T)
+        X[0, 1] += 2.0 * S[2] - 2.0 * ub[2] * jh[1]
+        X[0, 2] += -2.0 * S[1] + 2.0 * ub[1] * jh[2]
+        X[1, 0] += -2.0 * S[2] + 2.0 * ub[2] * jh[0]
+        X[1, 2] += 2.0 * S[0] - 2.0 * ub[0] * jh[2]
+        X[2, 0] += 2.0 * S[1] - 2.0 * ub[1] * jh[0]
+        X[2, 1] += -2.0 * S[0] + 2.0 * ub[0] * jh[1]
+        Md[0, 1] += 0.5 * ub[2]
+        Md[0, 2] -= 0.5 * ub[1]
+        Md[1, 0] -= 0.5 * ub[2]
+        Md[1, 2] += 0.5 * ub[0]
+        Md[2, 0] += 0.5 * ub[1]
+        Md[2, 1] -= 0.5 * ub[0]
+        for i in range(3):
+            for j in range(3):
+                Y3[i, j] = X[i, 0] * Md[0, j] + X[i, 1] * Md[1, j] + X[i, 2] * Md[2, j]
+        R0b = R0[b]
+        for i in range(3):
+            for j in range(3):
+                Z[i, j] = Y3[i, 0] * R0b[j, 0] + Y3[i, 1] * R0b[j, 1] + Y3[i, 2] * R0b[j, 2]
+        Kb = IA[b]
+        sr = smid[b]
+        for i in range(3):
+            for j in range(3):
+                Kb[i, j] = sr * (rot[b, i, 0] * Z[0, j] + rot[b, i, 1] * Z[1, j]
+                                 + rot[b, i, 2] * Z[2, j])
+        # the turn of R(q_mid) in mt = R(q_mid) r, and the arms' turn against the subtree forces
+        ut = _rv(rot[b], ub[0], ub[1], ub[2])
+        mtb = (mt[b, 0], mt[b, 1], mt[b, 2])
+        # + G(mt), G of _add_arm
+        wx = _cross(ut[0], ut[1], ut[2], mtb[0], mtb[1], mtb[2])
+        w = (mtb[0] + wx[0], mtb[1] + wx[1], mtb[2] + wx[2])
+        ua = ut[0] * mtb[0] + ut[1] * mtb[1] + ut[2] * mtb[2]
+        Kb[0, 1] += 0.5 * w[2]
+        Kb[0, 2] -= 0.5 * w[1]
+        Kb[1, 0] -= 0.5 * w[2]
+        Kb[1, 2] += 0.5 * w[0]
+        Kb[2, 0] += 0.5 * w[1]
+        Kb[2, 1] -= 0.5 * w[0]
+        for i in range(3):
+            Kb[i, i] -= 0.5 * ua
+        F = (Fs[b, 3], Fs[b, 4], Fs[b, 5])
+        if kind != FREE6:
+            ac = _rv(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+            _add_arm(Kb, F, ut, (sr * ac[0], sr * ac[1], sr * ac[2]), 1.0)
+        # E: the turn of this joint's own mid-point axes against N (the subtree moment)
+        N = (Nm[b, 0], Nm[b, 1], Nm[b, 2])
+        C = Cb[b]
+        nu_ = N[0] * ut[0] + N[1] * ut[1] + N[2] * ut[2]
+        for i in range(3):
+            for j in range(3):
+                C[i, j] = -0.5 * c * ut[i] * N[j]
+            C[i, i] += 0.5 * c * nu_
+        C[0, 1] -= 0.5 * c * N[2]
+        C[0, 2] += 0.5 * c * N[1]
+        C[1, 0] += 0.5 * c * N[2]
+        C[1, 2] -= 0.5 * c * N[0]
+        C[2, 0] -= 0.5 * c * N[1]
+        C[2, 1] += 0.5 * c * N[0]
+        # columns
+        k = nv_of(kind)
+        r1 = (rj[b, 0], rj[b, 1], rj[b, 2])
+        rm = (rt[b, 0], rt[b, 1], rt[b, 2])
+        if kind == FREE6:
+            for kk in range(3):
+                for i in range(6):
+                    SL[b, i, kk] = 0.0
+                    SR[b, i, kk] = 0.0
+                SL[b, 3 + kk, kk] = 1.0
+                SR[b, 3 + kk, kk] = 1.0
+            _turn_axes(q1, b, mu, ov + 3, Z)
+            for kk in range(3):
+                _set_column(SL[b], 3 + kk, (rot[b, 0, kk], rot[b, 1, kk], rot[b, 2, kk]), rm)
+                _set_column(SR[b], 3 + kk, (Z[0, kk], Z[1, kk], Z[2, kk]), r1)
+        elif kind == SPHERICAL:
+            _turn_axes(q1, b, mu, ov, Z)
+            for kk in range(3):
+                _set_column(SL[b], kk, (rot[b, 0, kk], rot[b, 1, kk], rot[b, 2, kk]), rm)
+                _set_column(SR[b], kk, (Z[0, kk], Z[1, kk], Z[2, kk]), r1)
+        elif kind == REVOLUTE:
+            wt = _revolute_direction(tf, b, p, q0, q1)
+            _set_column(SL[b], 0, _rv(rot[b], wt[0], wt[1], wt[2]), rm)
+            _set_column(SR[b], 0, _rv(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2]), r1)
+    # arms of the children on their parents, then scale and add the translational coupling
+    for b in range(nb):
+        p = ti[b, I_PARENT]
+        if p >= 0:
+            up = _rv(rot[p], u[p, 0], u[p, 1], u[p, 2])
+            ap = _rv(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
+            sp = smid[p]
+            _add_arm(IA[p], (Fs[b, 3], Fs[b, 4], Fs[b, 5]), up,
+                     (sp * ap[0], sp * ap[1], sp * ap[2]), -1.0)
+    for b in range(nb):
+        m = tf[b, T_MASS]
+        Bb = IA[b]
+        xe = (x1[b, 0], x1[b, 1], x1[b, 2])
+        xm = (xt[b, 0], xt[b, 1], xt[b, 2])
+        xx = xm[0] * xe[0] + xm[1] * xe[1] + xm[2] * xe[2]
+        # B = [[c K - m [xm]x [xe]x, m [xm]x], [-m [xe]x, m 1]]; [a]x [b]x = b a^T - (a.b) 1
+        for i in range(3):
+            for j in range(3):
+                Bb[i, j] = c * Bb[i, j] - m * xe[i] * xm[j]
+                Bb[3 + i, 3 + j] = 0.0
+            Bb[i, i] += m * xx
+            Bb[3 + i, 3 + i] = m
+        Bb[0, 3], Bb[0, 4], Bb[0, 5] = 0.0, -m * xm[2], m * xm[1]
+        Bb[1, 3], Bb[1, 4], Bb[1, 5] = m * xm[2], 0.0, -m * xm[0]
+        Bb[2, 3], Bb[2, 4], Bb[2, 5] = -m * xm[1], m * xm[0], 0.0
+        Bb[3, 0], Bb[3, 1], Bb[3, 2] = 0.0, m * xe[2], -m * xe[1]
+        Bb[4, 0], Bb[4, 1], Bb[4, 2] = -m * xe[2], 0.0, m * xe[0]
+        Bb[5, 0], Bb[5, 1], Bb[5, 2] = m * xe[1], -m * xe[0], 0.0
+
+
+@jit
+def _small_inverse(D, k, aug, out):
+    """out[:k,:k] <- D[:k,:k]^-1 (Gauss-Jordan with partial pivoting); False if singular."""
+    for i in range(k):
+        for j in range(k):
+            aug[i, j] = D[i, j]
+            aug[i, k + j] = 1.0 if i == j else 0.0
+    for col in range(k):
+        piv = col
+        for r in range(col + 1, k):
+            if abs(aug[r, col]) > abs(aug[piv, col]):
+                piv = r
+        if not (abs(aug[piv, col]) > 0.0) or not np.isfinite(aug[piv, col]):
+            return False
+        if piv != col:
+            for j in range(2 * k):
+                aug[col, j], aug[piv, j] = aug[piv, j], aug[col, j]
+        inv = 1.0 / aug[col, col]
+        for j in range(2 * k):
+            aug[col, j] *= inv
+        for r in range(k):
+            if r != col:
+                f = aug[r, col]
+                if f != 0.0:
+                    for j in range(2 * k):
+                        aug[r, j] -= f * aug[col, j]
+    for i in range(k):
+        for j in range(k):
+            out[i, j] = aug[i, k + j]
+    return True
+
+
+@jit
+def _inverse3(D, out):
+    """out <- D^-1 for a 3x3 D by cofactors; False if singular."""
+    c00 = D[1, 1] * D[2, 2] - D[1, 2] * D[2, 1]
+    c01 = D[1, 2] * D[2, 0] - D[1, 0] * D[2, 2]
+    c02 = D[1, 0] * D[2, 1] - D[1, 1] * D[2, 0]
+    det = D[0, 0] * c00 + D[0, 1] * c01 + D[0, 2] * c02
+    if not (abs(det) > 0.0) or not np.isfinite(det):
+        return False
+    inv = 1.0 / det
+    out[0, 0] = c00 * inv
+    out[1, 0] = c01 * inv
+    out[2, 0] = c02 * inv
+    out[0, 1] = (D[0, 2] * D[2, 1] - D[0, 1] * D[2, 2]) * inv
+    out[1, 1] = (D[0, 0] * D[2, 2] - D[0, 2] * D[2, 0]) * inv
+    out[2, 1] = (D[0, 1] * D[2, 0] - D[0, 0] * D[2, 1]) * inv
+    out[0, 2] = (D[0, 1] * D[1, 2] - D[0, 2] * D[1, 1]) * inv
+    out[1, 2] = (D[0, 2] * D[1, 0] - D[0, 0] * D[1, 2]) * inv
+    out[2, 2] = (D[0, 0] * D[1, 1] - D[0, 1] * D[1, 0]) * inv
+    return True
+
+
+@jit
+def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug):
+    """Factor SL^T B SR + E SR (B in IA on entry) leaves to root; False if a pivot is singular.
+
+    The articulated-body recursion with different left and right columns: U = IA SR,
+    W = SL^T IA + E, D = W SR, and each body passes IA - U D^-1 W on to its parent.
+    """
+    nb = ti.shape[0]
+    for i in range(nb - 1, -1, -1):
+        b = ti[i, I_ORDER]
+        p = ti[b, I_PARENT]
+        k = nv_of(ti[b, I_KIND])
+        Ib = IA[b]
+        Sr = SR[b]
+        Sl = SL[b]
+        Ub = U[b]
+        Wb = W[b]
+        Cbb = Cb[b]
+        Db = Dinv[b]
+        for col in range(k):
+            for r in range(6):
+                s = 0.0
+                t = 0.0
+                for m in range(6):
+                    s += Ib[r, m] * Sr[m, col]
+                    t += Sl[m, col] * Ib[m, r]
+                Ub[r, col] = s
+                Wb[col, r] = t
+            for r in range(3):
+                Wb[col, r] += (Sl[0, col] * Cbb[0, r] + Sl[1, col] * Cbb[1, r]
+                               + Sl[2, col] * Cbb[2, r])
+        for r in range(k):
+            for col in range(k):
+                s = 0.0
+                for m in range(6):
+                    s += Wb[r, m] * Sr[m, col]
+                D[r, col] = s
+        if k == 3:
+            if not _inverse3(D, Db):
+                return False
+        elif k > 0 and not _small_inverse(D, k, aug, Db):
+            return False
+        if p < 0:
+            continue
+        # IA_p += IA_b - (U D^-1) W, with U D^-1 in aug as scratch
+        for r in range(6):
+            for col in range(k):
+                s = 0.0
+                for m in range(k):
+                    s += Ub[r, m] * Db[m, col]
+                aug[r, col] = s
+        Ip = IA[p]
+        for r in range(6):
+            for col in range(6):
+                s = Ib[r, col]
+                for m in range(k):
+                    s -= aug[r, m] * Wb[m, col]
+                Ip[r, col] += s
+    return True
+
+
+@jit
+def _tree_solve(ti, SL, SR, U, W, Dinv, tau, pA, acc, ucol, out):
+    """out <- the solution for joint-space right-hand side tau of the factored matrix."""
+    nb = ti.shape[0]
+    for b in range(nb):
+        for r in range(6):
+            pA[b, r] = 0.0
+    for i in range(nb - 1, -1, -1):
+        b = ti[i, I_ORDER]
+        p = ti[b, I_PARENT]
+        k = nv_of(ti[b, I_KIND])
+        o = ti[b, I_VOFF]
+        for col in range(k):
+            s = tau[o + col]
+            for m in range(6):
+                s -= SL[b, m, col] * pA[b, m]
+            ucol[b, col] = s
+        if p < 0:
+            continue
+        for r in range(6):
+            s = pA[b, r]
+            for col in range(k):
+                t = 0.0
+                for m in range(k):
+                    t += Dinv[b, col, m] * ucol[b, m]
+                s += U[b, r, col] * t
+            pA[p, r] += s
+    for i in range(nb):
+        b = ti[i, I_ORDER]
+        p = ti[b, I_PARENT]
+        k = nv_of(ti[b, I_KIND])
+        o = ti[b, I_VOFF]
+        for r in range(6):
+            acc[b, r] = acc[p, r] if p >= 0 else 0.0
+        for col in range(k):
+            s = ucol[b, col]
+            if p >= 0:
+                for m in range(6):
+                    s -= W[b, col, m] * acc[p, m]
+            pA[b, col] = s  # scratch: pA[b] is not needed any more
+        for col in range(k):
+            s = 0.0
+            for m in range(k):
+                s += Dinv[b, col, m] * pA[b, m]
+            out[o + col] = s
+        for r in range(6):
+            s = 0.0
+            for col in range(k):
+                s += SR[b, r, col] * out[o + col]
+            acc[b, r] += s
+
+
+@jit
+def _predict(dt, ti, Qg, nu, Qg_prev, nu_prev, Qs, pred):
+    """Predicted mean rates of the next step into ``pred``.
+
+    When the state before the last step (Qg_prev, nu_prev) and the present one are linked by
+    one step of size dt with the present rates (so nothing was set in between), the rates are
+    extrapolated linearly, 2 nu - nu_prev; otherwise the present rates are taken.  Both states
+    are part of every snapshot, so the prediction is too.
+    """
+    for j in range(nu.shape[0]):
+        pred[j] = dt * nu[j]
+    _update_coordinates(ti, Qg_prev, pred, Qs)
+    normalize_coordinates(ti, Qs)
+    linked = True
+    for i in range(Qg.shape[0]):
+        if not (abs(Qs[i] - Qg[i]) <= 1e-12 * max(1.0, abs(Qg[i]))):
+            linked = False
+            break
+    for j in range(nu.shape[0]):
+        pred[j] = 2.0 * nu[j] - nu_prev[j] if linked else nu[j]
+
+
+@jit
 def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q, v, w, L,
-                scr, em, stats):
-    """One EM step of size h from the state in (Qg, x, q, v, L); False on failure."""
-    R, rj, Sc, V, cb, IA, U, Dinv, W, Kb, pA, acc, fext, I6, tau = scr[:15]
+                scr, em, jx, rates, stats):
+    """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
+    False on failure."""
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
      Y) = em
+    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
     nb = ti.shape[0]
     nv = mu.shape[0]
     for b in range(nb):
@@ -356,34 +832,30 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
             L0[b, k] = L[b, k]
         for k in range(4):
             q0[b, k] = q[b, k]
-    # predictor: the mean rates of the previous step (the exact rates after a setter)
+        quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R0[b])
     for j in range(nv):
-        mu[j] = h * nu[j]
-    # the quasi-Newton matrix, factored once at the predicted mid-point configuration:
-    # (2/h) T^T (M - h/2 [h_b]x) T, where the skew part (h_b: body b's angular momentum,
-    # world) is the leading gyroscopic term of dr_L/dmu.  At z0 instead of the mid-point the
-    # iteration converges several times slower on slender links (small axial inertia).
-    for j in range(nv):
-        dmu[j] = 0.5 * mu[j]
-    _update_coordinates(ti, Qg, dmu, Q1)
-    geometry(tf, ti, Q1, x1, q1, R, rj, Sc)
-    for b in range(nb):
-        hw = _rv(R[b], L0[b, 0], L0[b, 1], L0[b, 2])
-        c = -0.5 * h
-        Kb[b, 0, 0] = Kb[b, 1, 1] = Kb[b, 2, 2] = 0.0
-        Kb[b, 0, 1], Kb[b, 0, 2] = -c * hw[2], c * hw[1]
-        Kb[b, 1, 0], Kb[b, 1, 2] = c * hw[2], -c * hw[0]
-        Kb[b, 2, 0], Kb[b, 2, 1] = -c * hw[1], c * hw[0]
-    if not articulated_factor(tf, ti, R, Sc, IA, U, Dinv, W, Kb, True, I6):
-        return False
-    cb[:, :] = 0.0
+        mu[j] = h * rates[j]
     best = np.inf
     stalls = 0
     update = np.inf
+    left = np.inf
+    prev = np.inf
+    lam = 1.0
+    done = False
     for it in range(max_iter + 1):
-        rnorm = _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr, em)
+        rnorm = _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr, em, jx)
+        if (not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT and lam > LAM_MIN:
+            # the step made the residual worse: take half of it instead (from the same matrix)
+            lam *= 0.5
+            for j in range(nv):
+                mu[j] -= lam * dmu[j]
+            update *= 0.5
+            left = np.inf
+            continue
         if not np.isfinite(rnorm):
             return False
+        prev = rnorm
+        lam = 1.0
         size = 1e-300
         for j in range(nv):
             size = max(size, abs(mu[j]))
@@ -394,20 +866,30 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
             stalls += 1
         if rnorm == 0.0 or (best < TIGHT and stalls >= STALLS) or (
                 best < ACCEPT and stalls > STALLS) or (
-                rnorm < ACCEPT and update <= UPDATE_ROUNDOFF * size):
+                rnorm < ACCEPT and min(update, left) <= UPDATE_ROUNDOFF * size):
             stats[STAT_ITERS] += it
             stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
+            done = True
             break
         if it == max_iter:
             return False
+        if it == 0 or update > REFRESH * size:
+            _newton_matrix(h, tf, ti, q0, mu, scr, em, jx)
+            if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug):
+                return False
         for j in range(nv):
             rhs[j] = -0.5 * h * res[j]
-        pA[:, :] = 0.0
-        articulated_solve(ti, Sc, IA, U, Dinv, W, rhs, cb, pA, acc, dmu)
+        _tree_solve(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
+        last = update
         update = 0.0
         for j in range(nv):
             mu[j] += dmu[j]
             update = max(update, abs(dmu[j]))
+        # error left after this update, estimated from the contraction of the last two
+        theta = update / last if last < np.inf else 1.0
+        left = theta / (1.0 - theta) * update if theta < 1.0 else np.inf
+    if not done:
+        return False
     # accept: coordinates, poses, momenta; nu holds the mean rates mu / h of the step
     for i in range(Q1.shape[0]):
         Qg[i] = Q1[i]
@@ -429,14 +911,18 @@ def step(n, dt, F, I):
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
+    Qg_prev, nu_prev = state_views(S_prev, nb, nq, nv)[:2]
     f_app = A[0:3 * nb].reshape((nb, 3))
     t_app = A[3 * nb:6 * nb].reshape((nb, 3))
     scr = carve(work, nb, nq, nv)
     em = _em_carve(work, nb, nq, nv)
+    jx = _jac_carve(work, nb, nq, nv)
+    pred = jx[9]
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
     flags = OK
     for _ in range(n):
+        _predict(dt, ti, Qg, nu, Qg_prev, nu_prev, em[12], pred)
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1
@@ -444,7 +930,7 @@ def step(n, dt, F, I):
             ok = True
             for _sub in range(m):
                 ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu,
-                                 x, q, v, w, L, scr, em, stats)
+                                 x, q, v, w, L, scr, em, jx, pred if m == 1 else nu, stats)
                 if not ok:
                     break
             ok = ok and all_finite(S)
@@ -462,3 +948,41 @@ def step(n, dt, F, I):
             flags = USED_FALLBACK
         stats[STAT_STEPS] += 1
     return flags
+
+
+@jit
+def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
+    """Test hook: from the present state, the residual P^T r(mu_in) into ``res_out`` and the
+    Newton matrix (h/2) dres/dmu at mu_in applied inversely to ``g`` into ``sol_out``.
+
+    Returns False if the matrix could not be factored.  Overwrites the scratch only.
+    """
+    gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
+    nb, ns, nq, nv = sizes
+    Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
+    f_app = A[0:3 * nb].reshape((nb, 3))
+    t_app = A[3 * nb:6 * nb].reshape((nb, 3))
+    scr = carve(work, nb, nq, nv)
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    em = _em_carve(work, nb, nq, nv)
+    jx = _jac_carve(work, nb, nq, nv)
+    x0, v0, L0, q0, mu, res = em[0], em[1], em[2], em[8], em[13], em[15]
+    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
+    for b in range(nb):
+        for k in range(3):
+            x0[b, k] = x[b, k]
+            v0[b, k] = v[b, k]
+            L0[b, k] = L[b, k]
+        for k in range(4):
+            q0[b, k] = q[b, k]
+        quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R0[b])
+    for j in range(nv):
+        mu[j] = mu_in[j]
+    _residual(dt, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr, em, jx)
+    for j in range(nv):
+        res_out[j] = res[j]
+    _newton_matrix(dt, tf, ti, q0, mu, scr, em, jx)
+    if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug):
+        return False
+    _tree_solve(ti, SL, SR, U, W, Dinv, g, pA, acc, ucol, sol_out)
+    return True

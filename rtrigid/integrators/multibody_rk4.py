@@ -38,7 +38,7 @@ def step(n, dt, F, I):
     f_app = A[0:3 * nb].reshape((nb, 3))
     t_app = A[3 * nb:6 * nb].reshape((nb, 3))
     scratch = carve(work, nb, nq, nv)
-    Q0, nu0, kQ, knu, Qs, nus = scratch[15:21]
+    Q0, nu0, kQ, knu, Qs, nus = scratch[14:20]
     for _ in range(n):
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
