@@ -186,6 +186,9 @@ def _all_finite(s, energy2):
     return acc == acc
 
 
+# Helpers run once per call are ordinary calls: inlining them would cost compile time and save
+# nothing.  Those in the step loop above are inlined (as ordinary calls LLVM left some out of
+# line: 0.11 -> 0.32 us/step on the gyro top).
 @jit
 def _offsets(nb, b):
     """Start of body b's entries of each field (x, q, v, w, P, pq, L) in the flat state."""
