@@ -100,6 +100,15 @@ def body_loads(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, x0, x1,
         t0 += a[0]
         t1 += a[1]
         t2 += a[2]
+    return add_spring_loads(bodyf, bodyi, springf, springi, b, x0, x1, x2, q0, q1, q2, q3,
+                            (f0, f1, f2, t0, t1, t2))
+
+
+@jit_inline
+def add_spring_loads(bodyf, bodyi, springf, springi, b, x0, x1, x2, q0, q1, q2, q3, loads):
+    """``loads`` (world force, body-frame torque about the reference point: a 6-tuple) plus
+    those of the springs that pull body b, in the order of the springs."""
+    f0, f1, f2, t0, t1, t2 = loads
     for s in range(springi.shape[0]):
         if springi[s] == b:
             fs, arm = _spring_force(bodyf, bodyi, springf, s, b, x0, x1, x2, q0, q1, q2, q3)

@@ -697,6 +697,39 @@ def test_failure_mid_call_keeps_completed_steps():
     assert sim.steps_taken == done and np.array_equal(sim._S, before)
 
 
+@pytest.mark.parametrize("unstable", [0, 1, 2])
+def test_failure_mid_call_stops_every_body_at_the_same_step(unstable):
+    """RK4 runs each body through all n steps of a call on its own; when one body turns
+    non-finite, every body, including those already run further, is left at the start of
+    the failed step, exactly as if the call had asked for that many steps (S_prev too).
+    """
+    def three_springs():
+        m = Model(gravity=(0.0, 0.0, 0.0))
+        for b in range(3):
+            m.add_body(f"b{b}", 1.0, (0.1, 0.2, 0.25))
+            # the unstable spring overflows within ~20 steps, the others some steps later
+            m.add_spring(b, (0.1, 0.0, 0.0), (0.0, 0.0, 0.0),
+                         stiffness=3300.0 if b == unstable else 3200.0 - 10.0 * b)
+        sim = Simulation(m, "nullspace_rk4", 0.05)
+        for b in range(3):
+            sim.set_position(b, (0.01, 0.0, 0.01))
+            sim.set_angular_velocity(b, (1.0, 2.0, 3.0))
+        return sim
+
+    sim = three_springs()
+    sim.step(2)
+    with pytest.raises(SimulationError):
+        sim.step(100)
+    done = sim.steps_taken
+    assert 2 < done < 102
+    ref = three_springs()
+    ref.step(2)
+    ref.step(done - 2)
+    assert np.array_equal(sim._S, ref._S)
+    assert np.array_equal(sim._S_prev, sim._S)
+    assert sim.solver_stats()["steps"] == done
+
+
 @pytest.mark.parametrize("max_iter", [1, 2])
 def test_newton_caps_that_cannot_converge_are_refused(max_iter):
     """Regression: max_iter=1 and 2 were accepted, but Newton accepts only an exactly-zero or
