@@ -1,4 +1,8 @@
 """Jointed systems: joint kinematics, null-space matrices, conservation, MuJoCo, impulses."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -324,3 +328,33 @@ def test_explicit_scheme_conserves_energy_at_fourth_order_for_every_joint_kind(k
         drifts.append(worst / abs(e0))
     assert drifts[0] < 1e-6
     assert drifts[1] < drifts[0] / 10.0
+
+
+ALLOCATION_PROBE = """
+import warnings; warnings.simplefilter("ignore")
+from numba.core.runtime import rtsys
+import rtrigid as rt
+from rtrigid import bench
+sims = [bench._lively_chain(5, i, 1 / 240) for i in ("nullspace_rk4", "energy_momentum")]
+sims += [rt.scenarios.build("gyro_top", integrator=i) for i in ("nullspace_rk4", "energy_momentum")]
+for sim in sims:
+    sim.step(1)
+    counts = []
+    for n in (1, 500):
+        before = rtsys.get_allocation_stats().alloc
+        sim.step(n)
+        counts.append(rtsys.get_allocation_stats().alloc - before)
+    print(*counts)
+"""
+
+
+def test_step_kernels_allocate_nothing_per_step():
+    """numba's own allocation counter: a call of 500 steps allocates exactly as much as a call
+    of one step (what the Python wrapper needs), so the compiled step loop allocates nothing."""
+    env = dict(os.environ, NUMBA_NRT_STATS="1")
+    out = subprocess.run([sys.executable, "-c", ALLOCATION_PROBE], env=env, check=True,
+                         capture_output=True, text=True).stdout.split("\n")
+    rows = [tuple(map(int, line.split())) for line in out if line.strip()]
+    assert len(rows) == 4
+    for one, many in rows:
+        assert one == many
