@@ -214,7 +214,8 @@ def print_table(result):
     c = result["chain"]
     print(f"spherical chain, dt = {c['dt']:.6g}: median us/step against the number of links")
     for row in c["scaling_us_per_step"]:
-        cells = "  ".join(f"{k} {v:9.2f}" for k, v in row.items() if k != "n")
+        cells = "  ".join(f"{k} {v:9.2f}" if v is not None else f"{k} fails"
+                          for k, v in row.items() if k != "n")
         print(f"  n = {row['n']:3d}: {cells}")
     print("  |energy drift| over 10 s, n = 10:",
           ", ".join(f"{k} {v:.3g}" for k, v in c["energy_drift_10s_n10"].items()))
@@ -222,6 +223,11 @@ def print_table(result):
 
 def main(args):
     result = collect(steps=args.steps, repeats=args.repeats, with_mujoco=not args.no_mujoco)
+    return report(result, args, print_table)
+
+
+def report(result, args, table):
+    """Write the result as JSON to ``args.out`` if given; print the JSON (``--json``) or the table."""
     text = json.dumps(result, indent=2)
     if args.out:
         with open(args.out, "w") as fh:
@@ -229,5 +235,5 @@ def main(args):
     if args.json:
         print(text)
     else:
-        print_table(result)
+        table(result)
     return 0

@@ -23,7 +23,6 @@ figures: other processes share the cores.  ``--lockstep-only`` skips part 1.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import socket
@@ -35,6 +34,7 @@ import time
 import numpy as np
 
 from rtrigid import scenarios
+from rtrigid.bench import report
 from rtrigid.hil import Client
 from rtrigid.realtime import (MonotonicClock, RealtimeRunner, restore_priority,
                               set_fifo_priority, warm_up)
@@ -364,12 +364,4 @@ def _print_paced(result):
 def main(args):
     result = collect(duration=args.duration, priority=args.rt_priority,
                      paced=not getattr(args, "lockstep_only", False))
-    text = json.dumps(result, indent=2)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
-    if args.json:
-        print(text)
-    else:
-        print_table(result)
-    return 0
+    return report(result, args, print_table)
