@@ -1,44 +1,75 @@
-"""``energy_momentum`` for jointed systems: QUAT.EM per body, joints by the discrete null space.
+"""``energy_momentum`` for jointed systems: a Cayley energy-momentum step per body, joints by
+the discrete null space.
 
-Every body obeys the single-body scheme of :mod:`.energy_momentum` (000 (51), written in the
-body angular momentum L with the Cayley update q1 = q0 o cay(u), u = h/8 J^-1 (L0 + L1)) and
-the mid-point rule for its centre of mass, plus the joint reaction forces G(z_mid)^T lambda.
-Because every joint residual of :mod:`rtrigid.joints` used here (spherical, revolute, fixed)
-is quadratic in (x, p), the mid-point gradient is an exact discrete gradient:
-G(z_mid) (z1 - z0) = g(z1) - g(z0) = 0, so the reactions do no work and the total energy is
-kept exactly, as is the angular momentum when the loads allow it.
+The scheme.  Each body turns by one Cayley step in its body frame and balances its spatial
+angular momentum against the moment M of its loads; its centre of mass follows the mid-point
+rule:
+
+    R1 = R0 (1 - [w]x)^-1 (1 + [w]x),   w = h/4 J^-1 (L0 + L1),   R1 L1 - R0 L0 = h M,
+    x1 - x0 = h/2 (v0 + v1),            m (v1 - v0) = h F.
+
+w are the Rodrigues parameters n tan(phi/2) of the step's turn (003 (180)-(185)); with
+quaternions q1 = q0 o (1, w) / |(1, w)|.  Energy: since the Cayley turn fixes w,
+w.(L1 - L0) = w.(R0^T R1 L1 - L0) = h/2 b.M with b = 2 R0 w the turn's spatial Cayley vector,
+so the kinetic energy changes by exactly b.M + (x1 - x0).F.  A joint's reaction is a force
+lambda acting on each side at the mean arm Rbar a, Rbar = (R0 + R1)/2, a the anchor:
+
+- no work: (R1 - R0) a = b x Rbar a (003 (181) rearranged: (1 - [b/2]x) R1 = (1 + [b/2]x) R0),
+  so the pair's work is lambda times the change of the joint point, which is the same for
+  both bodies because the joint holds at t_n and t_{n+1};
+- no moment: x_mid + Rbar a = (r0 + r1)/2, the mean of the joint point, is the same point
+  seen from either body, so the pair's moment about any point vanishes.
+
+Revolute joints add reaction moments across the mean axis Rbar u_C (the same from both
+sides); on the joint manifold the Cayley vectors of child and parent differ by a multiple of
+that axis (compose the parent's Cayley turn with the relative one about the axis), so these
+moments do no work; fixed joints turn both bodies alike.  Total energy is therefore kept
+exactly, and the angular momentum about any fixed point changes only by the moment of the
+external loads (gravity, applied forces and torques, springs to the world), as does the
+linear momentum by their sum.  Spring ends are handled alike: the discrete-gradient force
+k_bar (d0 + d1)/2 at the mean arms, whose work is the exact change of the spring energy and
+whose pair moment vanishes.
+
+This is not 000 (51) literally: QUAT.EM turns by the quaternion Cayley map, w replaced by
+u = n tan(phi/4) = h/8 J^-1 (L0 + L1), which is also energy- and momentum-conserving for a
+single body (:mod:`.energy_momentum` uses it), but the work of a reaction at x_mid + a' then
+vanishes only for a' = R(q_mid) a (q_mid = (q0 + q1)/2 unnormalised), and those joint points
+differ between the two sides by O(h^2): the reaction pairs leaked a moment of that order,
+e.g. 2e-8 of the vertical angular momentum of a swinging 3-link chain over 2000 steps, 1.5e-4
+on the lively 10-link chain over 10 s.  No choice of arms fixes that within QUAT.EM's update
+(a pivoted link would need both arms at once).
 
 Solving.  The unknowns are the joint-coordinate increments mu (nv of them): the new
 configuration z1 = F(z0, mu) is built by forward kinematics (free bodies: x + mu_x and
 q o cay(mu_w / 4); spherical joints: s o cay(mu / 4); revolute: theta + mu), so the joints
-hold at t_{n+1} by construction.  The multipliers are eliminated by a discrete null-space
-matrix P(z_mid), whose columns are the joint motions linearised at the mid-point (the
-joint-space recursion evaluated with the mid-point quaternions, 000 §4.4 does the same for
-|p| = 1): the nv equations are P^T r(mu) = 0, r the per-body residuals without reactions.
-P^T r is evaluated by one sweep from the leaves to the root, without forming P.
+hold at t_{n+1} by construction.  The multipliers are eliminated by the discrete null space
+P, whose columns are the turns that the reactions cannot resist: about the world axes through
+the mean joint point r_mid = x_mid + Rbar a_C (spherical), about the mean axis Rbar u_C
+through it (revolute), and the free body's translations and turns about x_mid.  The nv
+equations are P^T r(mu) = 0 with r per body (R1 L1 - R0 L0 - h M, m (v1 - v0) - h F), the
+reactions left out; P^T r is evaluated by one sweep from the leaves to the root, carrying the
+subtree's moment about the joint point from child to parent with the mean arms.
 
 Newton matrix.  The iteration is Newton's method with the analytic Jacobian, applied in
 O(n) by an articulated-body recursion of its own (:func:`_tree_factor`,
 :func:`_tree_solve`).  Write P^T r as a sum over bodies d of SL_j^T w_d (j a joint above d)
-with w_d = (mt_d + xt_d x f_d, f_d), where mt_d = R(q_mid) r_L is the body's own weighted
-moment, f_d its force residual and xt_d its centre on the mid-point chain xt = rt - R(q_mid) a_C,
-rt = xt_parent + R(q_mid,parent) a_P (R(q) = q () q*, not normalised: these are the arms the
-residual uses).  Varying mu moves the poses at t_{n+1}; per unit of mu that motion is SR, the
-joint columns of the new configuration: a spherical or free turn Cayley-differentiates to
-R(q1 o conj(h)) / (1 + |a|²) with h = (1 + a)/|1 + a|, a = mu/4, about the new joint point.
-Then
+with w_d = (rho_d + x_mid,d x phi_d, phi_d), the body's residuals as a wrench at the origin
+(rho its moment residual, phi its force residual), and SL_j the columns of P.  Varying mu
+moves the poses at t_{n+1}; per unit of mu that motion is SR, the joint columns of the new
+configuration: a spherical or free turn Cayley-differentiates to R(q1 o conj(h)) / (1 + |a|²)
+with h = (1 + a)/|1 + a|, a = mu/4, about the new joint point.  Then
 
     d(P^T r)/dmu = SL^T B SR + E SR,
 
-B per body: the own moment's derivative (through u, L1 = 8/h J u - L0 and the turn of R(q_mid)),
-the turn of the body's mid-point arms against the subtree forces they carry (a pure couple, so
-it sits in the body's own block), and 2m/h on the centre -- whose motion is taken at x1 while
-its force acts at xt, hence a non-symmetric 6x6 block; E per joint row: the turn of the row's own
-mid-point axis against the subtree moment N (zero at the solution for spherical joints, not
-for revolute ones).  The recursion is the usual one with U = IA SR, W = SL^T IA + E and
-D = W SR.  Left out (the iteration then converges linearly, fast): the derivative of the
-revolute axis w~ beyond the turn of the body, of applied torques and of springs.  Checked
-against finite differences in the tests.
+B per body: drho/dtheta = 2/h R1 J (1 - [w]x + w w^T) R0^T - [R1 L1]x for a world turn theta
+of the pose at t_{n+1} (dw = 1/2 (1 - [w]x + w w^T) R0^T dtheta), and from x_mid x phi, with
+y = x_mid - h phi / (4 m), the blocks (h/2 scaled) [[-m [y]x [x1]x, m [y]x], [-m [x1]x, m 1]]
+-- the force residual moves with x1 and acts at x_mid, a non-symmetric 6x6 block.  E per
+joint row: the mean joint point moves by half the motion of the joint point at t_{n+1}, against
+the subtree's force F; a revolute row's mean axis turns by half the child's turn against the
+subtree's moment N.  The recursion is the usual one with U = IA SR, W = SL^T IA + E and
+D = W SR.  Left out (the iteration then converges linearly, fast): the derivatives of
+applied torques and of springs.  Checked against finite differences in the tests.
 
 Why all of it: the links of a chain are slender (axial inertia 1/17 of the transverse one);
 a mid-point frame off by a few per cent feeds the transverse inertia into the axial rows, and
@@ -62,8 +93,8 @@ unchanged, status FAILED.
 
 Supported joints: spherical, revolute, fixed, free bodies; gravity, applied loads and
 point-to-point springs (exact discrete gradient through |d|², as for single bodies).  Other
-joint kinds and joint springs/dampers are refused when the Simulation is built (their residuals
-are not quadratic in (x, p); see the README).
+joint kinds and joint springs/dampers are refused when the Simulation is built (their discrete
+reactions are not worked out for this scheme; see the README).
 """
 import numpy as np
 
