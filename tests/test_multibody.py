@@ -117,6 +117,21 @@ def test_energy_momentum_keeps_vertical_momentum_of_spherical_chain():
     assert abs(sim.momentum()[1][2] - hz0) < 1e-11
 
 
+def test_energy_momentum_vertical_momentum_follows_the_applied_loads():
+    # h_z changes by exactly h (T_z + (x_mid x F)_z) per step: the reactions add nothing
+    sim = rt.scenarios.build("chain", integrator="energy_momentum", n=3,
+                             omega0=np.random.default_rng(5).normal(size=(3, 3)))
+    torque, force = np.array([0.1, -0.2, 0.3]), np.array([0.2, -0.1, 0.4])
+    sim.apply_torque(2, torque)
+    sim.apply_force(1, force)
+    expected = sim.momentum()[1][2]
+    for _ in range(500):
+        x0 = sim.x[1].copy()
+        sim.step(1)
+        expected += sim.dt * (torque[2] + np.cross(0.5 * (x0 + sim.x[1]), force)[2])
+    assert abs(sim.momentum()[1][2] - expected) < 1e-12
+
+
 def _random_joint_state(sim, seed):
     rng = np.random.default_rng(seed)
     for j in range(sim.nb):
