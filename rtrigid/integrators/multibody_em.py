@@ -68,8 +68,9 @@ y = x_mid - h phi / (4 m), the blocks (h/2 scaled) [[-m [y]x [x1]x, m [y]x], [-m
 joint row: the mean joint point moves by half the motion of the joint point at t_{n+1}, against
 the subtree's force F; a revolute row's mean axis turns by half the child's turn against the
 subtree's moment N.  The recursion is the usual one with U = IA SR, W = SL^T IA + E and
-D = W SR.  Left out (the iteration then converges linearly, fast): the derivatives of
-applied torques and of springs.  Checked against finite differences in the tests.
+D = W SR.  Applied forces and torques are constant in the world frame and drop out.  Left
+out (the iteration then converges linearly, fast): the derivatives of the spring forces and of
+their arms.  Checked against finite differences in the tests (models without springs).
 
 Why all of it: the links of a chain are slender (axial inertia 1/17 of the transverse one);
 a mid-point frame off by a few per cent feeds the transverse inertia into the axial rows, and
