@@ -427,7 +427,8 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
         ov = ti[b, I_VOFF]
         m = tf[b, T_MASS]
         wb = (u[b, 0], u[b, 1], u[b, 2])
-        # c dρ/dθ = R1 J (1 - [w]x + w w^T) R0^T - c [R1 L1]x  (θ: world turn of the pose at t1)
+        # c drho/dtheta = R1 J (1 - [w]x + w w^T) R0^T - c [R1 L1]x, theta the world turn of
+        # the pose at t1
         for i in range(3):
             for j in range(3):
                 Md[i, j] = wb[i] * wb[j]
@@ -480,7 +481,8 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
         Bb[4, 0], Bb[4, 1], Bb[4, 2] = -m * xe[2], 0.0, m * xe[0]
         Bb[5, 0], Bb[5, 1], Bb[5, 2] = m * xe[1], -m * xe[0], 0.0
         # E: the mean joint point moves with half the motion of the joint point at t1, and the
-        # subtree force F acts there: c/2 [F]x (v_O - [r1]x θ), in Z as [[F.r1 1 - r1 F^T | [F]x]]
+        # subtree force F acts there: c/2 [F]x (v_O - [r1]x theta), i.e. the rows
+        # c/2 [(F.r1) 1 - r1 F^T | [F]x] against the body's motion (theta, v_O)
         F = (Fs[b, 3], Fs[b, 4], Fs[b, 5])
         r1 = (rj[b, 0], rj[b, 1], rj[b, 2])
         E = Cb[b]
@@ -525,7 +527,7 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
             n1 = _rv(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
             _set_column(SL[b], 0, wt, rm)
             _set_column(SR[b], 0, n1, r1)
-            # row w.N: the mean axis turns with half the child's turn, c/2 (n1 x N).θ, and the
+            # row w.N: the mean axis turns with half the child's turn, c/2 (n1 x N).theta, and the
             # joint point term of the spherical rows seen along w
             N = (Nm[b, 0], Nm[b, 1], Nm[b, 2])
             nN = _cross(n1[0], n1[1], n1[2], N[0], N[1], N[2])
@@ -533,7 +535,7 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
                 E[0, j] = e * nN[j] + e * (fr * wt[j] - (wt[0] * r1[0] + wt[1] * r1[1]
                                                          + wt[2] * r1[2]) * F[j])
             fxw = _cross(F[0], F[1], F[2], wt[0], wt[1], wt[2])
-            # w^T [F]x = (w x F)^T... row vector w^T [F]x v = w.(F x v) = (w x F).v
+            # w.(F x v) = (w x F).v = -(F x w).v
             for j in range(3):
                 E[0, 3 + j] = -e * fxw[j]
 
