@@ -1,44 +1,76 @@
-"""``energy_momentum`` for jointed systems: QUAT.EM per body, joints by the discrete null space.
+"""``energy_momentum`` for jointed systems: a Cayley energy-momentum step per body, joints by
+the discrete null space.
 
-Every body obeys the single-body scheme of :mod:`.energy_momentum` (000 (51), written in the
-body angular momentum L with the Cayley update q1 = q0 o cay(u), u = h/8 J^-1 (L0 + L1)) and
-the mid-point rule for its centre of mass, plus the joint reaction forces G(z_mid)^T lambda.
-Because every joint residual of :mod:`rtrigid.joints` used here (spherical, revolute, fixed)
-is quadratic in (x, p), the mid-point gradient is an exact discrete gradient:
-G(z_mid) (z1 - z0) = g(z1) - g(z0) = 0, so the reactions do no work and the total energy is
-kept exactly, as is the angular momentum when the loads allow it.
+The scheme.  Each body turns by one Cayley step in its body frame and balances its spatial
+angular momentum against the moment M of its loads; its centre of mass follows the mid-point
+rule:
+
+    R1 = R0 (1 - [w]x)^-1 (1 + [w]x),   w = h/4 J^-1 (L0 + L1),   R1 L1 - R0 L0 = h M,
+    x1 - x0 = h/2 (v0 + v1),            m (v1 - v0) = h F.
+
+w are the Rodrigues parameters n tan(phi/2) of the step's turn (003 (180)-(185)); with
+quaternions q1 = q0 o (1, w) / |(1, w)|.  Energy: since the Cayley turn fixes w,
+w.(L1 - L0) = w.(R0^T R1 L1 - L0) = h/2 b.M with b = 2 R0 w the turn's spatial Cayley vector,
+so the kinetic energy changes by exactly b.M + (x1 - x0).F.  A joint's reaction is a force
+lambda acting on each side at the mean arm Rbar a, Rbar = (R0 + R1)/2, a the anchor:
+
+- no work: (R1 - R0) a = b x Rbar a (003 (181) rearranged: (1 - [b/2]x) R1 = (1 + [b/2]x) R0),
+  so the pair's work is lambda times the change of the joint point, which is the same for
+  both bodies because the joint holds at t_n and t_{n+1};
+- no moment: x_mid + Rbar a = (r0 + r1)/2, the mean of the joint point, is the same point
+  seen from either body, so the pair's moment about any point vanishes.
+
+Revolute joints add reaction moments across the mean axis Rbar u_C (the same from both
+sides); on the joint manifold the Cayley vectors of child and parent differ by a multiple of
+that axis (compose the parent's Cayley turn with the relative one about the axis), so these
+moments do no work; fixed joints turn both bodies alike.  Total energy is therefore kept
+exactly, and the angular momentum about any fixed point changes only by the moment of the
+external loads (gravity, applied forces and torques, springs to the world), as does the
+linear momentum by their sum.  Spring ends are handled alike: the discrete-gradient force
+k_bar (d0 + d1)/2 at the mean arms, whose work is the exact change of the spring energy and
+whose pair moment vanishes.
+
+This is not 000 (51) literally: QUAT.EM turns by the quaternion Cayley map, w replaced by
+u = n tan(phi/4) = h/8 J^-1 (L0 + L1), which is also energy- and momentum-conserving for a
+single body (:mod:`.energy_momentum` uses it), but the work of a reaction at x_mid + a' then
+vanishes only for a' = R(q_mid) a (q_mid = (q0 + q1)/2 unnormalised), and those joint points
+differ between the two sides by O(h^2): the reaction pairs leaked a moment of that order,
+e.g. 2e-8 of the vertical angular momentum of a swinging 3-link chain over 2000 steps, 1.5e-4
+on the lively 10-link chain over 10 s.  No choice of arms fixes that within QUAT.EM's update
+(a pivoted link would need both arms at once).
 
 Solving.  The unknowns are the joint-coordinate increments mu (nv of them): the new
 configuration z1 = F(z0, mu) is built by forward kinematics (free bodies: x + mu_x and
 q o cay(mu_w / 4); spherical joints: s o cay(mu / 4); revolute: theta + mu), so the joints
-hold at t_{n+1} by construction.  The multipliers are eliminated by a discrete null-space
-matrix P(z_mid), whose columns are the joint motions linearised at the mid-point (the
-joint-space recursion evaluated with the mid-point quaternions, 000 §4.4 does the same for
-|p| = 1): the nv equations are P^T r(mu) = 0, r the per-body residuals without reactions.
-P^T r is evaluated by one sweep from the leaves to the root, without forming P.
+hold at t_{n+1} by construction.  The multipliers are eliminated by the discrete null space
+P, whose columns are the turns that the reactions cannot resist: about the world axes through
+the mean joint point r_mid = x_mid + Rbar a_C (spherical), about the mean axis Rbar u_C
+through it (revolute), and the free body's translations and turns about x_mid.  The nv
+equations are P^T r(mu) = 0 with r per body (R1 L1 - R0 L0 - h M, m (v1 - v0) - h F), the
+reactions left out; P^T r is evaluated by one sweep from the leaves to the root, carrying the
+subtree's moment about the joint point from child to parent with the mean arms.
 
 Newton matrix.  The iteration is Newton's method with the analytic Jacobian, applied in
 O(n) by an articulated-body recursion of its own (:func:`_tree_factor`,
 :func:`_tree_solve`).  Write P^T r as a sum over bodies d of SL_j^T w_d (j a joint above d)
-with w_d = (mt_d + xt_d x f_d, f_d), where mt_d = R(q_mid) r_L is the body's own weighted
-moment, f_d its force residual and xt_d its centre on the mid-point chain xt = rt - R(q_mid) a_C,
-rt = xt_parent + R(q_mid,parent) a_P (R(q) = q () q*, not normalised: these are the arms the
-residual uses).  Varying mu moves the poses at t_{n+1}; per unit of mu that motion is SR, the
-joint columns of the new configuration: a spherical or free turn Cayley-differentiates to
-R(q1 o conj(h)) / (1 + |a|²) with h = (1 + a)/|1 + a|, a = mu/4, about the new joint point.
-Then
+with w_d = (rho_d + x_mid,d x phi_d, phi_d), the body's residuals as a wrench at the origin
+(rho its moment residual, phi its force residual), and SL_j the columns of P.  Varying mu
+moves the poses at t_{n+1}; per unit of mu that motion is SR, the joint columns of the new
+configuration: a spherical or free turn Cayley-differentiates to R(q1 o conj(h)) / (1 + |a|²)
+with h = (1 + a)/|1 + a|, a = mu/4, about the new joint point.  Then
 
     d(P^T r)/dmu = SL^T B SR + E SR,
 
-B per body: the own moment's derivative (through u, L1 = 8/h J u - L0 and the turn of R(q_mid)),
-the turn of the body's mid-point arms against the subtree forces they carry (a pure couple, so
-it sits in the body's own block), and 2m/h on the centre -- whose motion is taken at x1 while
-its force acts at xt, hence a non-symmetric 6x6 block; E per joint row: the turn of the row's own
-mid-point axis against the subtree moment N (zero at the solution for spherical joints, not
-for revolute ones).  The recursion is the usual one with U = IA SR, W = SL^T IA + E and
-D = W SR.  Left out (the iteration then converges linearly, fast): the derivative of the
-revolute axis w~ beyond the turn of the body, of applied torques and of springs.  Checked
-against finite differences in the tests.
+B per body: drho/dtheta = 2/h R1 J (1 - [w]x + w w^T) R0^T - [R1 L1]x for a world turn theta
+of the pose at t_{n+1} (dw = 1/2 (1 - [w]x + w w^T) R0^T dtheta), and from x_mid x phi, with
+y = x_mid - h phi / (4 m), the blocks (h/2 scaled) [[-m [y]x [x1]x, m [y]x], [-m [x1]x, m 1]]
+-- the force residual moves with x1 and acts at x_mid, a non-symmetric 6x6 block.  E per
+joint row: the mean joint point moves by half the motion of the joint point at t_{n+1}, against
+the subtree's force F; a revolute row's mean axis turns by half the child's turn against the
+subtree's moment N.  The recursion is the usual one with U = IA SR, W = SL^T IA + E and
+D = W SR.  Applied forces and torques are constant in the world frame and drop out.  Left
+out (the iteration then converges linearly, fast): the derivatives of the spring forces and of
+their arms.  Checked against finite differences in the tests (models without springs).
 
 Why all of it: the links of a chain are slender (axial inertia 1/17 of the transverse one);
 a mid-point frame off by a few per cent feeds the transverse inertia into the axial rows, and
@@ -62,8 +94,8 @@ unchanged, status FAILED.
 
 Supported joints: spherical, revolute, fixed, free bodies; gravity, applied loads and
 point-to-point springs (exact discrete gradient through |d|², as for single bodies).  Other
-joint kinds and joint springs/dampers are refused when the Simulation is built (their residuals
-are not quadratic in (x, p); see the README).
+joint kinds and joint springs/dampers are refused when the Simulation is built (their discrete
+reactions are not worked out for this scheme; see the README).
 """
 import numpy as np
 
@@ -80,7 +112,6 @@ from rtrigid.integrators.common import (
     USED_FALLBACK,
     all_finite,
 )
-from rtrigid.integrators.energy_momentum import _im_one_minus_u
 from rtrigid.multibody import (
     FREE6,
     I_KIND,
@@ -98,10 +129,8 @@ from rtrigid.multibody import (
     T_AP,
     T_J,
     T_MASS,
-    T_R0,
     T_UC,
     _cross,
-    _rtv,
     _rv,
     base_work_size,
     carve,
@@ -136,7 +165,7 @@ def _em_size(nb, nq, nv):
 
 @jit
 def _jac_size(nb, nv):
-    return 12 * nb + 9 * nb + 36 * nb * 2 + 9 * nb + 6 * nb + nv + 36 + 72
+    return 12 * nb + 9 * nb + 36 * nb * 2 + 36 * nb + 6 * nb + nv + 36 + 72
 
 
 @jit
@@ -185,8 +214,8 @@ def _jac_carve(work, nb, nq, nv):
     o += 36 * nb
     SR = work[o:o + 36 * nb].reshape((nb, 6, 6))
     o += 36 * nb
-    Cb = work[o:o + 9 * nb].reshape((nb, 3, 3))
-    o += 9 * nb
+    Cb = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
     ucol = work[o:o + 6 * nb].reshape((nb, 6))
     o += 6 * nb
     pred = work[o:o + nv]
@@ -232,41 +261,38 @@ def _update_coordinates(ti, Q0, mu, Q1):
 
 @jit
 def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, jx):
-    """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, u, and for the Newton matrix each
-    body's own weighted moment (mt) and the moment about its joint point of its subtree (Nm).
-    Returns the scaled norm."""
+    """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, w (into ``u``), the mean rotation
+    matrices Rbar = (R0 + R1)/2 (into ``rot``), and for the Newton matrix each body's R1 L1
+    (mt) and the moment about its joint point of its subtree's residuals (Nm).  Needs the
+    rotation matrices at t_n in R0.  Returns the scaled norm."""
     R, rj = scr[0], scr[1]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
-    mt, Nm = jx[0], jx[1]
+    mt, Nm, R0 = jx[0], jx[1], jx[4]
     nb = ti.shape[0]
     _update_coordinates(ti, Q0, mu, Q1)
     forward_kinematics(tf, ti, Q1, x1, q1, R, rj)
     inv_h = 1.0 / h
     scale = 1e-300
     for b in range(nb):
+        # w = tan(phi/2) n of the turn q0* o q1 (body frame); Cayley vector 2 w = h/2 J^-1 (L0+L1)
         c = qmul_t(q0[b, 0], -q0[b, 1], -q0[b, 2], -q0[b, 3], q1[b, 0], q1[b, 1], q1[b, 2],
                    q1[b, 3])
-        d = 1.0 / (1.0 + c[0])
+        d = 1.0 / c[0]
         m = tf[b, T_MASS]
         for k in range(3):
             u[b, k] = c[1 + k] * d
-            L1[b, k] = 8.0 * inv_h * tf[b, T_J + k] * u[b, k] - L0[b, k]
+            L1[b, k] = 4.0 * inv_h * tf[b, T_J + k] * u[b, k] - L0[b, k]
             v1[b, k] = 2.0 * (x1[b, k] - x0[b, k]) * inv_h - v0[b, k]
             fw[b, k] = m * gravity[k] + f_app[b, k]
-        # mid-point rotation: s |q_mid|², rot the rotation matrix of q_mid / |q_mid|
-        qm = (0.5 * (q0[b, 0] + q1[b, 0]), 0.5 * (q0[b, 1] + q1[b, 1]),
-              0.5 * (q0[b, 2] + q1[b, 2]), 0.5 * (q0[b, 3] + q1[b, 3]))
-        s = qm[0] * qm[0] + qm[1] * qm[1] + qm[2] * qm[2] + qm[3] * qm[3]
-        smid[b] = s
-        inv = 1.0 / np.sqrt(s)
-        quat_to_rot(qm[0] * inv, qm[1] * inv, qm[2] * inv, qm[3] * inv, rot[b])
-        for k in range(4):
-            Y[b, k] = 0.0
+            Y[b, k] = t_app[b, k]
+        for i in range(3):
+            for k in range(3):
+                rot[b, i, k] = 0.5 * (R0[b, i, k] + R[b, i, k])
         scale = max(scale, m * max(abs(v0[b, 0]), abs(v0[b, 1]), abs(v0[b, 2])),
                     max(abs(L0[b, 0]), abs(L0[b, 1]), abs(L0[b, 2])),
                     h * max(abs(fw[b, 0]), abs(fw[b, 1]), abs(fw[b, 2])))
-    # springs: discrete-gradient force on each end (pulling the ends together)
+    # springs: discrete-gradient force on each end (pulling the ends together), at the mean arm
     for sp in range(pi.shape[0]):
         a, bb = pi[sp, 0], pi[sp, 1]
         d0 = _spring_vec(pf, sp, a, bb, x0, q0)
@@ -278,36 +304,19 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
         f = (0.5 * coef * (d0[0] + d1[0]), 0.5 * coef * (d0[1] + d1[1]),
              0.5 * coef * (d0[2] + d1[2]))  # on end a, towards b
         if a >= 0:
-            _point_load(pf, sp, P_A, a, f, 1.0, q0, u, fw, Y)
+            _point_load(pf, sp, P_A, a, f, 1.0, rot, fw, Y)
         if bb >= 0:
-            _point_load(pf, sp, P_B, bb, f, -1.0, q0, u, fw, Y)
-    # per-body residuals; the rotational one as world moment m_b = rot r_L / (s (1+|u|²))
-    hh = 0.5 * h
+            _point_load(pf, sp, P_B, bb, f, -1.0, rot, fw, Y)
+    # per-body residuals (world): R1 L1 - R0 L0 - h T and m (v1 - v0) - h f
     for b in range(nb):
         m = tf[b, T_MASS]
-        uu = u[b, 0] ** 2 + u[b, 1] ** 2 + u[b, 2] ** 2
-        ub = (u[b, 0], u[b, 1], u[b, 2])
-        S = (L1[b, 0] + L0[b, 0], L1[b, 1] + L0[b, 1], L1[b, 2] + L0[b, 2])
-        D = (L1[b, 0] - L0[b, 0], L1[b, 1] - L0[b, 1], L1[b, 2] - L0[b, 2])
-        ud = ub[0] * D[0] + ub[1] * D[1] + ub[2] * D[2]
-        us = _cross(ub[0], ub[1], ub[2], S[0], S[1], S[2])
-        # torque load quaternion: - T_b o (1 + U), T_b the world torque in the body frame at t_n
-        tb = _rtv_q(q0, b, t_app[b, 0], t_app[b, 1], t_app[b, 2])
-        t = qmul_t(0.0, tb[0], tb[1], tb[2], 1.0, ub[0], ub[1], ub[2])
-        g = 2.0 / (1.0 + uu)
-        y = (g * (Y[b, 0] - t[0]), g * (Y[b, 1] - t[1]), g * (Y[b, 2] - t[2]),
-             g * (Y[b, 3] - t[3]))
-        im = _im_one_minus_u(ub, y)
-        r = ((1.0 - uu) * D[0] + 2.0 * us[0] + 2.0 * ud * ub[0] + hh * im[0],
-             (1.0 - uu) * D[1] + 2.0 * us[1] + 2.0 * ud * ub[1] + hh * im[1],
-             (1.0 - uu) * D[2] + 2.0 * us[2] + 2.0 * ud * ub[2] + hh * im[2])
-        w = 1.0 / (smid[b] * (1.0 + uu))
-        mw = _rv(rot[b], r[0] * w, r[1] * w, r[2] * w)
+        a1 = _rv(R[b], L1[b, 0], L1[b, 1], L1[b, 2])
+        a0 = _rv(R0[b], L0[b, 0], L0[b, 1], L0[b, 2])
         for k in range(3):
             Fs[b, 3 + k] = m * (v1[b, k] - v0[b, k]) - h * fw[b, k]
-            Fs[b, k] = mw[k]
-            mt[b, k] = smid[b] * mw[k]
-    # P^T r: leaves to root with the mid-point joint geometry
+            Fs[b, k] = a1[k] - a0[k] - h * Y[b, k]
+            mt[b, k] = a1[k]
+    # P^T r: leaves to root, the reactions' arms Rbar a from the centres to the joint points
     rnorm = 0.0
     for i in range(nb - 1, -1, -1):
         b = ti[i, I_ORDER]
@@ -318,42 +327,29 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
         f = (Fs[b, 3], Fs[b, 4], Fs[b, 5])
         mc = _cross(ac[0], ac[1], ac[2], f[0], f[1], f[2])
         mhat = (Fs[b, 0] - mc[0], Fs[b, 1] - mc[1], Fs[b, 2] - mc[2])
-        sb = smid[b]
         if kind == FREE6:
-            ml = _rtv(rot[b], Fs[b, 0], Fs[b, 1], Fs[b, 2])
             for k in range(3):
                 res[ov + k] = f[k]
-                res[ov + 3 + k] = sb * ml[k]
-                Nm[b, k] = sb * Fs[b, k]
+                res[ov + 3 + k] = Fs[b, k]
+                Nm[b, k] = Fs[b, k]
         else:
             for k in range(3):
-                Nm[b, k] = sb * mhat[k]
+                Nm[b, k] = mhat[k]
         if kind == SPHERICAL:
-            ml = _rtv(rot[b], mhat[0], mhat[1], mhat[2])
             for k in range(3):
-                res[ov + k] = sb * ml[k]
+                res[ov + k] = mhat[k]
         elif kind == REVOLUTE:
-            wt = _revolute_direction(tf, b, p, q0, q1)
-            ml = _rtv(rot[b], mhat[0], mhat[1], mhat[2])
-            res[ov] = sb * (wt[0] * ml[0] + wt[1] * ml[1] + wt[2] * ml[2])
+            wt = _rv(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            res[ov] = wt[0] * mhat[0] + wt[1] * mhat[1] + wt[2] * mhat[2]
         if p >= 0:
-            kappa = sb / smid[p]
             ap = _rv(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
             mp = _cross(ap[0], ap[1], ap[2], f[0], f[1], f[2])
             for k in range(3):
                 Fs[p, 3 + k] += f[k]
-                Fs[p, k] += kappa * mhat[k] + mp[k]
+                Fs[p, k] += mhat[k] + mp[k]
     for j in range(res.shape[0]):
         rnorm = max(rnorm, abs(res[j]))
     return rnorm / scale
-
-
-@jit
-def _rtv_q(q, b, a0, a1, a2):
-    """R(q_b)^T a for the unit quaternion row q[b]."""
-    c = qmul_t(q[b, 0], -q[b, 1], -q[b, 2], -q[b, 3], 0.0, a0, a1, a2)
-    c = qmul_t(c[0], c[1], c[2], c[3], q[b, 0], q[b, 1], q[b, 2], q[b, 3])
-    return c[1], c[2], c[3]
 
 
 @jit
@@ -375,64 +371,14 @@ def _spring_end(pf, sp, col, b, x, q):
 
 
 @jit
-def _point_load(pf, sp, col, b, f, sign, q0, u, fw, Y):
-    """A world force sign*f at body b's spring point: into fw, and F_b o (1+U) o C into Y."""
-    fb = _rtv_q(q0, b, sign * f[0], sign * f[1], sign * f[2])
+def _point_load(pf, sp, col, b, f, sign, rot, fw, Y):
+    """A world force sign*f at body b's spring point: into fw, its moment at the mean arm
+    Rbar a (Rbar = (R0 + R1)/2 in ``rot``) into Y."""
+    a = _rv(rot[b], pf[sp, col], pf[sp, col + 1], pf[sp, col + 2])
+    m = _cross(a[0], a[1], a[2], sign * f[0], sign * f[1], sign * f[2])
     for k in range(3):
         fw[b, k] += sign * f[k]
-    a = qmul_t(0.0, fb[0], fb[1], fb[2], 1.0, u[b, 0], u[b, 1], u[b, 2])
-    a = qmul_t(a[0], a[1], a[2], a[3], 0.0, pf[sp, col], pf[sp, col + 1], pf[sp, col + 2])
-    for k in range(4):
-        Y[b, k] += a[k]
-
-
-@jit
-def _revolute_direction(tf, b, p, q0, q1):
-    """w~ = sigma0 (sigma0 1 + [sigma_v]x)^-1 u_C at the mid-point (child frame).
-
-    sigma = r0* o p_mid* o c_mid; a relative rotation rate along w~ keeps both bilinear
-    revolute residuals e_i . vec(sigma) stationary, on and off the constraint manifold.
-    """
-    cm = (0.5 * (q0[b, 0] + q1[b, 0]), 0.5 * (q0[b, 1] + q1[b, 1]), 0.5 * (q0[b, 2] + q1[b, 2]),
-          0.5 * (q0[b, 3] + q1[b, 3]))
-    if p >= 0:
-        pm = (0.5 * (q0[p, 0] + q1[p, 0]), 0.5 * (q0[p, 1] + q1[p, 1]),
-              0.5 * (q0[p, 2] + q1[p, 2]), 0.5 * (q0[p, 3] + q1[p, 3]))
-    else:
-        pm = (1.0, 0.0, 0.0, 0.0)
-    rho = qmul_t(pm[0], -pm[1], -pm[2], -pm[3], cm[0], cm[1], cm[2], cm[3])
-    sg = qmul_t(tf[b, T_R0], -tf[b, T_R0 + 1], -tf[b, T_R0 + 2], -tf[b, T_R0 + 3], rho[0],
-                rho[1], rho[2], rho[3])
-    s0, s1, s2, s3 = sg
-    uc = (tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-    su = s1 * uc[0] + s2 * uc[1] + s3 * uc[2]
-    sxu = _cross(s1, s2, s3, uc[0], uc[1], uc[2])
-    n = 1.0 / (s0 * s0 + s1 * s1 + s2 * s2 + s3 * s3)
-    return ((s0 * s0 * uc[0] + su * s1 - s0 * sxu[0]) * n,
-            (s0 * s0 * uc[1] + su * s2 - s0 * sxu[1]) * n,
-            (s0 * s0 * uc[2] + su * s3 - s0 * sxu[2]) * n)
-
-
-@jit
-def _add_arm(K, F, ut, A, sign):
-    """K += sign [F]x G(A): G(A) dtheta is the change of a mid-point arm R(q_mid) a = A when
-    the body's end rotation turns by dtheta (world), G(A) = -1/2 ([A + ut x A]x + (ut.A) 1)."""
-    wx = _cross(ut[0], ut[1], ut[2], A[0], A[1], A[2])
-    w = (A[0] + wx[0], A[1] + wx[1], A[2] + wx[2])
-    fw = F[0] * w[0] + F[1] * w[1] + F[2] * w[2]
-    ua = ut[0] * A[0] + ut[1] * A[1] + ut[2] * A[2]
-    c = 0.5 * sign
-    # [F]x [w]x = w F^T - (F.w) 1
-    for i in range(3):
-        for j in range(3):
-            K[i, j] -= c * w[i] * F[j]
-        K[i, i] += c * fw
-    K[0, 1] += c * ua * F[2]
-    K[0, 2] -= c * ua * F[1]
-    K[1, 0] -= c * ua * F[2]
-    K[1, 2] += c * ua * F[0]
-    K[2, 0] += c * ua * F[1]
-    K[2, 1] -= c * ua * F[0]
+        Y[b, k] += m[k]
 
 
 @jit
@@ -463,9 +409,10 @@ def _turn_axes(q1, b, mu, mo, out):
 def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
     """Blocks of the Newton matrix (h/2) dres/dmu at the last residual evaluation.
 
-    dres/dmu = SL^T B SR + E SR over the tree: SL the joint columns of the residual (mid-point
-    axes, mid-point chain points), SR the motion of the t_{n+1} poses per unit of mu, B per
-    body, E per joint row.  Written: B into IA, SL, SR, and Cb (E = SL^T [Cb | 0]).
+    dres/dmu = SL^T B SR + E SR over the tree: SL the joint columns of the residual (axes at
+    the mean joint points), SR the motion of the t_{n+1} poses per unit of mu, B per body, E
+    per joint row.  Written: B into IA, SL, SR, and E into Cb (a 6x6 block per joint, its
+    rows the joint's residual rows).
     """
     R, rj = scr[0], scr[1]
     IA = scr[5]
@@ -474,107 +421,89 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
     mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
     nb = ti.shape[0]
     c = 0.5 * h
-    # mid-point chain: joint points rt and centres xt with the arms R(q_mid) a of the residual
-    for i in range(nb):
-        b = ti[i, I_ORDER]
-        p = ti[b, I_PARENT]
-        if ti[b, I_KIND] == FREE6:
-            for k in range(3):
-                rt[b, k] = x1[b, k]
-                xt[b, k] = x1[b, k]
-            continue
-        if p >= 0:
-            ap = _rv(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
-            for k in range(3):
-                rt[b, k] = xt[p, k] + smid[p] * ap[k]
-        else:
-            for k in range(3):
-                rt[b, k] = tf[b, T_AP + k]
-        ac = _rv(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
-        for k in range(3):
-            xt[b, k] = rt[b, k] - smid[b] * ac[k]
-    X, Md, Y3, Z = M3[0], M3[1], M3[2], M3[3]
+    Md, Y3, Z = M3[1], M3[2], M3[3]
     for b in range(nb):
         kind = ti[b, I_KIND]
-        p = ti[b, I_PARENT]
         ov = ti[b, I_VOFF]
         m = tf[b, T_MASS]
-        ub = (u[b, 0], u[b, 1], u[b, 2])
-        uu = ub[0] * ub[0] + ub[1] * ub[1] + ub[2] * ub[2]
-        # K = R(q_mid) dr/du du/dtheta: the own moment against the end rotation (world)
-        jh = (8.0 / h * tf[b, T_J], 8.0 / h * tf[b, T_J + 1], 8.0 / h * tf[b, T_J + 2])
-        S = (L1[b, 0] + L0[b, 0], L1[b, 1] + L0[b, 1], L1[b, 2] + L0[b, 2])
-        D = (L1[b, 0] - L0[b, 0], L1[b, 1] - L0[b, 1], L1[b, 2] - L0[b, 2])
-        ud = ub[0] * D[0] + ub[1] * D[1] + ub[2] * D[2]
+        wb = (u[b, 0], u[b, 1], u[b, 2])
+        # c drho/dtheta = R1 J (1 - [w]x + w w^T) R0^T - c [R1 L1]x, theta the world turn of
+        # the pose at t1
         for i in range(3):
             for j in range(3):
-                X[i, j] = -2.0 * D[i] * ub[j] + 2.0 * ub[i] * (D[j] + jh[j] * ub[j])
-                Md[i, j] = 0.5 * ub[i] * ub[j]
-            X[i, i] += (1.0 - uu) * jh[i] + 2.0 * ud
-            Md[i, i] += 0.25 * (1.0 - uu)
-        # - 2 [S]x + 2 [u]x Jh ;  Md = 1/4 ((1 - uu) 1 - 2 [u]x + 2 u u^T)
-        X[0, 1] += 2.0 * S[2] - 2.0 * ub[2] * jh[1]
-        X[0, 2] += -2.0 * S[1] + 2.0 * ub[1] * jh[2]
-        X[1, 0] += -2.0 * S[2] + 2.0 * ub[2] * jh[0]
-        X[1, 2] += 2.0 * S[0] - 2.0 * ub[0] * jh[2]
-        X[2, 0] += 2.0 * S[1] - 2.0 * ub[1] * jh[0]
-        X[2, 1] += -2.0 * S[0] + 2.0 * ub[0] * jh[1]
-        Md[0, 1] += 0.5 * ub[2]
-        Md[0, 2] -= 0.5 * ub[1]
-        Md[1, 0] -= 0.5 * ub[2]
-        Md[1, 2] += 0.5 * ub[0]
-        Md[2, 0] += 0.5 * ub[1]
-        Md[2, 1] -= 0.5 * ub[0]
+                Md[i, j] = wb[i] * wb[j]
+            Md[i, i] += 1.0
+        Md[0, 1] += wb[2]
+        Md[0, 2] -= wb[1]
+        Md[1, 0] -= wb[2]
+        Md[1, 2] += wb[0]
+        Md[2, 0] += wb[1]
+        Md[2, 1] -= wb[0]
         for i in range(3):
             for j in range(3):
-                Y3[i, j] = X[i, 0] * Md[0, j] + X[i, 1] * Md[1, j] + X[i, 2] * Md[2, j]
+                Y3[i, j] = tf[b, T_J + i] * Md[i, j]
         R0b = R0[b]
         for i in range(3):
             for j in range(3):
                 Z[i, j] = Y3[i, 0] * R0b[j, 0] + Y3[i, 1] * R0b[j, 1] + Y3[i, 2] * R0b[j, 2]
-        Kb = IA[b]
-        sr = smid[b]
+        Bb = IA[b]
+        R1b = R[b]
         for i in range(3):
             for j in range(3):
-                Kb[i, j] = sr * (rot[b, i, 0] * Z[0, j] + rot[b, i, 1] * Z[1, j]
-                                 + rot[b, i, 2] * Z[2, j])
-        # the turn of R(q_mid) in mt = R(q_mid) r, and the arms' turn against the subtree forces
-        ut = _rv(rot[b], ub[0], ub[1], ub[2])
+                Bb[i, j] = R1b[i, 0] * Z[0, j] + R1b[i, 1] * Z[1, j] + R1b[i, 2] * Z[2, j]
         mtb = (mt[b, 0], mt[b, 1], mt[b, 2])
-        # + G(mt), G of _add_arm
-        wx = _cross(ut[0], ut[1], ut[2], mtb[0], mtb[1], mtb[2])
-        w = (mtb[0] + wx[0], mtb[1] + wx[1], mtb[2] + wx[2])
-        ua = ut[0] * mtb[0] + ut[1] * mtb[1] + ut[2] * mtb[2]
-        Kb[0, 1] += 0.5 * w[2]
-        Kb[0, 2] -= 0.5 * w[1]
-        Kb[1, 0] -= 0.5 * w[2]
-        Kb[1, 2] += 0.5 * w[0]
-        Kb[2, 0] += 0.5 * w[1]
-        Kb[2, 1] -= 0.5 * w[0]
-        for i in range(3):
-            Kb[i, i] -= 0.5 * ua
-        F = (Fs[b, 3], Fs[b, 4], Fs[b, 5])
-        if kind != FREE6:
-            ac = _rv(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
-            _add_arm(Kb, F, ut, (sr * ac[0], sr * ac[1], sr * ac[2]), 1.0)
-        # E: the turn of this joint's own mid-point axes against N (the subtree moment)
-        N = (Nm[b, 0], Nm[b, 1], Nm[b, 2])
-        C = Cb[b]
-        nu_ = N[0] * ut[0] + N[1] * ut[1] + N[2] * ut[2]
+        Bb[0, 1] += c * mtb[2]
+        Bb[0, 2] -= c * mtb[1]
+        Bb[1, 0] -= c * mtb[2]
+        Bb[1, 2] += c * mtb[0]
+        Bb[2, 0] += c * mtb[1]
+        Bb[2, 1] -= c * mtb[0]
+        # the centre: x_mid x phi with phi = m (v1 - v0) - h f the body's own force residual
+        # gives, with y = x_mid - h phi / (4 m), [[- m [y]x [x1]x, m [y]x], [- m [x1]x, m 1]]
+        xe = (x1[b, 0], x1[b, 1], x1[b, 2])
+        ph = (m * (v1[b, 0] - v0[b, 0]) - h * fw[b, 0], m * (v1[b, 1] - v0[b, 1]) - h * fw[b, 1],
+              m * (v1[b, 2] - v0[b, 2]) - h * fw[b, 2])
+        y = (0.5 * (x0[b, 0] + xe[0]) - 0.25 * h * ph[0] / m,
+             0.5 * (x0[b, 1] + xe[1]) - 0.25 * h * ph[1] / m,
+             0.5 * (x0[b, 2] + xe[2]) - 0.25 * h * ph[2] / m)
+        yx = y[0] * xe[0] + y[1] * xe[1] + y[2] * xe[2]
+        # [y]x [x1]x = x1 y^T - (y.x1) 1
         for i in range(3):
             for j in range(3):
-                C[i, j] = -0.5 * c * ut[i] * N[j]
-            C[i, i] += 0.5 * c * nu_
-        C[0, 1] -= 0.5 * c * N[2]
-        C[0, 2] += 0.5 * c * N[1]
-        C[1, 0] += 0.5 * c * N[2]
-        C[1, 2] -= 0.5 * c * N[0]
-        C[2, 0] -= 0.5 * c * N[1]
-        C[2, 1] += 0.5 * c * N[0]
-        # columns
-        k = nv_of(kind)
+                Bb[i, j] -= m * xe[i] * y[j]
+                Bb[3 + i, 3 + j] = 0.0
+            Bb[i, i] += m * yx
+            Bb[3 + i, 3 + i] = m
+        Bb[0, 3], Bb[0, 4], Bb[0, 5] = 0.0, -m * y[2], m * y[1]
+        Bb[1, 3], Bb[1, 4], Bb[1, 5] = m * y[2], 0.0, -m * y[0]
+        Bb[2, 3], Bb[2, 4], Bb[2, 5] = -m * y[1], m * y[0], 0.0
+        Bb[3, 0], Bb[3, 1], Bb[3, 2] = 0.0, m * xe[2], -m * xe[1]
+        Bb[4, 0], Bb[4, 1], Bb[4, 2] = -m * xe[2], 0.0, m * xe[0]
+        Bb[5, 0], Bb[5, 1], Bb[5, 2] = m * xe[1], -m * xe[0], 0.0
+        # E: the mean joint point moves with half the motion of the joint point at t1, and the
+        # subtree force F acts there: c/2 [F]x (v_O - [r1]x theta), i.e. the rows
+        # c/2 [(F.r1) 1 - r1 F^T | [F]x] against the body's motion (theta, v_O)
+        F = (Fs[b, 3], Fs[b, 4], Fs[b, 5])
         r1 = (rj[b, 0], rj[b, 1], rj[b, 2])
-        rm = (rt[b, 0], rt[b, 1], rt[b, 2])
+        E = Cb[b]
+        for i in range(6):
+            for j in range(6):
+                E[i, j] = 0.0
+        e = 0.5 * c
+        fr = F[0] * r1[0] + F[1] * r1[1] + F[2] * r1[2]
+        o = 3 if kind == FREE6 else 0
+        if kind == FREE6 or kind == SPHERICAL:
+            for i in range(3):
+                for j in range(3):
+                    E[o + i, j] = -e * r1[i] * F[j]
+                E[o + i, i] += e * fr
+            E[o + 0, 4], E[o + 0, 5] = -e * F[2], e * F[1]
+            E[o + 1, 3], E[o + 1, 5] = e * F[2], -e * F[0]
+            E[o + 2, 3], E[o + 2, 4] = -e * F[1], e * F[0]
+        # columns
+        xm = (0.5 * (x0[b, 0] + xe[0]), 0.5 * (x0[b, 1] + xe[1]), 0.5 * (x0[b, 2] + xe[2]))
+        ac = _rv(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+        rm = (xm[0] + ac[0], xm[1] + ac[1], xm[2] + ac[2])
         if kind == FREE6:
             for kk in range(3):
                 for i in range(6):
@@ -584,45 +513,31 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
                 SR[b, 3 + kk, kk] = 1.0
             _turn_axes(q1, b, mu, ov + 3, Z)
             for kk in range(3):
-                _set_column(SL[b], 3 + kk, (rot[b, 0, kk], rot[b, 1, kk], rot[b, 2, kk]), rm)
+                _set_column(SL[b], 3 + kk, (1.0 if kk == 0 else 0.0, 1.0 if kk == 1 else 0.0,
+                                            1.0 if kk == 2 else 0.0), xm)
                 _set_column(SR[b], 3 + kk, (Z[0, kk], Z[1, kk], Z[2, kk]), r1)
         elif kind == SPHERICAL:
             _turn_axes(q1, b, mu, ov, Z)
             for kk in range(3):
-                _set_column(SL[b], kk, (rot[b, 0, kk], rot[b, 1, kk], rot[b, 2, kk]), rm)
+                _set_column(SL[b], kk, (1.0 if kk == 0 else 0.0, 1.0 if kk == 1 else 0.0,
+                                        1.0 if kk == 2 else 0.0), rm)
                 _set_column(SR[b], kk, (Z[0, kk], Z[1, kk], Z[2, kk]), r1)
         elif kind == REVOLUTE:
-            wt = _revolute_direction(tf, b, p, q0, q1)
-            _set_column(SL[b], 0, _rv(rot[b], wt[0], wt[1], wt[2]), rm)
-            _set_column(SR[b], 0, _rv(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2]), r1)
-    # arms of the children on their parents, then scale and add the translational coupling
-    for b in range(nb):
-        p = ti[b, I_PARENT]
-        if p >= 0:
-            up = _rv(rot[p], u[p, 0], u[p, 1], u[p, 2])
-            ap = _rv(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
-            sp = smid[p]
-            _add_arm(IA[p], (Fs[b, 3], Fs[b, 4], Fs[b, 5]), up,
-                     (sp * ap[0], sp * ap[1], sp * ap[2]), -1.0)
-    for b in range(nb):
-        m = tf[b, T_MASS]
-        Bb = IA[b]
-        xe = (x1[b, 0], x1[b, 1], x1[b, 2])
-        xm = (xt[b, 0], xt[b, 1], xt[b, 2])
-        xx = xm[0] * xe[0] + xm[1] * xe[1] + xm[2] * xe[2]
-        # B = [[c K - m [xm]x [xe]x, m [xm]x], [-m [xe]x, m 1]]; [a]x [b]x = b a^T - (a.b) 1
-        for i in range(3):
+            wt = _rv(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            n1 = _rv(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            _set_column(SL[b], 0, wt, rm)
+            _set_column(SR[b], 0, n1, r1)
+            # row w.N: the mean axis turns with half the child's turn, c/2 (n1 x N).theta, and the
+            # joint point term of the spherical rows seen along w
+            N = (Nm[b, 0], Nm[b, 1], Nm[b, 2])
+            nN = _cross(n1[0], n1[1], n1[2], N[0], N[1], N[2])
             for j in range(3):
-                Bb[i, j] = c * Bb[i, j] - m * xe[i] * xm[j]
-                Bb[3 + i, 3 + j] = 0.0
-            Bb[i, i] += m * xx
-            Bb[3 + i, 3 + i] = m
-        Bb[0, 3], Bb[0, 4], Bb[0, 5] = 0.0, -m * xm[2], m * xm[1]
-        Bb[1, 3], Bb[1, 4], Bb[1, 5] = m * xm[2], 0.0, -m * xm[0]
-        Bb[2, 3], Bb[2, 4], Bb[2, 5] = -m * xm[1], m * xm[0], 0.0
-        Bb[3, 0], Bb[3, 1], Bb[3, 2] = 0.0, m * xe[2], -m * xe[1]
-        Bb[4, 0], Bb[4, 1], Bb[4, 2] = -m * xe[2], 0.0, m * xe[0]
-        Bb[5, 0], Bb[5, 1], Bb[5, 2] = m * xe[1], -m * xe[0], 0.0
+                E[0, j] = e * nN[j] + e * (fr * wt[j] - (wt[0] * r1[0] + wt[1] * r1[1]
+                                                         + wt[2] * r1[2]) * F[j])
+            fxw = _cross(F[0], F[1], F[2], wt[0], wt[1], wt[2])
+            # w.(F x v) = (w x F).v = -(F x w).v
+            for j in range(3):
+                E[0, 3 + j] = -e * fxw[j]
 
 
 @jit
@@ -707,9 +622,8 @@ def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug):
                     t += Sl[m, col] * Ib[m, r]
                 Ub[r, col] = s
                 Wb[col, r] = t
-            for r in range(3):
-                Wb[col, r] += (Sl[0, col] * Cbb[0, r] + Sl[1, col] * Cbb[1, r]
-                               + Sl[2, col] * Cbb[2, r])
+            for r in range(6):
+                Wb[col, r] += Cbb[col, r]
         for r in range(k):
             for col in range(k):
                 s = 0.0
