@@ -146,7 +146,9 @@ from rtrigid.quat import qmul_t
 ACCEPT = 1e-9
 TIGHT = 1e-11
 STALLS = 2
-UPDATE_ROUNDOFF = 8.0 * np.finfo(np.float64).eps
+EPS = np.finfo(np.float64).eps
+UPDATE_ROUNDOFF = 8.0 * EPS
+FLOOR_MARGIN = 16.0  # the tolerances never go below this many times the residual's round-off
 LAM_MIN = 1.0 / 16.0
 GROWTH = 2.0
 REFRESH = 1e-5
@@ -264,7 +266,10 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
     """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, w (into ``u``), the mean rotation
     matrices Rbar = (R0 + R1)/2 (into ``rot``), and for the Newton matrix each body's R1 L1
     (mt) and the moment about its joint point of its subtree's residuals (Nm).  Needs the
-    rotation matrices at t_n in R0.  Returns the scaled norm."""
+    rotation matrices at t_n in R0.  Returns the scaled norm and the scaled round-off floor
+    of the translational rows: m (v1 - v0) takes x1 - x0 between positions of size |x|, which
+    carries eps |x| 2m/h per body into the subtree sums (a long chain far from its root has a
+    floor above a fixed relative tolerance)."""
     R, rj = scr[0], scr[1]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
@@ -274,6 +279,7 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
     forward_kinematics(tf, ti, Q1, x1, q1, R, rj)
     inv_h = 1.0 / h
     scale = 1e-300
+    floor = 0.0
     for b in range(nb):
         # w = tan(phi/2) n of the turn q0* o q1 (body frame); Cayley vector 2 w = h/2 J^-1 (L0+L1)
         c = qmul_t(q0[b, 0], -q0[b, 1], -q0[b, 2], -q0[b, 3], q1[b, 0], q1[b, 1], q1[b, 2],
@@ -289,6 +295,8 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
         for i in range(3):
             for k in range(3):
                 rot[b, i, k] = 0.5 * (R0[b, i, k] + R[b, i, k])
+        floor += 2.0 * m * inv_h * EPS * (max(abs(x0[b, 0]), abs(x0[b, 1]), abs(x0[b, 2]))
+                                          + max(abs(x1[b, 0]), abs(x1[b, 1]), abs(x1[b, 2])))
         scale = max(scale, m * max(abs(v0[b, 0]), abs(v0[b, 1]), abs(v0[b, 2])),
                     max(abs(L0[b, 0]), abs(L0[b, 1]), abs(L0[b, 2])),
                     h * max(abs(fw[b, 0]), abs(fw[b, 1]), abs(fw[b, 2])))
@@ -349,7 +357,7 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
                 Fs[p, k] += mhat[k] + mp[k]
     for j in range(res.shape[0]):
         rnorm = max(rnorm, abs(res[j]))
-    return rnorm / scale
+    return rnorm / scale, floor / scale
 
 
 @jit
@@ -757,7 +765,10 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
     lam = 1.0
     done = False
     for it in range(max_iter + 1):
-        rnorm = _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr, em, jx)
+        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr,
+                                 em, jx)
+        tight = max(TIGHT, FLOOR_MARGIN * floor)
+        accept = max(ACCEPT, FLOOR_MARGIN * floor)
         if (not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT and lam > LAM_MIN:
             # the step made the residual worse: take half of it instead (from the same matrix)
             lam *= 0.5
@@ -778,9 +789,9 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
             stalls = 0
         else:
             stalls += 1
-        if rnorm == 0.0 or (best < TIGHT and stalls >= STALLS) or (
-                best < ACCEPT and stalls > STALLS) or (
-                rnorm < ACCEPT and min(update, left) <= UPDATE_ROUNDOFF * size):
+        if rnorm == 0.0 or (best < tight and stalls >= STALLS) or (
+                best < accept and stalls > STALLS) or (
+                rnorm < accept and min(update, left) <= UPDATE_ROUNDOFF * size):
             stats[STAT_ITERS] += it
             stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
             done = True
