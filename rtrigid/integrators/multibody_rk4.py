@@ -12,13 +12,21 @@ at velocity level exactly, so ``constraint_error()`` stays at round-off.
 from rtrigid._jit import jit
 from rtrigid.integrators.common import NONFINITE, OK, STAT_STEPS, all_finite
 from rtrigid.multibody import (
-    accelerations,
+    T_J,
+    _keep,
+    articulated_factor,
+    articulated_solve,
+    bias_forces,
+    body_rates,
     carve,
     coordinate_rates,
+    geometry,
+    joint_forces,
+    joint_velocities,
     normalize_coordinates,
     open_buffers,
-    refresh_bodies,
     state_views,
+    world_loads,
 )
 from rtrigid.multibody import work_size as _mb_work_size
 
@@ -31,14 +39,24 @@ def work_size(nb, nq, nv):
 
 @jit
 def step(n, dt, F, I):
-    """Advance ``n`` steps of size ``dt`` (the kernel convention of integrators/common)."""
+    """Advance ``n`` steps of size ``dt`` (the kernel convention of integrators/common).
+
+    The stages call the recursion's passes directly, on arrays taken out of the buffers once
+    per call: a view made or a tuple of arrays handed on inside the loop costs reference counts
+    (atomic operations) on every stage, which was a third of the step on small chains.  The
+    stage derivative goes to one pair of arrays (dQ, dnu) and is summed at once with its RK4
+    weight, in the order of the textbook formula (so the result is bit for bit the same).
+    """
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
     f_app = A[0:3 * nb].reshape((nb, 3))
     t_app = A[3 * nb:6 * nb].reshape((nb, 3))
     scratch = carve(work, nb, nq, nv)
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
     Q0, nu0, kQ, knu, Qs, nus = scratch[14:20]
+    dQ, dnu, sQ, snu = kQ[0], knu[0], kQ[1], knu[1]
+    status = OK
     for _ in range(n):
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
@@ -47,34 +65,48 @@ def step(n, dt, F, I):
         for i in range(nv):
             nu0[i] = nu[i]
         for st in range(4):
-            if st == 0:
-                for i in range(nq):
-                    Qs[i] = Q0[i]
-                for i in range(nv):
-                    nus[i] = nu0[i]
-            else:
-                c = dt if st == 3 else 0.5 * dt
-                for i in range(nq):
-                    Qs[i] = Q0[i] + c * kQ[st - 1, i]
-                for i in range(nv):
-                    nus[i] = nu0[i] + c * knu[st - 1, i]
-            coordinate_rates(ti, Qs, nus, kQ[st])
-            if not accelerations(gravity, tf, pf, ti, pi, Qs, nus, x, q, f_app, t_app, scratch,
-                                 knu[st]):
-                for i in range(S.shape[0]):
-                    S[i] = S_prev[i]
-                return NONFINITE
-        for i in range(nq):
-            Qg[i] = Q0[i] + dt * (RK4_WEIGHTS[0] * kQ[0, i] + RK4_WEIGHTS[1] * kQ[1, i]
-                                  + RK4_WEIGHTS[2] * kQ[2, i] + RK4_WEIGHTS[3] * kQ[3, i])
-        for i in range(nv):
-            nu[i] = nu0[i] + dt * (RK4_WEIGHTS[0] * knu[0, i] + RK4_WEIGHTS[1] * knu[1, i]
-                                   + RK4_WEIGHTS[2] * knu[2, i] + RK4_WEIGHTS[3] * knu[3, i])
-        normalize_coordinates(ti, Qg)
-        refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, scratch)
-        if not all_finite(S):
+            # stage input from the previous stage's derivative (dQ, dnu still hold it)
+            c = 0.0 if st == 0 else (dt if st == 3 else 0.5 * dt)
+            for i in range(nq):
+                Qs[i] = Q0[i] + c * dQ[i] if st > 0 else Q0[i]
+            for i in range(nv):
+                nus[i] = nu0[i] + c * dnu[i] if st > 0 else nu0[i]
+            coordinate_rates(ti, Qs, nus, dQ)
+            geometry(tf, ti, Qs, x, q, R, rj, G)
+            joint_velocities(ti, G, nus, V, cb)
+            world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
+            bias_forces(tf, ti, R, G, V, fext, pA)
+            joint_forces(tf, ti, Qs, nus, tau)
+            if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
+                status = NONFINITE
+                break
+            articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, dnu)
+            wt = RK4_WEIGHTS[st]
+            for i in range(nq):
+                sQ[i] = sQ[i] + wt * dQ[i] if st > 0 else wt * dQ[i]
+            for i in range(nv):
+                snu[i] = snu[i] + wt * dnu[i] if st > 0 else wt * dnu[i]
+        if status == OK:
+            for i in range(nq):
+                Qg[i] = Q0[i] + dt * sQ[i]
+            for i in range(nv):
+                nu[i] = nu0[i] + dt * snu[i]
+            normalize_coordinates(ti, Qg)
+            geometry(tf, ti, Qg, x, q, R, rj, G)
+            joint_velocities(ti, G, nu, V, cb)
+            body_rates(ti, R, G, V, v, w)
+            for b in range(nb):
+                for k in range(3):
+                    L[b, k] = tf[b, T_J + k] * w[b, k]
+            if not all_finite(S):
+                status = NONFINITE
+        if status != OK:
             for i in range(S.shape[0]):  # S_prev holds the whole consistent state
                 S[i] = S_prev[i]
-            return NONFINITE
+            break
         stats[STAT_STEPS] += 1
-    return OK
+    # one exit, every array used up to it: see multibody._keep
+    _keep(gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, Qg, nu, x, q, v, w, L, f_app,
+          t_app, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, dQ, dnu, sQ,
+          snu, Qs, nus)
+    return status
