@@ -737,6 +737,19 @@ def _predict(dt, ti, Qg, nu, Qg_prev, nu_prev, Qs, pred):
 
 
 @jit
+def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
+    """The state at t_n, copied where the residual and the Newton matrix read it."""
+    for b in range(x.shape[0]):
+        for k in range(3):
+            x0[b, k] = x[b, k]
+            v0[b, k] = v[b, k]
+            L0[b, k] = L[b, k]
+        for k in range(4):
+            q0[b, k] = q[b, k]
+        quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R0[b])
+
+
+@jit
 def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q, v, w, L,
                 scr, em, jx, rates, stats):
     """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
@@ -747,14 +760,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
     mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
     nb = ti.shape[0]
     nv = mu.shape[0]
-    for b in range(nb):
-        for k in range(3):
-            x0[b, k] = x[b, k]
-            v0[b, k] = v[b, k]
-            L0[b, k] = L[b, k]
-        for k in range(4):
-            q0[b, k] = q[b, k]
-        quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R0[b])
+    _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = h * rates[j]
     best = np.inf
@@ -893,14 +899,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     jx = _jac_carve(work, nb, nq, nv)
     x0, v0, L0, q0, mu, res = em[0], em[1], em[2], em[8], em[13], em[15]
     mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
-    for b in range(nb):
-        for k in range(3):
-            x0[b, k] = x[b, k]
-            v0[b, k] = v[b, k]
-            L0[b, k] = L[b, k]
-        for k in range(4):
-            q0[b, k] = q[b, k]
-        quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R0[b])
+    _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = mu_in[j]
     _residual(dt, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr, em, jx)
