@@ -817,7 +817,7 @@ def work_layout(nb, nq, nv):
     return (("R", (nb, 3, 3)), ("rj", (nb, 3)), ("G", (nb, JOINT_ROWS, 3)), ("V", (nb, 6)),
             ("cb", (nb, 6)), ("IA", (nb, 6, 6)), ("U", (nb, 6, 6)), ("Dinv", (nb, 6, 6)),
             ("W", (nb, 6, 6)), ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
-            ("tau", (nv,)), ("Q0", (nq,)), ("nu0", (nv,)), ("kQ", (4, nq)), ("knu", (4, nv)),
+            ("tau", (nv,)), ("Q0", (nq,)), ("nu0", (nv,)), ("kQ", (2, nq)), ("knu", (2, nv)),
             ("Qs", (nq,)), ("nus", (nv,)), ("nudot", (nv,)))
 
 
@@ -842,7 +842,7 @@ def model_sizes(nb, ns):
 @jit
 def base_work_size(nb, nq, nv):
     """Length of the scratch of :func:`work_layout` (its sum; a test checks the two agree)."""
-    return (186 + 3 * JOINT_ROWS) * nb + 36 + 6 * nq + 8 * nv
+    return (186 + 3 * JOINT_ROWS) * nb + 36 + 4 * nq + 6 * nv
 
 
 def work_size(nb, nq, nv):
@@ -924,10 +924,10 @@ def carve(work, nb, nq, nv):
     o += nq
     nu0 = work[o:o + nv]
     o += nv
-    kQ = work[o:o + 4 * nq].reshape((4, nq))
-    o += 4 * nq
-    knu = work[o:o + 4 * nv].reshape((4, nv))
-    o += 4 * nv
+    kQ = work[o:o + 2 * nq].reshape((2, nq))  # RK4: a stage's derivative, and the sum
+    o += 2 * nq
+    knu = work[o:o + 2 * nv].reshape((2, nv))
+    o += 2 * nv
     Qs = work[o:o + nq]
     o += nq
     nus = work[o:o + nv]
