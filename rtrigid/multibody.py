@@ -672,24 +672,30 @@ def articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot):
     _keep(tau, U)  # see _keep
 
 
+@jit_inline
+def coordinate_slots(ti, b):
+    """(n, qo, wo) of body b's inbound joint: n plain coordinates at its I_QOFF whose rates are
+    at its I_VOFF, then a unit quaternion at qo whose angular rate is at wo (qo = -1: none)."""
+    kind = ti[b, I_KIND]
+    o = ti[b, I_QOFF]
+    ov = ti[b, I_VOFF]
+    if kind == FREE6:
+        return 3, o + 3, ov + 3
+    if kind == SPHERICAL:
+        return 0, o, ov
+    return nv_of(kind), -1, -1
+
 
 @jit
 def coordinate_rates(ti, Qg, nu, Qdot):
     """Qdot from nu: qdot = 1/2 q o (0, Omega) for quaternions (002 (42)), else the rate."""
-    nb = ti.shape[0]
-    for b in range(nb):
-        kind = ti[b, I_KIND]
+    for b in range(ti.shape[0]):
+        n, qo, wo = coordinate_slots(ti, b)
         o = ti[b, I_QOFF]
         ov = ti[b, I_VOFF]
-        if kind == FREE6:
-            for k in range(3):
-                Qdot[o + k] = nu[ov + k]
-            qo, wo = o + 3, ov + 3
-        elif kind == SPHERICAL:
-            qo, wo = o, ov
-        else:
-            for k in range(nv_of(kind)):
-                Qdot[o + k] = nu[ov + k]
+        for k in range(n):
+            Qdot[o + k] = nu[ov + k]
+        if qo < 0:
             continue
         d = qmul_t(Qg[qo], Qg[qo + 1], Qg[qo + 2], Qg[qo + 3], 0.0, nu[wo], nu[wo + 1],
                    nu[wo + 2])
@@ -700,14 +706,9 @@ def coordinate_rates(ti, Qg, nu, Qdot):
 @jit
 def normalize_coordinates(ti, Qg):
     """The cheap projection 002 (63) on every quaternion among the coordinates."""
-    nb = ti.shape[0]
-    for b in range(nb):
-        kind = ti[b, I_KIND]
-        if kind == FREE6:
-            o = ti[b, I_QOFF] + 3
-        elif kind == SPHERICAL:
-            o = ti[b, I_QOFF]
-        else:
+    for b in range(ti.shape[0]):
+        _, o, _ = coordinate_slots(ti, b)
+        if o < 0:
             continue
         n = np.sqrt(Qg[o] ** 2 + Qg[o + 1] ** 2 + Qg[o + 2] ** 2 + Qg[o + 3] ** 2)
         for k in range(4):
@@ -947,16 +948,15 @@ def geometry(tf, ti, Qg, x, q, R, rj, G):
 
 
 @jit
-def refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, scratch):
-    """Write the bodies' x, q, v, w, L from (Qg, nu)."""
-    R, rj, G, V, cb = scratch[:5]
+def refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb):
+    """Write the bodies' x, q, v, w, L from (Qg, nu) (R, rj, G, V, cb: scratch of carve)."""
     geometry(tf, ti, Qg, x, q, R, rj, G)
     joint_velocities(ti, G, nu, V, cb)
     body_rates(ti, R, G, V, v, w)
     for b in range(ti.shape[0]):
         for k in range(3):
             L[b, k] = tf[b, T_J + k] * w[b, k]
-    _keep(tf, ti, Qg, nu, x, q, v, w, L, scratch, R, rj, G, V, cb)  # see _keep
+    _keep(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)  # see _keep
 
 
 # -- building the tree from a Model -------------------------------------------------------------

@@ -108,7 +108,7 @@ class MultibodySimulation(Simulation):
     def _sync(self, teleport=True):
         """Rewrite the bodies' views from (Qg, nu); a teleport also resets the previous pose."""
         refresh_bodies(self._tf, self._ti, self.Qg, self.nu, self.x, self.q, self.v, self.w,
-                       self._L, self._scratch())
+                       self._L, *self._scratch()[:5])
         if teleport:
             self._S_prev[:] = self._S
 
@@ -307,7 +307,7 @@ class MultibodySimulation(Simulation):
                 self.nu[:] = 0.0
                 self.nu[j] = 1.0
                 refresh_bodies(self._tf, self._ti, self.Qg, self.nu, self.x, self.q, self.v,
-                               self.w, self._L, self._scratch())
+                               self.w, self._L, *self._scratch()[:5])
                 for b in range(self.nb):
                     T[7 * b:7 * b + 3, j] = self.v[b]
                     T[7 * b + 3:7 * b + 7, j] = 0.5 * quat.mul(self.q[b], np.r_[0.0, self.w[b]])

@@ -134,6 +134,7 @@ from rtrigid.multibody import (
     _rv,
     base_work_size,
     carve,
+    coordinate_slots,
     forward_kinematics,
     normalize_coordinates,
     nv_of,
@@ -240,20 +241,13 @@ def _cay(a0, a1, a2):
 @jit
 def _update_coordinates(ti, Q0, mu, Q1):
     """Q1 = F(Q0, mu) of the module docstring."""
-    nb = ti.shape[0]
-    for b in range(nb):
-        kind = ti[b, I_KIND]
+    for b in range(ti.shape[0]):
+        n, qo, mo = coordinate_slots(ti, b)
         o = ti[b, I_QOFF]
         ov = ti[b, I_VOFF]
-        if kind == FREE6:
-            for k in range(3):
-                Q1[o + k] = Q0[o + k] + mu[ov + k]
-            qo, mo = o + 3, ov + 3
-        elif kind == SPHERICAL:
-            qo, mo = o, ov
-        else:
-            for k in range(nv_of(kind)):
-                Q1[o + k] = Q0[o + k] + mu[ov + k]
+        for k in range(n):
+            Q1[o + k] = Q0[o + k] + mu[ov + k]
+        if qo < 0:
             continue
         c = _cay(0.25 * mu[mo], 0.25 * mu[mo + 1], 0.25 * mu[mo + 2])
         s = qmul_t(Q0[qo], Q0[qo + 1], Q0[qo + 2], Q0[qo + 3], c[0], c[1], c[2], c[3])
