@@ -5,13 +5,13 @@ import argparse
 import sys
 
 from demos import DEMOS, names
-from rtrigid.integrators import INTEGRATORS
+from rtrigid import integrators
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m demos", description=__doc__)
     p.add_argument("name", nargs="?", help="demo to run; without it, list the demos")
-    p.add_argument("--integrator", default="energy_momentum", choices=list(INTEGRATORS))
+    p.add_argument("--integrator", default="energy_momentum", choices=integrators.names())
     p.add_argument("--dt", type=float, default=None)
     p.add_argument("--headless", action="store_true", help="render offscreen and print figures")
     p.add_argument("--frames", type=int, default=240, help="frames when headless (1/60 s each)")

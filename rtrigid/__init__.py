@@ -3,9 +3,21 @@
     import rtrigid as rt
     sim = rt.scenarios.build("gyro_top", integrator="energy_momentum", dt=0.001)
     sim.step(1000)
-"""
-from rtrigid import quat, scenarios
-from rtrigid.model import Model
-from rtrigid.simulation import Simulation, SimulationError
 
-__all__ = ["Model", "Simulation", "SimulationError", "quat", "scenarios"]
+Layout (each package's docstring says more):
+
+- :mod:`rtrigid.model`, :mod:`rtrigid.joints`: describing a system (bodies, the joint-kind table)
+- :mod:`rtrigid.simulation`: the one Simulation façade; :mod:`rtrigid.integrators`: the registry
+- :mod:`rtrigid.backends`: the engines (``bodies``, ``tree``) with their kernels
+- :mod:`rtrigid.maths`: quaternions and small linear algebra for the kernels
+- :mod:`rtrigid.io`: the paced real-time runner and the lock-step HIL server
+- :mod:`rtrigid.tools`: benchmarks, the accuracy study, the MuJoCo and scipy references
+- :mod:`rtrigid.scenarios`, :mod:`rtrigid.cli`: ready-made systems and the command line
+"""
+from rtrigid import integrators, scenarios
+from rtrigid.maths import quat
+from rtrigid.model import Model
+from rtrigid.simulation import Simulation, SimulationError, Snapshot
+
+__all__ = ["Model", "Simulation", "SimulationError", "Snapshot", "integrators", "quat",
+           "scenarios"]

@@ -8,8 +8,10 @@ compiler or on a read-only install).  The pure-Python body of any kernel stays r
 """
 import functools
 import os
+import sys
 
 import numba
+import numba.core.event
 
 CACHE = os.environ.get("RTRIGID_NO_CACHE", "") not in ("1", "true", "yes")
 
@@ -19,3 +21,32 @@ jit = functools.partial(numba.njit, cache=CACHE, fastmath=False, error_model="nu
 # real call updates a reference count for every array argument, which cost ~30 ns per array
 # per call here (a 17-array right-hand side call: ~0.5 us) -- more than the arithmetic.
 jit_inline = functools.partial(jit, inline="always")
+
+
+class _CompileNotice(numba.core.event.Listener):
+    """Says once, on stderr, that numba is compiling (which only happens on a cache miss)."""
+
+    def __init__(self, stream):
+        self.stream, self.said = stream, False
+
+    def on_start(self, event):
+        if not self.said:
+            self.said = True
+            where = (os.environ.get("NUMBA_CACHE_DIR")
+                     or "__pycache__ folders beside rtrigid's sources")
+            if not CACHE:
+                where = "nowhere: RTRIGID_NO_CACHE is set"
+            print(f"rtrigid: compiling numba kernels on first use (up to about half a minute "
+                  f"on 2 cores; cached in {where}) ...", file=self.stream, flush=True)
+
+    def on_end(self, event):
+        pass
+
+
+def compile_notice(stream=None):
+    """A context in which the first numba compilation prints one line on ``stream`` (stderr).
+
+    Loading a kernel from the on-disk cache is no compilation and prints nothing.
+    """
+    return numba.core.event.install_listener("numba:compile",
+                                             _CompileNotice(stream or sys.stderr))

@@ -1,16 +1,32 @@
-"""The ``rtrigid`` command: run, list, bench, serve, view."""
+"""The ``rtrigid`` command: run, list, bench, serve -- and commands other packages add.
+
+A package adds a command through the entry-point group ``rtrigid.commands``: each entry is a
+function ``add(subparsers)`` that adds its sub-parser (the viewer adds ``view`` this way, so
+rtrigid itself never imports it).  Every user mistake ends in one line on stderr and exit
+code 2.
+"""
 from __future__ import annotations
 
 import argparse
 import ast
 import json
 import sys
+from importlib.metadata import entry_points
 
-from rtrigid import scenarios
-from rtrigid.integrators import INTEGRATORS
+from rtrigid import integrators, scenarios
+from rtrigid._jit import compile_notice
+from rtrigid.simulation import SimulationError
 
 
-def _param(text):
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2), as every other mistake gets."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def parse_param(text):
     """KEY=VALUE with VALUE a Python literal (number, tuple, list) or a bare string."""
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
@@ -19,6 +35,25 @@ def _param(text):
         return key, ast.literal_eval(value)
     except (ValueError, SyntaxError):
         return key, value
+
+
+def add_scenario_arguments(parser, what="scenario"):
+    """The arguments every command that builds a scenario takes (see :func:`build_scenario`)."""
+    parser.add_argument("scenario", choices=scenarios.names(), metavar="SCENARIO",
+                        help=f"the {what} to build (rtrigid list shows them)")
+    parser.add_argument("--integrator", default="energy_momentum", choices=integrators.names(),
+                        metavar="NAME", help="integrator (rtrigid list shows which fit which "
+                        "scenario; default energy_momentum)")
+    parser.add_argument("--dt", type=float, default=None,
+                        help="step size (scenario default if omitted)")
+    parser.add_argument("--set", type=parse_param, action="append", metavar="KEY=VALUE",
+                        help="scenario parameter, e.g. --set omega_p=12")
+
+
+def build_scenario(args):
+    """The Simulation that :func:`add_scenario_arguments`' arguments describe."""
+    return scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt,
+                           **dict(args.set or []))
 
 
 def _print_run(r):
@@ -55,13 +90,13 @@ def _print_run(r):
 
 
 def cmd_run(args):
-    from rtrigid.diagnostics import run_measured
+    from rtrigid.tools.diagnostics import run_measured
 
     params = dict(args.set or [])
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt, **params)
     t_end = sim.info["t_end"] if args.t_end is None else args.t_end
     if args.realtime:
-        from rtrigid.realtime import run_main
+        from rtrigid.io.realtime import run_main
 
         return run_main(sim, t_end if args.duration is None else args.duration, args.json,
                         args.rt_priority)
@@ -74,70 +109,69 @@ def cmd_run(args):
 
 
 def cmd_list(args):
+    from rtrigid.tools.diagnostics import format_table
+
+    rows = [("scenario", "dt", "t_end", "integrators", "what it is")]
     for name in scenarios.names():
         dt, t_end = scenarios.defaults(name)
+        fits = scenarios.integrators_for(name)
+        rows.append((name, f"{dt:g}", f"{t_end:g}",
+                     "all" if len(fits) == len(integrators.names()) else ", ".join(fits),
+                     scenarios.describe(name)))
+    print("\n".join(format_table(rows, "<" * 5)))
+    print("\nparameters (--set KEY=VALUE):")
+    for name in scenarios.names():
         params = ", ".join(f"{k}={v!r}" for k, v in scenarios.parameters(name).items())
-        print(f"{name:14s} dt={dt:g} t_end={t_end:g}  {params}")
-    print("integrators: " + ", ".join(INTEGRATORS))
+        print(f"  {name}: {params}")
+    print("\nintegrators:")
+    for line in format_table([(i.name, i.summary) for i in integrators.REGISTRY.values()]):
+        print("  " + line)
     return 0
 
 
 def cmd_bench(args):
     if args.accuracy:
-        from rtrigid.accuracy import main as accuracy_main
+        from rtrigid.tools.accuracy import main as accuracy_main
 
         return accuracy_main(args)
     if args.realtime:
-        from rtrigid.realtime_bench import main as bench_main
+        from rtrigid.tools.realtime_bench import main as bench_main
     else:
-        from rtrigid.bench import main as bench_main
+        from rtrigid.tools.bench import main as bench_main
 
     return bench_main(args)
 
 
 def cmd_serve(args):
-    from rtrigid.hil import serve_main
+    from rtrigid.io.hil import serve_main
 
     return serve_main(args)
 
 
-def cmd_view(args):
-    # the viewer (pyglet, moderngl) is imported only here: rtrigid itself never needs it
-    try:
-        from viewer.cli import view_command
-    except ImportError as exc:
-        print(f"rtrigid view: the viewer is not available ({exc}); install the extras with "
-              'pip install -e ".[viewer]" from a checkout of rtrigid', file=sys.stderr)
-        return 2
-    return view_command(args)
+def _add_plugin_commands(sub):
+    """Commands of other packages (entry-point group ``rtrigid.commands``)."""
+    added = set()
+    for ep in entry_points(group="rtrigid.commands"):
+        ep.load()(sub)
+        added.add(ep.name)
+    if "view" not in added:
+        v = sub.add_parser("view", help="the OpenGL viewer (not installed)")
+        v.add_argument("rest", nargs=argparse.REMAINDER)
+        v.set_defaults(func=_viewer_missing)
 
 
-def add_view_parser(sub):
-    v = sub.add_parser("view", help="show a scenario in the OpenGL viewer (or render it headless)")
-    v.add_argument("scenario", choices=scenarios.names())
-    v.add_argument("--integrator", default="energy_momentum", choices=list(INTEGRATORS))
-    v.add_argument("--dt", type=float, default=None, help="step size (scenario default if omitted)")
-    v.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE",
-                   help="scenario parameter, e.g. --set omega_p=12")
-    v.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second")
-    v.add_argument("--headless", action="store_true", help="render offscreen, no window")
-    v.add_argument("--frames", type=int, default=120, help="frames to draw when headless (1/60 s each)")
-    v.add_argument("--screenshot", default=None, help="headless: write the last frame to this PNG")
-    v.add_argument("--width", type=int, default=None)
-    v.add_argument("--height", type=int, default=None)
-    v.set_defaults(func=cmd_view)
+def _viewer_missing(args):
+    print('rtrigid view: the viewer is not installed; install it with pip install -e '
+          '".[viewer]" from a checkout of rtrigid', file=sys.stderr)
+    return 2
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="rtrigid", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="rtrigid", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="run a scenario headless and print its figures")
-    r.add_argument("scenario", choices=scenarios.names())
-    r.add_argument("--integrator", default="energy_momentum", choices=list(INTEGRATORS))
-    r.add_argument("--dt", type=float, default=None, help="step size (scenario default if omitted)")
+    add_scenario_arguments(r)
     r.add_argument("--t-end", type=float, default=None, help="simulated duration in seconds")
-    r.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE",
-                   help="scenario parameter, e.g. --set omega_p=12")
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
     r.add_argument("--realtime", action="store_true",
                    help="pace the run to the wall clock (one step per dt) and report deadlines")
@@ -167,14 +201,9 @@ def build_parser():
                    help="--realtime: also measure under SCHED_FIFO priority N (0: skip)")
     b.set_defaults(func=cmd_bench)
     sv = sub.add_parser("serve", help="serve a scenario to lock-step clients (rtrigid.hil)")
-    sv.add_argument("scenario", choices=scenarios.names())
+    add_scenario_arguments(sv, "scenario to serve")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=5757, help="TCP port (0: any free port)")
-    sv.add_argument("--integrator", default="energy_momentum", choices=list(INTEGRATORS))
-    sv.add_argument("--dt", type=float, default=None,
-                    help="step size (scenario default if omitted)")
-    sv.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE",
-                    help="scenario parameter, e.g. --set omega_p=12")
     sv.add_argument("--unix", default=None, metavar="PATH",
                     help="listen on a Unix-domain socket at PATH instead of TCP (same host)")
     sv.add_argument("--spin", type=float, default=0.0, metavar="S",
@@ -184,17 +213,21 @@ def build_parser():
     sv.add_argument("--rt-priority", type=int, default=0, metavar="N",
                     help="serve under SCHED_FIFO priority N (Linux, needs CAP_SYS_NICE)")
     sv.set_defaults(func=cmd_serve)
-    add_view_parser(sub)
+    _add_plugin_commands(sub)
     return p
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
-    except ValueError as exc:
+        with compile_notice():
+            return args.func(args)
+    except (ValueError, SimulationError) as exc:
         print(f"rtrigid: error: {exc}", file=sys.stderr)
-        return 2
+    except OSError as exc:  # a busy port, a file that cannot be written
+        print(f"rtrigid: error: {exc.strerror or exc}"
+              f"{': ' + str(exc.filename) if exc.filename else ''}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

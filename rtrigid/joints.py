@@ -1,8 +1,29 @@
-"""Joint kinds as holonomic constraints on the maximal coordinates (x, p) of two bodies.
+"""Joint kinds: the one table of what each kind is, and what each means as a constraint.
 
-The kernels never evaluate these: they step generalized coordinates, in which the joints hold
-by construction.  These functions are the independent statement of what each joint means;
-:meth:`Simulation.constraint_error` reports them and the tests differentiate them (complex
+:data:`KINDS` is the table every other part reads: the model builder (which kinds exist,
+which take an axis or a spring), the tree backend (coordinate and rate counts, the integer
+codes its kernels branch on), the integrator registry (which scheme supports which kind) and
+the simulation's joint queries.  Adding a kind is one entry here plus its kernel branches in
+:mod:`rtrigid.backends.tree.kinematics` (forward kinematics and motion columns).
+
+Generalized coordinates and rates per kind (the frames are those of the tree backend):
+
+=========== ==== ==== ==================================== ==================================
+kind        nq   nv   coordinates                          rates
+=========== ==== ==== ==================================== ==================================
+free        7    6    x (world), q (unit quaternion)       v (world), Omega (body frame)
+spherical   4    3    relative unit quaternion             relative angular velocity (child)
+revolute    1    1    angle about the axis                 its rate
+prismatic   1    1    slide along the axis                 its rate
+cylindrical 2    2    angle, slide                         their rates
+planar      3    3    angle about the normal, 2 slides     their rates
+fixed       0    0    --                                   --
+=========== ==== ==== ==================================== ==================================
+
+The residual functions below are the independent statement of each joint as a holonomic
+constraint on the maximal coordinates (x, p) of two bodies.  The kernels never evaluate them:
+they step generalized coordinates in which the joints hold by construction.
+:meth:`Simulation.constraint_error` reports them, and the tests differentiate them (complex
 step) to check that the kernels' null-space matrices annihilate their gradients.
 
 For parent p (the world: x = 0, p = 1) and child c, with anchors a_P, a_C and the joint frames
@@ -28,10 +49,81 @@ lower pairs of 002 Table 2, written with quaternions instead of directors).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-COUNT = {"spherical": 3, "revolute": 5, "prismatic": 5, "cylindrical": 4, "planar": 3,
-         "fixed": 6, "free": 0}
+
+class JointKind(NamedTuple):
+    """One row of the joint-kind table."""
+
+    name: str
+    code: int        # the integer the compiled kernels branch on
+    nq: int          # generalized coordinates
+    nv: int          # rates
+    axial: bool      # defined by an axis (or a plane normal) in each body
+    spring: bool     # takes a joint spring and damper on its coordinate
+    residuals: int   # scalar constraint equations (6 - nv)
+
+
+KINDS = {k.name: k for k in (
+    JointKind("free", 0, 7, 6, False, False, 0),
+    JointKind("spherical", 1, 4, 3, False, False, 3),
+    JointKind("revolute", 2, 1, 1, True, True, 5),
+    JointKind("prismatic", 3, 1, 1, True, True, 5),
+    JointKind("cylindrical", 4, 2, 2, True, False, 4),
+    JointKind("planar", 5, 3, 3, True, False, 3),
+    JointKind("fixed", 6, 0, 0, False, False, 6),
+)}
+
+# the kinds a user joins bodies with; "free" is what a body with no joint has
+USER_KINDS = tuple(k for k in KINDS if k != "free")
+BY_CODE = {k.code: k for k in KINDS.values()}
+
+
+class Geometry(NamedTuple):
+    """A joint's fixed geometry: anchors and axis frames in each body (the world: world axes).
+
+    ``r0`` is the relative rotation at zero joint coordinates: it turns the child's axis onto
+    the parent's by the smallest rotation (the identity for kinds without an axis).
+    """
+
+    anchor_parent: np.ndarray
+    anchor_child: np.ndarray
+    axis_parent: np.ndarray
+    axis_child: np.ndarray
+    e1_parent: np.ndarray
+    e2_parent: np.ndarray
+    e1_child: np.ndarray
+    e2_child: np.ndarray
+    r0: np.ndarray
+
+
+def orthonormal_pair(u):
+    """Two unit vectors completing the unit vector ``u`` to a right-handed frame (e1, e2, u)."""
+    a = np.array([1.0, 0.0, 0.0]) if abs(u[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    e1 = a - np.dot(a, u) * u
+    e1 /= np.linalg.norm(e1)
+    return e1, np.cross(u, e1)
+
+
+def shortest_arc(a, b):
+    """Unit quaternion of the smallest rotation turning unit vector ``a`` onto ``b``."""
+    c = float(np.dot(a, b))
+    if c < -1.0 + 1e-12:
+        e1, _ = orthonormal_pair(a)
+        return np.array([0.0, *e1])
+    q = np.array([1.0 + c, *np.cross(a, b)])
+    return q / np.linalg.norm(q)
+
+
+def geometry(joint) -> Geometry:
+    """The :class:`Geometry` of a :class:`rtrigid.model.Joint`."""
+    up, uc = joint.axis_parent, joint.axis_child
+    e1p, e2p = orthonormal_pair(up)
+    e1c, e2c = orthonormal_pair(uc)
+    r0 = shortest_arc(uc, up) if KINDS[joint.kind].axial else np.array([1.0, 0.0, 0.0, 0.0])
+    return Geometry(joint.anchor_parent, joint.anchor_child, up, uc, e1p, e2p, e1c, e2c, r0)
 
 
 def qmul(a, b):
@@ -58,42 +150,24 @@ def rot(p):
     ])
 
 
-def residual(kind, row, xp, pp, xc, pc):
-    """Constraint residual of one joint; ``row`` is the body's row of the tree's float table."""
-    from rtrigid.multibody import T_AC, T_AP, T_E1C, T_E1P, T_E2C, T_E2P, T_R0, T_UP
-
+def residual(kind, g: Geometry, xp, pp, xc, pc):
+    """Constraint residual of one joint of geometry ``g`` (see the table above)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind: unknown joint kind {kind!r}")
     if kind == "free":
         return np.zeros(0)
-    ap, ac = row[T_AP:T_AP + 3], row[T_AC:T_AC + 3]
     Rp = rot(pp)
-    d = xc + rot(pc) @ ac - xp - Rp @ ap
-    sigma = qmul(conj(row[T_R0:T_R0 + 4]), qmul(conj(pp), pc))[1:]
+    d = xc + rot(pc) @ g.anchor_child - xp - Rp @ g.anchor_parent
+    sigma = qmul(conj(g.r0), qmul(conj(pp), pc))[1:]
     dl = Rp.T @ d
-    e1p, e2p, up = row[T_E1P:T_E1P + 3], row[T_E2P:T_E2P + 3], row[T_UP:T_UP + 3]
-    e1c, e2c = row[T_E1C:T_E1C + 3], row[T_E2C:T_E2C + 3]
-    if kind == "spherical":
-        parts = [d]
-    elif kind == "revolute":
-        parts = [d, [e1c @ sigma, e2c @ sigma]]
-    elif kind == "prismatic":
-        parts = [[e1p @ dl, e2p @ dl], sigma]
-    elif kind == "cylindrical":
-        parts = [[e1p @ dl, e2p @ dl], [e1c @ sigma, e2c @ sigma]]
-    elif kind == "planar":
-        parts = [[up @ dl], [e1c @ sigma, e2c @ sigma]]
-    elif kind == "fixed":
-        parts = [d, sigma]
-    else:
-        raise ValueError(f"kind: unknown joint kind {kind!r}")
+    tilt = [g.e1_child @ sigma, g.e2_child @ sigma]
+    off_axis = [g.e1_parent @ dl, g.e2_parent @ dl]
+    parts = {
+        "spherical": [d],
+        "revolute": [d, tilt],
+        "prismatic": [off_axis, sigma],
+        "cylindrical": [off_axis, tilt],
+        "planar": [[g.axis_parent @ dl], tilt],
+        "fixed": [d, sigma],
+    }[kind]
     return np.concatenate([np.asarray(v) for v in parts])
-
-
-def tree_residual(tree, x, q):
-    """All joint residuals of a tree at body positions x (nb,3) and quaternions q (nb,4)."""
-    out = []
-    one = np.array([1.0, 0.0, 0.0, 0.0])
-    for b, j in enumerate(tree.joints):
-        p = j.parent
-        xp, pp = (x[p], q[p]) if p >= 0 else (np.zeros(3, dtype=x.dtype), one.astype(q.dtype))
-        out.append(residual(j.kind, tree.tf[b], xp, pp, x[b], q[b]))
-    return np.concatenate(out) if out else np.zeros(0)

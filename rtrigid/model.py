@@ -1,33 +1,24 @@
-"""Model builder: bodies, attachments and force elements -> validated, frozen flat arrays.
+"""Model builder: bodies, joints and force elements, each argument checked as it is added.
 
-A :class:`Model` is assembled in Python, where every argument is checked and a bad one is
-refused with a ``ValueError`` that names it.  :meth:`Model.freeze` turns it into a
-:class:`FrozenModel`: a handful of contiguous float64/int64 arrays (structure of arrays) that
-the compiled step kernels read and never write.
+A :class:`Model` is a plain description assembled in Python; a bad argument is refused with a
+``ValueError`` that names it.  :class:`rtrigid.Simulation` freezes it into the flat arrays of
+the backend that fits it (see :mod:`rtrigid.backends`); later edits of the model do not reach
+a simulation built from it.
 
 Frames.  Each body frame sits at the centre of mass with its axes along the principal axes of
-inertia; ``inertia`` is given as the three principal moments about the centre of mass.  A body
-is either *free* (six degrees of freedom) or *pivoted*: one body point is held at a fixed world
-point by a spherical joint (the top's tip).  The kernels treat a pivoted body as a pure
-rotation about its *reference point* (the pivot), with the rotational inertia moved there by the
-parallel-axis theorem; a free body's reference point is its centre of mass.  All body-fixed
-points are stored relative to that reference point, so the kernels never branch on which it is.
-
-Joints between bodies (:meth:`Model.add_joint`) and springs between two bodies make the model
-a *multibody* model: :class:`rtrigid.Simulation` then steps it with the tree kernels of
-:mod:`rtrigid.multibody` (generalized coordinates per joint) instead of the per-body kernels.
+inertia; ``inertia`` is given as the three principal moments about the centre of mass.  Every
+body has exactly one *inbound joint* (:meth:`Model.inbound_joints`): the joint that holds it to
+its parent body or to the world -- one added with :meth:`Model.add_joint`, the spherical joint
+to the world of :meth:`Model.attach_to_world` (the top's tip), or else a free joint.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
-from rtrigid._jit import jit
-
-FREE = 0
-PIVOTED = 1
+from rtrigid.joints import KINDS, USER_KINDS
+from rtrigid.validate import as_scalar, as_vector, unit_vector
 
 SHAPES = {
     "box": ("half_extents",),
@@ -36,42 +27,6 @@ SHAPES = {
     "cone": ("radius", "height"),
     "capsule": ("radius", "half_length"),
 }
-
-
-def as_vector(value, n, name):
-    """Return ``value`` as a finite float64 vector of length ``n`` or raise ``ValueError``."""
-    try:
-        arr = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected {n} numbers, got {value!r}") from None
-    if arr.shape != (n,):
-        raise ValueError(f"{name}: expected shape ({n},), got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name}: must be finite, got {arr.tolist()}")
-    return arr
-
-
-def as_scalar(value, name, *, positive=False, nonnegative=False):
-    """Return ``value`` as a finite float or raise ``ValueError`` naming ``name``."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a number, got {value!r}") from None
-    if not np.isfinite(x):
-        raise ValueError(f"{name}: must be finite, got {x}")
-    if positive and x <= 0.0:
-        raise ValueError(f"{name}: must be > 0, got {x}")
-    if nonnegative and x < 0.0:
-        raise ValueError(f"{name}: must be >= 0, got {x}")
-    return x
-
-
-def _unit(value, name):
-    v = as_vector(value, 3, name)
-    n = float(np.linalg.norm(v))
-    if n < 1e-12:
-        raise ValueError(f"{name}: must be a non-zero vector, got {v.tolist()}")
-    return v / n
 
 
 def check_inertia(inertia, allow_nonphysical, name="inertia"):
@@ -119,8 +74,6 @@ class Spring:
     other: int = -1  # a second body (anchor_world is then a point of that body, its frame)
 
 
-JOINT_KINDS = ("spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed")
-AXIAL = ("revolute", "prismatic", "cylindrical", "planar")
 
 
 @dataclass
@@ -138,95 +91,6 @@ class Joint:
     stiffness: float = 0.0
     rest: float = 0.0
     damping: float = 0.0
-
-
-class FrozenModel(NamedTuple):
-    """Flat arrays read by the step kernels (shapes given for ``nb`` bodies, ``ns`` springs).
-
-    kind:      (nb,)    int64    FREE or PIVOTED
-    mass:      (nb,)    float64
-    inertia:   (nb, 3)  float64  principal moments about the centre of mass
-    jref:      (nb, 3, 3)        rotational inertia about the reference point, body frame
-    jref_inv:  (nb, 3, 3)        its inverse
-    com:       (nb, 3)           centre of mass relative to the reference point, body frame
-    pivot:     (nb, 3)           world position of the reference point (pivoted bodies)
-    gravity:   (3,)
-    spring_body:  (ns,)   int64
-    spring_point: (ns, 3)        attachment point relative to the reference point, body frame
-    spring_anchor:(ns, 3)        world anchor
-    spring_k:     (ns,)
-    spring_rest:  (ns,)
-    """
-
-    kind: np.ndarray
-    mass: np.ndarray
-    inertia: np.ndarray
-    jref: np.ndarray
-    jref_inv: np.ndarray
-    com: np.ndarray
-    pivot: np.ndarray
-    gravity: np.ndarray
-    spring_body: np.ndarray
-    spring_point: np.ndarray
-    spring_anchor: np.ndarray
-    spring_k: np.ndarray
-    spring_rest: np.ndarray
-
-
-# Column layout of the per-body float rows and per-spring rows the kernels read.
-B_MASS = 0
-B_INERTIA = 1  # 3 principal moments about the centre of mass
-B_JREF = 4  # 3x3 rotational inertia about the reference point, row-major
-B_JINV = 13  # its inverse, row-major
-B_COM = 22  # centre of mass relative to the reference point, body frame
-B_PIVOT = 25  # world position of the reference point of a pivoted body
-B_WIDTH = 28
-S_POINT = 0  # attachment point relative to the reference point, body frame
-S_ANCHOR = 3  # world anchor
-S_K = 6
-S_REST = 7
-S_WIDTH = 8
-
-
-def flatten(fm: FrozenModel):
-    """Pack a FrozenModel into one float64 and one int64 array for the kernels.
-
-    Kernels unpack them with :func:`kernel_arrays` into five plain arrays rather than a
-    namedtuple: numba pays ~0.35 us per call site that passes a 13-array namedtuple along
-    (measured), and a step makes many such calls.
-    """
-    nb, ns = len(fm.mass), len(fm.spring_k)
-    bodyf = np.zeros((nb, B_WIDTH))
-    bodyf[:, B_MASS] = fm.mass
-    bodyf[:, B_INERTIA:B_INERTIA + 3] = fm.inertia
-    bodyf[:, B_JREF:B_JREF + 9] = fm.jref.reshape(nb, 9)
-    bodyf[:, B_JINV:B_JINV + 9] = fm.jref_inv.reshape(nb, 9)
-    bodyf[:, B_COM:B_COM + 3] = fm.com
-    bodyf[:, B_PIVOT:B_PIVOT + 3] = fm.pivot
-    springf = np.zeros((ns, S_WIDTH))
-    springf[:, S_POINT:S_POINT + 3] = fm.spring_point
-    springf[:, S_ANCHOR:S_ANCHOR + 3] = fm.spring_anchor
-    springf[:, S_K] = fm.spring_k
-    springf[:, S_REST] = fm.spring_rest
-    floats = np.concatenate([fm.gravity, bodyf.ravel(), springf.ravel()])
-    ints = np.concatenate([[nb, ns], fm.kind, fm.spring_body]).astype(np.int64)
-    return floats, ints
-
-
-@jit
-def kernel_arrays(mf, mi):
-    """Inverse of :func:`flatten`: (gravity, bodyf, bodyi, springf, springi) views.
-
-    gravity (3,); bodyf (nb, B_WIDTH); bodyi (nb,) kinds; springf (ns, S_WIDTH);
-    springi (ns,) the body each spring pulls.
-    """
-    nb = mi[0]
-    ns = mi[1]
-    gravity = mf[0:3]
-    bodyf = mf[3:3 + B_WIDTH * nb].reshape((nb, B_WIDTH))
-    o = 3 + B_WIDTH * nb
-    springf = mf[o:o + S_WIDTH * ns].reshape((ns, S_WIDTH))
-    return gravity, bodyf, mi[2:2 + nb], springf, mi[2 + nb:2 + nb + ns]
 
 
 class Model:
@@ -303,6 +167,7 @@ class Model:
         """Hold body point ``point_body`` (body frame, from the centre of mass) at ``point_world``.
 
         This is a spherical joint to the world: the body keeps three rotational freedoms.
+        Returns the joint's name, ``pivot_<body>``, which the simulation's joint queries take.
         """
         i = self.body_index(body)
         b = self.bodies[i]
@@ -310,6 +175,7 @@ class Model:
             raise ValueError(f"body: {b.name!r} is already attached to the world or jointed")
         b.pivot_body = as_vector(point_body, 3, "point_body")
         b.pivot_world = as_vector(point_world, 3, "point_world")
+        return f"pivot_{b.name}"
 
     def add_spring(self, body, point_body, anchor_world, stiffness, rest_length=0.0):
         """Linear spring from a body point to a world anchor; ``rest_length=0`` is a bushing.
@@ -364,9 +230,12 @@ class Model:
         joints).  ``stiffness``, ``rest``, ``damping``: a joint spring -k (c - rest) and damper
         -d c' on a revolute or prismatic joint's coordinate c.  Each body has at most one
         parent joint (tree topologies; closed loops are refused).
+
+        Returns the joint's handle, which every joint query of the simulation takes (as it
+        takes the joint's name).
         """
-        if kind not in JOINT_KINDS:
-            raise ValueError(f"kind: unknown joint kind {kind!r}; known: {list(JOINT_KINDS)}")
+        if kind not in USER_KINDS:
+            raise ValueError(f"kind: unknown joint kind {kind!r}; known: {list(USER_KINDS)}")
         p = -1 if parent is None or (isinstance(parent, str) and parent == "world") \
             else self.body_index(parent)
         try:
@@ -387,18 +256,19 @@ class Model:
         ap = as_vector(anchor_parent, 3, "anchor_parent")
         ac = as_vector(anchor_child, 3, "anchor_child")
         up = uc = np.array([0.0, 0.0, 1.0])
-        if kind in AXIAL:
+        if KINDS[kind].axial:
             if axis_parent is None and axis_child is None:
                 raise ValueError(f"axis_parent: a {kind} joint needs an axis")
-            up = _unit(axis_parent if axis_parent is not None else axis_child, "axis_parent")
-            uc = _unit(axis_child if axis_child is not None else axis_parent, "axis_child")
+            up = unit_vector(axis_parent if axis_parent is not None else axis_child, "axis_parent")
+            uc = unit_vector(axis_child if axis_child is not None else axis_parent, "axis_child")
         elif axis_parent is not None or axis_child is not None:
             raise ValueError(f"axis_parent: a {kind} joint takes no axis")
         k = as_scalar(stiffness, "stiffness", nonnegative=True)
         d = as_scalar(damping, "damping", nonnegative=True)
         rest = as_scalar(rest, "rest")
-        if (k or d or rest) and kind not in ("revolute", "prismatic"):
-            raise ValueError(f"stiffness: only revolute and prismatic joints take a spring or "
+        if (k or d or rest) and not KINDS[kind].spring:
+            springy = [name for name, jk in KINDS.items() if jk.spring]
+            raise ValueError(f"stiffness: only {' and '.join(springy)} joints take a spring or "
                              f"damper, not {kind}")
         if name is None:
             name = f"{kind}_{self.bodies[c].name}"
@@ -407,54 +277,22 @@ class Model:
         self.joints.append(Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d))
         return len(self.joints) - 1
 
-    def is_multibody(self) -> bool:
-        """True when the model has joints between bodies or springs between bodies."""
-        return bool(self.joints) or any(s.other >= 0 for s in self.springs)
+    def inbound_joints(self) -> list[Joint]:
+        """Each body's inbound joint, in body order (a new list of the model's own records).
 
-    # -- freezing -----------------------------------------------------------------------
-    def freeze(self) -> FrozenModel:
-        """Validate the whole model and return its flat-array form."""
-        nb = len(self.bodies)
-        if nb == 0:
-            raise ValueError("bodies: the model has no bodies")
-        if self.is_multibody():
-            raise ValueError("joints: a jointed model is frozen by rtrigid.multibody.build_tree")
-        kind = np.zeros(nb, np.int64)
-        mass = np.zeros(nb)
-        inertia = np.zeros((nb, 3))
-        jref = np.zeros((nb, 3, 3))
-        jref_inv = np.zeros((nb, 3, 3))
-        com = np.zeros((nb, 3))
-        pivot = np.zeros((nb, 3))
-        for i, b in enumerate(self.bodies):
-            mass[i] = b.mass
-            inertia[i] = b.inertia
-            j = np.diag(b.inertia)
-            if b.pivot_body is not None:
-                kind[i] = PIVOTED
-                s = -b.pivot_body
-                com[i] = s
-                pivot[i] = b.pivot_world
-                j = j + b.mass * (np.dot(s, s) * np.eye(3) - np.outer(s, s))
-            jref[i] = j
-            jref_inv[i] = np.linalg.inv(j)
-        ns = len(self.springs)
-        spring_body = np.array([s.body for s in self.springs], np.int64).reshape(ns)
-        spring_point = np.zeros((ns, 3))
-        for k, s in enumerate(self.springs):
-            spring_point[k] = s.point_body + com[s.body]
-        return FrozenModel(
-            kind=kind,
-            mass=mass,
-            inertia=inertia,
-            jref=jref,
-            jref_inv=jref_inv,
-            com=com,
-            pivot=pivot,
-            gravity=self.gravity.copy(),
-            spring_body=spring_body,
-            spring_point=spring_point,
-            spring_anchor=np.array([s.anchor_world for s in self.springs]).reshape(ns, 3),
-            spring_k=np.array([s.stiffness for s in self.springs]).reshape(ns),
-            spring_rest=np.array([s.rest_length for s in self.springs]).reshape(ns),
-        )
+        A body no :meth:`add_joint` holds gets a spherical joint to the world named
+        ``pivot_<body>`` if it was attached with :meth:`attach_to_world`, else a free joint
+        named ``free_<body>``.
+        """
+        inbound = [None] * len(self.bodies)
+        for j in self.joints:
+            inbound[j.child] = j
+        zero, ez = np.zeros(3), np.array([0.0, 0.0, 1.0])
+        for b, body in enumerate(self.bodies):
+            if inbound[b] is None:
+                if body.pivot_body is not None:
+                    inbound[b] = Joint(f"pivot_{body.name}", "spherical", -1, b,
+                                       body.pivot_world.copy(), body.pivot_body.copy(), ez, ez)
+                else:
+                    inbound[b] = Joint(f"free_{body.name}", "free", -1, b, zero, zero, ez, ez)
+        return inbound

@@ -13,9 +13,11 @@ import inspect
 
 import numpy as np
 
-from rtrigid import quat
-from rtrigid.model import Model, as_scalar, as_vector, check_inertia
+from rtrigid import integrators
+from rtrigid.maths import quat
+from rtrigid.model import Model, check_inertia
 from rtrigid.simulation import Simulation
+from rtrigid.validate import as_int, as_scalar, as_vector
 
 _BUILDERS = {}
 ALL_AXES = [("linear", 0), ("linear", 1), ("linear", 2),
@@ -45,7 +47,27 @@ def parameters(name):
     """The keyword parameters of a scenario with their defaults."""
     fn = _get(name)[0]
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()
-            if k not in ("integrator", "dt")}
+            if k not in ("integrator", "dt", "options")}
+
+
+def describe(name):
+    """One line on what the scenario is (the first line of its builder's docstring)."""
+    return (_get(name)[0].__doc__ or "").strip().split("\n")[0].replace("``", "")
+
+
+def integrators_for(name):
+    """The integrators that can step scenario ``name`` (with its default parameters)."""
+    fn, dt, _ = _get(name)
+    out = []
+    for integrator in integrators.names():
+        try:
+            fn(integrator=integrator, dt=dt)
+        except ValueError as exc:
+            if not str(exc).startswith("integrator:"):
+                raise
+        else:
+            out.append(integrator)
+    return out
 
 
 def _get(name):
@@ -54,27 +76,29 @@ def _get(name):
     return _BUILDERS[name]
 
 
-def build(name, integrator="energy_momentum", dt=None, **params) -> Simulation:
-    """Build scenario ``name``; unknown parameters are refused with ``ValueError``."""
+def build(name, integrator="energy_momentum", dt=None, options=None, **params) -> Simulation:
+    """Build scenario ``name`` stepped by ``integrator`` (with its ``options``); unknown
+    parameters are refused with ``ValueError``."""
     fn, default_dt, t_end = _get(name)
     known = parameters(name)
     for key in params:
         if key not in known:
             raise ValueError(f"{key}: not a parameter of {name!r}; known: {sorted(known)}")
-    sim = fn(integrator=integrator, dt=default_dt if dt is None else dt, **params)
+    sim = fn(integrator=integrator, dt=default_dt if dt is None else dt, options=options,
+             **params)
     sim.info.setdefault("scenario", name)
     sim.info.setdefault("t_end", t_end)
     sim.info["params"] = {**known, **params}
     return sim
 
 
-def _free_rotor(integrator, dt, inertia, omega0, q0, mass, allow_nonphysical=False):
+def _free_rotor(integrator, options, dt, inertia, omega0, q0, mass, allow_nonphysical=False):
     model = Model(gravity=(0.0, 0.0, 0.0))
     j = as_vector(inertia, 3, "inertia")
     half = 0.5 * np.sqrt(np.maximum(2.5 * (j.sum() / 2 - j) / mass, 1e-12))
     model.add_body("body", mass, j, shape=("box", {"half_extents": half}),
                    allow_nonphysical_inertia=allow_nonphysical)
-    sim = Simulation(model, integrator, dt)
+    sim = Simulation(model, integrator, dt, options=options)
     sim.set_orientation(0, as_vector(q0, 4, "q0"))
     sim.set_angular_velocity(0, as_vector(omega0, 3, "omega0"), frame="body")
     sim.info["conserved"] = list(ALL_AXES)
@@ -82,17 +106,17 @@ def _free_rotor(integrator, dt, inertia, omega0, q0, mass, allow_nonphysical=Fal
 
 
 @scenario(dt=0.02, t_end=20.0)
-def free_body(integrator="energy_momentum", dt=0.02, inertia=(6.0, 8.0, 3.0),
+def free_body(integrator="energy_momentum", dt=0.02, options=None, inertia=(6.0, 8.0, 3.0),
               omega0=(10.0, 20.0, 20.0), q0=(1.0, 0.0, 0.0, 0.0), mass=1.0):
     """Torque-free rigid body, 000 §5.1; ``omega0`` in the body frame.
 
     The render box has the principal moments of the given inertia (for a physical one).
     """
-    return _free_rotor(integrator, dt, inertia, omega0, q0, mass)
+    return _free_rotor(integrator, options, dt, inertia, omega0, q0, mass)
 
 
 @scenario(dt=0.005, t_end=5.0)
-def tennis_racket(integrator="energy_momentum", dt=0.005, inertia=(41.6, 11.6, 50.0),
+def tennis_racket(integrator="energy_momentum", dt=0.005, options=None, inertia=(41.6, 11.6, 50.0),
                   omega0=(50.0, 1e-3, 1e-3), euler313=(np.pi / 3, np.pi / 4, np.pi / 2),
                   mass=1.0):
     """Spin about the intermediate axis d1 (Dzhanibekov flips), 002 Example B.
@@ -102,22 +126,22 @@ def tennis_racket(integrator="energy_momentum", dt=0.005, inertia=(41.6, 11.6, 5
     """
     a = as_vector(euler313, 3, "euler313")
     q0 = quat.quat_from_euler313(a[0], a[1], a[2], np.empty(4))
-    return _free_rotor(integrator, dt, inertia, omega0, q0, mass)
+    return _free_rotor(integrator, options, dt, inertia, omega0, q0, mass)
 
 
-def _pivoted_top(integrator, dt, mass, inertia_cm, length, gravity, shape,
+def _pivoted_top(integrator, options, dt, mass, inertia_cm, length, gravity, shape,
                  allow_nonphysical=False):
     model = Model(gravity=(0.0, 0.0, -as_scalar(gravity, "g", positive=True)))
     model.add_body("top", mass, inertia_cm, shape=shape,
                    allow_nonphysical_inertia=allow_nonphysical)
     model.attach_to_world("top", point_body=(0.0, 0.0, -length))
-    sim = Simulation(model, integrator, dt)
+    sim = Simulation(model, integrator, dt, options=options)
     sim.info["conserved"] = [("angular", 2)]
     return sim
 
 
 @scenario(dt=0.001, t_end=10.0)
-def gyro_top(integrator="energy_momentum", dt=0.001, rho=2700.0, height=0.1, radius=0.05,
+def gyro_top(integrator="energy_momentum", dt=0.001, options=None, rho=2700.0, height=0.1, radius=0.05,
              theta0=np.pi / 3, omega_p=10.0, g=9.81):
     """Solid cone spinning on its tip in steady precession, 000 §5.2.
 
@@ -137,7 +161,7 @@ def gyro_top(integrator="energy_momentum", dt=0.001, rho=2700.0, height=0.1, rad
     j1 = 3.0 * mass / 80.0 * (4.0 * r * r + h * h)
     j3 = 3.0 * mass * r * r / 10.0
     length = 0.75 * h
-    sim = _pivoted_top(integrator, dt, mass, (j1, j1, j3), length, gval,
+    sim = _pivoted_top(integrator, options, dt, mass, (j1, j1, j3), length, gval,
                        ("cone", {"radius": r, "height": h}))
     j1_pivot = j1 + mass * length * length
     omega_s = mass * gval * length / (j3 * omega_p) + (j1_pivot - j3) / j3 * omega_p * np.cos(theta0)
@@ -158,7 +182,7 @@ def gyro_top(integrator="energy_momentum", dt=0.001, rho=2700.0, height=0.1, rad
 
 
 @scenario(dt=0.01, t_end=10.0)
-def heavy_top(integrator="energy_momentum", dt=0.01, inertia_pivot=(50.0, 42.0, 10.0),
+def heavy_top(integrator="energy_momentum", dt=0.01, options=None, inertia_pivot=(50.0, 42.0, 10.0),
               mass_times_length=11.09, theta0=np.pi / 3, omega0=(0.0, 0.0, 20.0), g=9.81,
               length=1.0):
     """Slightly asymmetric heavy top with nutation and precession, 002 Example A.
@@ -179,7 +203,7 @@ def heavy_top(integrator="energy_momentum", dt=0.01, inertia_pivot=(50.0, 42.0, 
             f"length: {length} gives the centroidal inertia {inertia_cm.tolist()} "
             "(inertia_pivot - m L^2 on the transverse axes, m L fixed), which no real body "
             "has; choose a shorter length") from None
-    sim = _pivoted_top(integrator, dt, mass, inertia_cm, length, g,
+    sim = _pivoted_top(integrator, options, dt, mass, inertia_cm, length, g,
                        ("cylinder", {"radius": 0.15 * length, "half_length": 0.9 * length}))
     t = as_scalar(theta0, "theta0")
     sim.set_orientation(0, (np.cos(t / 2), np.sin(t / 2), 0.0, 0.0))
@@ -188,7 +212,7 @@ def heavy_top(integrator="energy_momentum", dt=0.01, inertia_pivot=(50.0, 42.0, 
 
 
 @scenario(dt=0.002, t_end=2.0)
-def geradin_top(integrator="energy_momentum", dt=0.002, case=1):
+def geradin_top(integrator="energy_momentum", dt=0.002, options=None, case=1):
     """Symmetrical top of 003 §11.6: m = 5 kg, J = (0.8, 0.8, 1.8) kg m², L = 1.3 m.
 
     Case 1 is dropped from theta = pi/9 spinning at 50 rad/s; case 2 also precesses at
@@ -199,7 +223,7 @@ def geradin_top(integrator="energy_momentum", dt=0.002, case=1):
         raise ValueError(f"case: expected 1 or 2, got {case!r}")
     psi, theta, phi = 0.0, np.pi / 9, 0.0
     psi_dot, theta_dot, phi_dot = (0.0 if case == 1 else -10.0), 0.0, 50.0
-    sim = _pivoted_top(integrator, dt, 5.0, (0.8, 0.8, 1.8), 1.3, 9.81,
+    sim = _pivoted_top(integrator, options, dt, 5.0, (0.8, 0.8, 1.8), 1.3, 9.81,
                        ("cylinder", {"radius": 0.25, "half_length": 1.3}),
                        allow_nonphysical=True)
     sim.set_orientation(0, quat.quat_from_euler313(psi, theta, phi, np.empty(4)))
@@ -221,7 +245,7 @@ def rod_inertia(mass, length, radius):
 
 
 @scenario(dt=1.0 / 240.0, t_end=10.0)
-def chain(integrator="energy_momentum", dt=1.0 / 240.0, n=5, link_length=0.5, link_mass=1.0,
+def chain(integrator="energy_momentum", dt=1.0 / 240.0, options=None, n=5, link_length=0.5, link_mass=1.0,
           link_radius=0.05, joint="spherical", q0=None, omega0=None, seed=0):
     """A pendulum chain of ``n`` rods hanging from the world origin.
 
@@ -232,7 +256,7 @@ def chain(integrator="energy_momentum", dt=1.0 / 240.0, n=5, link_length=0.5, li
     follow; a revolute chain keeps only their x-axis parts).  Without them the links start
     slightly off the vertical, seeded by ``seed``, at rest.
     """
-    n = int(as_scalar(n, "n", positive=True))
+    n = as_int(n, "n", minimum=1)
     length = as_scalar(link_length, "link_length", positive=True)
     mass = as_scalar(link_mass, "link_mass", positive=True)
     radius = as_scalar(link_radius, "link_radius", positive=True)
@@ -246,7 +270,7 @@ def chain(integrator="energy_momentum", dt=1.0 / 240.0, n=5, link_length=0.5, li
         m.add_joint(joint, None if i == 0 else i - 1, i, name=f"joint{i}",
                     anchor_parent=(0.0, 0.0, 0.0) if i == 0 else (0.0, 0.0, -0.5 * length),
                     anchor_child=(0.0, 0.0, 0.5 * length), **axis)
-    sim = Simulation(m, integrator, dt)
+    sim = Simulation(m, integrator, dt, options=options)
     rng = np.random.default_rng(seed)
     if q0 is None:
         q0 = [quat.from_rotvec(rng.normal(scale=0.05, size=3) if joint == "spherical"
@@ -284,10 +308,10 @@ def _set_world_chain(sim, q_world, omega_world, joint):
 
 
 @scenario(dt=1.0 / 240.0, t_end=10.0)
-def double_pendulum(integrator="energy_momentum", dt=1.0 / 240.0, theta1=2.0, theta2=2.5,
-                    link_length=0.5, link_mass=1.0):
+def double_pendulum(integrator="energy_momentum", dt=1.0 / 240.0, options=None, theta1=2.0,
+                    theta2=2.5, link_length=0.5, link_mass=1.0):
     """Planar double pendulum (two revolute rods), released from large angles: chaotic."""
-    sim = chain(integrator, dt, n=2, link_length=link_length, link_mass=link_mass,
+    sim = chain(integrator, dt, options, n=2, link_length=link_length, link_mass=link_mass,
                 link_radius=0.03, joint="revolute")
     sim.set_joint_position(0, [as_scalar(theta1, "theta1")])
     sim.set_joint_position(1, [as_scalar(theta2, "theta2") - theta1])
@@ -297,7 +321,7 @@ def double_pendulum(integrator="energy_momentum", dt=1.0 / 240.0, theta1=2.0, th
 
 
 @scenario(dt=0.002, t_end=4.0)
-def two_body_spherical(integrator="energy_momentum", dt=0.002, stiffness=1.0e4):
+def two_body_spherical(integrator="energy_momentum", dt=0.002, options=None, stiffness=1.0e4):
     """002 Example C: two bodies joined by a spherical joint, body 1 held by a bushing.
 
     Masses 10 and 20 kg, the racket inertia of Example B for both, joint at (1, 2, -3) from
@@ -313,7 +337,7 @@ def two_body_spherical(integrator="energy_momentum", dt=0.002, stiffness=1.0e4):
     m.add_joint("spherical", a, b, anchor_parent=(1.0, 2.0, -3.0), anchor_child=(5.0, -6.0, -7.0))
     m.add_spring(a, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), as_scalar(stiffness, "stiffness",
                                                                positive=True))
-    sim = Simulation(m, integrator, dt)
+    sim = Simulation(m, integrator, dt, options=options)
     t = np.pi / 3  # Example A's initial frame
     q = np.array([np.cos(t / 2), np.sin(t / 2), 0.0, 0.0])
     sim.set_orientation(a, q)
@@ -327,7 +351,7 @@ def two_body_spherical(integrator="energy_momentum", dt=0.002, stiffness=1.0e4):
 
 
 @scenario(dt=0.002, t_end=5.0)
-def gimbal_gyroscope(integrator="energy_momentum", dt=0.002, spin=60.0, tilt=0.4):
+def gimbal_gyroscope(integrator="energy_momentum", dt=0.002, options=None, spin=60.0, tilt=0.4):
     """A spinning rotor in two gimbal rings, pivoting about the world x axis.
 
     Outer ring: revolute about world x; inner ring: revolute about the outer ring's y axis;
@@ -348,7 +372,7 @@ def gimbal_gyroscope(integrator="energy_momentum", dt=0.002, spin=60.0, tilt=0.4
                 anchor_child=(0.0, 0.0, 0.05), name="inner")
     m.add_joint("revolute", inner, rotor, anchor_parent=(0.0, 0.0, -0.05), axis_parent=(0, 0, 1),
                 anchor_child=(0.0, 0.0, 0.0), name="spin")
-    sim = Simulation(m, integrator, dt)
+    sim = Simulation(m, integrator, dt, options=options)
     sim.set_joint_position("outer", [as_scalar(tilt, "tilt")])
     sim.set_joint_velocity("spin", [as_scalar(spin, "spin")])
     sim.info["conserved"] = []

@@ -1,17 +1,20 @@
-"""Simulation: the fixed-step API around a frozen model, a flat state and one step kernel.
+"""Simulation: the one façade over every backend -- clock, loads, impulses, snapshots, queries.
 
     sim = Simulation(model, integrator="energy_momentum", dt=0.01)
     sim.step(1000)                 # 1000 steps in one compiled call
     sim.energy(), sim.momentum(), sim.constraint_error()
 
-Each step is ``kernel(n, dt, model arrays, state, previous state, applied loads, ...)``, see
-:mod:`rtrigid.integrators.common`.  The state lives in one flat float64 array; ``x``, ``q``,
-``v``, ``w`` below are views into it.  Orientation ``q`` is the unit quaternion (scalar first)
-rotating body axes into world axes -- DESIGN.md calls it p; we keep p for the quaternion
-momentum of paper 000.
+The model picks its backend (:func:`rtrigid.backends.select`: single bodies, or trees in
+joint coordinates); the integrator registry (:mod:`rtrigid.integrators`) gives the kernel.
+Everything on this page is written once, for every backend, through the protocol of
+:mod:`rtrigid.backends`.  Orientation ``q`` is the unit quaternion (scalar first) rotating body
+axes into world axes.
 
-Every public method validates its input first and raises ``ValueError`` naming the offending
-field; a refused call leaves the simulation exactly as it was.
+Frames: every method that takes or returns a vector says its frame with ``frame=`` (default
+``"world"``); points are world points, or body points measured from the centre of mass in
+body axes with ``frame="body"``.  Every public method validates its input first and raises
+``ValueError`` naming the offending field; a refused call leaves the simulation exactly as it
+was.
 """
 from __future__ import annotations
 
@@ -20,24 +23,23 @@ import warnings
 
 import numpy as np
 
-from rtrigid import quat
-from rtrigid.forces import potential_energy
-from rtrigid.integrators import IMPLICIT, INTEGRATORS
-from rtrigid.integrators.common import (
+from rtrigid import integrators
+from rtrigid.backends import BODIES, select
+from rtrigid.backends.buffers import (
     FAILED,
-    N_STATS,
-    OK,
+    SOLVER_HALVINGS,
+    SOLVER_MAX_ITER,
     STAT_FALLBACKS,
     STAT_ITERS,
     STAT_MAX_ITERS,
     STAT_STEPS,
     USED_FALLBACK,
-    body_momenta,
-    buffer_layout,
-    restore_body,
-    pivot_kinematics,
+    OK,
 )
-from rtrigid.model import PIVOTED, Model, as_scalar, as_vector, flatten, kernel_arrays
+from rtrigid.joints import residual
+from rtrigid.maths import quat
+from rtrigid.model import Model
+from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
 
 class SimulationError(RuntimeError):
@@ -53,13 +55,20 @@ class Snapshot:
         self._data = data
 
 
-def _state_views(S, nb):
-    o = 0
-    views = []
-    for width in (3, 4, 3, 3, 3, 4, 3):
-        views.append(S[o:o + width * nb].reshape(nb, width))
-        o += width * nb
-    return views
+def _readonly(a):
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
+def _create_backend(kind, model, module):
+    if kind == BODIES:
+        from rtrigid.backends.bodies.backend import BodiesBackend
+
+        return BodiesBackend(model, module)
+    from rtrigid.backends.tree.backend import TreeBackend
+
+    return TreeBackend(model, module)
 
 
 class Simulation:
@@ -70,9 +79,11 @@ class Simulation:
     model : Model
         The model; it is frozen here, later edits to it have no effect.
     integrator : str
-        One of :func:`rtrigid.integrators.names`.
+        A name of :func:`rtrigid.integrators.names` that supports the model.
     dt : float
         The fixed step, seconds (> 0).
+    options : dict
+        The integrator's options (its variants), see its registry entry.
     max_iter : int
         Newton iteration cap per (sub)step of implicit schemes.
     max_halvings : int
@@ -83,74 +94,48 @@ class Simulation:
         time is dropped (and counted in ``dropped_time``) so a slow frame cannot snowball.
     """
 
-    def __new__(cls, model=None, *args, **kwargs):
-        # a model with joints (or springs between bodies) is stepped by the tree kernels
-        if cls is Simulation and isinstance(model, Model) and model.is_multibody():
-            from rtrigid.multibody_sim import MultibodySimulation
-
-            return super().__new__(MultibodySimulation)
-        return super().__new__(cls)
-
-    def _settings(self, model, integrator, known, dt, max_iter, max_halvings,
-                  max_steps_per_advance):
-        """Validate the constructor arguments both kinds of simulation share."""
+    def __init__(self, model: Model, integrator="energy_momentum", dt=0.01, *, options=None,
+                 max_iter=25, max_halvings=6, max_steps_per_advance=64):
         if not isinstance(model, Model):
             raise ValueError(f"model: expected an rtrigid Model, got {type(model).__name__}")
-        if integrator not in known:
-            raise ValueError(f"integrator: unknown {integrator!r} for this model; known: "
-                             f"{list(known)}")
+        if not model.bodies:
+            raise ValueError("bodies: the model has no bodies")
+        entry = integrators.get(integrator)
+        self.options = entry.check_options(options)
         self.dt = as_scalar(dt, "dt", positive=True)
-        max_iter = int(as_scalar(max_iter, "max_iter", positive=True))
+        max_iter = as_int(max_iter, "max_iter", minimum=1)
         if max_iter < 3:
             # Newton stops only on a stalled residual: two updates and one more residual
             raise ValueError(f"max_iter: must be >= 3 to see a residual stall, got {max_iter}")
-        max_halvings = int(as_scalar(max_halvings, "max_halvings", nonnegative=True))
-        self.max_steps_per_advance = int(as_scalar(max_steps_per_advance,
-                                                   "max_steps_per_advance", positive=True))
+        max_halvings = as_int(max_halvings, "max_halvings", minimum=0)
+        self.max_steps_per_advance = as_int(max_steps_per_advance, "max_steps_per_advance",
+                                            minimum=1)
+        kind = select(model)
+        why = entry.refusal(kind, model.inbound_joints())
+        if why:
+            raise ValueError(f"integrator: {why}")
+        module, self._kernel = entry.module(kind, self.options)
+        self.backend = _create_backend(kind, model, module)
+        self.backend.solver[SOLVER_MAX_ITER] = max_iter
+        self.backend.solver[SOLVER_HALVINGS] = max_halvings
         self.model = model
         self.integrator = integrator
+        self.implicit = entry.implicit
         self.names = [b.name for b in model.bodies]  # a copy: later model edits do not reach us
         self.nb = len(self.names)
+        # joint handles: the model's joints in order (what add_joint returned), then the
+        # implicit ones (pivots, free bodies) by name only
+        inbound = self.backend.joints
+        explicit = {j.child for j in model.joints}
+        self._joint_child = [j.child for j in model.joints] + [
+            b for b in range(self.nb) if b not in explicit]
+        self.joint_names = [inbound[b].name for b in self._joint_child]
         self._steps = 0
         self._accumulator = 0.0
         self.dropped_time = 0.0
         self.info: dict = {}
-        return max_iter, max_halvings
-
-    def __init__(self, model: Model, integrator="energy_momentum", dt=0.01, *, max_iter=25,
-                 max_halvings=6, max_steps_per_advance=64):
-        max_iter, max_halvings = self._settings(model, integrator, INTEGRATORS, dt, max_iter,
-                                                max_halvings, max_steps_per_advance)
-        self.frozen = model.freeze()
-        self.model_mass, self.model_inertia = self.frozen.mass, self.frozen.inertia
-        self.model_gravity = self.frozen.gravity
-        nb = self.nb
-        mf, mi = flatten(self.frozen)
-        module = INTEGRATORS[integrator]
-        self._kernel = module.step
-        o_state, o_prev, o_applied, o_solver, o_work, total = buffer_layout(
-            nb, len(self.frozen.spring_k), len(mf), module.work_size(nb))
-        # the kernel's two buffers (see integrators/common); everything below is a view
-        self._F = np.zeros(total)
-        self._I = np.zeros(len(mi) + N_STATS, dtype=np.int64)
-        self._F[:len(mf)] = mf
-        self._I[:len(mi)] = mi
-        self._mf, self._mi = self._F[:len(mf)], self._I[:len(mi)]
-        self._arrays = kernel_arrays.py_func(self._mf, self._mi)
-        self._S = self._F[o_state:o_prev]
-        self._S_prev = self._F[o_prev:o_applied]
-        self._A = self._F[o_applied:o_solver]
-        self._solver = self._F[o_solver:o_work]
-        self._solver[:] = (max_iter, max_halvings)
-        self._stats = self._I[len(mi):]
-        self.x, self.q, self.v, self.w, self._P, self._pq, self._L = _state_views(self._S, nb)
-        self._x_prev, self._q_prev = _state_views(self._S_prev, nb)[:2]
-        self._f_app = self._A[:3 * nb].reshape(nb, 3)
-        self._t_app = self._A[3 * nb:].reshape(nb, 3)
-        self.q[:, 0] = 1.0
-        for b in range(nb):
-            self._sync(b)
-        self._S_prev[:] = self._S
+        b = self.backend
+        self.x, self.q, self.v, self.w = (_readonly(a) for a in (b.x, b.q, b.v, b.w))
 
     # -- time and stepping ----------------------------------------------------------------
     @property
@@ -171,12 +156,13 @@ class Simulation:
         """
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n: expected a non-negative integer, got {n!r}")
-        before = int(self._stats[STAT_STEPS])
-        status = self._kernel(n, self.dt, self._F, self._I)
+        stats = self.backend.stats
+        before = int(stats[STAT_STEPS])
+        status = self._kernel(n, self.dt, self.backend.F, self.backend.I)
         if status == OK:
             self._steps += n
             return
-        self._steps += int(self._stats[STAT_STEPS]) - before
+        self._steps += int(stats[STAT_STEPS]) - before
         if status & USED_FALLBACK:
             warnings.warn(
                 f"{self.integrator}: Newton did not converge on some step(s); they were redone "
@@ -185,16 +171,18 @@ class Simulation:
         if status != OK:
             what = ("Newton failed even with 2**max_halvings sub-steps" if status == FAILED
                     else "the state became non-finite")
+            hint = ("a smaller dt" if not self.implicit
+                    else "a smaller dt or a larger max_iter / max_halvings")
             raise SimulationError(
                 f"{self.integrator}: step {self._steps + 1} (t={self.t:.6g}) not taken: {what}; "
-                "the state is that of the last completed step")
+                f"the state is that of the last completed step; try {hint}")
 
     def solver_stats(self) -> dict:
         """Counters since construction: steps, Newton iterations, fallbacks."""
-        s = self._stats
+        s = self.backend.stats
         steps = int(s[STAT_STEPS])
         out = {"steps": steps}
-        if self.integrator in IMPLICIT:
+        if self.implicit:
             out.update(
                 newton_iterations=int(s[STAT_ITERS]),
                 mean_iterations=float(s[STAT_ITERS]) / max(steps, 1),
@@ -236,13 +224,14 @@ class Simulation:
         a = self.alpha if alpha is None else as_scalar(alpha, "alpha", nonnegative=True)
         if a > 1.0:
             raise ValueError(f"alpha: must be in [0, 1], got {a}")
-        x = (1.0 - a) * self._x_prev[b] + a * self.x[b]
-        q = quat.quat_slerp(self._q_prev[b].copy(), self.q[b].copy(), a, np.empty(4))
+        be = self.backend
+        x = (1.0 - a) * be.x_prev[b] + a * be.x[b]
+        q = quat.quat_slerp(be.q_prev[b].copy(), be.q[b].copy(), a, np.empty(4))
         return x, q
 
-    # -- diagnostics ----------------------------------------------------------------------
+    # -- bodies -----------------------------------------------------------------------------
     def body_index(self, body) -> int:
-        """Resolve a body index or name of this simulation (its model as frozen)."""
+        """Resolve a body handle (what ``Model.add_body`` returned) or name."""
         if isinstance(body, (int, np.integer)) and not isinstance(body, bool):
             if 0 <= body < self.nb:
                 return int(body)
@@ -254,162 +243,214 @@ class Simulation:
         raise ValueError(f"body: expected an index or a name, got {body!r}")
 
     def pose(self, body):
-        """World centre-of-mass position and unit quaternion (copies)."""
+        """World centre-of-mass position and unit quaternion, body -> world (copies)."""
         b = self.body_index(body)
-        return self.x[b].copy(), self.q[b].copy()
+        return self.backend.x[b].copy(), self.backend.q[b].copy()
 
-    def velocity(self, body):
-        """World centre-of-mass velocity and world angular velocity (copies)."""
+    def velocity(self, body, frame="world"):
+        """(centre-of-mass velocity, angular velocity), in world axes or, with
+        ``frame="body"``, in the body's axes (copies)."""
         b = self.body_index(body)
-        return self.v[b].copy(), quat.rotate(self.q[b], self.w[b], np.empty(3))
+        as_frame(frame)
+        be = self.backend
+        if frame == "body":
+            return quat.rotate_inv(be.q[b], be.v[b], np.empty(3)), be.w[b].copy()
+        return be.v[b].copy(), quat.rotate(be.q[b], be.w[b], np.empty(3))
 
-    def kinetic_energy(self) -> float:
-        fm = self.frozen
-        t = 0.5 * np.sum(fm.mass * np.sum(self.v * self.v, axis=1))
-        t += 0.5 * np.sum(self.w * (fm.inertia * self.w))
-        return float(t)
-
-    def potential_energy(self) -> float:
-        return float(potential_energy(*self._arrays, self.x, self.q))
-
-    def energy(self) -> float:
-        """Kinetic plus potential energy (gravity, springs)."""
-        return self.kinetic_energy() + self.potential_energy()
-
-    def momentum(self):
-        """(linear, angular about the world origin), world frame."""
-        fm = self.frozen
-        linear = (fm.mass[:, None] * self.v).sum(axis=0)
-        angular = np.cross(self.x, fm.mass[:, None] * self.v).sum(axis=0)
-        for b in range(self.nb):
-            angular += quat.rotate(self.q[b], fm.inertia[b] * self.w[b], np.empty(3))
-        return linear, angular
-
-    def constraint_error(self) -> float:
-        """Largest position-level residual: ||q| - 1| and pivot attachment drift."""
-        err = float(np.max(np.abs(np.linalg.norm(self.q, axis=1) - 1.0)))
-        fm = self.frozen
-        for b in range(self.nb):
-            if fm.kind[b] == PIVOTED:
-                tip = self.x[b] - quat.rotate(self.q[b], fm.com[b], np.empty(3))
-                err = max(err, float(np.max(np.abs(tip - fm.pivot[b]))))
-        return err
-
-    @property
-    def body_mass(self):
-        """Body masses (a copy), kg."""
-        return self.model_mass.copy()
-
-    @property
-    def body_inertia(self):
-        """Principal moments of inertia about each centre of mass (nb, 3), a copy."""
-        return self.model_inertia.copy()
-
-    @property
-    def gravity(self):
-        """The gravity vector the simulation was built with (a copy)."""
-        return self.model_gravity.copy()
-
-    def joints(self):
-        """The joints as they are now, for drawing and inspection (a list of dicts).
-
-        Each dict has ``kind`` (``"spherical"``, ``"revolute"``, ``"prismatic"``,
-        ``"cylindrical"``, ``"planar"``, ``"fixed"``), ``parent`` (body index, -1 for the
-        world), ``child`` (body index), ``anchor`` (world position of the joint point on the
-        child) and ``axis`` (unit world vector of the joint axis, ``None`` where the kind has
-        none).  A body attached to the world by :meth:`Model.attach_to_world` shows up as a
-        spherical joint to the world.
-        """
-        out = []
-        fm = self.frozen
-        for b in range(self.nb):
-            if fm.kind[b] == PIVOTED:
-                out.append({"kind": "spherical", "parent": -1, "child": b,
-                            "anchor": fm.pivot[b].copy(), "axis": None})
-        return out
-
-    # -- setters -------------------------------------------------------------------------
-    def _sync(self, b, teleport=True):
-        """Make body b's state consistent with (x, q, v, w) after a setter or an impulse.
-
-        A setter is a teleport, so the previous-step pose used for render interpolation is
-        reset too; an impulse (``teleport=False``) changes only velocities and leaves it.
-        """
-        bodyf = self._arrays[1]
-        if self.frozen.kind[b] == PIVOTED:
-            pivot_kinematics.py_func(bodyf, b, self.x, self.q, self.v, self.w, self._P)
-        body_momenta.py_func(bodyf, b, self.q, self.v, self.w, self._P, self._pq, self._L)
-        if teleport:
-            restore_body.py_func(self._S_prev, self._S, self.nb, b)
-
-    def _refuse_if_pivoted(self, b, field):
-        if self.frozen.kind[b] == PIVOTED:
-            raise ValueError(f"{field}: body {self.names[b]!r} is pivoted; its position and "
-                             "velocity follow from its orientation and angular velocity")
+    def _to_world(self, b, vector, frame):
+        """A vector given in ``frame`` as world components."""
+        if frame == "body":
+            return quat.rotate(self.backend.q[b], vector, np.empty(3))
+        return vector
 
     def set_orientation(self, body, q):
         """Set the orientation (normalised); a pivoted body turns about its pivot."""
         b = self.body_index(body)
-        q = as_vector(q, 4, "q")
-        norm = np.linalg.norm(q)
-        if norm < 1e-12:
-            raise ValueError(f"q: quaternion of norm {norm:g} cannot be normalised")
-        self.q[b] = q / norm
-        self._sync(b)
+        q = _unit_quaternion(as_vector(q, 4, "q"), "q")
+        self.backend.set_body(b, q=q)
 
-    def set_angular_velocity(self, body, omega, frame="body"):
-        """Set the angular velocity, given in the body frame or the world frame."""
+    def set_angular_velocity(self, body, omega, frame="world"):
+        """Set the angular velocity, given in world axes (default) or body axes."""
         b = self.body_index(body)
         omega = as_vector(omega, 3, "omega")
-        if frame == "world":
-            omega = quat.rotate_inv(self.q[b], omega, np.empty(3))
-        elif frame != "body":
-            raise ValueError(f"frame: expected 'body' or 'world', got {frame!r}")
-        self.w[b] = omega
-        self._sync(b)
+        self.backend.set_body(b, w=omega, w_frame=as_frame(frame))
 
     def set_position(self, body, x):
-        """Set the centre-of-mass position of a free body."""
+        """Set the centre-of-mass position (world) of a free body."""
         b = self.body_index(body)
-        x = as_vector(x, 3, "x")
-        self._refuse_if_pivoted(b, "x")
-        self.x[b] = x
-        self._sync(b)
+        self.backend.set_body(b, x=as_vector(x, 3, "x"))
 
-    def set_velocity(self, body, v):
-        """Set the centre-of-mass velocity of a free body (world frame)."""
+    def set_velocity(self, body, v, frame="world"):
+        """Set the centre-of-mass velocity of a free body, in world (default) or body axes."""
         b = self.body_index(body)
         v = as_vector(v, 3, "v")
-        self._refuse_if_pivoted(b, "v")
-        self.v[b] = v
-        self._sync(b)
+        self.backend.set_body(b, v=self._to_world(b, v, as_frame(frame)))
+
+    # -- joints -----------------------------------------------------------------------------
+    def joint_index(self, joint) -> int:
+        """Resolve a joint handle (what ``Model.add_joint`` returned) or name to its handle."""
+        if isinstance(joint, (int, np.integer)) and not isinstance(joint, bool):
+            if 0 <= joint < len(self._joint_child):
+                return int(joint)
+            raise ValueError(f"joint: no joint with handle {joint}; handles are what "
+                             "Model.add_joint returned, names work too: "
+                             f"{self.joint_names}")
+        if isinstance(joint, str) and joint in self.joint_names:
+            return self.joint_names.index(joint)
+        raise ValueError(f"joint: no joint {joint!r}; known: {self.joint_names}")
+
+    def _joint_body(self, joint):
+        return self._joint_child[self.joint_index(joint)]
+
+    def joint_position(self, joint):
+        """The joint's coordinates (a copy), see the table of :mod:`rtrigid.joints`."""
+        return self.backend.joint_state(self._joint_body(joint))[0]
+
+    def joint_velocity(self, joint):
+        """The joint's rates (a copy), see the table of :mod:`rtrigid.joints`."""
+        return self.backend.joint_state(self._joint_body(joint))[1]
+
+    def set_joint_position(self, joint, value):
+        """Set a joint's coordinates; the bodies beyond it move along (a teleport)."""
+        b = self._joint_body(joint)
+        j = self.backend.joints[b]
+        n = len(self.backend.joint_state(b)[0])
+        if n == 0:
+            raise ValueError(f"joint: {j.name!r} ({j.kind}) has no coordinates")
+        value = as_vector(value, n, "value")
+        if j.kind in ("spherical", "free"):
+            k = 0 if j.kind == "spherical" else 3
+            value[k:k + 4] = _unit_quaternion(value[k:k + 4], "value")
+        self.backend.set_joint_state(b, qpos=value)
+
+    def set_joint_velocity(self, joint, value):
+        """Set a joint's rates (see the table of :mod:`rtrigid.joints`)."""
+        b = self._joint_body(joint)
+        n = len(self.backend.joint_state(b)[1])
+        if n == 0:
+            raise ValueError(f"joint: {self.backend.joints[b].name!r} has no rates")
+        self.backend.set_joint_state(b, qvel=as_vector(value, n, "value"))
+
+    def joints(self):
+        """The joints as they are now, for drawing and inspection (a list of dicts).
+
+        Each dict has ``name``, ``kind``, ``parent`` (body index, -1 for the world),
+        ``child`` (body index), ``anchor`` (world position of the joint point on the child)
+        and ``axis`` (unit world vector of the joint axis, ``None`` where the kind has none).
+        A body attached by :meth:`Model.attach_to_world` shows up as a spherical joint to the
+        world; free bodies are left out.
+        """
+        out = []
+        be = self.backend
+        for b, (j, g) in enumerate(zip(be.joints, be.geometry)):
+            if j.kind == "free":
+                continue
+            anchor = be.x[b] + quat.rotate(be.q[b], g.anchor_child, np.empty(3))
+            axis = None
+            if j.kind in ("revolute", "prismatic", "cylindrical", "planar"):
+                axis = quat.rotate(be.q[b], g.axis_child, np.empty(3))
+            out.append({"kind": j.kind, "parent": j.parent, "child": b, "anchor": anchor,
+                        "axis": axis, "name": j.name})
+        return out
+
+    # -- diagnostics ----------------------------------------------------------------------
+    @property
+    def body_mass(self):
+        """Body masses (a copy), kg."""
+        return self.backend.mass.copy()
+
+    @property
+    def body_inertia(self):
+        """Principal moments of inertia about each centre of mass (nb, 3), a copy."""
+        return self.backend.inertia.copy()
+
+    @property
+    def gravity(self):
+        """The gravity vector the simulation was built with (a copy)."""
+        return self.backend.gravity.copy()
+
+    def kinetic_energy(self) -> float:
+        be = self.backend
+        t = 0.5 * np.sum(be.mass * np.sum(be.v * be.v, axis=1))
+        return float(t + 0.5 * np.sum(be.w * (be.inertia * be.w)))
+
+    def potential_energy(self) -> float:
+        """Gravity and springs (point springs, joint springs)."""
+        return float(self.backend.potential_energy())
+
+    def energy(self) -> float:
+        """Kinetic plus potential energy."""
+        return self.kinetic_energy() + self.potential_energy()
+
+    def momentum(self):
+        """(linear, angular about the world origin), world frame."""
+        be = self.backend
+        p = be.mass[:, None] * be.v
+        angular = np.cross(be.x, p).sum(axis=0)
+        for b in range(self.nb):
+            angular += quat.rotate(be.q[b], be.inertia[b] * be.w[b], np.empty(3))
+        return p.sum(axis=0), angular
+
+    def constraint_error(self) -> float:
+        """Largest position-level residual: ||q| - 1| and every joint's residual
+        (:func:`rtrigid.joints.residual`)."""
+        be = self.backend
+        err = float(np.max(np.abs(np.linalg.norm(be.q, axis=1) - 1.0)))
+        world = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+        for b, (j, g) in enumerate(zip(be.joints, be.geometry)):
+            xp, qp = (be.x[j.parent], be.q[j.parent]) if j.parent >= 0 else world
+            r = residual(j.kind, g, xp, qp, be.x[b], be.q[b])
+            if r.size:
+                err = max(err, float(np.max(np.abs(r))))
+        return err
 
     # -- loads and impulses ----------------------------------------------------------------
-    def apply_force(self, body, force, point=None):
-        """Add a constant world force, acting from now on until :meth:`clear_applied`.
+    def _load_point(self, b, point, frame):
+        """A point given in ``frame`` as a world point (None: the centre of mass)."""
+        if point is None:
+            return self.backend.x[b].copy()
+        point = as_vector(point, 3, "point")
+        if frame == "body":
+            return self.backend.x[b] + quat.rotate(self.backend.q[b], point, np.empty(3))
+        return point
 
-        With ``point`` (world), the force acts there: it is stored as the same force at the
-        centre of mass plus the torque (point - x) x force, both fixed in the world frame and
-        evaluated now.  Loads add up over calls and persist across steps.
+    @property
+    def _f_app(self):
+        return self.backend.A[:3 * self.nb].reshape(self.nb, 3)
+
+    @property
+    def _t_app(self):
+        return self.backend.A[3 * self.nb:].reshape(self.nb, 3)
+
+    def apply_force(self, body, force, point=None, frame="world"):
+        """Add a constant force, acting from now on until :meth:`clear_applied`.
+
+        ``force`` and ``point`` are in ``frame``: world components and a world point, or
+        (``frame="body"``) body components and a body point from the centre of mass, both
+        taken as they are now.  Without ``point`` the force acts at the centre of mass; with
+        it, it is stored as the same force at the centre of mass plus the torque
+        (point - x) x force, both then fixed in the world frame.  Loads add up over calls and
+        persist across steps.
         """
         b = self.body_index(body)
-        force = as_vector(force, 3, "force")
-        torque = np.zeros(3)
+        frame = as_frame(frame)
+        force = self._to_world(b, as_vector(force, 3, "force"), frame)
         if point is not None:
-            point = as_vector(point, 3, "point")
-            torque = np.cross(point - self.x[b], force)
+            arm = self._load_point(b, point, frame) - self.backend.x[b]
+            self._t_app[b] += np.cross(arm, force)
         self._f_app[b] += force
-        self._t_app[b] += torque
 
-    def apply_torque(self, body, torque):
-        """Add a constant world torque, acting from now on until :meth:`clear_applied`."""
+    def apply_torque(self, body, torque, frame="world"):
+        """Add a constant torque (world components, or body components taken as the body
+        is now), acting from now on until :meth:`clear_applied`."""
         b = self.body_index(body)
-        self._t_app[b] += as_vector(torque, 3, "torque")
+        torque = as_vector(torque, 3, "torque")
+        self._t_app[b] += self._to_world(b, torque, as_frame(frame))
 
     def clear_applied(self, body=None):
         """Remove applied forces and torques (of one body, or of all)."""
         if body is None:
-            self._A[:] = 0.0
+            self.backend.A[:] = 0.0
         else:
             b = self.body_index(body)
             self._f_app[b] = 0.0
@@ -420,53 +461,60 @@ class Simulation:
         b = self.body_index(body)
         return self._f_app[b].copy(), self._t_app[b].copy()
 
-    def apply_impulse(self, body, impulse_world, point_world):
-        """Apply an instantaneous impulse at a world point; velocities jump at once.
+    def apply_impulse(self, body, impulse=None, point=None, frame="world", *,
+                      impulse_world=None, point_world=None):
+        """Apply an instantaneous impulse; velocities jump at once.
 
-        A free body gains linear momentum J and angular momentum (r - x) x J about its centre
-        of mass; a pivoted body gains angular momentum (r - pivot) x J about its pivot (the
-        pivot supplies the reaction impulse).  Raises ``ValueError`` (state unchanged) if the
-        resulting velocities would not be finite.
+        ``impulse`` and ``point`` are in ``frame`` like :meth:`apply_force`'s (default: at the
+        centre of mass).  The joints (or the pivot) carry the reaction impulses, so the
+        velocities stay consistent with them.  Raises ``ValueError`` (state unchanged) if the
+        resulting velocities would not be finite.  ``impulse_world`` / ``point_world`` are
+        the older names of ``impulse`` / ``point`` in the world frame.
         """
         b = self.body_index(body)
-        impulse = as_vector(impulse_world, 3, "impulse_world")
-        point = as_vector(point_world, 3, "point_world")
-        fm = self.frozen
-        q = self.q[b]
-        if fm.kind[b] == PIVOTED:
-            arm = point - fm.pivot[b]
-            dv = np.zeros(3)
-        else:
-            arm = point - self.x[b]
-            dv = impulse / fm.mass[b]
-        dh_body = quat.rotate_inv(q, np.cross(arm, impulse), np.empty(3))
-        dw = fm.jref_inv[b] @ dh_body
-        with np.errstate(over="ignore", invalid="ignore"):
-            new_v = self.v[b] + dv
-            new_w = self.w[b] + dw
-            ok = np.all(np.isfinite(new_v)) and np.all(np.isfinite(new_w))
-            ok = ok and np.isfinite(0.5 * fm.mass[b] * new_v @ new_v + 0.5 * new_w @ (fm.jref[b] @ new_w))
-        if not ok:
-            raise ValueError(f"impulse_world: {impulse.tolist()} would give non-finite velocities")
-        self.v[b] = new_v
-        self.w[b] = new_w
-        self._sync(b, teleport=False)
+        frame = as_frame(frame)
+        if impulse_world is not None or point_world is not None:
+            if impulse is not None or frame != "world":
+                raise ValueError("impulse: give impulse/point/frame or impulse_world/"
+                                 "point_world, not both")
+            impulse, point = impulse_world, point_world if point is None else point
+        if impulse is None:
+            raise ValueError("impulse: missing")
+        impulse = self._to_world(b, as_vector(impulse, 3, "impulse"), frame)
+        jump = self.backend.impulse(b, self._load_point(b, point, frame), impulse)
+        if jump is None:
+            raise ValueError(f"impulse: {impulse.tolist()} would give non-finite velocities")
+        self.backend.write_velocities(jump)
 
     # -- snapshots --------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        """Everything that determines the future: state, previous state, loads, clock."""
-        return Snapshot((self._S.copy(), self._S_prev.copy(), self._A.copy(), self._steps,
-                         self._accumulator, self.dropped_time, self._stats.copy()))
+        """Everything that determines the future: state, previous state, loads, clock,
+        counters -- and the integrator with its options, which a restore checks."""
+        be = self.backend
+        return Snapshot((be.S.copy(), be.S_prev.copy(), be.A.copy(), self._steps,
+                         self._accumulator, self.dropped_time, be.stats.copy(),
+                         self.integrator, dict(self.options)))
 
     def restore(self, snap: Snapshot):
         """Return to a snapshot taken from this simulation, bit for bit."""
-        if not isinstance(snap, Snapshot) or snap._data[0].shape != self._S.shape:
+        be = self.backend
+        if not isinstance(snap, Snapshot) or snap._data[0].shape != be.S.shape:
             raise ValueError("snap: not a snapshot of this simulation")
-        S, S_prev, A, steps, acc, dropped, stats = snap._data
-        self._S[:] = S
-        self._S_prev[:] = S_prev
-        self._A[:] = A
-        self._stats[:] = stats
+        S, S_prev, A, steps, acc, dropped, stats, integrator, options = snap._data
+        if (integrator, options) != (self.integrator, self.options):
+            raise ValueError(f"snap: taken with {integrator} {options}, this simulation runs "
+                             f"{self.integrator} {self.options}")
+        be.S[:] = S
+        be.S_prev[:] = S_prev
+        be.A[:] = A
+        be.stats[:] = stats
         self._steps = steps
         self._accumulator = acc
         self.dropped_time = dropped
+
+
+def _unit_quaternion(q, name):
+    norm = np.linalg.norm(q)
+    if norm < 1e-12:
+        raise ValueError(f"{name}: quaternion of norm {norm:g} cannot be normalised")
+    return q / norm

@@ -5,13 +5,14 @@ MuJoCo is a dev dependency, installed by .ci/run: these tests run in CI.
 import numpy as np
 import pytest
 
-from rtrigid import mujoco_ref, scenarios
+from rtrigid import scenarios
+from rtrigid.tools import mujoco_ref
 
 mujoco = pytest.importorskip("mujoco")
 
 
 def _mujoco_twin(sim):
-    fm = sim.frozen
+    fm = sim.backend.frozen
     pivoted = fm.kind[0] == 1
     model, data = mujoco_ref.build_single_body(
         fm.mass[0], fm.inertia[0], pivot_world=fm.pivot[0] if pivoted else None,

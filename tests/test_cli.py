@@ -84,17 +84,25 @@ def test_run_set_changes_the_scenario(capsys):
 
 def test_list_names_every_scenario_and_integrator(capsys):
     assert cli.main(["list"]) == 0
-    out = capsys.readouterr().out
-    lines = out.splitlines()
-    listed = [line.split()[0] for line in lines if not line.startswith("integrators:")]
-    assert listed == scenarios.names()
+    table, params, integ = capsys.readouterr().out.split("\n\n")
+    rows = table.splitlines()
+    assert rows[0].split()[:3] == ["scenario", "dt", "t_end"]
+    assert [r.split()[0] for r in rows[1:]] == scenarios.names()
+    # aligned: every column starts at the same offset on every row
+    starts = [rows[0].index(h) for h in ("dt", "t_end", "integrators", "what it is")]
+    for row in rows[1:]:
+        assert all(row[k - 2:k] == "  " and row[k] != " " for k in starts), row
     for name in scenarios.names():
         dt, t_end = scenarios.defaults(name)
-        line = next(line for line in lines if line.split()[0] == name)
-        assert f"dt={dt:g}" in line and f"t_end={t_end:g}" in line
+        row = next(r for r in rows if r.split()[0] == name)
+        assert row.split()[1:3] == [f"{dt:g}", f"{t_end:g}"]
+        assert scenarios.describe(name) in row
+        line = next(li for li in params.splitlines() if li.strip().startswith(name + ":"))
         for key in scenarios.parameters(name):
             assert f"{key}=" in line
-    assert lines[-1] == "integrators: " + ", ".join(integrator_names())
+    assert [li.split()[0] for li in integ.splitlines()[1:]] == integrator_names()
+    chain = next(r for r in rows if r.startswith("chain "))
+    assert "nullspace_rk4, energy_momentum" in chain and "director" not in chain
 
 
 def test_unknown_scenario_is_an_argparse_error(capsys):

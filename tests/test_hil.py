@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from rtrigid import scenarios
-from rtrigid.hil import Client, Server, ServerError
+from rtrigid.io.hil import Client, Server, ServerError
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
 
@@ -38,9 +38,9 @@ def two_body_sim(integrator="energy_momentum", dt=2e-3):
     m.add_spring("puck", (0.01, 0.0, 0.0), (0.3, 0.0, 0.2), 40.0)
     sim = Simulation(m, integrator, dt)
     sim.set_orientation("top", (0.96, 0.28, 0.0, 0.0))
-    sim.set_angular_velocity("top", (0.0, 0.0, 80.0))
+    sim.set_angular_velocity("top", (0.0, 0.0, 80.0), frame="body")
     sim.set_position("puck", (0.3, 0.05, 0.1))
-    sim.set_angular_velocity("puck", (1.0, -2.0, 3.0))
+    sim.set_angular_velocity("puck", (1.0, -2.0, 3.0), frame="body")
     return sim
 
 
@@ -516,7 +516,7 @@ def test_lockstep_comparison_runs_its_rows_and_leaves_nothing_behind(tmp_path, m
     import os
     import tempfile
 
-    from rtrigid import realtime_bench
+    from rtrigid.tools import realtime_bench
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     configs = [c for c in realtime_bench.LOCKSTEP_CONFIGS

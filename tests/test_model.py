@@ -6,8 +6,11 @@ parallel-axis inertia, field-by-field comparison for the flat-array round trip).
 import numpy as np
 import pytest
 
-from rtrigid import model as M
-from rtrigid.model import FREE, PIVOTED, Model
+import rtrigid as rt
+
+from rtrigid.backends.bodies import layout as M
+from rtrigid.backends.bodies.layout import FREE, PIVOTED, freeze
+from rtrigid.model import Model
 
 NAN = float("nan")
 
@@ -217,9 +220,9 @@ def test_bad_gravity_refused_naming_gravity(gravity):
         Model(gravity=gravity)
 
 
-def test_freezing_an_empty_model_refused():
+def test_simulating_an_empty_model_refused():
     with pytest.raises(ValueError, match=r"^bodies"):
-        Model().freeze()
+        rt.Simulation(Model())
 
 
 # -- freeze -----------------------------------------------------------------------------------
@@ -234,7 +237,7 @@ def test_freeze_pivot_inertia_is_parallel_axis_formula(seed):
     m.add_body("free", 1.0, (1.0, 2.0, 2.5))
     m.add_body("top", mass, inertia)
     m.attach_to_world("top", point_body, point_world)
-    fm = m.freeze()
+    fm = freeze(m)
     s = -point_body
     expected = np.diag(inertia) + mass * (s @ s * np.eye(3) - np.outer(s, s))
     np.testing.assert_allclose(fm.jref[1], expected, rtol=1e-14,
@@ -262,7 +265,7 @@ def test_freeze_spring_points_are_relative_to_the_reference_point():
     m.attach_to_world("top", (0.0, 0.0, -0.5))
     m.add_spring("top", (0.1, 0.2, 0.3), (1.0, 1.0, 1.0), 5.0, 0.2)
     m.add_spring("free", (0.4, 0.5, 0.6), (2.0, 2.0, 2.0), 7.0)
-    fm = m.freeze()
+    fm = freeze(m)
     # body point (from the centre of mass) minus pivot point (from the centre of mass)
     np.testing.assert_allclose(fm.spring_point[0], (0.1, 0.2, 0.8))
     np.testing.assert_allclose(fm.spring_point[1], (0.4, 0.5, 0.6))
@@ -274,7 +277,7 @@ def test_freeze_spring_points_are_relative_to_the_reference_point():
 
 def test_freeze_is_a_copy_later_edits_do_not_leak():
     m = _model(gravity=(0.0, 0.0, -1.0))
-    fm = m.freeze()
+    fm = freeze(m)
     m.gravity[2] = -5.0
     m.bodies[0].inertia[0] = 9.0
     assert fm.gravity[2] == -1.0
@@ -298,7 +301,7 @@ def _random_model(rng, nb, ns):
 @pytest.mark.parametrize("seed,nb,ns", [(0, 1, 0), (1, 1, 2), (2, 3, 0), (3, 4, 5), (4, 2, 1)])
 def test_flatten_kernel_arrays_round_trip_every_field(seed, nb, ns, compiled):
     rng = np.random.default_rng(seed)
-    fm = _random_model(rng, nb, ns).freeze()
+    fm = freeze(_random_model(rng, nb, ns))
     mf, mi = M.flatten(fm)
     assert mf.dtype == np.float64 and mi.dtype == np.int64
     assert mf.shape == (3 + M.B_WIDTH * nb + M.S_WIDTH * ns,)

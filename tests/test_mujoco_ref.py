@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rtrigid import mujoco_ref
+from rtrigid.tools import mujoco_ref
 
 mujoco = pytest.importorskip("mujoco")
 

@@ -8,9 +8,9 @@ import pytest
 
 import rtrigid as rt
 from rtrigid import joints as jointlib
-from rtrigid import mujoco_ref
+from rtrigid.tools import mujoco_ref
 from rtrigid.model import Model
-from rtrigid.multibody import base_work_size, work_layout
+from rtrigid.backends.tree.kinematics import base_work_size, work_layout
 
 KINDS = ["spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed"]
 
@@ -33,14 +33,23 @@ def _mixed_tree(kinds, seed=0):
 
 
 def _randomize(sim, rng):
-    for j in range(sim.nb):
-        kind, qs, vs = sim._coords(j)
-        n = qs.stop - qs.start
+    for name in sim.joint_names:
+        n = len(sim.joint_position(name))
         if n:
-            value = rng.normal(size=n)
-            sim.set_joint_position(j, value)
-        if vs.stop > vs.start:
-            sim.set_joint_velocity(j, rng.normal(size=vs.stop - vs.start))
+            sim.set_joint_position(name, rng.normal(size=n))
+        n = len(sim.joint_velocity(name))
+        if n:
+            sim.set_joint_velocity(name, rng.normal(size=n))
+
+
+def _tree_residual(sim, x, q):
+    """Every joint's residual (rtrigid.joints.residual) at body positions x and quaternions q."""
+    out = []
+    world = np.zeros(3, dtype=x.dtype), np.array([1.0, 0.0, 0.0, 0.0], dtype=q.dtype)
+    for b, (j, g) in enumerate(zip(sim.backend.joints, sim.backend.geometry)):
+        xp, pp = (x[j.parent], q[j.parent]) if j.parent >= 0 else world
+        out.append(jointlib.residual(j.kind, g, xp, pp, x[b], q[b]))
+    return np.concatenate(out)
 
 
 def _constraint_jacobian(sim):
@@ -52,7 +61,7 @@ def _constraint_jacobian(sim):
         x = np.array([zz[7 * b:7 * b + 3] for b in range(nb)])
         q = np.array([zz[7 * b + 3:7 * b + 7] for b in range(nb)])
         unit = [q[b] @ q[b] for b in range(nb)]
-        return np.concatenate([jointlib.tree_residual(sim.tree, x, q), unit])
+        return np.concatenate([_tree_residual(sim, x, q), unit])
 
     rows = len(g(z))
     G = np.zeros((rows, 7 * nb))
@@ -70,11 +79,11 @@ def test_null_space_annihilates_constraint_gradient(kind):
     for _ in range(3):
         _randomize(sim, rng)
         G = _constraint_jacobian(sim)
-        T = sim.null_space_matrix()
-        assert np.linalg.matrix_rank(T) == sim.tree.nv
+        T = sim.backend.null_space_matrix()
+        assert np.linalg.matrix_rank(T) == sim.backend.tree.nv
         assert np.abs(G @ T).max() < 1e-12 * max(1.0, np.abs(G).max() * np.abs(T).max())
         # and the constraint count plus the freedoms add up to 7 per body
-        assert np.linalg.matrix_rank(G) + sim.tree.nv == 7 * sim.nb
+        assert np.linalg.matrix_rank(G) + sim.backend.tree.nv == 7 * sim.nb
 
 
 @pytest.mark.parametrize("integrator,kinds", [
@@ -137,13 +146,7 @@ def test_energy_momentum_vertical_momentum_follows_the_applied_loads():
 
 
 def _random_joint_state(sim, seed):
-    rng = np.random.default_rng(seed)
-    for j in range(sim.nb):
-        _, qs, vs = sim._coords(j)
-        if qs.stop > qs.start:
-            sim.set_joint_position(j, rng.normal(size=qs.stop - qs.start))
-        if vs.stop > vs.start:
-            sim.set_joint_velocity(j, rng.normal(size=vs.stop - vs.start))
+    _randomize(sim, np.random.default_rng(seed))
 
 
 def test_energy_momentum_keeps_momentum_of_a_free_jointed_pair():
@@ -155,12 +158,11 @@ def test_energy_momentum_keeps_momentum_of_a_free_jointed_pair():
     sim = rt.Simulation(m, "energy_momentum", dt=0.002)
     _random_joint_state(sim, 8)
     # centre of mass at rest near the origin, so no term of the momenta grows without bound
-    _, qs, vs = sim._coords(0)
-    qg, nu = sim.Qg[qs].copy(), sim.nu[vs].copy()
+    qg, nu = sim.joint_position("free_a"), sim.joint_velocity("free_a")
     nu[:3] -= sim.momentum()[0] / 30.0
     qg[:3] -= (10.0 * sim.x[0] + 20.0 * sim.x[1]) / 30.0
-    sim.set_joint_position(0, qg)
-    sim.set_joint_velocity(0, nu)
+    sim.set_joint_position("free_a", qg)
+    sim.set_joint_velocity("free_a", nu)
     (p0, h0), e0 = sim.momentum(), sim.energy()
     sim.step(2000)
     p1, h1 = sim.momentum()
@@ -325,7 +327,7 @@ def test_bad_joint_input_is_refused_and_names_the_field():
 def test_bad_state_input_leaves_simulation_unchanged():
     sim = rt.scenarios.build("chain", integrator="nullspace_rk4", n=3)
     snap = sim.snapshot()
-    before = sim._S.copy()
+    before = sim.backend.S.copy()
     for call in (lambda: sim.set_joint_position("nope", [1, 0, 0, 0]),
                  lambda: sim.set_joint_position(0, [0, 0, 0, 0]),
                  lambda: sim.set_joint_velocity(1, [1.0, np.nan, 0.0]),
@@ -333,10 +335,10 @@ def test_bad_state_input_leaves_simulation_unchanged():
                  lambda: sim.apply_impulse(0, (np.inf, 0, 0), (0, 0, 0))):
         with pytest.raises(ValueError):
             call()
-        np.testing.assert_array_equal(sim._S, before)
+        np.testing.assert_array_equal(sim.backend.S, before)
     sim.step(10)
     sim.restore(snap)
-    np.testing.assert_array_equal(sim._S, before)
+    np.testing.assert_array_equal(sim.backend.S, before)
 
 
 def test_joints_report_world_anchors_and_axes():
@@ -403,7 +405,7 @@ ALLOCATION_PROBE = """
 import warnings; warnings.simplefilter("ignore")
 from numba.core.runtime import rtsys
 import rtrigid as rt
-from rtrigid import bench
+from rtrigid.tools import bench
 sims = [bench._lively_chain(5, i, 1 / 240) for i in ("nullspace_rk4", "energy_momentum")]
 sims += [rt.scenarios.build("gyro_top", integrator=i) for i in ("nullspace_rk4", "energy_momentum")]
 for sim in sims:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
-from rtrigid import quat as Q
+from rtrigid.maths import quat as Q
 
 I3 = np.eye(3)
 I4 = np.eye(4)

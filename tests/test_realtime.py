@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rtrigid import cli, scenarios
-from rtrigid.realtime import (ManualClock, MonotonicClock, RealtimeRunner, restore_priority,
+from rtrigid.io.realtime import (ManualClock, MonotonicClock, RealtimeRunner, restore_priority,
                               set_fifo_priority)
 
 MS = 1e-3

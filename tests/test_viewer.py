@@ -147,7 +147,7 @@ def test_scripted_drag_on_a_top_turns_it_about_its_pivot(open_viewer):
     _, end_px, shift = drag_in_view_plane(v, point, (0.0, 0.03, 0.0))
     l0 = sim.momentum()[1]
     impulse = v.drag(start_px, end_px)
-    expected = 2.0 * sim.frozen.mass[0] * shift
+    expected = 2.0 * sim.backend.frozen.mass[0] * shift
     assert np.allclose(impulse, expected, rtol=1e-6, atol=1e-12)
     # the pivot (at the origin) takes the reaction: L about it changes by point x J
     assert np.allclose(sim.momentum()[1] - l0, np.cross(point, expected), rtol=1e-6, atol=1e-14)

@@ -3,6 +3,14 @@
 ``rtrigid`` never imports this package; it needs the ``viewer`` extras
 (``pip install -e ".[viewer]"``) and, without a GPU, Mesa's software OpenGL.
 """
-from viewer.app import DEFAULT_KEYS, Viewer
-
 __all__ = ["Viewer", "DEFAULT_KEYS"]
+
+
+def __getattr__(name):
+    # pyglet and moderngl load only when a viewer is wanted, not when `rtrigid` lists the
+    # commands the viewer adds (viewer.cli)
+    if name in __all__:
+        from viewer import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module 'viewer' has no attribute {name!r}")

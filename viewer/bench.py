@@ -81,12 +81,12 @@ def measure(sim, width=1280, height=720, seconds=10.0, warmup=1.0, headless=True
 
 def main(argv=None):
     from rtrigid import scenarios
-    from rtrigid.integrators import INTEGRATORS
+    from rtrigid import integrators
 
     p = argparse.ArgumentParser(prog="python -m viewer.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", nargs="?", default="gyro_top", choices=scenarios.names())
-    p.add_argument("--integrator", default="energy_momentum", choices=list(INTEGRATORS))
+    p.add_argument("--integrator", default="energy_momentum", choices=integrators.names())
     p.add_argument("--dt", type=float, default=None)
     p.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE")
     p.add_argument("--width", type=int, default=1280)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 import time
 
+from rtrigid.cli import add_scenario_arguments, build_scenario
+
 FRAME = 1.0 / 60.0
 
 
@@ -68,12 +70,27 @@ def run_viewer(sim, *, headless=False, frames=120, screenshot=None, width=None, 
     return 0
 
 
-def view_command(args):
-    """Handler of ``rtrigid view`` (imported lazily by rtrigid.cli)."""
-    from rtrigid import scenarios
+def add_parser(sub):
+    """Add ``rtrigid view`` to the rtrigid command (entry point ``rtrigid.commands``).
 
-    params = dict(args.set or [])
-    sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt, **params)
+    Importing this module loads no OpenGL: pyglet and moderngl are imported when a viewer
+    opens.
+    """
+    v = sub.add_parser("view", help="show a scenario in the OpenGL viewer (or render it headless)")
+    add_scenario_arguments(v, "scenario to show")
+    v.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second")
+    v.add_argument("--headless", action="store_true", help="render offscreen, no window")
+    v.add_argument("--frames", type=int, default=120,
+                   help="frames to draw when headless (1/60 s each)")
+    v.add_argument("--screenshot", default=None, help="headless: write the last frame to this PNG")
+    v.add_argument("--width", type=int, default=None)
+    v.add_argument("--height", type=int, default=None)
+    v.set_defaults(func=view_command)
+
+
+def view_command(args):
+    """Handler of ``rtrigid view``."""
+    sim = build_scenario(args)
     if args.screenshot and not args.headless:
         raise ValueError("screenshot: only with --headless (a window is closed by the user)")
     try:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtrigid import quat
+from rtrigid.maths import quat
 from viewer import meshes
 
 PALETTE = [

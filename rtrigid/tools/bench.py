@@ -19,14 +19,15 @@ import time
 
 import numpy as np
 
-from rtrigid import mujoco_ref, scenarios
-from rtrigid.integrators import INTEGRATORS
+from rtrigid import integrators, scenarios
 from rtrigid.simulation import SimulationError
+from rtrigid.tools import mujoco_ref
+from rtrigid.tools.diagnostics import format_table
 
 HEADLINE = ("gyro_top", 1e-3)
 
 
-def _median_step_cost(sim, steps, repeats):
+def median_step_cost(sim, steps, repeats):
     sim.step(1)  # compile / load from cache outside the timing
     snap = sim.snapshot()
     times = []
@@ -59,16 +60,14 @@ def _mujoco_cost(sim, steps, repeats):
     """
     if not mujoco_ref.available() or sim.nb != 1:
         return None
-    j = sim.frozen.inertia[0]
+    body = sim.model.bodies[0]
+    j = body.inertia
     if np.any(j > np.sum(j) - j):
         return None
-    fm = sim.frozen
-    pivoted = fm.kind[0] == 1
+    pivoted = body.pivot_body is not None
     model, data = mujoco_ref.build_single_body(
-        fm.mass[0], fm.inertia[0],
-        pivot_world=fm.pivot[0] if pivoted else None,
-        pivot_body=-fm.com[0] if pivoted else None,
-        gravity=fm.gravity, dt=sim.dt, integrator="RK4")
+        body.mass, body.inertia, pivot_world=body.pivot_world, pivot_body=body.pivot_body,
+        gravity=sim.gravity, dt=sim.dt, integrator="RK4")
     mujoco_ref.set_state(model, data, x=None if pivoted else sim.x[0], p=sim.q[0],
                          v=None if pivoted else sim.v[0], omega_body=sim.w[0])
     cwd = os.getcwd()
@@ -100,13 +99,10 @@ def collect(steps=20000, repeats=7, with_mujoco=True):
             dts.append(HEADLINE[1])
         for dt in dts:
             row = {"scenario": name, "dt": dt, "us_per_step": {}}
-            for integ in INTEGRATORS:
-                try:
-                    sim = scenarios.build(name, integrator=integ, dt=dt)
-                except ValueError:  # e.g. the App. D solver on a jointed model
-                    continue
+            for integ in scenarios.integrators_for(name):
+                sim = scenarios.build(name, integrator=integ, dt=dt)
                 n = steps if sim.nb == 1 else max(steps // 10, 100)
-                row["us_per_step"][integ] = _median_step_cost(sim, n, repeats) * 1e6
+                row["us_per_step"][integ] = median_step_cost(sim, n, repeats) * 1e6
             if with_mujoco:
                 cost = _mujoco_cost(scenarios.build(name, dt=dt), steps, repeats)
                 if cost is not None:
@@ -121,7 +117,7 @@ def collect(steps=20000, repeats=7, with_mujoco=True):
                "cold_run_gyro_top_t_end_0.01_s": _cold_run_seconds()}
     if "mujoco_rk4" in headline:
         summary["ratio_to_mujoco_rk4_gyro_top_dt_1ms"] = {
-            k: headline[k] / headline["mujoco_rk4"] for k in INTEGRATORS}
+            k: headline[k] / headline["mujoco_rk4"] for k in integrators.names()}
     out = {"steps_per_call": steps, "repeats": repeats, "rows": rows, "summary": summary}
     out["chain"] = chain_section(repeats, with_mujoco)
     return out
@@ -129,7 +125,7 @@ def collect(steps=20000, repeats=7, with_mujoco=True):
 
 def _lively_chain(n, integrator, dt, seed=0):
     """A chain swinging hard: links tilted ~0.5 rad, random world angular velocities ~1 rad/s."""
-    from rtrigid import quat
+    from rtrigid.maths import quat
 
     rng = np.random.default_rng(seed)
     q0 = [quat.from_rotvec(rng.normal(scale=0.5, size=3)) for _ in range(n)]
@@ -160,7 +156,7 @@ def chain_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(1, 2, 5, 1
         for integ in ("nullspace_rk4", "energy_momentum"):
             sim = _lively_chain(n, integ, dt)
             try:
-                row[integ] = _median_step_cost(sim, 120, repeats) * 1e6
+                row[integ] = median_step_cost(sim, 120, repeats) * 1e6
             except SimulationError:
                 row[integ] = None
             if integ == "energy_momentum" and row[integ] is not None:
@@ -196,14 +192,16 @@ def chain_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(1, 2, 5, 1
 
 
 def print_table(result):
-    integs = list(INTEGRATORS) + ["mujoco_rk4"]
-    head = f"{'scenario':14s} {'dt':>7s} " + " ".join(f"{i:>20s}" for i in integs)
+    integs = integrators.names() + ["mujoco_rk4"]
     print("median us/step, one compiled call of", result["steps_per_call"], "steps,",
-          result["repeats"], "repeats")
-    print(head)
+          result["repeats"], "repeats ('-': the integrator does not support the scenario, or "
+          "MuJoCo cannot build it)")
+    rows = [["scenario", "dt", *integs]]
     for row in result["rows"]:
-        cells = " ".join(f"{row['us_per_step'].get(i, float('nan')):20.3f}" for i in integs)
-        print(f"{row['scenario']:14s} {row['dt']:7g} {cells}")
+        cost = row["us_per_step"]
+        rows.append([row["scenario"], f"{row['dt']:g}",
+                     *(f"{cost[i]:.3f}" if i in cost else "-" for i in integs)])
+    print("\n".join(format_table(rows)))
     s = result["summary"]
     for k, v in s["single_call_us"].items():
         print(f"single sim.step() call, {k}: {v:.3f} us (overhead over the in-kernel step "
@@ -215,10 +213,12 @@ def print_table(result):
           f"{s['cold_run_gyro_top_t_end_0.01_s']:.2f} s")
     c = result["chain"]
     print(f"spherical chain, dt = {c['dt']:.6g}: median us/step against the number of links")
+    keys = [k for k in c["scaling_us_per_step"][0] if k != "n"]
+    rows = [["links", *keys]]
     for row in c["scaling_us_per_step"]:
-        cells = "  ".join(f"{k} {v:9.2f}" if v is not None else f"{k} fails"
-                          for k, v in row.items() if k != "n")
-        print(f"  n = {row['n']:3d}: {cells}")
+        rows.append([row["n"], *("fails" if row.get(k) is None else f"{row[k]:.2f}"
+                                 for k in keys)])
+    print("\n".join("  " + line for line in format_table(rows)))
     print("  |energy drift| over 10 s, n = 10:",
           ", ".join(f"{k} {v:.3g}" for k, v in c["energy_drift_10s_n10"].items()))
 

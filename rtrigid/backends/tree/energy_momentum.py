@@ -100,7 +100,7 @@ reactions are not worked out for this scheme; see the README).
 import numpy as np
 
 from rtrigid._jit import jit
-from rtrigid.integrators.common import (
+from rtrigid.backends.buffers import (
     FAILED,
     OK,
     SOLVER_HALVINGS,
@@ -112,7 +112,7 @@ from rtrigid.integrators.common import (
     USED_FALLBACK,
     all_finite,
 )
-from rtrigid.multibody import (
+from rtrigid.backends.tree.kinematics import (
     FREE6,
     I_KIND,
     I_ORDER,
@@ -130,8 +130,8 @@ from rtrigid.multibody import (
     T_J,
     T_MASS,
     T_UC,
-    _cross,
-    _rv,
+    cross3,
+    rot_vec,
     base_work_size,
     carve,
     coordinate_slots,
@@ -142,7 +142,7 @@ from rtrigid.multibody import (
     quat_to_rot,
     state_views,
 )
-from rtrigid.quat import qmul_t
+from rtrigid.maths.quat import qmul_t
 
 ACCEPT = 1e-9
 TIGHT = 1e-11
@@ -312,8 +312,8 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
     # per-body residuals (world): R1 L1 - R0 L0 - h T and m (v1 - v0) - h f
     for b in range(nb):
         m = tf[b, T_MASS]
-        a1 = _rv(R[b], L1[b, 0], L1[b, 1], L1[b, 2])
-        a0 = _rv(R0[b], L0[b, 0], L0[b, 1], L0[b, 2])
+        a1 = rot_vec(R[b], L1[b, 0], L1[b, 1], L1[b, 2])
+        a0 = rot_vec(R0[b], L0[b, 0], L0[b, 1], L0[b, 2])
         for k in range(3):
             Fs[b, 3 + k] = m * (v1[b, k] - v0[b, k]) - h * fw[b, k]
             Fs[b, k] = a1[k] - a0[k] - h * Y[b, k]
@@ -325,9 +325,9 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
         p = ti[b, I_PARENT]
         kind = ti[b, I_KIND]
         ov = ti[b, I_VOFF]
-        ac = _rv(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+        ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
         f = (Fs[b, 3], Fs[b, 4], Fs[b, 5])
-        mc = _cross(ac[0], ac[1], ac[2], f[0], f[1], f[2])
+        mc = cross3(ac[0], ac[1], ac[2], f[0], f[1], f[2])
         mhat = (Fs[b, 0] - mc[0], Fs[b, 1] - mc[1], Fs[b, 2] - mc[2])
         if kind == FREE6:
             for k in range(3):
@@ -341,11 +341,11 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
             for k in range(3):
                 res[ov + k] = mhat[k]
         elif kind == REVOLUTE:
-            wt = _rv(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            wt = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
             res[ov] = wt[0] * mhat[0] + wt[1] * mhat[1] + wt[2] * mhat[2]
         if p >= 0:
-            ap = _rv(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
-            mp = _cross(ap[0], ap[1], ap[2], f[0], f[1], f[2])
+            ap = rot_vec(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
+            mp = cross3(ap[0], ap[1], ap[2], f[0], f[1], f[2])
             for k in range(3):
                 Fs[p, 3 + k] += f[k]
                 Fs[p, k] += mhat[k] + mp[k]
@@ -376,8 +376,8 @@ def _spring_end(pf, sp, col, b, x, q):
 def _point_load(pf, sp, col, b, f, sign, rot, fw, Y):
     """A world force sign*f at body b's spring point: into fw, its moment at the mean arm
     Rbar a (Rbar = (R0 + R1)/2 in ``rot``) into Y."""
-    a = _rv(rot[b], pf[sp, col], pf[sp, col + 1], pf[sp, col + 2])
-    m = _cross(a[0], a[1], a[2], sign * f[0], sign * f[1], sign * f[2])
+    a = rot_vec(rot[b], pf[sp, col], pf[sp, col + 1], pf[sp, col + 2])
+    m = cross3(a[0], a[1], a[2], sign * f[0], sign * f[1], sign * f[2])
     for k in range(3):
         fw[b, k] += sign * f[k]
         Y[b, k] += m[k]
@@ -386,7 +386,7 @@ def _point_load(pf, sp, col, b, f, sign, rot, fw, Y):
 @jit
 def _set_column(S, k, a, r):
     """S[:, k] <- the spatial column (a, r x a) of a turn about the world point r."""
-    m = _cross(r[0], r[1], r[2], a[0], a[1], a[2])
+    m = cross3(r[0], r[1], r[2], a[0], a[1], a[2])
     for i in range(3):
         S[i, k] = a[i]
         S[3 + i, k] = m[i]
@@ -504,7 +504,7 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
             E[o + 2, 3], E[o + 2, 4] = -e * F[1], e * F[0]
         # columns
         xm = (0.5 * (x0[b, 0] + xe[0]), 0.5 * (x0[b, 1] + xe[1]), 0.5 * (x0[b, 2] + xe[2]))
-        ac = _rv(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+        ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
         rm = (xm[0] + ac[0], xm[1] + ac[1], xm[2] + ac[2])
         if kind == FREE6:
             for kk in range(3):
@@ -525,18 +525,18 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
                                         1.0 if kk == 2 else 0.0), rm)
                 _set_column(SR[b], kk, (Z[0, kk], Z[1, kk], Z[2, kk]), r1)
         elif kind == REVOLUTE:
-            wt = _rv(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-            n1 = _rv(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            wt = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            n1 = rot_vec(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
             _set_column(SL[b], 0, wt, rm)
             _set_column(SR[b], 0, n1, r1)
             # row w.N: the mean axis turns with half the child's turn, c/2 (n1 x N).theta, and the
             # joint point term of the spherical rows seen along w
             N = (Nm[b, 0], Nm[b, 1], Nm[b, 2])
-            nN = _cross(n1[0], n1[1], n1[2], N[0], N[1], N[2])
+            nN = cross3(n1[0], n1[1], n1[2], N[0], N[1], N[2])
             for j in range(3):
                 E[0, j] = e * nN[j] + e * (fr * wt[j] - (wt[0] * r1[0] + wt[1] * r1[1]
                                                          + wt[2] * r1[2]) * F[j])
-            fxw = _cross(F[0], F[1], F[2], wt[0], wt[1], wt[2])
+            fxw = cross3(F[0], F[1], F[2], wt[0], wt[1], wt[2])
             # w.(F x v) = (w x F).v = -(F x w).v
             for j in range(3):
                 E[0, 3 + j] = -e * fxw[j]
@@ -832,7 +832,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
 
 @jit
 def step(n, dt, F, I):
-    """Advance ``n`` steps of size ``dt`` (the kernel convention of integrators/common)."""
+    """Advance ``n`` steps of size ``dt`` (the kernel contract of rtrigid.backends.buffers)."""
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)

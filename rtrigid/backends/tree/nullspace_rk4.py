@@ -1,7 +1,7 @@
 """``nullspace_rk4`` for jointed systems: classical RK4 on the null-space equations.
 
 The unknowns are the generalized coordinates Qg (positions, with a unit quaternion per free
-body and per spherical joint) and the independent rates nu of :mod:`rtrigid.multibody`.  The
+body and per spherical joint) and the independent rates nu of :mod:`rtrigid.backends.tree.kinematics`.  The
 right-hand side is Qg' from nu (quaternions by 002 (42), qdot = 1/2 q o (0, Omega)) and nu'
 from the articulated-body recursion, which solves the reduced equations
 (T^T M T) nu' = T^T (f - M Tdot nu) in O(number of bodies) without forming T (002 §5 builds
@@ -10,10 +10,10 @@ quaternion is normalised (002 (63)); the joints hold at position level by constr
 at velocity level exactly, so ``constraint_error()`` stays at round-off.
 """
 from rtrigid._jit import jit
-from rtrigid.integrators.common import NONFINITE, OK, STAT_STEPS, all_finite
-from rtrigid.multibody import (
+from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS, all_finite
+from rtrigid.backends.tree.kinematics import (
     T_J,
-    _keep,
+    keep_alive,
     articulated_factor,
     articulated_solve,
     bias_forces,
@@ -28,7 +28,7 @@ from rtrigid.multibody import (
     state_views,
     world_loads,
 )
-from rtrigid.multibody import work_size as _mb_work_size
+from rtrigid.backends.tree.kinematics import work_size as _mb_work_size
 
 RK4_WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 
@@ -39,7 +39,7 @@ def work_size(nb, nq, nv):
 
 @jit
 def step(n, dt, F, I):
-    """Advance ``n`` steps of size ``dt`` (the kernel convention of integrators/common).
+    """Advance ``n`` steps of size ``dt`` (the kernel contract of rtrigid.backends.buffers).
 
     The stages call the recursion's passes directly, on arrays taken out of the buffers once
     per call: a view made or a tuple of arrays handed on inside the loop costs reference counts
@@ -92,8 +92,8 @@ def step(n, dt, F, I):
             for i in range(nv):
                 nu[i] = nu0[i] + dt * snu[i]
             normalize_coordinates(ti, Qg)
-            # multibody.refresh_bodies, its passes called here directly: through it they
-            # cost ~0.2 us more per step (reference counts it cannot prune, see _keep)
+            # kinematics.refresh_bodies, its passes called here directly: through it they
+            # cost ~0.2 us more per step (reference counts it cannot prune, see keep_alive)
             geometry(tf, ti, Qg, x, q, R, rj, G)
             joint_velocities(ti, G, nu, V, cb)
             body_rates(ti, R, G, V, v, w)
@@ -107,8 +107,8 @@ def step(n, dt, F, I):
                 S[i] = S_prev[i]
             break
         stats[STAT_STEPS] += 1
-    # one exit, every array used up to it: see multibody._keep
-    _keep(gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, Qg, nu, x, q, v, w, L, f_app,
+    # one exit, every array used up to it: see kinematics.keep_alive
+    keep_alive(gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, Qg, nu, x, q, v, w, L, f_app,
           t_app, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, dQ, dnu, sQ,
           snu, Qs, nus)
     return status

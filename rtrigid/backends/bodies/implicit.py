@@ -8,7 +8,7 @@ sub-steps; if even that fails the whole step is rolled back and FAILED returned 
 Simulation then raises).  USED_FALLBACK is or-ed into the status when any step needed it.
 """
 from rtrigid._jit import jit, jit_inline
-from rtrigid.integrators.common import (
+from rtrigid.backends.buffers import (
     FAILED,
     OK,
     SOLVER_HALVINGS,
@@ -16,9 +16,8 @@ from rtrigid.integrators.common import (
     STAT_FALLBACKS,
     STAT_STEPS,
     USED_FALLBACK,
-    open_buffers,
-    restore_body,
 )
+from rtrigid.backends.bodies.common import open_buffers, restore_body
 
 # Newton stopping rule shared with the energy-momentum solvers (see energy_momentum): stop on
 # an exactly-zero residual, or a residual below ACCEPT that has stalled (fell by less than

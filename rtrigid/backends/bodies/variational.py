@@ -40,19 +40,13 @@ Newton stops by the stall rule of :mod:`.implicit`; a failed step falls back to 
 import numpy as np
 
 from rtrigid._jit import jit
-from rtrigid.forces import discrete_gradient
-from rtrigid.integrators import implicit
-from rtrigid.integrators.common import (
-    STAT_ITERS,
-    STAT_MAX_ITERS,
-    g_mul,
-    has_springs,
-    state_view,
-    velocities_from_momenta,
-)
-from rtrigid.linalg import solve_inplace
-from rtrigid.model import B_JREF, B_MASS, B_PIVOT, PIVOTED
-from rtrigid.quat import qmul_t
+from rtrigid.backends.bodies.forces import discrete_gradient
+from rtrigid.backends.bodies import implicit
+from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
+from rtrigid.backends.bodies.common import g_mul, has_springs, state_view, velocities_from_momenta
+from rtrigid.maths.linalg import solve_inplace
+from rtrigid.backends.bodies.layout import B_JREF, B_MASS, B_PIVOT, PIVOTED
+from rtrigid.maths.quat import qmul_t
 
 _DGW, _GRAD, _DGRAD, _ZZ, _JAC, _RES, _U, _END = 0, 128, 135, 184, 198, 234, 240, 246
 
@@ -285,5 +279,5 @@ def _derive(bodyf, bodyi, b, x, q, v, w, P, pq, L):
 
 @jit
 def step(n, dt, F, I):
-    """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
+    """Advance ``n`` steps of size ``dt``; the common kernel signature (see rtrigid.backends.buffers)."""
     return implicit.run(n, dt, F, I, advance_body)

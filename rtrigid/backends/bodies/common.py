@@ -1,17 +1,5 @@
-"""What every step kernel shares: status codes, statistics slots, state bookkeeping.
+"""What the single-body kernels share: the state layout and per-body bookkeeping.
 
-The kernel calling convention (every integrator module exposes these two):
-
-    work_size(nb) -> length of the float64 scratch array the Simulation allocates once
-    step(n, dt, F, I) -> status
-
-Everything lives in one float64 buffer F and one int64 buffer I, because numba's dispatcher
-pays for every array it unboxes (measured here: a tuple of ~40 arrays ~4 us per call, eight
-arrays 1.4 us, two arrays well under 1 us).  :func:`unpack` carves the named views at entry:
-
-n:       number of steps to take in this call
-dt:      step size
-mf, mi:  the model, see :func:`rtrigid.model.flatten` / :func:`rtrigid.model.kernel_arrays`
 S:       state, (STATE_WIDTH * nb,); :func:`state_view` gives (x, q, v, w, P, pq, L) -- per
          body x (nb,3) centre of mass, q (nb,4) unit quaternion (body -> world), v (nb,3)
          centre-of-mass velocity (world), w (nb,3) body angular velocity, P (nb,3) linear
@@ -20,22 +8,15 @@ S:       state, (STATE_WIDTH * nb,); :func:`state_view` gives (x, q, v, w, P, pq
          writes the others from them; it never reads a derived field back as a primary one
          (a round trip such as L -> J^-1 L -> J (J^-1 L) carries a fixed rounding matrix
          into every step: a systematic drift).
-S_prev:  same layout, overwritten with the state at the start of each step (render
-         interpolation reads it; a failed step is rolled back from it)
-A:       applied loads (6 * nb,): (nb,3) world force at the centre of mass, (nb,3) world
-         torque; constant over the call
-solver:  float64 [max_iter, max_halvings] for implicit schemes
-stats:   int64 counters, see STAT_*
-status:  OK, or FAILED / NONFINITE with the state rolled back to the start of the failed step,
-         with USED_FALLBACK or-ed in if any step needed the sub-step fallback;
-         stats[STAT_STEPS] counts completed steps.
 
-F = [mf | S | S_prev | A | solver | work],  I = [mi | stats]  (see :func:`buffer_layout`).
+The buffers, status codes and counters are the contract of :mod:`rtrigid.backends.buffers`;
+the model arrays are those of :mod:`.layout`.
 """
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.model import (
+from rtrigid.backends.buffers import all_finite, field_offsets, sections
+from rtrigid.backends.bodies.layout import (
     B_COM,
     B_JINV,
     B_JREF,
@@ -46,68 +27,33 @@ from rtrigid.model import (
     S_WIDTH,
     kernel_arrays,
 )
-from rtrigid.quat import rotate_t
+from rtrigid.maths.quat import rotate_t
 
-OK = 0
-FAILED = 1
-NONFINITE = 2
-USED_FALLBACK = 4  # or-ed into the status when an implicit step needed its sub-step fallback
-
-STAT_STEPS = 0
-STAT_ITERS = 1
-STAT_MAX_ITERS = 2
-STAT_FALLBACKS = 3
-N_STATS = 4
-
-SOLVER_MAX_ITER = 0
-SOLVER_HALVINGS = 1
-
+# the state of one body, field-major: field k of all bodies, then field k + 1
 STATE_FIELDS = (("x", 3), ("q", 4), ("v", 3), ("w", 3), ("P", 3), ("pq", 4), ("L", 3))
-STATE_WIDTH = 23
+STATE_WIDTH = sum(width for _, width in STATE_FIELDS)
+_O = field_offsets(STATE_FIELDS, 1)
+O_X, O_Q, O_V, O_W, O_P, O_PQ, O_L = (_O[name][0] for name, _ in STATE_FIELDS)
 
 
 @jit
 def state_view(S, nb):
-    """(x, q, v, w, P, pq, L) views into the flat state array (field-major, contiguous)."""
+    """(x, q, v, w, P, pq, L) views into the flat state array (:data:`STATE_FIELDS`)."""
     return (
-        S[0:3 * nb].reshape((nb, 3)),
-        S[3 * nb:7 * nb].reshape((nb, 4)),
-        S[7 * nb:10 * nb].reshape((nb, 3)),
-        S[10 * nb:13 * nb].reshape((nb, 3)),
-        S[13 * nb:16 * nb].reshape((nb, 3)),
-        S[16 * nb:20 * nb].reshape((nb, 4)),
-        S[20 * nb:23 * nb].reshape((nb, 3)),
+        S[O_X * nb:O_Q * nb].reshape((nb, 3)),
+        S[O_Q * nb:O_V * nb].reshape((nb, 4)),
+        S[O_V * nb:O_W * nb].reshape((nb, 3)),
+        S[O_W * nb:O_P * nb].reshape((nb, 3)),
+        S[O_P * nb:O_PQ * nb].reshape((nb, 3)),
+        S[O_PQ * nb:O_L * nb].reshape((nb, 4)),
+        S[O_L * nb:STATE_WIDTH * nb].reshape((nb, 3)),
     )
 
 
-def buffer_layout(nb, ns, nf_model, work):
-    """Offsets of the pieces of F: (model, state, prev, applied, solver, work, total)."""
-    o_state = nf_model
-    o_prev = o_state + STATE_WIDTH * nb
-    o_applied = o_prev + STATE_WIDTH * nb
-    o_solver = o_applied + 6 * nb
-    o_work = o_solver + 2
-    return o_state, o_prev, o_applied, o_solver, o_work, o_work + work
-
-
 @jit
-def unpack(F, I):
-    """(mf, mi, S, S_prev, A, solver, stats, work) views into the two kernel buffers."""
-    nb = I[0]
-    ns = I[1]
-    nf_model = 3 + B_WIDTH * nb + S_WIDTH * ns
-    ni_model = 2 + nb + ns
-    o = nf_model
-    S = F[o:o + STATE_WIDTH * nb]
-    o += STATE_WIDTH * nb
-    S_prev = F[o:o + STATE_WIDTH * nb]
-    o += STATE_WIDTH * nb
-    A = F[o:o + 6 * nb]
-    o += 6 * nb
-    solver = F[o:o + 2]
-    o += 2
-    return (F[:nf_model], I[:ni_model], S, S_prev, A, solver, I[ni_model:ni_model + N_STATS],
-            F[o:])
+def model_sizes(nb, ns):
+    """(float model length, int model length) of :func:`layout.flatten`."""
+    return 3 + B_WIDTH * nb + S_WIDTH * ns, 2 + nb + ns
 
 
 @jit
@@ -117,9 +63,12 @@ def open_buffers(F, I):
     Returns (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, solver, stats,
     work).
     """
-    mf, mi, S, S_prev, A, solver, stats, work = unpack(F, I)
-    gravity, bodyf, bodyi, springf, springi = kernel_arrays(mf, mi)
-    f_app, t_app = applied_view(A, bodyi.shape[0])
+    nb = I[0]
+    nf_model, ni_model = model_sizes(nb, I[1])
+    S, S_prev, A, solver, stats, work = sections(F, I, nf_model, ni_model, STATE_WIDTH * nb,
+                                                 6 * nb)
+    gravity, bodyf, bodyi, springf, springi = kernel_arrays(F[:nf_model], I[:ni_model])
+    f_app, t_app = applied_view(A, nb)
     return (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, solver, stats,
             work)
 
@@ -128,7 +77,7 @@ def open_buffers(F, I):
 def restore_body(S, S_prev, nb, b):
     """Copy body b's entries of every state field from S_prev back into S."""
     o = 0
-    for width in (3, 4, 3, 3, 3, 4, 3):
+    for width in (3, 4, 3, 3, 3, 4, 3):  # STATE_FIELDS
         for k in range(width):
             S[o + b * width + k] = S_prev[o + b * width + k]
         o += width * nb
@@ -138,15 +87,6 @@ def restore_body(S, S_prev, nb, b):
 def applied_view(A, nb):
     """(force, torque) views into the flat applied-load array."""
     return A[0:3 * nb].reshape((nb, 3)), A[3 * nb:6 * nb].reshape((nb, 3))
-
-
-@jit
-def all_finite(a):
-    """True when no entry of the flat array ``a`` is NaN or infinite."""
-    for i in range(a.shape[0]):
-        if not np.isfinite(a[i]):
-            return False
-    return True
 
 
 @jit

@@ -24,11 +24,12 @@ are shared with ``energy_momentum`` (:func:`.energy_momentum.step_appendix_d`).
 import numpy as np
 
 from rtrigid._jit import jit
-from rtrigid.forces import discrete_gradient
-from rtrigid.integrators.common import STAT_ITERS, STAT_MAX_ITERS, body_velocities
-from rtrigid.linalg import matmul, matmul_nt, matvec, solve_inplace
-from rtrigid.model import B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
-from rtrigid.quat import Emat, Gmat, Qleft, Qright, dexp_matrix, quat_from_rotvec, quat_mul
+from rtrigid.backends.bodies.forces import discrete_gradient
+from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
+from rtrigid.backends.bodies.common import body_velocities
+from rtrigid.maths.linalg import matmul, matmul_nt, matvec, solve_inplace
+from rtrigid.backends.bodies.layout import B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
+from rtrigid.maths.quat import Emat, Gmat, Qleft, Qright, dexp_matrix, quat_from_rotvec, quat_mul
 
 STALL_FACTOR = 0.25
 ACCEPT = 1e-9

@@ -27,35 +27,31 @@ import warnings
 
 import numpy as np
 
-from rtrigid import quat, scenarios
-from rtrigid.bench import _median_step_cost
-from rtrigid.integrators import midpoint_em
+from rtrigid import integrators, quat, scenarios
+from rtrigid.tools.bench import median_step_cost
 from rtrigid.simulation import Simulation, SimulationError
 
-# (label, integrator, variant setter or None)
+# (label, integrator, its options or None)
 SCHEMES = [
     ("nullspace_rk4", "nullspace_rk4", None),
     ("energy_momentum", "energy_momentum", None),
     ("midpoint_em", "midpoint_em", None),
-    ("midpoint_em (iv)", "midpoint_em", lambda s: midpoint_em.use_variant(s, "momentum")),
+    ("midpoint_em (iv)", "midpoint_em", {"update": "momentum"}),
     ("variational", "variational", None),
     ("index1", "index1", None),
     ("director", "director", None),
     ("director_nullspace", "director_nullspace", None),
 ]
-EXPLICIT = ["nullspace_rk4", "index1", "director", "director_nullspace"]
-IMPLICIT = ["energy_momentum", "midpoint_em", "variational"]
+EXPLICIT = [n for n in integrators.names() if not integrators.get(n).implicit]
+IMPLICIT = ["energy_momentum", "midpoint_em", "variational"]  # the appd solver is the same scheme
 STYLE = {"nullspace_rk4": "o-", "energy_momentum": "s-", "midpoint_em": "^-",
          "midpoint_em (iv)": "^--", "variational": "v-", "index1": "D-", "director": "x-",
          "director_nullspace": "+-"}
 
 
 def _build(scenario, label, dt, **params):
-    integ, variant = next((i, v) for lab, i, v in SCHEMES if lab == label)
-    sim = scenarios.build(scenario, integrator=integ, dt=dt, **params)
-    if variant is not None:
-        variant(sim)
-    return sim
+    integ, options = next((i, o) for lab, i, o in SCHEMES if lab == label)
+    return scenarios.build(scenario, integrator=integ, dt=dt, options=options, **params)
 
 
 def _advance(sim, t_end):
@@ -70,12 +66,13 @@ def _advance(sim, t_end):
 
 
 def _reference(sim, t_end, t_eval=None):
-    from rtrigid.reference import rigid_body_reference
+    from rtrigid.tools.reference import rigid_body_reference
 
-    fm = sim.frozen
-    return rigid_body_reference(quat.to_matrix(sim.q[0]), sim.w[0], fm.jref[0], t_end,
-                                com=fm.com[0], mass=fm.mass[0], gravity=fm.gravity,
-                                t_eval=t_eval)
+    body = sim.model.bodies[0]
+    com = np.zeros(3) if body.pivot_body is None else -body.pivot_body
+    j_ref = np.diag(body.inertia) + body.mass * (com @ com * np.eye(3) - np.outer(com, com))
+    return rigid_body_reference(quat.to_matrix(sim.q[0]), sim.w[0], j_ref, t_end,
+                                com=com, mass=body.mass, gravity=sim.gravity, t_eval=t_eval)
 
 
 def _config_error(sim, R_ref):
@@ -141,7 +138,7 @@ def error_vs_cost(dts, labels, timing_steps=20000, repeats=5):
         _, R, W = _reference(base, t_end)
         rows = {}
         for label in labels:
-            us = _median_step_cost(_build(scenario, label, dts[len(dts) // 2], **params),
+            us = median_step_cost(_build(scenario, label, dts[len(dts) // 2], **params),
                                    timing_steps, repeats) * 1e6
             steps, errs = [], []
             for dt in dts:
@@ -188,7 +185,7 @@ def largest_converging_dt(integrators, grid, t_end=1.0):
         for dt in sorted(grid):
             sim = Simulation(base.model, integ, dt, max_halvings=0)
             sim.set_orientation(0, base.q[0])  # the steady precession does not depend on dt
-            sim.set_angular_velocity(0, base.w[0])
+            sim.set_angular_velocity(0, base.w[0], frame="body")
             if not _advance(sim, t_end):
                 break
             best = dt

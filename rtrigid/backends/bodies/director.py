@@ -29,10 +29,8 @@ the centre of mass, springs at their points.
 import numpy as np
 
 from rtrigid._jit import jit
-from rtrigid.integrators.common import (
-    NONFINITE,
-    OK,
-    STAT_STEPS,
+from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS
+from rtrigid.backends.bodies.common import (
     g_mul,
     mat3_vec,
     open_buffers,
@@ -41,10 +39,10 @@ from rtrigid.integrators.common import (
     settle_body,
     state_view,
 )
-from rtrigid.linalg import solve_inplace
-from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED, S_ANCHOR, S_K, \
+from rtrigid.maths.linalg import solve_inplace
+from rtrigid.backends.bodies.layout import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED, S_ANCHOR, S_K, \
     S_POINT, S_REST
-from rtrigid.quat import euler_map, euler_map_diff_pinv, spurrier_klumpp
+from rtrigid.maths.quat import euler_map, euler_map_diff_pinv, spurrier_klumpp
 
 NY = 24  # x, d, v, d' (the null-space form uses the first 18: x, d, v, Omega)
 _Y, _K, _T, _A, _R, _M, _P, _END = 0, NY, 5 * NY, 6 * NY, 6 * NY + 240, 6 * NY + 249, \

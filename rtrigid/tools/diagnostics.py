@@ -75,3 +75,15 @@ def run_measured(sim, t_end, samples=200):
         out["max_rel_reference_error"] = worst["reference"]
         out["final_rel_reference_error"] = float(np.linalg.norm(sim.x[0] - ref) / np.linalg.norm(ref))
     return out
+
+
+def format_table(rows, align=None):
+    """Rows of cells as text lines, each column padded to its widest cell.
+
+    ``align``: one of "<" or ">" per column (default: the first left, the rest right).
+    """
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    align = align or ["<"] + [">"] * (len(widths) - 1)
+    return ["  ".join(f"{c:{a}{w}}" for c, a, w in zip(r, align, widths)).rstrip()
+            for r in rows]

@@ -20,8 +20,8 @@ radial (p) direction, which moves only the multiplier:
 
 So lambda = 0 exactly for form 23 with Q_p1, as 001 (24), (37) state.  The registered
 ``index1`` is 002 (40): form 29 with Q_p2 (there psi_p = -grad V + 8 Q(pdot) I Q(pdot)^T p);
-:func:`use_variant` switches a Simulation to any of the four.  :func:`multipliers` gives
-lambda at the current state.
+``Simulation(..., integrator="index1", options={"form": 23, "torque": 1})`` picks one of
+the four.  :func:`multipliers` gives lambda at the current state.
 
 After every RK4 step the cheap projection 002 (63) puts the state back on the constraint
 manifold: p <- p/|p| (P), pdot <- pdot - <p, pdot> p (V).  A projected pdot is tangent, so it is
@@ -32,11 +32,10 @@ Loads come from :func:`rtrigid.forces.body_loads` (Q_p1) or are resolved per for
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.forces import _spring_force, body_loads
-from rtrigid.integrators.common import (
-    NONFINITE,
-    OK,
-    STAT_STEPS,
+from rtrigid.backends.bodies.forces import spring_force, body_loads
+from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS
+from rtrigid.backends.bodies.common import (
+    applied_view,
     g_mul,
     gt_mul,
     mat3_vec,
@@ -46,8 +45,8 @@ from rtrigid.integrators.common import (
     settle_body,
     state_view,
 )
-from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, PIVOTED, S_POINT
-from rtrigid.quat import qmul_t, rotate_t
+from rtrigid.backends.bodies.layout import B_COM, B_JINV, B_JREF, B_MASS, PIVOTED, S_POINT
+from rtrigid.maths.quat import qmul_t, rotate_t
 
 FORMS = (23, 29)
 TORQUES = (1, 2)
@@ -79,7 +78,7 @@ def torque_p2(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, x, q):
         out = (out[0] + t[0], out[1] + t[1], out[2] + t[2], out[3] + t[3])
     for s in range(springi.shape[0]):
         if springi[s] == b:
-            fs, _ = _spring_force(bodyf, bodyi, springf, s, b, x[0], x[1], x[2], q[0], q[1],
+            fs, _ = spring_force(bodyf, bodyi, springf, s, b, x[0], x[1], x[2], q[0], q[1],
                                   q[2], q[3])
             t = _b2t(q, fs[0], fs[1], fs[2], springf[s, S_POINT], springf[s, S_POINT + 1],
                      springf[s, S_POINT + 2])
@@ -239,26 +238,12 @@ def step_29_p1(n, dt, F, I):
     return _run(n, dt, F, I, runtime_int(29), runtime_int(1))
 
 
-VARIANTS = {(29, 2): step, (23, 1): step_23_p1, (23, 2): step_23_p2, (29, 1): step_29_p1}
-
-
 def _check_variant(form, torque):
     if form not in FORMS:
         raise ValueError(f"form: expected one of {FORMS} (001 (23) or (29)), got {form!r}")
     if torque not in TORQUES:
         raise ValueError(f"torque: expected 1 (Q_p1, 001 (59)) or 2 (Q_p2, 001 (62)), "
                          f"got {torque!r}")
-
-
-def use_variant(sim, form, torque):
-    """Make an ``index1`` Simulation integrate 001 form ``form`` with torque Q_p``torque``.
-
-    All four variants move the body the same way (001 §3-4); they differ in the multiplier.
-    """
-    _check_variant(form, torque)
-    if sim.integrator != "index1":
-        raise ValueError(f"sim: expected an 'index1' simulation, got {sim.integrator!r}")
-    sim._kernel = VARIANTS[(form, torque)]
 
 
 @jit
@@ -278,7 +263,7 @@ def multipliers(sim, form=29, torque=2):
     """Lagrange multiplier lambda of the unit-length constraint, per body, at the current
     state of ``sim`` for 001 form ``form`` with torque Q_p``torque`` (defaults: ``index1``'s)."""
     _check_variant(form, torque)
-    gravity, bodyf, bodyi, springf, springi = sim._arrays
-    f_app, t_app = sim._f_app, sim._t_app
-    return _multipliers(gravity, bodyf, bodyi, springf, springi, f_app, t_app, sim.x, sim.q,
-                        sim.w, form, torque, np.empty(sim.nb))
+    be = sim.backend
+    f_app, t_app = applied_view(be.A, be.nb)
+    return _multipliers(*be.arrays, f_app, t_app, be.x, be.q, be.w, form, torque,
+                        np.empty(be.nb))

@@ -19,17 +19,11 @@ from collections import namedtuple
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.forces import add_spring_loads
-from rtrigid.integrators.common import (
-    NONFINITE,
-    OK,
-    STAT_STEPS,
-    STATE_WIDTH,
-    has_springs,
-    open_buffers,
-)
-from rtrigid.model import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
-from rtrigid.quat import rotate_t
+from rtrigid.backends.bodies.forces import add_spring_loads
+from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS
+from rtrigid.backends.bodies.common import STATE_WIDTH, has_springs, open_buffers
+from rtrigid.backends.bodies.layout import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
+from rtrigid.maths.quat import rotate_t
 
 # One body's coefficients of 002 (42) for a call.  force: world force at the centre of mass
 # (gravity plus applied), torque: applied world torque (used only when `torqued`), com: centre of
@@ -144,8 +138,8 @@ def _settle(c, y):
     """The full 23-scalar state (x, q, v, w, P, pq, L) after a step, from y = (x, q, v, w).
 
     q is renormalised (the cheap projection 002 (63, P)); a pivoted body's x, v follow from
-    (q, w) as in :func:`~rtrigid.integrators.common.pivot_kinematics`; the momenta are those of
-    :func:`~rtrigid.integrators.common.body_momenta`.  Also returns w.L + v.P (twice the kinetic
+    (q, w) as in :func:`~rtrigid.backends.bodies.common.pivot_kinematics`; the momenta are those of
+    :func:`~rtrigid.backends.bodies.common.body_momenta`.  Also returns w.L + v.P (twice the kinetic
     energy) for the finiteness test.
     """
     x0, x1, x2, q0, q1, q2, q3, v0, v1, v2, w0, w1, w2 = y
@@ -273,7 +267,7 @@ def _advance(c, springs, S, S_prev, nb, b, n, dt):
 
 @jit
 def step(n, dt, F, I):
-    """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common).
+    """Advance ``n`` steps of size ``dt``; the common kernel signature (see rtrigid.backends.buffers).
 
     The bodies are advanced one after the other, each through all n steps.  If one of them
     would turn non-finite in its step k + 1, the call stops every body after k steps (status

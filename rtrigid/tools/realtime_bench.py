@@ -34,9 +34,9 @@ import time
 import numpy as np
 
 from rtrigid import scenarios
-from rtrigid.bench import report
-from rtrigid.hil import Client
-from rtrigid.realtime import (MonotonicClock, RealtimeRunner, restore_priority,
+from rtrigid.tools.bench import report
+from rtrigid.io.hil import Client
+from rtrigid.io.realtime import (MonotonicClock, RealtimeRunner, restore_priority,
                               set_fifo_priority, warm_up)
 
 PACED_KEYS = ("real_time_factor", "steps", "overruns", "caught_up_ticks", "dropped_s",

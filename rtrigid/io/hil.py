@@ -662,7 +662,7 @@ def serve_main(args):
                           **dict(args.set or []))
     sim.step(0)  # load the compiled kernel before the first client waits on it
     if args.rt_priority:
-        from rtrigid.realtime import set_fifo_priority
+        from rtrigid.io.realtime import set_fifo_priority
 
         set_fifo_priority(args.rt_priority)
     unix = getattr(args, "unix", None)

@@ -42,15 +42,17 @@ from __future__ import annotations
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.quat import qmul_t
+from rtrigid.backends.buffers import sections
+from rtrigid.joints import BY_CODE, KINDS
+from rtrigid.joints import geometry as joint_geometry
+from rtrigid.maths.quat import qmul_t
 
-FREE6, SPHERICAL, REVOLUTE, PRISMATIC, CYLINDRICAL, PLANAR, FIXED = range(7)
-KIND_CODES = {"free": FREE6, "spherical": SPHERICAL, "revolute": REVOLUTE,
-              "prismatic": PRISMATIC, "cylindrical": CYLINDRICAL, "planar": PLANAR,
-              "fixed": FIXED}
-KIND_NAMES = {v: k for k, v in KIND_CODES.items()}
-NQ = np.array([7, 4, 1, 1, 2, 3, 0], np.int64)
-NV = np.array([6, 3, 1, 1, 2, 3, 0], np.int64)
+# the kernels branch on the codes of the joint-kind table
+FREE6, SPHERICAL, REVOLUTE, PRISMATIC, CYLINDRICAL, PLANAR, FIXED = (
+    KINDS[k].code for k in ("free", "spherical", "revolute", "prismatic", "cylindrical",
+                            "planar", "fixed"))
+NQ = np.array([BY_CODE[c].nq for c in range(len(BY_CODE))], np.int64)
+NV = np.array([BY_CODE[c].nv for c in range(len(BY_CODE))], np.int64)
 
 # per-body float row
 T_MASS = 0
@@ -92,24 +94,6 @@ ROW_C = 7      # its centre of mass minus its joint point
 JOINT_ROWS = 8
 
 
-def orthonormal_pair(u):
-    """Two unit vectors completing the unit vector ``u`` to a right-handed frame (e1, e2, u)."""
-    a = np.array([1.0, 0.0, 0.0]) if abs(u[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    e1 = a - np.dot(a, u) * u
-    e1 /= np.linalg.norm(e1)
-    return e1, np.cross(u, e1)
-
-
-def shortest_arc(a, b):
-    """Unit quaternion of the smallest rotation turning unit vector ``a`` onto ``b``."""
-    c = float(np.dot(a, b))
-    if c < -1.0 + 1e-12:
-        e1, _ = orthonormal_pair(a)
-        return np.array([0.0, *e1])
-    q = np.array([1.0 + c, *np.cross(a, b)])
-    return q / np.linalg.norm(q)
-
-
 # -- small dense helpers (no allocation) --------------------------------------------------------
 @jit_inline
 def quat_to_rot(q0, q1, q2, q3, R):
@@ -140,21 +124,21 @@ def quat_to_rot_b(q0, q1, q2, q3, R, b):
 
 
 @jit_inline
-def _rv(R, a0, a1, a2):
+def rot_vec(R, a0, a1, a2):
     return (R[0, 0] * a0 + R[0, 1] * a1 + R[0, 2] * a2,
             R[1, 0] * a0 + R[1, 1] * a1 + R[1, 2] * a2,
             R[2, 0] * a0 + R[2, 1] * a1 + R[2, 2] * a2)
 
 
 @jit_inline
-def _rtv(R, a0, a1, a2):
+def rot_t_vec(R, a0, a1, a2):
     return (R[0, 0] * a0 + R[1, 0] * a1 + R[2, 0] * a2,
             R[0, 1] * a0 + R[1, 1] * a1 + R[2, 1] * a2,
             R[0, 2] * a0 + R[1, 2] * a1 + R[2, 2] * a2)
 
 
 @jit_inline
-def _rvb(R, b, a0, a1, a2):
+def rot_vec_b(R, b, a0, a1, a2):
     """R[b] a, without making a view of R[b] (a view costs a reference count)."""
     return (R[b, 0, 0] * a0 + R[b, 0, 1] * a1 + R[b, 0, 2] * a2,
             R[b, 1, 0] * a0 + R[b, 1, 1] * a1 + R[b, 1, 2] * a2,
@@ -162,7 +146,7 @@ def _rvb(R, b, a0, a1, a2):
 
 
 @jit_inline
-def _rtvb(R, b, a0, a1, a2):
+def rot_t_vec_b(R, b, a0, a1, a2):
     """R[b]^T a, without making a view of R[b]."""
     return (R[b, 0, 0] * a0 + R[b, 1, 0] * a1 + R[b, 2, 0] * a2,
             R[b, 0, 1] * a0 + R[b, 1, 1] * a1 + R[b, 2, 1] * a2,
@@ -170,19 +154,19 @@ def _rtvb(R, b, a0, a1, a2):
 
 
 @jit
-def _cross(a0, a1, a2, b0, b1, b2):
+def cross3(a0, a1, a2, b0, b1, b2):
     return (a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0)
 
 
 @jit
-def _keep(*arrays):
+def keep_alive(*arrays):
     """A use of the arrays here, at the one exit of a kernel; does nothing.
 
     numba takes a reference to every array argument on entry and drops it right after the
     argument's last use.  LLVM's reference-count pruning removes such a pair only when the drop
     sits at the function's single exit and no call that takes the array stands between;
     otherwise every call pays two atomic operations per array.  So the kernels the step loops
-    call are leaves (their helpers inlined), have one exit, and end with ``_keep`` of the
+    call are leaves (their helpers inlined), have one exit, and end with ``keep_alive`` of the
     arrays last used earlier.  Measured on a one-link chain with ``nullspace_rk4``: 4.8 us per
     step before, 1.1 us after, the arithmetic unchanged.
     """
@@ -263,11 +247,11 @@ def forward_kinematics(tf, ti, Qg, x, q, R, rj):
         t = joint_translation(tf, b, kind, Qg, o)
         a = (tf[b, T_AP] + t[0], tf[b, T_AP + 1] + t[1], tf[b, T_AP + 2] + t[2])
         if p >= 0:
-            ra = _rvb(R, p, a[0], a[1], a[2])
+            ra = rot_vec_b(R, p, a[0], a[1], a[2])
             r = (x[p, 0] + ra[0], x[p, 1] + ra[1], x[p, 2] + ra[2])
         else:
             r = a
-        ac = _rvb(R, b, tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+        ac = rot_vec_b(R, b, tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
         for k in range(3):
             rj[b, k] = r[k]
             x[b, k] = r[k] - ac[k]
@@ -322,7 +306,7 @@ def motion_columns(tf, ti, b, R, rj, x, G):
         G[b, 0, 0], G[b, 0, 1], G[b, 0, 2] = d
         return 1
     # revolute, cylindrical, planar: a rotation about the child axis through the joint point
-    a = _rvb(R, b, tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+    a = rot_vec_b(R, b, tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
     G[b, 0, 0], G[b, 0, 1], G[b, 0, 2] = a
     if kind == REVOLUTE:
         return 1
@@ -338,7 +322,7 @@ def motion_columns(tf, ti, b, R, rj, x, G):
 def _parent_axis(tf, b, p, R, col):
     """A direction stored in the parent's frame (the world's for a world joint), in world axes."""
     if p >= 0:
-        return _rvb(R, p, tf[b, col], tf[b, col + 1], tf[b, col + 2])
+        return rot_vec_b(R, p, tf[b, col], tf[b, col + 1], tf[b, col + 2])
     return tf[b, col], tf[b, col + 1], tf[b, col + 2]
 
 
@@ -415,12 +399,12 @@ def joint_velocities(ti, G, nu, V, cb):
             continue
         op = (V[p, 0], V[p, 1], V[p, 2])
         d = (G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2])
-        od = _cross(op[0], op[1], op[2], d[0], d[1], d[2])
+        od = cross3(op[0], op[1], op[2], d[0], d[1], d[2])
         V[b, 0], V[b, 1], V[b, 2] = op[0] + w0, op[1] + w1, op[2] + w2
         V[b, 3], V[b, 4], V[b, 5] = V[p, 3] + od[0] + l0, V[p, 4] + od[1] + l1, V[p, 5] + od[2] + l2
-        ca = _cross(op[0], op[1], op[2], w0, w1, w2)
-        cc = _cross(op[0], op[1], op[2], od[0], od[1], od[2])
-        cl = _cross(op[0], op[1], op[2], l0, l1, l2)
+        ca = cross3(op[0], op[1], op[2], w0, w1, w2)
+        cc = cross3(op[0], op[1], op[2], od[0], od[1], od[2])
+        cl = cross3(op[0], op[1], op[2], l0, l1, l2)
         for k in range(3):
             cb[b, k] = ca[k]
             cb[b, 3 + k] = cc[k] + 2.0 * cl[k]
@@ -432,10 +416,10 @@ def body_rates(ti, R, G, V, v, w):
     nb = ti.shape[0]
     for b in range(nb):
         om = (V[b, 0], V[b, 1], V[b, 2])
-        c = _cross(om[0], om[1], om[2], G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2])
+        c = cross3(om[0], om[1], om[2], G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2])
         for k in range(3):
             v[b, k] = V[b, 3 + k] + c[k]
-        wb = _rtvb(R, b, om[0], om[1], om[2])
+        wb = rot_t_vec_b(R, b, om[0], om[1], om[2])
         for k in range(3):
             w[b, k] = wb[k]
 
@@ -488,7 +472,7 @@ def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Ia):
                 for c in range(3):
                     Dinv[b, r, c] = IA[b, r, c]
             if not invert_in_place(Dinv, b, 3):
-                ok = False  # carry on to the single exit (see _keep)
+                ok = False  # carry on to the single exit (see keep_alive)
             if p < 0:
                 continue
             # Ia = [[0, 0], [0, C - E D^-1 B]]; W holds D^-1 B for the moment
@@ -540,7 +524,7 @@ def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Ia):
                     s -= t2 * W[b, 2, c]
                 Ia[r, c] = s
         _shift_to_parent(Ia, G, b, IA, p)
-    _keep(R)  # see _keep; and one exit only, for the same reason
+    keep_alive(R)  # see keep_alive; and one exit only, for the same reason
     return ok
 
 
@@ -552,15 +536,15 @@ def _shift_to_parent(Ia, G, b, IA, p):
     d0, d1, d2 = G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2]
     for i in range(3):
         # row i of E' and of A - B[d]x
-        ce = _cross(Ia[3 + i, 3], Ia[3 + i, 4], Ia[3 + i, 5], d0, d1, d2)
-        bd = _cross(Ia[i, 3], Ia[i, 4], Ia[i, 5], d0, d1, d2)
+        ce = cross3(Ia[3 + i, 3], Ia[3 + i, 4], Ia[3 + i, 5], d0, d1, d2)
+        bd = cross3(Ia[i, 3], Ia[i, 4], Ia[i, 5], d0, d1, d2)
         for j in range(3):
             Ia[3 + i, j] -= ce[j]
             Ia[i, j] -= bd[j]
     for j in range(3):
         # column j of B' = B + d x C[:, j] and of A' = (A - B[d]x) + d x E'[:, j]
-        dc = _cross(d0, d1, d2, Ia[3, 3 + j], Ia[4, 3 + j], Ia[5, 3 + j])
-        de = _cross(d0, d1, d2, Ia[3, j], Ia[4, j], Ia[5, j])
+        dc = cross3(d0, d1, d2, Ia[3, 3 + j], Ia[4, 3 + j], Ia[5, 3 + j])
+        de = cross3(d0, d1, d2, Ia[3, j], Ia[4, j], Ia[5, j])
         for i in range(3):
             Ia[i, 3 + j] += dc[i]
             Ia[i, j] += de[i]
@@ -623,7 +607,7 @@ def articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot):
                 for c in range(k):
                     s += U[b, r, c] * nudot[o + c]
             acc[b, r] = s
-        n = _cross(G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2], acc[b, 3], acc[b, 4],
+        n = cross3(G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2], acc[b, 3], acc[b, 4],
                    acc[b, 5])
         for r in range(3):
             pA[p, r] += acc[b, r] + n[r]
@@ -637,7 +621,7 @@ def articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot):
         o = ti[b, I_VOFF]
         sph = kind == SPHERICAL
         if p >= 0:
-            t = _cross(acc[p, 0], acc[p, 1], acc[p, 2], G[b, ROW_D, 0], G[b, ROW_D, 1],
+            t = cross3(acc[p, 0], acc[p, 1], acc[p, 2], G[b, ROW_D, 0], G[b, ROW_D, 1],
                        G[b, ROW_D, 2])
             for r in range(3):
                 acc[b, r] = acc[p, r]
@@ -669,7 +653,7 @@ def articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot):
             off = col_block(kind, c)
             for m in range(3):
                 acc[b, off + m] += G[b, c, m] * nudot[o + c]
-    _keep(tau, U)  # see _keep
+    keep_alive(tau, U)  # see keep_alive
 
 
 @jit_inline
@@ -727,7 +711,7 @@ def world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext):
         m = tf[b, T_MASS]
         f = (m * gravity[0] + f_app[b, 0], m * gravity[1] + f_app[b, 1],
              m * gravity[2] + f_app[b, 2])
-        n = _cross(G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2], f[0], f[1], f[2])
+        n = cross3(G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2], f[0], f[1], f[2])
         for k in range(3):
             fext[b, k] = n[k] + t_app[b, k]
             fext[b, 3 + k] = f[k]
@@ -757,7 +741,7 @@ def spring_point(pf, s, col, b, x, R):
     """World position of a spring end (body b's point, or a world point when b < 0)."""
     if b < 0:
         return pf[s, col], pf[s, col + 1], pf[s, col + 2]
-    r = _rvb(R, b, pf[s, col], pf[s, col + 1], pf[s, col + 2])
+    r = rot_vec_b(R, b, pf[s, col], pf[s, col + 1], pf[s, col + 2])
     return x[b, 0] + r[0], x[b, 1] + r[1], x[b, 2] + r[2]
 
 
@@ -767,7 +751,7 @@ def _add_point_force(fext, b, x, G, p, f, sign):
     # joint point = x - c, so p - joint point = (p - x) + c
     r = (p[0] - x[b, 0] + G[b, ROW_C, 0], p[1] - x[b, 1] + G[b, ROW_C, 1],
          p[2] - x[b, 2] + G[b, ROW_C, 2])
-    n = _cross(r[0], r[1], r[2], f[0], f[1], f[2])
+    n = cross3(r[0], r[1], r[2], f[0], f[1], f[2])
     for k in range(3):
         fext[b, k] += sign * n[k]
         fext[b, 3 + k] += sign * f[k]
@@ -799,15 +783,15 @@ def bias_forces(tf, ti, R, G, V, fext, pA):
         m = tf[b, T_MASS]
         om = (V[b, 0], V[b, 1], V[b, 2])
         c = (G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2])
-        wb = _rtvb(R, b, om[0], om[1], om[2])
-        iw = _rvb(R, b, tf[b, T_J] * wb[0], tf[b, T_J + 1] * wb[1], tf[b, T_J + 2] * wb[2])
+        wb = rot_t_vec_b(R, b, om[0], om[1], om[2])
+        iw = rot_vec_b(R, b, tf[b, T_J] * wb[0], tf[b, T_J + 1] * wb[1], tf[b, T_J + 2] * wb[2])
         cc = c[0] * c[0] + c[1] * c[1] + c[2] * c[2]
         cw = c[0] * om[0] + c[1] * om[1] + c[2] * om[2]
         h = (iw[0] + m * (cc * om[0] - cw * c[0]), iw[1] + m * (cc * om[1] - cw * c[1]),
              iw[2] + m * (cc * om[2] - cw * c[2]))
-        n = _cross(om[0], om[1], om[2], h[0], h[1], h[2])
-        oc = _cross(om[0], om[1], om[2], c[0], c[1], c[2])
-        f = _cross(om[0], om[1], om[2], oc[0], oc[1], oc[2])
+        n = cross3(om[0], om[1], om[2], h[0], h[1], h[2])
+        oc = cross3(om[0], om[1], om[2], c[0], c[1], c[2])
+        f = cross3(om[0], om[1], om[2], oc[0], oc[1], oc[2])
         for k in range(3):
             pA[b, k] = n[k] - fext[b, k]
             pA[b, 3 + k] = m * f[k] - fext[b, 3 + k]
@@ -829,12 +813,14 @@ def work_layout(nb, nq, nv):
 #   S = [Qg (nq) | nu (nv) | x (3 nb) | q (4 nb) | v (3 nb) | w (3 nb) | L (3 nb)]
 # x, q, v, w, L are the bodies' maximal coordinates, written from (Qg, nu) by the explicit
 # scheme; the energy-momentum scheme advances (Qg, v, L) and writes nu as the rates that best
-# fit its velocities (see integrators/multibody_em).
+# fit its velocities (see backends/tree/energy_momentum).
 
+@jit
 def state_size(nb, nq, nv):
     return nq + nv + 16 * nb
 
 
+@jit
 def model_sizes(nb, ns):
     """(float model length, int model length)."""
     return 3 + T_WIDTH * nb + P_WIDTH * ns, HEADER + I_WIDTH * nb + 2 * ns
@@ -864,28 +850,14 @@ def open_buffers(F, I):
     """Views of the two kernel buffers: (gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats,
     work, sizes) with sizes = (nb, ns, nq, nv)."""
     nb, ns, nq, nv = I[0], I[1], I[2], I[3]
-    o = 3
+    nf_model, ni_model = model_sizes(nb, ns)
+    S, S_prev, A, solver, stats, work = sections(F, I, nf_model, ni_model,
+                                                 state_size(nb, nq, nv), 6 * nb)
     gravity = F[0:3]
-    tf = F[o:o + T_WIDTH * nb].reshape((nb, T_WIDTH))
-    o += T_WIDTH * nb
-    pf = F[o:o + P_WIDTH * ns].reshape((ns, P_WIDTH))
-    o += P_WIDTH * ns
-    n_state = nq + nv + 16 * nb
-    S = F[o:o + n_state]
-    o += n_state
-    S_prev = F[o:o + n_state]
-    o += n_state
-    A = F[o:o + 6 * nb]
-    o += 6 * nb
-    solver = F[o:o + 2]
-    o += 2
-    work = F[o:]
-    oi = HEADER
-    ti = I[oi:oi + I_WIDTH * nb].reshape((nb, I_WIDTH))
-    oi += I_WIDTH * nb
-    pi = I[oi:oi + 2 * ns].reshape((ns, 2))
-    oi += 2 * ns
-    stats = I[oi:]
+    tf = F[3:3 + T_WIDTH * nb].reshape((nb, T_WIDTH))
+    pf = F[3 + T_WIDTH * nb:nf_model].reshape((ns, P_WIDTH))
+    ti = I[HEADER:HEADER + I_WIDTH * nb].reshape((nb, I_WIDTH))
+    pi = I[HEADER + I_WIDTH * nb:ni_model].reshape((ns, 2))
     return gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, (nb, ns, nq, nv)
 
 
@@ -944,7 +916,7 @@ def geometry(tf, ti, Qg, x, q, R, rj, G):
     forward_kinematics(tf, ti, Qg, x, q, R, rj)
     for b in range(ti.shape[0]):
         motion_columns(tf, ti, b, R, rj, x, G)
-    _keep(tf, ti, Qg, x, q, R, rj, G)  # see _keep
+    keep_alive(tf, ti, Qg, x, q, R, rj, G)  # see keep_alive
 
 
 @jit
@@ -956,7 +928,7 @@ def refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb):
     for b in range(ti.shape[0]):
         for k in range(3):
             L[b, k] = tf[b, T_J + k] * w[b, k]
-    _keep(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)  # see _keep
+    keep_alive(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)  # see keep_alive
 
 
 # -- building the tree from a Model -------------------------------------------------------------
@@ -968,22 +940,8 @@ class Tree:
     """
 
     def __init__(self, model):
-        from rtrigid.model import Joint
-
         nb = len(model.bodies)
-        if nb == 0:
-            raise ValueError("bodies: the model has no bodies")
-        inbound = [None] * nb
-        for j in model.joints:
-            inbound[j.child] = j
-        zero, ez = np.zeros(3), np.array([0.0, 0.0, 1.0])
-        for b, body in enumerate(model.bodies):
-            if inbound[b] is None:
-                if body.pivot_body is not None:
-                    inbound[b] = Joint(f"pivot_{body.name}", "spherical", -1, b,
-                                       body.pivot_world.copy(), body.pivot_body.copy(), ez, ez)
-                else:
-                    inbound[b] = Joint(f"free_{body.name}", "free", -1, b, zero, zero, ez, ez)
+        inbound = model.inbound_joints()
         children = [[] for _ in range(nb)]
         roots = []
         for b in range(nb):
@@ -1002,21 +960,16 @@ class Tree:
         nq = nv = 0
         for i, b in enumerate(order):
             j = inbound[b]
-            code = KIND_CODES[j.kind]
+            code = KINDS[j.kind].code
+            g = joint_geometry(j)
             row = self.tf[b]
             row[T_MASS] = model.bodies[b].mass
             row[T_J:T_J + 3] = model.bodies[b].inertia
-            row[T_AP:T_AP + 3] = j.anchor_parent
-            row[T_AC:T_AC + 3] = j.anchor_child
-            row[T_UP:T_UP + 3] = j.axis_parent
-            row[T_UC:T_UC + 3] = j.axis_child
-            e1, e2 = orthonormal_pair(j.axis_parent)
-            row[T_E1P:T_E1P + 3], row[T_E2P:T_E2P + 3] = e1, e2
-            e1, e2 = orthonormal_pair(j.axis_child)
-            row[T_E1C:T_E1C + 3], row[T_E2C:T_E2C + 3] = e1, e2
-            row[T_R0:T_R0 + 4] = (shortest_arc(j.axis_child, j.axis_parent)
-                                  if j.kind in ("revolute", "prismatic", "cylindrical", "planar")
-                                  else (1.0, 0.0, 0.0, 0.0))
+            row[T_AP:T_AP + 3], row[T_AC:T_AC + 3] = g.anchor_parent, g.anchor_child
+            row[T_UP:T_UP + 3], row[T_UC:T_UC + 3] = g.axis_parent, g.axis_child
+            row[T_E1P:T_E1P + 3], row[T_E2P:T_E2P + 3] = g.e1_parent, g.e2_parent
+            row[T_E1C:T_E1C + 3], row[T_E2C:T_E2C + 3] = g.e1_child, g.e2_child
+            row[T_R0:T_R0 + 4] = g.r0
             row[T_K], row[T_REST], row[T_DAMP] = j.stiffness, j.rest, j.damping
             self.ti[i, I_ORDER] = b
             self.ti[b, I_PARENT] = j.parent

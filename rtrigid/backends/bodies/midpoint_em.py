@@ -27,7 +27,7 @@ step (measured order 1.06 on the heavy top).  Step (iv) of the algorithm in 003 
 the spatial angular momentum instead, h_{n+1} = 2 h_{n+1/2} - h_n: second order, conserves a
 free body's angular momentum, but not its energy.  The paper's two statements cannot both
 hold; ``midpoint_em`` is the energy-conserving one (the section's claim), and
-:func:`use_variant` switches a simulation to the step (iv) update for comparison.
+The option ``update="momentum"`` switches a simulation to the step (iv) update for comparison.
 
 Loads beyond the paper's gravity: constant applied forces act at the centre of mass like
 gravity (exactly conserving); a constant applied world torque adds h tau to the angular
@@ -45,17 +45,12 @@ Newton stops by the stall rule of :mod:`.implicit`; a failed step falls back to 
 import numpy as np
 
 from rtrigid._jit import jit
-from rtrigid.integrators import implicit
-from rtrigid.integrators.common import (
-    STAT_ITERS,
-    STAT_MAX_ITERS,
-    body_momenta,
-    runtime_int,
-    state_view,
-)
-from rtrigid.linalg import solve_inplace
-from rtrigid.model import B_COM, B_INERTIA, B_MASS, PIVOTED, S_ANCHOR, S_K, S_POINT, S_REST
-from rtrigid.quat import qmul_t, rotmat
+from rtrigid.backends.bodies import implicit
+from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
+from rtrigid.backends.bodies.common import body_momenta, runtime_int, state_view
+from rtrigid.maths.linalg import solve_inplace
+from rtrigid.backends.bodies.layout import B_COM, B_INERTIA, B_MASS, PIVOTED, S_ANCHOR, S_K, S_POINT, S_REST
+from rtrigid.maths.quat import qmul_t, rotmat
 
 # scratch layout (float64 entries)
 _F, _D, _R0, _JAC, _RES, _U, _VEC, _END = 0, 9, 36, 45, 126, 135, 144, 168
@@ -468,25 +463,11 @@ def advance_body_momentum(gravity, bodyf, bodyi, springf, springi, f_app, t_app,
 
 @jit
 def step(n, dt, F, I):
-    """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
+    """Advance ``n`` steps of size ``dt``; the common kernel signature (see rtrigid.backends.buffers)."""
     return implicit.run(n, dt, F, I, advance_body)
 
 
 @jit
 def step_momentum_update(n, dt, F, I):
-    """The same step with the velocity update of 003 §11.5 (iv) (see :func:`use_variant`)."""
+    """The same step with the velocity update of 003 §11.5 (iv) (``options={"update": "momentum"}``)."""
     return implicit.run(n, dt, F, I, advance_body_momentum)
-
-
-def use_variant(sim, update):
-    """Switch a ``midpoint_em`` Simulation between the two velocity updates of 003 §11.
-
-    ``update="energy"`` (the default scheme): Omega_{n+1} = 4e/h - Omega_n, 003 (326), which
-    the energy proof (334) needs; ``update="momentum"``: the algorithm's step (iv), which
-    updates the spatial angular momentum instead.
-    """
-    if update not in ("energy", "momentum"):
-        raise ValueError(f"update: expected 'energy' or 'momentum', got {update!r}")
-    if sim.integrator != "midpoint_em":
-        raise ValueError(f"sim: expected a 'midpoint_em' simulation, got {sim.integrator!r}")
-    sim._kernel = step if update == "energy" else step_momentum_update

@@ -25,7 +25,7 @@ free bodies move it), z[3:7] = q.
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.model import (
+from rtrigid.backends.bodies.layout import (
     B_COM,
     B_MASS,
     B_PIVOT,
@@ -35,8 +35,8 @@ from rtrigid.model import (
     S_POINT,
     S_REST,
 )
-from rtrigid.linalg import matmul
-from rtrigid.quat import Emat, minus4, plus4, rotate_t
+from rtrigid.maths.linalg import matmul
+from rtrigid.maths.quat import Emat, minus4, plus4, rotate_t
 
 # Model arguments, in this order everywhere: gravity (3,), bodyf (nb, B_WIDTH), bodyi (nb,)
 # kinds, springf (ns, S_WIDTH), springi (ns,) -- see rtrigid.model.kernel_arrays.
@@ -56,7 +56,7 @@ def spring_vector(bodyf, bodyi, springf, s, b, x, q, arm, out):
 
 
 @jit_inline
-def _spring_force(bodyf, bodyi, springf, s, b, x0, x1, x2, q0, q1, q2, q3):
+def spring_force(bodyf, bodyi, springf, s, b, x0, x1, x2, q0, q1, q2, q3):
     """World force of spring s on its body and its lever arm R(q) c, as two tuples."""
     c0, c1, c2 = rotate_t(q0, q1, q2, q3, springf[s, S_POINT], springf[s, S_POINT + 1],
                           springf[s, S_POINT + 2], 1.0)
@@ -111,7 +111,7 @@ def add_spring_loads(bodyf, bodyi, springf, springi, b, x0, x1, x2, q0, q1, q2, 
     f0, f1, f2, t0, t1, t2 = loads
     for s in range(springi.shape[0]):
         if springi[s] == b:
-            fs, arm = _spring_force(bodyf, bodyi, springf, s, b, x0, x1, x2, q0, q1, q2, q3)
+            fs, arm = spring_force(bodyf, bodyi, springf, s, b, x0, x1, x2, q0, q1, q2, q3)
             f0 += fs[0]
             f1 += fs[1]
             f2 += fs[2]

@@ -36,8 +36,8 @@ and returns FAILED, and :class:`rtrigid.Simulation` raises.
 import numpy as np
 
 from rtrigid._jit import jit
-from rtrigid.integrators import energy_momentum_appd as appd
-from rtrigid.integrators.common import (
+from rtrigid.backends.bodies import energy_momentum_appd as appd
+from rtrigid.backends.buffers import (
     FAILED,
     OK,
     SOLVER_HALVINGS,
@@ -47,13 +47,10 @@ from rtrigid.integrators.common import (
     STAT_MAX_ITERS,
     STAT_STEPS,
     USED_FALLBACK,
-    open_buffers,
-    pivot_kinematics,
-    restore_body,
-    state_view,
 )
-from rtrigid.model import B_COM, B_JINV, B_MASS, PIVOTED
-from rtrigid.quat import qmul_t, rotate_t
+from rtrigid.backends.bodies.common import open_buffers, pivot_kinematics, restore_body, state_view
+from rtrigid.backends.bodies.layout import B_COM, B_JINV, B_MASS, PIVOTED
+from rtrigid.maths.quat import qmul_t, rotate_t
 
 STALL_FACTOR = 0.25
 ACCEPT = 1e-9
@@ -333,7 +330,7 @@ def _run(n, dt, F, I, reference_solver):
 
 @jit
 def step(n, dt, F, I):
-    """Advance ``n`` steps of size ``dt``; the common kernel signature (see integrators/common)."""
+    """Advance ``n`` steps of size ``dt``; the common kernel signature (see rtrigid.backends.buffers)."""
     return _run(n, dt, F, I, False)
 
 

@@ -1,0 +1,125 @@
+"""The bodies backend's side of the protocol of :mod:`rtrigid.backends`."""
+from __future__ import annotations
+
+import numpy as np
+
+from rtrigid.backends import BODIES
+from rtrigid.backends.bodies.common import (
+    STATE_WIDTH,
+    body_momenta,
+    pivot_kinematics,
+    restore_body,
+    state_view,
+)
+from rtrigid.backends.bodies.forces import potential_energy
+from rtrigid.backends.bodies.layout import PIVOTED, flatten, freeze, kernel_arrays
+from rtrigid.backends.buffers import allocate, sections
+from rtrigid.joints import geometry
+from rtrigid.maths import quat
+
+
+class BodiesBackend:
+    """Free and pivoted bodies; state (x, q, v, w, P, pq, L) per body (see :mod:`.common`)."""
+
+    name = BODIES
+
+    def __init__(self, model, module):
+        self.frozen = fm = freeze(model)
+        self.nb = nb = len(fm.mass)
+        self.names = [body.name for body in model.bodies]
+        self.joints = model.inbound_joints()
+        self.geometry = [geometry(j) for j in self.joints]
+        self.mass, self.inertia, self.gravity = fm.mass, fm.inertia, fm.gravity
+        mf, mi = flatten(fm)
+        self.F, self.I = allocate(mf, mi, STATE_WIDTH * nb, 6 * nb, module.work_size(nb))
+        self.S, self.S_prev, self.A, self.solver, self.stats, _ = sections.py_func(
+            self.F, self.I, len(mf), len(mi), STATE_WIDTH * nb, 6 * nb)
+        self.arrays = kernel_arrays.py_func(self.F[:len(mf)], self.I[:len(mi)])
+        self.x, self.q, self.v, self.w, self._P, self._pq, self._L = state_view.py_func(
+            self.S, nb)
+        self.x_prev, self.q_prev = state_view.py_func(self.S_prev, nb)[:2]
+        self.q[:, 0] = 1.0
+        for b in range(nb):
+            self._sync(b)
+        self.S_prev[:] = self.S
+
+    def _sync(self, b, teleport=True):
+        """Make body b's state consistent with (x, q, v, w) after a write.
+
+        A teleport also resets the previous-step pose used for render interpolation; an
+        impulse changes only velocities and leaves it.
+        """
+        bodyf = self.arrays[1]
+        if self.frozen.kind[b] == PIVOTED:
+            pivot_kinematics.py_func(bodyf, b, self.x, self.q, self.v, self.w, self._P)
+        body_momenta.py_func(bodyf, b, self.q, self.v, self.w, self._P, self._pq, self._L)
+        if teleport:
+            restore_body.py_func(self.S_prev, self.S, self.nb, b)
+
+    def potential_energy(self) -> float:
+        return float(potential_energy(*self.arrays, self.x, self.q))
+
+    # -- joints: a pivot is a spherical joint to the world, otherwise a free joint ------------
+    def joint_state(self, b):
+        if self.frozen.kind[b] == PIVOTED:
+            return self.q[b].copy(), self.w[b].copy()
+        return np.r_[self.x[b], self.q[b]], np.r_[self.v[b], self.w[b]]
+
+    def set_joint_state(self, b, qpos=None, qvel=None):
+        pivoted = self.frozen.kind[b] == PIVOTED
+        if qpos is not None:
+            if pivoted:
+                self.q[b] = qpos
+            else:
+                self.x[b], self.q[b] = qpos[:3], qpos[3:]
+        if qvel is not None:
+            if pivoted:
+                self.w[b] = qvel
+            else:
+                self.v[b], self.w[b] = qvel[:3], qvel[3:]
+        self._sync(b)
+
+    # -- bodies ------------------------------------------------------------------------------
+    def set_body(self, b, x=None, q=None, v=None, w=None, w_frame="world"):
+        if self.frozen.kind[b] == PIVOTED and (x is not None or v is not None):
+            field = "x" if x is not None else "v"
+            raise ValueError(f"{field}: body {self.names[b]!r} is pivoted; its "
+                             "position and velocity follow from its orientation and angular "
+                             "velocity")
+        if x is not None:
+            self.x[b] = x
+        if q is not None:
+            self.q[b] = q
+        if v is not None:
+            self.v[b] = v
+        if w is not None:
+            self.w[b] = w if w_frame == "body" else quat.rotate_inv(self.q[b], w, np.empty(3))
+        self._sync(b)
+
+    def impulse(self, b, point, impulse):
+        """A free body gains linear momentum J and angular momentum (r - x) x J about its
+        centre of mass; a pivoted body angular momentum (r - pivot) x J about its pivot (the
+        pivot supplies the reaction impulse)."""
+        fm = self.frozen
+        if fm.kind[b] == PIVOTED:
+            arm = point - fm.pivot[b]
+            dv = np.zeros(3)
+        else:
+            arm = point - self.x[b]
+            dv = impulse / fm.mass[b]
+        dh_body = quat.rotate_inv(self.q[b], np.cross(arm, impulse), np.empty(3))
+        dw = fm.jref_inv[b] @ dh_body
+        with np.errstate(over="ignore", invalid="ignore"):
+            new_v = self.v[b] + dv
+            new_w = self.w[b] + dw
+            energy = 0.5 * fm.mass[b] * new_v @ new_v + 0.5 * new_w @ (fm.jref[b] @ new_w)
+        if not (np.all(np.isfinite(new_v)) and np.all(np.isfinite(new_w))
+                and np.isfinite(energy)):
+            return None
+        return b, new_v, new_w
+
+    def write_velocities(self, jump):
+        b, new_v, new_w = jump
+        self.v[b] = new_v
+        self.w[b] = new_w
+        self._sync(b, teleport=False)

@@ -1,0 +1,188 @@
+"""The tree backend's side of the protocol of :mod:`rtrigid.backends`.
+
+The state is the generalized coordinates ``Qg`` and rates ``nu`` of :mod:`.kinematics`
+(the joint table of :mod:`rtrigid.joints`); the bodies' x, q, v, w views are kept up to date
+after every step and every write.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rtrigid.backends import TREE
+from rtrigid.backends.buffers import allocate, sections
+from rtrigid.backends.tree.kinematics import (
+    FREE6,
+    I_KIND,
+    I_PARENT,
+    I_QOFF,
+    I_VOFF,
+    NQ,
+    NV,
+    PRISMATIC,
+    REVOLUTE,
+    SPHERICAL,
+    T_J,
+    T_K,
+    T_MASS,
+    T_R0,
+    T_REST,
+    Tree,
+    carve,
+    impulse_response,
+    refresh_bodies,
+    spring_point,
+    state_size,
+    state_views,
+)
+from rtrigid.joints import geometry
+from rtrigid.maths import quat
+
+
+class TreeBackend:
+    """Bodies joined into a forest of trees; state (Qg, nu, x, q, v, w, L)."""
+
+    name = TREE
+
+    def __init__(self, model, module):
+        self.tree = tree = Tree(model)
+        self.names = [body.name for body in model.bodies]
+        self.nb, nq, nv = tree.nb, tree.nq, tree.nv
+        self.joints = tree.joints
+        self.geometry = [geometry(j) for j in self.joints]
+        mf, mi = tree.model_arrays()
+        n_state = state_size(tree.nb, nq, nv)
+        self.F, self.I = allocate(mf, mi, n_state, 6 * tree.nb,
+                                  module.work_size(tree.nb, nq, nv))
+        self.S, self.S_prev, self.A, self.solver, self.stats, self._work = sections.py_func(
+            self.F, self.I, len(mf), len(mi), n_state, 6 * tree.nb)
+        self._tf, self._ti = tree.tf, tree.ti
+        (self.Qg, self.nu, self.x, self.q, self.v, self.w, self._L) = state_views(
+            self.S, tree.nb, nq, nv)
+        self.x_prev, self.q_prev = state_views(self.S_prev, tree.nb, nq, nv)[2:4]
+        self.mass = tree.tf[:, T_MASS].copy()
+        self.inertia = tree.tf[:, T_J:T_J + 3].copy()
+        self.gravity = tree.gravity
+        self.Qg[:] = tree.Q0
+        self._sync()
+
+    def _scratch(self):
+        return carve(self._work, self.tree.nb, self.tree.nq, self.tree.nv)
+
+    def _sync(self, teleport=True):
+        """Rewrite the bodies' views from (Qg, nu); a teleport also resets the previous pose."""
+        refresh_bodies(self._tf, self._ti, self.Qg, self.nu, self.x, self.q, self.v, self.w,
+                       self._L, *self._scratch()[:5])
+        if teleport:
+            self.S_prev[:] = self.S
+
+    def _slots(self, b):
+        kind = int(self._ti[b, I_KIND])
+        o, ov = int(self._ti[b, I_QOFF]), int(self._ti[b, I_VOFF])
+        return kind, slice(o, o + int(NQ[kind])), slice(ov, ov + int(NV[kind]))
+
+    def _parent_motion(self, b):
+        """(quaternion, world angular velocity) of body b's parent (the world: at rest)."""
+        p = int(self._ti[b, I_PARENT])
+        if p < 0:
+            return np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3)
+        return self.q[p], quat.rotate(self.q[p], self.w[p], np.empty(3))
+
+    def potential_energy(self) -> float:
+        tree = self.tree
+        v = -float(np.sum(self.mass * (self.x @ tree.gravity)))
+        R = self._scratch()[0]
+        for s in range(tree.ns):
+            a, b = tree.pi[s]
+            pa = np.array(spring_point(tree.pf, s, 0, a, self.x, R))
+            pb = np.array(spring_point(tree.pf, s, 3, b, self.x, R))
+            v += 0.5 * tree.pf[s, 6] * (np.linalg.norm(pb - pa) - tree.pf[s, 7]) ** 2
+        for b in range(self.nb):
+            kind, qs, _ = self._slots(b)
+            if kind in (REVOLUTE, PRISMATIC):
+                v += 0.5 * self._tf[b, T_K] * (self.Qg[qs][0] - self._tf[b, T_REST]) ** 2
+        return v
+
+    # -- joints ----------------------------------------------------------------------------
+    def joint_state(self, b):
+        _, qs, vs = self._slots(b)
+        return self.Qg[qs].copy(), self.nu[vs].copy()
+
+    def set_joint_state(self, b, qpos=None, qvel=None):
+        _, qs, vs = self._slots(b)
+        if qpos is not None:
+            self.Qg[qs] = qpos
+        if qvel is not None:
+            self.nu[vs] = qvel
+        self._sync()
+
+    # -- bodies ----------------------------------------------------------------------------
+    def set_body(self, b, x=None, q=None, v=None, w=None, w_frame="world"):
+        kind, qs, vs = self._slots(b)
+        allowed = {"free": ("x", "q", "v", "w"), "spherical": ("q", "w")}.get(
+            self.joints[b].kind, ())
+        for field, value in (("x", x), ("q", q), ("v", v), ("w", w)):
+            if value is not None and field not in allowed:
+                raise ValueError(f"{field}: body {self.names[b]!r} is held by a "
+                                 f"{self.joints[b].kind} joint; set its joint coordinates "
+                                 "(set_joint_position / set_joint_velocity)")
+        if kind == FREE6:
+            if x is not None:
+                self.Qg[qs.start:qs.start + 3] = x
+            if v is not None:
+                self.nu[vs.start:vs.start + 3] = v
+        if q is not None:
+            if kind == FREE6:
+                self.Qg[qs.start + 3:qs.stop] = q
+            else:
+                qp, _ = self._parent_motion(b)
+                base = quat.mul(qp, self._tf[b, T_R0:T_R0 + 4])
+                self.Qg[qs] = quat.mul(quat.conj(base), q)
+        if w is not None:
+            if q is not None:  # the new orientation, before the angular velocity
+                self._sync()
+            if kind == FREE6 and w_frame == "body":  # the rates are the body-frame vector
+                self.nu[vs.start + 3:vs.stop] = w
+            elif kind == FREE6:
+                self.nu[vs.start + 3:vs.stop] = quat.rotate_inv(self.q[b], w, np.empty(3))
+            else:
+                if w_frame == "body":
+                    w = quat.rotate(self.q[b], w, np.empty(3))
+                _, wp = self._parent_motion(b)
+                self.nu[vs] = quat.rotate_inv(self.q[b], w - wp, np.empty(3))
+        self._sync()
+
+    def impulse(self, b, point, impulse):
+        """The rates jump by (T^T M T)^-1 T^T J: the joints carry the reaction impulses, so
+        the velocities stay consistent with them."""
+        dnu = np.zeros(self.tree.nv)
+        dv = np.zeros((self.nb, 3))
+        dw = np.zeros((self.nb, 3))
+        x, q = self.x.copy(), self.q.copy()
+        ok = impulse_response(self._tf, self._ti, self.Qg, x, q, b, point, impulse,
+                              self._scratch(), dnu, dv, dw)
+        with np.errstate(over="ignore", invalid="ignore"):
+            new = (self.nu + dnu, self.v + dv, self.w + dw)
+        if not (ok and all(np.all(np.isfinite(a)) for a in new)):
+            return None
+        return new
+
+    def write_velocities(self, jump):
+        self.nu[:], self.v[:], self.w[:] = jump
+        self._L[:] = self.inertia * self.w
+
+    def null_space_matrix(self):
+        """T(Qg): maps the rates nu to (xdot, pdot) of all bodies, (7 nb, nv)."""
+        nv = self.tree.nv
+        T = np.zeros((7 * self.nb, nv))
+        S = self.S.copy()
+        try:
+            for j in range(nv):
+                self.nu[:] = 0.0
+                self.nu[j] = 1.0
+                self._sync(teleport=False)
+                for b in range(self.nb):
+                    T[7 * b:7 * b + 3, j] = self.v[b]
+                    T[7 * b + 3:7 * b + 7, j] = 0.5 * quat.mul(self.q[b], np.r_[0.0, self.w[b]])
+        finally:
+            self.S[:] = S
+        return T

@@ -1,0 +1,132 @@
+"""The integrator registry: every public ``integrator=`` name, what it is and where it runs.
+
+Each :class:`Integrator` entry says whether the scheme is implicit (so it has Newton
+statistics and the sub-step fallback), which backends have kernels for it, which joint kinds
+its tree kernel supports, and its options (variants of the scheme chosen at construction:
+``Simulation(model, "index1", options={"form": 23})``).  The Simulation accepts, the command
+line offers and the contract tests iterate exactly what this table says.
+
+A kernel is named as ``"module:function"`` and imported only when a simulation asks for it,
+so a run compiles the one scheme it uses.  Every kernel has the signature
+``step(n, dt, F, I) -> status`` of :mod:`rtrigid.backends`, and its module a
+``work_size(*dims)`` for the scratch it needs.
+
+Adding an integrator: write its kernel module under the backend(s) it supports, then add one
+entry to :data:`REGISTRY`.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import NamedTuple
+
+from rtrigid.backends import BODIES, TREE
+from rtrigid.joints import KINDS
+_B = "rtrigid.backends.bodies."
+_T = "rtrigid.backends.tree."
+
+
+class Integrator(NamedTuple):
+    """One row of the registry."""
+
+    name: str
+    summary: str
+    source: str                 # the papers' equations it implements
+    implicit: bool
+    kernels: dict               # backend -> {variant key: "module:function"}
+    joint_kinds: frozenset      # kinds its tree kernel supports (empty: no tree kernel)
+    joint_springs: bool = True  # its tree kernel steps joint springs and dampers
+    options: dict = {}          # option -> allowed values, the default first
+
+    def backends(self):
+        return tuple(self.kernels)
+
+    def check_options(self, options) -> dict:
+        """The full option dict (defaults filled in); ``ValueError`` naming a bad one."""
+        options = dict(options or {})
+        for key in options:
+            if key not in self.options:
+                known = list(self.options) or "none"
+                raise ValueError(f"options: {self.name} has no option {key!r}; known: {known}")
+        out = {}
+        for key, allowed in self.options.items():
+            value = options.get(key, allowed[0])
+            if value not in allowed:
+                raise ValueError(f"options: {self.name} option {key!r} must be one of "
+                                 f"{list(allowed)}, got {value!r}")
+            out[key] = value
+        return out
+
+    def refusal(self, backend, joints):
+        """Why this scheme cannot step a model (its backend and inbound joints), or None."""
+        if backend not in self.kernels:
+            return (f"{self.name} has no kernel for {backend} models; use one of "
+                    f"{[i.name for i in REGISTRY.values() if backend in i.kernels]}")
+        if backend == TREE:
+            for j in joints:
+                if j.kind not in self.joint_kinds:
+                    return (f"{self.name} does not support {j.kind} joints (joint {j.name!r}); "
+                            f"use one of {supporting(j.kind)}")
+                if (j.stiffness or j.damping) and not self.joint_springs:
+                    return (f"{self.name} does not support joint springs or dampers (joint "
+                            f"{j.name!r}); use nullspace_rk4 or a point-to-point spring")
+        return None
+
+    def module(self, backend, options):
+        """(kernel module, kernel function) for a backend and a full option dict."""
+        key = tuple(options[k] for k in self.options)
+        path, func = self.kernels[backend][key].split(":")
+        module = importlib.import_module(path)
+        return module, getattr(module, func)
+
+
+_ALL_KINDS = frozenset(KINDS)
+
+REGISTRY = {i.name: i for i in (
+    Integrator("nullspace_rk4", "RK4 on the quaternion null-space equations, normalised "
+               "after each step", "002 (42), (63)", False,
+               {BODIES: {(): _B + "nullspace_rk4:step"}, TREE: {(): _T + "nullspace_rk4:step"}},
+               _ALL_KINDS),
+    Integrator("energy_momentum", "energy-momentum scheme: energy and angular momentum kept "
+               "to round-off (QUAT.EM; Cayley step with mean arms for trees)",
+               "000 (51)-(54); 003 (180)-(185)", True,
+               {BODIES: {(): _B + "energy_momentum:step"},
+                TREE: {(): _T + "energy_momentum:step"}},
+               frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False),
+    Integrator("energy_momentum_appd", "the same scheme solved as 000 App. D does (7 or 10 "
+               "unknowns): the reference solver", "000 (52)-(54), App. D", True,
+               {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset()),
+    Integrator("midpoint_em", "energy-conserving mid-point scheme of Geradin & Rixen; "
+               "option update='momentum' takes step (iv) instead", "003 §11", True,
+               {BODIES: {("energy",): _B + "midpoint_em:step",
+                         ("momentum",): _B + "midpoint_em:step_momentum_update"}},
+               frozenset(), options={"update": ("energy", "momentum")}),
+    Integrator("variational", "variational integrator QUAT.VI", "000 App. E", True,
+               {BODIES: {(): _B + "variational:step"}}, frozenset()),
+    Integrator("index1", "index-1 quaternion equations by RK4; options form (23 or 29) and "
+               "torque (1: Q_p1, 2: Q_p2)", "001 (23), (29), (59), (62)", False,
+               {BODIES: {(29, 2): _B + "index1:step", (23, 1): _B + "index1:step_23_p1",
+                         (23, 2): _B + "index1:step_23_p2", (29, 1): _B + "index1:step_29_p1"}},
+               frozenset(), options={"form": (29, 23), "torque": (2, 1)}),
+    Integrator("director", "rotation-free director formulation by RK4", "002 (21)-(25)", False,
+               {BODIES: {(): _B + "director:step"}}, frozenset()),
+    Integrator("director_nullspace", "director formulation, null-space form with the "
+               "Spurrier-Klumpp projection", "002 (25), §6", False,
+               {BODIES: {(): _B + "director:step_nullspace"}}, frozenset()),
+)}
+
+
+def names():
+    """Public integrator names, in a stable order."""
+    return list(REGISTRY)
+
+
+def get(name) -> Integrator:
+    """The registry entry of ``name``; ``ValueError`` naming ``integrator`` if unknown."""
+    if name not in REGISTRY:
+        raise ValueError(f"integrator: unknown {name!r}; known: {names()}")
+    return REGISTRY[name]
+
+
+def supporting(kind):
+    """Names of the integrators whose tree kernel steps joints of ``kind``."""
+    return [i.name for i in REGISTRY.values() if kind in i.joint_kinds]
