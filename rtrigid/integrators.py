@@ -36,6 +36,8 @@ class Integrator(NamedTuple):
     joint_kinds: frozenset      # kinds its tree kernel supports (empty: no tree kernel)
     joint_springs: bool = True  # its tree kernel steps joint springs and dampers
     options: dict = {}          # option -> allowed values, the default first
+    rigid: dict = {}            # backend -> {variant key: a kernel for models without springs,
+                                # which compiles less}
 
     def backends(self):
         return tuple(self.kernels)
@@ -71,10 +73,14 @@ class Integrator(NamedTuple):
                             f"{j.name!r}); use nullspace_rk4 or a point-to-point spring")
         return None
 
-    def module(self, backend, options):
-        """(kernel module, kernel function) for a backend and a full option dict."""
+    def module(self, backend, options, springs=True):
+        """(kernel module, kernel function) for a backend, a full option dict and whether the
+        model has springs."""
         key = tuple(options[k] for k in self.options)
-        path, func = self.kernels[backend][key].split(":")
+        name = self.kernels[backend][key]
+        if not springs:
+            name = self.rigid.get(backend, {}).get(key, name)
+        path, func = name.split(":")
         module = importlib.import_module(path)
         return module, getattr(module, func)
 
@@ -91,7 +97,8 @@ REGISTRY = {i.name: i for i in (
                "000 (51)-(54); 003 (180)-(185)", True,
                {BODIES: {(): _B + "energy_momentum:step"},
                 TREE: {(): _T + "energy_momentum:step"}},
-               frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False),
+               frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False,
+               rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}),
     Integrator("energy_momentum_appd", "the same scheme solved as 000 App. D does (7 or 10 "
                "unknowns): the reference solver", "000 (52)-(54), App. D", True,
                {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset()),

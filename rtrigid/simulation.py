@@ -114,7 +114,7 @@ class Simulation:
         why = entry.refusal(kind, model.inbound_joints())
         if why:
             raise ValueError(f"integrator: {why}")
-        module, self._kernel = entry.module(kind, self.options)
+        module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))
         self.backend = _create_backend(kind, model, module)
         self.backend.solver[SOLVER_MAX_ITER] = max_iter
         self.backend.solver[SOLVER_HALVINGS] = max_halvings
@@ -136,6 +136,7 @@ class Simulation:
         self.info: dict = {}
         b = self.backend
         self.x, self.q, self.v, self.w = (_readonly(a) for a in (b.x, b.q, b.v, b.w))
+        self._F, self._I, self._stats = b.F, b.I, b.stats  # step() reads these on every call
 
     # -- time and stepping ----------------------------------------------------------------
     @property
@@ -156,13 +157,13 @@ class Simulation:
         """
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n: expected a non-negative integer, got {n!r}")
-        stats = self.backend.stats
-        before = int(stats[STAT_STEPS])
-        status = self._kernel(n, self.dt, self.backend.F, self.backend.I)
+        stats = self._stats
+        before = stats[STAT_STEPS]
+        status = self._kernel(n, self.dt, self._F, self._I)
         if status == OK:
             self._steps += n
             return
-        self._steps += int(stats[STAT_STEPS]) - before
+        self._steps += int(stats[STAT_STEPS] - before)
         if status & USED_FALLBACK:
             warnings.warn(
                 f"{self.integrator}: Newton did not converge on some step(s); they were redone "

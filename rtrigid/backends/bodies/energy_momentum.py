@@ -36,6 +36,7 @@ and returns FAILED, and :class:`rtrigid.Simulation` raises.
 import numpy as np
 
 from rtrigid._jit import jit
+from rtrigid.backends.newton import converged
 from rtrigid.backends.bodies import energy_momentum_appd as appd
 from rtrigid.backends.buffers import (
     FAILED,
@@ -52,9 +53,6 @@ from rtrigid.backends.bodies.common import open_buffers, pivot_kinematics, resto
 from rtrigid.backends.bodies.layout import B_COM, B_JINV, B_MASS, PIVOTED
 from rtrigid.maths.quat import qmul_t, rotate_t
 
-STALL_FACTOR = 0.25
-ACCEPT = 1e-9
-UPDATE_ROUNDOFF = 4.0 * np.finfo(np.float64).eps
 
 
 def work_size(nb):
@@ -204,8 +202,7 @@ def solve_rotation(h, max_iter, jinv, l0, c, fb, tb):
         rnorm = max(abs(r[0]), abs(r[1]), abs(r[2])) / size
         if not np.isfinite(rnorm):
             return -1, l1, u
-        if rnorm == 0.0 or (rnorm < ACCEPT and (rnorm > STALL_FACTOR * previous
-                                                or update <= UPDATE_ROUNDOFF * size)):
+        if converged(rnorm, previous, update, size):
             return it, l1, u
         if it == max_iter:
             return -1, l1, u
@@ -291,8 +288,15 @@ def _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, S, S
 
 
 @jit
-def _run(n, dt, F, I, reference_solver):
-    """The step loop; ``reference_solver`` sends every body through the Appendix D solver."""
+def _run(n, dt, F, I, all_appendix_d):
+    """The step loop with the sub-step fallback of :mod:`.implicit` (see ``run`` there: a
+    function handed to a loop is a real call, whose array arguments cost reference counts,
+    0.3 us a step here, so this loop calls its solvers directly).
+
+    ``all_appendix_d``: True sends every body through the Appendix D solver, False only those
+    that springs pull; None (a model without springs) none -- numba then prunes that branch
+    by type and never compiles the Appendix D solver.
+    """
     (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, solver, stats,
      work) = open_buffers(F, I)
     nb = bodyi.shape[0]
@@ -304,10 +308,9 @@ def _run(n, dt, F, I, reference_solver):
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         for b in range(nb):
-            appendix_d = reference_solver or _has_springs(springi, b)
             m = 1
             while True:
-                if appendix_d:
+                if all_appendix_d is not None and (all_appendix_d or _has_springs(springi, b)):
                     ok = _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m,
                                                S, S_prev, f_app, t_app, max_iter, work, stats)
                 else:
@@ -329,8 +332,15 @@ def _run(n, dt, F, I, reference_solver):
 
 
 @jit
+def step_rigid(n, dt, F, I):
+    """Advance ``n`` steps of a model without springs (the kernel contract of
+    rtrigid.backends.buffers); the Appendix D solver is not compiled."""
+    return _run(n, dt, F, I, None)
+
+
+@jit
 def step(n, dt, F, I):
-    """Advance ``n`` steps of size ``dt``; the common kernel signature (see rtrigid.backends.buffers)."""
+    """Advance ``n`` steps of size ``dt`` (the kernel contract of rtrigid.backends.buffers)."""
     return _run(n, dt, F, I, False)
 
 

@@ -24,6 +24,7 @@ are shared with ``energy_momentum`` (:func:`.energy_momentum.step_appendix_d`).
 import numpy as np
 
 from rtrigid._jit import jit
+from rtrigid.backends.newton import converged
 from rtrigid.backends.bodies.forces import discrete_gradient
 from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
 from rtrigid.backends.bodies.common import body_velocities
@@ -31,9 +32,6 @@ from rtrigid.maths.linalg import matmul, matmul_nt, matvec, solve_inplace
 from rtrigid.backends.bodies.layout import B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
 from rtrigid.maths.quat import Emat, Gmat, Qleft, Qright, dexp_matrix, quat_from_rotvec, quat_mul
 
-STALL_FACTOR = 0.25
-ACCEPT = 1e-9
-UPDATE_ROUNDOFF = 4.0 * np.finfo(np.float64).eps  # relative size of an update at round-off
 
 
 NEWTON_WORK = 128 + 100 + 10 + 7 + 49 + 14 + 192 + 40 + 12 + 9 + 24
@@ -271,7 +269,7 @@ def solve_body(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, w0
                      t_app, q1, work)
         if not np.isfinite(r):
             return -1
-        if r == 0.0 or (r < ACCEPT and (r > STALL_FACTOR * previous or update <= UPDATE_ROUNDOFF)):
+        if converged(r, previous, update, 1.0):
             return it
         if it == max_iter:
             return -1

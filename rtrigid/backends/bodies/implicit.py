@@ -1,4 +1,4 @@
-"""The step loop shared by the implicit single-step schemes ``midpoint_em`` and ``variational``.
+"""The one step loop of the bodies' implicit schemes, with the sub-step fallback.
 
 Each scheme supplies ``advance_body(model arrays, f_app, t_app, b, h, m, S, S_prev, max_iter,
 work, stats) -> bool``, which moves body b through m equal sub-steps of size h/m and returns False
@@ -18,21 +18,6 @@ from rtrigid.backends.buffers import (
     USED_FALLBACK,
 )
 from rtrigid.backends.bodies.common import open_buffers, restore_body
-
-# Newton stopping rule shared with the energy-momentum solvers (see energy_momentum): stop on
-# an exactly-zero residual, or a residual below ACCEPT that has stalled (fell by less than
-# STALL_FACTOR) or followed an update at round-off size.
-STALL_FACTOR = 0.25
-ACCEPT = 1e-9
-UPDATE_ROUNDOFF = 4.0 * 2.220446049250313e-16
-
-
-@jit
-def converged(rnorm, previous, update):
-    """The stall-based stopping rule on the scaled residual and the last relative update."""
-    return rnorm == 0.0 or (rnorm < ACCEPT and (rnorm > STALL_FACTOR * previous
-                                                or update <= UPDATE_ROUNDOFF))
-
 
 @jit_inline
 def run(n, dt, F, I, advance_body):

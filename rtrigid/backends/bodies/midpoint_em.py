@@ -45,6 +45,7 @@ Newton stops by the stall rule of :mod:`.implicit`; a failed step falls back to 
 import numpy as np
 
 from rtrigid._jit import jit
+from rtrigid.backends.newton import converged
 from rtrigid.backends.bodies import implicit
 from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
 from rtrigid.backends.bodies.common import body_momenta, runtime_int, state_view
@@ -371,7 +372,7 @@ def solve_step(bodyf, bodyi, springf, springi, b, h, x0, q0, v0, w0, fc, tau, ma
                          res, vec)
         if not np.isfinite(rnorm):
             return -1
-        if implicit.converged(rnorm, previous, update):
+        if converged(rnorm, previous, update, 1.0):
             return it
         if it == max_iter:
             return -1

@@ -40,6 +40,7 @@ Newton stops by the stall rule of :mod:`.implicit`; a failed step falls back to 
 import numpy as np
 
 from rtrigid._jit import jit
+from rtrigid.backends.newton import converged
 from rtrigid.backends.bodies.forces import discrete_gradient
 from rtrigid.backends.bodies import implicit
 from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
@@ -198,7 +199,7 @@ def solve_step(gravity, bodyf, bodyi, springf, springi, b, h, z0, l0, p0, w0, f_
                          u, coupled, work)
         if not np.isfinite(rnorm):
             return -1
-        if implicit.converged(rnorm, previous, update):
+        if converged(rnorm, previous, update, 1.0):
             return it
         if it == max_iter:
             return -1
