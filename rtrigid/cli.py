@@ -94,7 +94,7 @@ def cmd_run(args):
 
     params = dict(args.set or [])
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt, **params)
-    t_end = sim.info["t_end"] if args.t_end is None else args.t_end
+    t_end = scenarios.info(sim)["t_end"] if args.t_end is None else args.t_end
     if args.realtime:
         from rtrigid.io.realtime import run_main
 

@@ -2,14 +2,14 @@
 
     sim = rtrigid.scenarios.build("gyro_top", integrator="energy_momentum", dt=1e-3, omega_p=10)
 
-Each builder returns a :class:`~rtrigid.simulation.Simulation` whose ``info`` dict says what
-the scenario conserves (``conserved``: a list of (quantity, axis) pairs, quantity "linear" or
-"angular"), its default step and duration, and -- where the papers give one -- an analytic
-reference (``reference(t)`` for the quantity named ``reference_name``).
+Each builder returns a :class:`~rtrigid.simulation.Simulation`; :func:`info` gives what the
+scenario conserves, its default duration and -- where the papers give one -- an analytic
+reference.
 """
 from __future__ import annotations
 
 import inspect
+import weakref
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from rtrigid.simulation import Simulation
 from rtrigid.validate import as_int, as_scalar, as_vector
 
 _BUILDERS = {}
+_INFO = weakref.WeakKeyDictionary()  # simulation -> its scenario's metadata
 ALL_AXES = [("linear", 0), ("linear", 1), ("linear", 2),
             ("angular", 0), ("angular", 1), ("angular", 2)]
 
@@ -48,6 +49,16 @@ def parameters(name):
     fn = _get(name)[0]
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()
             if k not in ("integrator", "dt", "options")}
+
+
+def info(sim) -> dict:
+    """The metadata of the scenario ``sim`` was built from (empty for other simulations).
+
+    Kept here, beside the simulation rather than on it: ``scenario``, ``t_end``, ``params``,
+    ``conserved`` (a list of (quantity, axis) pairs, quantity "linear" or "angular") and,
+    where the papers give one, ``reference(t)`` for the quantity ``reference_name``.
+    """
+    return _INFO.setdefault(sim, {})
 
 
 def describe(name):
@@ -86,9 +97,9 @@ def build(name, integrator="energy_momentum", dt=None, options=None, **params) -
             raise ValueError(f"{key}: not a parameter of {name!r}; known: {sorted(known)}")
     sim = fn(integrator=integrator, dt=default_dt if dt is None else dt, options=options,
              **params)
-    sim.info.setdefault("scenario", name)
-    sim.info.setdefault("t_end", t_end)
-    sim.info["params"] = {**known, **params}
+    info(sim).setdefault("scenario", name)
+    info(sim).setdefault("t_end", t_end)
+    info(sim)["params"] = {**known, **params}
     return sim
 
 
@@ -101,7 +112,7 @@ def _free_rotor(integrator, options, dt, inertia, omega0, q0, mass, allow_nonphy
     sim = Simulation(model, integrator, dt, options=options)
     sim.set_orientation(0, as_vector(q0, 4, "q0"))
     sim.set_angular_velocity(0, as_vector(omega0, 3, "omega0"), frame="body")
-    sim.info["conserved"] = list(ALL_AXES)
+    info(sim)["conserved"] = list(ALL_AXES)
     return sim
 
 
@@ -136,7 +147,7 @@ def _pivoted_top(integrator, options, dt, mass, inertia_cm, length, gravity, sha
                    allow_nonphysical_inertia=allow_nonphysical)
     model.attach_to_world("top", point_body=(0.0, 0.0, -length))
     sim = Simulation(model, integrator, dt, options=options)
-    sim.info["conserved"] = [("angular", 2)]
+    info(sim)["conserved"] = [("angular", 2)]
     return sim
 
 
@@ -176,7 +187,7 @@ def gyro_top(integrator="energy_momentum", dt=0.001, options=None, rho=2700.0, h
         return np.array([s * np.sin(omega_p * t), -s * np.cos(omega_p * t),
                          length * np.cos(theta0)])
 
-    sim.info.update(reference=com_reference, reference_name="centre of mass",
+    info(sim).update(reference=com_reference, reference_name="centre of mass",
                     spin_rate=omega_s, length=length)
     return sim
 
@@ -287,7 +298,7 @@ def chain(integrator="energy_momentum", dt=1.0 / 240.0, options=None, n=5, link_
     # revolute chain about x does not: gravity has a moment about x).  Claimed only when the
     # chain starts moving: at rest h = 0 and a relative drift has no scale.
     spins = joint == "spherical" and bool(np.any(omega0 != 0.0))
-    sim.info["conserved"] = [("angular", 2)] if spins else []
+    info(sim)["conserved"] = [("angular", 2)] if spins else []
     return sim
 
 
@@ -346,7 +357,7 @@ def two_body_spherical(integrator="energy_momentum", dt=0.002, options=None, sti
     sim.set_orientation(b, q)
     sim.set_angular_velocity(b, (24.0, 15.0, 12.0), frame="body")
     # the bushing pulls body 1's centre towards the origin: no moment about the origin
-    sim.info["conserved"] = [("angular", a) for a in range(3)]
+    info(sim)["conserved"] = [("angular", a) for a in range(3)]
     return sim
 
 
@@ -375,5 +386,5 @@ def gimbal_gyroscope(integrator="energy_momentum", dt=0.002, options=None, spin=
     sim = Simulation(m, integrator, dt, options=options)
     sim.set_joint_position("outer", [as_scalar(tilt, "tilt")])
     sim.set_joint_velocity("spin", [as_scalar(spin, "spin")])
-    sim.info["conserved"] = []
+    info(sim)["conserved"] = []
     return sim

@@ -133,7 +133,6 @@ class Simulation:
         self._steps = 0
         self._accumulator = 0.0
         self.dropped_time = 0.0
-        self.info: dict = {}
         b = self.backend
         self.x, self.q, self.v, self.w = (_readonly(a) for a in (b.x, b.q, b.v, b.w))
         self._F, self._I, self._stats = b.F, b.I, b.stats  # step() reads these on every call

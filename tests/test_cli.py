@@ -62,7 +62,7 @@ def test_run_json_agrees_with_an_independent_run(capsys, integrator):
     sim.step(50)
     energy = abs(sim.energy() - e0) / abs(e0)
     momentum = abs(sim.momentum()[1][2] - lz0) / l_scale
-    ref = sim.info["reference"](sim.t)
+    ref = scenarios.info(sim)["reference"](sim.t)
     reference = np.linalg.norm(sim.pose(0)[0] - ref) / np.linalg.norm(ref)
     assert r["max_rel_energy_drift"] >= energy
     assert r["max_rel_momentum_drift"] >= momentum

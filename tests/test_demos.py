@@ -7,6 +7,7 @@ import pytest
 
 import demos
 from demos.__main__ import main
+from rtrigid import scenarios
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,7 +45,7 @@ def test_adding_a_demo_is_one_line():
         demos.demo("slow_top", "gyro_top", "the gyro top at half speed", speed=0.5)
         assert "slow_top" in demos.names()
         sim = demos.DEMOS["slow_top"].build()
-        assert sim.info["scenario"] == "gyro_top"
+        assert scenarios.info(sim)["scenario"] == "gyro_top"
     finally:
         demos.DEMOS.clear()
         demos.DEMOS.update(before)

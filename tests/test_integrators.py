@@ -261,6 +261,6 @@ def test_gyro_top_centre_of_mass_error_falls_at_scheme_order(integ, order):
     for dt in dts:
         sim = scenarios.build("gyro_top", integrator=integ, dt=dt)
         sim.step(int(round(1.0 / dt)))
-        ref = sim.info["reference"](sim.t)
+        ref = scenarios.info(sim)["reference"](sim.t)
         errs.append(np.linalg.norm(sim.x[0] - ref) / np.linalg.norm(ref))
     assert abs(fitted_order(dts, errs) - order) < 0.5, errs

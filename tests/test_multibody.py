@@ -32,7 +32,8 @@ def _mixed_tree(kinds, seed=0):
     return m
 
 
-def _randomize(sim, rng):
+def randomize_joints(sim, rng):
+    """Random coordinates and rates for every joint (quaternions normalised by the setter)."""
     for name in sim.joint_names:
         n = len(sim.joint_position(name))
         if n:
@@ -77,7 +78,7 @@ def test_null_space_annihilates_constraint_gradient(kind):
     sim = rt.Simulation(_mixed_tree([kind, kind, "spherical"]), "nullspace_rk4", dt=0.01)
     rng = np.random.default_rng(1)
     for _ in range(3):
-        _randomize(sim, rng)
+        randomize_joints(sim, rng)
         G = _constraint_jacobian(sim)
         T = sim.backend.null_space_matrix()
         assert np.linalg.matrix_rank(T) == sim.backend.tree.nv
@@ -93,7 +94,7 @@ def test_null_space_annihilates_constraint_gradient(kind):
 def test_joints_hold_along_trajectories(integrator, kinds):
     m = _mixed_tree(kinds, seed=3)
     sim = rt.Simulation(m, integrator, dt=0.002)
-    _randomize(sim, np.random.default_rng(4))
+    randomize_joints(sim, np.random.default_rng(4))
     for _ in range(20):
         sim.step(10)
         assert sim.constraint_error() < 1e-12
@@ -146,7 +147,7 @@ def test_energy_momentum_vertical_momentum_follows_the_applied_loads():
 
 
 def _random_joint_state(sim, seed):
-    _randomize(sim, np.random.default_rng(seed))
+    randomize_joints(sim, np.random.default_rng(seed))
 
 
 def test_energy_momentum_keeps_momentum_of_a_free_jointed_pair():
@@ -390,7 +391,7 @@ def test_explicit_scheme_conserves_energy_at_fourth_order_for_every_joint_kind(k
     drifts = []
     for dt in (2e-3, 1e-3):
         sim = rt.Simulation(_mixed_tree(kinds, seed=4), "nullspace_rk4", dt)
-        _randomize(sim, np.random.default_rng(5))
+        randomize_joints(sim, np.random.default_rng(5))
         e0 = sim.energy()
         worst = 0.0
         for _ in range(20):

@@ -9,6 +9,7 @@ import rtrigid as rt
 from rtrigid.maths import quat
 from rtrigid.backends.tree import energy_momentum as multibody_em
 from rtrigid.model import Model
+from tests.test_multibody import randomize_joints
 
 DT = 1.0 / 240.0
 
@@ -36,14 +37,7 @@ def mixed_tree():
                     anchor_child=rng.normal(size=3), **axis)
         parent = b if i % 2 == 0 else 0
     sim = rt.Simulation(m, "energy_momentum", dt=0.002)
-    rng = np.random.default_rng(4)
-    for name in sim.joint_names:
-        n = len(sim.joint_position(name))
-        if n:
-            sim.set_joint_position(name, rng.normal(size=n))
-        n = len(sim.joint_velocity(name))
-        if n:
-            sim.set_joint_velocity(name, rng.normal(size=n))
+    randomize_joints(sim, np.random.default_rng(4))
     return sim
 
 

@@ -399,7 +399,7 @@ def test_set_orientation_normalises(scenario, seed):
     if scenario == "gyro_top":
         # the centre of mass sits at L along the body axis from the pivot at the origin
         r = quat.rotmat(q, np.empty((3, 3)))
-        np.testing.assert_allclose(x, r @ np.array([0.0, 0.0, sim.info["length"]]), atol=1e-15)
+        np.testing.assert_allclose(x, r @ np.array([0.0, 0.0, scenarios.info(sim)["length"]]), atol=1e-15)
 
 
 def test_set_position_and_velocity_on_a_free_body():

@@ -48,7 +48,7 @@ def two_bodies():
     sim.set_position("ball", (-0.45, 0.0, 0.3))
     sim.set_position("brick", (0.45, 0.1, 0.25))
     sim.set_orientation("brick", (np.cos(0.3), 0.2, np.sin(0.3), 0.1))
-    sim.info["conserved"] = [("linear", 0), ("linear", 1), ("linear", 2),
+    scenarios.info(sim)["conserved"] = [("linear", 0), ("linear", 1), ("linear", 2),
                              ("angular", 0), ("angular", 1), ("angular", 2)]
     return sim
 

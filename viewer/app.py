@@ -267,7 +267,7 @@ class Viewer:
 
     def _trace_point(self, body, point):
         """A body-frame point, or "+x", "-z", ...: the surface point along that body axis."""
-        from rtrigid.model import as_vector
+        from rtrigid.validate import as_vector
 
         if isinstance(point, str):
             if len(point) != 2 or point[0] not in "+-" or point[1] not in "xyz":
@@ -567,7 +567,7 @@ class Viewer:
     # -- pixels --------------------------------------------------------------------------------
     def project(self, point_world):
         """Window pixel (px, py) where a world point is drawn; origin at the bottom-left."""
-        from rtrigid.model import as_vector
+        from rtrigid.validate import as_vector
 
         return self.camera.project(as_vector(point_world, 3, "point_world"))
 

@@ -60,7 +60,7 @@ def measure(sim, width=1280, height=720, seconds=10.0, warmup=1.0, headless=True
         return frames[min(int(p * len(frames)), len(frames) - 1)] * 1e3
 
     return {
-        "scenario": sim.info.get("scenario"),
+        "scenario": scenarios.info(sim).get("scenario"),
         "bodies": sim.nb,
         "integrator": sim.integrator,
         "dt": sim.dt,

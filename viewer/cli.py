@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
+from rtrigid import scenarios
 from rtrigid.cli import add_scenario_arguments, build_scenario
 
 FRAME = 1.0 / 60.0
@@ -18,7 +19,7 @@ def report(v, frames, wall):
     """The figures of a run as (label, value) rows."""
     sim, mon = v.sim, v.monitor
     rows = [
-        ("scenario", sim.info.get("scenario", "-")),
+        ("scenario", scenarios.info(sim).get("scenario", "-")),
         ("integrator", sim.integrator),
         ("dt [s]", f"{sim.dt:g}"),
         ("simulated time [s]", f"{sim.t:.4g}"),

@@ -1,7 +1,7 @@
 """Live figures for the HUD and the headless demos: conservation drift and frame timing.
 
 Drifts are relative, measured as ``rtrigid run`` measures them: energy against max(|E0|, T0);
-each conserved momentum component (``sim.info["conserved"]``, pairs like ("angular", 2))
+each conserved momentum component (``scenarios.info(sim)["conserved"]``, pairs like ("angular", 2))
 against the norm of its vector at the baseline.  The baseline is taken when the viewer opens
 and again after anything that legitimately changes energy or momentum: an impulse from the
 viewer, a reset.  While forces applied by the user act, nothing is conserved, and the
@@ -14,6 +14,8 @@ import math
 import time
 
 import numpy as np
+
+from rtrigid import scenarios
 
 
 def _components(sim, conserved):
@@ -31,7 +33,7 @@ class Conservation:
 
     def __init__(self, sim, history=300):
         self.sim = sim
-        self.conserved = list(sim.info.get("conserved", []))
+        self.conserved = list(scenarios.info(sim).get("conserved", []))
         self.label = conserved_label(self.conserved)
         self.energy_history = collections.deque(maxlen=history)
         self.momentum_history = collections.deque(maxlen=history)

@@ -49,7 +49,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from rtrigid.model import as_scalar
+from rtrigid import scenarios
+from rtrigid.validate import as_scalar
 
 
 class MonotonicClock:
@@ -363,7 +364,7 @@ def run_main(sim, duration, as_json=False, rt_priority=0):
     if rt_priority:
         set_fifo_priority(rt_priority)
     stats = RealtimeRunner(sim).run(duration=duration)
-    stats = {"scenario": sim.info.get("scenario"), "integrator": sim.integrator,
+    stats = {"scenario": scenarios.info(sim).get("scenario"), "integrator": sim.integrator,
              "rt_priority": rt_priority, **stats}
     if as_json:
         print(json.dumps(stats, indent=2))

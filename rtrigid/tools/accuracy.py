@@ -109,7 +109,7 @@ def gyro_top_com_error(dts, labels):
         for dt in dts:
             sim = _build("gyro_top", label, dt)
             if _advance(sim, 1.0):
-                ref = sim.info["reference"](sim.t)
+                ref = scenarios.info(sim)["reference"](sim.t)
                 errs.append(float(np.linalg.norm(sim.x[0] - ref) / np.linalg.norm(ref)))
             else:
                 errs.append(np.nan)

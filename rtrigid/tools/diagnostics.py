@@ -9,7 +9,8 @@ import time
 
 import numpy as np
 
-from rtrigid.model import as_scalar
+from rtrigid import scenarios
+from rtrigid.validate import as_scalar
 
 
 def _conserved_values(sim, conserved):
@@ -27,8 +28,8 @@ def run_measured(sim, t_end, samples=200):
     t_end = as_scalar(t_end, "t_end", nonnegative=True)
     n_total = int(round(t_end / sim.dt))
     sim.step(0)  # load the compiled kernel (numba cache) before any timing
-    conserved = sim.info.get("conserved", [])
-    reference = sim.info.get("reference")
+    conserved = scenarios.info(sim).get("conserved", [])
+    reference = scenarios.info(sim).get("reference")
     e0 = sim.energy()
     e_scale = max(abs(e0), sim.kinetic_energy(), 1e-300)
     linear0, angular0 = sim.momentum()
@@ -55,7 +56,7 @@ def run_measured(sim, t_end, samples=200):
             worst["reference"] = max(worst["reference"],
                                      float(np.linalg.norm(sim.x[0] - ref) / np.linalg.norm(ref)))
     out = {
-        "scenario": sim.info.get("scenario"),
+        "scenario": scenarios.info(sim).get("scenario"),
         "integrator": sim.integrator,
         "dt": sim.dt,
         "t_end": sim.t,
@@ -71,7 +72,7 @@ def run_measured(sim, t_end, samples=200):
     }
     if reference is not None:
         ref = reference(sim.t)
-        out["reference"] = sim.info.get("reference_name")
+        out["reference"] = scenarios.info(sim).get("reference_name")
         out["max_rel_reference_error"] = worst["reference"]
         out["final_rel_reference_error"] = float(np.linalg.norm(sim.x[0] - ref) / np.linalg.norm(ref))
     return out
