@@ -24,7 +24,8 @@ def dispatch(v, event, *args):
 
 
 @pytest.fixture
-def open_viewer():
+def open_viewer(require):
+    require("egl")
     opened = []
 
     def make(sim, **kw):
@@ -410,8 +411,10 @@ def test_bad_elapsed_leaves_the_simulation_alone(open_viewer):
     assert sim.steps_taken == 0
 
 
-def test_cli_view_headless_writes_a_screenshot(tmp_path, capsys):
+def test_cli_view_headless_writes_a_screenshot(tmp_path, capsys, require):
     from rtrigid import cli
+
+    require("egl")
 
     out = tmp_path / "top.png"
     code = cli.main(["view", "gyro_top", "--headless", "--frames", "6", "--width", "200",

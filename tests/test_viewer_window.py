@@ -7,7 +7,6 @@ The child reports its state after each key or mouse release on stdout.
 import json
 import os
 import queue
-import shutil
 import subprocess
 import sys
 import threading
@@ -53,18 +52,11 @@ print(json.dumps({"tag": "closed", "steps": sim.steps_taken}), flush=True)
 """ % (W, H)
 
 
-def _need(tool):
-    path = shutil.which(tool)
-    assert path, f"{tool} not installed: .ci/run installs xvfb and xdotool"
-    return path
-
-
 @pytest.fixture
-def xserver():
-    xvfb = _need("Xvfb")
-    _need("xdotool")
+def xserver(require):
+    require("Xvfb", "xdotool")
     r, w = os.pipe()
-    proc = subprocess.Popen([xvfb, "-displayfd", str(w), "-screen", "0", "640x480x24",
+    proc = subprocess.Popen(["Xvfb", "-displayfd", str(w), "-screen", "0", "640x480x24",
                              "-nolisten", "tcp"], pass_fds=(w,), stderr=subprocess.DEVNULL)
     os.close(w)
     with os.fdopen(r) as f:
@@ -159,3 +151,41 @@ def test_window_keys_mouse_and_frames_under_x(xserver):
             child.kill()
         child.wait()
         child.stdout.close()
+
+
+NEEDS_XVFB = """
+import pytest
+
+@pytest.fixture
+def xserver(require):
+    require("Xvfb")
+
+def test_needs_xvfb(xserver):
+    pass
+"""
+
+
+@pytest.mark.parametrize("installed,require_all,outcome", [
+    (False, "", "1 skipped"), (False, "1", "1 error"), (True, "1", "1 passed")])
+def test_a_missing_tool_skips_with_a_reason_or_under_require_all_fails(
+        installed, require_all, outcome, tmp_path):
+    """What the window test above meets on a machine without Xvfb, and in CI."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if installed:
+        fake = bin_dir / "Xvfb"  # the requirement only asks that it can be found
+        fake.write_text("#!/bin/sh\n")
+        fake.chmod(0o755)
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.conftest"]\n')
+    (tmp_path / "test_needs.py").write_text(NEEDS_XVFB)
+    env = {"PATH": str(bin_dir), "PYTHONPATH": str(ROOT), "RTRIGID_REQUIRE_ALL": require_all}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rsE", "-p", "no:cacheprovider",
+                          "test_needs.py"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=300)
+    summary = out.stdout.strip().splitlines()[-1]
+    assert summary.startswith(outcome), out.stdout
+    if not installed:
+        # the reason names the tool and how to install it
+        assert "needs Xvfb: Xvfb is not on PATH" in out.stdout, out.stdout
+        assert "apt-get install -y --no-install-recommends xvfb" in out.stdout, out.stdout
+    assert out.returncode == (1 if outcome == "1 error" else 0), out.stdout
