@@ -5,6 +5,10 @@ goes through pyglet's event dispatch to the window, as a user's would.  Colours 
 compared with fixed RGB values: renderers light and round differently, so :func:`drawn`
 asks the renderer in use how it draws each part of the frame.
 """
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pyglet
 import pytest
@@ -15,6 +19,7 @@ from rtrigid.model import Model
 from rtrigid.simulation import Simulation
 from viewer import Viewer, app, scene
 
+ROOT = Path(__file__).resolve().parents[1]
 W, H = 320, 240
 MAGENTA = (0.85, 0.10, 0.85)
 YELLOW = (0.90, 0.85, 0.10)
@@ -491,3 +496,31 @@ def test_cli_view_headless_writes_a_screenshot(tmp_path, capsys, require):
     assert drift < 1e-12
     assert cli.main(["view", "gyro_top", "--screenshot", str(out)]) == 2
 
+
+@pytest.mark.parametrize("where", ["/nonexistent/dir/x.png", "{tmp}/frame.jpeg2", "{tmp}/frame"])
+def test_cli_view_refuses_a_screenshot_it_cannot_write_in_one_line(where, tmp_path):
+    """A user's mistake: one line on stderr and exit code 2, before any frame is drawn."""
+    path = where.format(tmp=tmp_path)
+    out = subprocess.run([sys.executable, "-m", "rtrigid.cli", "view", "gyro_top", "--headless",
+                          "--frames", "30", "--screenshot", path], cwd=tmp_path,
+                         env={"PYTHONPATH": str(ROOT), "PATH": ""}, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("rtrigid: error: screenshot: ") and path in out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stdout == ""  # refused before the run, not after it
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli_view_reports_a_failed_screenshot_write_in_one_line(tmp_path, capsys, require):
+    from rtrigid import cli
+
+    require("egl")
+    taken = tmp_path / "taken.png"
+    taken.mkdir()  # a directory by the file's name: only the write itself finds out
+    code = cli.main(["view", "gyro_top", "--headless", "--frames", "2", "--width", "64",
+                     "--height", "48", "--screenshot", str(taken)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"rtrigid: error: screenshot: cannot write {taken}: ")
+    assert len(err.splitlines()) == 1, err
