@@ -69,7 +69,8 @@ def require(*names):
     unknown = [n for n in names if n not in REQUIREMENTS]
     if unknown:
         # a typo must not turn into a silent skip
-        raise ValueError(f"require: unknown requirement(s) {unknown}; known: {sorted(REQUIREMENTS)}")
+        raise ValueError(f"require: unknown requirement(s) {unknown}; "
+                         f"known: {sorted(REQUIREMENTS)}")
     missing = [(n, REQUIREMENTS[n][0](), REQUIREMENTS[n][1]) for n in names]
     missing = [(n, why, how) for n, why, how in missing if why]
     if not missing:
