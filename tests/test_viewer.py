@@ -460,7 +460,8 @@ def test_screenshot_is_the_rendered_frame(open_viewer, tmp_path):
     assert np.array_equal(img, np.flipud(v.read_pixels()))
 
 
-def test_bad_arguments_are_refused():
+def test_bad_arguments_are_refused(require):
+    require("egl")  # key names are checked against pyglet.window, whose import opens GL
     sim = two_bodies()
     for kw, field in [({"width": 0}, "width"), ({"speed": 0.0}, "speed"),
                       ({"speed": 100.0}, "speed"), ({"keys": {"jump": "J"}}, "keys"),
