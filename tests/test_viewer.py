@@ -1,8 +1,14 @@
 """The viewer, rendering real frames through OpenGL (Mesa's software renderer, headless EGL).
 
 Pixels are read back from the framebuffer the viewer draws into; mouse and keyboard input
-goes through pyglet's event dispatch to the window, as a user's would.
+goes through pyglet's event dispatch to the window, as a user's would.  Colours are never
+compared with fixed RGB values: renderers light and round differently, so :func:`drawn`
+asks the renderer in use how it draws each part of the frame.
 """
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pyglet
 import pytest
@@ -11,11 +17,15 @@ from PIL import Image
 from rtrigid import scenarios
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
-from viewer import Viewer
+from viewer import Viewer, app, scene
 
+ROOT = Path(__file__).resolve().parents[1]
 W, H = 320, 240
 MAGENTA = (0.85, 0.10, 0.85)
 YELLOW = (0.90, 0.85, 0.10)
+BLACK, GREY = (0.0, 0.0, 0.0), (0.5, 0.5, 0.5)
+# 8-bit rounding of the three frames drawn() combines, the grey one scaled by up to 2
+COLOUR_TOLERANCE = 4
 
 
 def dispatch(v, event, *args):
@@ -24,7 +34,8 @@ def dispatch(v, event, *args):
 
 
 @pytest.fixture
-def open_viewer():
+def open_viewer(require):
+    require("egl")
     opened = []
 
     def make(sim, **kw):
@@ -53,51 +64,105 @@ def two_bodies():
     return sim
 
 
-def classify(rgb):
-    """'ball' (magenta), 'brick' (yellow) or None, from the colour of a lit pixel."""
-    r, g, b = (int(c) for c in rgb)
-    if r > 2 * g + 10 and b > 2 * g + 10:
-        return "ball"
-    if r > 2 * b + 10 and g > 2 * b + 10:
-        return "brick"
-    return None
+def frame(v):
+    v.render()
+    return v.read_pixels().astype(int)
 
 
-def pixel(v, px, py):
-    return v.read_pixels()[int(py), int(px)]
+def drawn(v, parts):
+    """Where each part of the frame is drawn, and which colour it should show, as this
+    renderer draws it.
+
+    ``parts``: {name: (set_colour, colour)}: ``set_colour(rgb)`` recolours that part, and
+    ``colour`` is the one the test expects the viewer to give it (set again at the end).  The
+    lit shader is affine in a part's base colour, channel by channel (base * light +
+    highlight), so one frame with every part black and, per part, one with just that part grey
+    tell which pixels the part covers (the only ones that change) and what any base colour
+    becomes at each of them under this renderer's lighting and rounding.
+
+    Returns (the frame as the viewer drew it, {name: mask of covered pixels}, the frame the
+    expected colours give).
+    """
+    img = frame(v)
+    for set_colour, _ in parts.values():
+        set_colour(BLACK)
+    black = frame(v)
+    covered, expected = {}, black.astype(float)
+    for name, (set_colour, colour) in parts.items():
+        set_colour(GREY)
+        grey = frame(v)
+        set_colour(BLACK)
+        mask = covered[name] = np.abs(grey - black).max(axis=-1) > COLOUR_TOLERANCE
+        lit = black + (grey - black) * (np.asarray(colour, float) / GREY[0])
+        expected[mask] = np.clip(lit, 0, 255)[mask]
+    for set_colour, colour in parts.values():
+        set_colour(colour)
+    return img, covered, expected
+
+
+def body_parts(v, colours):
+    """``drawn`` parts: each body, expected in ``colours[name]``."""
+    def set_colour(b):
+        return lambda rgb: setattr(v.visuals[b], "color", rgb)
+
+    return {name: (set_colour(v.sim.body_index(name)), rgb) for name, rgb in colours.items()}
+
+
+def module_colour(monkeypatch, module, name):
+    """``drawn`` part: what the viewer draws in a module's colour constant, expected in it."""
+    return (lambda rgb: monkeypatch.setattr(module, name, rgb), getattr(module, name))
+
+
+def assert_colours_as_drawn(img, covered, expected):
+    """Every pixel of every part shows that part's own colour as this renderer lights it."""
+    mask = np.logical_or.reduce(list(covered.values()))
+    assert mask.any()
+    worst = np.abs(img - expected)[mask].max()
+    assert worst <= COLOUR_TOLERANCE, worst
+
+
+def at(mask, p, spread=0):
+    """mask at window pixel p (or, with spread, anywhere within that many pixels of it)."""
+    px, py = int(p[0]), int(p[1])
+    rows = slice(max(py - spread, 0), py + spread + 1)
+    return bool(mask[rows, max(px - spread, 0):px + spread + 1].any())
 
 
 def test_bodies_appear_where_project_says(open_viewer):
     sim = two_bodies()
     v = open_viewer(sim, colors={"ball": MAGENTA, "brick": YELLOW})
-    v.render()
+    img, covered, expected = drawn(v, body_parts(v, {"ball": MAGENTA, "brick": YELLOW}))
     for name in ("ball", "brick"):
-        assert classify(pixel(v, *v.project(sim.pose(name)[0]))) == name
+        assert at(covered[name], v.project(sim.pose(name)[0])), name
+    assert_colours_as_drawn(img, covered, expected)
     # between them there is no body
-    assert classify(pixel(v, *v.project((0.0, 0.05, 0.3)))) is None
+    between = v.project((0.0, 0.05, 0.3))
+    assert not at(covered["ball"], between) and not at(covered["brick"], between)
     # move the ball sideways on the screen: it is drawn at its new place, gone from the old
     old = v.project(sim.pose("ball")[0])
     sim.set_position("ball", sim.pose("ball")[0] - 0.6 * v.camera.view()[0, :3])
-    v.render()
-    assert classify(pixel(v, *v.project(sim.pose("ball")[0]))) == "ball"
-    assert classify(pixel(v, *old)) is None
+    _, covered, _ = drawn(v, body_parts(v, {"ball": MAGENTA, "brick": YELLOW}))
+    assert at(covered["ball"], v.project(sim.pose("ball")[0]))
+    assert not at(covered["ball"], old)
 
 
 def test_picking_agrees_with_the_rendered_image(open_viewer):
     sim = two_bodies()
     v = open_viewer(sim, colors={"ball": MAGENTA, "brick": YELLOW})
-    v.render()
-    img = v.read_pixels()
+    _, covered, _ = drawn(v, body_parts(v, {"ball": MAGENTA, "brick": YELLOW}))
+    label = np.full((H, W), None, dtype=object)
+    for name, mask in covered.items():
+        label[mask] = name
     seen = {"ball": 0, "brick": 0, None: 0}
     for py in range(2, H - 2, 4):
         for px in range(2, W - 2, 4):
-            around = {classify(img[py + dy, px + dx]) for dy in (-1, 0, 1) for dx in (-1, 0, 1)}
+            around = set(label[py - 1:py + 2, px - 1:px + 2].ravel())
             if len(around) != 1:
                 continue  # an edge: rasterization and the exact shape may differ by a pixel
-            drawn = around.pop()
+            shown = around.pop()
             hit = v.pick(px + 0.5, py + 0.5)
-            assert (None if hit is None else sim.names[hit[0]]) == drawn, (px, py)
-            seen[drawn] += 1
+            assert (None if hit is None else sim.names[hit[0]]) == shown, (px, py)
+            seen[shown] += 1
     assert seen["ball"] > 50 and seen["brick"] > 50 and seen[None] > 1000
 
 
@@ -154,21 +219,25 @@ def test_scripted_drag_on_a_top_turns_it_about_its_pivot(open_viewer):
     assert v.drag(v.project((0.0, 0.0, 0.3)), end_px) is None  # nothing there to pick
 
 
-def test_mouse_events_drag_a_body_with_an_arrow_then_impulse(open_viewer):
+def test_mouse_events_drag_a_body_with_an_arrow_then_impulse(open_viewer, monkeypatch):
     sim = two_bodies()
     v = open_viewer(sim, colors={"ball": MAGENTA, "brick": YELLOW})
-    v.render()
+    arrow = {"drag": module_colour(monkeypatch, app, "DRAG_COLOR")}
+    assert not drawn(v, arrow)[1]["drag"].any()  # no drag, no arrow
     left = pyglet.window.mouse.LEFT
     x0, y0 = (int(c) for c in v.project(sim.pose("ball")[0]))
     x1, y1 = x0 - 60, y0 + 50
     p0 = sim.momentum()[0]
     dispatch(v, "on_mouse_press", x0, y0, left, 0)
     dispatch(v, "on_mouse_drag", x1, y1, x1 - x0, y1 - y0, left, 0)
-    v.render()
+    img, covered, expected = drawn(v, arrow)
     start, end = v._drag_ends()
-    # the drag arrow is drawn from the picked point to the cursor
-    r, g, b = (int(c) for c in pixel(v, *v.project(0.4 * start + 0.6 * end)))
-    assert r > 200 and 60 < g < 170 and b < 60, (r, g, b)
+    # the drag arrow is drawn from the picked point to the cursor, not beyond it, in its colour
+    # (a shaft a few pixels thick: its axis may fall on a pixel edge)
+    for t in (0.2, 0.4, 0.6, 0.8, 0.95):
+        assert at(covered["drag"], v.project(start + t * (end - start)), spread=1), t
+    assert not at(covered["drag"], v.project(start + 1.3 * (end - start)), spread=1)
+    assert_colours_as_drawn(img, covered, expected)
     dispatch(v, "on_mouse_release", x1, y1, left, 0)
     body, impulse, point = v.last_impulse
     assert sim.names[body] == "ball"
@@ -308,20 +377,20 @@ def test_viewer_never_wipes_user_forces(open_viewer):
     assert v.monitor.loads_applied
 
 
-def test_applied_forces_are_drawn_as_arrows(open_viewer):
+def test_applied_forces_are_drawn_as_arrows(open_viewer, monkeypatch):
     sim = two_bodies()
     v = open_viewer(sim, width=480, height=360)
     direction = np.array([0.0, -0.6, 0.8])
-    v.render()
+    arrows = {"load": module_colour(monkeypatch, app, "LOAD_COLOR")}
+    assert not drawn(v, arrows)[1]["load"].any()  # no force, no arrow
     x = sim.pose("brick")[0]
     size = v.visuals[sim.body_index("brick")].radius
-    probe = v.project(x + direction * 1.2 * size)  # on the shaft, outside the brick
-    before = [int(c) for c in pixel(v, *probe)]
-    assert not (before[1] > 2 * before[0] + 20 and before[2] > 2 * before[0] + 20)
     sim.apply_force("brick", 2.0 * direction)
-    v.render()
-    r, g, b = (int(c) for c in pixel(v, *probe))
-    assert g > 2 * r + 20 and b > 2 * r + 20, (before, (r, g, b))  # the load arrow, teal
+    img, covered, expected = drawn(v, arrows)
+    # on the shaft outside the brick, the load arrow, in its colour
+    assert at(covered["load"], v.project(x + direction * 1.2 * size), spread=1)
+    assert not at(covered["load"], v.project(x - direction * 1.2 * size), spread=1)
+    assert_colours_as_drawn(img, covered, expected)
 
 
 def test_spin_up_adds_angular_momentum_only(open_viewer):
@@ -336,7 +405,7 @@ def test_spin_up_adds_angular_momentum_only(open_viewer):
     assert sim.momentum()[0][2] > p1[2]
 
 
-def test_joints_of_every_kind_are_drawn(open_viewer):
+def test_joints_of_every_kind_are_drawn(open_viewer, monkeypatch):
     """sim.joints() is the contract: each kind gets a marker where its anchor is."""
     kinds = ["spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed"]
 
@@ -354,14 +423,16 @@ def test_joints_of_every_kind_are_drawn(open_viewer):
     v.joint_size = 0.12
     v.camera.target = np.array([0.0, -0.8, 0.9])
     v.camera.distance = 6.0
-    v.render()
-    dark_or_gold = 0
+    marker_colours = {"joint": module_colour(monkeypatch, scene, "JOINT_COLOR"),
+                      "pin": module_colour(monkeypatch, scene, "JOINT_AXIS_COLOR")}
+    part_of = {scene.JOINT_COLOR: "joint", scene.JOINT_AXIS_COLOR: "pin"}
+    img, covered, expected = drawn(v, marker_colours)
     for j in sim.joints():
-        r, g, b = (int(c) for c in pixel(v, *v.project(j["anchor"])))
-        # joint colours: near-black markers or golden pins, not the pale ground or sky
-        assert (r + g + b < 200) or (r > 150 and g > 110 and b < 80), (j["kind"], r, g, b)
-        dark_or_gold += 1
-    assert dark_or_gold == len(kinds)
+        # the anchor shows one of the parts scene.joint_markers gives this kind
+        parts = {part_of[color] for _, _, color in scene.joint_markers(j, v.joint_size)}
+        shown = {name for name, mask in covered.items() if at(mask, v.project(j["anchor"]))}
+        assert shown and shown <= parts, (j["kind"], shown, parts)
+    assert_colours_as_drawn(img, covered, expected)
 
 
 def test_traces_follow_the_top_crown(open_viewer):
@@ -389,7 +460,8 @@ def test_screenshot_is_the_rendered_frame(open_viewer, tmp_path):
     assert np.array_equal(img, np.flipud(v.read_pixels()))
 
 
-def test_bad_arguments_are_refused():
+def test_bad_arguments_are_refused(require):
+    require("egl")  # key names are checked against pyglet.window, whose import opens GL
     sim = two_bodies()
     for kw, field in [({"width": 0}, "width"), ({"speed": 0.0}, "speed"),
                       ({"speed": 100.0}, "speed"), ({"keys": {"jump": "J"}}, "keys"),
@@ -410,8 +482,10 @@ def test_bad_elapsed_leaves_the_simulation_alone(open_viewer):
     assert sim.steps_taken == 0
 
 
-def test_cli_view_headless_writes_a_screenshot(tmp_path, capsys):
+def test_cli_view_headless_writes_a_screenshot(tmp_path, capsys, require):
     from rtrigid import cli
+
+    require("egl")
 
     out = tmp_path / "top.png"
     code = cli.main(["view", "gyro_top", "--headless", "--frames", "6", "--width", "200",
@@ -422,3 +496,32 @@ def test_cli_view_headless_writes_a_screenshot(tmp_path, capsys):
     drift = float(text.split("max rel. energy drift")[1].split()[0])
     assert drift < 1e-12
     assert cli.main(["view", "gyro_top", "--screenshot", str(out)]) == 2
+
+
+@pytest.mark.parametrize("where", ["/nonexistent/dir/x.png", "{tmp}/frame.jpeg2", "{tmp}/frame"])
+def test_cli_view_refuses_a_screenshot_it_cannot_write_in_one_line(where, tmp_path):
+    """A user's mistake: one line on stderr and exit code 2, before any frame is drawn."""
+    path = where.format(tmp=tmp_path)
+    out = subprocess.run([sys.executable, "-m", "rtrigid.cli", "view", "gyro_top", "--headless",
+                          "--frames", "30", "--screenshot", path], cwd=tmp_path,
+                         env={"PYTHONPATH": str(ROOT), "PATH": ""}, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("rtrigid: error: screenshot: ") and path in out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stdout == ""  # refused before the run, not after it
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli_view_reports_a_failed_screenshot_write_in_one_line(tmp_path, capsys, require):
+    from rtrigid import cli
+
+    require("egl")
+    taken = tmp_path / "taken.png"
+    taken.mkdir()  # a directory by the file's name: only the write itself finds out
+    code = cli.main(["view", "gyro_top", "--headless", "--frames", "2", "--width", "64",
+                     "--height", "48", "--screenshot", str(taken)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"rtrigid: error: screenshot: cannot write {taken}: ")
+    assert len(err.splitlines()) == 1, err

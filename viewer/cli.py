@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from rtrigid import scenarios
 from rtrigid.cli import add_scenario_arguments, build_scenario
@@ -42,6 +43,19 @@ def print_report(rows):
         print(f"{k:<{width}}  {val}")
 
 
+def check_screenshot(path):
+    """Refuse a screenshot path that cannot be written, before any frame is drawn."""
+    from PIL import Image
+
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ValueError(f"screenshot: {path}: there is no directory {path.parent}")
+    Image.init()
+    if path.suffix.lower() not in Image.registered_extensions():
+        raise ValueError(f"screenshot: {path}: no image format has the suffix "
+                         f"{path.suffix or '(none)'!r}; name the file .png")
+
+
 def run_viewer(sim, *, headless=False, frames=120, screenshot=None, width=None, height=None,
                **options):
     """Open a Viewer on ``sim``; headless: draw ``frames`` frames. Prints the figures."""
@@ -49,6 +63,8 @@ def run_viewer(sim, *, headless=False, frames=120, screenshot=None, width=None, 
 
     if frames < 1:
         raise ValueError(f"frames: expected >= 1, got {frames}")
+    if screenshot and headless:
+        check_screenshot(screenshot)
     width = width or (1280 if headless else 960)
     height = height or (720 if headless else 600)
     with Viewer(sim, width, height, headless=headless, **options) as v:
@@ -63,7 +79,13 @@ def run_viewer(sim, *, headless=False, frames=120, screenshot=None, width=None, 
             count = None
         wall = time.perf_counter() - start
         if screenshot and headless:
-            v.screenshot(screenshot)
+            try:
+                v.screenshot(screenshot)
+            except OSError as exc:
+                # what the check above cannot see: a directory by that name, no permission,
+                # a full disk
+                raise ValueError(f"screenshot: cannot write {screenshot}: "
+                                 f"{exc.strerror or exc}") from None
         rows = report(v, count if count is not None else 0, wall if headless else 0.0)
     print_report(rows)
     if screenshot and headless:
