@@ -64,16 +64,17 @@ class JointKind(NamedTuple):
     axial: bool      # defined by an axis (or a plane normal) in each body
     spring: bool     # takes a joint spring and damper on its coordinate
     residuals: int   # scalar constraint equations (6 - nv)
+    quaternion: int  # offset of a unit quaternion in the coordinates, -1 if there is none
 
 
 KINDS = {k.name: k for k in (
-    JointKind("free", 0, 7, 6, False, False, 0),
-    JointKind("spherical", 1, 4, 3, False, False, 3),
-    JointKind("revolute", 2, 1, 1, True, True, 5),
-    JointKind("prismatic", 3, 1, 1, True, True, 5),
-    JointKind("cylindrical", 4, 2, 2, True, False, 4),
-    JointKind("planar", 5, 3, 3, True, False, 3),
-    JointKind("fixed", 6, 0, 0, False, False, 6),
+    JointKind("free", 0, 7, 6, False, False, 0, 3),
+    JointKind("spherical", 1, 4, 3, False, False, 3, 0),
+    JointKind("revolute", 2, 1, 1, True, True, 5, -1),
+    JointKind("prismatic", 3, 1, 1, True, True, 5, -1),
+    JointKind("cylindrical", 4, 2, 2, True, False, 4, -1),
+    JointKind("planar", 5, 3, 3, True, False, 3, -1),
+    JointKind("fixed", 6, 0, 0, False, False, 6, -1),
 )}
 
 # the kinds a user joins bodies with; "free" is what a body with no joint has

@@ -18,6 +18,7 @@ was.
 """
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 
@@ -36,7 +37,7 @@ from rtrigid.backends.buffers import (
     USED_FALLBACK,
     OK,
 )
-from rtrigid.joints import residual
+from rtrigid.joints import KINDS, residual
 from rtrigid.maths import quat
 from rtrigid.model import Model
 from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
@@ -118,13 +119,13 @@ class Simulation:
         self.backend = _create_backend(kind, model, module)
         self.backend.solver[SOLVER_MAX_ITER] = max_iter
         self.backend.solver[SOLVER_HALVINGS] = max_halvings
-        self.model = model
+        self.model = copy.deepcopy(model)  # what was simulated, whatever the caller edits later
         self.integrator = integrator
         self.implicit = entry.implicit
         self.names = [b.name for b in model.bodies]  # a copy: later model edits do not reach us
         self.nb = len(self.names)
         # joint handles: the model's joints in order (what add_joint returned), then the
-        # implicit ones (pivots, free bodies) by name only
+        # implicit ones (pivots, free bodies), in body order
         inbound = self.backend.joints
         explicit = {j.child for j in model.joints}
         self._joint_child = [j.child for j in model.joints] + [
@@ -318,8 +319,8 @@ class Simulation:
         if n == 0:
             raise ValueError(f"joint: {j.name!r} ({j.kind}) has no coordinates")
         value = as_vector(value, n, "value")
-        if j.kind in ("spherical", "free"):
-            k = 0 if j.kind == "spherical" else 3
+        k = KINDS[j.kind].quaternion
+        if k >= 0:
             value[k:k + 4] = _unit_quaternion(value[k:k + 4], "value")
         self.backend.set_joint_state(b, qpos=value)
 
@@ -347,7 +348,7 @@ class Simulation:
                 continue
             anchor = be.x[b] + quat.rotate(be.q[b], g.anchor_child, np.empty(3))
             axis = None
-            if j.kind in ("revolute", "prismatic", "cylindrical", "planar"):
+            if KINDS[j.kind].axial:
                 axis = quat.rotate(be.q[b], g.axis_child, np.empty(3))
             out.append({"kind": j.kind, "parent": j.parent, "child": b, "anchor": anchor,
                         "axis": axis, "name": j.name})
