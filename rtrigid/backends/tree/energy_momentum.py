@@ -87,7 +87,9 @@ stops only at the round-off floor: when the error left after the last update, es
 the contraction of the last two updates as theta/(1-theta) |update|, is below 8 eps |mu| and
 the residual is below 1e-9 (relative to the momenta); or, as before, when the residual has
 stalled (the best below 1e-11 and two more iterations have not halved it; three when it is
-only below 1e-9).  Failure (no convergence in ``max_iter``, a non-finite value, a singular
+only below 1e-9).  The accepted increments are put on the near root of every Cayley map
+(:func:`_canonical_roots`), so the stored rates never depend on the branch Newton found.
+Failure (no convergence in ``max_iter``, a non-finite value, a singular
 pivot) triggers the same fallback as the single-body scheme: the step is redone as 2, 4,
 ..., 2**max_halvings sub-steps; if that fails too the kernel stops before the step, state
 unchanged, status FAILED.
@@ -258,6 +260,30 @@ def _update_coordinates(ti, Q0, mu, Q1):
         s = qmul_t(Q0[qo], Q0[qo + 1], Q0[qo + 2], Q0[qo + 3], c[0], c[1], c[2], c[3])
         for k in range(4):
             Q1[qo + k] = s[k]
+
+
+@jit
+def _canonical_roots(ti, mu, Q1):
+    """Every Cayley increment a = mu/4 of a quaternion coordinate on its near root |a| <= 1.
+
+    cay is 2-to-1: a and -a/|a|² give the same rotation (the quaternion negated), and Newton
+    may converge to either.  The step is the same physically, but the stored rates mu/h seed
+    the next predictor and the fallback, and the far root's are huge (|a| > 1 means a turn of
+    more than 180 degrees in one step); the near root also keeps the coordinate's quaternion
+    in the hemisphere of the previous one.  Q1 = F(Q0, mu) is kept: its quaternion is negated
+    with the root, so both stay consistent.
+    """
+    for b in range(ti.shape[0]):
+        _, qo, mo = coordinate_slots(ti, b)
+        if qo < 0:
+            continue
+        aa = (0.0625 * (mu[mo] * mu[mo] + mu[mo + 1] * mu[mo + 1] + mu[mo + 2] * mu[mo + 2]))
+        if aa > 1.0:
+            f = -1.0 / aa
+            for k in range(3):
+                mu[mo + k] *= f
+            for k in range(4):
+                Q1[qo + k] = -Q1[qo + k]
 
 
 @jit
@@ -820,7 +846,9 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
         left = theta / (1.0 - theta) * update if theta < 1.0 else np.inf
     if not done:
         return False
-    # accept: coordinates, poses, momenta; nu holds the mean rates mu / h of the step
+    # accept: coordinates, poses, momenta; nu holds the mean rates mu / h of the step, on the
+    # near root of every Cayley increment (independent of the branch Newton converged to)
+    _canonical_roots(ti, mu, Q1)
     for i in range(Q1.shape[0]):
         Qg[i] = Q1[i]
     normalize_coordinates(ti, Qg)
