@@ -51,6 +51,14 @@ def test_em_rotation_jacobian_matches_finite_differences():
             fd[:, j] = (np.array(em.rotation_residual(h, b, l0, tuple(lp), c, fb, tb)[0])
                         - np.array(em.rotation_residual(h, b, l0, tuple(lm), c, fb, tb)[0])) / (2 * eps)
         assert np.abs(jac - fd).max() < 1e-8 * max(1.0, np.abs(fd).max())
+        # without a torque the kernel passes None, which compiles the torque terms out: the
+        # same residual and matrix as a zero torque, bit for bit
+        zero = (0.0, 0.0, 0.0)
+        r0, u0, y00 = em.rotation_residual(h, b, l0, l1, c, fb, zero)
+        rn, un, y0n = em.rotation_residual(h, b, l0, l1, c, fb, None)
+        assert r0 == rn and u0 == un
+        assert (em.rotation_jacobian(h, b, l0, l1, c, fb, zero, u0, y00)
+                == em.rotation_jacobian(h, b, l0, l1, c, fb, None, un, y0n))
 
 
 def test_em_cramer_solve_matches_numpy():

@@ -88,12 +88,18 @@ def _solve3(a, r):
 
 
 @jit
-def _load_quaternions(fb, tb, c, u):
-    """(F_b o (1+U) o C, T_b o (1+U)) with pure quaternions F_b, T_b, C and U = (0, u)."""
+def _load_quaternion(fb, tb, c, u, n):
+    """Y0 = F_b o (1+U) o C - n T_b o (1+U), with pure quaternions F_b, T_b, C, U = (0, u)
+    and n = 1 + |u|², so that y = 2/n Y0 (the torque's term without the factor 2/n).
+
+    ``tb`` None: no applied torque (numba then compiles the torque terms out, here and in
+    the Jacobian: they cost ~3 % of a step)."""
     a = qmul_t(0.0, fb[0], fb[1], fb[2], 1.0, u[0], u[1], u[2])
     a = qmul_t(a[0], a[1], a[2], a[3], 0.0, c[0], c[1], c[2])
+    if tb is None:
+        return a
     t = qmul_t(0.0, tb[0], tb[1], tb[2], 1.0, u[0], u[1], u[2])
-    return a, t
+    return (a[0] - n * t[0], a[1] - n * t[1], a[2] - n * t[2], a[3] - n * t[3])
 
 
 @jit
@@ -106,24 +112,30 @@ def _im_one_minus_u(u, y):
 
 
 @jit
-def _dr_du(j, u, n, y0, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh):
+def _dr_du(j, u, n, y0, yt, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh):
     """Column j of dr/du at fixed L1 (S = L1 + L0, D = L1 - L0, ud = u.D, hh = h/2):
 
     -2 u_j D + 2 e_j x S + 2 D_j u + 2 (u.D) e_j + h/2 (Im[(1-U) o dy_j] - Im[E_j o y]),
-    with dy_j = 2/n (F_b o E_j o C - 2 u_j / n Y_F) - 2 T_b o E_j, y0 = (Y_F, Y_T) of
-    :func:`_load_quaternions`.
+    with dy_j = 2/n (F_b o E_j o C - n T_b o E_j - 2 u_j Y_T - 2 u_j / n Y0), Y0 of
+    :func:`_load_quaternion` and Y_T = T_b o (1+U) (``yt``).
     """
     e0 = 1.0 if j == 0 else 0.0
     e1 = 1.0 if j == 1 else 0.0
     e2 = 1.0 if j == 2 else 0.0
     z = qmul_t(0.0, fb[0], fb[1], fb[2], 0.0, e0, e1, e2)
     z = qmul_t(z[0], z[1], z[2], z[3], 0.0, c[0], c[1], c[2])
-    zt = qmul_t(0.0, tb[0], tb[1], tb[2], 0.0, e0, e1, e2)
     g = 2.0 / n
     f = 2.0 * u[j] / n
-    yf = y0[0]
-    dy = (g * (z[0] - f * yf[0]) - 2.0 * zt[0], g * (z[1] - f * yf[1]) - 2.0 * zt[1],
-          g * (z[2] - f * yf[2]) - 2.0 * zt[2], g * (z[3] - f * yf[3]) - 2.0 * zt[3])
+    if tb is None:
+        dy = (g * (z[0] - f * y0[0]), g * (z[1] - f * y0[1]), g * (z[2] - f * y0[2]),
+              g * (z[3] - f * y0[3]))
+    else:
+        zt = qmul_t(0.0, tb[0], tb[1], tb[2], 0.0, e0, e1, e2)
+        k = 2.0 * u[j]
+        dy = (g * (z[0] - n * zt[0] - k * yt[0] - f * y0[0]),
+              g * (z[1] - n * zt[1] - k * yt[1] - f * y0[1]),
+              g * (z[2] - n * zt[2] - k * yt[2] - f * y0[2]),
+              g * (z[3] - n * zt[3] - k * yt[3] - f * y0[3]))
     dti = _im_one_minus_u(u, dy)
     ey = qmul_t(0.0, e0, e1, e2, y[0], y[1], y[2], y[3])
     dj = e0 * d0 + e1 * d1 + e2 * d2
@@ -140,7 +152,7 @@ def _dr_du(j, u, n, y0, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh):
 def rotation_residual(h, b, l0, l1, c, fb, tb):
     """r(L1) of the module docstring and the intermediates its Jacobian needs.
 
-    b: 9-tuple h/8 J^-1.  Returns (r, u, y0) with y0 = (Y_F, Y_T) of :func:`_load_quaternions`.
+    b: 9-tuple h/8 J^-1.  Returns (r, u, y0) with Y0 of :func:`_load_quaternion`.
     """
     s0, s1, s2 = l1[0] + l0[0], l1[1] + l0[1], l1[2] + l0[2]
     d0, d1, d2 = l1[0] - l0[0], l1[1] - l0[1], l1[2] - l0[2]
@@ -148,11 +160,9 @@ def rotation_residual(h, b, l0, l1, c, fb, tb):
          b[6] * s0 + b[7] * s1 + b[8] * s2)
     uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2]
     ud = u[0] * d0 + u[1] * d1 + u[2] * d2
-    y0 = _load_quaternions(fb, tb, c, u)
-    yf, yt = y0
+    y0 = _load_quaternion(fb, tb, c, u, 1.0 + uu)
     g = 2.0 / (1.0 + uu)
-    t = _im_one_minus_u(u, (g * yf[0] - 2.0 * yt[0], g * yf[1] - 2.0 * yt[1],
-                            g * yf[2] - 2.0 * yt[2], g * yf[3] - 2.0 * yt[3]))
+    t = _im_one_minus_u(u, (g * y0[0], g * y0[1], g * y0[2], g * y0[3]))
     hh = 0.5 * h
     r = ((1.0 - uu) * d0 + 2.0 * (u[1] * s2 - u[2] * s1) + 2.0 * ud * u[0] + hh * t[0],
          (1.0 - uu) * d1 + 2.0 * (u[2] * s0 - u[0] * s2) + 2.0 * ud * u[1] + hh * t[1],
@@ -169,13 +179,15 @@ def rotation_jacobian(h, b, l0, l1, c, fb, tb, u, y0):
     n = 1.0 + uu
     ud = u[0] * d0 + u[1] * d1 + u[2] * d2
     g = 2.0 / n
-    yf, yt = y0
-    y = (g * yf[0] - 2.0 * yt[0], g * yf[1] - 2.0 * yt[1], g * yf[2] - 2.0 * yt[2],
-         g * yf[3] - 2.0 * yt[3])
+    y = (g * y0[0], g * y0[1], g * y0[2], g * y0[3])
+    if tb is None:
+        yt = y  # not read without a torque
+    else:
+        yt = qmul_t(0.0, tb[0], tb[1], tb[2], 1.0, u[0], u[1], u[2])
     hh = 0.5 * h
-    m0 = _dr_du(0, u, n, y0, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
-    m1 = _dr_du(1, u, n, y0, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
-    m2 = _dr_du(2, u, n, y0, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
+    m0 = _dr_du(0, u, n, y0, yt, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
+    m1 = _dr_du(1, u, n, y0, yt, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
+    m2 = _dr_du(2, u, n, y0, yt, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
     diag = 1.0 - uu
     return (
         diag + 2.0 * u[0] * u[0] + m0[0] * b[0] + m1[0] * b[3] + m2[0] * b[6],
@@ -196,7 +208,7 @@ def solve_rotation(h, max_iter, jinv, l0, c, fb, tb):
 
     jinv: 9-tuple J^-1 about the reference point; l0: L_n; c: load point (centre of mass)
     relative to the reference point; fb, tb: world force at c and world torque, in the body
-    frame at t_n.  Returns (iterations or -1, L_{n+1}, u).
+    frame at t_n (tb None: no torque).  Returns (iterations or -1, L_{n+1}, u).
     """
     k = 0.125 * h
     b = (k * jinv[0], k * jinv[1], k * jinv[2], k * jinv[3], k * jinv[4], k * jinv[5],
@@ -251,14 +263,18 @@ def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, 
     mass = bodyf[b, B_MASS]
     f = (mass * gravity[0] + f_app[b, 0], mass * gravity[1] + f_app[b, 1],
          mass * gravity[2] + f_app[b, 2])
+    torqued = t_app[b, 0] != 0.0 or t_app[b, 1] != 0.0 or t_app[b, 2] != 0.0
     for _ in range(m):
         q0, q1, q2, q3 = q[b, 0], q[b, 1], q[b, 2], q[b, 3]
         # L is this solver's primary variable; reading it back from pq (1/2 G(q) pq) or from
         # w (J J^-1 L) instead drifts systematically (measured: ~1e-16 per step).
         l0 = (L[b, 0], L[b, 1], L[b, 2])
         fb = rotate_t(q0, q1, q2, q3, f[0], f[1], f[2], -1.0)
-        tb = rotate_t(q0, q1, q2, q3, t_app[b, 0], t_app[b, 1], t_app[b, 2], -1.0)
-        it, l1, u = solve_rotation(hs, max_iter, jinv, l0, c, fb, tb)
+        if torqued:
+            tb = rotate_t(q0, q1, q2, q3, t_app[b, 0], t_app[b, 1], t_app[b, 2], -1.0)
+            it, l1, u = solve_rotation(hs, max_iter, jinv, l0, c, fb, tb)
+        else:
+            it, l1, u = solve_rotation(hs, max_iter, jinv, l0, c, fb, None)
         if it < 0:
             return False
         stats[STAT_ITERS] += it
