@@ -99,6 +99,18 @@ REGISTRY = {i.name: i for i in (
                 TREE: {(): _T + "energy_momentum:step"}},
                frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False,
                rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}),
+    Integrator("energy_momentum4", "symmetric composition of the energy-momentum step: order "
+               "4, energy and angular momentum kept as by energy_momentum; option composition "
+               "('suzuki': 5 stages, 'triple_jump': 3)",
+               "issue 14; 000 (51)-(54); 003 (180)-(185)", True,
+               {BODIES: {("suzuki",): _B + "energy_momentum4:step",
+                         ("triple_jump",): _B + "energy_momentum4:step_triple_jump"},
+                TREE: {("suzuki",): _T + "energy_momentum4:step",
+                       ("triple_jump",): _T + "energy_momentum4:step_triple_jump"}},
+               frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False,
+               options={"composition": ("suzuki", "triple_jump")},
+               rigid={BODIES: {("suzuki",): _B + "energy_momentum4:step_rigid",
+                               ("triple_jump",): _B + "energy_momentum4:step_triple_jump_rigid"}}),
     Integrator("energy_momentum_appd", "the same scheme solved as 000 App. D does (7 or 10 "
                "unknowns): the reference solver", "000 (52)-(54), App. D", True,
                {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset()),

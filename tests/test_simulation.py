@@ -625,7 +625,7 @@ def _smallest_working_max_iter(g, integrator, most=12):
 
 # energy_momentum_appd shares the fallback loop; its Appendix D solver needs more than 3
 # iterations even on small sub-steps, so a tight cap does not isolate the fallback there.
-@pytest.mark.parametrize("integrator", ["energy_momentum"])
+@pytest.mark.parametrize("integrator", ["energy_momentum", "energy_momentum4"])
 def test_fallback_is_taken_reported_and_conserves_energy(integrator):
     """With the smallest Newton cap that works at all (3 at the time of writing: the solver
     accepts only an exactly-zero or a stalled residual, and smaller caps are refused), a

@@ -251,11 +251,17 @@ def _has_springs(springi, b):
     return False
 
 
+# The stages of one step, as fractions of it: one, for this scheme.  :mod:`.energy_momentum4`
+# runs the same loops with the stages of a symmetric composition.
+ONE_STAGE = (1.0,)
+
+
 @jit
 def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, L, f_app,
-                   t_app, stats):
-    """Advance body b (no springs) by m sub-steps of size h/m; False on a failed solve."""
-    hs = h / m
+                   t_app, stats, stages):
+    """Advance body b (no springs) by m sub-steps of size h/m, each made of the ``stages``
+    (fractions of it, summing to 1), every stage its own solve; False on a failed solve."""
+    hm = h / m
     jinv = (bodyf[b, B_JINV], bodyf[b, B_JINV + 1], bodyf[b, B_JINV + 2],
             bodyf[b, B_JINV + 3], bodyf[b, B_JINV + 4], bodyf[b, B_JINV + 5],
             bodyf[b, B_JINV + 6], bodyf[b, B_JINV + 7], bodyf[b, B_JINV + 8])
@@ -264,7 +270,8 @@ def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, 
     f = (mass * gravity[0] + f_app[b, 0], mass * gravity[1] + f_app[b, 1],
          mass * gravity[2] + f_app[b, 2])
     torqued = t_app[b, 0] != 0.0 or t_app[b, 1] != 0.0 or t_app[b, 2] != 0.0
-    for _ in range(m):
+    for i in range(m * len(stages)):
+        hs = stages[i % len(stages)] * hm  # bitwise hm for the single stage 1.0
         q0, q1, q2, q3 = q[b, 0], q[b, 1], q[b, 2], q[b, 3]
         # L is this solver's primary variable; reading it back from pq (1/2 G(q) pq) or from
         # w (J J^-1 L) instead drifts systematically (measured: ~1e-16 per step).
@@ -309,25 +316,34 @@ def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, 
 
 @jit
 def _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, S, S_prev, f_app,
-                          t_app, max_iter, work, stats):
+                          t_app, max_iter, work, stats, stages):
     """The Appendix D solver for body b: bodies with springs, whose x and q are coupled."""
     nb = bodyi.shape[0]
     state = state_view(S, nb)
     prev = state_view(S_prev, nb)
     newton, buf = appd.carve(work)
-    return appd.substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev, f_app,
-                         t_app, max_iter, newton, buf, stats)
+    if len(stages) == 1:
+        return appd.substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev,
+                             f_app, t_app, max_iter, newton, buf, stats)
+    for i in range(m * len(stages)):
+        if not appd.substeps(gravity, bodyf, bodyi, springf, springi, b,
+                             stages[i % len(stages)] * (h / m), 1, state, prev, f_app, t_app,
+                             max_iter, newton, buf, stats):
+            return False
+    return True
 
 
 @jit
-def _run(n, dt, F, I, all_appendix_d):
+def step_loop(n, dt, F, I, all_appendix_d, stages):
     """The step loop with the sub-step fallback of :mod:`.implicit` (see ``run`` there: a
     function handed to a loop is a real call, whose array arguments cost reference counts,
     0.3 us a step here, so this loop calls its solvers directly).
 
     ``all_appendix_d``: True sends every body through the Appendix D solver, False only those
     that springs pull; None (a model without springs) none -- numba then prunes that branch
-    by type and never compiles the Appendix D solver.
+    by type and never compiles the Appendix D solver.  ``stages``: the fractions of a step
+    that are solved one after the other (:data:`ONE_STAGE` here); the fallback redoes the
+    whole step, all stages, as 2, 4, ... equal sub-steps.
     """
     (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, solver, stats,
      work) = open_buffers(F, I)
@@ -344,10 +360,11 @@ def _run(n, dt, F, I, all_appendix_d):
             while True:
                 if all_appendix_d is not None and (all_appendix_d or _has_springs(springi, b)):
                     ok = _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m,
-                                               S, S_prev, f_app, t_app, max_iter, work, stats)
+                                               S, S_prev, f_app, t_app, max_iter, work, stats,
+                                               stages)
                 else:
                     ok = _fast_substeps(gravity, bodyf, bodyi, b, dt, m, max_iter, x, q, v, w, P,
-                                        pq, L, f_app, t_app, stats)
+                                        pq, L, f_app, t_app, stats, stages)
                 if ok or m >= most:
                     break
                 restore_body(S, S_prev, nb, b)
@@ -367,16 +384,16 @@ def _run(n, dt, F, I, all_appendix_d):
 def step_rigid(n, dt, F, I):
     """Advance ``n`` steps of a model without springs (the kernel contract of
     rtrigid.backends.buffers); the Appendix D solver is not compiled."""
-    return _run(n, dt, F, I, None)
+    return step_loop(n, dt, F, I, None, ONE_STAGE)
 
 
 @jit
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt`` (the kernel contract of rtrigid.backends.buffers)."""
-    return _run(n, dt, F, I, False)
+    return step_loop(n, dt, F, I, False, ONE_STAGE)
 
 
 @jit
 def step_appendix_d(n, dt, F, I):
     """The same scheme with every body solved as 000 App. D does (``energy_momentum_appd``)."""
-    return _run(n, dt, F, I, True)
+    return step_loop(n, dt, F, I, True, ONE_STAGE)

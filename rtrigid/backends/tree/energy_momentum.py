@@ -937,3 +937,16 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
         return False
     _tree_solve(ti, SL, SR, U, W, Dinv, g, pA, acc, ucol, sol_out)
     return True
+
+
+# -- the pieces of one step, public for the composed scheme of .energy_momentum4 -------------
+solve_step = _solve_step
+predict_rates = _predict
+
+
+@jit
+def scratch_views(work, nb, nq, nv):
+    """(kinematics scratch, solver scratch, Newton-matrix scratch) as :func:`solve_step`
+    takes them, and where this scheme's scratch ends in ``work``."""
+    return (carve(work, nb, nq, nv), _em_carve(work, nb, nq, nv), _jac_carve(work, nb, nq, nv),
+            base_work_size(nb, nq, nv) + _em_size(nb, nq, nv))
