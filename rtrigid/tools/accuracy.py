@@ -13,7 +13,11 @@ Writes PNG figures and a markdown table (``accuracy.md``) into ``--out`` (defaul
 * ``geradin_top_drift.png`` -- 003 Figs 6-7: energy, vertical angular momentum and attachment
   drift against time for every scheme on ``geradin_top`` cases 1 and 2;
 * the largest step at which each implicit scheme's Newton solve converges on the gyro top
-  without its sub-step fallback (000 §5.2: QUAT.VI needed dt = 0.007).
+  without its sub-step fallback (000 §5.2: QUAT.VI needed dt = 0.007);
+* ``em4_error_vs_cost.png`` -- ``energy_momentum4`` (both compositions) against
+  ``nullspace_rk4`` and ``energy_momentum``: error against the step and against the measured
+  cost on the free body, the heavy top, the gyro top and a jointed chain, and the choice of
+  the composition's weights within the symmetric 5-stage family.
 
 References are scipy DOP853 at rtol = atol = 1e-13 (:mod:`rtrigid.reference`) or analytic.
 Costs are medians of timed ``sim.step(n)`` calls in this process (as ``rtrigid bench``);
@@ -35,6 +39,8 @@ from rtrigid.simulation import Simulation, SimulationError
 SCHEMES = [
     ("nullspace_rk4", "nullspace_rk4", None),
     ("energy_momentum", "energy_momentum", None),
+    ("energy_momentum4", "energy_momentum4", None),
+    ("energy_momentum4 (triple jump)", "energy_momentum4", {"composition": "triple_jump"}),
     ("midpoint_em", "midpoint_em", None),
     ("midpoint_em (iv)", "midpoint_em", {"update": "momentum"}),
     ("variational", "variational", None),
@@ -43,15 +49,26 @@ SCHEMES = [
     ("director_nullspace", "director_nullspace", None),
 ]
 EXPLICIT = [n for n in integrators.names() if not integrators.get(n).implicit]
-IMPLICIT = ["energy_momentum", "midpoint_em", "variational"]  # the appd solver is the same scheme
-STYLE = {"nullspace_rk4": "o-", "energy_momentum": "s-", "midpoint_em": "^-",
+IMPLICIT = ["energy_momentum", "energy_momentum4", "midpoint_em", "variational"]  # the appd solver is the same scheme
+STYLE = {"nullspace_rk4": "o-", "energy_momentum": "s-", "energy_momentum4": "*-",
+         "energy_momentum4 (triple jump)": "*--", "midpoint_em": "^-",
          "midpoint_em (iv)": "^--", "variational": "v-", "index1": "D-", "director": "x-",
          "director_nullspace": "+-"}
 
 
 def _build(scenario, label, dt, **params):
     integ, options = next((i, o) for lab, i, o in SCHEMES if lab == label)
+    if scenario == "lively_chain":
+        return _lively_chain(integ, dt, options)
     return scenarios.build(scenario, integrator=integ, dt=dt, options=options, **params)
+
+
+def _lively_chain(integrator, dt, options=None, n=3):
+    """A 3-link spherical chain, links tilted ~0.5 rad and turning ~1 rad/s (seeded)."""
+    rng = np.random.default_rng(0)
+    q0 = [quat.from_rotvec(rng.normal(scale=0.5, size=3)) for _ in range(n)]
+    return scenarios.build("chain", integrator=integrator, dt=dt, options=options, n=n, q0=q0,
+                           omega0=rng.normal(size=(n, 3)))
 
 
 def _advance(sim, t_end):
@@ -193,6 +210,163 @@ def largest_converging_dt(integrators, grid, t_end=1.0):
     return out
 
 
+EM4_LABELS = ["nullspace_rk4", "energy_momentum", "energy_momentum4",
+              "energy_momentum4 (triple jump)"]
+# (scenario, t_end, step sizes, title); errors: free body and heavy top ||R_ref R^T - I||_F
+# against scipy, gyro top the relative centre-of-mass error against the analytic precession,
+# the chain the largest position or rotation-matrix entry error against nullspace_rk4 at
+# 1/15360 s (which agrees with itself at twice that step to ~1e-14)
+EM4_CASES = [
+    ("free_body", 1.0, [0.04, 0.02, 0.01, 0.005, 0.0025, 0.00125], "free body (000 §5.1)"),
+    ("heavy_top", 1.0, [0.04, 0.02, 0.01, 0.005, 0.0025, 0.00125], "heavy top (002 Ex. A)"),
+    ("gyro_top", 1.0, [0.004, 0.002, 0.001, 0.0005, 0.00025], "gyro top (000 §5.2)"),
+    ("lively_chain", 0.5, [1 / 30, 1 / 60, 1 / 120, 1 / 240, 1 / 480],
+     "3-link spherical chain, 0.5 s"),
+]
+EM4_TARGET = 1e-6  # the error at which the costs are compared
+
+
+def _pose_error(sim, ref):
+    err = float(np.abs(sim.x - ref.x).max())
+    for a, b in zip(sim.q, ref.q):
+        err = max(err, float(np.abs(quat.to_matrix(a) - quat.to_matrix(b)).max()))
+    return err
+
+
+def _case_error(scenario, label, dt, t_end, ref):
+    sim = _build(scenario, label, dt)
+    if not _advance(sim, t_end):
+        return np.nan
+    if scenario == "gyro_top":
+        r = scenarios.info(sim)["reference"](sim.t)
+        return float(np.linalg.norm(sim.x[0] - r) / np.linalg.norm(r))
+    if scenario == "lively_chain":
+        return _pose_error(sim, ref)
+    return _config_error(sim, ref)
+
+
+def _cost_at_error(cost, errs, target):
+    """Cost interpolated (log-log) at an error target; nan outside the measured range."""
+    ok = np.isfinite(errs) & (errs > 0)
+    if ok.sum() < 2:
+        return np.nan
+    e, c = np.log(errs[ok]), np.log(cost[ok])
+    if not e.min() <= np.log(target) <= e.max():
+        return np.nan
+    order = np.argsort(e)
+    return float(np.exp(np.interp(np.log(target), e[order], c[order])))
+
+
+def em4_error_vs_cost(labels=EM4_LABELS, cases=EM4_CASES, timing_steps=20000, repeats=7):
+    """Per case (title, dts, {label: (us per step, cost [us] per dt, errors)})."""
+    out = []
+    for scenario, t_end, dts, title in cases:
+        if scenario == "lively_chain":
+            ref = _lively_chain("nullspace_rk4", 1 / 15360)
+            ref.step(int(round(t_end * 15360)))
+        else:
+            ref = _reference(scenarios.build(scenario), t_end)[1][-1]
+        rows = {}
+        for label in labels:
+            timed = _build(scenario, label, dts[len(dts) // 2])
+            n = timing_steps if timed.nb == 1 else max(timing_steps // 40, 100)
+            us = median_step_cost(timed, n, repeats) * 1e6
+            errs = np.array([_case_error(scenario, label, dt, t_end, ref) for dt in dts])
+            steps = np.array([round(t_end / dt) for dt in dts], float)
+            rows[label] = (us, us * steps, errs)
+        out.append((title, dts, rows))
+    return out
+
+
+def composition_family(g1s=(0.15, 0.2, 0.25, 0.28, 0.3, 0.35, 0.45, 0.5)):
+    """The symmetric 5-stage order-4 family (g1, g2, 1 - 2 g1 - 2 g2, g2, g1): errors of the
+    single-body energy-momentum step composed with each, and with Suzuki's and the triple
+    jump's weights.  Rows (name, weights, free body at dt 0.02, heavy top at 0.01, gyro top
+    at 0.002), the same error measures as :func:`em4_error_vs_cost`."""
+    from scipy.optimize import brentq
+
+    from rtrigid.backends.bodies.energy_momentum import step_loop
+    from rtrigid.backends.compositions import COMPOSITIONS
+
+    def g2_roots(g1):
+        f = lambda g2: 2 * g1 ** 3 + 2 * g2 ** 3 + (1 - 2 * g1 - 2 * g2) ** 3  # noqa: E731
+        grid = np.linspace(-2.0, 2.0, 4001)
+        v = [f(x) for x in grid]
+        return [brentq(f, grid[i], grid[i + 1]) for i in range(len(grid) - 1)
+                if v[i] * v[i + 1] < 0]
+
+    weights = {name: tuple(g) for name, g in COMPOSITIONS.items()}
+    for g1 in g1s:
+        for g2 in g2_roots(g1):
+            weights[f"g1 = {g1:.2f}"] = (g1, g2, 1 - 2 * g1 - 2 * g2, g2, g1)
+    refs = {name: _reference(scenarios.build(name), 1.0)[1][-1]
+            for name in ("free_body", "heavy_top")}
+    rows = []
+    for name, stages in weights.items():
+        errs = []
+        for scenario, dt in (("free_body", 0.02), ("heavy_top", 0.01), ("gyro_top", 0.002)):
+            sim = scenarios.build(scenario, integrator="energy_momentum", dt=dt)
+            step_loop(int(round(1.0 / dt)), dt, sim.backend.F, sim.backend.I, None,
+                      tuple(float(g) for g in stages))
+            if scenario == "gyro_top":
+                r = scenarios.info(sim)["reference"](1.0)
+                errs.append(float(np.linalg.norm(sim.x[0] - r) / np.linalg.norm(r)))
+            else:
+                errs.append(_config_error(sim, refs[scenario]))
+        rows.append((name, stages, errs))
+    return rows
+
+
+def _em4_section(plt, out, quick):
+    from matplotlib.ticker import NullFormatter
+
+    cases = EM4_CASES if not quick else [(s, t, d[1:4], title) for s, t, d, title in EM4_CASES]
+    study = em4_error_vs_cost(cases=cases, timing_steps=2000 if quick else 20000,
+                              repeats=3 if quick else 7)
+    fig, axes = plt.subplots(2, len(study), figsize=(4.2 * len(study), 7.5), squeeze=False)
+    md = ["## energy_momentum4: error against step and cost", "",
+          "Errors: free body and heavy top ||R_ref R^T - I||_F at T = 1 s against scipy; gyro "
+          "top relative centre-of-mass error at t = 1 s against the analytic precession; the "
+          "3-link lively chain's largest position [m] or rotation-matrix entry error at 0.5 s "
+          "against nullspace_rk4 at 1/15360 s.  Cost = measured median us/step x steps.  "
+          f"'cost for {EM4_TARGET:g}': the cost (us of compute per simulated run) at which the "
+          "scheme's error is that, interpolated log-log.", ""]
+    for col, (title, dts, rows) in enumerate(study):
+        for label, (us, cost, errs) in rows.items():
+            axes[0, col].loglog(dts, errs, STYLE[label], label=label, ms=4)
+            axes[1, col].loglog(cost, errs, STYLE[label], label=label, ms=4)
+        for ax, xl in zip(axes[:, col], ("dt [s]", "cost [us]")):
+            ax.set_xlabel(xl)
+            ax.set_ylabel("error")
+            ax.set_title(title, fontsize=9)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.xaxis.set_minor_formatter(NullFormatter())  # labels at decades only
+        budget = _common_budget({k: (None, v[1], v[2], None) for k, v in rows.items()})
+        md += [f"### {title}", "",
+               _table(["scheme", "us/step"] + [f"dt={d:.3g}" for d in dts]
+                      + ["fitted order", f"error at equal cost ({budget:.0f} us)",
+                         f"cost for {EM4_TARGET:g} [us]"],
+                      [[lab, f"{us:.2f}"] + [_fmt(e) for e in errs]
+                       + [f"{_fitted(dts, errs):.2f}",
+                          _fmt_range(_equal_cost_error(cost, errs, budget)),
+                          _fmt_range(_cost_at_error(cost, errs, EM4_TARGET))]
+                       for lab, (us, cost, errs) in rows.items()]), ""]
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "em4_error_vs_cost.png"), dpi=110)
+    plt.close(fig)
+    family = composition_family()
+    md += ["### the composition's weights", "",
+           "Symmetric 5-stage order-4 compositions (g1, g2, 1 - 2 g1 - 2 g2, g2, g1) of the "
+           "single-body step (every real root g2 for each g1), Suzuki's (g1 = g2) and the triple "
+           "jump; errors as above, free body at dt = 0.02, heavy top at 0.01, gyro top at "
+           "0.002.", "",
+           _table(["weights", "g", "free body", "heavy top", "gyro top"],
+                  [[name, ", ".join(f"{g:.4f}" for g in stages)] + [_fmt(e) for e in errs]
+                   for name, stages, errs in family]), ""]
+    return md
+
+
 # -- figures and table ----------------------------------------------------------------------
 
 def _loglog(ax, x, series, xlabel, ylabel, title):
@@ -213,6 +387,11 @@ def _slope_guides(ax, x, y0, orders):
 
 def _fmt(x):
     return "fail" if not np.isfinite(x) else f"{x:.2e}"
+
+
+def _fmt_range(x):
+    """An interpolated figure, or 'out of range' where the measured points do not reach it."""
+    return "out of range" if not np.isfinite(x) else f"{x:.2e}"
 
 
 def _table(header, rows):
@@ -350,6 +529,8 @@ def main(args):
     fig.tight_layout()
     fig.savefig(os.path.join(out, "geradin_top_drift.png"), dpi=110)
     plt.close(fig)
+
+    md += _em4_section(plt, out, quick)
 
     # convergence limit of the implicit schemes
     grid = ([0.005, 0.01] if quick else

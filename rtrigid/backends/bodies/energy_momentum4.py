@@ -15,7 +15,8 @@ The weights are those of :mod:`rtrigid.backends.compositions`: ``suzuki`` (the d
 stages) or ``triple_jump`` (three).  The triple jump costs 0.6-0.7x as much per step, but its
 stages are long (1.35 h forwards, 1.70 h back): at equal dt its error is 70-75x the 5-stage
 one on the free body, the heavy top and the gyro top, so at equal cost the 5-stage
-composition is still about 12x more accurate.  Within the symmetric 5-stage family
+composition is still 10-30x more accurate (a 3-link chain too), and reaches an error of 1e-6
+at about half the cost.  Within the symmetric 5-stage family
 (g1, g2, 1 - 2 g1 - 2 g2, g2, g1) none of g1 = 0.15 ... 0.5 measured beats Suzuki's
 g1 = g2 on these bodies (the nearest, g1 = 0.45, by 3 % less accurate).  Measured by
 ``rtrigid bench --accuracy`` (README, ``assets/figures/accuracy.md``).
