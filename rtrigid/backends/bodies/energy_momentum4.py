@@ -12,8 +12,8 @@ angular momentum, and so does the composition; only one stage of each compositio
 negative, and it is a step backwards in time like any other (the step is symmetric).
 
 The weights are those of :mod:`rtrigid.backends.compositions`: ``suzuki`` (the default, five
-stages) or ``triple_jump`` (three).  The triple jump costs 0.6-0.7x as much per step, but its
-stages are long (1.35 h forwards, 1.70 h back): at equal dt its error is 70-75x the 5-stage
+stages) or ``triple_jump`` (three).  The triple jump costs 0.6-0.8x as much per step, but its
+stages are long (1.35 h forwards, 1.70 h back): at equal dt its error is about 70x the 5-stage
 one on the free body, the heavy top and the gyro top, so at equal cost the 5-stage
 composition is still 10-30x more accurate (a 3-link chain too), and reaches an error of 1e-6
 at about half the cost.  Within the symmetric 5-stage family
