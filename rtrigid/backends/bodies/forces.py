@@ -207,16 +207,15 @@ def discrete_gradient(gravity, bodyf, bodyi, springf, springi, b, z0, z1, f_app,
     # cos²(phi/4) h tau per step instead of h tau; with it the torque's moment is exact, as in
     # the jointed scheme and the reduced solver of .energy_momentum.
     tau = t_app[b]
-    if tau[0] != 0.0 or tau[1] != 0.0 or tau[2] != 0.0:  # adds exactly nothing otherwise
-        tp = plus4(tau, w[0])
-        sq = qm[0] * qm[0] + qm[1] * qm[1] + qm[2] * qm[2] + qm[3] * qm[3]
-        for i in range(4):
-            tq = 0.0
-            for j in range(4):
-                tq += tp[i, j] * qm[j]
-            grad[3 + i] -= 2.0 * tq / sq
-            for j in range(4):
-                dgrad[3 + i, 3 + j] += -tp[i, j] / sq + 2.0 * tq * qm[j] / (sq * sq)
+    tp = plus4(tau, w[0])
+    inv = 1.0 / (qm[0] * qm[0] + qm[1] * qm[1] + qm[2] * qm[2] + qm[3] * qm[3])
+    for i in range(4):
+        tq = 0.0
+        for j in range(4):
+            tq += tp[i, j] * qm[j]
+        grad[3 + i] -= 2.0 * tq * inv
+        for j in range(4):
+            dgrad[3 + i, 3 + j] -= (tp[i, j] - 2.0 * tq * qm[j] * inv) * inv
     # Springs, through the invariant s = |d|^2.
     for s in range(springi.shape[0]):
         if springi[s] != b:
