@@ -19,7 +19,9 @@ was.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
+import threading
 import warnings
 
 import numpy as np
@@ -41,6 +43,12 @@ from rtrigid.joints import KINDS, residual
 from rtrigid.maths import quat
 from rtrigid.model import Model
 from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
+
+
+MAX_STEPS = 2 ** 53
+_TWO_THREADS = ("Simulation: entered from a second thread while another thread steps it; a "
+                "Simulation belongs to one thread at a time (give each thread its own, or "
+                "serialise the calls)")
 
 
 class SimulationError(RuntimeError):
@@ -134,9 +142,15 @@ class Simulation:
         self._steps = 0
         self._accumulator = 0.0
         self.dropped_time = 0.0
+        self._busy = threading.Lock()  # held while stepping: see the threading note above
         b = self.backend
         self.x, self.q, self.v, self.w = (_readonly(a) for a in (b.x, b.q, b.v, b.w))
         self._F, self._I, self._stats = b.F, b.I, b.stats  # step() reads these on every call
+        # what a snapshot must match: the frozen model, the integrator with its options, the
+        # step and the solver settings
+        self._fingerprint = hashlib.sha256(b"".join((
+            b.model_digest, b.solver.tobytes(),
+            repr((integrator, sorted(self.options.items()), self.dt)).encode()))).hexdigest()
 
     # -- time and stepping ----------------------------------------------------------------
     @property
@@ -155,19 +169,43 @@ class Simulation:
         fails even after its fallback, or a non-finite state); the state is then the one
         after the last completed step, never NaN.
         """
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        if type(n) is not int:
+            if isinstance(n, bool) or not isinstance(n, np.integer):
+                raise ValueError(f"n: expected a non-negative integer, got {n!r}")
+            n = int(n)  # any integer type runs the one int64 kernel (no new compilation)
+        if n < 0:
             raise ValueError(f"n: expected a non-negative integer, got {n!r}")
-        stats = self._stats
-        before = stats[STAT_STEPS]
+        if n > MAX_STEPS - self._steps:
+            raise ValueError(f"n: {n} steps would take the step count past {MAX_STEPS} (2**53, "
+                             "where the clock t = steps * dt stops being exact)")
+        if not self._busy.acquire(False):
+            raise RuntimeError(_TWO_THREADS)
+        try:
+            before = self._stats[STAT_STEPS]
+            status = self._kernel(n, self.dt, self._F, self._I)
+            if status == OK:
+                self._steps += n
+            else:
+                self._failed(status, before)
+        finally:
+            self._busy.release()
+
+    def _step(self, n):
+        """step(n) without the checks, for :meth:`advance` (which holds the lock)."""
+        before = self._stats[STAT_STEPS]
         status = self._kernel(n, self.dt, self._F, self._I)
         if status == OK:
             self._steps += n
-            return
-        self._steps += int(stats[STAT_STEPS] - before)
+        else:
+            self._failed(status, before)
+
+    def _failed(self, status, before):
+        """Count the completed steps of a call that did not complete; warn or raise."""
+        self._steps += int(self._stats[STAT_STEPS] - before)
         if status & USED_FALLBACK:
             warnings.warn(
                 f"{self.integrator}: Newton did not converge on some step(s); they were redone "
-                "as sub-steps (counts in solver_stats())", RuntimeWarning, stacklevel=2)
+                "as sub-steps (counts in solver_stats())", RuntimeWarning, stacklevel=3)
             status &= ~USED_FALLBACK
         if status != OK:
             what = ("Newton failed even with 2**max_halvings sub-steps" if status == FAILED
@@ -201,17 +239,26 @@ class Simulation:
         (:meth:`interpolated_pose`).  At most ``max_steps_per_advance`` steps run per call.
         """
         elapsed = as_scalar(elapsed, "elapsed", nonnegative=True)
-        self._accumulator += elapsed
-        # the 1e-9 keeps 0.03 s at dt = 0.01 from giving 2 steps (0.03 / 0.01 = 2.9999999999999996)
-        n = int(math.floor(self._accumulator / self.dt + 1e-9))
-        if n > self.max_steps_per_advance:
-            dropped = (n - self.max_steps_per_advance) * self.dt
-            self.dropped_time += dropped
-            self._accumulator -= dropped
-            n = self.max_steps_per_advance
-        self._accumulator = max(self._accumulator - n * self.dt, 0.0)
-        if n:
-            self.step(n)
+        steps = (self._accumulator + elapsed) / self.dt
+        if not steps < MAX_STEPS - self._steps:  # also refuses an overflow to inf
+            raise ValueError(f"elapsed: {elapsed:g} s is more than this simulation can count in "
+                             f"steps of {self.dt:g} s")
+        if not self._busy.acquire(False):
+            raise RuntimeError(_TWO_THREADS)
+        try:
+            self._accumulator += elapsed
+            # the 1e-9 keeps 0.03 s at dt = 0.01 from giving 2 steps (0.03 / 0.01 = 2.99...96)
+            n = int(math.floor(self._accumulator / self.dt + 1e-9))
+            if n > self.max_steps_per_advance:
+                dropped = (n - self.max_steps_per_advance) * self.dt
+                self.dropped_time += dropped
+                self._accumulator -= dropped
+                n = self.max_steps_per_advance
+            self._accumulator = max(self._accumulator - n * self.dt, 0.0)
+            if n:
+                self._step(n)
+        finally:
+            self._busy.release()
         return n
 
     @property
@@ -258,6 +305,24 @@ class Simulation:
             return quat.rotate_inv(be.q[b], be.v[b], np.empty(3)), be.w[b].copy()
         return be.v[b].copy(), quat.rotate(be.q[b], be.w[b], np.empty(3))
 
+    def _write(self, field, write):
+        """Run a state write; if the state it leaves (or its energy or momentum) is not finite,
+        put everything back and refuse the value, naming ``field``."""
+        be = self.backend
+        saved = be.S.copy(), be.S_prev.copy()
+        with np.errstate(all="ignore"):
+            try:
+                write()
+                linear, angular = self.momentum()
+                ok = (bool(np.all(np.isfinite(be.S))) and np.isfinite(self.energy())
+                      and bool(np.all(np.isfinite(linear)) and np.all(np.isfinite(angular))))
+            except FloatingPointError:
+                ok = False
+        if not ok:
+            be.S[:], be.S_prev[:] = saved
+            raise ValueError(f"{field}: the state would not be finite with this value (its "
+                             "energy or momentum overflows); the simulation is unchanged")
+
     def _to_world(self, b, vector, frame):
         """A vector given in ``frame`` as world components."""
         if frame == "body":
@@ -268,24 +333,26 @@ class Simulation:
         """Set the orientation (normalised); a pivoted body turns about its pivot."""
         b = self.body_index(body)
         q = _unit_quaternion(as_vector(q, 4, "q"), "q")
-        self.backend.set_body(b, q=q)
+        self._write("q", lambda: self.backend.set_body(b, q=q))
 
     def set_angular_velocity(self, body, omega, frame="world"):
         """Set the angular velocity, given in world axes (default) or body axes."""
         b = self.body_index(body)
         omega = as_vector(omega, 3, "omega")
-        self.backend.set_body(b, w=omega, w_frame=as_frame(frame))
+        frame = as_frame(frame)
+        self._write("omega", lambda: self.backend.set_body(b, w=omega, w_frame=frame))
 
     def set_position(self, body, x):
         """Set the centre-of-mass position (world) of a free body."""
         b = self.body_index(body)
-        self.backend.set_body(b, x=as_vector(x, 3, "x"))
+        x = as_vector(x, 3, "x")
+        self._write("x", lambda: self.backend.set_body(b, x=x))
 
     def set_velocity(self, body, v, frame="world"):
         """Set the centre-of-mass velocity of a free body, in world (default) or body axes."""
         b = self.body_index(body)
-        v = as_vector(v, 3, "v")
-        self.backend.set_body(b, v=self._to_world(b, v, as_frame(frame)))
+        v = self._to_world(b, as_vector(v, 3, "v"), as_frame(frame))
+        self._write("v", lambda: self.backend.set_body(b, v=v))
 
     # -- joints -----------------------------------------------------------------------------
     def joint_index(self, joint) -> int:
@@ -322,7 +389,7 @@ class Simulation:
         k = KINDS[j.kind].quaternion
         if k >= 0:
             value[k:k + 4] = _unit_quaternion(value[k:k + 4], "value")
-        self.backend.set_joint_state(b, qpos=value)
+        self._write("value", lambda: self.backend.set_joint_state(b, qpos=value))
 
     def set_joint_velocity(self, joint, value):
         """Set a joint's rates (see the table of :mod:`rtrigid.joints`)."""
@@ -330,7 +397,8 @@ class Simulation:
         n = len(self.backend.joint_state(b)[1])
         if n == 0:
             raise ValueError(f"joint: {self.backend.joints[b].name!r} has no rates")
-        self.backend.set_joint_state(b, qvel=as_vector(value, n, "value"))
+        value = as_vector(value, n, "value")
+        self._write("value", lambda: self.backend.set_joint_state(b, qvel=value))
 
     def joints(self):
         """The joints as they are now, for drawing and inspection (a list of dicts).
@@ -436,17 +504,24 @@ class Simulation:
         b = self.body_index(body)
         frame = as_frame(frame)
         force = self._to_world(b, as_vector(force, 3, "force"), frame)
-        if point is not None:
-            arm = self._load_point(b, point, frame) - self.backend.x[b]
-            self._t_app[b] += np.cross(arm, force)
-        self._f_app[b] += force
+        with np.errstate(all="ignore"):
+            f = self._f_app[b] + force
+            t = self._t_app[b]
+            if point is not None:
+                t = t + np.cross(self._load_point(b, point, frame) - self.backend.x[b], force)
+        _refuse_nonfinite("force", f, t)
+        self._f_app[b] = f
+        self._t_app[b] = t
 
     def apply_torque(self, body, torque, frame="world"):
         """Add a constant torque (world components, or body components taken as the body
         is now), acting from now on until :meth:`clear_applied`."""
         b = self.body_index(body)
         torque = as_vector(torque, 3, "torque")
-        self._t_app[b] += self._to_world(b, torque, as_frame(frame))
+        with np.errstate(all="ignore"):
+            t = self._t_app[b] + self._to_world(b, torque, as_frame(frame))
+        _refuse_nonfinite("torque", t)
+        self._t_app[b] = t
 
     def clear_applied(self, body=None):
         """Remove applied forces and torques (of one body, or of all)."""
@@ -485,7 +560,7 @@ class Simulation:
         jump = self.backend.impulse(b, self._load_point(b, point, frame), impulse)
         if jump is None:
             raise ValueError(f"impulse: {impulse.tolist()} would give non-finite velocities")
-        self.backend.write_velocities(jump)
+        self._write("impulse", lambda: self.backend.write_velocities(jump))
 
     # -- snapshots --------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -494,17 +569,17 @@ class Simulation:
         be = self.backend
         return Snapshot((be.S.copy(), be.S_prev.copy(), be.A.copy(), self._steps,
                          self._accumulator, self.dropped_time, be.stats.copy(),
-                         self.integrator, dict(self.options)))
+                         self._fingerprint))
 
     def restore(self, snap: Snapshot):
         """Return to a snapshot taken from this simulation, bit for bit."""
         be = self.backend
-        if not isinstance(snap, Snapshot) or snap._data[0].shape != be.S.shape:
-            raise ValueError("snap: not a snapshot of this simulation")
-        S, S_prev, A, steps, acc, dropped, stats, integrator, options = snap._data
-        if (integrator, options) != (self.integrator, self.options):
-            raise ValueError(f"snap: taken with {integrator} {options}, this simulation runs "
-                             f"{self.integrator} {self.options}")
+        if not isinstance(snap, Snapshot):
+            raise ValueError(f"snap: expected a Snapshot, got {type(snap).__name__}")
+        S, S_prev, A, steps, acc, dropped, stats, fingerprint = snap._data
+        if fingerprint != self._fingerprint:
+            raise ValueError("snap: taken from a simulation of another model, integrator, "
+                             "option or step; this one cannot continue it")
         be.S[:] = S
         be.S_prev[:] = S_prev
         be.A[:] = A
@@ -514,8 +589,17 @@ class Simulation:
         self.dropped_time = dropped
 
 
+def _refuse_nonfinite(field, *arrays):
+    if not all(np.all(np.isfinite(a)) for a in arrays):
+        raise ValueError(f"{field}: the applied loads would not be finite with this value; "
+                         "the simulation is unchanged")
+
+
 def _unit_quaternion(q, name):
-    norm = np.linalg.norm(q)
+    """q / |q|, computed without overflow (q may hold numbers up to 1e308)."""
+    big = float(np.max(np.abs(q)))
+    scaled = q / big if big > 0.0 else q
+    norm = float(np.linalg.norm(scaled)) * big
     if norm < 1e-12:
         raise ValueError(f"{name}: quaternion of norm {norm:g} cannot be normalised")
-    return q / norm
+    return scaled / np.linalg.norm(scaled)

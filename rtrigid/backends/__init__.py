@@ -12,7 +12,7 @@ validation and diagnostics -- and reaches a backend only through this protocol:
                                 and its :class:`~rtrigid.joints.Geometry`
 ``mass``, ``inertia``, ``gravity`` (nb,), (nb, 3) principal moments, (3,)
 ``F``, ``I``                    the kernel buffers; ``S``, ``S_prev``, ``A``, ``solver``,
-                                ``stats`` their sections
+                                ``stats`` their sections; ``model_digest`` of the frozen model
 ``x, q, v, w``                  (nb, 3/4/3/3) views of S: centre of mass, unit quaternion
                                 (body -> world), centre-of-mass velocity (world), angular
                                 velocity (body frame); ``x_prev``, ``q_prev`` of S_prev

@@ -23,6 +23,8 @@ stats:   int64 counters STAT_*
 status:  OK, or FAILED / NONFINITE with the state rolled back to the start of the failed
          step; USED_FALLBACK or-ed in if any step needed the sub-step fallback.
 """
+import hashlib
+
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
@@ -65,6 +67,11 @@ def allocate(mf, mi, n_state, n_applied, n_work):
     F[:len(mf)] = mf
     I[:len(mi)] = mi
     return F, I
+
+
+def model_digest(mf, mi):
+    """A digest of a frozen model's two arrays: what makes two simulations the same model."""
+    return hashlib.sha256(mf.tobytes() + mi.tobytes()).digest()
 
 
 def field_offsets(fields, count):

@@ -13,7 +13,7 @@ from rtrigid.backends.bodies.common import (
 )
 from rtrigid.backends.bodies.forces import potential_energy
 from rtrigid.backends.bodies.layout import PIVOTED, flatten, freeze, kernel_arrays
-from rtrigid.backends.buffers import allocate, sections
+from rtrigid.backends.buffers import allocate, model_digest, sections
 from rtrigid.joints import geometry
 from rtrigid.maths import quat
 
@@ -32,6 +32,7 @@ class BodiesBackend:
         self.mass, self.inertia, self.gravity = fm.mass, fm.inertia, fm.gravity
         mf, mi = flatten(fm)
         self.F, self.I = allocate(mf, mi, STATE_WIDTH * nb, 6 * nb, module.work_size(nb))
+        self.model_digest = model_digest(mf, mi)
         self.S, self.S_prev, self.A, self.solver, self.stats, _ = sections.py_func(
             self.F, self.I, len(mf), len(mi), STATE_WIDTH * nb, 6 * nb)
         self.arrays = kernel_arrays.py_func(self.F[:len(mf)], self.I[:len(mi)])

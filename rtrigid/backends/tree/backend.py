@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from rtrigid.backends import TREE
-from rtrigid.backends.buffers import allocate, sections
+from rtrigid.backends.buffers import allocate, model_digest, sections
 from rtrigid.backends.tree.kinematics import (
     FREE6,
     I_KIND,
@@ -53,6 +53,7 @@ class TreeBackend:
         n_state = state_size(tree.nb, nq, nv)
         self.F, self.I = allocate(mf, mi, n_state, 6 * tree.nb,
                                   module.work_size(tree.nb, nq, nv))
+        self.model_digest = model_digest(mf, mi)
         self.S, self.S_prev, self.A, self.solver, self.stats, self._work = sections.py_func(
             self.F, self.I, len(mf), len(mi), n_state, 6 * tree.nb)
         self._tf, self._ti = tree.tf, tree.ti
