@@ -131,6 +131,18 @@ class Simulation:
         self._joint_child = [j.child for j in model.joints] + [
             b for b in range(self.nb) if b not in explicit]
         self.joint_names = [inbound[b].name for b in self._joint_child]
+        # qpos / qvel: joint by joint in handle order; where each entry sits in the backend's
+        # own coordinates, and where the unit quaternions start (see qpos())
+        qidx, vidx, self._quat_at = [], [], []
+        for b in self._joint_child:
+            qs, vs = self.backend.slots(b)
+            k = KINDS[inbound[b].kind].quaternion
+            if k >= 0:
+                self._quat_at.append((len(qidx) + k, inbound[b].name))
+            qidx.extend(range(qs.start, qs.stop))
+            vidx.extend(range(vs.start, vs.stop))
+        self._qidx, self._vidx = np.array(qidx, np.intp), np.array(vidx, np.intp)
+        self.nq, self.nv = len(qidx), len(vidx)
         self._steps = 0
         self._accumulator = 0.0
         self.dropped_time = 0.0
@@ -308,7 +320,8 @@ class Simulation:
         return self.backend.joint_state(self._joint_body(joint))[0]
 
     def joint_velocity(self, joint):
-        """The joint's rates (a copy), see the table of :mod:`rtrigid.joints`."""
+        """The joint's rates (a copy), see the table of :mod:`rtrigid.joints` and
+        :meth:`qpos`."""
         return self.backend.joint_state(self._joint_body(joint))[1]
 
     def set_joint_position(self, joint, value):
@@ -331,6 +344,95 @@ class Simulation:
         if n == 0:
             raise ValueError(f"joint: {self.backend.joints[b].name!r} has no rates")
         self.backend.set_joint_state(b, qvel=as_vector(value, n, "value"))
+
+    # -- generalized coordinates -----------------------------------------------------------
+    def qpos(self):
+        """All generalized coordinates (a new array of length ``nq``).
+
+        Joint by joint in handle order (``joint_names``: the model's joints as added, then
+        pivots and free bodies in body order), each joint's coordinates as
+        :meth:`joint_position` gives them:
+
+        =========== ==== ==== ============================================================
+        kind        nq   nv   qpos / qvel
+        =========== ==== ==== ============================================================
+        revolute    1    1    angle about the axis (rad) / its rate
+        prismatic   1    1    slide along the axis (m) / its rate
+        spherical   4    3    unit quaternion of the child relative to the parent
+                              (scalar first) / relative angular velocity in the child's
+                              body axes
+        free        7    6    centre of mass (world), unit quaternion (body -> world) /
+                              centre-of-mass velocity in world axes, angular velocity in
+                              body axes
+        cylindrical 2    2    angle, slide / their rates
+        planar      3    3    angle, slide along e1, slide along e2 / their rates
+        fixed       0    0    --
+        =========== ==== ==== ============================================================
+
+        A free body's rates are those of :meth:`joint_velocity`: linear velocity in world
+        axes and angular velocity in body axes (MuJoCo's convention for free joints);
+        :meth:`set_joint_force` takes forces on the same rates.
+        """
+        return self.backend.coordinates()[0][self._qidx]
+
+    def qvel(self):
+        """All generalized rates (a new array of length ``nv``), in the
+        layout of :meth:`qpos`."""
+        return self.backend.coordinates()[1][self._vidx]
+
+    def set_qpos(self, qpos):
+        """Set all generalized coordinates (layout of :meth:`qpos`); the rates are kept.
+
+        Each quaternion is normalised (one of norm below 1e-12 is refused).  A teleport:
+        the bodies move to the new configuration at once.
+        """
+        qpos = as_vector(qpos, self.nq, "qpos")
+        for k, name in self._quat_at:
+            qpos[k:k + 4] = _unit_quaternion(qpos[k:k + 4], f"qpos (joint {name!r}, "
+                                                            f"entries {k}..{k + 3})")
+        full = np.empty(self.nq)
+        full[self._qidx] = qpos
+        self.backend.set_coordinates(qpos=full)
+
+    def set_qvel(self, qvel):
+        """Set all generalized rates (layout of :meth:`qvel`); the configuration is kept."""
+        qvel = as_vector(qvel, self.nv, "qvel")
+        full = np.empty(self.nv)
+        full[self._vidx] = qvel
+        self.backend.set_coordinates(qvel=full)
+
+    def set_joint_force(self, joint, value):
+        """Hold a generalized force on the joint's rates from now on, until set again.
+
+        ``value``: one number per rate of the joint (a plain number for a revolute or
+        prismatic joint): a torque (N m) about a revolute axis, a force (N) along a prismatic
+        one; for a spherical joint a torque in the child's body axes, which the parent
+        receives with the opposite sign; for a free body a force (world axes, at the centre
+        of mass) and a torque (body axes) -- the duals of the rates of :meth:`qvel`.  Like
+        applied loads, held forces are part of snapshots; ``clear_applied`` leaves them.
+        Under ``energy_momentum`` a constant revolute torque does exactly the work
+        tau (theta1 - theta0) over a step, so energy() changes by that amount.
+        """
+        b = self._joint_body(joint)
+        j = self.backend.joints[b]
+        forces = self.backend.joint_forces
+        if forces is None:
+            raise ValueError(f"joint: {j.name!r} is a {j.kind} joint of a single body, whose "
+                             "kernels take no joint force; use apply_force / apply_torque")
+        vs = self.backend.slots(b)[1]
+        n = vs.stop - vs.start
+        if n == 0:
+            raise ValueError(f"joint: {j.name!r} ({j.kind}) has no rates to take a force")
+        if n == 1 and np.ndim(value) == 0 and not isinstance(value, (str, bytes)):
+            value = [value]
+        forces[vs] = as_vector(value, n, "value")
+
+    def joint_force(self, joint):
+        """The generalized force held on the joint's rates (a copy; zeros if none)."""
+        b = self._joint_body(joint)
+        vs = self.backend.slots(b)[1]
+        forces = self.backend.joint_forces
+        return np.zeros(vs.stop - vs.start) if forces is None else forces[vs].copy()
 
     def joints(self):
         """The joints as they are now, for drawing and inspection (a list of dicts).
@@ -421,7 +523,7 @@ class Simulation:
 
     @property
     def _t_app(self):
-        return self.backend.A[3 * self.nb:].reshape(self.nb, 3)
+        return self.backend.A[3 * self.nb:6 * self.nb].reshape(self.nb, 3)
 
     def apply_force(self, body, force, point=None, frame="world"):
         """Add a constant force, acting from now on until :meth:`clear_applied`.
@@ -449,9 +551,10 @@ class Simulation:
         self._t_app[b] += self._to_world(b, torque, as_frame(frame))
 
     def clear_applied(self, body=None):
-        """Remove applied forces and torques (of one body, or of all)."""
+        """Remove applied forces and torques (of one body, or of all); joint forces held by
+        :meth:`set_joint_force` stay until set again."""
         if body is None:
-            self.backend.A[:] = 0.0
+            self.backend.A[:6 * self.nb] = 0.0
         else:
             b = self.body_index(body)
             self._f_app[b] = 0.0

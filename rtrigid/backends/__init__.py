@@ -19,6 +19,13 @@ validation and diagnostics -- and reaches a backend only through this protocol:
 ``potential_energy()``          gravity and springs
 ``joint_state(b)``              (coordinates, rates) of body b's inbound joint, copies
 ``set_joint_state(b, qpos, qvel)`` write them (either may be None), then re-derive the state
+``slots(b)``                    (coordinate slice, rate slice) of body b's inbound joint in
+                                ``coordinates()``
+``coordinates()``               (coordinates, rates) of every joint, in the backend's
+                                order (the tree's; body by body for single bodies)
+``set_coordinates(qpos, qvel)`` write all of them (either may be None), re-derive the state
+``joint_forces``                (nv,) view of the held joint forces in A (rate order), or
+                                None where the kernels take none
 ``set_body(b, x=, q=, v=, w=,``  teleport a body (w in world or body axes); refuses what
 ``w_frame=)``                   its joint forbids
 ``impulse(b, point, J)``        velocity jumps of an impulse J at a world point, or None if

@@ -39,6 +39,13 @@ class BodiesBackend:
             self.S, nb)
         self.x_prev, self.q_prev = state_view.py_func(self.S_prev, nb)[:2]
         self.q[:, 0] = 1.0
+        # each body's inbound joint in coordinates(): a pivot's 4 / 3, a free body's 7 / 6
+        self._qoff, self._voff = [0], [0]
+        for b in range(nb):
+            pivoted = fm.kind[b] == PIVOTED
+            self._qoff.append(self._qoff[-1] + (4 if pivoted else 7))
+            self._voff.append(self._voff[-1] + (3 if pivoted else 6))
+        self.joint_forces = None  # the single-body kernels take no joint forces
         for b in range(nb):
             self._sync(b)
         self.S_prev[:] = self.S
@@ -60,6 +67,25 @@ class BodiesBackend:
         return float(potential_energy(*self.arrays, self.x, self.q))
 
     # -- joints: a pivot is a spherical joint to the world, otherwise a free joint ------------
+    def slots(self, b):
+        """(coordinate slice, rate slice) of body b's joint in :meth:`coordinates`."""
+        return (slice(self._qoff[b], self._qoff[b + 1]), slice(self._voff[b], self._voff[b + 1]))
+
+    def coordinates(self):
+        """(coordinates, rates) of every body's joint, body by body (new arrays)."""
+        qpos, qvel = np.empty(self._qoff[-1]), np.empty(self._voff[-1])
+        for b in range(self.nb):
+            qs, vs = self.slots(b)
+            qpos[qs], qvel[vs] = self.joint_state(b)
+        return qpos, qvel
+
+    def set_coordinates(self, qpos=None, qvel=None):
+        """Write all coordinates and/or rates (the order of :meth:`coordinates`)."""
+        for b in range(self.nb):
+            qs, vs = self.slots(b)
+            self.set_joint_state(b, None if qpos is None else qpos[qs],
+                                 None if qvel is None else qvel[vs])
+
     def joint_state(self, b):
         if self.frozen.kind[b] == PIVOTED:
             return self.q[b].copy(), self.w[b].copy()

@@ -27,6 +27,8 @@ from rtrigid.backends.tree.kinematics import (
     T_R0,
     T_REST,
     Tree,
+    applied_size,
+    applied_views,
     carve,
     impulse_response,
     refresh_bodies,
@@ -51,10 +53,11 @@ class TreeBackend:
         self.geometry = [geometry(j) for j in self.joints]
         mf, mi = tree.model_arrays()
         n_state = state_size(tree.nb, nq, nv)
-        self.F, self.I = allocate(mf, mi, n_state, 6 * tree.nb,
-                                  module.work_size(tree.nb, nq, nv))
+        n_applied = applied_size.py_func(tree.nb, nv)
+        self.F, self.I = allocate(mf, mi, n_state, n_applied, module.work_size(tree.nb, nq, nv))
         self.S, self.S_prev, self.A, self.solver, self.stats, self._work = sections.py_func(
-            self.F, self.I, len(mf), len(mi), n_state, 6 * tree.nb)
+            self.F, self.I, len(mf), len(mi), n_state, n_applied)
+        self.joint_forces = applied_views.py_func(self.A, tree.nb, nv)[2]
         self._tf, self._ti = tree.tf, tree.ti
         (self.Qg, self.nu, self.x, self.q, self.v, self.w, self._L) = state_views(
             self.S, tree.nb, nq, nv)
@@ -103,6 +106,22 @@ class TreeBackend:
         return v
 
     # -- joints ----------------------------------------------------------------------------
+    def slots(self, b):
+        """(coordinate slice, rate slice) of body b's inbound joint in :meth:`coordinates`."""
+        return self._slots(b)[1:]
+
+    def coordinates(self):
+        """(Qg, nu): every joint's coordinates and rates at t, in the tree's order (views)."""
+        return self.Qg, self.nu
+
+    def set_coordinates(self, qpos=None, qvel=None):
+        """Write all coordinates and/or rates (the tree's order), then re-derive the state."""
+        if qpos is not None:
+            self.Qg[:] = qpos
+        if qvel is not None:
+            self.nu[:] = qvel
+        self._sync()
+
     def joint_state(self, b):
         _, qs, vs = self._slots(b)
         return self.Qg[qs].copy(), self.nu[vs].copy()

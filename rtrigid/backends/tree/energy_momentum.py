@@ -261,7 +261,7 @@ def _update_coordinates(ti, Q0, mu, Q1):
 
 
 @jit
-def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, jx):
+def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, held, Q0, mu, x, q, scr, em, jx):
     """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, w (into ``u``), the mean rotation
     matrices Rbar = (R0 + R1)/2 (into ``rot``), and for the Newton matrix each body's R1 L1
     (mt) and the moment about its joint point of its subtree's residuals (Nm).  Needs the
@@ -314,6 +314,7 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
             _point_load(pf, sp, P_A, a, f, 1.0, rot, fw, Y)
         if bb >= 0:
             _point_load(pf, sp, P_B, bb, f, -1.0, rot, fw, Y)
+    _joint_force_loads(tf, ti, held, mu, R0, rot, u, fw, Y)
     # per-body residuals (world): R1 L1 - R0 L0 - h T and m (v1 - v0) - h f
     for b in range(nb):
         m = tf[b, T_MASS]
@@ -357,6 +358,68 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
     for j in range(res.shape[0]):
         rnorm = max(rnorm, abs(res[j]))
     return rnorm / scale, floor / scale
+
+
+@jit
+def _joint_force_loads(tf, ti, held, mu, R0, rot, u, fw, Y):
+    """The held joint forces as equal and opposite loads on child and parent (into fw, Y).
+
+    A body's kinetic energy changes over the step by b.T for a torque T (b = 2 R0 w its
+    spatial Cayley vector), so a torque pair +-T does the work T.(b_c - b_p), and has no net
+    moment.  Revolute: the child turns by C_p Rot(a0, dtheta), a0 = R0_c u_C the axis at t_n;
+    composing Cayley vectors (beta = b/2 = R0 w, Rot(a0, dtheta) = Cay(t a0), t = tan(dtheta/2))
+    gives b_c - b_p = 2 t (1 + |beta_p|²) / (1 - t beta_p.a0) mbar along the mean axis
+    mbar = Rbar u_C.  So the pair kappa mbar with
+        kappa = tau (dtheta/2) / tan(dtheta/2) (1 - t beta_p.a0) / ((1 + |beta_p|²) |mbar|²)
+    does the work tau (theta1 - theta0) exactly: a constant joint torque enters the energy
+    balance as exact discrete work.  (kappa depends on mu; its derivative, O(h tau), is left
+    out of the Newton matrix, like the spring forces'.)
+    Spherical joints and a free body's turn: the torque given in child axes acts as Rbar tau
+    (its work is tau.Rbar^T (b_c - b_p), the discrete counterpart of tau.omega_rel dt); a free
+    body's force acts at its centre of mass (work (x1 - x0).f, exact).
+    """
+    nb = ti.shape[0]
+    for b in range(nb):
+        kind = ti[b, I_KIND]
+        ov = ti[b, I_VOFF]
+        p = ti[b, I_PARENT]
+        if kind == REVOLUTE:
+            tau = held[ov]
+            if tau == 0.0:
+                continue
+            m = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            beta = (0.0, 0.0, 0.0)
+            if p >= 0:
+                beta = rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
+            half = 0.5 * mu[ov]
+            t = np.tan(half)
+            ratio = 1.0 if half == 0.0 else half / t
+            mm = m[0] * m[0] + m[1] * m[1] + m[2] * m[2]
+            bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
+            ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
+            kappa = tau * ratio * (1.0 - t * ba) / ((1.0 + bb) * mm)
+            for k in range(3):
+                Y[b, k] += kappa * m[k]
+                if p >= 0:
+                    Y[p, k] -= kappa * m[k]
+        elif kind == SPHERICAL or kind == FREE6:
+            n = 6 if kind == FREE6 else 3
+            idle = True
+            for k in range(n):
+                idle = idle and held[ov + k] == 0.0
+            if idle:
+                continue
+            o = ov
+            if kind == FREE6:
+                for k in range(3):
+                    fw[b, k] += held[ov + k]
+                o = ov + 3
+            T = rot_vec(rot[b], held[o], held[o + 1], held[o + 2])
+            for k in range(3):
+                Y[b, k] += T[k]
+                if p >= 0:
+                    Y[p, k] -= T[k]
 
 
 @jit
@@ -749,7 +812,8 @@ def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
 
 
 @jit
-def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q, v, w, L,
+def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, held, Qg, nu, x, q, v, w,
+                L,
                 scr, em, jx, rates, stats):
     """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
     False on failure."""
@@ -770,7 +834,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
     lam = 1.0
     done = False
     for it in range(max_iter + 1):
-        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr,
+        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, held, Qg, mu, x, q,
+                                 scr,
                                  em, jx)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
         accept = max(ACCEPT, FLOOR_MARGIN * floor)
@@ -844,6 +909,7 @@ def step(n, dt, F, I):
     Qg_prev, nu_prev = state_views(S_prev, nb, nq, nv)[:2]
     f_app = A[0:3 * nb].reshape((nb, 3))
     t_app = A[3 * nb:6 * nb].reshape((nb, 3))
+    held = A[6 * nb:6 * nb + nv]
     scr = carve(work, nb, nq, nv)
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
@@ -859,7 +925,8 @@ def step(n, dt, F, I):
         while True:
             ok = True
             for _sub in range(m):
-                ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu,
+                ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, held,
+                                 Qg, nu,
                                  x, q, v, w, L, scr, em, jx, pred if m == 1 else nu, stats)
                 if not ok:
                     break
@@ -892,6 +959,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
     f_app = A[0:3 * nb].reshape((nb, 3))
     t_app = A[3 * nb:6 * nb].reshape((nb, 3))
+    held = A[6 * nb:6 * nb + nv]
     scr = carve(work, nb, nq, nv)
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     em = _em_carve(work, nb, nq, nv)
@@ -901,7 +969,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = mu_in[j]
-    _residual(dt, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr, em, jx)
+    _residual(dt, gravity, tf, ti, pf, pi, f_app, t_app, held, Qg, mu, x, q, scr, em, jx)
     for j in range(nv):
         res_out[j] = res[j]
     _newton_matrix(dt, tf, ti, q0, mu, scr, em, jx)
