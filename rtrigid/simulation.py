@@ -147,7 +147,7 @@ class Simulation:
         self._accumulator = 0.0
         self.dropped_time = 0.0
         b = self.backend
-        self.x, self.q, self.v, self.w = (_readonly(a) for a in (b.x, b.q, b.v, b.w))
+        self.x, self.q = _readonly(b.x), _readonly(b.q)
         self._F, self._I, self._stats = b.F, b.I, b.stats  # step() reads these on every call
 
     # -- time and stepping ----------------------------------------------------------------
@@ -260,15 +260,34 @@ class Simulation:
         b = self.body_index(body)
         return self.backend.x[b].copy(), self.backend.q[b].copy()
 
+    @property
+    def v(self):
+        """Centre-of-mass velocities at t, (nb, 3) world axes (read-only view)."""
+        return _readonly(self.backend.velocities()[0])
+
+    @property
+    def w(self):
+        """Angular velocities at t, (nb, 3) each in its body's axes (read-only view)."""
+        return _readonly(self.backend.velocities()[1])
+
     def velocity(self, body, frame="world"):
-        """(centre-of-mass velocity, angular velocity), in world axes or, with
-        ``frame="body"``, in the body's axes (copies)."""
+        """(centre-of-mass velocity, angular velocity) at t, in world axes or, with
+        ``frame="body"``, in the body's axes (copies).
+
+        These are the velocities of the joint rates at t (:meth:`qvel`,
+        :meth:`joint_velocity`) under every integrator.  The jointed ``energy_momentum``
+        steps the bodies' momenta, which meet the joints' velocity constraints only to
+        O(dt^2); it reports the rates whose generalized momentum is the bodies', and their
+        velocities, while :meth:`energy` and :meth:`momentum` are the scheme's own (the
+        quantities it conserves), computed from the momenta.
+        """
         b = self.body_index(body)
         as_frame(frame)
-        be = self.backend
+        q = self.backend.q
+        v, w = self.backend.velocities()
         if frame == "body":
-            return quat.rotate_inv(be.q[b], be.v[b], np.empty(3)), be.w[b].copy()
-        return be.v[b].copy(), quat.rotate(be.q[b], be.w[b], np.empty(3))
+            return quat.rotate_inv(q[b], v[b], np.empty(3)), w[b].copy()
+        return v[b].copy(), quat.rotate(q[b], w[b], np.empty(3))
 
     def _to_world(self, b, vector, frame):
         """A vector given in ``frame`` as world components."""
@@ -320,7 +339,7 @@ class Simulation:
         return self.backend.joint_state(self._joint_body(joint))[0]
 
     def joint_velocity(self, joint):
-        """The joint's rates (a copy), see the table of :mod:`rtrigid.joints` and
+        """The joint's rates at t (a copy), see the table of :mod:`rtrigid.joints` and
         :meth:`qpos`."""
         return self.backend.joint_state(self._joint_body(joint))[1]
 
@@ -376,7 +395,7 @@ class Simulation:
         return self.backend.coordinates()[0][self._qidx]
 
     def qvel(self):
-        """All generalized rates (a new array of length ``nv``), in the
+        """All generalized rates at the current time (a new array of length ``nv``), in the
         layout of :meth:`qpos`."""
         return self.backend.coordinates()[1][self._vidx]
 
@@ -473,6 +492,9 @@ class Simulation:
         return self.backend.gravity.copy()
 
     def kinetic_energy(self) -> float:
+        """Kinetic energy of the bodies' momenta: the integrator's own state (see
+        :meth:`velocity` for the one integrator where they differ from the reported
+        velocities, by O(dt^2) relative)."""
         be = self.backend
         t = 0.5 * np.sum(be.mass * np.sum(be.v * be.v, axis=1))
         return float(t + 0.5 * np.sum(be.w * (be.inertia * be.w)))

@@ -1,5 +1,6 @@
 """Generalized coordinates and joint forces: qpos/qvel and their setters on both backends, held
-joint forces in both tree kernels (exact discrete work under energy_momentum)."""
+joint forces in both tree kernels (exact discrete work under energy_momentum), and rates that
+are right at the current time under every integrator."""
 import numpy as np
 import pytest
 
@@ -8,6 +9,8 @@ from rtrigid.joints import KINDS
 from rtrigid.model import Model
 from tests.test_multibody import _mixed_tree, randomize_joints
 
+TREE_INTEGRATORS = ["nullspace_rk4", "energy_momentum"]
+EM_KINDS = ["spherical", "revolute", "fixed", "revolute", "spherical"]
 
 
 def _state(sim):
@@ -238,3 +241,101 @@ def test_joint_forces_are_held_kept_in_snapshots_and_validated():
     with pytest.raises(ValueError, match="^joint: .*apply_torque"):
         top.set_joint_force("pivot_top", [0.0, 0.0, 1.0])
     np.testing.assert_array_equal(top.joint_force("pivot_top"), np.zeros(3))
+
+
+# -- rates at the current time -----------------------------------------------------------------
+def _velocities_from_rates(sim):
+    """Every body's (v, omega body) from qvel through the null-space matrix T(q)."""
+    T = sim.backend.null_space_matrix()
+    nu = np.empty(sim.nv)
+    nu[sim._vidx] = sim.qvel()  # back to the tree's order
+    z = T @ nu
+    v = np.array([z[7 * b:7 * b + 3] for b in range(sim.nb)])
+    w = np.array([2.0 * rt.quat.mul(rt.quat.conj(sim.q[b]), z[7 * b + 3:7 * b + 7])[1:]
+                  for b in range(sim.nb)])
+    return v, w
+
+
+@pytest.mark.parametrize("integrator", TREE_INTEGRATORS)
+def test_joint_rates_and_body_velocities_agree_at_t_on_trees(integrator):
+    sim = rt.Simulation(_mixed_tree(EM_KINDS, seed=9), integrator, dt=1.0 / 240.0)
+    randomize_joints(sim, np.random.default_rng(10))
+    for _ in range(5):
+        sim.step(24)
+        v, w = _velocities_from_rates(sim)
+        scale = max(1.0, np.abs(sim.v).max(), np.abs(sim.w).max())
+        assert np.abs(v - sim.v).max() < 1e-14 * scale
+        assert np.abs(w - sim.w).max() < 1e-14 * scale
+        for b in range(sim.nb):
+            vb, wb = sim.velocity(b, frame="body")
+            np.testing.assert_array_equal(wb, sim.w[b])
+            np.testing.assert_allclose(vb, rt.quat.rotate_inv(sim.q[b], sim.v[b], np.empty(3)),
+                                       rtol=0, atol=1e-15 * scale)
+
+
+@pytest.mark.parametrize("integrator", rt.integrators.names())
+def test_joint_rates_and_body_velocities_agree_at_t_on_single_bodies(integrator):
+    sim = rt.Simulation(_single_bodies(), integrator, dt=1e-3)
+    rng = np.random.default_rng(11)
+    sim.set_velocity("free", rng.normal(size=3))
+    sim.set_angular_velocity("free", rng.normal(size=3))
+    sim.set_angular_velocity("top", 5.0 * rng.normal(size=3))
+    sim.step(50)
+    v, w = sim.velocity("free", frame="body")
+    np.testing.assert_array_equal(sim.joint_velocity("free_free"),
+                                  np.r_[sim.velocity("free")[0], w])
+    np.testing.assert_array_equal(sim.joint_velocity("pivot_top"), sim.w[1])
+    # the pivot holds at velocity level: the velocity of the pivot point vanishes
+    arm = rt.quat.rotate(sim.q[1], np.array([0.0, 0.0, -0.1]), np.empty(3))
+    vp = sim.v[1] + np.cross(rt.quat.rotate(sim.q[1], sim.w[1], np.empty(3)), arm)
+    assert np.abs(vp).max() < 1e-14 * max(1.0, np.abs(sim.v[1]).max())
+
+
+def test_energy_momentum_reports_the_rate_at_t_not_the_step_mean():
+    """One 1 ms step of a pendulum released from rest: the rate at t is about twice the mean
+    rate over the step (what joint_velocity used to report)."""
+    m = Model()
+    m.add_body("arm", 1.0, (0.02, 0.02, 0.01))
+    j = m.add_joint("revolute", None, "arm", anchor_child=(0, 0, 0.2), axis_parent=(1, 0, 0))
+    ref = rt.Simulation(m, "nullspace_rk4", 1e-5)
+    ref.set_joint_position(j, [0.4])
+    ref.step(100)
+    sim = rt.Simulation(m, "energy_momentum", 1e-3)
+    sim.set_joint_position(j, [0.4])
+    sim.step(1)
+    exact = ref.joint_velocity(j)[0]
+    assert sim.joint_velocity(j)[0] == pytest.approx(exact, rel=1e-5)
+    assert sim.qvel()[0] == sim.joint_velocity(j)[0]
+    assert sim.backend.nu[0] == pytest.approx(0.5 * exact, rel=1e-5)  # the mean rate, kept
+    np.testing.assert_allclose(sim.velocity(0)[1], [exact, 0.0, 0.0], rtol=1e-5, atol=1e-15)
+
+
+def test_energy_momentum_rates_at_t_converge_at_second_order():
+    rng = np.random.default_rng(12)
+    kw = dict(n=3, q0=[rt.quat.from_rotvec(rng.normal(scale=0.5, size=3)) for _ in range(3)],
+              omega0=rng.normal(size=(3, 3)))
+    ref = rt.scenarios.build("chain", integrator="nullspace_rk4", dt=1e-4, **kw)
+    ref.step(1000)
+    errors = []
+    for dt in (4e-3, 2e-3):
+        sim = rt.scenarios.build("chain", integrator="energy_momentum", dt=dt, **kw)
+        sim.step(int(round(0.1 / dt)))
+        errors.append(np.abs(sim.qvel() - ref.qvel()).max())
+    assert errors[1] < errors[0] / 3.5  # second order: / 4
+
+
+def test_a_write_keeps_the_other_joints_motion_at_t_under_energy_momentum():
+    sim = rt.scenarios.build("chain", integrator="energy_momentum", n=4,
+                             omega0=np.random.default_rng(13).normal(size=(4, 3)))
+    sim.step(37)
+    rates = sim.qvel()
+    snap = sim.snapshot()
+    sim.set_joint_position(0, sim.joint_position(0))  # a write that changes nothing
+    np.testing.assert_allclose(sim.qvel(), rates, rtol=0, atol=1e-13)
+    sim.set_joint_velocity(2, [0.5, -0.25, 1.0])
+    np.testing.assert_array_equal(sim.joint_velocity(2), [0.5, -0.25, 1.0])
+    for j in (0, 1, 3):
+        np.testing.assert_allclose(sim.joint_velocity(j), rates[3 * j:3 * j + 3], rtol=0,
+                                   atol=1e-13)
+    sim.restore(snap)
+    np.testing.assert_array_equal(sim.qvel(), rates)  # the same state, the same rates

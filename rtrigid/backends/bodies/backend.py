@@ -46,6 +46,10 @@ class BodiesBackend:
             self._qoff.append(self._qoff[-1] + (4 if pivoted else 7))
             self._voff.append(self._voff[-1] + (3 if pivoted else 6))
         self.joint_forces = None  # the single-body kernels take no joint forces
+        # a scheme whose pivoted bodies' velocities meet the pivot only to O(h^2) (midpoint_em:
+        # v_{n+1} = 2 (x_{n+1} - x_n)/h - v_n) declares MEAN_RATES; velocities() then reports
+        # the rate of the body's momentum about its pivot, and the pivot velocity it gives
+        self._mean_rates = bool(getattr(module, "MEAN_RATES", False))
         for b in range(nb):
             self._sync(b)
         self.S_prev[:] = self.S
@@ -79,6 +83,27 @@ class BodiesBackend:
             qpos[qs], qvel[vs] = self.joint_state(b)
         return qpos, qvel
 
+    def velocities(self):
+        """(v, w) at t, consistent with the joint rates: the state's own (views), except for
+        a pivoted body under a MEAN_RATES scheme: w = Jref^-1 (J Omega + m s x R^T v), the
+        angular momentum about the pivot (s: centre of mass from it, body axes) carried by
+        the scheme's velocities, and v = R (w x s) (new arrays)."""
+        if not self._mean_rates:
+            return self.v, self.w
+        fm = self.frozen
+        v, w = self.v.copy(), self.w.copy()
+        for b in np.flatnonzero(fm.kind == PIVOTED):
+            vb = quat.rotate_inv(self.q[b], self.v[b], np.empty(3))
+            s = fm.com[b]
+            w[b] = fm.jref_inv[b] @ (fm.inertia[b] * self.w[b] + fm.mass[b] * np.cross(s, vb))
+            v[b] = quat.rotate(self.q[b], np.cross(w[b], s), np.empty(3))
+        return v, w
+
+    def _settle(self, b):
+        """Before a write to body b: its angular velocity <- the one at t (velocities())."""
+        if self._mean_rates and self.frozen.kind[b] == PIVOTED:
+            self.w[b] = self.velocities()[1][b]
+
     def set_coordinates(self, qpos=None, qvel=None):
         """Write all coordinates and/or rates (the order of :meth:`coordinates`)."""
         for b in range(self.nb):
@@ -88,11 +113,12 @@ class BodiesBackend:
 
     def joint_state(self, b):
         if self.frozen.kind[b] == PIVOTED:
-            return self.q[b].copy(), self.w[b].copy()
+            return self.q[b].copy(), self.velocities()[1][b].copy()
         return np.r_[self.x[b], self.q[b]], np.r_[self.v[b], self.w[b]]
 
     def set_joint_state(self, b, qpos=None, qvel=None):
         pivoted = self.frozen.kind[b] == PIVOTED
+        self._settle(b)
         if qpos is not None:
             if pivoted:
                 self.q[b] = qpos
@@ -112,6 +138,7 @@ class BodiesBackend:
             raise ValueError(f"{field}: body {self.names[b]!r} is pivoted; its "
                              "position and velocity follow from its orientation and angular "
                              "velocity")
+        self._settle(b)
         if x is not None:
             self.x[b] = x
         if q is not None:

@@ -36,6 +36,7 @@ from rtrigid.backends.tree.kinematics import (
     state_size,
     state_views,
 )
+from rtrigid.backends.tree.dynamics import momentum_rates
 from rtrigid.joints import geometry
 from rtrigid.maths import quat
 
@@ -66,6 +67,14 @@ class TreeBackend:
         self.inertia = tree.tf[:, T_J:T_J + 3].copy()
         self.gravity = tree.gravity
         self.Qg[:] = tree.Q0
+        # A scheme whose bodies' momenta at t_{n+1} meet the joints' velocity constraints only
+        # to O(h^2) (the jointed energy_momentum: nu is then the step's mean rate) declares
+        # MEAN_RATES.  The rates and velocities at t are then those of the bodies' momenta,
+        # (T^T M T)^-1 T^T p (rates()), computed when asked for and kept until S changes.
+        self._mean_rates = bool(getattr(module, "MEAN_RATES", False))
+        self._at_t = np.zeros(nv), np.zeros((tree.nb, 3)), np.zeros((tree.nb, 3))
+        self._seen = np.full(n_state, np.nan)  # the S _at_t was computed from
+        self._xs, self._qs = np.zeros((tree.nb, 3)), np.zeros((tree.nb, 4))
         self._sync()
 
     def _scratch(self):
@@ -110,12 +119,42 @@ class TreeBackend:
         """(coordinate slice, rate slice) of body b's inbound joint in :meth:`coordinates`."""
         return self._slots(b)[1:]
 
+    def rates(self):
+        """(nu, v, w) at t: the joint rates, the centres' velocities (world) and the body
+        angular velocities, consistent with each other (read-only use)."""
+        if not self._mean_rates:
+            return self.nu, self.v, self.w
+        if not np.array_equal(self.S, self._seen):
+            nu, v, w = self._at_t
+            if np.array_equal(self.S, self.S_prev):
+                # just written (a teleport): nu, v and w are consistent as they stand
+                nu[:], v[:], w[:] = self.nu, self.v, self.w
+            else:
+                s = self._scratch()
+                momentum_rates(self._tf, self._ti, self.Qg, self.v, self._L, self._xs,
+                               self._qs, *s[:11], s[12], s[13], nu, v, w)
+            self._seen[:] = self.S
+        return self._at_t
+
+    def velocities(self):
+        """(v, w) at t: centre-of-mass velocities (world) and body angular velocities
+        (body axes), consistent with the rates of coordinates()."""
+        return self.rates()[1:]
+
+    def _settle(self):
+        """Before a write: nu <- the rates at t, so the state derived after it keeps the
+        motion at t of every joint the write leaves alone."""
+        if self._mean_rates:
+            self.nu[:] = self.rates()[0]
+            self._sync(teleport=False)
+
     def coordinates(self):
         """(Qg, nu): every joint's coordinates and rates at t, in the tree's order (views)."""
-        return self.Qg, self.nu
+        return self.Qg, self.rates()[0]
 
     def set_coordinates(self, qpos=None, qvel=None):
         """Write all coordinates and/or rates (the tree's order), then re-derive the state."""
+        self._settle()
         if qpos is not None:
             self.Qg[:] = qpos
         if qvel is not None:
@@ -124,10 +163,11 @@ class TreeBackend:
 
     def joint_state(self, b):
         _, qs, vs = self._slots(b)
-        return self.Qg[qs].copy(), self.nu[vs].copy()
+        return self.Qg[qs].copy(), self.rates()[0][vs].copy()
 
     def set_joint_state(self, b, qpos=None, qvel=None):
         _, qs, vs = self._slots(b)
+        self._settle()
         if qpos is not None:
             self.Qg[qs] = qpos
         if qvel is not None:
@@ -144,6 +184,7 @@ class TreeBackend:
                 raise ValueError(f"{field}: body {self.names[b]!r} is held by a "
                                  f"{self.joints[b].kind} joint; set its joint coordinates "
                                  "(set_joint_position / set_joint_velocity)")
+        self._settle()
         if kind == FREE6:
             if x is not None:
                 self.Qg[qs.start:qs.start + 3] = x

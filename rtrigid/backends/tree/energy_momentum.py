@@ -159,6 +159,10 @@ LAM_MIN = 1.0 / 16.0
 GROWTH = 2.0
 REFRESH = 1e-5
 SUPPORTED = ("free", "spherical", "revolute", "fixed")
+# After a step nu holds the step's mean rates mu / h (the predictor's input) and the bodies'
+# momenta meet the joints' velocity constraints only to O(h^2): the backend derives the rates
+# at t_{n+1} from those momenta (tree.backend.TreeBackend.rates)
+MEAN_RATES = True
 
 
 def work_size(nb, nq, nv):
