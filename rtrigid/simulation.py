@@ -143,6 +143,7 @@ class Simulation:
             vidx.extend(range(vs.start, vs.stop))
         self._qidx, self._vidx = np.array(qidx, np.intp), np.array(vidx, np.intp)
         self.nq, self.nv = len(qidx), len(vidx)
+        self._queries = None  # see _dynamics()
         self._steps = 0
         self._accumulator = 0.0
         self.dropped_time = 0.0
@@ -390,7 +391,8 @@ class Simulation:
 
         A free body's rates are those of :meth:`joint_velocity`: linear velocity in world
         axes and angular velocity in body axes (MuJoCo's convention for free joints);
-        :meth:`set_joint_force` takes forces on the same rates.
+        :meth:`jacobian`, :meth:`mass_matrix`, :meth:`bias_forces`,
+        :meth:`inverse_dynamics` and :meth:`set_joint_force` use the same rates.
         """
         return self.backend.coordinates()[0][self._qidx]
 
@@ -452,6 +454,60 @@ class Simulation:
         vs = self.backend.slots(b)[1]
         forces = self.backend.joint_forces
         return np.zeros(vs.stop - vs.start) if forces is None else forces[vs].copy()
+
+    # -- dynamics queries (on the current state; rates and forces in the layout of qvel) --------
+    def _dynamics(self):
+        """The query engine: the model's tree with its own scratch, made on first use (its
+        kernels compile then).  Both backends keep their coordinates in that tree's order."""
+        if self._queries is None:
+            from rtrigid.backends.tree.dynamics import Queries
+
+            queries = Queries(self.model)
+            if any(queries.slots(b) != self.backend.slots(b) for b in range(self.nb)):
+                raise RuntimeError("the backend's coordinates are not in the tree's order")
+            self._queries = queries
+        return self._queries
+
+    def mass_matrix(self):
+        """The joint-space mass matrix M(qpos), (nv, nv), symmetric positive definite: the
+        kinetic energy is qvel^T M qvel / 2 (rates and their order as in :meth:`qpos`).
+        The composite-rigid-body algorithm, O(nv * depth)."""
+        Qg = self.backend.coordinates()[0]
+        return self._dynamics().mass_matrix(Qg)[np.ix_(self._vidx, self._vidx)]
+
+    def bias_forces(self):
+        """(nv,) Coriolis, centrifugal and gravity forces at the current state: the
+        equations of motion are M qacc + bias = tau, tau everything else acting on the rates
+        (joint forces, springs, dampers, applied loads) -- MuJoCo's qfrc_bias."""
+        Qg, nu = self.backend.coordinates()
+        zero = np.zeros(self.nv)
+        return self._dynamics().inverse_dynamics(Qg, nu, zero)[self._vidx]
+
+    def inverse_dynamics(self, qacc):
+        """(nv,) the generalized force to add on the rates for accelerations ``qacc`` now.
+
+        Gravity, applied forces and torques, springs, joint springs and dampers and the
+        joint forces already held (:meth:`set_joint_force`) are accounted for: holding
+        ``joint force + inverse_dynamics(qacc)`` gives qacc.  With none of those acting it
+        is M qacc + bias.  The recursive Newton-Euler algorithm, O(nv).
+        """
+        qacc = as_vector(qacc, self.nv, "qacc")
+        nudot = np.empty(self.nv)
+        nudot[self._vidx] = qacc
+        be = self.backend
+        Qg, nu = be.coordinates()
+        held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
+        loads = (self._f_app, self._t_app, held)
+        return self._dynamics().inverse_dynamics(Qg, nu, nudot, loads)[self._vidx]
+
+    def jacobian(self, body, point_body=(0.0, 0.0, 0.0)):
+        """(6, nv): rows [linear; angular] world velocity of a body point per unit rate, so
+        ``jacobian(b, p) @ qvel()`` is (velocity of the point, angular velocity), world axes.
+        ``point_body``: body axes, from the centre of mass."""
+        b = self.body_index(body)
+        point = as_vector(point_body, 3, "point_body")
+        Qg = self.backend.coordinates()[0]
+        return self._dynamics().jacobian(Qg, b, point)[:, self._vidx]
 
     def joints(self):
         """The joints as they are now, for drawing and inspection (a list of dicts).
