@@ -394,12 +394,12 @@ class Simulation:
         :meth:`jacobian`, :meth:`mass_matrix`, :meth:`bias_forces`,
         :meth:`inverse_dynamics` and :meth:`set_joint_force` use the same rates.
         """
-        return self.backend.coordinates()[0][self._qidx]
+        return self.backend.positions()[self._qidx]
 
     def qvel(self):
         """All generalized rates at the current time (a new array of length ``nv``), in the
         layout of :meth:`qpos`."""
-        return self.backend.coordinates()[1][self._vidx]
+        return self.backend.rates()[self._vidx]
 
     def set_qpos(self, qpos):
         """Set all generalized coordinates (layout of :meth:`qpos`); the rates are kept.
@@ -472,14 +472,14 @@ class Simulation:
         """The joint-space mass matrix M(qpos), (nv, nv), symmetric positive definite: the
         kinetic energy is qvel^T M qvel / 2 (rates and their order as in :meth:`qpos`).
         The composite-rigid-body algorithm, O(nv * depth)."""
-        Qg = self.backend.coordinates()[0]
+        Qg = self.backend.positions()
         return self._dynamics().mass_matrix(Qg)[np.ix_(self._vidx, self._vidx)]
 
     def bias_forces(self):
         """(nv,) Coriolis, centrifugal and gravity forces at the current state: the
         equations of motion are M qacc + bias = tau, tau everything else acting on the rates
         (joint forces, springs, dampers, applied loads) -- MuJoCo's qfrc_bias."""
-        Qg, nu = self.backend.coordinates()
+        Qg, nu = self.backend.positions(), self.backend.rates()
         zero = np.zeros(self.nv)
         return self._dynamics().inverse_dynamics(Qg, nu, zero)[self._vidx]
 
@@ -495,7 +495,7 @@ class Simulation:
         nudot = np.empty(self.nv)
         nudot[self._vidx] = qacc
         be = self.backend
-        Qg, nu = be.coordinates()
+        Qg, nu = be.positions(), be.rates()
         held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
         loads = (self._f_app, self._t_app, held)
         return self._dynamics().inverse_dynamics(Qg, nu, nudot, loads)[self._vidx]
@@ -506,7 +506,7 @@ class Simulation:
         ``point_body``: body axes, from the centre of mass."""
         b = self.body_index(body)
         point = as_vector(point_body, 3, "point_body")
-        Qg = self.backend.coordinates()[0]
+        Qg = self.backend.positions()
         return self._dynamics().jacobian(Qg, b, point)[:, self._vidx]
 
     def joints(self):

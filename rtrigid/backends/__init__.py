@@ -24,8 +24,8 @@ validation and diagnostics -- and reaches a backend only through this protocol:
 ``joint_state(b)``              (coordinates, rates at t) of body b's inbound joint, copies
 ``set_joint_state(b, qpos, qvel)`` write them (either may be None), then re-derive the state
 ``slots(b)``                    (coordinate slice, rate slice) of body b's inbound joint in
-                                ``coordinates()``
-``coordinates()``               (coordinates, rates at t) of every joint, in the backend's
+                                ``positions()`` and ``rates()``
+``positions()``, ``rates()``    every joint's coordinates, and rates at t, in the backend's
                                 order (the tree's; body by body for single bodies)
 ``set_coordinates(qpos, qvel)`` write all of them (either may be None), re-derive the state
 ``joint_forces``                (nv,) view of the held joint forces in A (rate order), or

@@ -39,7 +39,7 @@ class BodiesBackend:
             self.S, nb)
         self.x_prev, self.q_prev = state_view.py_func(self.S_prev, nb)[:2]
         self.q[:, 0] = 1.0
-        # each body's inbound joint in coordinates(): a pivot's 4 / 3, a free body's 7 / 6
+        # each body's inbound joint in positions() / rates(): a pivot's 4 / 3, a free body's 7 / 6
         self._qoff, self._voff = [0], [0]
         for b in range(nb):
             pivoted = fm.kind[b] == PIVOTED
@@ -72,16 +72,23 @@ class BodiesBackend:
 
     # -- joints: a pivot is a spherical joint to the world, otherwise a free joint ------------
     def slots(self, b):
-        """(coordinate slice, rate slice) of body b's joint in :meth:`coordinates`."""
+        """(coordinate slice, rate slice) of body b's joint in :meth:`positions` and
+        :meth:`rates`."""
         return (slice(self._qoff[b], self._qoff[b + 1]), slice(self._voff[b], self._voff[b + 1]))
 
-    def coordinates(self):
-        """(coordinates, rates) of every body's joint, body by body (new arrays)."""
-        qpos, qvel = np.empty(self._qoff[-1]), np.empty(self._voff[-1])
+    def positions(self):
+        """Every body's joint coordinates, body by body (a new array)."""
+        qpos = np.empty(self._qoff[-1])
         for b in range(self.nb):
-            qs, vs = self.slots(b)
-            qpos[qs], qvel[vs] = self.joint_state(b)
-        return qpos, qvel
+            qpos[self.slots(b)[0]] = self.joint_state(b)[0]
+        return qpos
+
+    def rates(self):
+        """Every body's joint rates at t, body by body (a new array)."""
+        qvel = np.empty(self._voff[-1])
+        for b in range(self.nb):
+            qvel[self.slots(b)[1]] = self.joint_state(b)[1]
+        return qvel
 
     def velocities(self):
         """(v, w) at t, consistent with the joint rates: the state's own (views), except for
@@ -105,7 +112,7 @@ class BodiesBackend:
             self.w[b] = self.velocities()[1][b]
 
     def set_coordinates(self, qpos=None, qvel=None):
-        """Write all coordinates and/or rates (the order of :meth:`coordinates`)."""
+        """Write all coordinates and/or rates (the order of :meth:`positions`)."""
         for b in range(self.nb):
             qs, vs = self.slots(b)
             self.set_joint_state(b, None if qpos is None else qpos[qs],

@@ -36,7 +36,7 @@ from rtrigid.backends.tree.kinematics import (
     state_size,
     state_views,
 )
-from rtrigid.backends.tree.dynamics import momentum_rates
+from rtrigid.backends.tree.dynamics import changed, rates_of_momenta
 from rtrigid.joints import geometry
 from rtrigid.maths import quat
 
@@ -116,41 +116,43 @@ class TreeBackend:
 
     # -- joints ----------------------------------------------------------------------------
     def slots(self, b):
-        """(coordinate slice, rate slice) of body b's inbound joint in :meth:`coordinates`."""
+        """(coordinate slice, rate slice) of body b's inbound joint in :meth:`positions`
+        and :meth:`rates`."""
         return self._slots(b)[1:]
 
-    def rates(self):
+    def _now(self):
         """(nu, v, w) at t: the joint rates, the centres' velocities (world) and the body
-        angular velocities, consistent with each other (read-only use)."""
+        angular velocities, consistent with each other (views; read them only)."""
         if not self._mean_rates:
             return self.nu, self.v, self.w
-        if not np.array_equal(self.S, self._seen):
+        if changed(self.S, self._seen):  # (and now seen)
             nu, v, w = self._at_t
             if np.array_equal(self.S, self.S_prev):
                 # just written (a teleport): nu, v and w are consistent as they stand
                 nu[:], v[:], w[:] = self.nu, self.v, self.w
             else:
-                s = self._scratch()
-                momentum_rates(self._tf, self._ti, self.Qg, self.v, self._L, self._xs,
-                               self._qs, *s[:11], s[12], s[13], nu, v, w)
-            self._seen[:] = self.S
+                rates_of_momenta(self.F, self.I, self._xs, self._qs, nu, v, w)
         return self._at_t
 
     def velocities(self):
         """(v, w) at t: centre-of-mass velocities (world) and body angular velocities
-        (body axes), consistent with the rates of coordinates()."""
-        return self.rates()[1:]
+        (body axes), consistent with rates()."""
+        return self._now()[1:]
+
+    def positions(self):
+        """Every joint's coordinates, in the tree's order (a view)."""
+        return self.Qg
+
+    def rates(self):
+        """Every joint's rates at t, in the tree's order (a view; read it only)."""
+        return self._now()[0]
 
     def _settle(self):
         """Before a write: nu <- the rates at t, so the state derived after it keeps the
         motion at t of every joint the write leaves alone."""
         if self._mean_rates:
-            self.nu[:] = self.rates()[0]
+            self.nu[:] = self._now()[0]
             self._sync(teleport=False)
-
-    def coordinates(self):
-        """(Qg, nu): every joint's coordinates and rates at t, in the tree's order (views)."""
-        return self.Qg, self.rates()[0]
 
     def set_coordinates(self, qpos=None, qvel=None):
         """Write all coordinates and/or rates (the tree's order), then re-derive the state."""
@@ -163,7 +165,7 @@ class TreeBackend:
 
     def joint_state(self, b):
         _, qs, vs = self._slots(b)
-        return self.Qg[qs].copy(), self.rates()[0][vs].copy()
+        return self.Qg[qs].copy(), self._now()[0][vs].copy()
 
     def set_joint_state(self, b, qpos=None, qvel=None):
         _, qs, vs = self._slots(b)

@@ -54,8 +54,10 @@ from rtrigid.backends.tree.kinematics import (
     joint_point_inertia,
     joint_velocities,
     nv_of,
+    open_buffers,
     rot_vec_b,
     shift_to_parent,
+    state_views,
     world_loads,
 )
 
@@ -240,6 +242,29 @@ def momentum_rates(tf, ti, Qg, v, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, 
     joint_velocities(ti, G, nu_out, V, cb)
     body_rates(ti, R, G, V, v_out, w_out)
     return ok
+
+
+@jit
+def changed(S, seen):
+    """True, and seen <- S, when S differs from ``seen`` (a cheap staleness test)."""
+    for i in range(S.shape[0]):
+        if S[i] != seen[i] or S[i] != S[i]:  # a NaN never matches
+            for k in range(S.shape[0]):
+                seen[k] = S[k]
+            return True
+    return False
+
+
+@jit
+def rates_of_momenta(F, I, x, q, nu, v, w):
+    """:func:`momentum_rates` of the state in the tree backend's buffers (its bodies'
+    momenta: v and L), into nu, v, w; its scratch is the kernels' (x, q: (nb, 3), (nb, 4))."""
+    gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
+    nb, ns, nq, nv = sizes
+    Qg, nu_s, x_s, q_s, v_s, w_s, L = state_views(S, nb, nq, nv)
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, nb, nq, nv)[:14]
+    return momentum_rates(tf, ti, Qg, v_s, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
+                          I6, tau, nu, v, w)
 
 
 class Queries:
