@@ -6,6 +6,7 @@ import pytest
 import rtrigid as rt
 from rtrigid.model import Model
 from rtrigid.tools import mujoco_ref
+from rtrigid.tools.bench import seven_link_arm
 from tests.test_generalized import _single_bodies
 from tests.test_multibody import _mixed_tree, randomize_joints
 
@@ -238,21 +239,6 @@ def test_queries_refuse_bad_input_and_change_nothing():
             call()
     np.testing.assert_array_equal(sim.backend.S, before[0])
     np.testing.assert_array_equal(sim.backend.A, before[1])
-
-
-def seven_link_arm():
-    """A 7-link arm of 0.3 m rods (1.0 .. 2.2 kg), revolute joints alternating about the
-    link axis (roll) and across it (pitch), hanging from the world origin under gravity."""
-    m = Model()
-    length = 0.3
-    for i in range(7):
-        mass = 2.2 - 0.2 * i
-        m.add_body(f"link{i}", mass, rt.scenarios.rod_inertia(mass, length, 0.04))
-        m.add_joint("revolute", None if i == 0 else i - 1, i,
-                    axis_parent=(0.0, 0.0, 1.0) if i % 2 == 0 else (0.0, 1.0, 0.0),
-                    anchor_parent=(0.0, 0.0, 0.0) if i == 0 else (0.0, 0.0, length / 2),
-                    anchor_child=(0.0, 0.0, -length / 2))
-    return m
 
 
 def test_computed_torque_control_tracks_a_smooth_trajectory_on_a_7_link_arm():
