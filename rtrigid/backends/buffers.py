@@ -16,7 +16,8 @@ S:       the state; its layout is the backend's (``STATE_FIELDS`` in each backen
 S_prev:  the state at the start of the last step (render interpolation reads it; a failed
          step is rolled back from it)
 A:       applied loads, (6 nb,): (nb, 3) world force at the centre of mass, (nb, 3) world
-         torque; constant over a call
+         torque; the tree backend adds (nv,) generalized forces held on the joint rates;
+         constant over a call
 solver:  [max_iter, max_halvings] of implicit schemes
 work:    scratch, sized by the kernel module's ``work_size``
 stats:   int64 counters STAT_*
