@@ -19,7 +19,9 @@ was.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
+import threading
 import warnings
 
 import numpy as np
@@ -41,6 +43,12 @@ from rtrigid.joints import KINDS, residual
 from rtrigid.maths import quat
 from rtrigid.model import Model
 from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
+
+
+MAX_STEPS = 2 ** 53
+_TWO_THREADS = ("Simulation: entered from a second thread while another thread steps it; a "
+                "Simulation belongs to one thread at a time (give each thread its own, or "
+                "serialise the calls)")
 
 
 class SimulationError(RuntimeError):
@@ -131,12 +139,31 @@ class Simulation:
         self._joint_child = [j.child for j in model.joints] + [
             b for b in range(self.nb) if b not in explicit]
         self.joint_names = [inbound[b].name for b in self._joint_child]
+        # qpos / qvel: joint by joint in handle order; where each entry sits in the backend's
+        # own coordinates, and where the unit quaternions start (see qpos())
+        qidx, vidx, self._quat_at = [], [], []
+        for b in self._joint_child:
+            qs, vs = self.backend.slots(b)
+            k = KINDS[inbound[b].kind].quaternion
+            if k >= 0:
+                self._quat_at.append((len(qidx) + k, inbound[b].name))
+            qidx.extend(range(qs.start, qs.stop))
+            vidx.extend(range(vs.start, vs.stop))
+        self._qidx, self._vidx = np.array(qidx, np.intp), np.array(vidx, np.intp)
+        self.nq, self.nv = len(qidx), len(vidx)
+        self._queries = None  # see _dynamics()
         self._steps = 0
         self._accumulator = 0.0
         self.dropped_time = 0.0
+        self._busy = threading.Lock()  # held while stepping: see the threading note above
         b = self.backend
-        self.x, self.q, self.v, self.w = (_readonly(a) for a in (b.x, b.q, b.v, b.w))
+        self.x, self.q = _readonly(b.x), _readonly(b.q)
         self._F, self._I, self._stats = b.F, b.I, b.stats  # step() reads these on every call
+        # what a snapshot must match: the frozen model, the integrator with its options, the
+        # step and the solver settings
+        self._fingerprint = hashlib.sha256(b"".join((
+            b.model_digest, b.solver.tobytes(),
+            repr((integrator, sorted(self.options.items()), self.dt)).encode()))).hexdigest()
 
     # -- time and stepping ----------------------------------------------------------------
     @property
@@ -155,19 +182,43 @@ class Simulation:
         fails even after its fallback, or a non-finite state); the state is then the one
         after the last completed step, never NaN.
         """
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        if type(n) is not int:
+            if isinstance(n, bool) or not isinstance(n, np.integer):
+                raise ValueError(f"n: expected a non-negative integer, got {n!r}")
+            n = int(n)  # any integer type runs the one int64 kernel (no new compilation)
+        if n < 0:
             raise ValueError(f"n: expected a non-negative integer, got {n!r}")
-        stats = self._stats
-        before = stats[STAT_STEPS]
+        if n > MAX_STEPS - self._steps:
+            raise ValueError(f"n: {n} steps would take the step count past {MAX_STEPS} (2**53, "
+                             "where the clock t = steps * dt stops being exact)")
+        if not self._busy.acquire(False):
+            raise RuntimeError(_TWO_THREADS)
+        try:
+            before = self._stats[STAT_STEPS]
+            status = self._kernel(n, self.dt, self._F, self._I)
+            if status == OK:
+                self._steps += n
+            else:
+                self._failed(status, before)
+        finally:
+            self._busy.release()
+
+    def _step(self, n):
+        """step(n) without the checks, for :meth:`advance` (which holds the lock)."""
+        before = self._stats[STAT_STEPS]
         status = self._kernel(n, self.dt, self._F, self._I)
         if status == OK:
             self._steps += n
-            return
-        self._steps += int(stats[STAT_STEPS] - before)
+        else:
+            self._failed(status, before)
+
+    def _failed(self, status, before):
+        """Count the completed steps of a call that did not complete; warn or raise."""
+        self._steps += int(self._stats[STAT_STEPS] - before)
         if status & USED_FALLBACK:
             warnings.warn(
                 f"{self.integrator}: Newton did not converge on some step(s); they were redone "
-                "as sub-steps (counts in solver_stats())", RuntimeWarning, stacklevel=2)
+                "as sub-steps (counts in solver_stats())", RuntimeWarning, stacklevel=3)
             status &= ~USED_FALLBACK
         if status != OK:
             what = ("Newton failed even with 2**max_halvings sub-steps" if status == FAILED
@@ -201,17 +252,26 @@ class Simulation:
         (:meth:`interpolated_pose`).  At most ``max_steps_per_advance`` steps run per call.
         """
         elapsed = as_scalar(elapsed, "elapsed", nonnegative=True)
-        self._accumulator += elapsed
-        # the 1e-9 keeps 0.03 s at dt = 0.01 from giving 2 steps (0.03 / 0.01 = 2.9999999999999996)
-        n = int(math.floor(self._accumulator / self.dt + 1e-9))
-        if n > self.max_steps_per_advance:
-            dropped = (n - self.max_steps_per_advance) * self.dt
-            self.dropped_time += dropped
-            self._accumulator -= dropped
-            n = self.max_steps_per_advance
-        self._accumulator = max(self._accumulator - n * self.dt, 0.0)
-        if n:
-            self.step(n)
+        steps = (self._accumulator + elapsed) / self.dt
+        if not steps < MAX_STEPS - self._steps:  # also refuses an overflow to inf
+            raise ValueError(f"elapsed: {elapsed:g} s is more than this simulation can count in "
+                             f"steps of {self.dt:g} s")
+        if not self._busy.acquire(False):
+            raise RuntimeError(_TWO_THREADS)
+        try:
+            self._accumulator += elapsed
+            # the 1e-9 keeps 0.03 s at dt = 0.01 from giving 2 steps (0.03 / 0.01 = 2.99...96)
+            n = int(math.floor(self._accumulator / self.dt + 1e-9))
+            if n > self.max_steps_per_advance:
+                dropped = (n - self.max_steps_per_advance) * self.dt
+                self.dropped_time += dropped
+                self._accumulator -= dropped
+                n = self.max_steps_per_advance
+            self._accumulator = max(self._accumulator - n * self.dt, 0.0)
+            if n:
+                self._step(n)
+        finally:
+            self._busy.release()
         return n
 
     @property
@@ -248,15 +308,52 @@ class Simulation:
         b = self.body_index(body)
         return self.backend.x[b].copy(), self.backend.q[b].copy()
 
+    @property
+    def v(self):
+        """Centre-of-mass velocities at t, (nb, 3) world axes (read-only view)."""
+        return _readonly(self.backend.velocities()[0])
+
+    @property
+    def w(self):
+        """Angular velocities at t, (nb, 3) each in its body's axes (read-only view)."""
+        return _readonly(self.backend.velocities()[1])
+
     def velocity(self, body, frame="world"):
-        """(centre-of-mass velocity, angular velocity), in world axes or, with
-        ``frame="body"``, in the body's axes (copies)."""
+        """(centre-of-mass velocity, angular velocity) at t, in world axes or, with
+        ``frame="body"``, in the body's axes (copies).
+
+        These are the velocities of the joint rates at t (:meth:`qvel`,
+        :meth:`joint_velocity`) under every integrator.  The jointed ``energy_momentum``
+        steps the bodies' momenta, which meet the joints' velocity constraints only to
+        O(dt^2); it reports the rates whose generalized momentum is the bodies', and their
+        velocities, while :meth:`energy` and :meth:`momentum` are the scheme's own (the
+        quantities it conserves), computed from the momenta.
+        """
         b = self.body_index(body)
         as_frame(frame)
-        be = self.backend
+        q = self.backend.q
+        v, w = self.backend.velocities()
         if frame == "body":
-            return quat.rotate_inv(be.q[b], be.v[b], np.empty(3)), be.w[b].copy()
-        return be.v[b].copy(), quat.rotate(be.q[b], be.w[b], np.empty(3))
+            return quat.rotate_inv(q[b], v[b], np.empty(3)), w[b].copy()
+        return v[b].copy(), quat.rotate(q[b], w[b], np.empty(3))
+
+    def _write(self, field, write):
+        """Run a state write; if the state it leaves (or its energy or momentum) is not finite,
+        put everything back and refuse the value, naming ``field``."""
+        be = self.backend
+        saved = be.S.copy(), be.S_prev.copy()
+        with np.errstate(all="ignore"):
+            try:
+                write()
+                linear, angular = self.momentum()
+                ok = (bool(np.all(np.isfinite(be.S))) and np.isfinite(self.energy())
+                      and bool(np.all(np.isfinite(linear)) and np.all(np.isfinite(angular))))
+            except FloatingPointError:
+                ok = False
+        if not ok:
+            be.S[:], be.S_prev[:] = saved
+            raise ValueError(f"{field}: the state would not be finite with this value (its "
+                             "energy or momentum overflows); the simulation is unchanged")
 
     def _to_world(self, b, vector, frame):
         """A vector given in ``frame`` as world components."""
@@ -268,24 +365,26 @@ class Simulation:
         """Set the orientation (normalised); a pivoted body turns about its pivot."""
         b = self.body_index(body)
         q = _unit_quaternion(as_vector(q, 4, "q"), "q")
-        self.backend.set_body(b, q=q)
+        self._write("q", lambda: self.backend.set_body(b, q=q))
 
     def set_angular_velocity(self, body, omega, frame="world"):
         """Set the angular velocity, given in world axes (default) or body axes."""
         b = self.body_index(body)
         omega = as_vector(omega, 3, "omega")
-        self.backend.set_body(b, w=omega, w_frame=as_frame(frame))
+        frame = as_frame(frame)
+        self._write("omega", lambda: self.backend.set_body(b, w=omega, w_frame=frame))
 
     def set_position(self, body, x):
         """Set the centre-of-mass position (world) of a free body."""
         b = self.body_index(body)
-        self.backend.set_body(b, x=as_vector(x, 3, "x"))
+        x = as_vector(x, 3, "x")
+        self._write("x", lambda: self.backend.set_body(b, x=x))
 
     def set_velocity(self, body, v, frame="world"):
         """Set the centre-of-mass velocity of a free body, in world (default) or body axes."""
         b = self.body_index(body)
-        v = as_vector(v, 3, "v")
-        self.backend.set_body(b, v=self._to_world(b, v, as_frame(frame)))
+        v = self._to_world(b, as_vector(v, 3, "v"), as_frame(frame))
+        self._write("v", lambda: self.backend.set_body(b, v=v))
 
     # -- joints -----------------------------------------------------------------------------
     def joint_index(self, joint) -> int:
@@ -308,7 +407,8 @@ class Simulation:
         return self.backend.joint_state(self._joint_body(joint))[0]
 
     def joint_velocity(self, joint):
-        """The joint's rates (a copy), see the table of :mod:`rtrigid.joints`."""
+        """The joint's rates at t (a copy), see the table of :mod:`rtrigid.joints` and
+        :meth:`qpos`."""
         return self.backend.joint_state(self._joint_body(joint))[1]
 
     def set_joint_position(self, joint, value):
@@ -322,7 +422,7 @@ class Simulation:
         k = KINDS[j.kind].quaternion
         if k >= 0:
             value[k:k + 4] = _unit_quaternion(value[k:k + 4], "value")
-        self.backend.set_joint_state(b, qpos=value)
+        self._write("value", lambda: self.backend.set_joint_state(b, qpos=value))
 
     def set_joint_velocity(self, joint, value):
         """Set a joint's rates (see the table of :mod:`rtrigid.joints`)."""
@@ -330,7 +430,152 @@ class Simulation:
         n = len(self.backend.joint_state(b)[1])
         if n == 0:
             raise ValueError(f"joint: {self.backend.joints[b].name!r} has no rates")
-        self.backend.set_joint_state(b, qvel=as_vector(value, n, "value"))
+        value = as_vector(value, n, "value")
+        self._write("value", lambda: self.backend.set_joint_state(b, qvel=value))
+
+    # -- generalized coordinates -----------------------------------------------------------
+    def qpos(self):
+        """All generalized coordinates (a new array of length ``nq``).
+
+        Joint by joint in handle order (``joint_names``: the model's joints as added, then
+        pivots and free bodies in body order), each joint's coordinates as
+        :meth:`joint_position` gives them:
+
+        =========== ==== ==== ============================================================
+        kind        nq   nv   qpos / qvel
+        =========== ==== ==== ============================================================
+        revolute    1    1    angle about the axis (rad) / its rate
+        prismatic   1    1    slide along the axis (m) / its rate
+        spherical   4    3    unit quaternion of the child relative to the parent
+                              (scalar first) / relative angular velocity in the child's
+                              body axes
+        free        7    6    centre of mass (world), unit quaternion (body -> world) /
+                              centre-of-mass velocity in world axes, angular velocity in
+                              body axes
+        cylindrical 2    2    angle, slide / their rates
+        planar      3    3    angle, slide along e1, slide along e2 / their rates
+        fixed       0    0    --
+        =========== ==== ==== ============================================================
+
+        A free body's rates are those of :meth:`joint_velocity`: linear velocity in world
+        axes and angular velocity in body axes (MuJoCo's convention for free joints);
+        :meth:`jacobian`, :meth:`mass_matrix`, :meth:`bias_forces`,
+        :meth:`inverse_dynamics` and :meth:`set_joint_force` use the same rates.
+        """
+        return self.backend.positions()[self._qidx]
+
+    def qvel(self):
+        """All generalized rates at the current time (a new array of length ``nv``), in the
+        layout of :meth:`qpos`."""
+        return self.backend.rates()[self._vidx]
+
+    def set_qpos(self, qpos):
+        """Set all generalized coordinates (layout of :meth:`qpos`); the rates are kept.
+
+        Each quaternion is normalised (one of norm below 1e-12 is refused).  A teleport:
+        the bodies move to the new configuration at once.
+        """
+        qpos = as_vector(qpos, self.nq, "qpos")
+        for k, name in self._quat_at:
+            qpos[k:k + 4] = _unit_quaternion(qpos[k:k + 4], f"qpos (joint {name!r}, "
+                                                            f"entries {k}..{k + 3})")
+        full = np.empty(self.nq)
+        full[self._qidx] = qpos
+        self._write("qpos", lambda: self.backend.set_coordinates(qpos=full))
+
+    def set_qvel(self, qvel):
+        """Set all generalized rates (layout of :meth:`qvel`); the configuration is kept."""
+        qvel = as_vector(qvel, self.nv, "qvel")
+        full = np.empty(self.nv)
+        full[self._vidx] = qvel
+        self._write("qvel", lambda: self.backend.set_coordinates(qvel=full))
+
+    def set_joint_force(self, joint, value):
+        """Hold a generalized force on the joint's rates from now on, until set again.
+
+        ``value``: one number per rate of the joint (a plain number for a revolute or
+        prismatic joint): a torque (N m) about a revolute axis, a force (N) along a prismatic
+        one; for a spherical joint a torque in the child's body axes, which the parent
+        receives with the opposite sign; for a free body a force (world axes, at the centre
+        of mass) and a torque (body axes) -- the duals of the rates of :meth:`qvel`.  Like
+        applied loads, held forces are part of snapshots; ``clear_applied`` leaves them.
+        Under ``energy_momentum`` a constant revolute torque does exactly the work
+        tau (theta1 - theta0) over a step, so energy() changes by that amount.
+        """
+        b = self._joint_body(joint)
+        j = self.backend.joints[b]
+        forces = self.backend.joint_forces
+        if forces is None:
+            raise ValueError(f"joint: {j.name!r} is a {j.kind} joint of a single body, whose "
+                             "kernels take no joint force; use apply_force / apply_torque")
+        vs = self.backend.slots(b)[1]
+        n = vs.stop - vs.start
+        if n == 0:
+            raise ValueError(f"joint: {j.name!r} ({j.kind}) has no rates to take a force")
+        if n == 1 and np.ndim(value) == 0 and not isinstance(value, (str, bytes)):
+            value = [value]
+        forces[vs] = as_vector(value, n, "value")
+
+    def joint_force(self, joint):
+        """The generalized force held on the joint's rates (a copy; zeros if none)."""
+        b = self._joint_body(joint)
+        vs = self.backend.slots(b)[1]
+        forces = self.backend.joint_forces
+        return np.zeros(vs.stop - vs.start) if forces is None else forces[vs].copy()
+
+    # -- dynamics queries (on the current state; rates and forces in the layout of qvel) --------
+    def _dynamics(self):
+        """The query engine: the model's tree with its own scratch, made on first use (its
+        kernels compile then).  Both backends keep their coordinates in that tree's order."""
+        if self._queries is None:
+            from rtrigid.backends.tree.dynamics import Queries
+
+            queries = Queries(self.model)
+            if any(queries.slots(b) != self.backend.slots(b) for b in range(self.nb)):
+                raise RuntimeError("the backend's coordinates are not in the tree's order")
+            self._queries = queries
+        return self._queries
+
+    def mass_matrix(self):
+        """The joint-space mass matrix M(qpos), (nv, nv), symmetric positive definite: the
+        kinetic energy is qvel^T M qvel / 2 (rates and their order as in :meth:`qpos`).
+        The composite-rigid-body algorithm, O(nv * depth)."""
+        Qg = self.backend.positions()
+        return self._dynamics().mass_matrix(Qg)[np.ix_(self._vidx, self._vidx)]
+
+    def bias_forces(self):
+        """(nv,) Coriolis, centrifugal and gravity forces at the current state: the
+        equations of motion are M qacc + bias = tau, tau everything else acting on the rates
+        (joint forces, springs, dampers, applied loads) -- MuJoCo's qfrc_bias."""
+        Qg, nu = self.backend.positions(), self.backend.rates()
+        zero = np.zeros(self.nv)
+        return self._dynamics().inverse_dynamics(Qg, nu, zero)[self._vidx]
+
+    def inverse_dynamics(self, qacc):
+        """(nv,) the generalized force to add on the rates for accelerations ``qacc`` now.
+
+        Gravity, applied forces and torques, springs, joint springs and dampers and the
+        joint forces already held (:meth:`set_joint_force`) are accounted for: holding
+        ``joint force + inverse_dynamics(qacc)`` gives qacc.  With none of those acting it
+        is M qacc + bias.  The recursive Newton-Euler algorithm, O(nv).
+        """
+        qacc = as_vector(qacc, self.nv, "qacc")
+        nudot = np.empty(self.nv)
+        nudot[self._vidx] = qacc
+        be = self.backend
+        Qg, nu = be.positions(), be.rates()
+        held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
+        loads = (self._f_app, self._t_app, held)
+        return self._dynamics().inverse_dynamics(Qg, nu, nudot, loads)[self._vidx]
+
+    def jacobian(self, body, point_body=(0.0, 0.0, 0.0)):
+        """(6, nv): rows [linear; angular] world velocity of a body point per unit rate, so
+        ``jacobian(b, p) @ qvel()`` is (velocity of the point, angular velocity), world axes.
+        ``point_body``: body axes, from the centre of mass."""
+        b = self.body_index(body)
+        point = as_vector(point_body, 3, "point_body")
+        Qg = self.backend.positions()
+        return self._dynamics().jacobian(Qg, b, point)[:, self._vidx]
 
     def joints(self):
         """The joints as they are now, for drawing and inspection (a list of dicts).
@@ -371,6 +616,9 @@ class Simulation:
         return self.backend.gravity.copy()
 
     def kinetic_energy(self) -> float:
+        """Kinetic energy of the bodies' momenta: the integrator's own state (see
+        :meth:`velocity` for the one integrator where they differ from the reported
+        velocities, by O(dt^2) relative)."""
         be = self.backend
         t = 0.5 * np.sum(be.mass * np.sum(be.v * be.v, axis=1))
         return float(t + 0.5 * np.sum(be.w * (be.inertia * be.w)))
@@ -421,7 +669,7 @@ class Simulation:
 
     @property
     def _t_app(self):
-        return self.backend.A[3 * self.nb:].reshape(self.nb, 3)
+        return self.backend.A[3 * self.nb:6 * self.nb].reshape(self.nb, 3)
 
     def apply_force(self, body, force, point=None, frame="world"):
         """Add a constant force, acting from now on until :meth:`clear_applied`.
@@ -436,22 +684,30 @@ class Simulation:
         b = self.body_index(body)
         frame = as_frame(frame)
         force = self._to_world(b, as_vector(force, 3, "force"), frame)
-        if point is not None:
-            arm = self._load_point(b, point, frame) - self.backend.x[b]
-            self._t_app[b] += np.cross(arm, force)
-        self._f_app[b] += force
+        with np.errstate(all="ignore"):
+            f = self._f_app[b] + force
+            t = self._t_app[b]
+            if point is not None:
+                t = t + np.cross(self._load_point(b, point, frame) - self.backend.x[b], force)
+        _refuse_nonfinite("force", f, t)
+        self._f_app[b] = f
+        self._t_app[b] = t
 
     def apply_torque(self, body, torque, frame="world"):
         """Add a constant torque (world components, or body components taken as the body
         is now), acting from now on until :meth:`clear_applied`."""
         b = self.body_index(body)
         torque = as_vector(torque, 3, "torque")
-        self._t_app[b] += self._to_world(b, torque, as_frame(frame))
+        with np.errstate(all="ignore"):
+            t = self._t_app[b] + self._to_world(b, torque, as_frame(frame))
+        _refuse_nonfinite("torque", t)
+        self._t_app[b] = t
 
     def clear_applied(self, body=None):
-        """Remove applied forces and torques (of one body, or of all)."""
+        """Remove applied forces and torques (of one body, or of all); joint forces held by
+        :meth:`set_joint_force` stay until set again."""
         if body is None:
-            self.backend.A[:] = 0.0
+            self.backend.A[:6 * self.nb] = 0.0
         else:
             b = self.body_index(body)
             self._f_app[b] = 0.0
@@ -485,7 +741,7 @@ class Simulation:
         jump = self.backend.impulse(b, self._load_point(b, point, frame), impulse)
         if jump is None:
             raise ValueError(f"impulse: {impulse.tolist()} would give non-finite velocities")
-        self.backend.write_velocities(jump)
+        self._write("impulse", lambda: self.backend.write_velocities(jump))
 
     # -- snapshots --------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -494,17 +750,17 @@ class Simulation:
         be = self.backend
         return Snapshot((be.S.copy(), be.S_prev.copy(), be.A.copy(), self._steps,
                          self._accumulator, self.dropped_time, be.stats.copy(),
-                         self.integrator, dict(self.options)))
+                         self._fingerprint))
 
     def restore(self, snap: Snapshot):
         """Return to a snapshot taken from this simulation, bit for bit."""
         be = self.backend
-        if not isinstance(snap, Snapshot) or snap._data[0].shape != be.S.shape:
-            raise ValueError("snap: not a snapshot of this simulation")
-        S, S_prev, A, steps, acc, dropped, stats, integrator, options = snap._data
-        if (integrator, options) != (self.integrator, self.options):
-            raise ValueError(f"snap: taken with {integrator} {options}, this simulation runs "
-                             f"{self.integrator} {self.options}")
+        if not isinstance(snap, Snapshot):
+            raise ValueError(f"snap: expected a Snapshot, got {type(snap).__name__}")
+        S, S_prev, A, steps, acc, dropped, stats, fingerprint = snap._data
+        if fingerprint != self._fingerprint:
+            raise ValueError("snap: taken from a simulation of another model, integrator, "
+                             "option or step; this one cannot continue it")
         be.S[:] = S
         be.S_prev[:] = S_prev
         be.A[:] = A
@@ -514,8 +770,17 @@ class Simulation:
         self.dropped_time = dropped
 
 
+def _refuse_nonfinite(field, *arrays):
+    if not all(np.all(np.isfinite(a)) for a in arrays):
+        raise ValueError(f"{field}: the applied loads would not be finite with this value; "
+                         "the simulation is unchanged")
+
+
 def _unit_quaternion(q, name):
-    norm = np.linalg.norm(q)
+    """q / |q|, computed without overflow (q may hold numbers up to 1e308)."""
+    big = float(np.max(np.abs(q)))
+    scaled = q / big if big > 0.0 else q
+    norm = float(np.linalg.norm(scaled)) * big
     if norm < 1e-12:
         raise ValueError(f"{name}: quaternion of norm {norm:g} cannot be normalised")
-    return q / norm
+    return scaled / np.linalg.norm(scaled)

@@ -11,9 +11,15 @@ import numpy as np
 
 
 def as_vector(value, n, name):
-    """Return ``value`` as a finite float64 vector of length ``n`` or raise ``ValueError``."""
+    """Return ``value`` as a finite float64 vector of length ``n`` or raise ``ValueError``.
+
+    Only real numbers count: strings ("1.0") and bools are refused, not converted.
+    """
     try:
-        arr = np.array(value, dtype=np.float64)
+        raw = np.asarray(value)
+        if raw.dtype.kind not in "iuf":
+            raise TypeError
+        arr = np.array(raw, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"{name}: expected {n} numbers, got {value!r}") from None
     if arr.shape != (n,):
@@ -25,7 +31,7 @@ def as_vector(value, n, name):
 
 def as_scalar(value, name, *, positive=False, nonnegative=False):
     """Return ``value`` as a finite float or raise ``ValueError`` naming ``name``."""
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name}: expected a number, got {value!r}")
     try:
         x = float(value)

@@ -12,13 +12,24 @@ validation and diagnostics -- and reaches a backend only through this protocol:
                                 and its :class:`~rtrigid.joints.Geometry`
 ``mass``, ``inertia``, ``gravity`` (nb,), (nb, 3) principal moments, (3,)
 ``F``, ``I``                    the kernel buffers; ``S``, ``S_prev``, ``A``, ``solver``,
-                                ``stats`` their sections
+                                ``stats`` their sections; ``model_digest`` of the frozen model
 ``x, q, v, w``                  (nb, 3/4/3/3) views of S: centre of mass, unit quaternion
                                 (body -> world), centre-of-mass velocity (world), angular
-                                velocity (body frame); ``x_prev``, ``q_prev`` of S_prev
+                                velocity (body frame); ``x_prev``, ``q_prev`` of S_prev.
+                                v, w are the scheme's own (its momenta: energy, momentum)
+``velocities()``                (v, w) at t, consistent with the joint rates; the views above
+                                except under a scheme that declares ``MEAN_RATES`` (its
+                                velocities meet the joints only to O(h^2))
 ``potential_energy()``          gravity and springs
-``joint_state(b)``              (coordinates, rates) of body b's inbound joint, copies
+``joint_state(b)``              (coordinates, rates at t) of body b's inbound joint, copies
 ``set_joint_state(b, qpos, qvel)`` write them (either may be None), then re-derive the state
+``slots(b)``                    (coordinate slice, rate slice) of body b's inbound joint in
+                                ``positions()`` and ``rates()``
+``positions()``, ``rates()``    every joint's coordinates, and rates at t, in the backend's
+                                order (the tree's; body by body for single bodies)
+``set_coordinates(qpos, qvel)`` write all of them (either may be None), re-derive the state
+``joint_forces``                (nv,) view of the held joint forces in A (rate order), or
+                                None where the kernels take none
 ``set_body(b, x=, q=, v=, w=,``  teleport a body (w in world or body axes); refuses what
 ``w_frame=)``                   its joint forbids
 ``impulse(b, point, J)``        velocity jumps of an impulse J at a world point, or None if

@@ -16,13 +16,16 @@ S:       the state; its layout is the backend's (``STATE_FIELDS`` in each backen
 S_prev:  the state at the start of the last step (render interpolation reads it; a failed
          step is rolled back from it)
 A:       applied loads, (6 nb,): (nb, 3) world force at the centre of mass, (nb, 3) world
-         torque; constant over a call
+         torque; the tree backend adds (nv,) generalized forces held on the joint rates;
+         constant over a call
 solver:  [max_iter, max_halvings] of implicit schemes
 work:    scratch, sized by the kernel module's ``work_size``
 stats:   int64 counters STAT_*
 status:  OK, or FAILED / NONFINITE with the state rolled back to the start of the failed
          step; USED_FALLBACK or-ed in if any step needed the sub-step fallback.
 """
+import hashlib
+
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
@@ -65,6 +68,11 @@ def allocate(mf, mi, n_state, n_applied, n_work):
     F[:len(mf)] = mf
     I[:len(mi)] = mi
     return F, I
+
+
+def model_digest(mf, mi):
+    """A digest of a frozen model's two arrays: what makes two simulations the same model."""
+    return hashlib.sha256(mf.tobytes() + mi.tobytes()).digest()
 
 
 def field_offsets(fields, count):

@@ -191,6 +191,56 @@ def chain_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(1, 2, 5, 1
     return {"dt": dt, "scaling_us_per_step": scaling, "energy_drift_10s_n10": drift}
 
 
+def seven_link_arm():
+    """A 7-link arm of 0.3 m rods (2.2 .. 1.0 kg), revolute joints alternating about the link
+    axis (roll) and across it (pitch), hanging from the world origin under gravity."""
+    from rtrigid.model import Model
+
+    m = Model()
+    length = 0.3
+    for i in range(7):
+        mass = 2.2 - 0.2 * i
+        m.add_body(f"link{i}", mass, scenarios.rod_inertia(mass, length, 0.04))
+        m.add_joint("revolute", None if i == 0 else i - 1, i,
+                    axis_parent=(0.0, 0.0, 1.0) if i % 2 == 0 else (0.0, 1.0, 0.0),
+                    anchor_parent=(0.0, 0.0, 0.0) if i == 0 else (0.0, 0.0, length / 2),
+                    anchor_child=(0.0, 0.0, -length / 2))
+    return m
+
+
+def query_costs(repeats=5, calls=5000):
+    """Microseconds per call (best of ``repeats`` timed loops of ``calls`` calls) of the
+    generalized-coordinate calls and dynamics queries on :func:`seven_link_arm` at dt = 1 ms,
+    per tree integrator, the arm moving at 0.5 rad/s per joint."""
+    import timeit
+
+    from rtrigid.simulation import Simulation
+
+    out = {}
+    for integ in ("nullspace_rk4", "energy_momentum"):
+        sim = Simulation(seven_link_arm(), integ, 1e-3)
+        sim.set_qvel(np.full(7, 0.5))
+        sim.step(10)
+        q, v, a = sim.qpos(), sim.qvel(), np.ones(7)
+        sim.mass_matrix()  # compile / load the queries outside the timing
+        calls_of = {
+            "step(1)": lambda: sim.step(1),
+            "qpos()": sim.qpos,
+            "qvel()": sim.qvel,
+            "step(1); qvel()": lambda: (sim.step(1), sim.qvel()),
+            "set_joint_force(j, x)": lambda: sim.set_joint_force(3, 0.1),
+            "set_qpos(q)": lambda: sim.set_qpos(q),
+            "set_qvel(v)": lambda: sim.set_qvel(v),
+            "mass_matrix()": sim.mass_matrix,
+            "bias_forces()": sim.bias_forces,
+            "inverse_dynamics(qacc)": lambda: sim.inverse_dynamics(a),
+            "jacobian(b, p)": lambda: sim.jacobian(6, (0.0, 0.0, 0.15)),
+        }
+        out[integ] = {name: min(timeit.repeat(f, number=calls, repeat=repeats)) / calls * 1e6
+                      for name, f in calls_of.items()}
+    return out
+
+
 def print_table(result):
     integs = integrators.names() + ["mujoco_rk4"]
     print("median us/step, one compiled call of", result["steps_per_call"], "steps,",

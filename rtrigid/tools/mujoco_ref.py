@@ -54,6 +54,7 @@ __all__ = [
     "step",
     "time_per_step",
     "gyro_top_state",
+    "build_tree",
 ]
 
 _INTEGRATORS = {
@@ -526,3 +527,98 @@ def chain_energy(model, data):
         total += 0.5 * m * v_com @ v_com + 0.5 * wb @ (np.array(model.body_inertia[b]) * wb)
         total -= m * g @ com
     return float(total)
+
+
+_TREE_JOINTS = {"revolute": "hinge", "prismatic": "slide", "spherical": "ball"}
+
+
+def build_tree(model, *, dt=1e-3, integrator="RK4"):
+    """MuJoCo model of an rtrigid :class:`~rtrigid.model.Model` whose joints are revolute,
+    prismatic, spherical or fixed and whose other bodies are free or attached to the world.
+
+    Each MuJoCo body frame is the rtrigid body frame (centre of mass, principal axes: the
+    inertial element sits at its origin).  A jointed body is placed in its parent's frame at
+    zero joint coordinates: orientation r0 (the joint's relative rotation there, see
+    :mod:`rtrigid.joints`), origin a_P - R(r0) a_C; its hinge or slide is at a_C along u_C
+    (child axes), its ball at a_C, so the joint point and axis are the same; joint springs
+    (stiffness, springref = rest) and dampers carry over.  Joint coordinates and rates are
+    then MuJoCo's qpos / qvel entries (a ball's and a free body's conventions are those of
+    the module docstring).  Point-to-point springs have no counterpart here and are refused.
+
+    Returns ``(model, data, qadr, vadr)``: for the rtrigid joint handles in order (the
+    model's joints, then pivots and free bodies in body order, as ``Simulation.joint_names``)
+    the MuJoCo qpos and qvel addresses of each joint's entries, so that
+    ``data.qpos[qadr] = sim.qpos()`` and ``data.qvel[vadr] = sim.qvel()``.
+    """
+    from rtrigid.joints import geometry
+
+    mujoco = _mujoco()
+    key = str(integrator).lower()
+    if key not in _INTEGRATORS:
+        raise ValueError(f"integrator: unknown {integrator!r}")
+    if model.springs:
+        raise ValueError("model: point-to-point springs have no MuJoCo counterpart here")
+    inbound = model.inbound_joints()
+    for j in inbound:
+        if j.kind not in _TREE_JOINTS and j.kind not in ("fixed", "free"):
+            raise ValueError(f"model: joint {j.name!r} is {j.kind}; build_tree takes "
+                             "revolute, prismatic, spherical, fixed and free ones")
+    children = {}
+    for b, j in enumerate(inbound):
+        children.setdefault(j.parent, []).append(b)
+
+    def body_xml(b, indent):
+        j, g = inbound[b], geometry(inbound[b])
+        body = model.bodies[b]
+        r0 = g.r0
+        origin = g.anchor_parent - _rotation(r0) @ g.anchor_child
+        if j.kind == "free":
+            origin, r0 = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+            joint = f'<freejoint name="{j.name}"/>'
+        elif j.kind == "fixed":
+            joint = ""
+        else:
+            axis = f' axis="{_vec(g.axis_child)}"' if j.kind != "spherical" else ""
+            joint = (f'<joint name="{j.name}" type="{_TREE_JOINTS[j.kind]}" '
+                     f'pos="{_vec(g.anchor_child)}"{axis} stiffness="{_num(j.stiffness)}" '
+                     f'springref="{_num(j.rest)}" damping="{_num(j.damping)}" armature="0" '
+                     'frictionloss="0"/>')
+        pad = " " * indent
+        inner = "".join(body_xml(c, indent + 2) for c in children.get(b, []))
+        return (f'{pad}<body name="{body.name}" pos="{_vec(origin)}" quat="{_vec(r0)}">\n'
+                f"{pad}  {joint}\n"
+                f'{pad}  <inertial pos="0 0 0" quat="1 0 0 0" mass="{_num(body.mass)}" '
+                f'diaginertia="{_vec(body.inertia)}"/>\n{inner}{pad}</body>\n')
+
+    tree = "".join(body_xml(b, 4) for b in children.get(-1, []))
+    xml = f"""<mujoco model="rtrigid_tree">
+  <compiler inertiafromgeom="false" balanceinertia="false" boundmass="0" boundinertia="0"
+            alignfree="false" angle="radian"/>
+  <option timestep="{_num(dt)}" integrator="{_INTEGRATORS[key]}"
+          gravity="{_vec(model.gravity)}" density="0" viscosity="0" wind="0 0 0">
+    <flag contact="disable" autoreset="disable"/>
+  </option>
+  <worldbody>
+{tree}  </worldbody>
+</mujoco>
+"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(mjm)
+    if mjm.nbody != len(model.bodies) + 1 or np.any(mjm.dof_armature):
+        raise RuntimeError("MuJoCo compiled a tree that differs from the request")
+    explicit = {j.child for j in model.joints}
+    handles = [j.child for j in model.joints] + [b for b in range(len(model.bodies))
+                                                 if b not in explicit]
+    qadr, vadr = [], []
+    sizes = {"free": (7, 6), "spherical": (4, 3), "revolute": (1, 1), "prismatic": (1, 1),
+             "fixed": (0, 0)}
+    for b in handles:
+        j = inbound[b]
+        nq, nv = sizes[j.kind]
+        if nq == 0:
+            continue
+        jid = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, j.name)
+        qadr.extend(range(mjm.jnt_qposadr[jid], mjm.jnt_qposadr[jid] + nq))
+        vadr.extend(range(mjm.jnt_dofadr[jid], mjm.jnt_dofadr[jid] + nv))
+    mujoco.mj_forward(mjm, data)
+    return mjm, data, np.array(qadr, np.intp), np.array(vadr, np.intp)

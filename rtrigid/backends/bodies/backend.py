@@ -13,7 +13,7 @@ from rtrigid.backends.bodies.common import (
 )
 from rtrigid.backends.bodies.forces import potential_energy
 from rtrigid.backends.bodies.layout import PIVOTED, flatten, freeze, kernel_arrays
-from rtrigid.backends.buffers import allocate, sections
+from rtrigid.backends.buffers import allocate, model_digest, sections
 from rtrigid.joints import geometry
 from rtrigid.maths import quat
 
@@ -32,6 +32,7 @@ class BodiesBackend:
         self.mass, self.inertia, self.gravity = fm.mass, fm.inertia, fm.gravity
         mf, mi = flatten(fm)
         self.F, self.I = allocate(mf, mi, STATE_WIDTH * nb, 6 * nb, module.work_size(nb))
+        self.model_digest = model_digest(mf, mi)
         self.S, self.S_prev, self.A, self.solver, self.stats, _ = sections.py_func(
             self.F, self.I, len(mf), len(mi), STATE_WIDTH * nb, 6 * nb)
         self.arrays = kernel_arrays.py_func(self.F[:len(mf)], self.I[:len(mi)])
@@ -39,6 +40,17 @@ class BodiesBackend:
             self.S, nb)
         self.x_prev, self.q_prev = state_view.py_func(self.S_prev, nb)[:2]
         self.q[:, 0] = 1.0
+        # each body's inbound joint in positions() / rates(): a pivot's 4 / 3, a free body's 7 / 6
+        self._qoff, self._voff = [0], [0]
+        for b in range(nb):
+            pivoted = fm.kind[b] == PIVOTED
+            self._qoff.append(self._qoff[-1] + (4 if pivoted else 7))
+            self._voff.append(self._voff[-1] + (3 if pivoted else 6))
+        self.joint_forces = None  # the single-body kernels take no joint forces
+        # a scheme whose pivoted bodies' velocities meet the pivot only to O(h^2) (midpoint_em:
+        # v_{n+1} = 2 (x_{n+1} - x_n)/h - v_n) declares MEAN_RATES; velocities() then reports
+        # the rate of the body's momentum about its pivot, and the pivot velocity it gives
+        self._mean_rates = bool(getattr(module, "MEAN_RATES", False))
         for b in range(nb):
             self._sync(b)
         self.S_prev[:] = self.S
@@ -60,13 +72,61 @@ class BodiesBackend:
         return float(potential_energy(*self.arrays, self.x, self.q))
 
     # -- joints: a pivot is a spherical joint to the world, otherwise a free joint ------------
+    def slots(self, b):
+        """(coordinate slice, rate slice) of body b's joint in :meth:`positions` and
+        :meth:`rates`."""
+        return (slice(self._qoff[b], self._qoff[b + 1]), slice(self._voff[b], self._voff[b + 1]))
+
+    def positions(self):
+        """Every body's joint coordinates, body by body (a new array)."""
+        qpos = np.empty(self._qoff[-1])
+        for b in range(self.nb):
+            qpos[self.slots(b)[0]] = self.joint_state(b)[0]
+        return qpos
+
+    def rates(self):
+        """Every body's joint rates at t, body by body (a new array)."""
+        qvel = np.empty(self._voff[-1])
+        for b in range(self.nb):
+            qvel[self.slots(b)[1]] = self.joint_state(b)[1]
+        return qvel
+
+    def velocities(self):
+        """(v, w) at t, consistent with the joint rates: the state's own (views), except for
+        a pivoted body under a MEAN_RATES scheme: w = Jref^-1 (J Omega + m s x R^T v), the
+        angular momentum about the pivot (s: centre of mass from it, body axes) carried by
+        the scheme's velocities, and v = R (w x s) (new arrays)."""
+        if not self._mean_rates:
+            return self.v, self.w
+        fm = self.frozen
+        v, w = self.v.copy(), self.w.copy()
+        for b in np.flatnonzero(fm.kind == PIVOTED):
+            vb = quat.rotate_inv(self.q[b], self.v[b], np.empty(3))
+            s = fm.com[b]
+            w[b] = fm.jref_inv[b] @ (fm.inertia[b] * self.w[b] + fm.mass[b] * np.cross(s, vb))
+            v[b] = quat.rotate(self.q[b], np.cross(w[b], s), np.empty(3))
+        return v, w
+
+    def _settle(self, b):
+        """Before a write to body b: its angular velocity <- the one at t (velocities())."""
+        if self._mean_rates and self.frozen.kind[b] == PIVOTED:
+            self.w[b] = self.velocities()[1][b]
+
+    def set_coordinates(self, qpos=None, qvel=None):
+        """Write all coordinates and/or rates (the order of :meth:`positions`)."""
+        for b in range(self.nb):
+            qs, vs = self.slots(b)
+            self.set_joint_state(b, None if qpos is None else qpos[qs],
+                                 None if qvel is None else qvel[vs])
+
     def joint_state(self, b):
         if self.frozen.kind[b] == PIVOTED:
-            return self.q[b].copy(), self.w[b].copy()
+            return self.q[b].copy(), self.velocities()[1][b].copy()
         return np.r_[self.x[b], self.q[b]], np.r_[self.v[b], self.w[b]]
 
     def set_joint_state(self, b, qpos=None, qvel=None):
         pivoted = self.frozen.kind[b] == PIVOTED
+        self._settle(b)
         if qpos is not None:
             if pivoted:
                 self.q[b] = qpos
@@ -86,6 +146,7 @@ class BodiesBackend:
             raise ValueError(f"{field}: body {self.names[b]!r} is pivoted; its "
                              "position and velocity follow from its orientation and angular "
                              "velocity")
+        self._settle(b)
         if x is not None:
             self.x[b] = x
         if q is not None:

@@ -53,6 +53,10 @@ from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.bodies.layout import B_COM, B_INERTIA, B_MASS, PIVOTED, S_ANCHOR, S_K, S_POINT, S_REST
 from rtrigid.maths.quat import qmul_t, rotmat
 
+# the velocity update above meets a pivot only to O(h^2): the backend reports the rates at t
+# from the body's angular momentum about its pivot (bodies.backend.BodiesBackend.velocities)
+MEAN_RATES = True
+
 # scratch layout (float64 entries)
 _F, _D, _R0, _JAC, _RES, _U, _VEC, _END = 0, 9, 36, 45, 126, 135, 144, 168
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from rtrigid.backends import TREE
-from rtrigid.backends.buffers import allocate, sections
+from rtrigid.backends.buffers import allocate, model_digest, sections
 from rtrigid.backends.tree.kinematics import (
     FREE6,
     I_KIND,
@@ -27,6 +27,8 @@ from rtrigid.backends.tree.kinematics import (
     T_R0,
     T_REST,
     Tree,
+    applied_size,
+    applied_views,
     carve,
     impulse_response,
     refresh_bodies,
@@ -34,6 +36,7 @@ from rtrigid.backends.tree.kinematics import (
     state_size,
     state_views,
 )
+from rtrigid.backends.tree.dynamics import changed, rates_of_momenta
 from rtrigid.joints import geometry
 from rtrigid.maths import quat
 
@@ -51,10 +54,12 @@ class TreeBackend:
         self.geometry = [geometry(j) for j in self.joints]
         mf, mi = tree.model_arrays()
         n_state = state_size(tree.nb, nq, nv)
-        self.F, self.I = allocate(mf, mi, n_state, 6 * tree.nb,
-                                  module.work_size(tree.nb, nq, nv))
+        n_applied = applied_size.py_func(tree.nb, nv)
+        self.F, self.I = allocate(mf, mi, n_state, n_applied, module.work_size(tree.nb, nq, nv))
+        self.model_digest = model_digest(mf, mi)
         self.S, self.S_prev, self.A, self.solver, self.stats, self._work = sections.py_func(
-            self.F, self.I, len(mf), len(mi), n_state, 6 * tree.nb)
+            self.F, self.I, len(mf), len(mi), n_state, n_applied)
+        self.joint_forces = applied_views.py_func(self.A, tree.nb, nv)[2]
         self._tf, self._ti = tree.tf, tree.ti
         (self.Qg, self.nu, self.x, self.q, self.v, self.w, self._L) = state_views(
             self.S, tree.nb, nq, nv)
@@ -63,6 +68,14 @@ class TreeBackend:
         self.inertia = tree.tf[:, T_J:T_J + 3].copy()
         self.gravity = tree.gravity
         self.Qg[:] = tree.Q0
+        # A scheme whose bodies' momenta at t_{n+1} meet the joints' velocity constraints only
+        # to O(h^2) (the jointed energy_momentum: nu is then the step's mean rate) declares
+        # MEAN_RATES.  The rates and velocities at t are then those of the bodies' momenta,
+        # (T^T M T)^-1 T^T p (rates()), computed when asked for and kept until S changes.
+        self._mean_rates = bool(getattr(module, "MEAN_RATES", False))
+        self._at_t = np.zeros(nv), np.zeros((tree.nb, 3)), np.zeros((tree.nb, 3))
+        self._seen = np.full(n_state, np.nan)  # the S _at_t was computed from
+        self._xs, self._qs = np.zeros((tree.nb, 3)), np.zeros((tree.nb, 4))
         self._sync()
 
     def _scratch(self):
@@ -103,12 +116,61 @@ class TreeBackend:
         return v
 
     # -- joints ----------------------------------------------------------------------------
+    def slots(self, b):
+        """(coordinate slice, rate slice) of body b's inbound joint in :meth:`positions`
+        and :meth:`rates`."""
+        return self._slots(b)[1:]
+
+    def _now(self):
+        """(nu, v, w) at t: the joint rates, the centres' velocities (world) and the body
+        angular velocities, consistent with each other (views; read them only)."""
+        if not self._mean_rates:
+            return self.nu, self.v, self.w
+        if changed(self.S, self._seen):  # (and now seen)
+            nu, v, w = self._at_t
+            if np.array_equal(self.S, self.S_prev):
+                # just written (a teleport): nu, v and w are consistent as they stand
+                nu[:], v[:], w[:] = self.nu, self.v, self.w
+            else:
+                rates_of_momenta(self.F, self.I, self._xs, self._qs, nu, v, w)
+        return self._at_t
+
+    def velocities(self):
+        """(v, w) at t: centre-of-mass velocities (world) and body angular velocities
+        (body axes), consistent with rates()."""
+        return self._now()[1:]
+
+    def positions(self):
+        """Every joint's coordinates, in the tree's order (a view)."""
+        return self.Qg
+
+    def rates(self):
+        """Every joint's rates at t, in the tree's order (a view; read it only)."""
+        return self._now()[0]
+
+    def _settle(self):
+        """Before a write: nu <- the rates at t, so the state derived after it keeps the
+        motion at t of every joint the write leaves alone."""
+        if self._mean_rates:
+            self.nu[:] = self._now()[0]
+            self._sync(teleport=False)
+
+    def set_coordinates(self, qpos=None, qvel=None):
+        """Write all coordinates and/or rates (the tree's order), then re-derive the state."""
+        self._settle()
+        if qpos is not None:
+            self.Qg[:] = qpos
+        if qvel is not None:
+            self.nu[:] = qvel
+        self._sync()
+
     def joint_state(self, b):
         _, qs, vs = self._slots(b)
-        return self.Qg[qs].copy(), self.nu[vs].copy()
+        return self.Qg[qs].copy(), self._now()[0][vs].copy()
 
     def set_joint_state(self, b, qpos=None, qvel=None):
         _, qs, vs = self._slots(b)
+        self._settle()
         if qpos is not None:
             self.Qg[qs] = qpos
         if qvel is not None:
@@ -125,6 +187,7 @@ class TreeBackend:
                 raise ValueError(f"{field}: body {self.names[b]!r} is held by a "
                                  f"{self.joints[b].kind} joint; set its joint coordinates "
                                  "(set_joint_position / set_joint_velocity)")
+        self._settle()
         if kind == FREE6:
             if x is not None:
                 self.Qg[qs.start:qs.start + 3] = x

@@ -101,7 +101,7 @@ reactions are not worked out for this scheme; see the README).
 """
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.buffers import (
     FAILED,
     OK,
@@ -161,6 +161,10 @@ LAM_MIN = 1.0 / 16.0
 GROWTH = 2.0
 REFRESH = 1e-5
 SUPPORTED = ("free", "spherical", "revolute", "fixed")
+# After a step nu holds the step's mean rates mu / h (the predictor's input) and the bodies'
+# momenta meet the joints' velocity constraints only to O(h^2): the backend derives the rates
+# at t_{n+1} from those momenta (tree.backend.TreeBackend.rates)
+MEAN_RATES = True
 
 
 def work_size(nb, nq, nv):
@@ -287,7 +291,7 @@ def _canonical_roots(ti, mu, Q1):
 
 
 @jit
-def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, jx):
+def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx):
     """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, w (into ``u``), the mean rotation
     matrices Rbar = (R0 + R1)/2 (into ``rot``), and for the Newton matrix each body's R1 L1
     (mt) and the moment about its joint point of its subtree's residuals (Nm).  Needs the
@@ -315,8 +319,8 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
             u[b, k] = c[1 + k] * d
             L1[b, k] = 4.0 * inv_h * tf[b, T_J + k] * u[b, k] - L0[b, k]
             v1[b, k] = 2.0 * (x1[b, k] - x0[b, k]) * inv_h - v0[b, k]
-            fw[b, k] = m * gravity[k] + f_app[b, k]
-            Y[b, k] = t_app[b, k]
+            fw[b, k] = m * gravity[k] + A[3 * b + k]  # A: applied loads (kinematics.applied_views)
+            Y[b, k] = A[3 * (nb + b) + k]
         for i in range(3):
             for k in range(3):
                 rot[b, i, k] = 0.5 * (R0[b, i, k] + R[b, i, k])
@@ -340,6 +344,8 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
             _point_load(pf, sp, P_A, a, f, 1.0, rot, fw, Y)
         if bb >= 0:
             _point_load(pf, sp, P_B, bb, f, -1.0, rot, fw, Y)
+    if forces:  # some joint force is held (see step)
+        _joint_force_loads(tf, ti, A, mu, R0, rot, u, fw, Y)
     # per-body residuals (world): R1 L1 - R0 L0 - h T and m (v1 - v0) - h f
     for b in range(nb):
         m = tf[b, T_MASS]
@@ -383,6 +389,70 @@ def _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Q0, mu, x, q, scr, em, j
     for j in range(res.shape[0]):
         rnorm = max(rnorm, abs(res[j]))
     return rnorm / scale, floor / scale
+
+
+@jit_inline
+def _joint_force_loads(tf, ti, A, mu, R0, rot, u, fw, Y):
+    """The held joint forces as equal and opposite loads on child and parent (into fw, Y).
+
+    A body's kinetic energy changes over the step by b.T for a torque T (b = 2 R0 w its
+    spatial Cayley vector), so a torque pair +-T does the work T.(b_c - b_p), and has no net
+    moment.  Revolute: the child turns by C_p Rot(a0, dtheta), a0 = R0_c u_C the axis at t_n;
+    composing Cayley vectors (beta = b/2 = R0 w, Rot(a0, dtheta) = Cay(t a0), t = tan(dtheta/2))
+    gives b_c - b_p = 2 t (1 + |beta_p|²) / (1 - t beta_p.a0) mbar along the mean axis
+    mbar = Rbar u_C.  So the pair kappa mbar with
+        kappa = tau (dtheta/2) / tan(dtheta/2) (1 - t beta_p.a0) / ((1 + |beta_p|²) |mbar|²)
+    does the work tau (theta1 - theta0) exactly: a constant joint torque enters the energy
+    balance as exact discrete work.  (kappa depends on mu; its derivative, O(h tau), is left
+    out of the Newton matrix, like the spring forces'.)
+    Spherical joints and a free body's turn: the torque given in child axes acts as Rbar tau
+    (its work is tau.Rbar^T (b_c - b_p), the discrete counterpart of tau.omega_rel dt); a free
+    body's force acts at its centre of mass (work (x1 - x0).f, exact).
+    """
+    nb = ti.shape[0]
+    held = 6 * nb  # where the held joint forces start in A (they are read in place: a view
+    # passed along costs reference counts in every residual evaluation, measurable here)
+    for b in range(nb):
+        kind = ti[b, I_KIND]
+        ov = ti[b, I_VOFF]
+        p = ti[b, I_PARENT]
+        if kind == REVOLUTE:
+            tau = A[held + ov]
+            if tau == 0.0:
+                continue
+            m = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            beta = (0.0, 0.0, 0.0)
+            if p >= 0:
+                beta = rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
+            half = 0.5 * mu[ov]
+            t = np.tan(half)
+            ratio = 1.0 if half == 0.0 else half / t
+            mm = m[0] * m[0] + m[1] * m[1] + m[2] * m[2]
+            bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
+            ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
+            kappa = tau * ratio * (1.0 - t * ba) / ((1.0 + bb) * mm)
+            for k in range(3):
+                Y[b, k] += kappa * m[k]
+                if p >= 0:
+                    Y[p, k] -= kappa * m[k]
+        elif kind == SPHERICAL or kind == FREE6:
+            n = 6 if kind == FREE6 else 3
+            idle = True
+            for k in range(n):
+                idle = idle and A[held + ov + k] == 0.0
+            if idle:
+                continue
+            o = ov
+            if kind == FREE6:
+                for k in range(3):
+                    fw[b, k] += A[held + ov + k]
+                o = ov + 3
+            T = rot_vec(rot[b], A[held + o], A[held + o + 1], A[held + o + 2])
+            for k in range(3):
+                Y[b, k] += T[k]
+                if p >= 0:
+                    Y[p, k] -= T[k]
 
 
 @jit
@@ -775,7 +845,7 @@ def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
 
 
 @jit
-def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q, v, w, L,
+def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
                 scr, em, jx, rates, stats):
     """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
     False on failure."""
@@ -796,8 +866,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu, x, q
     lam = 1.0
     done = False
     for it in range(max_iter + 1):
-        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr,
-                                 em, jx)
+        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em,
+                                 jx)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
         accept = max(ACCEPT, FLOOR_MARGIN * floor)
         if (not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT and lam > LAM_MIN:
@@ -870,12 +940,13 @@ def step(n, dt, F, I):
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
     Qg_prev, nu_prev = state_views(S_prev, nb, nq, nv)[:2]
-    f_app = A[0:3 * nb].reshape((nb, 3))
-    t_app = A[3 * nb:6 * nb].reshape((nb, 3))
     scr = carve(work, nb, nq, nv)
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
     pred = jx[9]
+    forces = False  # any joint force held (A after the body loads; constant over the call)
+    for i in range(6 * nb, 6 * nb + nv):
+        forces = forces or A[i] != 0.0
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
     flags = OK
@@ -887,7 +958,7 @@ def step(n, dt, F, I):
         while True:
             ok = True
             for _sub in range(m):
-                ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, f_app, t_app, Qg, nu,
+                ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu,
                                  x, q, v, w, L, scr, em, jx, pred if m == 1 else nu, stats)
                 if not ok:
                     break
@@ -918,8 +989,6 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
-    f_app = A[0:3 * nb].reshape((nb, 3))
-    t_app = A[3 * nb:6 * nb].reshape((nb, 3))
     scr = carve(work, nb, nq, nv)
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     em = _em_carve(work, nb, nq, nv)
@@ -929,7 +998,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = mu_in[j]
-    _residual(dt, gravity, tf, ti, pf, pi, f_app, t_app, Qg, mu, x, q, scr, em, jx)
+    _residual(dt, gravity, tf, ti, pf, pi, A, True, Qg, mu, x, q, scr, em, jx)
     for j in range(nv):
         res_out[j] = res[j]
     _newton_matrix(dt, tf, ti, q0, mu, scr, em, jx)

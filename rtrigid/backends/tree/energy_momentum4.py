@@ -9,7 +9,8 @@ keeps the energy and the momenta as the base step does.  Each stage is one solve
 :func:`.energy_momentum.solve_step`, with its iteration, stopping rule and canonical roots.
 
 State and rates.  As for the base scheme, ``nu`` after a step holds the mean rates of the
-step: the increments from the coordinates at its start to those at its end, divided by h
+step (so the module declares ``MEAN_RATES``, and the rates reported at t are derived from the
+bodies' momenta by the backend): the increments from the coordinates at its start to those at its end, divided by h
 (Cayley increments on the near root for quaternions; :func:`_mean_rates`).  So the base
 scheme's predictor works unchanged: it extrapolates 2 nu - nu_prev when the state before the
 last step is linked to the present one by those rates (both are in every snapshot).
@@ -49,6 +50,9 @@ from rtrigid.backends.tree.kinematics import (
 )
 
 
+# nu holds the step's mean rates (see the module docstring): the backend derives the rates at
+# t_{n+1} from the bodies' momenta, as for the base scheme
+MEAN_RATES = em.MEAN_RATES
 _SUZUKI_MIDS = mid_times(SUZUKI)
 _TRIPLE_JUMP_MIDS = mid_times(TRIPLE_JUMP)
 
@@ -92,9 +96,10 @@ def _run(n, dt, F, I, stages, mids):
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
     Qg_prev, nu_prev = state_views(S_prev, nb, nq, nv)[:2]
-    f_app = A[0:3 * nb].reshape((nb, 3))
-    t_app = A[3 * nb:6 * nb].reshape((nb, 3))
     scr, emw, jx, o = em.scratch_views(work, nb, nq, nv)
+    forces = False  # any joint force held (A after the body loads; constant over the call)
+    for i in range(6 * nb, 6 * nb + nv):
+        forces = forces or A[i] != 0.0
     pred = jx[9]
     change = work[o:o + nv]
     rates = work[o + nv:o + 2 * nv]
@@ -123,8 +128,8 @@ def _run(n, dt, F, I, stages, mids):
                 else:
                     for j in range(nv):
                         rates[j] = nu[j] + (mids[k] - mids[k - 1]) * change[j]
-                ok = em.solve_step(stages[k] * hm, max_iter, gravity, tf, ti, pf, pi, f_app,
-                                   t_app, Qg, nu, x, q, v, w, L, scr, emw, jx, rates, stats)
+                ok = em.solve_step(stages[k] * hm, max_iter, gravity, tf, ti, pf, pi, A, forces,
+                                   Qg, nu, x, q, v, w, L, scr, emw, jx, rates, stats)
                 if not ok:
                     break
             ok = ok and all_finite(S)

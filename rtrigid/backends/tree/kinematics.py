@@ -486,7 +486,7 @@ def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Ia):
                     Ia[3 + r, 3 + c] = IA[b, 3 + r, 3 + c] - (
                         IA[b, 3 + r, 0] * W[b, 0, c] + IA[b, 3 + r, 1] * W[b, 1, c]
                         + IA[b, 3 + r, 2] * W[b, 2, c])
-            _shift_to_parent(Ia, G, b, IA, p)
+            shift_to_parent(Ia, G, b, IA, p)
             continue
         k = nv_of(kind)
         for c in range(k):
@@ -523,13 +523,13 @@ def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Ia):
                 if k > 2:
                     s -= t2 * W[b, 2, c]
                 Ia[r, c] = s
-        _shift_to_parent(Ia, G, b, IA, p)
+        shift_to_parent(Ia, G, b, IA, p)
     keep_alive(R)  # see keep_alive; and one exit only, for the same reason
     return ok
 
 
 @jit_inline
-def _shift_to_parent(Ia, G, b, IA, p):
+def shift_to_parent(Ia, G, b, IA, p):
     """IA[p] += X(d)^T Ia X(d), d = G[b, ROW_D]: an inertia about body b's joint point, taken
     about its parent's.  With Ia = [[A, B], [E, C]]:  E' = E - C[d]x, B' = B + [d]x C,
     A' = A - B[d]x + [d]x E'  (rows of M[d]x are rows of M crossed with d)."""
@@ -758,17 +758,18 @@ def _add_point_force(fext, b, x, G, p, f, sign):
 
 
 @jit
-def joint_forces(tf, ti, Qg, nu, tau):
-    """tau <- joint spring and damper forces (revolute, prismatic): -k (c - c0) - d c_dot."""
+def joint_forces(tf, ti, Qg, nu, held, tau):
+    """tau <- the held joint forces plus the joint springs and dampers (revolute, prismatic):
+    held - k (c - c0) - d c_dot."""
     nb = ti.shape[0]
     for b in range(nb):
         kind = ti[b, I_KIND]
         ov = ti[b, I_VOFF]
         for k in range(nv_of(kind)):
-            tau[ov + k] = 0.0
+            tau[ov + k] = held[ov + k]
         if kind == REVOLUTE or kind == PRISMATIC:
             o = ti[b, I_QOFF]
-            tau[ov] = -tf[b, T_K] * (Qg[o] - tf[b, T_REST]) - tf[b, T_DAMP] * nu[ov]
+            tau[ov] += -tf[b, T_K] * (Qg[o] - tf[b, T_REST]) - tf[b, T_DAMP] * nu[ov]
 
 
 @jit
@@ -808,12 +809,27 @@ def work_layout(nb, nq, nv):
 
 # -- the kernel buffers -------------------------------------------------------------------------
 #   I = [nb, ns, nq, nv | ti (nb x I_WIDTH) | pi (ns x 2) | stats]
-#   F = [gravity (3) | tf (nb x T_WIDTH) | pf (ns x P_WIDTH) | S | S_prev | A (6 nb) | solver (2)
-#        | work]
+#   F = [gravity (3) | tf (nb x T_WIDTH) | pf (ns x P_WIDTH) | S | S_prev | A (6 nb + nv)
+#        | solver (2) | work]
+#   A = [f_app (3 nb) | t_app (3 nb) | held joint forces (nv, on the rates nu, in nu's order)]
 #   S = [Qg (nq) | nu (nv) | x (3 nb) | q (4 nb) | v (3 nb) | w (3 nb) | L (3 nb)]
 # x, q, v, w, L are the bodies' maximal coordinates, written from (Qg, nu) by the explicit
 # scheme; the energy-momentum scheme advances (Qg, v, L) and writes nu as the rates that best
 # fit its velocities (see backends/tree/energy_momentum).
+
+@jit
+def applied_size(nb, nv):
+    """Length of the applied-load section A: world force and torque per body, then the joint
+    forces held on the rates (:meth:`Simulation.set_joint_force`)."""
+    return 6 * nb + nv
+
+
+@jit
+def applied_views(A, nb, nv):
+    """(f_app (nb, 3), t_app (nb, 3), held joint forces (nv,)) views of A."""
+    return (A[0:3 * nb].reshape((nb, 3)), A[3 * nb:6 * nb].reshape((nb, 3)),
+            A[6 * nb:6 * nb + nv])
+
 
 @jit
 def state_size(nb, nq, nv):
@@ -852,7 +868,7 @@ def open_buffers(F, I):
     nb, ns, nq, nv = I[0], I[1], I[2], I[3]
     nf_model, ni_model = model_sizes(nb, ns)
     S, S_prev, A, solver, stats, work = sections(F, I, nf_model, ni_model,
-                                                 state_size(nb, nq, nv), 6 * nb)
+                                                 state_size(nb, nq, nv), applied_size(nb, nv))
     gravity = F[0:3]
     tf = F[3:3 + T_WIDTH * nb].reshape((nb, T_WIDTH))
     pf = F[3 + T_WIDTH * nb:nf_model].reshape((ns, P_WIDTH))

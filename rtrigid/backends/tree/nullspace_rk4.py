@@ -52,6 +52,7 @@ def step(n, dt, F, I):
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
     f_app = A[0:3 * nb].reshape((nb, 3))
     t_app = A[3 * nb:6 * nb].reshape((nb, 3))
+    held = A[6 * nb:6 * nb + nv]  # joint forces on the rates, constant over the call
     scratch = carve(work, nb, nq, nv)
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
     Q0, nu0, kQ, knu, Qs, nus = scratch[14:20]
@@ -76,7 +77,7 @@ def step(n, dt, F, I):
             joint_velocities(ti, G, nus, V, cb)
             world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
             bias_forces(tf, ti, R, G, V, fext, pA)
-            joint_forces(tf, ti, Qs, nus, tau)
+            joint_forces(tf, ti, Qs, nus, held, tau)
             if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
                 status = NONFINITE
                 break
@@ -109,6 +110,6 @@ def step(n, dt, F, I):
         stats[STAT_STEPS] += 1
     # one exit, every array used up to it: see kinematics.keep_alive
     keep_alive(gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, Qg, nu, x, q, v, w, L, f_app,
-          t_app, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, dQ, dnu, sQ,
+          t_app, held, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, dQ, dnu, sQ,
           snu, Qs, nus)
     return status

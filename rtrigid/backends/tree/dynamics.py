@@ -1,0 +1,319 @@
+"""Dynamics queries on a tree in generalized coordinates: mass matrix, bias and inverse
+dynamics, point Jacobians, and the rates that carry a given set of body momenta.
+
+Everything works on the tree of :mod:`.kinematics` (joint by joint in its order: the
+coordinates Qg and rates nu of its docstring), about each body's joint point in world axes,
+like the articulated-body recursion the kernels step with:
+
+- :func:`mass_matrix`: the composite-rigid-body algorithm, O(n · depth) -- each body's
+  composite inertia about its joint point gives its own block, and its wrench per unit rate,
+  carried up to every ancestor's joint point, the blocks with its ancestors;
+- :func:`inverse_dynamics`: the recursive Newton-Euler algorithm, O(n): accelerations root
+  to leaves (a_b = X(d) a_p + S nudot + cb, with the velocity-product terms cb of
+  :func:`~.kinematics.joint_velocities`), each body's wrench I_J a + (velocity terms) -
+  (external loads) (:func:`~.kinematics.bias_forces`), then leaves to root, projected on
+  the joint columns.  With the external loads reduced to gravity and nudot = 0 it gives the
+  bias forces (Coriolis, centrifugal and gravity: M nudot + bias = tau);
+- :func:`point_jacobian`: the world velocity of a body point per unit rate, [linear;
+  angular], from the columns of the joints between the body and the world;
+- :func:`momentum_rates`: nu = (T^T M T)^-1 T^T p for body momenta p, and the body
+  velocities T nu -- the rates whose generalized momentum is that of p.
+
+A rate's column is a unit turn about an axis through its joint point, or a unit slide (see
+:func:`~.kinematics.col_block`), so a spherical joint's rates are the relative angular
+velocity in the child's axes and a free body's are (velocity of the centre of mass in world
+axes, angular velocity in body axes), as in :mod:`rtrigid.joints`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rtrigid._jit import jit
+from rtrigid.backends.tree.kinematics import (
+    I_KIND,
+    I_ORDER,
+    I_PARENT,
+    I_QOFF,
+    I_VOFF,
+    NQ,
+    NV,
+    ROW_C,
+    ROW_D,
+    T_MASS,
+    Tree,
+    articulated_factor,
+    articulated_solve,
+    base_work_size,
+    bias_forces,
+    body_rates,
+    carve,
+    col_block,
+    cross3,
+    geometry,
+    joint_forces,
+    joint_point_inertia,
+    joint_velocities,
+    nv_of,
+    open_buffers,
+    rot_vec_b,
+    shift_to_parent,
+    state_views,
+    world_loads,
+)
+
+
+@jit
+def mass_matrix(tf, ti, Qg, x, q, R, rj, G, Ic, I6, F6, M):
+    """M <- the joint-space mass matrix T^T M T at Qg (nv x nv, the tree's rate order).
+
+    Ic: (nb, 6, 6) scratch for the composite inertias, I6: (6, 6), F6: (6,).
+    """
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    nb = ti.shape[0]
+    for b in range(nb):
+        joint_point_inertia(tf, b, R, G, Ic)
+    for i in range(M.shape[0]):
+        for j in range(M.shape[1]):
+            M[i, j] = 0.0
+    for i in range(nb - 1, -1, -1):  # leaves first: Ic[b] holds its whole subtree when met
+        b = ti[i, I_ORDER]
+        p = ti[b, I_PARENT]
+        kind = ti[b, I_KIND]
+        o = ti[b, I_VOFF]
+        for c in range(nv_of(kind)):
+            off = col_block(kind, c)
+            # the wrench about b's joint point that one unit of this rate's acceleration needs
+            for r in range(6):
+                F6[r] = (Ic[b, r, off] * G[b, c, 0] + Ic[b, r, off + 1] * G[b, c, 1]
+                         + Ic[b, r, off + 2] * G[b, c, 2])
+            for c2 in range(c + 1):  # the joint's own block, mirrored: exactly symmetric
+                off2 = col_block(kind, c2)
+                s = (G[b, c2, 0] * F6[off2] + G[b, c2, 1] * F6[off2 + 1]
+                     + G[b, c2, 2] * F6[off2 + 2])
+                M[o + c2, o + c] = s
+                M[o + c, o + c2] = s
+            j = b
+            while ti[j, I_PARENT] >= 0:
+                # the same wrench about the parent's joint point: n + d x f
+                n = cross3(G[j, ROW_D, 0], G[j, ROW_D, 1], G[j, ROW_D, 2], F6[3], F6[4], F6[5])
+                for k in range(3):
+                    F6[k] += n[k]
+                j = ti[j, I_PARENT]
+                kj = ti[j, I_KIND]
+                oj = ti[j, I_VOFF]
+                for c2 in range(nv_of(kj)):
+                    off2 = col_block(kj, c2)
+                    s = (G[j, c2, 0] * F6[off2] + G[j, c2, 1] * F6[off2 + 1]
+                         + G[j, c2, 2] * F6[off2 + 2])
+                    M[oj + c2, o + c] = s
+                    M[o + c, oj + c2] = s
+        if p >= 0:
+            for r in range(6):
+                for c in range(6):
+                    I6[r, c] = Ic[b, r, c]
+            shift_to_parent(I6, G, b, Ic, p)
+
+
+@jit
+def inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held, full, x, q,
+                     R, rj, G, V, cb, Ib, pA, acc, fext, tp, tau):
+    """tau <- the generalized force the joints must add to give the accelerations ``nudot``.
+
+    ``full``: the external loads are gravity, the applied forces and torques and the
+    point-to-point springs, and the joint springs, dampers and ``held`` forces are taken as
+    acting already (so tau is what must be added on top); otherwise the loads are gravity
+    alone and nothing else acts (with nudot = 0: the bias forces).  Scratch as in
+    :func:`~.kinematics.carve` (Ib: (nb, 6, 6), tp: (nv,)).
+    """
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    joint_velocities(ti, G, nu, V, cb)
+    nb = ti.shape[0]
+    if full:
+        world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
+    else:
+        for b in range(nb):
+            m = tf[b, T_MASS]
+            n = cross3(G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2], m * gravity[0],
+                       m * gravity[1], m * gravity[2])
+            for k in range(3):
+                fext[b, k] = n[k]
+                fext[b, 3 + k] = m * gravity[k]
+    bias_forces(tf, ti, R, G, V, fext, pA)
+    # root to leaves: a_b = X(d) a_p + S nudot + cb, X(d) a = (alpha, a + alpha x d)
+    for i in range(nb):
+        b = ti[i, I_ORDER]
+        p = ti[b, I_PARENT]
+        kind = ti[b, I_KIND]
+        o = ti[b, I_VOFF]
+        for r in range(6):
+            acc[b, r] = cb[b, r]
+        if p >= 0:
+            t = cross3(acc[p, 0], acc[p, 1], acc[p, 2], G[b, ROW_D, 0], G[b, ROW_D, 1],
+                       G[b, ROW_D, 2])
+            for r in range(3):
+                acc[b, r] += acc[p, r]
+                acc[b, 3 + r] += acc[p, 3 + r] + t[r]
+        for c in range(nv_of(kind)):
+            off = col_block(kind, c)
+            for r in range(3):
+                acc[b, off + r] += G[b, c, r] * nudot[o + c]
+        # the body's own wrench about its joint point: I_J a + velocity terms - loads
+        joint_point_inertia(tf, b, R, G, Ib)
+        for r in range(6):
+            s = pA[b, r]
+            for m in range(6):
+                s += Ib[b, r, m] * acc[b, m]
+            pA[b, r] = s
+    # leaves to root: each joint carries its subtree's wrench; its rates take S^T of it
+    for i in range(nb - 1, -1, -1):
+        b = ti[i, I_ORDER]
+        p = ti[b, I_PARENT]
+        kind = ti[b, I_KIND]
+        o = ti[b, I_VOFF]
+        for c in range(nv_of(kind)):
+            off = col_block(kind, c)
+            tau[o + c] = (G[b, c, 0] * pA[b, off] + G[b, c, 1] * pA[b, off + 1]
+                          + G[b, c, 2] * pA[b, off + 2])
+        if p >= 0:
+            n = cross3(G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2], pA[b, 3], pA[b, 4],
+                       pA[b, 5])
+            for r in range(3):
+                pA[p, r] += pA[b, r] + n[r]
+                pA[p, 3 + r] += pA[b, 3 + r]
+    if full:
+        # what acts already: the held forces and the joint springs and dampers
+        joint_forces(tf, ti, Qg, nu, held, tp)
+        for k in range(tau.shape[0]):
+            tau[k] -= tp[k]
+
+
+@jit
+def point_jacobian(tf, ti, Qg, b, point, x, q, R, rj, G, J):
+    """J <- (6, nv): rows [linear; angular] world velocity of body b's point ``point`` (body
+    axes, from its centre of mass) per unit rate."""
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    for r in range(6):
+        for c in range(J.shape[1]):
+            J[r, c] = 0.0
+    a = rot_vec_b(R, b, point[0], point[1], point[2])
+    pw = (x[b, 0] + a[0], x[b, 1] + a[1], x[b, 2] + a[2])
+    j = b
+    while j >= 0:
+        kind = ti[j, I_KIND]
+        o = ti[j, I_VOFF]
+        for c in range(nv_of(kind)):
+            u = (G[j, c, 0], G[j, c, 1], G[j, c, 2])
+            if col_block(kind, c) == 0:  # a turn about the joint point
+                lin = cross3(u[0], u[1], u[2], pw[0] - rj[j, 0], pw[1] - rj[j, 1],
+                             pw[2] - rj[j, 2])
+                for k in range(3):
+                    J[k, o + c] = lin[k]
+                    J[3 + k, o + c] = u[k]
+            else:
+                for k in range(3):
+                    J[k, o + c] = u[k]
+        j = ti[j, I_PARENT]
+
+
+@jit
+def momentum_rates(tf, ti, Qg, v, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, I6, tau,
+                   nu_out, v_out, w_out):
+    """nu_out <- (T^T M T)^-1 T^T p for the body momenta p = (m v, R L) at Qg (v: world
+    centre-of-mass velocities, L: body-axis angular momenta about the centres), and v_out,
+    w_out <- the bodies' velocities T nu_out (world, body axes).  False if the joint-space
+    inertia is singular."""
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    ok = articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6)
+    nb = ti.shape[0]
+    for b in range(nb):
+        m = tf[b, T_MASS]
+        h = rot_vec_b(R, b, L[b, 0], L[b, 1], L[b, 2])
+        p = (m * v[b, 0], m * v[b, 1], m * v[b, 2])
+        # about the joint point: R L + c x p; the recursion takes it as a negative bias
+        n = cross3(G[b, ROW_C, 0], G[b, ROW_C, 1], G[b, ROW_C, 2], p[0], p[1], p[2])
+        for k in range(3):
+            pA[b, k] = -(h[k] + n[k])
+            pA[b, 3 + k] = -p[k]
+        for k in range(6):
+            cb[b, k] = 0.0
+    for k in range(tau.shape[0]):
+        tau[k] = 0.0
+    articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nu_out)
+    joint_velocities(ti, G, nu_out, V, cb)
+    body_rates(ti, R, G, V, v_out, w_out)
+    return ok
+
+
+@jit
+def changed(S, seen):
+    """True, and seen <- S, when S differs from ``seen`` (a cheap staleness test)."""
+    for i in range(S.shape[0]):
+        if S[i] != seen[i] or S[i] != S[i]:  # a NaN never matches
+            for k in range(S.shape[0]):
+                seen[k] = S[k]
+            return True
+    return False
+
+
+@jit
+def rates_of_momenta(F, I, x, q, nu, v, w):
+    """:func:`momentum_rates` of the state in the tree backend's buffers (its bodies'
+    momenta: v and L), into nu, v, w; its scratch is the kernels' (x, q: (nb, 3), (nb, 4))."""
+    gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
+    nb, ns, nq, nv = sizes
+    Qg, nu_s, x_s, q_s, v_s, w_s, L = state_views(S, nb, nq, nv)
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, nb, nq, nv)[:14]
+    return momentum_rates(tf, ti, Qg, v_s, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
+                          I6, tau, nu, v, w)
+
+
+class Queries:
+    """The dynamics queries of one model, with their scratch allocated once.
+
+    Built from the model (its own :class:`~.kinematics.Tree`), so it answers for either
+    backend given the coordinates and rates in the tree's order.  Results are new arrays in
+    that order.
+    """
+
+    def __init__(self, model):
+        self.tree = tree = Tree(model)
+        nb, nq, nv = tree.nb, tree.nq, tree.nv
+        self.nv = nv
+        self._arrays = tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity
+        self._work = np.zeros(int(base_work_size.py_func(nb, nq, nv)))
+        self._scr = carve.py_func(self._work, nb, nq, nv)
+        self._x, self._q = np.zeros((nb, 3)), np.zeros((nb, 4))
+        self._F6 = np.zeros(6)
+        self._zero_loads = np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros(nv)
+
+    def slots(self, b):
+        """(coordinate slice, rate slice) of body b's joint in the tree's order."""
+        ti = self.tree.ti
+        kind, o, ov = int(ti[b, I_KIND]), int(ti[b, I_QOFF]), int(ti[b, I_VOFF])
+        return slice(o, o + int(NQ[kind])), slice(ov, ov + int(NV[kind]))
+
+    def mass_matrix(self, Qg):
+        tf, ti = self._arrays[:2]
+        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6 = self._scr[:13]
+        M = np.empty((self.nv, self.nv))
+        mass_matrix(tf, ti, Qg, self._x, self._q, R, rj, G, IA, I6, self._F6, M)
+        return M
+
+    def inverse_dynamics(self, Qg, nu, nudot, loads=None):
+        """tau for nudot; ``loads`` = (f_app, t_app, held) of the simulation, or None for
+        gravity alone (then with nudot = 0 this is the bias force)."""
+        tf, ti, pf, pi, gravity = self._arrays
+        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = self._scr[:14]
+        f_app, t_app, held = self._zero_loads if loads is None else loads
+        tau = np.empty(self.nv)
+        inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held,
+                         loads is not None, self._x, self._q, R, rj, G, V, cb, IA, pA, acc,
+                         fext, tp, tau)
+        return tau
+
+    def jacobian(self, Qg, b, point):
+        tf, ti = self._arrays[:2]
+        R, rj, G = self._scr[:3]
+        J = np.empty((6, self.nv))
+        point_jacobian(tf, ti, Qg, b, point, self._x, self._q, R, rj, G, J)
+        return J
