@@ -7,13 +7,55 @@ compiler or on a read-only install).  The pure-Python body of any kernel stays r
 ``kernel.py_func``; the tests run both.
 """
 import functools
+import hashlib
 import os
 import sys
 
 import numba
+import numba.core.caching
 import numba.core.event
 
 CACHE = os.environ.get("RTRIGID_NO_CACHE", "") not in ("1", "true", "yes")
+_ROOT = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _package_digest():
+    """A digest of every source file of rtrigid.
+
+    numba stamps a cached kernel with its own file's modification time and size only, so a
+    change to a helper in another file that a kernel inlines or calls leaves the kernel's
+    cache stale (seen here: old code run after a merge).  Stamping every rtrigid kernel with
+    the whole package's digest recompiles them whenever any source changes.
+    """
+    h = hashlib.sha256()
+    for folder, _, files in sorted(os.walk(_ROOT)):
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            h.update(path[len(_ROOT):].encode())
+            with open(path, "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def _stamped(locator):
+    """``locator`` for rtrigid's files, with the package digest in the source stamp."""
+    class PackageStamped(locator):
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not os.path.abspath(py_file).startswith(_ROOT):
+                return None
+            return super().from_function(py_func, py_file)
+
+        def get_source_stamp(self):
+            return super().get_source_stamp(), _DIGEST
+
+    return PackageStamped
+
+
+_DIGEST = _package_digest() if CACHE else ""
+if CACHE:
+    _locators = numba.core.caching.CacheImpl._locator_classes
+    _locators[:0] = [_stamped(c) for c in list(_locators)]
 
 jit = functools.partial(numba.njit, cache=CACHE, fastmath=False, error_model="numpy")
 
