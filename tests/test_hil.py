@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -194,21 +195,23 @@ def test_stepping_over_the_wire_is_bit_identical_to_in_process(integrator, trans
 def test_loads_act_for_their_request_only_and_the_servers_own_loads_stay():
     sim = two_body_sim()
     sim.apply_force("puck", (0.0, 0.0, 2.0))  # a load the served simulation carries itself
+    served = sim_fingerprint(sim)
     with Server(sim, port=0).start() as server, Client(*server.address) as client:
-        client.step(4, forces={"puck": ((0.5, 0, 0), (0, 0, 0)), "top": ((0, 0, 0), (0, 0.01, 0))})
-        client.step(3)
-        server.stop()  # hand the simulation back before looking at it
-    assert sim.applied("puck")[0].tolist() == [0.0, 0.0, 2.0]
-    assert not np.any(sim.applied("top")[1])
+        first = client.step(4, forces={"puck": ((0.5, 0, 0), (0, 0, 0)),
+                                       "top": ((0, 0, 0), (0, 0.01, 0))})
+        second = client.step(3)
+    # the connection stepped a copy of it: the given simulation is the starting point only
+    assert sim_fingerprint(sim) == served
     ref = two_body_sim()
     ref.apply_force("puck", (0.0, 0.0, 2.0))
     ref.apply_force("puck", (0.5, 0.0, 0.0))
     ref.apply_torque("top", (0.0, 0.01, 0.0))
     ref.step(4)
+    assert_bits_equal(first, ref)
     ref.clear_applied()
-    ref.apply_force("puck", (0.0, 0.0, 2.0))
+    ref.apply_force("puck", (0.0, 0.0, 2.0))  # the request's loads gone, the own one back
     ref.step(3)
-    assert sim_fingerprint(sim) == sim_fingerprint(ref)
+    assert_bits_equal(second, ref)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "unix, spin"])
@@ -320,6 +323,11 @@ def test_hostile_packet_gets_its_error_and_changes_nothing(served, name):
         client.step(3, forces={"top": ((0.1, 0, 0), (0, 0, 0))})
         before = client.state()
         sock = connect(server)
+        # move this connection's own simulation first, so that "changes nothing" means more
+        # than "still at the start"
+        sock.sendall(packet(STEP, step_payload(2, [(1, 0, 0.2, 0, 0, 0, 0)]), seq=5))
+        kind, seq, moved = read_reply(sock)
+        assert (kind, seq) == (STEP | 0x80, 5)
         sock.sendall(data)
         kind, seq, payload = read_reply(sock)
         assert kind == 0xFF
@@ -327,8 +335,9 @@ def test_hostile_packet_gets_its_error_and_changes_nothing(served, name):
         if not closes:
             assert seq == 7
             sock.sendall(packet(STATE, seq=8))  # the connection still works
-            kind, seq, _ = read_reply(sock)
+            kind, seq, state = read_reply(sock)
             assert (kind, seq) == (STATE | 0x80, 8)
+            assert state == moved  # and its simulation is where the refused request found it
         else:
             assert is_closed(sock)
         sock.close()
@@ -380,20 +389,24 @@ def test_failed_step_is_rolled_back_and_reported():
         after = client.state()
         assert after["steps"] == 5
         assert after["poses"].tobytes() == before["poses"].tobytes()
-        server.stop()
-    ref = scenarios.build("gyro_top", integrator="nullspace_rk4")
-    ref.step(5)
-    assert sim_fingerprint(sim) == sim_fingerprint(ref)
+        ref = scenarios.build("gyro_top", integrator="nullspace_rk4")
+        ref.step(5)
+        assert_bits_equal(after, ref)
+        ref.step(7)  # nothing of the failed request (its load, its steps) lives on
+        assert_bits_equal(client.step(7), ref)
 
 
 def test_random_garbage_never_kills_the_server_or_moves_it_on_an_error(served):
-    """Seeded fuzz: valid messages with random bytes overwritten, sent on fresh connections."""
+    """Seeded fuzz: valid messages with random bytes overwritten, each sent on a fresh
+    connection between a STEP that moves that connection's simulation and a STATE (seq 99)
+    that shows where it is after the broken message."""
     server, sim = served
     rnd = random.Random(2024)
     seeds = [packet(STATE), packet(HELLO), packet(RESET),
              packet(STEP, step_payload(0, [(0, 1, 2, 3, 0.1, 0.2, 0.3)])),
              packet(STEP, step_payload(2, [(1, 0.5, 0, 0, 0, 0, 0.01), (0, 0, 0, 0, 0, 0, 0)]))]
-    errors = successes = 0
+    prefix = packet(STEP, step_payload(2, [(1, 0, 0.2, 0, 0, 0, 0)]), seq=5)
+    errors = successes = checked = 0
     with client_for(server) as client, warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a wild load may need sub-steps
         for _ in range(150):
@@ -404,22 +417,29 @@ def test_random_garbage_never_kills_the_server_or_moves_it_on_an_error(served):
                 data = data[:rnd.randrange(1, len(data))]
             before = client.state()
             sock = connect(server)
-            sock.sendall(bytes(data))
+            sock.sendall(prefix + bytes(data) + packet(STATE, seq=99))
             sock.shutdown(socket.SHUT_WR)
             replies = []
             while (r := read_reply(sock)) is not None:
                 replies.append(r)
             sock.close()
-            after = client.state()
-            kinds = [k for k, _, _ in replies]
-            assert kinds, "every message, even a broken one, gets an answer"
-            if kinds == [0xFF]:
+            after = client.state()  # another connection: never touched by this one
+            assert after["poses"].tobytes() == before["poses"].tobytes()
+            assert after["steps"] == before["steps"]
+            assert replies[0][:2] == (STEP | 0x80, 5)
+            synced = replies[-1][:2] == (STATE | 0x80, 99)  # else the broken message took
+            broken = replies[1:-1] if synced else replies[1:]  # the STATE in, or closed
+            assert broken, "every message, even a broken one, gets an answer"
+            if all(k == 0xFF for k, _, _ in broken):
                 errors += 1
-                assert after["poses"].tobytes() == before["poses"].tobytes()
-                assert after["steps"] == before["steps"]
+                if synced:  # refused: this connection's simulation must not have moved
+                    assert replies[-1][2] == replies[0][2]
+                    checked += 1
             else:
                 successes += 1
-        assert errors > 50 and successes > 5  # the fuzz reached both paths
+        # the fuzz reached both paths, and the state check ran on the refusals that kept the
+        # connection open
+        assert errors > 50 and successes > 5 and checked > 20
 
 
 # -- the client's own checks ----------------------------------------------------------------------
@@ -457,19 +477,41 @@ def test_stop_closes_the_port():
         socket.create_connection(address, timeout=TIMEOUT).close()
 
 
+def flood_without_reading(server, sock):
+    """Send ``sock``'s server 200 000 STATE requests and read none of the replies (28 MB,
+    far beyond the socket buffers); stop when the server hangs up."""
+    requests = packet(STATE) * 1000
+    try:
+        for _ in range(200):
+            sock.sendall(requests)
+    except OSError:
+        pass  # the server hung up while we were still writing
+
+
+def greedy_socket(server):
+    sock = raw_socket(server)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(server.address)
+    sock.settimeout(TIMEOUT)
+    return sock
+
+
+def wait_until(condition):
+    """Poll ``condition`` until it holds; TIMEOUT only guards against a hang."""
+    for _ in range(int(TIMEOUT / 0.01)):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
 def test_a_client_that_never_reads_its_replies_is_disconnected(served):
     server, _ = served
     server.send_timeout = 0.2
-    greedy = raw_socket(server)
-    greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    greedy.connect(server.address)
-    greedy.settimeout(TIMEOUT)
-    requests = packet(STATE) * 1000
-    try:
-        for _ in range(200):  # 200 000 replies of 140 bytes: far beyond the socket buffers
-            greedy.sendall(requests)
-    except OSError:
-        pass  # the server hung up while we were still writing
+    greedy = greedy_socket(server)
+    flood_without_reading(server, greedy)
+    # nothing is read from it before the server says it dropped it, so its replies stay stuck
+    wait_until(lambda: server.counts["closed_send"] == 1)
     with client_for(server) as client:
         assert client.step(1)["steps"] == 1
     try:  # what the server managed to send, then its hang-up
@@ -478,6 +520,29 @@ def test_a_client_that_never_reads_its_replies_is_disconnected(served):
     except ConnectionResetError:
         pass
     greedy.close()
+    assert server.counts["closed_send"] == 1 and server.counts["send_stalled"] >= 1
+
+
+def test_a_client_that_stops_reading_does_not_stall_the_others(served):
+    server, _ = served
+    server.send_timeout = 600.0  # it stays connected, stuck, for all of this test
+    greedy = greedy_socket(server)
+    flooding = threading.Thread(target=flood_without_reading, args=(server, greedy))
+    flooding.start()
+    try:
+        wait_until(lambda: server.counts["send_stalled"] >= 1)  # its replies no longer fit
+        ref = two_body_sim()
+        with client_for(server) as client:
+            for k in range(20):
+                reply = client.step(k % 3)
+                ref.step(k % 3)
+                assert_bits_equal(reply, ref)
+        assert server.counts["closed_send"] == 0  # served while the greedy one was stuck
+    finally:
+        greedy.shutdown(socket.SHUT_RDWR)  # ends the flood's blocked sendall
+        flooding.join(TIMEOUT)
+        greedy.close()
+    assert not flooding.is_alive()
 
 
 @pytest.mark.parametrize("spin", [0.0, 0.05])
