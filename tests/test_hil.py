@@ -8,6 +8,7 @@ simulation exactly as it was.  Every server is stopped by the test that started 
 """
 import math
 import random
+import select
 import socket
 import struct
 import subprocess
@@ -22,7 +23,7 @@ import pytest
 from rtrigid import scenarios
 from rtrigid.io.hil import Client, Server, ServerError
 from rtrigid.model import Model
-from rtrigid.simulation import Simulation
+from rtrigid.simulation import Simulation, SimulationError
 
 HEADER = "<4sBBHII"       # magic, version, kind, flags, seq, length
 HELLO, STEP, STATE, RESET = 1, 2, 3, 4
@@ -246,6 +247,41 @@ def test_cli_serve_process_gives_the_in_process_trajectory(transport, tmp_path):
     assert not (tmp_path / "serve.sock").exists()  # the server removed its socket file
 
 
+def test_cli_serve_limits_its_clients(tmp_path):
+    path = str(tmp_path / "serve.sock")
+    proc = subprocess.Popen([sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--unix",
+                             path, "--max-clients", "1", "--idle-timeout", "inf",
+                             "--partial-timeout", "5", "--send-timeout", "0.5",
+                             "--time-slice", "0.001"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "rtrigid serve" in line, proc.stderr.read() if proc.poll() is not None else line
+        with Client(unix=path, timeout=TIMEOUT) as first:
+            with pytest.raises(ServerError) as err:
+                Client(unix=path, timeout=TIMEOUT)
+            assert err.value.code == 10 and "1 clients already connected" in str(err.value)
+            assert first.step(3)["steps"] == 3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=TIMEOUT)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--max-clients", "0"], "max_clients"), (["--max-clients", "many"], "--max-clients"),
+    (["--idle-timeout", "-1"], "idle_timeout"), (["--partial-timeout", "nan"], "partial_timeout"),
+    (["--send-timeout", "inf"], "send_timeout"), (["--time-slice", "0"], "time_slice"),
+    (["--spin", "-1"], "spin"),
+])
+def test_cli_serve_refuses_bad_limits_in_one_line(args, field):
+    out = subprocess.run([sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port",
+                          "0", *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1 and field in out.stderr, out.stderr
+
+
 def test_unix_socket_path_is_removed_on_stop_and_never_taken_from_a_live_server(tmp_path):
     path = tmp_path / "a.sock"
     server = Server(two_body_sim(), unix=str(path)).start()
@@ -440,6 +476,252 @@ def test_random_garbage_never_kills_the_server_or_moves_it_on_an_error(served):
         # the fuzz reached both paths, and the state check ran on the refusals that kept the
         # connection open
         assert errors > 50 and successes > 5 and checked > 20
+
+
+# -- many clients: limits, timeouts, turns (no test measures time; TIMEOUT guards hangs) ----------
+
+def error_code(reply):
+    kind, seq, payload = reply
+    assert kind == 0xFF, kind
+    return seq, struct.unpack_from("<H", payload)[0]
+
+
+@pytest.mark.parametrize("transport", ["tcp", "unix"])
+def test_connection_over_max_clients_gets_an_error_reply_not_a_reset(transport, tmp_path):
+    with make_server(two_body_sim(), tmp_path, transport == "unix", max_clients=3).start() \
+            as server:
+        admitted = [client_for(server) for _ in range(3)]  # HELLO answered: all three are in
+        extra = connect(server)
+        assert error_code(read_reply(extra)) == (0, 10)  # seq 0: it answers no request
+        assert is_closed(extra)
+        extra.close()
+        for _ in range(20):  # the server may close before or after the client's HELLO is out
+            with pytest.raises(ServerError) as err:
+                client_for(server)
+            assert err.value.code == 10 and "max_clients" in str(err.value)
+        for client in admitted:  # the refusals disturbed nobody
+            assert client.step(1)["steps"] == 1
+        admitted.pop().close()
+        # a place is free once the server has seen the close; until then: refused, cleanly
+        for _ in range(int(TIMEOUT / 0.01)):
+            try:
+                admitted.append(client_for(server))
+                break
+            except ServerError as exc:
+                assert exc.code == 10
+                time.sleep(0.01)
+        assert admitted[-1].step(2)["steps"] == 2
+        for client in admitted:
+            client.close()
+        assert server.counts["refused_full"] >= 21 and server.counts["accepted"] == 4
+
+
+def test_200_idle_and_16_half_header_connections_leave_room_and_time_for_a_client():
+    ref = two_body_sim()
+    with Server(two_body_sim(), port=0, idle_timeout=600.0, partial_timeout=600.0).start() \
+            as server:
+        idle = [connect(server) for _ in range(200)]
+        half = [connect(server) for _ in range(16)]
+        for sock in half:
+            sock.sendall(packet(STEP, step_payload(1, []))[:8])
+        try:
+            with client_for(server) as client:
+                for k in range(5):
+                    reply = client.step(k, forces={"top": ((0, 0, 0), (0, 0, 0.01))})
+                    in_process_step(ref, k, {"top": ((0, 0, 0), (0, 0, 0.01))})
+                    assert_bits_equal(reply, ref)
+            assert server.counts["accepted"] == 217 and server.counts["refused_full"] == 0
+        finally:
+            for sock in idle + half:
+                sock.close()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "unix"])
+def test_idle_connection_is_told_and_closed(transport, tmp_path):
+    with make_server(two_body_sim(), tmp_path, transport == "unix", idle_timeout=0.3).start() \
+            as server:
+        silent = connect(server)
+        assert error_code(read_reply(silent)) == (0, 11)
+        assert is_closed(silent)
+        silent.close()
+        client = client_for(server)
+        assert client.step(1)["steps"] == 1
+        # its notice arrives while it waits; observed, not timed
+        assert select.select([client._sock], [], [], TIMEOUT)[0]
+        with pytest.raises(ServerError) as err:
+            client.step(1)
+        assert err.value.code == 11
+        with pytest.raises(OSError):
+            client.state()  # the client closed its end too
+        assert server.counts["closed_idle"] == 2
+
+
+def many_body_sim(n=40):
+    """n free bodies: a STEP may carry n load records, so a message can be long."""
+    m = Model()
+    for i in range(n):
+        m.add_body(f"b{i}", 1.0, (0.01, 0.02, 0.03))
+    return Simulation(m, "nullspace_rk4", 1e-3)
+
+
+def test_partial_timeout_counts_from_the_first_byte_not_the_last():
+    """A message dripped a byte at a time, a third of partial_timeout apart, never leaves a
+    gap as long as partial_timeout; the server must cut it off all the same, long before its
+    last byte (1 + 2096 bytes, 0.1 s apart: 200 s)."""
+    sim = many_body_sim()
+    message = packet(STEP, step_payload(1, [(b, 1, 0, 0, 0, 0, 0) for b in range(sim.nb)]))
+    with Server(sim, port=0, partial_timeout=0.3).start() as server:
+        sock = connect(server)
+        for i, byte in enumerate(message):
+            if select.select([sock], [], [], 0.1)[0]:  # waits a third of partial_timeout
+                break
+            sock.sendall(message[i:i + 1])
+        else:
+            raise AssertionError("the whole message went in: the timer restarted on each byte")
+        assert error_code(read_reply(sock)) == (0, 5)
+        assert is_closed(sock)
+        sock.close()
+        assert server.counts["closed_partial"] == 1
+
+
+def test_a_long_step_does_not_hold_up_another_clients_requests():
+    """Order, not durations: client A's one STEP (2**32 - 1 steps, hours of work) is still
+    unanswered after client B has had 20 of its own requests answered."""
+    ref = two_body_sim()
+    with Server(two_body_sim(), port=0, max_steps_per_request=2**32 - 1).start() as server:
+        long = connect(server)
+        long.sendall(packet(STEP, step_payload(2**32 - 1, [(0, 0, 0, 0, 0, 0, 0.01)]), seq=1))
+        wait_until(lambda: server.counts["preempted"] >= 1)  # A's request is being stepped
+        with client_for(server) as client:
+            for k in range(20):
+                reply = client.step(k % 4, forces={"puck": ((0.1, 0, 0), (0, 0, 0))})
+                in_process_step(ref, k % 4, {"puck": ((0.1, 0, 0), (0, 0, 0))})
+                assert_bits_equal(reply, ref)
+        long.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            long.recv(1)  # A's reply has not come: its request is still being served
+        long.close()
+        assert server.counts["preempted"] >= 2  # A was stepped in several turns
+
+
+SLICED = [  # scenario or model, integrator, steps, load on body 0 (the chain's falls back)
+    ("two_body", "energy_momentum", 300, (0.0, 0.0, 0.05)),
+    ("two_body", "nullspace_rk4", 300, (0.0, 0.02, 0.0)),
+    ("chain", "energy_momentum", 200, (50.0, 0.0, 0.0)),
+    ("gyro_top", "nullspace_rk4", 100, (1e3, 0.0, 0.0)),   # fails part-way
+]
+
+
+def sliced_sim(name, integrator):
+    return (two_body_sim(integrator) if name == "two_body"
+            else scenarios.build(name, integrator=integrator))
+
+
+@pytest.mark.parametrize("name, integrator, n, torque", SLICED)
+def test_a_step_in_one_step_slices_is_bit_identical_to_one_call(name, integrator, n, torque):
+    """time_slice = 1 ns: every turn takes exactly one step, and two clients' STEPs alternate;
+    each reply must still be exactly one uninterrupted ``sim.step(n)`` (or its failure)."""
+    torques = {"first": torque, "second": tuple(-0.5 * c for c in torque)}
+    refs, expect = {}, {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the chain's sub-step fallback
+        for who, tau in torques.items():
+            ref = refs[who] = sliced_sim(name, integrator)
+            ref.step(3)
+            ref.apply_torque(0, tau)
+            try:
+                ref.step(n)
+                expect[who] = None
+            except SimulationError as exc:
+                expect[who] = f"SimulationError: {exc}"
+                ref.clear_applied()  # what the server's rollback leaves: the state before
+                ref.restore(sliced_sim(name, integrator).snapshot())
+                ref.step(3)
+            else:
+                ref.clear_applied()
+        if name == "chain":
+            assert refs["first"].solver_stats()["fallback_steps"] > 0  # the case is exercised
+        with Server(sliced_sim(name, integrator), port=0, time_slice=1e-9).start() as server:
+            socks = {who: connect(server) for who in torques}
+            for who, sock in socks.items():
+                sock.sendall(packet(STEP, step_payload(3, []), seq=1))
+                assert read_reply(sock)[:2] == (STEP | 0x80, 1)
+            for who, sock in socks.items():  # both in, then both answered
+                sock.sendall(packet(STEP, step_payload(n, [(0, 0, 0, 0, *torques[who])]), seq=2)
+                             + packet(STATE, seq=3))
+            for who, sock in socks.items():
+                kind, seq, payload = read_reply(sock)
+                if expect[who] is None:
+                    assert (kind, seq) == (STEP | 0x80, 2)
+                else:
+                    assert (kind, seq) == (0xFF, 2)
+                    assert struct.unpack_from("<H", payload)[0] == 8
+                    assert payload[2:].decode() == expect[who]  # the same step failed
+                kind, seq, payload = read_reply(sock)
+                assert (kind, seq) == (STATE | 0x80, 3)
+                t, steps, _ = struct.unpack_from("<dQI", payload)
+                state = np.frombuffer(payload, "<f8", offset=20).reshape(-1, 13)
+                assert_bits_equal({"t": t, "steps": steps, "poses": state[:, :7],
+                                   "velocities": state[:, 7:]}, refs[who])
+                sock.close()
+        # every turn took one step: a STEP of n steps was interrupted n - 1 times
+        if all(e is None for e in expect.values()):
+            assert server.counts["preempted"] == 2 * (3 - 1) + 2 * (n - 1)
+
+
+def test_twenty_concurrent_clients_are_all_served_bit_identically():
+    failures = []
+
+    def drive(i):
+        try:
+            rng = np.random.default_rng(100 + i)
+            ref = two_body_sim()
+            with client_for(server) as client:
+                for r in range(30):
+                    n = int(rng.integers(0, 200))
+                    loads = {"top": ((0, 0, 0), 0.02 * rng.normal(size=3))} if r % 2 else {}
+                    reply = client.step(n, forces=loads)
+                    in_process_step(ref, n, loads)
+                    assert_bits_equal(reply, ref)
+                    if r == 20:
+                        assert_bits_equal(client.reset(), two_body_sim())
+                        ref = two_body_sim()
+        except BaseException as exc:  # reported below, from the test's own thread
+            failures.append((i, exc))
+
+    with Server(two_body_sim(), port=0).start() as server:
+        threads = [threading.Thread(target=drive, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(TIMEOUT * 6)
+        assert not any(t.is_alive() for t in threads)
+        assert failures == []
+        assert server.counts["accepted"] == 20 and server.counts["refused_full"] == 0
+
+
+@pytest.mark.parametrize("field, value", [
+    ("max_clients", 0), ("max_clients", 1.5), ("max_clients", True), ("max_clients", "8"),
+    ("max_clients", 10**9), ("idle_timeout", 0), ("idle_timeout", -1.0),
+    ("idle_timeout", float("nan")), ("idle_timeout", "60"), ("partial_timeout", math.inf),
+    ("partial_timeout", 0.0), ("send_timeout", -0.5), ("send_timeout", None),
+    ("time_slice", 0), ("time_slice", math.inf), ("max_steps_per_request", 0),
+    ("max_steps_per_request", 2**32), ("max_steps_per_request", 2.5),
+])
+def test_server_limits_refuse_bad_values_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=f"^{field}: "):
+        Server(two_body_sim(), port=0, **{field: value})
+
+
+def test_server_refuses_what_is_not_a_simulation():
+    with pytest.raises(ValueError, match="^sim: "):
+        Server("gyro_top", port=0)
+
+
+def test_idle_timeout_may_be_infinite():
+    with Server(two_body_sim(), port=0, idle_timeout=math.inf).start() as server, \
+            client_for(server) as client:
+        assert client.step(1)["steps"] == 1
 
 
 # -- the client's own checks ----------------------------------------------------------------------

@@ -960,7 +960,15 @@ class Client:
 
     def _request(self, kind, payload=b""):
         self._seq = self._seq % 0xFFFFFFFF + 1  # 1 .. 2**32-1: seq 0 marks the server's notices
-        self._sock.sendall(_message(kind, self._seq, payload))
+        try:
+            self._sock.sendall(_message(kind, self._seq, payload))
+        except (BrokenPipeError, ConnectionResetError):
+            # the server hung up; it may have said why first (a full server, an idle timeout)
+            notice = self._notice()
+            self.close()
+            if notice is not None:
+                raise notice from None
+            raise
         deadline = time.perf_counter_ns() + self._spin_ns if self._spin_ns else 0
         got = 0
         while got < HEADER.size:
@@ -991,6 +999,22 @@ class Client:
             self.close()
             raise ConnectionError(f"reply kind {rkind} to a request of kind {kind}")
         return body
+
+    def _notice(self):
+        """The server's last word (an ERROR with seq 0) if it is already here, else None."""
+        try:
+            data = self._sock.recv(1 << 16, socket.MSG_DONTWAIT)
+        except OSError:
+            return None
+        if len(data) < HEADER.size:
+            return None
+        magic, version, kind, _, seq, length = HEADER.unpack_from(data)
+        if (magic, version, kind, seq) != (MAGIC, VERSION, ERROR, 0) or (
+                len(data) < HEADER.size + length or length < ERROR_HEAD.size):
+            return None
+        (code,) = ERROR_HEAD.unpack_from(data, HEADER.size)
+        return ServerError(code, data[HEADER.size + ERROR_HEAD.size:HEADER.size + length]
+                           .decode("utf-8", "replace"))
 
     def _state_dict(self, body):
         t, steps, nb = STATE_HEAD.unpack_from(body)
