@@ -356,6 +356,7 @@ _SPARE_FDS = 64         # files the process needs besides the connections (liste
 _ACCEPTS_PER_TURN = 64  # a flood of connections still lets requests through between batches
 _OUT_HIGH = 1 << 16     # a turn stops producing replies once this many bytes wait to be sent
 _SPARE_SIMS = 8         # simulations of closed connections kept for the next ones
+_COST_MEMORY = 0.9      # see Server._work
 
 
 def _replica(sim):
@@ -423,6 +424,7 @@ class Server:
         self._thread = None
         self._conns = {}
         self._runq = collections.deque()
+        self._again = None           # the connection whose turn just ended, still with work
         self._next_check = math.inf  # no deadline of any connection is earlier than this
         self._cost = None            # seconds per step, measured on the last chunk
         self._accept_paused = False
@@ -459,7 +461,7 @@ class Server:
         spin_until = 0.0  # busy-poll (select without blocking) until then
         try:
             while not self._stopping:
-                if self._runq:
+                if self._runq or self._again is not None:
                     timeout = 0  # work waits: only look for what else came in
                 else:
                     now = time.monotonic()
@@ -472,6 +474,7 @@ class Server:
                     else:
                         timeout = max(self._next_check - now, 0.0)
                 events = sel.select(timeout)
+                again, self._again = self._again, None
                 for key, mask in events:
                     if key.data == "listen":
                         self._accept()
@@ -484,6 +487,10 @@ class Server:
                             key.data.queued or key.data.job or key.data.closing):
                         self._read(key.data)
                     # else: a connection with work waiting; its bytes are read once it is done
+                if again is not None and not again.dead:
+                    # behind whatever came in during its turn: a new request waits for at
+                    # most one turn of each connection that already had work
+                    self._runq.append(again)
                 if self._accept_paused and not self._stopping:
                     self._resume_accepting()
                 if self._runq:
@@ -598,9 +605,11 @@ class Server:
         magic, _, _, _, _, length = HEADER.unpack_from(buf)
         return magic != MAGIC or length > self._max_payload or len(buf) >= HEADER.size + length
 
-    def _settle(self, conn):
+    def _settle(self, conn, later=False):
         """Put ``conn`` where its state says: run queue, waiting to write, or waiting to read
-        (then with the deadline of an idle connection or of a partial message)."""
+        (then with the deadline of an idle connection or of a partial message).  ``later``:
+        it has just had its turn, and joins the run queue only after the next look at the
+        sockets."""
         if conn.dead:
             return
         if conn.out:  # its socket is full (or it is being closed): write when it can take more
@@ -612,7 +621,10 @@ class Server:
             events, deadline, why = selectors.EVENT_READ, math.inf, None
             if not conn.queued:
                 conn.queued = True
-                self._runq.append(conn)
+                if later:
+                    self._again = conn
+                else:
+                    self._runq.append(conn)
         elif conn.buf:
             events, deadline, why = (selectors.EVENT_READ, conn.since + self.partial_timeout,
                                      "partial")
@@ -685,7 +697,7 @@ class Server:
         if conn.buf and not conn.closing:
             conn.since = time.monotonic()  # the next message's partial_timeout counts from now
         self._flush(conn)
-        self._settle(conn)
+        self._settle(conn, later=True)
 
     def _serve_next(self, conn):
         buf = conn.buf
@@ -788,7 +800,11 @@ class Server:
                 sim.step(k)
                 t1 = time.perf_counter()
                 job.left -= k
-                self._cost = max((t1 - t0) / k, 1e-9)
+                # a step's cost can jump a hundredfold (Newton's sub-step fallback) and come
+                # back: keep the dearest recent cost, forgotten by a tenth per chunk, so that
+                # chunks stay small while dear steps keep coming
+                cost = (t1 - t0) / k
+                self._cost = max(cost, _COST_MEMORY * self._cost if self._cost else cost, 1e-9)
                 if t1 >= end:
                     break
         except Exception as exc:
