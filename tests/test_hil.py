@@ -6,6 +6,7 @@ protocol as documented (struct formats written out again, not taken from rtrigid
 after each the server must answer with the documented error code, stay up, and leave its
 simulation exactly as it was.  Every server is stopped by the test that started it.
 """
+import json
 import math
 import random
 import select
@@ -876,3 +877,19 @@ def test_lockstep_comparison_runs_its_rows_and_leaves_nothing_behind(tmp_path, m
         assert row["round_trips"] == 40
         assert 0 < row["rtt_us_p50"] <= row["rtt_us_p99"] <= row["rtt_us_max"]
     assert list(tmp_path.iterdir()) == []  # socket files and their directory are gone
+
+
+def test_fairness_measurement_runs_and_leaves_nothing_behind(tmp_path):
+    """python3 -m rtrigid.tools.hil_fairness, scaled down: what it counts, not its times."""
+    from rtrigid.tools import hil_fairness
+
+    out = tmp_path / "fair.json"
+    assert hil_fairness.main(["--round-trips", "5", "--requests", "3", "--steps", "2000",
+                              "--chain-steps", "20", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["crowd"]["idle_connections_open_at_end"] == 200
+    assert r["crowd"]["connect_hello_step1"]["n"] == 20
+    for key in ("long_gyro_top", "long_chain_fallback"):
+        assert r[key]["rtt_beside_long_steps"]["n"] == 5 and r[key]["long_requests_done"] >= 1
+    t = r["twenty"]
+    assert t["clients_all_served"] == t["clients_bit_identical"] == 20 and t["errors"] == []
