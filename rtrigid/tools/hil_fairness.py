@@ -51,11 +51,12 @@ class _ServeProcess:
 
     def __init__(self, scenario, *extra):
         # the server runs the rtrigid this module belongs to, wherever it is started from
+        # (python -m puts the working directory first on the path)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [_TREE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rtrigid.cli", "serve", scenario, "--port", "0", *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=_TREE)
         line = self.proc.stdout.readline()
         if "rtrigid serve" not in line:
             self.close()
