@@ -79,11 +79,11 @@ Turns and time slices
     One thread serves every connection, in turns, round robin: a turn serves one connection's
     requests for at most ``time_slice`` seconds (default 2 ms), and a STEP that needs longer
     is carried on in that connection's next turn, after every other connection with a request
-    waiting has had one.  A long STEP is stepped in chunks (``sim.step(k)`` calls; k from the
-    cost per step measured on the previous chunk, so that the chunk ends the slice), and a
-    sliced STEP gives bit for bit the state of one ``sim.step(n)`` call: the kernels keep
-    nothing between calls that the state does not hold (``tests/test_hil.py`` checks it
-    against uninterrupted calls).  So a request waits at most one slice for every other
+    waiting has had one.  A long STEP is stepped in chunks (``sim.step(k)`` calls, k such
+    that the chunk ends the slice at the dearest cost per step measured recently; a dear step
+    is forgotten by a tenth per chunk), and a sliced STEP gives bit for bit the state of one
+    ``sim.step(n)`` call: the kernels keep nothing between calls that the state does not hold
+    (``tests/test_hil.py`` checks it against uninterrupted calls).  So a request waits at most one slice for every other
     connection that has work, plus its own work; a slice overruns only when the cost per step
     jumps within a chunk (an implicit integrator's sub-step fallback), by at most that chunk.
     One thread rather than one per client: the compiled kernels hold the GIL, so threads would
@@ -94,7 +94,8 @@ Turns and time slices
 
 Limits
     - ``max_clients`` (default 256): connections served at once.  One more is accepted, sent
-      ERROR 10 and closed (never reset), so a client can tell a full server from a dead one.
+      ERROR 10 and closed, so a client can tell a full server from a dead one (the
+      :class:`Client` raises :class:`ServerError` with code 10, as for 11 below).
     - ``idle_timeout`` (default 60 s; ``math.inf``: never): a connection with no request in
       progress, no reply unsent and no partial message for that long gets ERROR 11 and is
       closed.
@@ -854,7 +855,9 @@ class Client:
     A state dict holds ``t`` (float), ``steps`` (int), ``poses`` (``(n_bodies, 7)``:
     ``x, y, z, q0, q1, q2, q3``), ``velocities`` (``(n_bodies, 6)``: world ``v`` then world
     angular velocity) and ``names``.  After :meth:`__init__`, :attr:`names`, :attr:`dt`,
-    :attr:`integrator` and :attr:`scenario` describe the served simulation.
+    :attr:`integrator` and :attr:`scenario` describe the served simulation.  A refused request
+    raises :class:`ServerError`; so does the server's notice before it hangs up (code 10: full,
+    11: idle), after which this client is closed.
     """
 
     def __init__(self, host="127.0.0.1", port=None, timeout=5.0, *, unix=None, spin=0.0):
