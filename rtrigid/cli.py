@@ -212,6 +212,21 @@ def build_parser():
                          "default 0)")
     sv.add_argument("--rt-priority", type=int, default=0, metavar="N",
                     help="serve under SCHED_FIFO priority N (Linux, needs CAP_SYS_NICE)")
+    sv.add_argument("--max-clients", type=int, default=256, metavar="N",
+                    help="connections served at once; one more gets an error reply and is "
+                         "closed (default 256)")
+    sv.add_argument("--idle-timeout", type=float, default=60.0, metavar="S",
+                    help="close a connection that sent nothing for S seconds (inf: never; "
+                         "default 60)")
+    sv.add_argument("--partial-timeout", type=float, default=2.0, metavar="S",
+                    help="a message must be complete S seconds after its first byte "
+                         "(default 2)")
+    sv.add_argument("--send-timeout", type=float, default=1.0, metavar="S",
+                    help="close a connection that leaves its replies unread for S seconds "
+                         "(default 1)")
+    sv.add_argument("--time-slice", type=float, default=0.002, metavar="S",
+                    help="the longest one client's request holds the server before the "
+                         "others' requests are served (default 0.002)")
     sv.set_defaults(func=cmd_serve)
     _add_plugin_commands(sub)
     return p

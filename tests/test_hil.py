@@ -6,13 +6,16 @@ protocol as documented (struct formats written out again, not taken from rtrigid
 after each the server must answer with the documented error code, stay up, and leave its
 simulation exactly as it was.  Every server is stopped by the test that started it.
 """
+import json
 import math
 import random
+import select
 import socket
 import struct
 import subprocess
 import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -21,7 +24,7 @@ import pytest
 from rtrigid import scenarios
 from rtrigid.io.hil import Client, Server, ServerError
 from rtrigid.model import Model
-from rtrigid.simulation import Simulation
+from rtrigid.simulation import Simulation, SimulationError
 
 HEADER = "<4sBBHII"       # magic, version, kind, flags, seq, length
 HELLO, STEP, STATE, RESET = 1, 2, 3, 4
@@ -194,21 +197,23 @@ def test_stepping_over_the_wire_is_bit_identical_to_in_process(integrator, trans
 def test_loads_act_for_their_request_only_and_the_servers_own_loads_stay():
     sim = two_body_sim()
     sim.apply_force("puck", (0.0, 0.0, 2.0))  # a load the served simulation carries itself
+    served = sim_fingerprint(sim)
     with Server(sim, port=0).start() as server, Client(*server.address) as client:
-        client.step(4, forces={"puck": ((0.5, 0, 0), (0, 0, 0)), "top": ((0, 0, 0), (0, 0.01, 0))})
-        client.step(3)
-        server.stop()  # hand the simulation back before looking at it
-    assert sim.applied("puck")[0].tolist() == [0.0, 0.0, 2.0]
-    assert not np.any(sim.applied("top")[1])
+        first = client.step(4, forces={"puck": ((0.5, 0, 0), (0, 0, 0)),
+                                       "top": ((0, 0, 0), (0, 0.01, 0))})
+        second = client.step(3)
+    # the connection stepped a copy of it: the given simulation is the starting point only
+    assert sim_fingerprint(sim) == served
     ref = two_body_sim()
     ref.apply_force("puck", (0.0, 0.0, 2.0))
     ref.apply_force("puck", (0.5, 0.0, 0.0))
     ref.apply_torque("top", (0.0, 0.01, 0.0))
     ref.step(4)
+    assert_bits_equal(first, ref)
     ref.clear_applied()
-    ref.apply_force("puck", (0.0, 0.0, 2.0))
+    ref.apply_force("puck", (0.0, 0.0, 2.0))  # the request's loads gone, the own one back
     ref.step(3)
-    assert sim_fingerprint(sim) == sim_fingerprint(ref)
+    assert_bits_equal(second, ref)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "unix, spin"])
@@ -241,6 +246,41 @@ def test_cli_serve_process_gives_the_in_process_trajectory(transport, tmp_path):
         proc.stderr.close()
     assert proc.returncode in (0, -15)
     assert not (tmp_path / "serve.sock").exists()  # the server removed its socket file
+
+
+def test_cli_serve_limits_its_clients(tmp_path):
+    path = str(tmp_path / "serve.sock")
+    proc = subprocess.Popen([sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--unix",
+                             path, "--max-clients", "1", "--idle-timeout", "inf",
+                             "--partial-timeout", "5", "--send-timeout", "0.5",
+                             "--time-slice", "0.001"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "rtrigid serve" in line, proc.stderr.read() if proc.poll() is not None else line
+        with Client(unix=path, timeout=TIMEOUT) as first:
+            with pytest.raises(ServerError) as err:
+                Client(unix=path, timeout=TIMEOUT)
+            assert err.value.code == 10 and "1 clients already connected" in str(err.value)
+            assert first.step(3)["steps"] == 3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=TIMEOUT)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--max-clients", "0"], "max_clients"), (["--max-clients", "many"], "--max-clients"),
+    (["--idle-timeout", "-1"], "idle_timeout"), (["--partial-timeout", "nan"], "partial_timeout"),
+    (["--send-timeout", "inf"], "send_timeout"), (["--time-slice", "0"], "time_slice"),
+    (["--spin", "-1"], "spin"),
+])
+def test_cli_serve_refuses_bad_limits_in_one_line(args, field):
+    out = subprocess.run([sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port",
+                          "0", *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1 and field in out.stderr, out.stderr
 
 
 def test_unix_socket_path_is_removed_on_stop_and_never_taken_from_a_live_server(tmp_path):
@@ -320,6 +360,11 @@ def test_hostile_packet_gets_its_error_and_changes_nothing(served, name):
         client.step(3, forces={"top": ((0.1, 0, 0), (0, 0, 0))})
         before = client.state()
         sock = connect(server)
+        # move this connection's own simulation first, so that "changes nothing" means more
+        # than "still at the start"
+        sock.sendall(packet(STEP, step_payload(2, [(1, 0, 0.2, 0, 0, 0, 0)]), seq=5))
+        kind, seq, moved = read_reply(sock)
+        assert (kind, seq) == (STEP | 0x80, 5)
         sock.sendall(data)
         kind, seq, payload = read_reply(sock)
         assert kind == 0xFF
@@ -327,8 +372,9 @@ def test_hostile_packet_gets_its_error_and_changes_nothing(served, name):
         if not closes:
             assert seq == 7
             sock.sendall(packet(STATE, seq=8))  # the connection still works
-            kind, seq, _ = read_reply(sock)
+            kind, seq, state = read_reply(sock)
             assert (kind, seq) == (STATE | 0x80, 8)
+            assert state == moved  # and its simulation is where the refused request found it
         else:
             assert is_closed(sock)
         sock.close()
@@ -380,20 +426,24 @@ def test_failed_step_is_rolled_back_and_reported():
         after = client.state()
         assert after["steps"] == 5
         assert after["poses"].tobytes() == before["poses"].tobytes()
-        server.stop()
-    ref = scenarios.build("gyro_top", integrator="nullspace_rk4")
-    ref.step(5)
-    assert sim_fingerprint(sim) == sim_fingerprint(ref)
+        ref = scenarios.build("gyro_top", integrator="nullspace_rk4")
+        ref.step(5)
+        assert_bits_equal(after, ref)
+        ref.step(7)  # nothing of the failed request (its load, its steps) lives on
+        assert_bits_equal(client.step(7), ref)
 
 
 def test_random_garbage_never_kills_the_server_or_moves_it_on_an_error(served):
-    """Seeded fuzz: valid messages with random bytes overwritten, sent on fresh connections."""
+    """Seeded fuzz: valid messages with random bytes overwritten, each sent on a fresh
+    connection between a STEP that moves that connection's simulation and a STATE (seq 99)
+    that shows where it is after the broken message."""
     server, sim = served
     rnd = random.Random(2024)
     seeds = [packet(STATE), packet(HELLO), packet(RESET),
              packet(STEP, step_payload(0, [(0, 1, 2, 3, 0.1, 0.2, 0.3)])),
              packet(STEP, step_payload(2, [(1, 0.5, 0, 0, 0, 0, 0.01), (0, 0, 0, 0, 0, 0, 0)]))]
-    errors = successes = 0
+    prefix = packet(STEP, step_payload(2, [(1, 0, 0.2, 0, 0, 0, 0)]), seq=5)
+    errors = successes = checked = 0
     with client_for(server) as client, warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a wild load may need sub-steps
         for _ in range(150):
@@ -404,22 +454,275 @@ def test_random_garbage_never_kills_the_server_or_moves_it_on_an_error(served):
                 data = data[:rnd.randrange(1, len(data))]
             before = client.state()
             sock = connect(server)
-            sock.sendall(bytes(data))
+            sock.sendall(prefix + bytes(data) + packet(STATE, seq=99))
             sock.shutdown(socket.SHUT_WR)
             replies = []
             while (r := read_reply(sock)) is not None:
                 replies.append(r)
             sock.close()
-            after = client.state()
-            kinds = [k for k, _, _ in replies]
-            assert kinds, "every message, even a broken one, gets an answer"
-            if kinds == [0xFF]:
+            after = client.state()  # another connection: never touched by this one
+            assert after["poses"].tobytes() == before["poses"].tobytes()
+            assert after["steps"] == before["steps"]
+            assert replies[0][:2] == (STEP | 0x80, 5)
+            synced = replies[-1][:2] == (STATE | 0x80, 99)  # else the broken message took
+            broken = replies[1:-1] if synced else replies[1:]  # the STATE in, or closed
+            assert broken, "every message, even a broken one, gets an answer"
+            if all(k == 0xFF for k, _, _ in broken):
                 errors += 1
-                assert after["poses"].tobytes() == before["poses"].tobytes()
-                assert after["steps"] == before["steps"]
+                if synced:  # refused: this connection's simulation must not have moved
+                    assert replies[-1][2] == replies[0][2]
+                    checked += 1
             else:
                 successes += 1
-        assert errors > 50 and successes > 5  # the fuzz reached both paths
+        # the fuzz reached both paths, and the state check ran on the refusals that kept the
+        # connection open
+        assert errors > 50 and successes > 5 and checked > 20
+
+
+# -- many clients: limits, timeouts, turns (no test measures time; TIMEOUT guards hangs) ----------
+
+def error_code(reply):
+    kind, seq, payload = reply
+    assert kind == 0xFF, kind
+    return seq, struct.unpack_from("<H", payload)[0]
+
+
+@pytest.mark.parametrize("transport", ["tcp", "unix"])
+def test_connection_over_max_clients_gets_an_error_reply_not_a_reset(transport, tmp_path):
+    with make_server(two_body_sim(), tmp_path, transport == "unix", max_clients=3).start() \
+            as server:
+        admitted = [client_for(server) for _ in range(3)]  # HELLO answered: all three are in
+        extra = connect(server)
+        assert error_code(read_reply(extra)) == (0, 10)  # seq 0: it answers no request
+        assert is_closed(extra)
+        extra.close()
+        for _ in range(20):  # the server may close before or after the client's HELLO is out
+            with pytest.raises(ServerError) as err:
+                client_for(server)
+            assert err.value.code == 10 and "max_clients" in str(err.value)
+        for client in admitted:  # the refusals disturbed nobody
+            assert client.step(1)["steps"] == 1
+        admitted.pop().close()
+        # a place is free once the server has seen the close; until then: refused, cleanly
+        for _ in range(int(TIMEOUT / 0.01)):
+            try:
+                admitted.append(client_for(server))
+                break
+            except ServerError as exc:
+                assert exc.code == 10
+                time.sleep(0.01)
+        assert admitted[-1].step(2)["steps"] == 2
+        for client in admitted:
+            client.close()
+        assert server.counts["refused_full"] >= 21 and server.counts["accepted"] == 4
+
+
+def test_200_idle_and_16_half_header_connections_leave_room_and_time_for_a_client():
+    ref = two_body_sim()
+    with Server(two_body_sim(), port=0, idle_timeout=600.0, partial_timeout=600.0).start() \
+            as server:
+        idle = [connect(server) for _ in range(200)]
+        half = [connect(server) for _ in range(16)]
+        for sock in half:
+            sock.sendall(packet(STEP, step_payload(1, []))[:8])
+        try:
+            with client_for(server) as client:
+                for k in range(5):
+                    reply = client.step(k, forces={"top": ((0, 0, 0), (0, 0, 0.01))})
+                    in_process_step(ref, k, {"top": ((0, 0, 0), (0, 0, 0.01))})
+                    assert_bits_equal(reply, ref)
+            assert server.counts["accepted"] == 217 and server.counts["refused_full"] == 0
+        finally:
+            for sock in idle + half:
+                sock.close()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "unix"])
+def test_idle_connection_is_told_and_closed(transport, tmp_path):
+    with make_server(two_body_sim(), tmp_path, transport == "unix", idle_timeout=0.3).start() \
+            as server:
+        silent = connect(server)
+        assert error_code(read_reply(silent)) == (0, 11)
+        assert is_closed(silent)
+        silent.close()
+        client = client_for(server)
+        assert client.step(1)["steps"] == 1
+        # its notice arrives while it waits; observed, not timed
+        assert select.select([client._sock], [], [], TIMEOUT)[0]
+        with pytest.raises(ServerError) as err:
+            client.step(1)
+        assert err.value.code == 11
+        with pytest.raises(OSError):
+            client.state()  # the client closed its end too
+        assert server.counts["closed_idle"] == 2
+
+
+def many_body_sim(n=40):
+    """n free bodies: a STEP may carry n load records, so a message can be long."""
+    m = Model()
+    for i in range(n):
+        m.add_body(f"b{i}", 1.0, (0.01, 0.02, 0.03))
+    return Simulation(m, "nullspace_rk4", 1e-3)
+
+
+def test_partial_timeout_counts_from_the_first_byte_not_the_last():
+    """A message dripped a byte at a time, a third of partial_timeout apart, never leaves a
+    gap as long as partial_timeout; the server must cut it off all the same, long before its
+    last byte (1 + 2096 bytes, 0.1 s apart: 200 s)."""
+    sim = many_body_sim()
+    message = packet(STEP, step_payload(1, [(b, 1, 0, 0, 0, 0, 0) for b in range(sim.nb)]))
+    with Server(sim, port=0, partial_timeout=0.3).start() as server:
+        sock = connect(server)
+        for i, byte in enumerate(message):
+            if select.select([sock], [], [], 0.1)[0]:  # waits a third of partial_timeout
+                break
+            sock.sendall(message[i:i + 1])
+        else:
+            raise AssertionError("the whole message went in: the timer restarted on each byte")
+        assert error_code(read_reply(sock)) == (0, 5)
+        assert is_closed(sock)
+        sock.close()
+        assert server.counts["closed_partial"] == 1
+
+
+def test_a_long_step_does_not_hold_up_another_clients_requests():
+    """Order, not durations: client A's one STEP (2**32 - 1 steps, hours of work) is still
+    unanswered after client B has had 20 of its own requests answered."""
+    ref = two_body_sim()
+    with Server(two_body_sim(), port=0, max_steps_per_request=2**32 - 1).start() as server:
+        long = connect(server)
+        long.sendall(packet(STEP, step_payload(2**32 - 1, [(0, 0, 0, 0, 0, 0, 0.01)]), seq=1))
+        wait_until(lambda: server.counts["preempted"] >= 1)  # A's request is being stepped
+        with client_for(server) as client:
+            for k in range(20):
+                reply = client.step(k % 4, forces={"puck": ((0.1, 0, 0), (0, 0, 0))})
+                in_process_step(ref, k % 4, {"puck": ((0.1, 0, 0), (0, 0, 0))})
+                assert_bits_equal(reply, ref)
+        long.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            long.recv(1)  # A's reply has not come: its request is still being served
+        long.close()
+        assert server.counts["preempted"] >= 2  # A was stepped in several turns
+
+
+SLICED = [  # scenario or model, integrator, steps, load on body 0 (the chain's falls back)
+    ("two_body", "energy_momentum", 300, (0.0, 0.0, 0.05)),
+    ("two_body", "nullspace_rk4", 300, (0.0, 0.02, 0.0)),
+    ("chain", "energy_momentum", 200, (50.0, 0.0, 0.0)),
+    ("gyro_top", "nullspace_rk4", 100, (1e3, 0.0, 0.0)),   # fails part-way
+]
+
+
+def sliced_sim(name, integrator):
+    return (two_body_sim(integrator) if name == "two_body"
+            else scenarios.build(name, integrator=integrator))
+
+
+@pytest.mark.parametrize("name, integrator, n, torque", SLICED)
+def test_a_step_in_one_step_slices_is_bit_identical_to_one_call(name, integrator, n, torque):
+    """time_slice = 1 ns: every turn takes exactly one step, and two clients' STEPs alternate;
+    each reply must still be exactly one uninterrupted ``sim.step(n)`` (or its failure)."""
+    torques = {"first": torque, "second": tuple(-0.5 * c for c in torque)}
+    refs, expect = {}, {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the chain's sub-step fallback
+        for who, tau in torques.items():
+            ref = refs[who] = sliced_sim(name, integrator)
+            ref.step(3)
+            ref.apply_torque(0, tau)
+            try:
+                ref.step(n)
+                expect[who] = None
+            except SimulationError as exc:
+                expect[who] = f"SimulationError: {exc}"
+                ref.clear_applied()  # what the server's rollback leaves: the state before
+                ref.restore(sliced_sim(name, integrator).snapshot())
+                ref.step(3)
+            else:
+                ref.clear_applied()
+        if name == "chain":
+            assert refs["first"].solver_stats()["fallback_steps"] > 0  # the case is exercised
+        with Server(sliced_sim(name, integrator), port=0, time_slice=1e-9).start() as server:
+            socks = {who: connect(server) for who in torques}
+            for who, sock in socks.items():
+                sock.sendall(packet(STEP, step_payload(3, []), seq=1))
+                assert read_reply(sock)[:2] == (STEP | 0x80, 1)
+            for who, sock in socks.items():  # both in, then both answered
+                sock.sendall(packet(STEP, step_payload(n, [(0, 0, 0, 0, *torques[who])]), seq=2)
+                             + packet(STATE, seq=3))
+            for who, sock in socks.items():
+                kind, seq, payload = read_reply(sock)
+                if expect[who] is None:
+                    assert (kind, seq) == (STEP | 0x80, 2)
+                else:
+                    assert (kind, seq) == (0xFF, 2)
+                    assert struct.unpack_from("<H", payload)[0] == 8
+                    assert payload[2:].decode() == expect[who]  # the same step failed
+                kind, seq, payload = read_reply(sock)
+                assert (kind, seq) == (STATE | 0x80, 3)
+                t, steps, _ = struct.unpack_from("<dQI", payload)
+                state = np.frombuffer(payload, "<f8", offset=20).reshape(-1, 13)
+                assert_bits_equal({"t": t, "steps": steps, "poses": state[:, :7],
+                                   "velocities": state[:, 7:]}, refs[who])
+                sock.close()
+        # every turn took one step: a STEP of n steps was interrupted n - 1 times
+        if all(e is None for e in expect.values()):
+            assert server.counts["preempted"] == 2 * (3 - 1) + 2 * (n - 1)
+
+
+def test_twenty_concurrent_clients_are_all_served_bit_identically():
+    failures = []
+
+    def drive(i):
+        try:
+            rng = np.random.default_rng(100 + i)
+            ref = two_body_sim()
+            with client_for(server) as client:
+                for r in range(30):
+                    n = int(rng.integers(0, 200))
+                    loads = {"top": ((0, 0, 0), 0.02 * rng.normal(size=3))} if r % 2 else {}
+                    reply = client.step(n, forces=loads)
+                    in_process_step(ref, n, loads)
+                    assert_bits_equal(reply, ref)
+                    if r == 20:
+                        assert_bits_equal(client.reset(), two_body_sim())
+                        ref = two_body_sim()
+        except BaseException as exc:  # reported below, from the test's own thread
+            failures.append((i, exc))
+
+    with Server(two_body_sim(), port=0).start() as server:
+        threads = [threading.Thread(target=drive, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(TIMEOUT * 6)
+        assert not any(t.is_alive() for t in threads)
+        assert failures == []
+        assert server.counts["accepted"] == 20 and server.counts["refused_full"] == 0
+
+
+@pytest.mark.parametrize("field, value", [
+    ("max_clients", 0), ("max_clients", 1.5), ("max_clients", True), ("max_clients", "8"),
+    ("max_clients", 10**9), ("idle_timeout", 0), ("idle_timeout", -1.0),
+    ("idle_timeout", float("nan")), ("idle_timeout", "60"), ("partial_timeout", math.inf),
+    ("partial_timeout", 0.0), ("send_timeout", -0.5), ("send_timeout", None),
+    ("time_slice", 0), ("time_slice", math.inf), ("max_steps_per_request", 0),
+    ("max_steps_per_request", 2**32), ("max_steps_per_request", 2.5),
+])
+def test_server_limits_refuse_bad_values_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=f"^{field}: "):
+        Server(two_body_sim(), port=0, **{field: value})
+
+
+def test_server_refuses_what_is_not_a_simulation():
+    with pytest.raises(ValueError, match="^sim: "):
+        Server("gyro_top", port=0)
+
+
+def test_idle_timeout_may_be_infinite():
+    with Server(two_body_sim(), port=0, idle_timeout=math.inf).start() as server, \
+            client_for(server) as client:
+        assert client.step(1)["steps"] == 1
 
 
 # -- the client's own checks ----------------------------------------------------------------------
@@ -457,19 +760,41 @@ def test_stop_closes_the_port():
         socket.create_connection(address, timeout=TIMEOUT).close()
 
 
+def flood_without_reading(server, sock):
+    """Send ``sock``'s server 200 000 STATE requests and read none of the replies (28 MB,
+    far beyond the socket buffers); stop when the server hangs up."""
+    requests = packet(STATE) * 1000
+    try:
+        for _ in range(200):
+            sock.sendall(requests)
+    except OSError:
+        pass  # the server hung up while we were still writing
+
+
+def greedy_socket(server):
+    sock = raw_socket(server)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(server.address)
+    sock.settimeout(TIMEOUT)
+    return sock
+
+
+def wait_until(condition):
+    """Poll ``condition`` until it holds; TIMEOUT only guards against a hang."""
+    for _ in range(int(TIMEOUT / 0.01)):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
 def test_a_client_that_never_reads_its_replies_is_disconnected(served):
     server, _ = served
     server.send_timeout = 0.2
-    greedy = raw_socket(server)
-    greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    greedy.connect(server.address)
-    greedy.settimeout(TIMEOUT)
-    requests = packet(STATE) * 1000
-    try:
-        for _ in range(200):  # 200 000 replies of 140 bytes: far beyond the socket buffers
-            greedy.sendall(requests)
-    except OSError:
-        pass  # the server hung up while we were still writing
+    greedy = greedy_socket(server)
+    flood_without_reading(server, greedy)
+    # nothing is read from it before the server says it dropped it, so its replies stay stuck
+    wait_until(lambda: server.counts["closed_send"] == 1)
     with client_for(server) as client:
         assert client.step(1)["steps"] == 1
     try:  # what the server managed to send, then its hang-up
@@ -478,6 +803,29 @@ def test_a_client_that_never_reads_its_replies_is_disconnected(served):
     except ConnectionResetError:
         pass
     greedy.close()
+    assert server.counts["closed_send"] == 1 and server.counts["send_stalled"] >= 1
+
+
+def test_a_client_that_stops_reading_does_not_stall_the_others(served):
+    server, _ = served
+    server.send_timeout = 600.0  # it stays connected, stuck, for all of this test
+    greedy = greedy_socket(server)
+    flooding = threading.Thread(target=flood_without_reading, args=(server, greedy))
+    flooding.start()
+    try:
+        wait_until(lambda: server.counts["send_stalled"] >= 1)  # its replies no longer fit
+        ref = two_body_sim()
+        with client_for(server) as client:
+            for k in range(20):
+                reply = client.step(k % 3)
+                ref.step(k % 3)
+                assert_bits_equal(reply, ref)
+        assert server.counts["closed_send"] == 0  # served while the greedy one was stuck
+    finally:
+        greedy.shutdown(socket.SHUT_RDWR)  # ends the flood's blocked sendall
+        flooding.join(TIMEOUT)
+        greedy.close()
+    assert not flooding.is_alive()
 
 
 @pytest.mark.parametrize("spin", [0.0, 0.05])
@@ -529,3 +877,19 @@ def test_lockstep_comparison_runs_its_rows_and_leaves_nothing_behind(tmp_path, m
         assert row["round_trips"] == 40
         assert 0 < row["rtt_us_p50"] <= row["rtt_us_p99"] <= row["rtt_us_max"]
     assert list(tmp_path.iterdir()) == []  # socket files and their directory are gone
+
+
+def test_fairness_measurement_runs_and_leaves_nothing_behind(tmp_path):
+    """python3 -m rtrigid.tools.hil_fairness, scaled down: what it counts, not its times."""
+    from rtrigid.tools import hil_fairness
+
+    out = tmp_path / "fair.json"
+    assert hil_fairness.main(["--round-trips", "5", "--requests", "3", "--steps", "2000",
+                              "--chain-steps", "20", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["crowd"]["idle_connections_open_at_end"] == 200
+    assert r["crowd"]["connect_hello_step1"]["n"] == 20
+    for key in ("long_gyro_top", "long_chain_fallback"):
+        assert r[key]["rtt_beside_long_steps"]["n"] == 5 and r[key]["long_requests_done"] >= 1
+    t = r["twenty"]
+    assert t["clients_all_served"] == t["clients_bit_identical"] == 20 and t["errors"] == []

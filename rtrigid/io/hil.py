@@ -1,4 +1,4 @@
-"""Lock-step stepping over TCP: a server that owns a Simulation, and a client that drives it.
+"""Lock-step stepping over TCP: a server that serves a Simulation, and clients that drive it.
 
     with Server(rtrigid.scenarios.build("gyro_top"), port=0).start() as server:
         with Client(*server.address) as client:
@@ -47,11 +47,13 @@ quaternion body -> world, scalar first) and ``vx, vy, vz, wx, wy, wz``
 ERROR reply: ``u16 code`` + a UTF-8 message.  Codes (:data:`ERRORS`): 1 bad magic, 2 bad
 version, 3 unknown kind, 4 length over the server's limit, 5 truncated message, 6 payload of
 the wrong size, 7 bad value (non-finite load, unknown or repeated body, n_steps out of range,
-flags not 0), 8 step failed (the simulation raised; the state is put back), 9 internal error.
-After codes 1, 4 and 5 the server cannot find the next message boundary and closes the
-connection; after the others the connection stays usable.  A refused request changes
-nothing: validation happens before anything is applied, and a STEP that fails part-way is
-rolled back to a snapshot taken before it.
+flags not 0), 8 step failed (the simulation raised; the state is put back), 9 internal error,
+10 server full (sent on connecting, see Limits), 11 idle (see Limits).  After codes 1, 4, 5,
+10 and 11 the server closes the connection (after 1, 4 and 5 it cannot find the next message
+boundary); after the others the connection stays usable.  An error that answers no request
+(5 after a timeout or a half-close, 10, 11) carries seq 0, which a client never uses.  A
+refused request changes nothing: validation happens before anything is applied, and a STEP
+that fails part-way is rolled back to a snapshot taken before it.
 
 Loads of a STEP
     Each record adds a world force at the body's centre of mass and a world torque, held
@@ -62,13 +64,53 @@ Loads of a STEP
     ``rtrigid serve`` simulation has none, so there it is ``sim.clear_applied()``).  A STEP
     without records steps with no extra load.  A body may appear once per request.
 
-Limits: a request may ask for at most ``max_steps_per_request`` steps (bounds the time one
-request holds the server); a message must be complete within ``partial_timeout`` seconds of
-its first byte; a client whose unread replies fill the socket buffers is disconnected after
-``send_timeout`` seconds.  The server checks a header's magic and length as soon as the
-header is in, before waiting for the payload.  It handles all connections in one thread,
-one complete request at a time, so a stalled client cannot hold up the others (one that
-stops reading, for at most ``send_timeout``).
+One simulation per connection
+    Every connection steps a simulation of its own: a copy of the served one as it was when
+    the :class:`Server` was made (state, loads, counters), made when the connection first
+    needs it.  RESET returns it there; it ends with the connection, and the next connection
+    starts from the beginning again.  The ``Simulation`` given to the Server is never stepped.
+    Why: the server takes turns between clients (below), and one client's STEP could not both
+    give exactly the state of one uninterrupted ``sim.step(n)`` (what this protocol promises)
+    and let another client's STEP be answered in the middle of it, if both stepped the same
+    simulation; nor could one client then be kept from pushing or resetting the simulation a
+    rig is driving.
+
+Turns and time slices
+    One thread serves every connection, in turns, round robin: a turn serves one connection's
+    requests for at most ``time_slice`` seconds (default 2 ms), and a STEP that needs longer
+    is carried on in that connection's next turn, after every other connection with a request
+    waiting has had one.  A long STEP is stepped in chunks (``sim.step(k)`` calls, k such
+    that the chunk ends the slice at the dearest cost per step measured recently; a dear step
+    is forgotten by a tenth per chunk), and a sliced STEP gives bit for bit the state of one
+    ``sim.step(n)`` call: the kernels keep nothing between calls that the state does not hold
+    (``tests/test_hil.py`` checks it against uninterrupted calls).  So a request waits at most one slice for every other
+    connection that has work, plus its own work; a slice overruns only when the cost per step
+    jumps within a chunk (an implicit integrator's sub-step fallback), by at most that chunk.
+    One thread rather than one per client: the compiled kernels hold the GIL, so threads would
+    not take turns inside a long ``step`` call at all, and their turns would be whatever the
+    operating system gives; a process per client would pay a kernel load and a simulation
+    each, on a machine with few cores.  Slices in one thread give a bound this docstring can
+    state.  ``max_steps_per_request`` now bounds the size of a request, not the server's time.
+
+Limits
+    - ``max_clients`` (default 256): connections served at once.  One more is accepted, sent
+      ERROR 10 and closed, so a client can tell a full server from a dead one (the
+      :class:`Client` raises :class:`ServerError` with code 10, as for 11 below).
+    - ``idle_timeout`` (default 60 s; ``math.inf``: never): a connection with no request in
+      progress, no reply unsent and no partial message for that long gets ERROR 11 and is
+      closed.
+    - ``partial_timeout`` (default 2 s): a message must be complete within that many seconds
+      of its first byte (for a message that arrives while the request before it is being
+      served: of that request's reply); otherwise ERROR 5 and the connection is closed.
+      The server checks a header's magic and length as soon as the header is in, before
+      waiting for the payload.
+    - ``send_timeout`` (default 1 s): replies are written without blocking; a connection
+      whose replies do not all fit its socket buffer gets no further request served, and is
+      closed ``send_timeout`` seconds after the first reply that did not fit unless by then
+      it has read them all.  The other connections are served meanwhile.
+    - ``max_steps_per_request`` (default 100 000, at most 2**32 - 1): steps one STEP may ask for.
+    :attr:`Server.counts` counts what happened (accepted, refused, closed for each reason,
+    requests, turns that left a STEP unfinished).
 
 Busy-polling (``spin``)
     Neither end has to spin; the protocol does not depend on it.  By default the server
@@ -90,8 +132,12 @@ Busy-polling (``spin``)
 """
 from __future__ import annotations
 
+import collections
+import errno
 import math
+import numbers
 import os
+import resource
 import selectors
 import socket
 import stat
@@ -100,6 +146,9 @@ import threading
 import time
 
 import numpy as np
+
+from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
+from rtrigid.simulation import Simulation
 
 
 MAGIC = b"RTRG"
@@ -116,10 +165,12 @@ ERROR_HEAD = struct.Struct("<H")
 STATE_WIDTH = 13
 
 ERRORS = {1: "bad magic", 2: "bad version", 3: "unknown kind", 4: "too long", 5: "truncated",
-          6: "bad size", 7: "bad value", 8: "step failed", 9: "internal error"}
+          6: "bad size", 7: "bad value", 8: "step failed", 9: "internal error",
+          10: "server full", 11: "idle"}
 (E_MAGIC, E_VERSION, E_KIND, E_TOO_LONG, E_TRUNCATED, E_SIZE, E_VALUE, E_STEP,
- E_INTERNAL) = range(1, 10)
-_FATAL = (E_MAGIC, E_TOO_LONG, E_TRUNCATED)
+ E_INTERNAL, E_FULL, E_IDLE) = range(1, 12)
+FATAL = (E_MAGIC, E_TOO_LONG, E_TRUNCATED, E_FULL, E_IDLE)  # the server closes after these
+MAX_STEPS_LIMIT = 2 ** 32 - 1  # n_steps is a u32 on the wire
 
 
 class ServerError(RuntimeError):
@@ -198,7 +249,7 @@ def _as_spin(spin):
     return value
 
 
-def _unix_listener(path):
+def _unix_listener(path, backlog=128):
     """A listening Unix-domain stream socket at ``path``; a stale socket file there is replaced,
     anything else at that path is refused."""
     path = os.fspath(path)
@@ -221,7 +272,7 @@ def _unix_listener(path):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.bind(path)
-        sock.listen()
+        sock.listen(backlog)
     except BaseException:
         sock.close()
         raise
@@ -229,48 +280,143 @@ def _unix_listener(path):
 
 
 class _Connection:
-    __slots__ = ("sock", "buf", "deadline")
+    """One client: its bytes in and out, its request in progress, its simulation."""
 
-    def __init__(self, sock):
+    __slots__ = ("sock", "buf", "out", "sim", "job", "closing", "dead", "queued", "events",
+                 "since", "deadline", "why")
+
+    def __init__(self, sock, now):
         self.sock = sock
-        self.buf = bytearray()
-        self.deadline = None
+        self.buf = bytearray()   # received, not yet served: whole messages, then a partial one
+        self.out = bytearray()   # replies not yet taken by the socket
+        self.sim = None          # made on the first request that needs one
+        self.job = None          # the STEP in progress
+        self.closing = False     # close once ``out`` is sent
+        self.dead = False
+        self.queued = False      # in the server's run queue
+        self.events = selectors.EVENT_READ
+        self.since = now         # idle since / first byte of the partial message / stuck since
+        self.deadline = math.inf
+        self.why = None          # what the deadline is for: "idle", "partial" or "send"
+
+
+class _Job:
+    """A STEP being served: what is left of it and how to undo it."""
+
+    __slots__ = ("seq", "left", "loads", "before")
+
+    def __init__(self, seq, left, loads, before):
+        self.seq, self.left, self.loads, self.before = seq, left, loads, before
+
+
+def _seconds(value, name, *, allow_inf=False):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected seconds > 0, got {value!r}")
+    x = float(value)
+    if not (x > 0.0 and (math.isfinite(x) or (allow_inf and x == math.inf))):
+        raise ValueError(f"{name}: expected seconds > 0{' (inf: never)' if allow_inf else ''}"
+                         f", got {value!r}")
+    return x
+
+
+def _count(value, name, lo, hi):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value!r}")
+    if not lo <= int(value) <= hi:
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value!r}")
+    return int(value)
+
+
+def check_limits(*, max_clients=256, idle_timeout=60.0, partial_timeout=2.0, send_timeout=1.0,
+                 time_slice=0.002, max_steps_per_request=100_000):
+    """The server's limits, checked (``ValueError`` naming the field); defaults as documented.
+
+    Room for ``max_clients`` connections is made here: the process's soft limit on open files
+    is raised towards its hard limit if it is too low, and if that is not enough the value is
+    refused, rather than the server failing to accept once it is busy.
+    """
+    out = {"max_clients": _count(max_clients, "max_clients", 1, 1 << 20),
+           "idle_timeout": _seconds(idle_timeout, "idle_timeout", allow_inf=True),
+           "partial_timeout": _seconds(partial_timeout, "partial_timeout"),
+           "send_timeout": _seconds(send_timeout, "send_timeout"),
+           "time_slice": _seconds(time_slice, "time_slice"),
+           "max_steps_per_request": _count(max_steps_per_request, "max_steps_per_request", 1,
+                                           MAX_STEPS_LIMIT)}
+    need = out["max_clients"] + _SPARE_FDS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard == resource.RLIM_INFINITY or hard >= need:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+        else:
+            raise ValueError(f"max_clients: {out['max_clients']} connections need about {need} "
+                             f"open files; this process may have {hard} (ulimit -n)")
+    return out
+
+
+_SPARE_FDS = 64         # files the process needs besides the connections (listener, modules)
+_ACCEPTS_PER_TURN = 64  # a flood of connections still lets requests through between batches
+_OUT_HIGH = 1 << 16     # a turn stops producing replies once this many bytes wait to be sent
+_SPARE_SIMS = 8         # simulations of closed connections kept for the next ones
+_COST_MEMORY = 0.9      # see Server._work
+
+
+def _replica(sim):
+    """A new Simulation that steps exactly like ``sim`` (restore it to one of sim's snapshots;
+    the snapshot's fingerprint check refuses the restore if anything that matters differs)."""
+    return Simulation(sim.model, sim.integrator, sim.dt, options=sim.options,
+                      max_iter=int(sim.backend.solver[SOLVER_MAX_ITER]),
+                      max_halvings=int(sim.backend.solver[SOLVER_HALVINGS]),
+                      max_steps_per_advance=sim.max_steps_per_advance)
 
 
 class Server:
-    """Serve one Simulation to lock-step clients (protocol in the module docstring).
+    """Serve a Simulation to lock-step clients (protocol in the module docstring).
 
     ``port=0`` picks a free port; :attr:`address` tells which.  ``unix=PATH`` listens on a
     Unix-domain socket at PATH instead of TCP (``host`` and ``port`` are then ignored;
     :attr:`address` is the path, removed again by :meth:`stop`).  ``spin``: seconds to
-    busy-poll for the next request before sleeping (module docstring).  :meth:`start` runs the
-    server in a daemon thread (tests, embedding), :meth:`serve_forever` in the caller's;
-    :meth:`stop` ends either and closes every socket.  The simulation belongs to the server
-    while it runs: touch it only through a client.
+    busy-poll for the next request before sleeping.  ``max_clients``, ``idle_timeout``,
+    ``partial_timeout``, ``send_timeout``, ``time_slice`` and ``max_steps_per_request``: see
+    Limits and Turns in the module docstring.  :meth:`start` runs the server in a daemon
+    thread (tests, embedding), :meth:`serve_forever` in the caller's; :meth:`stop` ends
+    either and closes every socket.  Each connection steps its own copy of ``sim`` as it is
+    now; ``sim`` itself is never stepped.  :attr:`counts`: what the server has done.
     """
 
     def __init__(self, sim, host="127.0.0.1", port=0, *, scenario="",
                  max_steps_per_request=100_000, partial_timeout=2.0, send_timeout=1.0,
-                 max_clients=16, unix=None, spin=0.0):
+                 idle_timeout=60.0, max_clients=256, time_slice=0.002, unix=None, spin=0.0):
+        if not isinstance(sim, Simulation):
+            raise ValueError(f"sim: expected an rtrigid Simulation, got {type(sim).__name__}")
         self.spin = _as_spin(spin)
+        limits = check_limits(max_clients=max_clients, idle_timeout=idle_timeout,
+                              partial_timeout=partial_timeout, send_timeout=send_timeout,
+                              time_slice=time_slice,
+                              max_steps_per_request=max_steps_per_request)
+        self.max_clients = limits["max_clients"]
+        self.idle_timeout = limits["idle_timeout"]
+        self.partial_timeout = limits["partial_timeout"]
+        self.send_timeout = limits["send_timeout"]
+        self.time_slice = limits["time_slice"]
+        self.max_steps_per_request = limits["max_steps_per_request"]
         self.sim = sim
         self.scenario = str(scenario)
-        self.max_steps_per_request = int(max_steps_per_request)
-        self.partial_timeout = float(partial_timeout)
-        self.send_timeout = float(send_timeout)
-        self.max_clients = int(max_clients)
         self._initial = sim.snapshot()
+        first = _replica(sim)
+        first.restore(self._initial)  # refuses here, not per connection, if the copy differs
+        self._spare = [first]
         self._own_loads = {b: sim.applied(b) for b in range(sim.nb)
                            if any(np.any(a) for a in sim.applied(b))}
         self._max_payload = STEP_HEAD.size + LOAD.size * sim.nb
         self._hello = HELLO_HEAD.pack(sim.nb, sim.dt, self.max_steps_per_request) + _pack_strings(
             [sim.integrator, self.scenario, *sim.names])
         self._state = np.empty((sim.nb, STATE_WIDTH))
+        backlog = min(self.max_clients + 16, socket.SOMAXCONN)
         if unix is not None:
-            self._listener = _unix_listener(unix)
+            self._listener = _unix_listener(unix, backlog)
             self.address = self._unix_path = os.fspath(unix)
         else:
-            self._listener = socket.create_server((host, port))
+            self._listener = socket.create_server((host, port), backlog=backlog)
             self.address = self._listener.getsockname()[:2]
             self._unix_path = None
         self._listener.setblocking(False)
@@ -278,6 +424,14 @@ class Server:
         self._stopping = False
         self._thread = None
         self._conns = {}
+        self._runq = collections.deque()
+        self._again = None           # the connection whose turn just ended, still with work
+        self._next_check = math.inf  # no deadline of any connection is earlier than this
+        self._cost = None            # seconds per step, measured on the last chunk
+        self._accept_paused = False
+        self.counts = dict.fromkeys(
+            ("accepted", "refused_full", "closed_idle", "closed_partial", "closed_send",
+             "send_stalled", "requests", "preempted"), 0)
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self):
@@ -302,42 +456,62 @@ class Server:
         self.stop()
 
     def serve_forever(self):
-        sel = selectors.DefaultSelector()
+        sel = self._sel = selectors.DefaultSelector()
         sel.register(self._listener, selectors.EVENT_READ, "listen")
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         spin_until = 0.0  # busy-poll (select without blocking) until then
         try:
             while not self._stopping:
-                if time.monotonic() < spin_until:
-                    events = sel.select(0)
-                    if not events:
-                        continue
+                if self._runq or self._again is not None:
+                    timeout = 0  # work waits: only look for what else came in
                 else:
-                    deadlines = [c.deadline for c in self._conns.values()
-                                 if c.deadline is not None]
-                    timeout = (None if not deadlines
-                               else max(min(deadlines) - time.monotonic(), 0.0))
-                    events = sel.select(timeout)
-                for key, _ in events:
+                    now = time.monotonic()
+                    if now < spin_until:
+                        timeout = 0
+                    elif self._accept_paused:
+                        timeout = 0.05  # out of files: try accepting again soon
+                    elif self._next_check == math.inf:
+                        timeout = None
+                    else:
+                        timeout = max(self._next_check - now, 0.0)
+                events = sel.select(timeout)
+                again, self._again = self._again, None
+                for key, mask in events:
                     if key.data == "listen":
-                        self._accept(sel)
+                        self._accept()
                     elif key.data == "wake":
                         self._wake_r.recv(64)
-                    else:
-                        self._on_readable(sel, key.data)
+                    elif mask & selectors.EVENT_WRITE:
+                        self._flush(key.data)
+                        self._settle(key.data)
+                    elif key.data.events == selectors.EVENT_READ and not (
+                            key.data.queued or key.data.job or key.data.closing):
+                        self._read(key.data)
+                    # else: a connection with work waiting; its bytes are read once it is done
+                if again is not None and not again.dead:
+                    # behind whatever came in during its turn: a new request waits for at
+                    # most one turn of each connection that already had work
+                    self._runq.append(again)
+                if self._accept_paused and not self._stopping:
+                    self._resume_accepting()
+                if self._runq:
+                    conn = self._runq.popleft()
+                    conn.queued = False
+                    if not conn.dead:
+                        self._turn(conn)
                         if self.spin:
                             spin_until = time.monotonic() + self.spin
-                now = time.monotonic()
-                for conn in list(self._conns.values()):
-                    if conn.deadline is not None and now >= conn.deadline:
-                        self._drop(sel, conn, _error(0, E_TRUNCATED, "message incomplete "
-                                                     f"after {self.partial_timeout:g} s"))
+                if time.monotonic() >= self._next_check:
+                    self._expire()
         finally:
             for conn in list(self._conns.values()):
-                self._drop(sel, conn)
+                self._drop(conn)
             sel.close()
             for s in (self._listener, self._wake_r, self._wake_w):
-                s.close()
+                try:
+                    s.close()
+                except OSError:
+                    pass
             if self._unix_path is not None:
                 try:
                     os.unlink(self._unix_path)
@@ -345,92 +519,236 @@ class Server:
                     pass
 
     # -- connections -------------------------------------------------------------------------
-    def _accept(self, sel):
-        try:
-            sock, _ = self._listener.accept()
-        except OSError:
-            return
-        if len(self._conns) >= self.max_clients:
-            sock.close()
-            return
-        _set_timeouts(sock, send=self.send_timeout)  # reads happen only when readable
-        if sock.family != socket.AF_UNIX:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = _Connection(sock)
-        self._conns[sock.fileno()] = conn
-        sel.register(sock, selectors.EVENT_READ, conn)
-
-    def _drop(self, sel, conn, last_words=None):
-        if last_words is not None:
+    def _accept(self):
+        for _ in range(_ACCEPTS_PER_TURN):
             try:
-                conn.sock.sendall(last_words)
-            except OSError:
-                pass
+                sock, _ = self._listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # the pending connection stays readable on the listener: stop watching it
+                    # for a while instead of waking up for it again and again
+                    self._sel.unregister(self._listener)
+                    self._accept_paused = time.monotonic() + 0.05
+                return  # else the peer gave up before we got to it
+            sock.setblocking(False)
+            if sock.family != socket.AF_UNIX:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if len(self._conns) >= self.max_clients:
+                self.counts["refused_full"] += 1
+                try:
+                    sock.send(_error(0, E_FULL, f"{self.max_clients} clients already "
+                                     "connected (max_clients); try again later"))
+                except OSError:
+                    pass
+                _close(sock)
+                continue
+            self.counts["accepted"] += 1
+            conn = _Connection(sock, time.monotonic())
+            self._conns[sock.fileno()] = conn
+            self._sel.register(sock, selectors.EVENT_READ, conn)
+            self._settle(conn)
+
+    def _resume_accepting(self):
+        if time.monotonic() >= self._accept_paused:
+            self._sel.register(self._listener, selectors.EVENT_READ, "listen")
+            self._accept_paused = False
+
+    def _drop(self, conn):
+        if conn.dead:
+            return
+        conn.dead = True
         self._conns.pop(conn.sock.fileno(), None)
         try:
-            sel.unregister(conn.sock)
+            self._sel.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
-        conn.sock.close()
+        _close(conn.sock)
+        if conn.sim is not None and len(self._spare) < _SPARE_SIMS:
+            self._spare.append(conn.sim)  # restored to the start before it is used again
+        conn.sim = conn.job = None
 
-    def _on_readable(self, sel, conn):
+    def _last_words(self, conn, code, text):
+        """Queue an error that answers no request, then close once it is sent."""
+        conn.out += _error(0, code, text)
+        conn.closing = True
+        self._flush(conn)
+        self._settle(conn)
+
+    def _read(self, conn):
+        if conn.dead:  # dropped earlier in the same batch of events
+            return
         try:
             data = conn.sock.recv(1 << 16)
+        except BlockingIOError:
+            return
         except OSError:
-            self._drop(sel, conn)
+            self._drop(conn)
             return
         if not data:
-            self._drop(sel, conn, _error(0, E_TRUNCATED, f"connection closed {len(conn.buf)} "
-                                         "bytes into a message") if conn.buf else None)
+            if conn.buf:
+                self._last_words(conn, E_TRUNCATED, f"connection closed {len(conn.buf)} bytes "
+                                 "into a message")
+            else:
+                self._drop(conn)
             return
-        buf = conn.buf
-        buf += data
-        while len(buf) >= HEADER.size:
-            magic, version, kind, flags, seq, length = HEADER.unpack_from(buf)
-            if magic != MAGIC:
-                self._drop(sel, conn, _error(seq, E_MAGIC, f"magic {bytes(magic)!r}, "
-                                             f"expected {MAGIC!r}"))
-                return
-            if length > self._max_payload:
-                self._drop(sel, conn, _error(seq, E_TOO_LONG, f"length {length} over the "
-                                             f"limit {self._max_payload}"))
-                return
-            if len(buf) < HEADER.size + length:
-                break
-            payload = bytes(buf[HEADER.size:HEADER.size + length])
-            del buf[:HEADER.size + length]
-            reply = self._reply(version, kind, flags, seq, payload)
-            try:
-                conn.sock.sendall(reply)
-            except OSError:
-                self._drop(sel, conn)
-                return
-        conn.deadline = time.monotonic() + self.partial_timeout if buf else None
+        if not conn.buf:
+            conn.since = time.monotonic()  # the first byte of a message
+        conn.buf += data
+        self._settle(conn)
 
-    # -- requests ------------------------------------------------------------------------------
-    def _reply(self, version, kind, flags, seq, payload):
+    def _ready(self, conn):
+        """Whether ``conn.buf`` starts with a message to serve (or a header to refuse)."""
+        buf = conn.buf
+        if len(buf) < HEADER.size:
+            return False
+        magic, _, _, _, _, length = HEADER.unpack_from(buf)
+        return magic != MAGIC or length > self._max_payload or len(buf) >= HEADER.size + length
+
+    def _settle(self, conn, later=False):
+        """Put ``conn`` where its state says: run queue, waiting to write, or waiting to read
+        (then with the deadline of an idle connection or of a partial message).  ``later``:
+        it has just had its turn, and joins the run queue only after the next look at the
+        sockets."""
+        if conn.dead:
+            return
+        if conn.out:  # its socket is full (or it is being closed): write when it can take more
+            events, deadline, why = selectors.EVENT_WRITE, conn.since + self.send_timeout, "send"
+        elif conn.closing:
+            self._drop(conn)
+            return
+        elif conn.job is not None or self._ready(conn):
+            events, deadline, why = selectors.EVENT_READ, math.inf, None
+            if not conn.queued:
+                conn.queued = True
+                if later:
+                    self._again = conn
+                else:
+                    self._runq.append(conn)
+        elif conn.buf:
+            events, deadline, why = (selectors.EVENT_READ, conn.since + self.partial_timeout,
+                                     "partial")
+        else:
+            events, deadline, why = (selectors.EVENT_READ, conn.since + self.idle_timeout,
+                                     "idle")
+        if events != conn.events:
+            self._sel.modify(conn.sock, events, conn)
+            conn.events = events
+        conn.deadline, conn.why = deadline, why
+        if deadline < self._next_check:
+            self._next_check = deadline
+
+    def _flush(self, conn):
+        """Send what the socket takes now; never wait for it."""
+        if not conn.out or conn.dead:
+            return
+        try:
+            sent = conn.sock.send(conn.out)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self._drop(conn)
+            return
+        if sent == len(conn.out):
+            conn.out.clear()
+            conn.since = time.monotonic()  # idle from here (or partial, if more is in)
+        else:
+            if conn.events != selectors.EVENT_WRITE:
+                conn.since = time.monotonic()  # stuck from here: send_timeout counts
+                self.counts["send_stalled"] += 1
+            del conn.out[:sent]
+
+    def _expire(self):
+        now = time.monotonic()
+        self._next_check = math.inf
+        for conn in list(self._conns.values()):
+            if conn.deadline <= now:
+                if conn.why == "send":
+                    self.counts["closed_send"] += 1
+                    self._drop(conn)
+                    continue
+                if conn.why == "partial":
+                    self.counts["closed_partial"] += 1
+                    self._last_words(conn, E_TRUNCATED, "message incomplete "
+                                     f"{self.partial_timeout:g} s after its first byte")
+                elif conn.why == "idle":
+                    self.counts["closed_idle"] += 1
+                    self._last_words(conn, E_IDLE, f"no request for {self.idle_timeout:g} s")
+            if not conn.dead and conn.deadline < self._next_check:
+                self._next_check = conn.deadline
+
+    # -- turns ---------------------------------------------------------------------------------
+    def _turn(self, conn):
+        """Serve ``conn`` for at most one time slice: its STEP in progress, then its next
+        requests, until the slice is used, a STEP is left unfinished, or replies pile up."""
+        end = time.perf_counter() + self.time_slice
+        while not conn.closing:
+            if conn.job is None:
+                if not self._ready(conn):
+                    break
+                self._serve_next(conn)
+            if conn.job is not None:
+                self._work(conn, end)
+                if conn.job is not None:
+                    self.counts["preempted"] += 1
+                    break
+            if len(conn.out) >= _OUT_HIGH or time.perf_counter() >= end:
+                break
+        if conn.buf and not conn.closing:
+            conn.since = time.monotonic()  # the next message's partial_timeout counts from now
+        self._flush(conn)
+        self._settle(conn, later=True)
+
+    def _serve_next(self, conn):
+        buf = conn.buf
+        magic, version, kind, flags, seq, length = HEADER.unpack_from(buf)
+        if magic != MAGIC:
+            self._last_words_for(conn, seq, E_MAGIC, f"magic {bytes(magic)!r}, expected "
+                                 f"{MAGIC!r}")
+            return
+        if length > self._max_payload:
+            self._last_words_for(conn, seq, E_TOO_LONG, f"length {length} over the limit "
+                                 f"{self._max_payload}")
+            return
+        payload = bytes(buf[HEADER.size:HEADER.size + length])
+        del buf[:HEADER.size + length]
+        self.counts["requests"] += 1
         try:
             if version != VERSION:
                 raise _Refusal(E_VERSION, f"version {version}; this server speaks {VERSION}")
             if flags:
                 raise _Refusal(E_VALUE, f"flags {flags:#x}; must be 0")
             if kind == STEP:
-                self._step(*self._parse_step(payload))
-            elif kind in (HELLO, STATE, RESET):
-                if payload:
-                    raise _Refusal(E_SIZE, f"kind {kind} takes no payload, got {len(payload)} "
-                                   "bytes")
-                if kind == HELLO:
-                    return _message(HELLO | REPLY, seq, self._hello)
-                if kind == RESET:
-                    self.sim.restore(self._initial)
-            else:
+                n, loads = self._parse_step(payload)
+                self._begin_step(conn, seq, n, loads)
+                return
+            if kind not in (HELLO, STATE, RESET):
                 raise _Refusal(E_KIND, f"unknown kind {kind}")
-            return _message(kind | REPLY, seq, self._pack_state())
+            if payload:
+                raise _Refusal(E_SIZE, f"kind {kind} takes no payload, got {len(payload)} bytes")
+            if kind == HELLO:
+                conn.out += _message(HELLO | REPLY, seq, self._hello)
+                return
+            sim = self._sim_of(conn)
+            if kind == RESET:
+                sim.restore(self._initial)
+            conn.out += _message(kind | REPLY, seq, self._pack_state(sim))
         except _Refusal as exc:
-            return _error(seq, exc.code, str(exc))
+            conn.out += _error(seq, exc.code, str(exc))
         except Exception as exc:  # the server outlives any request
-            return _error(seq, E_INTERNAL, f"{type(exc).__name__}: {exc}")
+            conn.out += _error(seq, E_INTERNAL, f"{type(exc).__name__}: {exc}")
+
+    def _last_words_for(self, conn, seq, code, text):
+        conn.out += _error(seq, code, text)
+        conn.closing = True
+
+    def _sim_of(self, conn):
+        if conn.sim is None:
+            sim = self._spare.pop() if self._spare else _replica(self.sim)
+            sim.restore(self._initial)
+            conn.sim = sim
+        return conn.sim
 
     def _parse_step(self, payload):
         if len(payload) < STEP_HEAD.size:
@@ -457,33 +775,76 @@ class Server:
                                f"{list(record[1:])}")
         return n, loads
 
-    def _step(self, n, loads):
-        sim = self.sim
+    def _begin_step(self, conn, seq, n, loads):
+        sim = self._sim_of(conn)
         before = sim.snapshot()
         try:
             for b, fx, fy, fz, tx, ty, tz in loads:
                 sim.apply_force(b, (fx, fy, fz))
                 sim.apply_torque(b, (tx, ty, tz))
-            sim.step(n)
         except Exception as exc:
             sim.restore(before)
             raise _Refusal(E_STEP, f"{type(exc).__name__}: {exc}") from None
+        conn.job = _Job(seq, n, loads, before)
+
+    def _work(self, conn, end):
+        """Step ``conn``'s STEP until it is done or the slice ending at ``end`` is used."""
+        job, sim = conn.job, conn.sim
+        try:
+            while job.left:
+                if self._cost is None:
+                    k = 1  # the first chunk measures the cost of a step
+                else:
+                    k = int(max(end - time.perf_counter(), 0.0) / self._cost)
+                    k = min(max(k, 1), job.left)
+                t0 = time.perf_counter()
+                sim.step(k)
+                t1 = time.perf_counter()
+                job.left -= k
+                # a step's cost can jump a hundredfold (Newton's sub-step fallback) and come
+                # back: keep the dearest recent cost, forgotten by a tenth per chunk, so that
+                # chunks stay small while dear steps keep coming
+                cost = (t1 - t0) / k
+                self._cost = max(cost, _COST_MEMORY * self._cost if self._cost else cost, 1e-9)
+                if t1 >= end:
+                    break
+        except Exception as exc:
+            sim.restore(job.before)
+            conn.job = None
+            conn.out += _error(job.seq, E_STEP, f"{type(exc).__name__}: {exc}")
+            return
+        if job.left:
+            return
+        conn.job = None
         # back to the simulation's own loads; they never change while it is served (the
         # initial snapshot that RESET restores holds the same ones)
-        for record in loads:
+        for record in job.loads:
             b = record[0]
             sim.clear_applied(b)
             if b in self._own_loads:
                 force, torque = self._own_loads[b]
                 sim.apply_force(b, force)
                 sim.apply_torque(b, torque)
+        conn.out += _message(STEP | REPLY, job.seq, self._pack_state(sim))
 
-    def _pack_state(self):
-        sim, out = self.sim, self._state
+    def _pack_state(self, sim):
+        out = self._state
         for b in range(sim.nb):
             out[b, 0:3], out[b, 3:7] = sim.pose(b)
             out[b, 7:10], out[b, 10:13] = sim.velocity(b)
         return STATE_HEAD.pack(sim.t, sim.steps_taken, sim.nb) + out.tobytes()
+
+
+def _close(sock):
+    """Close without a reset: what the peer sent and nobody read would make the kernel answer
+    with RST, and a peer may then lose the last reply still unread in its buffer."""
+    try:
+        for _ in range(16):
+            if not sock.recv(1 << 16, socket.MSG_DONTWAIT):
+                break
+    except OSError:
+        pass
+    sock.close()
 
 
 class Client:
@@ -494,7 +855,9 @@ class Client:
     A state dict holds ``t`` (float), ``steps`` (int), ``poses`` (``(n_bodies, 7)``:
     ``x, y, z, q0, q1, q2, q3``), ``velocities`` (``(n_bodies, 6)``: world ``v`` then world
     angular velocity) and ``names``.  After :meth:`__init__`, :attr:`names`, :attr:`dt`,
-    :attr:`integrator` and :attr:`scenario` describe the served simulation.
+    :attr:`integrator` and :attr:`scenario` describe the served simulation.  A refused request
+    raises :class:`ServerError`; so does the server's notice before it hangs up (code 10: full,
+    11: idle), after which this client is closed.
     """
 
     def __init__(self, host="127.0.0.1", port=None, timeout=5.0, *, unix=None, spin=0.0):
@@ -615,14 +978,24 @@ class Client:
         return got + k
 
     def _request(self, kind, payload=b""):
-        self._seq = (self._seq + 1) & 0xFFFFFFFF
-        self._sock.sendall(_message(kind, self._seq, payload))
+        self._seq = self._seq % 0xFFFFFFFF + 1  # 1 .. 2**32-1: seq 0 marks the server's notices
+        try:
+            self._sock.sendall(_message(kind, self._seq, payload))
+        except (BrokenPipeError, ConnectionResetError):
+            # the server hung up; it may have said why first (a full server, an idle timeout)
+            notice = self._notice()
+            self.close()
+            if notice is not None:
+                raise notice from None
+            raise
         deadline = time.perf_counter_ns() + self._spin_ns if self._spin_ns else 0
         got = 0
         while got < HEADER.size:
             got = self._recv_some(got, deadline)
         magic, version, rkind, _, seq, length = HEADER.unpack_from(self._buf)
-        if magic != MAGIC or version != VERSION or seq != self._seq or length > 1 << 24:
+        notice = rkind == ERROR and seq == 0  # the server's last word before it hangs up
+        if magic != MAGIC or version != VERSION or (seq != self._seq and not notice) or (
+                length > 1 << 24):
             self.close()
             raise ConnectionError(f"unexpected reply header (magic {magic!r}, version "
                                   f"{version}, seq {seq} for {self._seq}, length {length})")
@@ -632,17 +1005,35 @@ class Client:
             self._view = memoryview(self._buf)
         while got < end:
             got = self._recv_some(got, deadline)
-        if got > end:  # one request, one reply: nothing may follow it
+        if got > end and not notice:  # one request, one reply: nothing may follow it
             self.close()
             raise ConnectionError(f"{got - end} unexpected bytes after a reply")
         body = bytearray(self._view[HEADER.size:end])
         if rkind == ERROR:
             (code,) = ERROR_HEAD.unpack_from(body)
+            if notice:
+                self.close()  # the server has closed its end; nothing more will come
             raise ServerError(code, bytes(body[ERROR_HEAD.size:]).decode("utf-8", "replace"))
         if rkind != kind | REPLY:
             self.close()
             raise ConnectionError(f"reply kind {rkind} to a request of kind {kind}")
         return body
+
+    def _notice(self):
+        """The server's last word (an ERROR with seq 0) if it is already here, else None."""
+        try:
+            data = self._sock.recv(1 << 16, socket.MSG_DONTWAIT)
+        except OSError:
+            return None
+        if len(data) < HEADER.size:
+            return None
+        magic, version, kind, _, seq, length = HEADER.unpack_from(data)
+        if (magic, version, kind, seq) != (MAGIC, VERSION, ERROR, 0) or (
+                len(data) < HEADER.size + length or length < ERROR_HEAD.size):
+            return None
+        (code,) = ERROR_HEAD.unpack_from(data, HEADER.size)
+        return ServerError(code, data[HEADER.size + ERROR_HEAD.size:HEADER.size + length]
+                           .decode("utf-8", "replace"))
 
     def _state_dict(self, body):
         t, steps, nb = STATE_HEAD.unpack_from(body)
@@ -658,6 +1049,11 @@ def serve_main(args):
 
     from rtrigid import scenarios
 
+    # the limits are checked before the scenario is built: a typo fails at once, in one line
+    limits = check_limits(**{k: getattr(args, k) for k in (
+        "max_clients", "idle_timeout", "partial_timeout", "send_timeout", "time_slice")
+        if hasattr(args, k)})
+    spin = _as_spin(getattr(args, "spin", 0.0))
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt,
                           **dict(args.set or []))
     sim.step(0)  # load the compiled kernel before the first client waits on it
@@ -666,8 +1062,8 @@ def serve_main(args):
 
         set_fifo_priority(args.rt_priority)
     unix = getattr(args, "unix", None)
-    server = Server(sim, args.host, args.port, scenario=args.scenario, unix=unix,
-                    spin=getattr(args, "spin", 0.0))
+    server = Server(sim, args.host, args.port, scenario=args.scenario, unix=unix, spin=spin,
+                    **limits)
     where = f"unix:{server.address}" if unix is not None else "{}:{}".format(*server.address)
     print(f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) on {where}",
           flush=True)
