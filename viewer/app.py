@@ -25,19 +25,23 @@ import numpy as np
 from viewer import meshes, scene
 from viewer.camera import OrbitCamera, ortho_pixels
 from viewer.monitor import Conservation, FrameTimer, fmt_drift
-from viewer.picking import ray_shape
+from viewer.picking import ray_part
 
 DEFAULT_KEYS = {
     "pause": "SPACE", "step": "PERIOD", "slower": "MINUS", "faster": "EQUAL", "reset": "R",
     "hud": "H", "follow": "F", "traces": "T", "omega": "W", "momentum": "L", "kick": "K",
-    "spin": "U", "select_next": "TAB", "camera_home": "HOME", "quit": "ESCAPE",
+    "spin": "U", "select_next": "TAB", "axes": "A", "camera_home": "HOME", "quit": "ESCAPE",
 }
 KEY_HELP = ("space pause   . step   -/= speed   r reset   h hud   f follow   t traces\n"
             "w omega   l momentum   k kick   u spin up   tab select   drag a body: impulse")
 SPEEDS = (1 / 64, 8.0)
+LOOKAHEAD_SECONDS, LOOKAHEAD_STEPS = 5.0, 4000  # the motion the camera and floor are set for
+PICK_TOLERANCE = 10.0  # pixels around a body that still pick it (thin links, rings)
 DRAG_COLOR = (1.0, 0.45, 0.0)
 LOAD_COLOR = (0.1, 0.65, 0.55)
-GROUND = (0.92, 0.92, 0.90)
+GROUND = (0.86, 0.86, 0.84)
+FLOOR_LIGHT, FLOOR_DARK = (0.93, 0.93, 0.91, 1.0), (0.74, 0.75, 0.77, 1.0)
+SHADOW = (0.55, 0.56, 0.57, 0.55)
 SKY_LOW, SKY_HIGH = (0.85, 0.88, 0.92, 1.0), (0.62, 0.71, 0.82, 1.0)
 UNIT_MESHES = {
     "sphere": lambda: meshes.sphere(1.0, 20),
@@ -145,6 +149,8 @@ class Viewer:
         Draw poses between the last two steps (``sim.alpha``); off draws the current state.
     max_fps : float
         Frame rate cap of :meth:`run`.
+    axes : bool
+        Draw small world axes at the origin (x red, y green, z blue); key A toggles them.
     """
 
     _open = None
@@ -152,7 +158,7 @@ class Viewer:
     def __init__(self, sim, width=960, height=600, *, headless=False, title=None, keys=True,
                  mouse=True, speed=1.0, paused=False, hud=True, traces=None, show_omega=False,
                  show_momentum=False, follow=None, colors=None, impulse_gain=4.0,
-                 interpolate=True, max_fps=60.0):
+                 interpolate=True, max_fps=60.0, axes=False):
         for name, value in (("width", width), ("height", height)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 16:
                 raise ValueError(f"{name}: expected an integer >= 16, got {value!r}")
@@ -165,6 +171,7 @@ class Viewer:
         self.show_hud = bool(hud)
         self.show_omega = bool(show_omega)
         self.show_momentum = bool(show_momentum)
+        self.show_axes = bool(axes)
         self.interpolate = bool(interpolate)
         self.mouse_enabled = bool(mouse)
         self.visuals = scene.body_visuals(sim, colors)
@@ -277,48 +284,70 @@ class Viewer:
             return u * (self.visuals[self.sim.body_index(body)].support(u) @ u)
         return as_vector(point, 3, "traces")
 
-    def _layout_scene(self):
-        """Camera, ground height and grid from where the bodies are now.
+    def _layout_scene(self, seconds=LOOKAHEAD_SECONDS, max_steps=LOOKAHEAD_STEPS):
+        """Camera, floor and grid from where the bodies go, not only where they are.
 
-        A body joined to the world stands on the ground through its lowest world joint (a
-        top on its tip) unless the bodies reach well below it (a hanging chain); otherwise
-        the ground passes a little below the lowest body point, or through the origin.  The
-        camera frames the bodies and, for bodies joined to the world, the half-sphere they can
-        sweep about the joint (a top that nutates widely, a swinging chain stay in view).
+        The simulation is run ahead (``seconds`` of simulated time, at most ``max_steps``
+        steps) from a snapshot and put back exactly; the points the bodies' surfaces sweep in
+        that time decide the rest.  With gravity the floor lies under all of them: through the
+        lowest world joint if nothing goes below it (a top on its tip), else a little below
+        the lowest point reached (a hanging chain).  Without gravity there is no ground and no
+        floor is drawn.  The camera frames the sphere around the swept points.
         """
         sim = self.sim
-        joints = sim.joints()
-        points = [np.asarray(j["anchor"], dtype=np.float64) for j in joints]
-        for v in self.visuals:
-            x, q = sim.pose(v.index)
-            points.extend(v.mesh[0][:, :3].astype(np.float64) @ scene.rotation(q).T + x)
-        pts = np.array(points)
-        lo = pts.min(axis=0)
-        sweep = []
-        mean = np.mean([sim.pose(b)[0] for b in range(sim.nb)], axis=0)
-        for j in joints:
-            if j["parent"] == -1:
-                a = np.asarray(j["anchor"], dtype=np.float64)
-                reach = np.linalg.norm(pts - a, axis=1).max()
-                # the half-sphere on the side the bodies are: above a top, below a pendulum
-                up = 1.0 if mean[2] >= a[2] else -1.0
-                sweep += [a + reach * np.array(d) for d in
-                          ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, up))]
-        framed = np.vstack([pts, *sweep]) if sweep else pts
-        lo_f, hi_f = framed.min(axis=0), framed.max(axis=0)
-        centre = 0.5 * (lo_f + hi_f)
-        extent = max(float(np.linalg.norm(hi_f - lo_f)) / 2.0, 1e-3)
+        pts = np.vstack([self._surface_points(), self._swept_points(seconds, max_steps)]
+                        + [np.asarray(j["anchor"], dtype=np.float64)[None]
+                           for j in sim.joints()])
+        lo, hi = pts.min(axis=0), pts.max(axis=0)
+        centre = 0.5 * (lo + hi)
+        extent = max(float(np.linalg.norm(pts - centre, axis=1).max()), 1e-3)
         self.extent = extent
-        anchors = [float(j["anchor"][2]) for j in joints if j["parent"] == -1]
-        if anchors and lo[2] >= min(anchors) - 0.2 * extent:
+        self.motion_box = (lo, hi)
+        anchors = [float(j["anchor"][2]) for j in sim.joints() if j["parent"] == -1]
+        if not np.any(sim.gravity):
+            self.ground_z = None
+        elif anchors and lo[2] >= min(anchors) - 1e-6 * extent:
             self.ground_z = min(anchors)
-        elif lo[2] < 0.0:
-            self.ground_z = float(lo[2]) - 0.25 * extent
         else:
-            self.ground_z = 0.0
+            self.ground_z = float(lo[2]) - 0.06 * extent
         self.grid_spacing = scene.nice_spacing(extent / 4.0)
-        self.joint_size = 0.08 * min(v.radius for v in self.visuals)
-        self.camera = OrbitCamera(target=centre, distance=2.6 * extent)
+        self.joint_size = None  # a number here draws every joint at that size
+        fit = extent / math.sin(0.5 * math.radians(40.0))
+        self.camera = OrbitCamera(target=centre, distance=1.05 * fit)
+
+    def _joint_marker_size(self, joint):
+        """A joint's marker: a little thicker than the body it holds (a ball shows at each
+        link of a chain), small beside that body's size, never lost in the scene."""
+        v = self.visuals[joint["child"]]
+        return max(min(0.6 * v.thickness, 0.2 * v.radius), 0.01 * self.extent)
+
+    def _surface_points(self, per_body=400):
+        """World points of every body's surface now (at most ``per_body`` each)."""
+        out = []
+        for v in self.visuals:
+            x, q = self.sim.pose(v.index)
+            verts = v.mesh[0][:, :3].astype(np.float64)
+            step = max(len(verts) // per_body, 1)
+            out.append(verts[::step] @ scene.rotation(q).T + x)
+        return np.vstack(out)
+
+    def _swept_points(self, seconds, max_steps, samples=120):
+        sim = self.sim
+        steps = int(min(seconds / sim.dt, max_steps))
+        if steps < 1:
+            return np.empty((0, 3))
+        chunk = max(steps // samples, 1)
+        snap = sim.snapshot()
+        out = []
+        try:
+            for _ in range(steps // chunk):
+                sim.step(chunk)
+                out.append(self._surface_points(per_body=60))
+        except (ValueError, FloatingPointError):
+            pass  # a run that fails ahead is framed as far as it got
+        finally:
+            sim.restore(snap)
+        return np.vstack(out) if out else np.empty((0, 3))
 
     # -- frame loop ----------------------------------------------------------------------------
     def update(self, elapsed):
@@ -416,7 +445,8 @@ class Viewer:
         return self.renderer.mesh(name, UNIT_MESHES[name])
 
     def _draw_ground(self, poses):
-        """Sky, grid and the bodies' shadows (light along light_dir), then the world axes.
+        """Sky, a checkered floor and the bodies' shadows (light along light_dir); without
+        ground (no gravity) a plain backdrop.  Then the small world axes, if shown.
 
         The frame is cleared to the ground colour and only the sky above the horizon is
         painted: on a software renderer every full-screen pass costs milliseconds.
@@ -425,41 +455,52 @@ class Viewer:
         z = self.ground_z
         w, h = r.size
         horizon = self.camera.horizon()
+        if z is None:
+            horizon, z = -1.0, -math.inf
         if self.camera.eye[2] > z and horizon is not None and horizon < h:
             y0 = max(horizon, 0.0) * h / self.camera.height
             sky = np.array([(0, y0, 0, *SKY_LOW), (w, y0, 0, *SKY_LOW), (w, h, 0, *SKY_HIGH),
                             (0, y0, 0, *SKY_LOW), (w, h, 0, *SKY_HIGH), (0, h, 0, *SKY_HIGH)],
                            np.float32)
             r.lines(sky, ortho_pixels(w, h), mode=r.ctx.TRIANGLES, depth=False, blend=False)
-        key = (self.grid_spacing, z)
-        if self._grid is None or self._grid[0] != key:
-            self._grid = (key, meshes.grid_lines(30 * self.grid_spacing, self.grid_spacing, z,
-                                                 (0.76, 0.76, 0.77, 1.0), (0.56, 0.56, 0.60, 1.0)))
-        r.lines(self._grid[1], depth=False)
-        shadow = scene.shadow_matrix(r.light_dir, z)
-        for v, (x, q) in zip(self.visuals, poses):
-            vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
-            r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), (0.74, 0.74, 0.73, 1.0))
-        # world axes at the origin
-        length = 0.3 * self.extent
-        for axis, color in enumerate(((0.85, 0.2, 0.2), (0.2, 0.7, 0.2), (0.2, 0.3, 0.9))):
-            end = np.zeros(3)
-            end[axis] = length
-            self._arrow(np.zeros(3), end, 0.008 * self.extent, color)
+        if self.ground_z is not None:
+            centre = 0.5 * (self.motion_box[0] + self.motion_box[1])
+            key = (self.grid_spacing, z)
+            if self._grid is None or self._grid[0] != key:
+                self._grid = (key, meshes.checker_floor(centre[:2], 24 * self.grid_spacing,
+                                                        self.grid_spacing, z, FLOOR_LIGHT,
+                                                        FLOOR_DARK))
+            r.lines(self._grid[1], mode=r.ctx.TRIANGLES, depth=False)
+            shadow = scene.shadow_matrix(r.light_dir, z)
+            for v, (x, q) in zip(self.visuals, poses):
+                vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
+                r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), SHADOW)
+        if self.show_axes:
+            length = 0.12 * self.extent
+            for axis, color in enumerate(((0.85, 0.2, 0.2), (0.2, 0.7, 0.2), (0.2, 0.3, 0.9))):
+                end = np.zeros(3)
+                end[axis] = length
+                self._arrow(np.zeros(3), end, 0.006 * self.extent, color)
 
     def _draw_bodies(self, poses):
+        """Each part of each body: in its own colour (a marking, a pin) or the body's."""
         r = self.renderer
         for v, (x, q) in zip(self.visuals, poses):
-            vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
-            r.draw(vao, scene.pose_matrix(x, q), v.color, pattern=1.0,
-                   highlight=1.0 if v.index == self.selected else 0.0)
+            model = scene.pose_matrix(x, q)
+            highlight = 1.0 if v.index == self.selected else 0.0
+            for k, part in enumerate(v.parts):
+                vao = r.mesh(("part", v.index, k), lambda part=part: part.mesh)
+                own = part.color is not None
+                r.draw(vao, model, part.color if own else v.color,
+                       pattern=0.0 if own else 1.0, highlight=highlight)
 
     def _draw_joints(self, poses):
         r = self.renderer
         positions = [x for x, _ in poses]
         segs = []
         for j in self.sim.joints():
-            for name, model, color in scene.joint_markers(j, self.joint_size):
+            size = self.joint_size or self._joint_marker_size(j)
+            for name, model, color in scene.joint_markers(j, size):
                 r.draw(self._unit(name), model, color)
             for a, b in scene.joint_links(j, positions):
                 segs += [(*a, *scene.LINK_COLOR), (*b, *scene.LINK_COLOR)]
@@ -594,18 +635,36 @@ class Viewer:
         return path
 
     # -- picking and impulses ------------------------------------------------------------------
-    def pick(self, px, py):
-        """(body index, world point) of the body drawn at window pixel (px, py), or None."""
+    def _pick_exact(self, px, py, poses):
         origin, direction = self.camera.ray(px, py)
         best = None
-        for v, (x, q) in zip(self.visuals, self.poses()):
+        for v, (x, q) in zip(self.visuals, poses):
             rot = scene.rotation(q)
-            t = ray_shape(v.kind, v.params, v.offset, rot.T @ (origin - x), rot.T @ direction)
-            if t is not None and (best is None or t < best[0]):
-                best = (t, v.index)
-        if best is None:
-            return None
-        return best[1], origin + best[0] * direction
+            o, d = rot.T @ (origin - x), rot.T @ direction
+            for part in v.parts:
+                t = ray_part(part, o, d)
+                if t is not None and (best is None or t < best[0]):
+                    best = (t, v.index)
+        return None if best is None else (best[1], origin + best[0] * direction)
+
+    def pick(self, px, py):
+        """(body index, world point) of the body drawn at window pixel (px, py), or None.
+
+        A click that misses every body by at most PICK_TOLERANCE pixels takes the nearest
+        one (thin links and rings are a few pixels wide): rays through rings of pixels
+        around the click, nearest ring first.
+        """
+        poses = self.poses()
+        hit = self._pick_exact(px, py, poses)
+        for radius in PICK_TOLERANCE * np.array([0.25, 0.5, 0.75, 1.0]):
+            if hit is not None:
+                return hit
+            for angle in np.linspace(0.0, 2.0 * np.pi, 12, endpoint=False):
+                hit = self._pick_exact(px + radius * np.cos(angle), py + radius * np.sin(angle),
+                                       poses)
+                if hit is not None:
+                    break
+        return hit
 
     def _begin_drag(self, px, py):
         hit = self.pick(px, py)
@@ -713,6 +772,8 @@ class Viewer:
             self.show_omega = not self.show_omega
         elif action == "momentum":
             self.show_momentum = not self.show_momentum
+        elif action == "axes":
+            self.show_axes = not self.show_axes
         elif action == "kick":
             self.kick()
         elif action == "spin":

@@ -13,15 +13,27 @@ Shape conventions (body frame, origin at the centre of mass, see ``rtrigid.model
   hemispherical caps (the total length is 2 (half_length + radius));
 - cone: axis z, ``radius`` of the base, ``height``; apex at -3/4 height and base centre at
   +1/4 height, i.e. a solid cone with its centre of mass at the origin, standing on its apex
-  (the gyro top pivots on the body point (0, 0, -3H/4)).
+  (the gyro top pivots on the body point (0, 0, -3H/4));
+- torus: axis z, ``radius`` of the centre circle, ``tube_radius``.
 
-Every shape is then shifted by the shape's ``offset``.
+Every shape is then turned so that its z axis lies along the shape's ``axis`` and shifted by
+its ``offset``.
 """
 from __future__ import annotations
 
 import numpy as np
 
-SEGMENTS = 32
+SEGMENTS = 48
+
+
+def frame_along(axis):
+    """A rotation whose third column is the unit vector ``axis`` (the identity for +z)."""
+    z = np.asarray(axis, dtype=np.float64)
+    z = z / np.linalg.norm(z)
+    helper = np.array([0.0, 1.0, 0.0]) if abs(z[1]) < 0.9 else np.array([1.0, 0.0, 0.0])
+    x = np.cross(helper, z)
+    x /= np.linalg.norm(x)
+    return np.column_stack([x, np.cross(z, x), z])
 
 
 def lathe(profile, segments=SEGMENTS):
@@ -106,6 +118,12 @@ def cone(radius, z_apex, z_base, segments=SEGMENTS):
     return lathe(rows, segments)
 
 
+def torus(radius, tube_radius, segments=SEGMENTS):
+    """Ring about the z axis: a circle of ``tube_radius`` swept round one of ``radius``."""
+    rows = _arc(radius, 0.0, tube_radius, 0.0, 2.0 * np.pi, segments // 2 + 1)
+    return lathe(rows, segments)
+
+
 def box(half_extents):
     h = np.asarray(half_extents, dtype=np.float64)
     verts, idx = [], []
@@ -126,7 +144,7 @@ def box(half_extents):
     return np.array(verts, np.float32), np.array(idx, np.uint32)
 
 
-def shape_mesh(kind, params, offset=(0.0, 0.0, 0.0)):
+def shape_mesh(kind, params, offset=(0.0, 0.0, 0.0), axis=(0.0, 0.0, 1.0)):
     """Mesh of a body shape (see the module docstring), in the body frame."""
     if kind == "box":
         verts, idx = box(params["half_extents"])
@@ -140,10 +158,14 @@ def shape_mesh(kind, params, offset=(0.0, 0.0, 0.0)):
     elif kind == "cone":
         h = params["height"]
         verts, idx = cone(params["radius"], -0.75 * h, 0.25 * h)
+    elif kind == "torus":
+        verts, idx = torus(params["radius"], params["tube_radius"])
     else:
         raise ValueError(f"shape: no mesh for kind {kind!r}")
+    rot = frame_along(axis).astype(np.float32)
     verts = verts.copy()
-    verts[:, :3] += np.asarray(offset, dtype=np.float32)
+    verts[:, :3] = verts[:, :3] @ rot.T + np.asarray(offset, dtype=np.float32)
+    verts[:, 3:] = verts[:, 3:] @ rot.T
     return verts, idx
 
 
@@ -176,3 +198,27 @@ def grid_lines(half_size, spacing, z, color, major_color, major_every=5, pieces=
                     fade = max(0.0, 1.0 - np.hypot(x, y) / half_size) ** 0.7
                     rows.append((x, y, z, c[0], c[1], c[2], c[3] * fade))
     return np.array(rows, np.float32)
+
+
+def checker_floor(centre_xy, half_size, spacing, z, light, dark):
+    """Triangle-list vertices ``(n, 7)`` (position, RGBA) of a checkered floor in the plane z.
+
+    Tiles of ``spacing`` aligned with the world grid, around ``centre_xy``; their opacity
+    falls off with the distance from the centre, so the floor fades out instead of ending at
+    a hard edge and aliasing in the distance.
+    """
+    n = int(round(half_size / spacing))
+    cx = np.round(np.asarray(centre_xy, dtype=np.float64) / spacing)
+    i, j = np.meshgrid(np.arange(-n, n) + cx[0], np.arange(-n, n) + cx[1], indexing="ij")
+    i, j = i.ravel(), j.ravel()
+    x0, y0 = i * spacing, j * spacing
+    corners = [(0, 0), (1, 0), (1, 1), (0, 0), (1, 1), (0, 1)]
+    rows = np.zeros((len(i), 6, 7))
+    colour = np.where(((i + j) % 2 == 0)[:, None], np.asarray(light), np.asarray(dark))
+    for k, (a, b) in enumerate(corners):
+        x, y = x0 + a * spacing, y0 + b * spacing
+        r = np.hypot(x - cx[0] * spacing, y - cx[1] * spacing)
+        rows[:, k, :3] = np.stack([x, y, np.full_like(x, z)], axis=1)
+        rows[:, k, 3:] = colour
+        rows[:, k, 6] *= np.clip(1.0 - r / half_size, 0.0, 1.0) ** 0.7
+    return rows.reshape(-1, 7).astype(np.float32)

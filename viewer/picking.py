@@ -92,6 +92,39 @@ def ray_cone(o, d, radius, z_apex, z_base):
     return _first(side + [_ray_disc(o, d, radius, z_base)])
 
 
+def ray_mesh(verts, idx, o, d):
+    """Smallest t >= 0 where the ray meets a triangle of the mesh (Moller-Trumbore), or None.
+
+    For shapes without an analytic cast (a torus, a mesh loaded from a file).
+    """
+    p = verts[:, :3].astype(np.float64)
+    a, b, c = p[idx[:, 0]], p[idx[:, 1]], p[idx[:, 2]]
+    e1, e2 = b - a, c - a
+    h = np.cross(d, e2)
+    det = np.einsum("ij,ij->i", e1, h)
+    ok = np.abs(det) > 1e-14
+    inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
+    s = o - a
+    u = inv * np.einsum("ij,ij->i", s, h)
+    qv = np.cross(s, e1)
+    v = inv * (qv @ d)
+    t = inv * np.einsum("ij,ij->i", e2, qv)
+    hit = ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (t >= 0)
+    return float(t[hit].min()) if hit.any() else None
+
+
+def ray_part(part, o, d):
+    """First hit of a body-frame ray with a :class:`viewer.scene.Part` (its offset and axis)."""
+    if part.kind not in ANALYTIC:
+        return ray_mesh(*part.mesh, o, d)
+    rot = part.rotation
+    return ray_shape(part.kind, part.params, (0.0, 0.0, 0.0), rot.T @ (o - part.offset),
+                     rot.T @ d)
+
+
+ANALYTIC = ("box", "sphere", "cylinder", "capsule", "cone")
+
+
 def ray_shape(kind, params, offset, o, d):
     """First hit of the ray with a body shape; ``o``, ``d`` in the body frame."""
     o = o - np.asarray(offset)
