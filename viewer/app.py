@@ -38,6 +38,8 @@ SPEEDS = (1 / 64, 8.0)
 LOOKAHEAD_SECONDS, LOOKAHEAD_STEPS = 5.0, 4000  # the motion the camera and floor are set for
 PICK_TOLERANCE = 10.0  # pixels around a body that still pick it (thin links, rings)
 DRAG_COLOR = (1.0, 0.45, 0.0)
+OMEGA_COLOR = (0.95, 0.80, 0.15)
+MOMENTUM_COLOR = (0.80, 0.25, 0.75)
 LOAD_COLOR = (0.1, 0.65, 0.55)
 GROUND = (0.86, 0.86, 0.84)
 FLOOR_LIGHT, FLOOR_DARK = (0.93, 0.93, 0.91, 1.0), (0.74, 0.75, 0.77, 1.0)
@@ -507,12 +509,13 @@ class Viewer:
         if segs:
             r.lines(np.array(segs, np.float32))
 
-    def _arrow(self, start, end, radius, color):
+    def _arrow(self, start, end, radius, color, on_top=True):
+        """An arrow, drawn over the bodies (an ω arrow from a top's pivot runs inside it)."""
         parts = scene.arrow_parts(start, end, radius)
         if parts is None:
             return
-        self.renderer.draw(self._unit("arrow_shaft"), parts[0], color)
-        self.renderer.draw(self._unit("arrow_head"), parts[1], color)
+        self.renderer.draw(self._unit("arrow_shaft"), parts[0], color, on_top=on_top)
+        self.renderer.draw(self._unit("arrow_head"), parts[1], color, on_top=on_top)
 
     def _rates(self):
         """Per body: |world angular velocity|, |angular momentum about the arrow origin|."""
@@ -542,12 +545,12 @@ class Viewer:
             origin, omega, momentum = self._body_rates(b)
             size = self.visuals[b].radius
             for show, vec, ref, color in (
-                    (self.show_omega, omega, self._reference_rates[b][0], (0.95, 0.80, 0.15)),
-                    (self.show_momentum, momentum, self._reference_rates[b][1], (0.80, 0.25, 0.75))):
+                    (self.show_omega, omega, self._reference_rates[b][0], OMEGA_COLOR),
+                    (self.show_momentum, momentum, self._reference_rates[b][1], MOMENTUM_COLOR)):
                 norm = np.linalg.norm(vec)
                 if show and norm > 0.0:
                     length = size * min(1.8 * norm / max(ref, 1e-12), 5.0)
-                    self._arrow(origin, origin + vec / norm * length, 0.03 * size, color)
+                    self._arrow(origin, origin + vec / norm * length, 0.04 * size, color)
 
     def _draw_loads(self, poses):
         """Forces the user applied (``sim.applied``), as arrows at the centres of mass.
@@ -601,6 +604,15 @@ class Viewer:
             follow = ", followed" if self.follow == self.selected else ""
             status += f"   selected: {sim.names[self.selected]}{follow}"
         lines.append(status)
+        legend = [text for show, text in (
+            (self.show_omega, "yellow arrow: angular velocity ω (length ∝ rad/s)"),
+            (self.show_momentum, "magenta arrow: angular momentum L about the pivot or centre "
+                                 "of mass (length ∝ N·m·s)"),
+            (any(np.any(self.sim.applied(b)[0]) for b in range(self.sim.nb)),
+             "green arrow: force you applied"),
+            (self.show_traces and bool(self._traces), "blue line: the path of the traced point"))
+            if show]
+        lines += legend
         roomy = self.renderer.size[0] >= 900
         self.hud.set_text(lines, KEY_HELP if self._keys and roomy else "", force=fresh_text)
         self.hud.draw(self.renderer, mon.energy_history, mon.momentum_history)

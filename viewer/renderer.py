@@ -103,8 +103,13 @@ class Renderer:
         self.lit["u_eye"].value = tuple(float(e) for e in eye)
         self.lit["u_light_dir"].value = tuple(float(c) for c in self.light_dir)
 
-    def draw(self, mesh, model, color, *, pattern=0.0, highlight=0.0, alpha=1.0, cull=True):
-        """Draw a mesh lit, placed by ``model`` (4x4, row-major)."""
+    def draw(self, mesh, model, color, *, pattern=0.0, highlight=0.0, alpha=1.0, cull=True,
+             on_top=False):
+        """Draw a mesh lit, placed by ``model`` (4x4, row-major).
+
+        ``on_top``: without the depth test, over everything drawn so far (arrows: convex
+        meshes with back faces culled need no depth test of their own).
+        """
         prog = self.lit
         prog["u_model"].write(_gl(model))
         prog["u_normal_matrix"].write(_gl(np.linalg.inv(np.asarray(model)[:3, :3]).T))
@@ -112,7 +117,7 @@ class Renderer:
         prog["u_pattern"].value = float(pattern)
         prog["u_highlight"].value = float(highlight)
         prog["u_alpha"].value = float(alpha)
-        flags = moderngl.DEPTH_TEST | (moderngl.CULL_FACE if cull else 0)
+        flags = (0 if on_top else moderngl.DEPTH_TEST) | (moderngl.CULL_FACE if cull else 0)
         if alpha < 1.0:
             flags |= moderngl.BLEND
         self.ctx.enable_only(flags)
