@@ -39,6 +39,7 @@ LOOKAHEAD_SECONDS, LOOKAHEAD_STEPS = 5.0, 4000  # the motion the camera and floo
 PICK_TOLERANCE = 10.0  # pixels around a body that still pick it (thin links, rings)
 DRAG_COLOR = (1.0, 0.45, 0.0)
 OMEGA_COLOR = (0.95, 0.80, 0.15)
+TRACE_COLOR = (0.15, 0.20, 0.65)
 MOMENTUM_COLOR = (0.80, 0.25, 0.75)
 LOAD_COLOR = (0.1, 0.65, 0.55)
 GROUND = (0.86, 0.86, 0.84)
@@ -570,17 +571,25 @@ class Viewer:
             self._arrow(x, x + force / norm * length, 0.04 * size, LOAD_COLOR)
 
     def _draw_traces(self):
+        """Each traced path as a ribbon facing the camera, a few pixels wide, fading with age."""
         if not self.show_traces:
             return
+        eye = self.camera.eye
+        half = 0.004 * self.camera.distance
         for path in self._traces.values():
             n = len(path)
             if n < 2:
                 continue
-            strip = np.zeros((n, 7), np.float32)
-            strip[:, :3] = path
-            strip[:, 3:6] = (0.15, 0.15, 0.55)
-            strip[:, 6] = np.linspace(0.05, 1.0, n)
-            self.renderer.lines(strip, mode=self.renderer.ctx.LINE_STRIP)
+            p = np.asarray(path, dtype=np.float64)
+            tangent = np.gradient(p, axis=0)
+            side = np.cross(tangent, eye - p)
+            norm = np.linalg.norm(side, axis=1, keepdims=True)
+            side = np.where(norm > 1e-12, side / np.maximum(norm, 1e-12), 0.0) * half
+            strip = np.zeros((2 * n, 7), np.float32)
+            strip[0::2, :3], strip[1::2, :3] = p - side, p + side
+            strip[:, 3:6] = TRACE_COLOR
+            strip[:, 6] = np.repeat(np.linspace(0.0, 0.9, n) ** 1.5, 2)
+            self.renderer.lines(strip, mode=self.renderer.ctx.TRIANGLE_STRIP, depth=False)
 
     def _draw_hud(self, fresh_text=False):
         sim, mon, tim = self.sim, self.monitor, self.timer
