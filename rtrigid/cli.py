@@ -37,10 +37,20 @@ def parse_param(text):
         return key, value
 
 
+def scenario_name(text):
+    """A registered scenario's name, or a model factory as ``module:function``."""
+    if text in scenarios.names() or scenarios.is_factory(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"unknown scenario {text!r} (choose from {', '.join(scenarios.names())}, or give a "
+        "model factory as module:function)")
+
+
 def add_scenario_arguments(parser, what="scenario"):
     """The arguments every command that builds a scenario takes (see :func:`build_scenario`)."""
-    parser.add_argument("scenario", choices=scenarios.names(), metavar="SCENARIO",
-                        help=f"the {what} to build (rtrigid list shows them)")
+    parser.add_argument("scenario", type=scenario_name, metavar="SCENARIO",
+                        help=f"the {what} to build: a name (rtrigid list shows them) or a "
+                        "function returning a Model, as module:function")
     parser.add_argument("--integrator", default="energy_momentum", choices=integrators.names(),
                         metavar="NAME", help="integrator (rtrigid list shows which fit which "
                         "scenario; default energy_momentum)")
@@ -227,6 +237,9 @@ def build_parser():
     sv.add_argument("--time-slice", type=float, default=0.002, metavar="S",
                     help="the longest one client's request holds the server before the "
                          "others' requests are served (default 0.002)")
+    sv.add_argument("--imu", action="append", metavar="BODY[@x,y,z]",
+                    help="add an IMU on BODY (at a point in body axes from its centre of "
+                         "mass) to every state reply; repeatable")
     sv.set_defaults(func=cmd_serve)
     _add_plugin_commands(sub)
     return p

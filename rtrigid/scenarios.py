@@ -5,9 +5,15 @@
 Each builder returns a :class:`~rtrigid.simulation.Simulation`; :func:`info` gives what the
 scenario conserves, its default duration and -- where the papers give one -- an analytic
 reference.
+
+Besides the registered names, :func:`build` takes a model factory as ``"module:function"``:
+a function of the parameters that returns a :class:`~rtrigid.model.Model` (or a ready
+``Simulation``), so ``rtrigid run/serve/view mypackage.robots:arm`` works on a user's own
+model.  Its step is ``dt`` (default :data:`FACTORY_DT`), its duration :data:`FACTORY_T_END`.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import weakref
 
@@ -21,6 +27,8 @@ from rtrigid.validate import as_int, as_scalar, as_vector
 
 _BUILDERS = {}
 _INFO = weakref.WeakKeyDictionary()  # simulation -> its scenario's metadata
+FACTORY_DT = 1e-3    # the step of a model factory's simulation unless dt is given
+FACTORY_T_END = 1.0  # and its default duration
 ALL_AXES = [("linear", 0), ("linear", 1), ("linear", 2),
             ("angular", 0), ("angular", 1), ("angular", 2)]
 
@@ -48,7 +56,8 @@ def parameters(name):
     """The keyword parameters of a scenario with their defaults."""
     fn = _get(name)[0]
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()
-            if k not in ("integrator", "dt", "options")}
+            if k not in ("integrator", "dt", "options")
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def info(sim) -> dict:
@@ -81,10 +90,48 @@ def integrators_for(name):
     return out
 
 
+def is_factory(name) -> bool:
+    """Whether ``name`` names a model factory (``"module:function"``) rather than a scenario."""
+    return isinstance(name, str) and ":" in name
+
+
+def factory(name):
+    """The function a ``"module:function"`` name refers to (``ValueError`` if there is none)."""
+    module, _, attr = name.partition(":")
+    if not module or not attr:
+        raise ValueError(f"name: {name!r} is not of the form module:function")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(f"name: cannot import module {module!r} of {name!r}: {exc}") from None
+    fn = mod
+    for part in attr.split("."):
+        fn = getattr(fn, part, None)
+    if not callable(fn):
+        raise ValueError(f"name: module {module!r} has no function {attr!r}")
+    return fn
+
+
 def _get(name):
+    if is_factory(name):
+        return factory(name), FACTORY_DT, FACTORY_T_END
     if name not in _BUILDERS:
-        raise ValueError(f"name: unknown scenario {name!r}; known: {names()}")
+        raise ValueError(f"name: unknown scenario {name!r}; known: {names()} (or a model "
+                         "factory as module:function)")
     return _BUILDERS[name]
+
+
+def _from_factory(name, integrator, dt, options, params):
+    """Build the simulation of a model factory: ``fn(**params)`` returns a Model (stepped
+    here by ``integrator`` at ``dt``) or a Simulation (taken as it is)."""
+    made = factory(name)(**params)
+    if isinstance(made, Simulation):
+        return made
+    if not isinstance(made, Model):
+        raise ValueError(f"name: {name} returned a {type(made).__name__}, not a Model or a "
+                         "Simulation")
+    return Simulation(made, integrator=integrator, dt=FACTORY_DT if dt is None else dt,
+                      options=options)
 
 
 def build(name, integrator="energy_momentum", dt=None, options=None, **params) -> Simulation:
@@ -92,11 +139,15 @@ def build(name, integrator="energy_momentum", dt=None, options=None, **params) -
     parameters are refused with ``ValueError``."""
     fn, default_dt, t_end = _get(name)
     known = parameters(name)
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
     for key in params:
-        if key not in known:
+        if key not in known and not takes_any:
             raise ValueError(f"{key}: not a parameter of {name!r}; known: {sorted(known)}")
-    sim = fn(integrator=integrator, dt=default_dt if dt is None else dt, options=options,
-             **params)
+    if is_factory(name):
+        sim = _from_factory(name, integrator, dt, options, params)
+    else:
+        sim = fn(integrator=integrator, dt=default_dt if dt is None else dt, options=options,
+                 **params)
     info(sim).setdefault("scenario", name)
     info(sim).setdefault("t_end", t_end)
     info(sim)["params"] = {**known, **params}
