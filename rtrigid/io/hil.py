@@ -430,8 +430,9 @@ def _joint_rows(sim):
 def _actuator_rows(sim):
     """The served simulation's actuators in model order: (name, kind, joint handle, gear,
     ctrl range, force range)."""
-    return [(a["name"], a["kind"], sim.joint_index(a["joint"]), a["gear"], *a["ctrl_range"],
-             *a["force_range"]) for a in getattr(sim, "actuators", list)()]
+    unbounded = (-math.inf, math.inf)
+    return [(a.name, a.kind, a.joint, a.gear, *(a.ctrl_range or unbounded),
+             *(a.force_range or unbounded)) for a in getattr(sim.model, "actuators", ())]
 
 
 def _imus(sim, imus):
