@@ -439,3 +439,46 @@ def gimbal_gyroscope(integrator="energy_momentum", dt=0.002, options=None, spin=
     sim.set_joint_velocity("spin", [as_scalar(spin, "spin")])
     info(sim)["conserved"] = []
     return sim
+
+
+QUADROTOR_ARM = 0.17          # m, centre of mass to each rotor
+QUADROTOR_YAW_PER_THRUST = 0.016   # m: a rotor's drag torque about its axis per newton of thrust
+
+
+@scenario(dt=0.001, t_end=5.0)
+def quadrotor(integrator="energy_momentum", dt=0.001, options=None, mass=1.0,
+              inertia=(0.0082, 0.0082, 0.0149), height=1.0, tilt=0.0):
+    """A quadrotor (one free body, four rotors), hovering thrust off: it falls unless driven.
+
+    Rotors sit at (+-arm, 0, 0) and (0, +-arm, 0) in body axes (``info(sim)["rotors"]``),
+    each pushing along the body's +z and turning the body about -z (rotors 0, 2) or +z (1, 3)
+    with ``QUADROTOR_YAW_PER_THRUST`` times its thrust: :func:`set_rotor_thrusts` applies them
+    as body-frame forces at body points.  Starts at ``height`` m, tilted ``tilt`` rad about x.
+    The demo flies it with an attitude and altitude controller (``demos.controllers``).
+    """
+    m = Model()
+    m.add_body("frame", as_scalar(mass, "mass", positive=True), as_vector(inertia, 3, "inertia"),
+               shape=("box", {"half_extents": (QUADROTOR_ARM, QUADROTOR_ARM, 0.02)}))
+    sim = Simulation(m, integrator, dt, options=options)
+    tilt = as_scalar(tilt, "tilt")
+    sim.set_position("frame", (0.0, 0.0, as_scalar(height, "height")))
+    sim.set_orientation("frame", (np.cos(tilt / 2), np.sin(tilt / 2), 0.0, 0.0))
+    a = QUADROTOR_ARM
+    info(sim)["rotors"] = [((a, 0.0, 0.0), -1.0), ((0.0, a, 0.0), 1.0),
+                           ((-a, 0.0, 0.0), -1.0), ((0.0, -a, 0.0), 1.0)]
+    info(sim)["conserved"] = []
+    return sim
+
+
+def set_rotor_thrusts(sim, thrusts, body="frame"):
+    """Replace the loads on ``body`` by its rotors' thrusts (N, one per rotor of
+    ``info(sim)["rotors"]``): each a body-frame force along +z at its rotor's point, plus its
+    drag torque about z.  Like every applied load, they are held in the world frame until set
+    again, so a controller sets them every tick."""
+    rotors = info(sim)["rotors"]
+    thrusts = as_vector(thrusts, len(rotors), "thrusts")
+    sim.clear_applied(body)
+    for (point, spin), thrust in zip(rotors, thrusts):
+        sim.apply_force(body, (0.0, 0.0, thrust), point=point, frame="body")
+        sim.apply_torque(body, (0.0, 0.0, spin * QUADROTOR_YAW_PER_THRUST * thrust),
+                         frame="body")
