@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rtrigid.joints import KINDS, USER_KINDS
+from rtrigid.joints import KINDS, USER_KINDS, rot
 from rtrigid.validate import as_scalar, as_vector, unit_vector
 
 SHAPES = {
@@ -91,6 +91,7 @@ class Joint:
     stiffness: float = 0.0
     rest: float = 0.0
     damping: float = 0.0
+    rotation: np.ndarray | None = None  # child axes in parent axes at zero; None: the default
 
 
 class Model:
@@ -106,6 +107,11 @@ class Model:
         self.bodies: list[Body] = []
         self.springs: list[Spring] = []
         self.joints: list[Joint] = []
+        # filled by rtrigid.load_model: link name -> (body index or -1 for the world, link
+        # origin in the body frame, link axes -> body axes quaternion); and joint name -> what
+        # the file says about the joint that the model does not simulate (limits, effort, ...)
+        self.links: dict[str, tuple] = {}
+        self.joint_info: dict[str, dict] = {}
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False):
@@ -218,7 +224,7 @@ class Model:
 
     def add_joint(self, kind, parent, child, *, anchor_parent=(0.0, 0.0, 0.0),
                   anchor_child=(0.0, 0.0, 0.0), axis_parent=None, axis_child=None,
-                  stiffness=0.0, rest=0.0, damping=0.0, name=None):
+                  stiffness=0.0, rest=0.0, damping=0.0, name=None, rotation=None):
         """Join ``child`` to ``parent`` (a body, or ``None`` / ``"world"``) by a lower pair.
 
         ``kind``: spherical, revolute, prismatic, cylindrical, planar or fixed.
@@ -270,11 +276,18 @@ class Model:
             springy = [name for name, jk in KINDS.items() if jk.spring]
             raise ValueError(f"stiffness: only {' and '.join(springy)} joints take a spring or "
                              f"damper, not {kind}")
+        if rotation is not None:
+            r = as_vector(rotation, 4, "rotation")
+            if abs(np.linalg.norm(r) - 1.0) > 1e-9:
+                raise ValueError(f"rotation: expected a unit quaternion, got {r.tolist()}")
+            if KINDS[kind].axial and np.linalg.norm(rot(r) @ uc - up) > 1e-9:
+                raise ValueError("rotation: must turn axis_child onto axis_parent")
+            rotation = r
         if name is None:
             name = f"{kind}_{self.bodies[c].name}"
         if not isinstance(name, str) or any(j.name == name for j in self.joints):
             raise ValueError(f"name: joint name {name!r} is not a new string")
-        self.joints.append(Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d))
+        self.joints.append(Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d, rotation))
         return len(self.joints) - 1
 
     def inbound_joints(self) -> list[Joint]:

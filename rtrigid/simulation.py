@@ -308,6 +308,21 @@ class Simulation:
         b = self.body_index(body)
         return self.backend.x[b].copy(), self.backend.q[b].copy()
 
+    def link_pose(self, link):
+        """World origin and unit quaternion (link axes -> world axes) of a link frame as the
+        file of :func:`rtrigid.load_model` defines it (copies), merged links included; a body
+        name gives the body frame (its centre of mass on principal axes), as :meth:`pose`."""
+        links = self.model.links
+        if not isinstance(link, str) or (link not in links and link not in self.names):
+            raise ValueError(f"link: no link {link!r}; known: {sorted(links) or self.names}")
+        if link not in links:
+            return self.pose(link)
+        b, p, r = links[link]
+        if b < 0:
+            return p.copy(), r.copy()
+        xb, qb = self.backend.x[b], self.backend.q[b]
+        return xb + quat.rotate(qb, p, np.empty(3)), quat.quat_mul(qb, r, np.empty(4))
+
     @property
     def v(self):
         """Centre-of-mass velocities at t, (nb, 3) world axes (read-only view)."""
