@@ -37,10 +37,19 @@ def parse_param(text):
         return key, value
 
 
+def _scenario_or_file(text):
+    if text in scenarios.names() or scenarios.is_file(text):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is neither a scenario ({', '.join(scenarios.names())}) "
+                                     "nor a robot file that exists")
+
+
 def add_scenario_arguments(parser, what="scenario"):
     """The arguments every command that builds a scenario takes (see :func:`build_scenario`)."""
-    parser.add_argument("scenario", choices=scenarios.names(), metavar="SCENARIO",
-                        help=f"the {what} to build (rtrigid list shows them)")
+    parser.add_argument("scenario", type=_scenario_or_file, metavar="SCENARIO",
+                        help=f"the {what} to build (rtrigid list shows them), or the path of "
+                        "a URDF or MJCF robot file (--set floating_base=True, "
+                        "merge_fixed=False)")
     parser.add_argument("--integrator", default="energy_momentum", choices=integrators.names(),
                         metavar="NAME", help="integrator (rtrigid list shows which fit which "
                         "scenario; default energy_momentum)")

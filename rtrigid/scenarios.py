@@ -9,6 +9,7 @@ reference.
 from __future__ import annotations
 
 import inspect
+import os
 import weakref
 
 import numpy as np
@@ -87,9 +88,34 @@ def _get(name):
     return _BUILDERS[name]
 
 
+FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": ()}
+FILE_DT, FILE_T_END = 1e-3, 2.0
+
+
+def is_file(name):
+    """Whether ``name`` names a robot description file rather than a scenario."""
+    return isinstance(name, str) and name not in _BUILDERS and os.path.isfile(name)
+
+
 def build(name, integrator="energy_momentum", dt=None, options=None, **params) -> Simulation:
     """Build scenario ``name`` stepped by ``integrator`` (with its ``options``); unknown
-    parameters are refused with ``ValueError``."""
+    parameters are refused with ``ValueError``.
+
+    ``name`` may also be the path of a URDF or MJCF file (:func:`rtrigid.load_model`; its
+    parameters are those of ``FILE_PARAMETERS``, dt 1 ms and 2 s by default).
+    """
+    if is_file(name):
+        from rtrigid.loaders import load_model
+
+        for key in params:
+            if key not in FILE_PARAMETERS:
+                raise ValueError(f"{key}: not a parameter of a robot file; known: "
+                                 f"{sorted(FILE_PARAMETERS)}")
+        sim = Simulation(load_model(name, **params), integrator=integrator,
+                         dt=FILE_DT if dt is None else dt, options=options)
+        info(sim).update(scenario=name, t_end=FILE_T_END, conserved=[],
+                         params={**FILE_PARAMETERS, **params})
+        return sim
     fn, default_dt, t_end = _get(name)
     known = parameters(name)
     for key in params:

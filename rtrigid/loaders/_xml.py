@@ -32,6 +32,7 @@ class Source:
 
     def __init__(self, path):
         self.path = os.fspath(path)
+        self.ignored = {}  # what was ignored -> its lines, for one warning each
         try:
             with open(self.path, "rb") as f:
                 data = f.read()

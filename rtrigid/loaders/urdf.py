@@ -30,8 +30,7 @@ def _children(src, node, known, ignore):
         elif c.tag in SILENT:
             continue
         elif c.tag in WARN or c.tag in ignore:
-            warnings.warn(f"{src.where(c)}: <{c.tag}> ignored (it does not change the "
-                          "dynamics rtrigid simulates)", stacklevel=4)
+            src.ignored.setdefault(f"<{c.tag}>", []).append(c.line)
         else:
             raise src.error(c, f"unsupported element inside <{node.tag}>"
                             + (" (mimic joints are not supported; pass ignore=('mimic',) to "
@@ -71,9 +70,8 @@ def _link(src, node, ignore):
     tensor = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
     com, R = _origin(src, el)
     if mass == 0.0:
-        if np.any(tensor):
-            warnings.warn(f"{src.where(ie)}: the link {name!r} has no mass; its <inertia> is "
-                          "ignored (a massless link, as MuJoCo reads it)", stacklevel=3)
+        if np.any(tensor):  # as MuJoCo reads such a link
+            src.ignored.setdefault("<inertia> of a massless link", []).append(ie.line)
         return Link(name, 0.0, np.zeros(3), np.zeros((3, 3)), src.where(node), node)
     return Link(name, mass, com, R @ tensor @ R.T, src.where(node), node)
 
@@ -139,5 +137,9 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
         seen = set()
         dup = next(j for j in joints if j.name in seen or seen.add(j.name))
         raise src.error(dup.node, f"a second joint named {dup.name!r}")
-    return build(src, links, joints, robot, floating_base=floating_base,
-                 merge_fixed=merge_fixed, allow_nonphysical_inertia=allow_nonphysical_inertia)
+    model = build(src, links, joints, robot, floating_base=floating_base,
+                  merge_fixed=merge_fixed, allow_nonphysical_inertia=allow_nonphysical_inertia)
+    for what, lines in src.ignored.items():
+        warnings.warn(f"{src.path}: {what} ignored, lines {', '.join(map(str, lines))}",
+                      stacklevel=3)
+    return model
