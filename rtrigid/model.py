@@ -56,12 +56,17 @@ class Shape:
 
 @dataclass
 class Body:
+    """A body; ``free_joint`` names its free joint (if it has one; default ``free_<name>``)
+    and ``pose0`` is its starting (x, q) as a free body (default: the origin, unturned)."""
+
     name: str
     mass: float
     inertia: np.ndarray
     shape: Shape | None = None
     pivot_body: np.ndarray | None = None
     pivot_world: np.ndarray | None = None
+    free_joint: str | None = None
+    pose0: tuple | None = None
 
 
 @dataclass
@@ -112,10 +117,16 @@ class Model:
         # the file says about the joint that the model does not simulate (limits, effort, ...)
         self.links: dict[str, tuple] = {}
         self.joint_info: dict[str, dict] = {}
+        self.actuators: list[dict] = []  # MJCF actuators (kind, joint, gear, ranges, gains)
 
     # -- bodies -------------------------------------------------------------------------
-    def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False):
+    def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
+                 massless=False):
         """Add a rigid body and return its index.
+
+        ``massless=True`` (mass and inertia then 0) adds a link between two joints, as
+        :func:`rtrigid.load_model` does for a file body with several joints: it must carry a
+        child joint, and only explicit schemes on trees (``nullspace_rk4``) step such models.
 
         ``inertia``: principal moments (I1, I2, I3) about the centre of mass, body axes.
         ``shape``: optional render shape, ``(kind, params)`` or a :class:`Shape`, with kind one
@@ -127,8 +138,13 @@ class Model:
             raise ValueError(f"name: expected a non-empty string, got {name!r}")
         if any(b.name == name for b in self.bodies):
             raise ValueError(f"name: a body called {name!r} already exists")
-        mass = as_scalar(mass, "mass", positive=True)
-        inertia = check_inertia(inertia, allow_nonphysical_inertia)
+        if massless:
+            if as_scalar(mass, "mass") != 0.0 or np.any(as_vector(inertia, 3, "inertia")):
+                raise ValueError("mass: a massless body has mass and inertia 0")
+            mass, inertia = 0.0, np.zeros(3)
+        else:
+            mass = as_scalar(mass, "mass", positive=True)
+            inertia = check_inertia(inertia, allow_nonphysical_inertia)
         self.bodies.append(Body(name, mass, inertia, self._check_shape(shape)))
         return len(self.bodies) - 1
 
@@ -307,5 +323,6 @@ class Model:
                     inbound[b] = Joint(f"pivot_{body.name}", "spherical", -1, b,
                                        body.pivot_world.copy(), body.pivot_body.copy(), ez, ez)
                 else:
-                    inbound[b] = Joint(f"free_{body.name}", "free", -1, b, zero, zero, ez, ez)
+                    inbound[b] = Joint(body.free_joint or f"free_{body.name}", "free", -1, b,
+                                       zero, zero, ez, ez)
         return inbound

@@ -121,6 +121,10 @@ class Simulation:
                                             minimum=1)
         kind = select(model)
         why = entry.refusal(kind, model.inbound_joints())
+        massless = [b.name for b in model.bodies if b.mass == 0.0]
+        if massless and entry.implicit and not why:
+            why = (f"{integrator} cannot step massless bodies ({massless[0]!r}: a link between "
+                   "two joints of one file body); use nullspace_rk4")
         if why:
             raise ValueError(f"integrator: {why}")
         module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))

@@ -6,13 +6,15 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
+from rtrigid.maths import quat
 from rtrigid.tools import mujoco_ref
 
 mujoco = pytest.importorskip("mujoco")
 DATA = os.path.join(os.path.dirname(__file__), "data")
 TWISTED = os.path.join(DATA, "twisted.urdf")
 DT, SPAN = 1e-4, 0.5
-HINGE, SLIDE = int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)
+HINGE, SLIDE, BALL = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE),
+                      int(mujoco.mjtJoint.mjJNT_BALL))
 
 
 def _pybullet(name):
@@ -27,14 +29,22 @@ def _quiet_load(path, **kw):
 
 
 def _twins(path, floating_base=False, seed=1, **kw):
-    """rtrigid and MuJoCo on the same file, from the same random joint positions and rates."""
+    """rtrigid and MuJoCo on the same file, from the same random joint positions and rates.
+
+    A ball joint's quaternion and rate are in the child body's principal axes in rtrigid and
+    in the file body's axes in MuJoCo: they are turned from one to the other.
+    """
     m, d = mujoco_ref.load_file(path, dt=DT, floating_base=floating_base)
     sim = rt.Simulation(_quiet_load(path, floating_base=floating_base, **kw),
                         integrator="nullspace_rk4", dt=DT)
+    mujoco.mj_forward(m, d)
+    for i in range(1, m.nbody):  # the file's pose at zero joint coordinates, both sides
+        x, q = sim.link_pose(m.body(i).name)
+        assert np.linalg.norm(x - d.xpos[i]) <= 1e-12
     rng = np.random.default_rng(seed)
-    names = [m.joint(i).name for i in range(m.njnt)
-             if m.jnt_type[i] in (HINGE, SLIDE)]
-    assert sorted(names) == sorted(n for n in sim.joint_names if not n.startswith("free_"))
+    names = [m.joint(i).name for i in range(m.njnt) if m.jnt_type[i] in (HINGE, SLIDE)]
+    assert sorted(names) == sorted(n for n in sim.joint_names if sim.model.joint_info[n]["kind"]
+                                   in ("revolute", "prismatic"))
     for n in names:
         j = m.joint(n)
         slide = m.jnt_type[j.id] == SLIDE
@@ -42,13 +52,30 @@ def _twins(path, floating_base=False, seed=1, **kw):
         d.qpos[m.jnt_qposadr[j.id]], d.qvel[m.jnt_dofadr[j.id]] = q, v
         sim.set_joint_position(n, [q])
         sim.set_joint_velocity(n, [v])
-    if floating_base:  # the root link frame at MuJoCo's free joint's pose, at rest
-        root = m.body(1).name
-        b, p, r = sim.model.links[root]
-        x, q = sim.link_pose(root)
-        d.qpos[:3], d.qpos[3:7] = x, q
+    for i in range(m.njnt):
+        if m.jnt_type[i] == BALL:
+            s = rng.normal(size=4)
+            s /= np.linalg.norm(s)
+            w = rng.uniform(-1, 1, 3)
+            d.qpos[m.jnt_qposadr[i]:m.jnt_qposadr[i] + 4] = s
+            d.qvel[m.jnt_dofadr[i]:m.jnt_dofadr[i] + 3] = w
+            c = sim.model.links[m.body(m.jnt_bodyid[i]).name][2]  # file axes -> body axes
+            cs = quat.quat_mul(c, s, np.empty(4))
+            sim.set_joint_position(m.joint(i).name,
+                                   quat.quat_mul(cs, quat.quat_conj(c, np.empty(4)), np.empty(4)))
+            sim.set_joint_velocity(m.joint(i).name, quat.rotate(c, w, np.empty(3)))
     mujoco.mj_forward(m, d)
     return sim, m, d, names
+
+
+def _link_errors(sim, m, d):
+    """Largest distance of any link origin and any link quaternion from MuJoCo's."""
+    ex = eq = 0.0
+    for i in range(1, m.nbody):
+        x, q = sim.link_pose(m.body(i).name)
+        ex = max(ex, np.linalg.norm(x - d.xpos[i]))
+        eq = max(eq, min(np.linalg.norm(q - d.xquat[i]), np.linalg.norm(q + d.xquat[i])))
+    return ex, eq
 
 
 def _joint_errors(sim, m, d, names):
@@ -94,6 +121,7 @@ def test_floating_base_root_pose_and_joints_match_mujoco(path):
     x, q = sim.link_pose(root)
     assert np.linalg.norm(x - d.qpos[:3]) <= 1e-6
     assert min(np.linalg.norm(q - d.qpos[3:7]), np.linalg.norm(q + d.qpos[3:7])) <= 1e-6
+    assert max(_link_errors(sim, m, d)) <= 1e-6
     assert np.linalg.norm(x - x0) > 1.0  # it fell
 
 
@@ -218,3 +246,71 @@ def test_link_pose_refuses_unknown_links():
         sim.link_pose("nose")
     x, q = sim.link_pose("base")  # welded to the world: the world origin
     assert np.allclose(x, 0.0) and np.allclose(q, [1, 0, 0, 0])
+
+
+KIT = os.path.join(DATA, "kit.xml")
+
+
+def test_mjcf_kit_matches_mujoco_link_by_link():
+    """Default classes, every orientation form, two joints in one body, fullinertia and geom
+    inertias, slide, ball and free joints with springs and dampers: every body's frame."""
+    sim, m, d, names = _twins(KIT, seed=5)
+    _run(sim, m, d)
+    assert max(_joint_errors(sim, m, d, names).values()) <= 1e-6
+    assert max(_link_errors(sim, m, d)) <= 1e-6
+    assert sim.joint_names[-1] == "puck_free"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("floating_base", [False, True])
+def test_mjcf_humanoid_matches_mujoco(floating_base):
+    # its armature is ignored on both sides (rtrigid has no rotor inertia)
+    path = _pybullet("mjcf/humanoid.xml")
+    sim, m, d, names = _twins(path, floating_base=floating_base, ignore=("armature",))
+    assert len(names) == 21
+    _run(sim, m, d)
+    assert max(_joint_errors(sim, m, d, names).values()) <= 1e-6
+    assert max(_link_errors(sim, m, d)) <= 1e-6
+
+
+def test_mjcf_metadata_and_massless_chain_links():
+    model = rt.load_model(KIT)
+    assert [b.name for b in model.bodies] == ["base", "arm:bend", "arm", "slider", "tip", "puck"]
+    assert model.bodies[1].mass == 0.0  # the link between bend and twist
+    assert [(a["kind"], a["joint"]) for a in model.actuators] == [
+        ("motor", "swing"), ("position", "bend"), ("velocity", "slide")]
+    assert model.actuators[0]["ctrlrange"] == (-1.0, 1.0) and model.actuators[1]["kp"] == 10
+    bend = next(j for j in model.joints if j.name == "bend")
+    assert bend.stiffness == 2.0 and bend.rest == pytest.approx(np.deg2rad(10.0))
+    assert bend.damping == 0.1  # the top default class
+
+
+def test_massless_chain_links_need_an_explicit_scheme(tmp_path):
+    path = tmp_path / "two.xml"
+    path.write_text('<mujoco><worldbody><body name="b" pos="0 0 1"><joint name="j1"/>'
+                    '<joint name="j2" axis="1 0 0"/><inertial pos="0 0 -0.2" mass="1" '
+                    'diaginertia="0.01 0.01 0.01"/></body></worldbody></mujoco>')
+    model = rt.load_model(str(path))
+    with pytest.raises(ValueError, match="integrator: energy_momentum cannot step massless"):
+        rt.Simulation(model, integrator="energy_momentum", dt=1e-3)
+    sim = rt.Simulation(model, integrator="nullspace_rk4", dt=1e-3)
+    sim.set_joint_position("j2", [0.5])
+    sim.step(10)
+    assert sim.joint_position("j2")[0] < 0.5  # it swings down
+
+
+@pytest.mark.parametrize("old,new,where", [
+    ('<joint name="ball" type="ball" damping="0" stiffness="0"',
+     '<joint name="ball" type="ball" damping="0"', ":33: <joint name='ball'>: springs"),
+    ('<joint name="swing"', '<joint name="swing" armature="0.1"', ":21: <joint name='swing'>: armature"),
+    ('<light pos="0 0 3"/>', '<light pos="0 0 3"/><composite type="grid"/>', ":18: <composite>"),
+    ('<actuator>', '<tendon/><actuator>', ":46: <tendon>"),
+    ('<motor name="m"', '<muscle name="m"', ":47: <muscle name='m'>"),
+    ('joint="bend" kp="10"', 'joint="bent" kp="10"', ":48: <position name='p'>: names joint"),
+    ('fullinertia=', 'quat="1 0 0 0" fullinertia=', ":27: <inertial>"),
+])
+def test_bad_mjcf_is_refused_naming_file_and_line(tmp_path, old, new, where):
+    with open(KIT) as f:
+        text = f.read()
+    assert old in text
+    assert where in _refused(tmp_path, text.replace(old, new), name="bad.xml")

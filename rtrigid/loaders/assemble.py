@@ -40,6 +40,7 @@ class Link:
     inertia: np.ndarray
     where: str          # "file:line", for messages
     node: object = None
+    virtual: bool = False   # a massless link between two joints of one file body
 
 
 @dataclass
@@ -134,11 +135,9 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
     # 1. groups, walking from the root: group[link] = (group root link, link in root frame)
     group = {root: (root, IDENTITY)}
     order, moving = [root], []
-    stack = [root]
-    while stack:
-        name = stack.pop()
-        for j in reversed(children[name]):
-            stack.append(j.child)
+
+    def visit(name):  # depth first in file order: bodies come out as the file lists them
+        for j in children[name]:
             weld = j.kind == "fixed" and (merge_fixed or links[j.child].mass == 0.0)
             if weld:
                 g, T = group[name]
@@ -147,6 +146,9 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
                 group[j.child] = (j.child, IDENTITY)
                 order.append(j.child)
                 moving.append(j)
+            visit(j.child)
+
+    visit(root)
     unreached = sorted(set(links) - set(group))
     if unreached:
         raise source.error(links[unreached[0]].node,
@@ -168,6 +170,9 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
             link = links[name]
             mass += link.mass
             first += link.mass * (p + R @ link.com)
+        if mass <= 0.0 and links[g].virtual:
+            frames[g] = (model.add_body(g, 0.0, np.zeros(3), massless=True), IDENTITY)
+            continue
         if mass <= 0.0:
             raise source.error(links[g].node, "has no mass (nor any link welded to it), but "
                                "it moves; rtrigid gives no body made-up inertia")
@@ -186,6 +191,9 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
                                f"{'s ' + ', '.join(n for n, _ in members[g]) if len(members[g]) > 1 else ''}"
                                " about their centre of mass)") from None
         frames[g] = (b, (com, axes))
+    if floating_base:
+        b, B = frames[root]
+        model.bodies[b].pose0 = (B[0].copy(), matrix_quat(B[1]))
 
     # 3. link frames in body frames, then the joints
     for name, (g, T) in group.items():
@@ -204,9 +212,14 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
         anchor_parent = at_zero[0] + at_zero[1] @ j.anchor
         kind = KIND_OF[j.kind]
         if kind == "free":
-            raise source.error(j.node, "a floating joint below the root is not supported "
-                               "(rtrigid's free joints are tree roots); load the child link's "
-                               "tree on its own with floating_base=True")
+            if bp != WORLD:
+                raise source.error(j.node, "a floating joint below the root is not supported "
+                                   "(rtrigid's free joints are tree roots)")
+            pose = compose(at_zero, Bc)
+            model.bodies[bc].free_joint = j.name
+            model.bodies[bc].pose0 = (pose[0], matrix_quat(pose[1]))
+            model.joint_info[j.name] = dict(kind=kind, source=source.where(j.node), **j.info)
+            continue
         axis = {}
         if kind in ("revolute", "prismatic", "planar"):
             axis = dict(axis_child=child_link[1] @ j.axis, axis_parent=at_zero[1] @ j.axis)
