@@ -50,9 +50,9 @@ def add_scenario_arguments(parser, what="scenario"):
                         help=f"the {what} to build (rtrigid list shows them), or the path of "
                         "a URDF or MJCF robot file (--set floating_base=True, "
                         "merge_fixed=False)")
-    parser.add_argument("--integrator", default="energy_momentum", choices=integrators.names(),
+    parser.add_argument("--integrator", default=None, choices=integrators.names(),
                         metavar="NAME", help="integrator (rtrigid list shows which fit which "
-                        "scenario; default energy_momentum)")
+                        "scenario; default energy_momentum, for a robot file nullspace_rk4)")
     parser.add_argument("--dt", type=float, default=None,
                         help="step size (scenario default if omitted)")
     parser.add_argument("--set", type=parse_param, action="append", metavar="KEY=VALUE",

@@ -26,7 +26,15 @@ SHAPES = {
     "cylinder": ("radius", "half_length"),
     "cone": ("radius", "height"),
     "capsule": ("radius", "half_length"),
+    "visuals": ("parts",),
 }
+# the parts of a "visuals" shape (what robot files draw; see rtrigid.loaders): each a dict with
+# "type", "pos" and "quat" (the part's frame in the body frame), "color" (rgba or None) and
+# per type: box "half_extents", sphere "radius", cylinder/capsule "radius" and
+# "half_length" (axis z), mesh "file", "scale" and "missing" (the file was not found)
+PART_TYPES = {"box": ("half_extents",), "sphere": ("radius",),
+              "cylinder": ("radius", "half_length"), "capsule": ("radius", "half_length"),
+              "mesh": ("file", "scale")}
 
 
 def check_inertia(inertia, allow_nonphysical, name="inertia"):
@@ -118,6 +126,7 @@ class Model:
         self.links: dict[str, tuple] = {}
         self.joint_info: dict[str, dict] = {}
         self.actuators: list[dict] = []  # MJCF actuators (kind, joint, gear, ranges, gains)
+        self.world_shape: Shape | None = None  # what robot files draw on links welded to the world
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
@@ -158,6 +167,8 @@ class Model:
             raise ValueError(f"shape: expected (kind, params), got {shape!r}") from None
         if kind not in SHAPES:
             raise ValueError(f"shape: unknown kind {kind!r}; known: {sorted(SHAPES)}")
+        if kind == "visuals":
+            return Shape(kind, {"parts": Model._check_parts(params.get("parts"))})
         clean = {}
         for key in SHAPES[kind]:
             if key not in params:
@@ -170,6 +181,27 @@ class Model:
                 clean[key] = as_scalar(params[key], f"shape.{key}", positive=True)
         offset = as_vector(params.get("offset", (0.0, 0.0, 0.0)), 3, "shape.offset")
         return Shape(kind, clean, offset)
+
+    @staticmethod
+    def _check_parts(parts):
+        if not isinstance(parts, (list, tuple)) or not parts:
+            raise ValueError("shape.parts: expected a non-empty list of parts")
+        out = []
+        for part in parts:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in PART_TYPES:
+                raise ValueError(f"shape.parts: a part's type must be one of "
+                                 f"{sorted(PART_TYPES)}, got {kind!r}")
+            missing = [k for k in PART_TYPES[kind] if k not in part]
+            if missing:
+                raise ValueError(f"shape.parts: a {kind} part needs {missing}")
+            clean = dict(part)
+            clean["pos"] = as_vector(part.get("pos", (0.0, 0.0, 0.0)), 3, "shape.parts.pos")
+            clean["quat"] = as_vector(part.get("quat", (1.0, 0.0, 0.0, 0.0)), 4,
+                                      "shape.parts.quat")
+            clean.setdefault("color", None)
+            out.append(clean)
+        return out
 
     def body_index(self, body):
         """Resolve a body index or name; ``ValueError`` naming ``body`` if there is none."""

@@ -97,9 +97,10 @@ def is_file(name):
     return isinstance(name, str) and name not in _BUILDERS and os.path.isfile(name)
 
 
-def build(name, integrator="energy_momentum", dt=None, options=None, **params) -> Simulation:
+def build(name, integrator=None, dt=None, options=None, **params) -> Simulation:
     """Build scenario ``name`` stepped by ``integrator`` (with its ``options``); unknown
-    parameters are refused with ``ValueError``.
+    parameters are refused with ``ValueError``.  ``integrator`` defaults to
+    ``energy_momentum``, for a file to ``nullspace_rk4``.
 
     ``name`` may also be the path of a URDF or MJCF file (:func:`rtrigid.load_model`; its
     parameters are those of ``FILE_PARAMETERS``, dt 1 ms and 2 s by default).
@@ -111,12 +112,13 @@ def build(name, integrator="energy_momentum", dt=None, options=None, **params) -
             if key not in FILE_PARAMETERS:
                 raise ValueError(f"{key}: not a parameter of a robot file; known: "
                                  f"{sorted(FILE_PARAMETERS)}")
-        sim = Simulation(load_model(name, **params), integrator=integrator,
+        sim = Simulation(load_model(name, **params), integrator=integrator or "nullspace_rk4",
                          dt=FILE_DT if dt is None else dt, options=options)
         info(sim).update(scenario=name, t_end=FILE_T_END, conserved=[],
                          params={**FILE_PARAMETERS, **params})
         return sim
     fn, default_dt, t_end = _get(name)
+    integrator = integrator or "energy_momentum"
     known = parameters(name)
     for key in params:
         if key not in known:

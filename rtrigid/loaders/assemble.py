@@ -41,6 +41,7 @@ class Link:
     where: str          # "file:line", for messages
     node: object = None
     virtual: bool = False   # a massless link between two joints of one file body
+    visuals: list = field(default_factory=list)  # drawing parts, "pos"/"R" in the link frame
 
 
 @dataclass
@@ -196,10 +197,21 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
         model.bodies[b].pose0 = (B[0].copy(), matrix_quat(B[1]))
 
     # 3. link frames in body frames, then the joints
+    parts = {}
     for name, (g, T) in group.items():
         b, B = frames[g]
         p, R = compose(inverse(B), T)
         model.links[name] = (b, p, matrix_quat(R))
+        for part in links[name].visuals:
+            pp, pR = compose((p, R), (part["pos"], part["R"]))
+            parts.setdefault(b, []).append(
+                {**{k: v for k, v in part.items() if k != "R"}, "pos": pp, "quat": matrix_quat(pR)})
+    for b, body_parts in parts.items():
+        shape = model._check_shape(("visuals", {"parts": body_parts}))
+        if b == WORLD:
+            model.world_shape = shape
+        else:
+            model.bodies[b].shape = shape
     for j in moving:
         gp, Tp = group[j.parent]
         bp, Bp = frames[gp]
@@ -235,3 +247,25 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
     if floating_base:
         model.joint_info[f"free_{root}"] = dict(kind="free", source=source.where(links[root].node))
     return model
+
+
+def resolve(base_dir, name):
+    """The path of a file a robot file names (relative, ``file://`` or ``package://``), or
+    None if it is not found: ``package://pkg/rest`` is looked for as ``pkg/rest`` and
+    ``rest`` in the file's folder and the folders above it."""
+    import os
+
+    if name.startswith("file://"):
+        name = name[len("file://"):]
+    if not name.startswith("package://"):
+        path = name if os.path.isabs(name) else os.path.join(base_dir, name)
+        return path if os.path.isfile(path) else None
+    rest = name[len("package://"):].lstrip("/")
+    candidates = [rest] + ([rest.split("/", 1)[1]] if "/" in rest else [])
+    folder = os.path.abspath(base_dir)
+    for _ in range(4):
+        for c in candidates:
+            if os.path.isfile(os.path.join(folder, c)):
+                return os.path.join(folder, c)
+        folder = os.path.dirname(folder)
+    return None

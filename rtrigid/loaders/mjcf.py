@@ -28,7 +28,8 @@ from rtrigid.loaders.assemble import (JointSpec, Link, build, matrix_quat, quat_
 
 SILENT = {"asset", "visual", "statistic", "size", "extension", "custom"}
 WARN = {"contact", "sensor", "keyframe"}
-BODY_SILENT = {"geom", "site", "camera", "light"}
+BODY_SILENT = {"geom", "site", "camera", "light"}  # geoms: inertia (via MuJoCo) and drawing
+BODY_WARN = {"camera", "light"}
 JOINT_TYPES = {"hinge": "revolute", "slide": "prismatic", "ball": "spherical",
                "free": "floating"}
 ACTUATORS = {"motor", "position", "velocity"}
@@ -162,7 +163,7 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
         elif c.tag in SILENT or c.tag in ("compiler", "option", "default", "actuator"):
             continue
         elif c.tag in WARN:
-            r.warn(c, f"<{c.tag}>")
+            r.warn(c, f"<{c.tag}> ignored")
         else:
             raise src.error(c, "unsupported element inside <mujoco>")
     if world is None:
@@ -180,7 +181,7 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
         attrs = dict(node.attrib)
         origin = (r.floats(node, attrs, "pos", 3, np.zeros(3)), r.rotation(node, attrs))
         order.append(name)
-        jnodes, inertial, kids = [], None, []
+        jnodes, inertial, kids, geoms = [], None, [], []
         for c in node.children:
             if c.tag in ("joint", "freejoint"):
                 jnodes.append(c)
@@ -188,8 +189,11 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
                 inertial = c
             elif c.tag == "body":
                 kids.append(c)
+            elif c.tag == "geom":
+                geoms.append(c)
             elif c.tag in BODY_SILENT:
-                continue
+                if c.tag in BODY_WARN:
+                    r.warn(c, f"<{c.tag}> ignored")
             else:
                 raise src.error(c, "unsupported element inside <body>")
         link = _inertial(r, node, name, inertial, cls)
@@ -212,6 +216,7 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
         if not jnodes:
             joints.append(JointSpec(f"{name}_weld", "fixed", parent_link, name, origin,
                                     np.zeros(3), np.array([0.0, 0.0, 1.0]), node))
+        link.visuals = [p for g in geoms for p in _geom_part(r, g, cls)]
         links[name] = link
         for c in kids:
             body(c, name, cls)
@@ -237,7 +242,7 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
                   allow_nonphysical_inertia=allow_nonphysical_inertia)
     model.actuators = actuators
     for what, lines in src.ignored.items():
-        warnings.warn(f"{src.path}: {what} ignored, lines {', '.join(map(str, lines))}",
+        warnings.warn(f"{src.path}: {what}, lines {', '.join(map(str, lines))}",
                       stacklevel=3)
     return model
 
@@ -304,7 +309,7 @@ def _joint(r, node, parent, child, origin, cls, top):
         if "armature" not in r.ignore:
             raise src.error(node, "armature is not simulated (rtrigid has no rotor inertia); "
                             "pass ignore=('armature',) to drop it")
-        r.warn(node, "joint armature")
+        r.warn(node, "joint armature ignored")
     if num["ref"]:
         raise src.error(node, "a nonzero ref (a shifted joint zero) is not supported")
     if num["frictionloss"]:
@@ -348,3 +353,44 @@ def _actuators(r, root):
                     entry[key] = v
             out.append(entry)
     return out
+
+
+def _geom_part(r, node, cls):
+    """The drawing part of a primitive geom (a list of one); mesh, plane, hfield: none."""
+    attrs = r.attrs(node, cls)
+    kind = attrs.get("type", "sphere")
+    size = [float(t) for t in attrs.get("size", "0").split()]
+    rgba = r.floats(node, attrs, "rgba", 4)
+    pos, R = r.floats(node, attrs, "pos", 3, np.zeros(3)), r.rotation(node, attrs)
+    part = {"color": rgba}
+    if "fromto" in attrs and kind in ("capsule", "cylinder", "box", "ellipsoid"):
+        a, b = np.split(r.floats(node, attrs, "fromto", 6), 2)
+        axis = b - a
+        length = np.linalg.norm(axis)
+        if length < 1e-12:
+            raise r.src.error(node, "fromto with two equal points")
+        pos = 0.5 * (a + b)
+        z = axis / length
+        helper = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+        x = np.cross(helper, z)
+        x /= np.linalg.norm(x)
+        R = np.column_stack([x, np.cross(z, x), z])
+        size = size[:1] + [0.5 * length] + size[1:2]
+    try:
+        if kind == "sphere":
+            part.update(type="sphere", radius=size[0])
+        elif kind in ("capsule", "cylinder"):
+            part.update(type=kind, radius=size[0], half_length=size[1])
+        elif kind == "box":
+            part.update(type="box", half_extents=np.array(size[:3]) if len(size) >= 3
+                        else np.array([size[0], size[0], size[1]]))
+        elif kind == "ellipsoid":
+            part.update(type="box", half_extents=np.array(size[:3]))  # drawn as its box
+        else:
+            if kind == "mesh":
+                r.warn(node, "MJCF mesh geoms not drawn (not supported yet)")
+            return []
+    except IndexError:
+        raise r.src.error(node, f"size {attrs.get('size')!r} is too short for a {kind}") from None
+    part.update(pos=pos, R=R)
+    return [part]

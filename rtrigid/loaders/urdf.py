@@ -1,23 +1,26 @@
 """URDF: links, inertials and joints to the tree of :mod:`rtrigid.loaders.assemble`.
 
 What the file says and rtrigid does not simulate is refused naming the element and its line
-(``mimic``, joint friction, unknown tags); what only draws or configures other software
-(``visual``, ``collision``, ``material``, ``gazebo``, ``transmission``, ``calibration``,
+(``mimic``, joint friction, unknown tags).  ``visual`` boxes, spheres, cylinders and meshes
+become the bodies' drawing (:data:`rtrigid.model.PART_TYPES`; a mesh file that is not found
+is a warning, and the viewer draws a placeholder).  What only configures other software
+(``collision``, ``material``, ``gazebo``, ``transmission``, ``calibration``,
 ``safety_controller``, pybullet's ``contact``) is ignored, with a warning for the last five.
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
 
-from rtrigid.loaders.assemble import JointSpec, Link, build, rpy_matrix
+from rtrigid.loaders.assemble import JointSpec, Link, build, resolve, rpy_matrix
 
 JOINT_KINDS = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic",
                "fixed": "fixed", "floating": "floating", "planar": "planar"}
-SILENT = {"visual", "collision", "material"}          # drawing only
+SILENT = {"collision", "material"}          # collision shapes: rtrigid has no contacts
 WARN = {"gazebo", "transmission", "calibration", "safety_controller", "contact"}
-ROBOT_TAGS, LINK_TAGS = {"link", "joint"}, {"inertial"}
+ROBOT_TAGS, LINK_TAGS = {"link", "joint"}, {"inertial", "visual"}
 JOINT_TAGS = {"origin", "parent", "child", "axis", "limit", "dynamics"}
 
 
@@ -30,7 +33,7 @@ def _children(src, node, known, ignore):
         elif c.tag in SILENT:
             continue
         elif c.tag in WARN or c.tag in ignore:
-            src.ignored.setdefault(f"<{c.tag}>", []).append(c.line)
+            src.ignored.setdefault(f"<{c.tag}> ignored", []).append(c.line)
         else:
             raise src.error(c, f"unsupported element inside <{node.tag}>"
                             + (" (mimic joints are not supported; pass ignore=('mimic',) to "
@@ -47,9 +50,55 @@ def _origin(src, node):
     return (src.floats(o, "xyz", 3, np.zeros(3)), rpy_matrix(src.floats(o, "rpy", 3, np.zeros(3))))
 
 
-def _link(src, node, ignore):
+def _link(src, node, ignore, materials):
+    link = _link_inertia(src, node, ignore)
+    link.visuals = [p for v in node.findall("visual") for p in _visual(src, v, materials)]
+    return link
+
+
+def _color(src, material, materials):
+    """The rgba of a ``<material>`` (inline colour, else the named top-level one)."""
+    if material is None:
+        return None
+    c = material.find("color")
+    if c is not None:
+        return src.floats(c, "rgba", 4)
+    return materials.get(material.attrib.get("name"))
+
+
+def _visual(src, node, materials):
+    """The drawing parts of a ``<visual>`` (a list of one, or none for unknown geometry)."""
+    geometry = node.find("geometry")
+    if geometry is None or not geometry.children:
+        raise src.error(node, "missing <geometry>")
+    g = geometry.children[0]
+    pos, R = _origin(src, node)
+    part = {"pos": pos, "R": R, "color": _color(src, node.find("material"), materials)}
+    if g.tag == "box":
+        part.update(type="box", half_extents=0.5 * src.floats(g, "size", 3))
+    elif g.tag == "sphere":
+        part.update(type="sphere", radius=src.floats(g, "radius", 1))
+    elif g.tag in ("cylinder", "capsule"):
+        part.update(type=g.tag, radius=src.floats(g, "radius", 1),
+                    half_length=0.5 * src.floats(g, "length", 1))
+    elif g.tag == "mesh":
+        filename = g.attrib.get("filename")
+        if not filename:
+            raise src.error(g, "missing attribute 'filename'")
+        path = resolve(os.path.dirname(src.path), filename)
+        if path is None:
+            src.ignored.setdefault("mesh files not found (drawn as placeholders)", []).append(
+                g.line)
+        part.update(type="mesh", file=path or filename, missing=path is None,
+                    scale=src.floats(g, "scale", 3, np.ones(3)))
+    else:
+        raise src.error(g, "unsupported geometry")
+    return [part]
+
+
+def _link_inertia(src, node, ignore):
     name = src.name(node)
-    inertial = _children(src, node, LINK_TAGS, ignore)
+    inertial = [c for c in _children(src, node, LINK_TAGS, ignore) if c.tag == "inertial"]
     if len(inertial) > 1:
         raise src.error(inertial[1], "a link has at most one <inertial>")
     if not inertial:
@@ -71,7 +120,7 @@ def _link(src, node, ignore):
     com, R = _origin(src, el)
     if mass == 0.0:
         if np.any(tensor):  # as MuJoCo reads such a link
-            src.ignored.setdefault("<inertia> of a massless link", []).append(ie.line)
+            src.ignored.setdefault("<inertia> of a massless link ignored", []).append(ie.line)
         return Link(name, 0.0, np.zeros(3), np.zeros((3, 3)), src.where(node), node)
     return Link(name, mass, com, R @ tensor @ R.T, src.where(node), node)
 
@@ -123,9 +172,14 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
     if robot.tag != "robot":
         raise src.error(robot, "a URDF file's root element is <robot>")
     links, joints = {}, []
+    materials = {}
+    for m in robot.findall("material"):
+        c = m.find("color")
+        if c is not None and m.attrib.get("name"):
+            materials[m.attrib["name"]] = src.floats(c, "rgba", 4)
     for node in _children(src, robot, ROBOT_TAGS, ignore):
         if node.tag == "link":
-            link = _link(src, node, ignore)
+            link = _link(src, node, ignore, materials)
             if link.name in links:
                 raise src.error(node, f"a second link named {link.name!r}")
             links[link.name] = link
@@ -140,6 +194,6 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
     model = build(src, links, joints, robot, floating_base=floating_base,
                   merge_fixed=merge_fixed, allow_nonphysical_inertia=allow_nonphysical_inertia)
     for what, lines in src.ignored.items():
-        warnings.warn(f"{src.path}: {what} ignored, lines {', '.join(map(str, lines))}",
+        warnings.warn(f"{src.path}: {what}, lines {', '.join(map(str, lines))}",
                       stacklevel=3)
     return model
