@@ -208,7 +208,7 @@ def test_robot_file_meshes_are_drawn_at_their_link_frames():
     assert np.allclose(world.max(axis=0), expected.max(axis=0), atol=1e-5)
     # link 0, welded to the world, is drawn where the file puts it: at the world origin
     base, _ = scene.world_visual(sim)
-    raw0 = np.asarray(trimesh.load(os.path.join(root, "franka_panda/meshes/visual/link0.obj"),
+    raw0 = np.asarray(trimesh.load(os.path.join(root, "franka_panda/meshes/collision/link0.obj"),
                                    force="mesh").vertices)
     assert np.allclose(base[0][:, :3].min(axis=0), raw0.min(axis=0), atol=1e-5)
     # picking hits the drawn mesh: a ray from outside through the mesh's centre
