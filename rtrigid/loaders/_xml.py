@@ -7,6 +7,7 @@ they do not know, which a loader that refuses what it cannot simulate needs.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from xml.parsers import expat
 
@@ -60,6 +61,12 @@ class Source:
         name = node.attrib.get("name")
         what = f"<{node.tag} name={name!r}>" if name else f"<{node.tag}>"
         return ValueError(f"{self.path}:{node.line}: {what}: {message}")
+
+    def warn_ignored(self):
+        """One warning per kind of thing ignored, with its lines (at the loader's caller)."""
+        for what, lines in self.ignored.items():
+            warnings.warn(f"{self.path}: {what}, lines {', '.join(map(str, lines))}",
+                          stacklevel=4)
 
     def where(self, node):
         return f"{self.path}:{node.line}"

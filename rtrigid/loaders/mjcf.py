@@ -19,12 +19,10 @@ warning.
 """
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 
-from rtrigid.loaders.assemble import (JointSpec, Link, build, matrix_quat, quat_matrix,
-                                      IDENTITY, compose, inverse)
+from rtrigid.loaders.assemble import IDENTITY, JointSpec, Link, build, quat_matrix
 
 SILENT = {"asset", "visual", "statistic", "size", "extension", "custom"}
 WARN = {"contact", "sensor", "keyframe"}
@@ -241,9 +239,7 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
     model = build(src, links, joints, root, floating_base=False, merge_fixed=merge_fixed,
                   allow_nonphysical_inertia=allow_nonphysical_inertia)
     model.actuators = actuators
-    for what, lines in src.ignored.items():
-        warnings.warn(f"{src.path}: {what}, lines {', '.join(map(str, lines))}",
-                      stacklevel=3)
+    src.warn_ignored()
     return model
 
 

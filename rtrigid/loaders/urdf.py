@@ -10,7 +10,6 @@ is a warning, and the viewer draws a placeholder).  What only configures other s
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
@@ -193,7 +192,5 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
         raise src.error(dup.node, f"a second joint named {dup.name!r}")
     model = build(src, links, joints, robot, floating_base=floating_base,
                   merge_fixed=merge_fixed, allow_nonphysical_inertia=allow_nonphysical_inertia)
-    for what, lines in src.ignored.items():
-        warnings.warn(f"{src.path}: {what}, lines {', '.join(map(str, lines))}",
-                      stacklevel=3)
+    src.warn_ignored()
     return model
