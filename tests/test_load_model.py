@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
+from rtrigid.loaders.assemble import rpy_matrix
 from rtrigid.maths import quat
 from rtrigid.tools import mujoco_ref
 
@@ -314,3 +315,43 @@ def test_bad_mjcf_is_refused_naming_file_and_line(tmp_path, old, new, where):
         text = f.read()
     assert old in text
     assert where in _refused(tmp_path, text.replace(old, new), name="bad.xml")
+
+
+FLOATING = """<robot name="fl">
+  <link name="world"/>
+  <joint name="base_free" type="floating"><parent link="world"/><child link="base"/>
+    <origin xyz="0 0 1" rpy="0.1 0.2 0.3"/></joint>
+  <link name="base"><inertial><origin xyz="0.1 0 0" rpy="0 0.3 0"/><mass value="2"/>
+    <inertia ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0" izz="0.04"/></inertial></link>
+  <joint name="j" type="revolute"><parent link="base"/><child link="arm"/>
+    <origin xyz="0 0 0.2"/><axis xyz="0 1 0"/></joint>
+  <link name="arm"><inertial><origin xyz="0 0 0.2"/><mass value="1"/>
+    <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.002"/></inertial></link>
+  <joint name="p" type="planar"><parent link="arm"/><child link="puck"/>
+    <origin xyz="0 0 0.4"/><axis xyz="0 0 1"/></joint>
+  <link name="puck"><inertial><mass value="0.3"/>
+    <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.001" iyz="0" izz="0.001"/></inertial></link>
+</robot>
+"""
+
+
+def test_floating_joint_from_the_world_and_a_planar_joint(tmp_path):
+    """A floating joint from a 'world' link is a free body with the joint's name, starting at
+    the joint's pose; a planar joint keeps its child in the plane across its axis."""
+    path = tmp_path / "fl.urdf"
+    path.write_text(FLOATING)
+    sim = rt.Simulation(rt.load_model(str(path)), integrator="nullspace_rk4", dt=1e-3)
+    assert sim.joint_names == ["j", "p", "base_free"]
+    x, q = sim.link_pose("base")
+    assert np.allclose(x, [0, 0, 1], atol=1e-15)
+    assert np.allclose(quat.rotmat(q, np.empty((3, 3))), rpy_matrix([0.1, 0.2, 0.3]), atol=1e-14)
+    sim.set_joint_velocity("p", [1.0, 0.5, -0.3])
+    m = sim.body_mass / sim.body_mass.sum()
+    com0, vcom0 = m @ sim.x, m @ sim.v
+    sim.step(500)
+    fall = com0 + 0.5 * vcom0 + 0.5 * np.array([0, 0, -9.81]) * 0.5 ** 2  # free fall
+    assert np.allclose(m @ sim.x, fall, atol=1e-9)
+    x_arm, q_arm = sim.link_pose("arm")
+    x_puck = sim.link_pose("puck")[0]
+    assert quat.rotate_inv(q_arm, x_puck - x_arm, np.empty(3))[2] == pytest.approx(0.4, abs=1e-12)
+    assert sim.constraint_error() < 1e-12
