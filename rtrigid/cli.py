@@ -38,22 +38,25 @@ def parse_param(text):
 
 
 def scenario_name(text):
-    """A registered scenario's name, or a model factory as ``module:function``."""
-    if text in scenarios.names() or scenarios.is_factory(text):
+    """A registered scenario's name, a robot file's path, or a model factory as
+    ``module:function``."""
+    if text in scenarios.names() or scenarios.is_file(text) or scenarios.is_factory(text):
         return text
     raise argparse.ArgumentTypeError(
-        f"unknown scenario {text!r} (choose from {', '.join(scenarios.names())}, or give a "
-        "model factory as module:function)")
+        f"{text!r} is neither a scenario ({', '.join(scenarios.names())}), nor a robot file "
+        "that exists, nor a model factory as module:function")
 
 
 def add_scenario_arguments(parser, what="scenario"):
     """The arguments every command that builds a scenario takes (see :func:`build_scenario`)."""
     parser.add_argument("scenario", type=scenario_name, metavar="SCENARIO",
-                        help=f"the {what} to build: a name (rtrigid list shows them) or a "
-                        "function returning a Model, as module:function")
-    parser.add_argument("--integrator", default="energy_momentum", choices=integrators.names(),
+                        help=f"the {what} to build: a name (rtrigid list shows them), the path "
+                        "of a URDF or MJCF robot file (--set floating_base=True, "
+                        "merge_fixed=False), or a function returning a Model, as "
+                        "module:function")
+    parser.add_argument("--integrator", default=None, choices=integrators.names(),
                         metavar="NAME", help="integrator (rtrigid list shows which fit which "
-                        "scenario; default energy_momentum)")
+                        "scenario; default energy_momentum, for a robot file nullspace_rk4)")
     parser.add_argument("--dt", type=float, default=None,
                         help="step size (scenario default if omitted)")
     parser.add_argument("--set", type=parse_param, action="append", metavar="KEY=VALUE",

@@ -10,11 +10,13 @@ Besides the registered names, :func:`build` takes a model factory as ``"module:f
 a function of the parameters that returns a :class:`~rtrigid.model.Model` (or a ready
 ``Simulation``), so ``rtrigid run/serve/view mypackage.robots:arm`` works on a user's own
 model.  Its step is ``dt`` (default :data:`FACTORY_DT`), its duration :data:`FACTORY_T_END`.
+And it takes the path of a URDF or MJCF robot file (:func:`rtrigid.load_model`).
 """
 from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import weakref
 
 import numpy as np
@@ -91,8 +93,9 @@ def integrators_for(name):
 
 
 def is_factory(name) -> bool:
-    """Whether ``name`` names a model factory (``"module:function"``) rather than a scenario."""
-    return isinstance(name, str) and ":" in name
+    """Whether ``name`` names a model factory (``"module:function"``) rather than a scenario
+    or a file."""
+    return isinstance(name, str) and ":" in name and not os.path.isfile(name)
 
 
 def factory(name):
@@ -134,10 +137,37 @@ def _from_factory(name, integrator, dt, options, params):
                       options=options)
 
 
-def build(name, integrator="energy_momentum", dt=None, options=None, **params) -> Simulation:
+FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": ()}
+FILE_DT, FILE_T_END = 1e-3, 2.0
+
+
+def is_file(name):
+    """Whether ``name`` names a robot description file rather than a scenario."""
+    return isinstance(name, str) and name not in _BUILDERS and os.path.isfile(name)
+
+
+def build(name, integrator=None, dt=None, options=None, **params) -> Simulation:
     """Build scenario ``name`` stepped by ``integrator`` (with its ``options``); unknown
-    parameters are refused with ``ValueError``."""
+    parameters are refused with ``ValueError``.  ``integrator`` defaults to
+    ``energy_momentum``, for a file to ``nullspace_rk4``.
+
+    ``name`` may also be the path of a URDF or MJCF file (:func:`rtrigid.load_model`; its
+    parameters are those of ``FILE_PARAMETERS``, dt 1 ms and 2 s by default).
+    """
+    if is_file(name):
+        from rtrigid.loaders import load_model
+
+        for key in params:
+            if key not in FILE_PARAMETERS:
+                raise ValueError(f"{key}: not a parameter of a robot file; known: "
+                                 f"{sorted(FILE_PARAMETERS)}")
+        sim = Simulation(load_model(name, **params), integrator=integrator or "nullspace_rk4",
+                         dt=FILE_DT if dt is None else dt, options=options)
+        info(sim).update(scenario=name, t_end=FILE_T_END, conserved=[],
+                         params={**FILE_PARAMETERS, **params})
+        return sim
     fn, default_dt, t_end = _get(name)
+    integrator = integrator or "energy_momentum"
     known = parameters(name)
     takes_any = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
     for key in params:

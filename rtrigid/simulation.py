@@ -121,6 +121,10 @@ class Simulation:
                                             minimum=1)
         kind = select(model)
         why = entry.refusal(kind, model.inbound_joints())
+        massless = [b.name for b in model.bodies if b.mass == 0.0]
+        if massless and entry.implicit and not why:
+            why = (f"{integrator} cannot step massless bodies ({massless[0]!r}: a link between "
+                   "two joints of one file body); use nullspace_rk4")
         if why:
             raise ValueError(f"integrator: {why}")
         module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))
@@ -307,6 +311,21 @@ class Simulation:
         """World centre-of-mass position and unit quaternion, body -> world (copies)."""
         b = self.body_index(body)
         return self.backend.x[b].copy(), self.backend.q[b].copy()
+
+    def link_pose(self, link):
+        """World origin and unit quaternion (link axes -> world axes) of a link frame as the
+        file of :func:`rtrigid.load_model` defines it (copies), merged links included; a body
+        name gives the body frame (its centre of mass on principal axes), as :meth:`pose`."""
+        links = self.model.links
+        if not isinstance(link, str) or (link not in links and link not in self.names):
+            raise ValueError(f"link: no link {link!r}; known: {sorted(links) or self.names}")
+        if link not in links:
+            return self.pose(link)
+        b, p, r = links[link]
+        if b < 0:
+            return p.copy(), r.copy()
+        xb, qb = self.backend.x[b], self.backend.q[b]
+        return xb + quat.rotate(qb, p, np.empty(3)), quat.quat_mul(qb, r, np.empty(4))
 
     @property
     def v(self):

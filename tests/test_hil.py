@@ -393,7 +393,7 @@ def test_cli_serve_takes_a_model_factory_and_drives_its_joints(tmp_path, monkeyp
     ("no_such_module_here:fn", "cannot import module 'no_such_module_here'"),
     ("rtrigid.scenarios:no_such_function", "has no function 'no_such_function'"),
     ("rtrigid.scenarios:names", "returned a list, not a Model"),
-    ("gyro_tops", "unknown scenario 'gyro_tops'"),
+    ("gyro_tops", "'gyro_tops' is neither a scenario"),
 ])
 def test_cli_refuses_a_bad_model_factory_in_one_line(name, says):
     proc = subprocess.run([sys.executable, "-m", "rtrigid.cli", "run", name, "--t-end", "0.01"],

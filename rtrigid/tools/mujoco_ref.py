@@ -622,3 +622,36 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
         vadr.extend(range(mjm.jnt_dofadr[jid], mjm.jnt_dofadr[jid] + nv))
     mujoco.mj_forward(mjm, data)
     return mjm, data, np.array(qadr, np.intp), np.array(vadr, np.intp)
+
+
+def load_file(path, *, dt=1e-4, floating_base=False, integrator="RK4", fusestatic=True):
+    """MuJoCo's model of a URDF or MJCF file, set to compare with :func:`rtrigid.load_model`.
+
+    Like with like: for URDF, geoms and meshes are deleted (rtrigid has no contacts, and the
+    inertias come from the files' ``<inertial>`` only, as rtrigid reads them:
+    ``inertiafromgeom`` is off; MJCF keeps its geoms, whose inertias rtrigid takes); contacts, joint limits, friction loss, equality constraints (URDF ``mimic``) and
+    actuation are disabled and armature is zeroed.  Joint damping and stiffness stay: both
+    libraries simulate them.  With ``floating_base`` the root body gets a free joint;
+    ``fusestatic=False`` keeps every link a body (for their poses).
+    Returns ``(model, data)``.
+    """
+    mujoco = _mujoco()
+    key = str(integrator).lower()
+    if key not in _INTEGRATORS:
+        raise ValueError(f"integrator: unknown {integrator!r}")
+    spec = mujoco.MjSpec.from_file(str(path))
+    spec.compiler.fusestatic = fusestatic
+    if str(path).endswith(".urdf"):
+        spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
+        for g in list(spec.geoms) + list(spec.meshes):
+            spec.delete(g)
+    if floating_base:
+        spec.worldbody.first_body().add_freejoint()
+    model = spec.compile()
+    model.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{_INTEGRATORS[key].upper()}")
+    model.opt.timestep = dt
+    off = mujoco.mjtDisableBit
+    model.opt.disableflags |= (off.mjDSBL_CONTACT | off.mjDSBL_LIMIT | off.mjDSBL_FRICTIONLOSS
+                               | off.mjDSBL_EQUALITY | off.mjDSBL_ACTUATION)
+    model.dof_armature[:] = 0.0
+    return model, mujoco.MjData(model)

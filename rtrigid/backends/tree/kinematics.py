@@ -1001,6 +1001,9 @@ class Tree:
             o = self.ti[b, I_QOFF]
             if code == FREE6:
                 self.Q0[o + 3] = 1.0
+                pose0 = model.bodies[b].pose0
+                if pose0 is not None:
+                    self.Q0[o:o + 3], self.Q0[o + 3:o + 7] = pose0
             elif code == SPHERICAL:
                 self.Q0[o] = 1.0
         ns = len(model.springs)
