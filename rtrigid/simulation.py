@@ -46,6 +46,7 @@ from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
 
 MAX_STEPS = 2 ** 53
+RK4_SERVO_LIMIT = 2.5  # |s| dt a servo may reach under nullspace_rk4 (_check_servo_gains)
 _TWO_THREADS = ("Simulation: entered from a second thread while another thread steps it; a "
                 "Simulation belongs to one thread at a time (give each thread its own, or "
                 "serialise the calls)")
@@ -152,6 +153,18 @@ class Simulation:
         self._qidx, self._vidx = np.array(qidx, np.intp), np.array(vidx, np.intp)
         self.nq, self.nv = len(qidx), len(vidx)
         self._queries = None  # see _dynamics()
+        # actuators: names in model order, their controls (in the applied loads) and
+        # cumulative work (in the state); ctrl_range clamps what set_control(s) is given
+        self.actuator_names = [a.name for a in model.actuators]
+        self.na = len(self.actuator_names)
+        self._ctrl = getattr(self.backend, "controls", np.zeros(0))
+        self._awork = getattr(self.backend, "actuator_work", np.zeros(0))
+        self._ctrl_lo = np.array([a.ctrl_range[0] for a in model.actuators])
+        self._ctrl_hi = np.array([a.ctrl_range[1] for a in model.actuators])
+        self._ctrl_limited = bool(np.any(np.isfinite(self._ctrl_lo))
+                                  or np.any(np.isfinite(self._ctrl_hi)))
+        if self.na and not self.implicit:
+            self._check_servo_gains(model)
         self._steps = 0
         self._accumulator = 0.0
         self.dropped_time = 0.0
@@ -523,6 +536,121 @@ class Simulation:
         forces = self.backend.joint_forces
         return np.zeros(vs.stop - vs.start) if forces is None else forces[vs].copy()
 
+    # -- actuators ----------------------------------------------------------------------------
+    def actuator_index(self, actuator) -> int:
+        """Resolve an actuator handle (what ``Model.add_actuator`` returned) or name."""
+        if isinstance(actuator, (int, np.integer)) and not isinstance(actuator, bool):
+            if 0 <= actuator < self.na:
+                return int(actuator)
+            raise ValueError(f"actuator: no actuator with handle {actuator}; the model has "
+                             f"{self.na}: {self.actuator_names}")
+        if isinstance(actuator, str) and actuator in self.actuator_names:
+            return self.actuator_names.index(actuator)
+        raise ValueError(f"actuator: no actuator {actuator!r}; known: {self.actuator_names}")
+
+    def set_control(self, actuator, value):
+        """Set one actuator's control, held until set again (part of snapshots).
+
+        The control is a motor's force, a position servo's target coordinate or a velocity
+        servo's target rate (see :meth:`Model.add_actuator`); ``ctrl_range`` clamps it.
+
+        How the integrators treat actuators:
+
+        - ``energy_momentum`` (and the stages of ``energy_momentum4``): the force is taken at
+          the step's mean coordinate and mean rate and enters as a torque pair whose work
+          over a step is exactly gear * f * (c1 - c0): a motor's constant force is exact
+          discrete work; a position servo's spring is the discrete gradient of
+          kp (u - gear c)²/2 and its damper only dissipates, so with a fixed target
+          energy() plus the servo's spring energy never increases, at any gain and step
+          (the servo sits in the implicit step, its stiffness in the Newton matrix).  A
+          saturated servo (force_range) is a constant force over the step: its work is
+          still exact, but the spring energy is then not its potential, and the balance
+          above holds only for the unsaturated servo.  ``energy_momentum4``'s composition
+          has a negative stage, which runs a damper backwards: its work stays exact, its
+          unconditional stability is not claimed.
+        - ``nullspace_rk4``: the force is evaluated at every stage.  Servo gains are checked
+          when the Simulation is built (see ``Simulation.__init__``'s refusal message).
+
+        :meth:`actuator_work` accounts for every joule the actuators put in.
+        """
+        a = self.actuator_index(actuator)
+        value = as_scalar(value, "value")
+        self._ctrl[a] = min(max(value, self._ctrl_lo[a]), self._ctrl_hi[a])
+
+    def set_controls(self, u):
+        """Set every actuator's control, ``u`` of length ``na`` in model order
+        (``actuator_names``); clamped to each ``ctrl_range`` (see :meth:`set_control`)."""
+        u = as_vector(u, self.na, "u")
+        if self._ctrl_limited:
+            np.clip(u, self._ctrl_lo, self._ctrl_hi, out=u)
+        self._ctrl[:] = u
+
+    def controls(self):
+        """The controls held now (a copy, model order)."""
+        return self._ctrl.copy()
+
+    def actuator_forces(self):
+        """Each actuator's force (before the gear) in the current state, at the rates of
+        :meth:`qvel` (a new array, model order)."""
+        out = np.empty(self.na)
+        if self.na:
+            from rtrigid.backends.tree.kinematics import ACT_Q, ACT_V, actuator_force
+
+            act = self.backend.act
+            Qg, nu = self.backend.positions(), self.backend.rates()
+            for a in range(self.na):
+                out[a] = actuator_force.py_func(act, a, self._ctrl, Qg[int(act[a, ACT_Q])],
+                                                nu[int(act[a, ACT_V])])
+        return out
+
+    def actuator_work(self):
+        """The work each actuator has done since construction (J; a new array, model order).
+
+        Part of the state: snapshots keep it, a failed step rolls it back.  Under
+        ``energy_momentum`` it is exact: ``energy() - actuator_work().sum()`` stays constant
+        to round-off with motors alone; with servos it is their discrete work, which
+        includes the spring's energy (minus its change) and the dampers' loss.  Under
+        ``nullspace_rk4`` it is RK4's quadrature of the power (the step's accuracy).
+        """
+        return self._awork.copy()
+
+    def _check_servo_gains(self, model):
+        """Refuse servo gains outside the stable range of the explicit scheme.
+
+        Each servo alone on its joint, the other joints free, is the oscillator
+        m s² + kv g² s + kp g² = 0 with m = 1 / (M^-1)_jj the joint's apparent inertia at the
+        initial state (M the mass matrix); RK4 is stable for |s| dt <= 2.6 in the left half
+        plane (the half disk lies in its stability region), and 2.5 is asked for.  Servos on
+        several joints and large changes of the configuration change the frequencies, so
+        keep a margin.
+        """
+        Minv = np.linalg.inv(self.mass_matrix())
+        for k, a in enumerate(model.actuators):
+            if a.kind == "motor":
+                continue
+            col = self._vidx_of_joint(a.joint)
+            m = 1.0 / Minv[col, col]
+            g2 = a.gear * a.gear
+            c, w2 = a.kv * g2 / m, a.kp * g2 / m
+            disc = 0.25 * c * c - w2
+            lam = math.sqrt(w2) if disc < 0.0 else 0.5 * c + math.sqrt(disc)
+            if lam * self.dt > RK4_SERVO_LIMIT:
+                raise ValueError(
+                    f"kp: actuator {a.name!r}'s gains (kp={a.kp:g}, kv={a.kv:g}, gear={a.gear:g}) "
+                    f"are beyond nullspace_rk4's stable range at dt={self.dt:g}: with the joint's "
+                    f"apparent inertia m_eff={m:.4g} at the initial state its fastest rate is "
+                    f"|s|={lam:.4g}/s, |s| dt={lam * self.dt:.3g} > {RK4_SERVO_LIMIT} "
+                    f"(kp g² dt²/m_eff must stay below {RK4_SERVO_LIMIT ** 2:g} and "
+                    f"kv g² dt/m_eff below {RK4_SERVO_LIMIT:g}, here {w2 * self.dt ** 2:.3g} and "
+                    f"{c * self.dt:.3g}); lower the gains or dt, or use energy_momentum, whose "
+                    "servos are stable at any gain")
+
+    def _vidx_of_joint(self, j):
+        """Index in qvel of joint handle j's first rate."""
+        b = self._joint_child[j]
+        start = self.backend.slots(b)[1].start
+        return int(np.nonzero(self._vidx == start)[0][0])
+
     # -- dynamics queries (on the current state; rates and forces in the layout of qvel) --------
     def _dynamics(self):
         """The query engine: the model's tree with its own scratch, made on first use (its
@@ -554,8 +682,9 @@ class Simulation:
     def inverse_dynamics(self, qacc):
         """(nv,) the generalized force to add on the rates for accelerations ``qacc`` now.
 
-        Gravity, applied forces and torques, springs, joint springs and dampers and the
-        joint forces already held (:meth:`set_joint_force`) are accounted for: holding
+        Gravity, applied forces and torques, springs, joint springs and dampers, the
+        joint forces already held (:meth:`set_joint_force`) and the actuators' forces at the
+        present controls (:meth:`actuator_forces`) are accounted for: holding
         ``joint force + inverse_dynamics(qacc)`` gives qacc.  With none of those acting it
         is M qacc + bias.  The recursive Newton-Euler algorithm, O(nv).
         """
@@ -565,6 +694,12 @@ class Simulation:
         be = self.backend
         Qg, nu = be.positions(), be.rates()
         held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
+        if self.na:  # the actuators act too
+            held = held.copy()
+            from rtrigid.backends.tree.kinematics import ACT_GEAR, ACT_V
+
+            np.add.at(held, be.act[:, ACT_V].astype(np.intp),
+                      be.act[:, ACT_GEAR] * self.actuator_forces())
         loads = (self._f_app, self._t_app, held)
         return self._dynamics().inverse_dynamics(Qg, nu, nudot, loads)[self._vidx]
 

@@ -29,6 +29,7 @@ from rtrigid.backends.tree.kinematics import (
     Tree,
     applied_size,
     applied_views,
+    actuator_views,
     carve,
     impulse_response,
     refresh_bodies,
@@ -53,13 +54,15 @@ class TreeBackend:
         self.joints = tree.joints
         self.geometry = [geometry(j) for j in self.joints]
         mf, mi = tree.model_arrays()
-        n_state = state_size(tree.nb, nq, nv)
-        n_applied = applied_size.py_func(tree.nb, nv)
+        n_state = state_size(tree.nb, nq, nv, tree.na)
+        n_applied = applied_size.py_func(tree.nb, nv, tree.na)
         self.F, self.I = allocate(mf, mi, n_state, n_applied, module.work_size(tree.nb, nq, nv))
         self.model_digest = model_digest(mf, mi)
         self.S, self.S_prev, self.A, self.solver, self.stats, self._work = sections.py_func(
             self.F, self.I, len(mf), len(mi), n_state, n_applied)
         self.joint_forces = applied_views.py_func(self.A, tree.nb, nv)[2]
+        # the actuators' table, controls (in A) and cumulative work (in S)
+        self.act, self.controls, self.actuator_work = actuator_views.py_func(self.F, self.I)
         self._tf, self._ti = tree.tf, tree.ti
         (self.Qg, self.nu, self.x, self.q, self.v, self.w, self._L) = state_views(
             self.S, tree.nb, nq, nv)
