@@ -507,23 +507,64 @@ def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, Y):
 
 
 @jit
-def _actuator_stiffness(h, act, ctrl, Q0, mu, kd):
-    """kd <- the servos' diagonal of the Newton matrix (h/2) dres/dmu: the residual row of a
-    joint holds -h g f, and f varies by -g (kp/2 + kv/h) per unit of mu (0 once saturated).
-    The turn-dependent factor of the torque pair (~1) is left out, as for held forces."""
+def _actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
+    """The actuators' terms of the Newton matrix (h/2) dres/dmu: kd <- its joint-space
+    diagonal, and the joint rows of E (Cb) get the rest.
+
+    A joint's residual row holds -h g f(mu) G, G = ratio (1 - t beta.a0) / (1 + |beta|²)
+    the factor of the torque pair (:func:`_revolute_pair`; ~1).  f varies by
+    -g (kp/2 + kv/h) per unit of the joint's mu (0 once saturated), ratio and t with it too;
+    beta = R0_p w_p varies with the parent's turn theta as 1/2 (1 - [beta]x + beta beta^T)
+    dtheta (see :func:`_newton_matrix`).  That last term goes into the joint's E row, which
+    multiplies the child's turn = the parent's + the joint's own (n1 dmu), so n1 times it
+    is taken off the diagonal again.  Stiff servos need all of it: with the diagonal alone
+    Newton needed 60 iterations a step and sub-steps on a 2-link arm at kp dt²/m = 1e4.
+    """
     for j in range(kd.shape[0]):
         kd[j] = 0.0
     for a in range(act.shape[0]):
         kind = act[a, ACT_KIND]
-        if kind == MOTOR:
-            continue
         ov, c, cdot = _servo_state(h, act, a, Q0, mu)
+        g = act[a, ACT_GEAR]
         f = actuator_force(act, a, ctrl, c, cdot)
-        if f <= act[a, ACT_LO] or f >= act[a, ACT_HI]:
+        df = 0.0
+        if kind != MOTOR and act[a, ACT_LO] < f < act[a, ACT_HI]:
+            kp = act[a, ACT_KP] if kind == POSITION else 0.0
+            df = -g * (0.5 * kp + act[a, ACT_KV] / h)
+        b = int(act[a, ACT_BODY])
+        p = ti[b, I_PARENT]
+        a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+        beta = (0.0, 0.0, 0.0)
+        if p >= 0:
+            beta = rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
+        bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
+        ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
+        half = 0.5 * mu[ov]
+        t = np.tan(half)
+        if half == 0.0:
+            ratio, dratio = 1.0, 0.0
+        else:
+            sn = np.sin(half)
+            ratio = half / t
+            dratio = 0.5 * (sn * np.cos(half) - half) / (sn * sn)
+        G = ratio * (1.0 - t * ba) / (1.0 + bb)
+        dG = (dratio * (1.0 - t * ba) - ratio * ba * 0.5 * (1.0 + t * t)) / (1.0 + bb)
+        kd[ov] -= 0.5 * h * h * g * (df * G + f * dG)
+        if p < 0 or f == 0.0:
             continue
-        g2 = act[a, ACT_GEAR] * act[a, ACT_GEAR]
-        kp = act[a, ACT_KP] if kind == POSITION else 0.0
-        kd[ov] += g2 * (0.25 * h * h * kp + 0.5 * h * act[a, ACT_KV])
+        # dG/dbeta, then through dbeta = 1/2 (1 - [beta]x + beta beta^T) dtheta
+        c = -0.5 * h * h * g * f * ratio / ((1.0 + bb) * (1.0 + bb))
+        gb = (c * (-t * a0[0] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[0]),
+              c * (-t * a0[1] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[1]),
+              c * (-t * a0[2] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[2]))
+        gx = cross3(beta[0], beta[1], beta[2], gb[0], gb[1], gb[2])  # (-[beta]x)^T gb
+        gbb = gb[0] * beta[0] + gb[1] * beta[1] + gb[2] * beta[2]
+        e = (0.5 * (gb[0] + gx[0] + gbb * beta[0]), 0.5 * (gb[1] + gx[1] + gbb * beta[1]),
+             0.5 * (gb[2] + gx[2] + gbb * beta[2]))
+        n1 = rot_vec(R1[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+        for k in range(3):
+            Cb[b, 0, k] += e[k]
+        kd[ov] -= e[0] * n1[0] + e[1] * n1[1] + e[2] * n1[2]
 
 
 @jit
@@ -975,7 +1016,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             return False
         if it == 0 or update > REFRESH * size:
             _newton_matrix(h, tf, ti, q0, mu, scr, em, jx)
-            _actuator_stiffness(h, act, ctrl, Qg, mu, kd)
+            _actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
             if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd):
                 return False
         for j in range(nv):
@@ -1083,7 +1124,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     for j in range(nv):
         res_out[j] = res[j]
     _newton_matrix(dt, tf, ti, q0, mu, scr, em, jx)
-    _actuator_stiffness(dt, act, ctrl, Qg, mu, kd)
+    _actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, R0, scr[0], em[6], kd, Cb)
     if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd):
         return False
     _tree_solve(ti, SL, SR, U, W, Dinv, g, pA, acc, ucol, sol_out)
