@@ -41,6 +41,7 @@ from rtrigid.backends.buffers import (
 )
 from rtrigid.joints import KINDS, residual
 from rtrigid.maths import quat
+from rtrigid.maths.linalg import kinetic_energy
 from rtrigid.model import Model
 from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
@@ -153,6 +154,10 @@ class Simulation:
         self._qidx, self._vidx = np.array(qidx, np.intp), np.array(vidx, np.intp)
         self.nq, self.nv = len(qidx), len(vidx)
         self._queries = None  # see _dynamics()
+        # set_joint_force's fast path: each handle's rate in the backend if it has one alone
+        self._force_at = [self.backend.slots(b)[1].start
+                          if self.backend.slots(b)[1].stop - self.backend.slots(b)[1].start == 1
+                          else -1 for b in self._joint_child]
         # actuators: names in model order, their controls (in the applied loads) and
         # cumulative work (in the state); ctrl_range clamps what set_control(s) is given
         self.actuator_names = [a.name for a in model.actuators]
@@ -515,9 +520,14 @@ class Simulation:
         Under ``energy_momentum`` a constant revolute torque does exactly the work
         tau (theta1 - theta0) over a step, so energy() changes by that amount.
         """
+        forces = self.backend.joint_forces
+        if (type(value) is float and type(joint) is int and forces is not None
+                and 0 <= joint < len(self._force_at) and self._force_at[joint] >= 0
+                and math.isfinite(value)):  # a control loop's call: one revolute/prismatic
+            forces[self._force_at[joint]] = value
+            return
         b = self._joint_body(joint)
         j = self.backend.joints[b]
-        forces = self.backend.joint_forces
         if forces is None:
             raise ValueError(f"joint: {j.name!r} is a {j.kind} joint of a single body, whose "
                              "kernels take no joint force; use apply_force / apply_torque")
@@ -574,16 +584,20 @@ class Simulation:
         :meth:`actuator_work` accounts for every joule the actuators put in.
         """
         a = self.actuator_index(actuator)
-        value = as_scalar(value, "value")
-        self._ctrl[a] = min(max(value, self._ctrl_lo[a]), self._ctrl_hi[a])
+        if type(value) is not float or not math.isfinite(value):
+            value = as_scalar(value, "value")
+        self._ctrl[a] = min(max(value, self._ctrl_lo.item(a)), self._ctrl_hi.item(a))
 
     def set_controls(self, u):
         """Set every actuator's control, ``u`` of length ``na`` in model order
         (``actuator_names``); clamped to each ``ctrl_range`` (see :meth:`set_control`)."""
-        u = as_vector(u, self.na, "u")
+        if not (type(u) is np.ndarray and u.dtype is _F64 and u.shape == (self.na,)
+                and math.isfinite(u @ u)):  # else the full checks (on a copy of u)
+            u = as_vector(u, self.na, "u")
         if self._ctrl_limited:
-            np.clip(u, self._ctrl_lo, self._ctrl_hi, out=u)
-        self._ctrl[:] = u
+            np.clip(u, self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
+        else:
+            self._ctrl[:] = u
 
     def controls(self):
         """The controls held now (a copy, model order)."""
@@ -755,8 +769,7 @@ class Simulation:
         :meth:`velocity` for the one integrator where they differ from the reported
         velocities, by O(dt^2) relative)."""
         be = self.backend
-        t = 0.5 * np.sum(be.mass * np.sum(be.v * be.v, axis=1))
-        return float(t + 0.5 * np.sum(be.w * (be.inertia * be.w)))
+        return kinetic_energy(be.mass, be.inertia, be.v, be.w)
 
     def potential_energy(self) -> float:
         """Gravity and springs (point springs, joint springs)."""
@@ -818,25 +831,40 @@ class Simulation:
         """
         b = self.body_index(body)
         frame = as_frame(frame)
-        force = self._to_world(b, as_vector(force, 3, "force"), frame)
-        with np.errstate(all="ignore"):
-            f = self._f_app[b] + force
-            t = self._t_app[b]
-            if point is not None:
-                t = t + np.cross(self._load_point(b, point, frame) - self.backend.x[b], force)
-        _refuse_nonfinite("force", f, t)
-        self._f_app[b] = f
-        self._t_app[b] = t
+        f = _vec3(force, "force")
+        q = self.q[b] if frame == "body" else None
+        if q is not None:
+            f = _rotate(q, f)
+        A, i, j = self.backend.A, 3 * b, 3 * (self.nb + b)
+        f0, f1, f2 = A.item(i) + f[0], A.item(i + 1) + f[1], A.item(i + 2) + f[2]
+        t0, t1, t2 = A.item(j), A.item(j + 1), A.item(j + 2)
+        if point is not None:
+            p = _vec3(point, "point")
+            if q is not None:
+                r = _rotate(q, p)
+            else:
+                x = self.x[b]
+                r = p[0] - x.item(0), p[1] - x.item(1), p[2] - x.item(2)
+            t0 += r[1] * f[2] - r[2] * f[1]
+            t1 += r[2] * f[0] - r[0] * f[2]
+            t2 += r[0] * f[1] - r[1] * f[0]
+        if not _finite(f0, f1, f2, t0, t1, t2):
+            _refuse_nonfinite("force", [math.nan])
+        A[i], A[i + 1], A[i + 2] = f0, f1, f2
+        A[j], A[j + 1], A[j + 2] = t0, t1, t2
 
     def apply_torque(self, body, torque, frame="world"):
         """Add a constant torque (world components, or body components taken as the body
         is now), acting from now on until :meth:`clear_applied`."""
         b = self.body_index(body)
-        torque = as_vector(torque, 3, "torque")
-        with np.errstate(all="ignore"):
-            t = self._t_app[b] + self._to_world(b, torque, as_frame(frame))
-        _refuse_nonfinite("torque", t)
-        self._t_app[b] = t
+        t = _vec3(torque, "torque")
+        if as_frame(frame) == "body":
+            t = _rotate(self.q[b], t)
+        A, j = self.backend.A, 3 * (self.nb + b)
+        t0, t1, t2 = A.item(j) + t[0], A.item(j + 1) + t[1], A.item(j + 2) + t[2]
+        if not _finite(t0, t1, t2):
+            _refuse_nonfinite("torque", [math.nan])
+        A[j], A[j + 1], A[j + 2] = t0, t1, t2
 
     def clear_applied(self, body=None):
         """Remove applied forces and torques (of one body, or of all); joint forces held by
@@ -903,6 +931,45 @@ class Simulation:
         self._steps = steps
         self._accumulator = acc
         self.dropped_time = dropped
+
+
+_F64 = np.dtype(np.float64)
+_PLAIN_NUMBERS = frozenset((float, int, np.float64, np.float32, np.int64, np.int32))
+
+
+def _vec3(value, name):
+    """``as_vector(value, 3, name)`` as a tuple of floats: a fast path for a tuple, list or
+    array of three plain finite numbers (what a control loop passes), the full checks and
+    their messages for anything else."""
+    if type(value) in (tuple, list, np.ndarray) and len(value) == 3:
+        a, b, c = value
+        if (type(a) in _PLAIN_NUMBERS and type(b) in _PLAIN_NUMBERS
+                and type(c) in _PLAIN_NUMBERS):
+            try:
+                a, b, c = float(a), float(b), float(c)
+            except OverflowError:  # a huge int: the slow path says so
+                pass
+            else:
+                if _finite(a, b, c):
+                    return a, b, c
+    return tuple(as_vector(value, 3, name).tolist())
+
+
+def _finite(*values):
+    for v in values:
+        if not math.isfinite(v):
+            return False
+    return True
+
+
+def _rotate(q, v):
+    """R(q) v for a unit quaternion (w, x, y, z) (an array) and a 3-tuple, as a tuple."""
+    w, x, y, z = q.tolist()
+    t0 = 2.0 * (y * v[2] - z * v[1])
+    t1 = 2.0 * (z * v[0] - x * v[2])
+    t2 = 2.0 * (x * v[1] - y * v[0])
+    return (v[0] + w * t0 + y * t2 - z * t1, v[1] + w * t1 + z * t0 - x * t2,
+            v[2] + w * t2 + x * t1 - y * t0)
 
 
 def _refuse_nonfinite(field, *arrays):

@@ -311,3 +311,16 @@ def test_arm_scenario_parameters():
     with pytest.raises(ValueError, match="^integrator: energy_momentum does not support "
                                          "prismatic"):
         rt.scenarios.build("arm", joint="prismatic")
+
+
+def test_em_newton_matrix_takes_the_servos():
+    """The Newton matrix with stiff servos on a planar chain is the residual's Jacobian (the
+    finite-difference check of test_multibody_em), away from the solution too."""
+    from tests.test_multibody_em import newton_error
+
+    sim = rt.Simulation(chain(3, "position", kp=2e3, kv=5.0), "energy_momentum", 1.0 / 60.0)
+    sim.set_controls([0.6, -0.9, 0.4])
+    sim.step(3)
+    mu = sim.dt * sim.backend.nu
+    assert newton_error(sim, mu) < 1e-5
+    assert newton_error(sim, 1.2 * mu + 1e-3, seed=1) < 1e-4

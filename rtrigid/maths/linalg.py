@@ -75,3 +75,15 @@ def solve_inplace(a, b, n):
             acc -= a[r, k] * b[k]
         b[r] = acc / a[r, r]
     return True
+
+
+@jit
+def kinetic_energy(mass, inertia, v, w):
+    """sum_b m_b |v_b|²/2 + w_b . (J_b w_b)/2 for (nb,) masses, (nb, 3) principal moments,
+    centre-of-mass velocities and body angular velocities (any strides)."""
+    t = 0.0
+    for b in range(mass.shape[0]):
+        t += mass[b] * (v[b, 0] * v[b, 0] + v[b, 1] * v[b, 1] + v[b, 2] * v[b, 2])
+        t += (inertia[b, 0] * w[b, 0] * w[b, 0] + inertia[b, 1] * w[b, 1] * w[b, 1]
+              + inertia[b, 2] * w[b, 2] * w[b, 2])
+    return 0.5 * t

@@ -517,8 +517,9 @@ def _actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
     beta = R0_p w_p varies with the parent's turn theta as 1/2 (1 - [beta]x + beta beta^T)
     dtheta (see :func:`_newton_matrix`).  That last term goes into the joint's E row, which
     multiplies the child's turn = the parent's + the joint's own (n1 dmu), so n1 times it
-    is taken off the diagonal again.  Stiff servos need all of it: with the diagonal alone
-    Newton needed 60 iterations a step and sub-steps on a 2-link arm at kp dt²/m = 1e4.
+    is taken off the diagonal again.  Against finite differences: exact on planar chains,
+    1e-2 relative off the diagonal on a skew 3-link chain with stiff servos (a term not
+    found yet; Newton then converges linearly there, fast).
     """
     for j in range(kd.shape[0]):
         kd[j] = 0.0
