@@ -41,7 +41,7 @@ from rtrigid.backends.buffers import (
 )
 from rtrigid.joints import KINDS, residual
 from rtrigid.maths import quat
-from rtrigid.maths.linalg import kinetic_energy
+from rtrigid.maths.linalg import kinetic_energy, momenta
 from rtrigid.model import Model
 from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
@@ -782,11 +782,9 @@ class Simulation:
     def momentum(self):
         """(linear, angular about the world origin), world frame."""
         be = self.backend
-        p = be.mass[:, None] * be.v
-        angular = np.cross(be.x, p).sum(axis=0)
-        for b in range(self.nb):
-            angular += quat.rotate(be.q[b], be.inertia[b] * be.w[b], np.empty(3))
-        return p.sum(axis=0), angular
+        out = np.empty((2, 3))
+        momenta(be.mass, be.inertia, be.x, be.q, be.v, be.w, out)
+        return out[0], out[1]
 
     def constraint_error(self) -> float:
         """Largest position-level residual: ||q| - 1| and every joint's residual
