@@ -621,10 +621,10 @@ class Simulation:
         """The work each actuator has done since construction (J; a new array, model order).
 
         Part of the state: snapshots keep it, a failed step rolls it back.  Under
-        ``energy_momentum`` it is exact: ``energy() - actuator_work().sum()`` stays constant
-        to round-off with motors alone; with servos it is their discrete work, which
-        includes the spring's energy (minus its change) and the dampers' loss.  Under
-        ``nullspace_rk4`` it is RK4's quadrature of the power (the step's accuracy).
+        ``energy_momentum`` it is the exact discrete work, so ``energy() -
+        actuator_work().sum()`` stays constant to round-off (a servo's work is minus the
+        change of its spring energy plus its damper's loss).  Under ``nullspace_rk4`` it is
+        RK4's quadrature of the power (fourth order in dt).
         """
         return self._awork.copy()
 
