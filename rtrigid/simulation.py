@@ -166,6 +166,7 @@ class Simulation:
         self._awork = getattr(self.backend, "actuator_work", np.zeros(0))
         self._ctrl_lo = np.array([a.ctrl_range[0] for a in model.actuators])
         self._ctrl_hi = np.array([a.ctrl_range[1] for a in model.actuators])
+        self._zero_u = np.zeros(self.na)  # u @ 0 is finite exactly when u is
         self._ctrl_limited = bool(np.any(np.isfinite(self._ctrl_lo))
                                   or np.any(np.isfinite(self._ctrl_hi)))
         if self.na and not self.implicit:
@@ -592,7 +593,7 @@ class Simulation:
         """Set every actuator's control, ``u`` of length ``na`` in model order
         (``actuator_names``); clamped to each ``ctrl_range`` (see :meth:`set_control`)."""
         if not (type(u) is np.ndarray and u.dtype is _F64 and u.shape == (self.na,)
-                and math.isfinite(u @ u)):  # else the full checks (on a copy of u)
+                and math.isfinite(u @ self._zero_u)):  # else the full checks (on a copy)
             u = as_vector(u, self.na, "u")
         if self._ctrl_limited:
             np.clip(u, self._ctrl_lo, self._ctrl_hi, out=self._ctrl)

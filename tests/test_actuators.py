@@ -324,3 +324,42 @@ def test_em_newton_matrix_takes_the_servos():
     mu = sim.dt * sim.backend.nu
     assert newton_error(sim, mu) < 1e-5
     assert newton_error(sim, 1.2 * mu + 1e-3, seed=1) < 1e-4
+
+
+# -- the control loop's fast paths keep the checks ----------------------------------------------
+def test_fast_paths_still_refuse_what_the_checks_refuse():
+    sim = rt.Simulation(chain(2, "motor"), "nullspace_rk4", 1e-3)
+    before = sim.snapshot()
+    for bad in ((10 ** 400, 0, 0), (np.nan, 0.0, 0.0), ("1", "2", "3"), (1.0, 2.0),
+                np.zeros((3, 1)), (np.inf, 0.0, 0.0), None):
+        calls = [lambda: sim.apply_force(0, bad), lambda: sim.apply_torque(0, bad)]
+        if bad is not None:  # point=None is the centre of mass
+            calls.append(lambda: sim.apply_force(0, (1.0, 0.0, 0.0), point=bad))
+        for call in calls:
+            with pytest.raises(ValueError, match="^(force|torque|point):"):
+                call()
+    for bad in (np.array([np.nan, 0.0]), np.array([np.inf, 0.0]), np.array([1.0, 2.0, 3.0]),
+                np.array([True, False]), [0.0, "1"]):
+        with pytest.raises(ValueError, match="^u:"):
+            sim.set_controls(bad)
+    with pytest.raises(ValueError, match="^value:"):
+        sim.set_joint_force(0, np.nan)
+    sim.apply_force(0, (1e308, 0.0, 0.0))
+    with pytest.raises(ValueError, match="^force: the applied loads would not be finite"):
+        sim.apply_force(0, (1e308, 0.0, 0.0))
+    sim.clear_applied()
+    after = sim.snapshot()
+    assert all(np.array_equal(x, y) for x, y in zip(before._data[:3], after._data[:3]))
+    # and accept what the checks accept, the same way
+    sim.set_controls(np.array([1e300, -1e300]))
+    assert sim.controls().tolist() == [1e300, -1e300]
+    sim.set_controls([1, 2])
+    assert sim.controls().tolist() == [1.0, 2.0]
+    for force in ((1, 2, 3), np.array([1.0, 2.0, 3.0], np.float32), [np.int64(1), 2.0, 3]):
+        sim.clear_applied()
+        sim.apply_force(1, force, point=(0.0, 0.1, 0.0), frame="body")
+        f_body = np.array([1.0, 2.0, 3.0])
+        R = rt.quat.rotmat(sim.pose(1)[1], np.empty((3, 3)))
+        f, t = sim.applied(1)
+        assert np.allclose(f, R @ f_body, atol=1e-15)
+        assert np.allclose(t, np.cross(R @ np.array([0.0, 0.1, 0.0]), R @ f_body), atol=1e-15)
