@@ -107,6 +107,23 @@ class Joint:
     rotation: np.ndarray | None = None  # child axes in parent axes at zero; None: the default
 
 
+@dataclass
+class Actuator:
+    """A force on one revolute or prismatic joint's coordinate; see :meth:`Model.add_actuator`."""
+
+    name: str
+    joint: int
+    kind: str
+    gear: float
+    kp: float
+    kv: float
+    force_range: tuple
+    ctrl_range: tuple
+
+
+ACTUATOR_KINDS = ("motor", "position", "velocity")
+
+
 class Model:
     """Builder for a set of rigid bodies, their world attachments and force elements.
 
@@ -125,8 +142,8 @@ class Model:
         # the file says about the joint that the model does not simulate (limits, effort, ...)
         self.links: dict[str, tuple] = {}
         self.joint_info: dict[str, dict] = {}
-        self.actuators: list[dict] = []  # MJCF actuators (kind, joint, gear, ranges, gains)
         self.world_shape: Shape | None = None  # what robot files draw on links welded to the world
+        self.actuators: list[Actuator] = []
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
@@ -337,6 +354,80 @@ class Model:
             raise ValueError(f"name: joint name {name!r} is not a new string")
         self.joints.append(Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d, rotation))
         return len(self.joints) - 1
+
+    def joint_index(self, joint):
+        """Resolve a joint handle (what :meth:`add_joint` returned) or name of this model."""
+        if isinstance(joint, (int, np.integer)) and not isinstance(joint, bool):
+            if 0 <= joint < len(self.joints):
+                return int(joint)
+            raise ValueError(f"joint: index {joint} out of range (model has {len(self.joints)} "
+                             "joints added with add_joint)")
+        if isinstance(joint, str):
+            for i, j in enumerate(self.joints):
+                if j.name == joint:
+                    return i
+            raise ValueError(f"joint: no joint named {joint!r} added with add_joint; known: "
+                             f"{[j.name for j in self.joints]}")
+        raise ValueError(f"joint: expected a joint handle or name, got {joint!r}")
+
+    def add_actuator(self, joint, kind, *, gear=1.0, kp=None, kv=None, force_range=None,
+                     ctrl_range=None, name=None):
+        """Drive a revolute or prismatic joint; return the actuator's handle.
+
+        MuJoCo's actuators on a joint: the actuator length is l = gear * c (c the joint
+        coordinate), its force f is
+
+        - ``"motor"``: f = u (the control is the force, N m or N before the gear);
+        - ``"position"``: f = kp (u - l) - kv l' (a servo to the target u; kp > 0 needed,
+          kv >= 0, default 0);
+        - ``"velocity"``: f = kv (u - l') (kv > 0 needed),
+
+        clipped to ``force_range`` (lo, hi) if given, and the joint receives gear * f.
+        ``ctrl_range`` (lo, hi) clamps the controls the simulation is given (MuJoCo's
+        ctrllimited).  Controls start at 0 (:meth:`Simulation.set_control`).  How each
+        integrator treats the servos (exact work, unconditional stability, RK4's stable
+        range) is in :meth:`Simulation.set_control`.
+        """
+        j = self.joint_index(joint)
+        kind_j = self.joints[j].kind
+        if kind_j not in ("revolute", "prismatic"):
+            raise ValueError(f"joint: actuators drive revolute or prismatic joints, not "
+                             f"{kind_j} ({self.joints[j].name!r})")
+        if kind not in ACTUATOR_KINDS:
+            raise ValueError(f"kind: unknown actuator kind {kind!r}; known: "
+                             f"{list(ACTUATOR_KINDS)}")
+        gear = as_scalar(gear, "gear")
+        if gear == 0.0:
+            raise ValueError("gear: must be non-zero")
+        need = {"motor": (), "position": ("kp",), "velocity": ("kv",)}[kind]
+        gains = {}
+        for key, value in (("kp", kp), ("kv", kv)):
+            if value is None:
+                if key in need:
+                    raise ValueError(f"{key}: a {kind} actuator needs {key} > 0")
+                gains[key] = 0.0
+                continue
+            if kind == "motor" or (kind == "velocity" and key == "kp"):
+                raise ValueError(f"{key}: a {kind} actuator takes no {key}")
+            gains[key] = as_scalar(value, key, positive=key in need, nonnegative=True)
+        fr = self._range(force_range, "force_range")
+        cr = self._range(ctrl_range, "ctrl_range")
+        if name is None:
+            name = f"{kind}_{self.joints[j].name}"
+        if not isinstance(name, str) or not name or any(a.name == name for a in self.actuators):
+            raise ValueError(f"name: actuator name {name!r} is not a new non-empty string")
+        self.actuators.append(Actuator(name, j, kind, gear, gains["kp"], gains["kv"], fr, cr))
+        return len(self.actuators) - 1
+
+    @staticmethod
+    def _range(value, name):
+        """(lo, hi) with lo < hi, or (-inf, inf) for None."""
+        if value is None:
+            return (-np.inf, np.inf)
+        lo, hi = as_vector(value, 2, name)
+        if not lo < hi:
+            raise ValueError(f"{name}: expected lo < hi, got ({lo}, {hi})")
+        return (float(lo), float(hi))
 
     def inbound_joints(self) -> list[Joint]:
         """Each body's inbound joint, in body order (a new list of the model's own records).

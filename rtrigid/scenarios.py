@@ -471,6 +471,44 @@ def gimbal_gyroscope(integrator="energy_momentum", dt=0.002, options=None, spin=
     return sim
 
 
+@scenario(dt=0.001, t_end=3.0)
+def arm(integrator="energy_momentum", dt=0.001, options=None, n_links=2, joint="revolute",
+        kp=200.0, kv=5.0, force_limit=40.0):
+    """A robot arm hanging from the world origin, its joints driven by position servos.
+
+    ``n_links`` rods of 0.3 m (1.0 kg, each next one 10 % lighter); ``joint`` the kind of
+    every joint: "revolute" (pitch about the y axis, a planar arm) or "prismatic" (each link
+    slides along x on the one above, gravity across the slides; for the explicit scheme).
+    One position servo per joint, named ``joint0``, ``joint1``, ... like its joint (kp, kv, force range +-``force_limit``); the
+    targets start at 0.5 rad (0.05 m) for the first joint and -0.8 (-0.08) for the others,
+    so the arm swings up and settles under gravity.  ``sim.set_control("joint1", target)``
+    moves a target.
+    """
+    n = as_int(n_links, "n_links", minimum=1)
+    if joint not in ("revolute", "prismatic"):
+        raise ValueError(f"joint: expected 'revolute' or 'prismatic', got {joint!r}")
+    kp = as_scalar(kp, "kp", positive=True)
+    kv = as_scalar(kv, "kv", nonnegative=True)
+    limit = as_scalar(force_limit, "force_limit", positive=True)
+    m = Model()
+    length = 0.3
+    axis = (0.0, 1.0, 0.0) if joint == "revolute" else (1.0, 0.0, 0.0)
+    for i in range(n):
+        mass = 0.9 ** i
+        m.add_body(f"link{i}", mass, rod_inertia(mass, length, 0.03),
+                   shape=("capsule", {"radius": 0.03, "half_length": length / 2}))
+        j = m.add_joint(joint, None if i == 0 else i - 1, i, axis_parent=axis,
+                        anchor_parent=(0.0, 0.0, 0.0) if i == 0 else (0.0, 0.0, -length / 2),
+                        anchor_child=(0.0, 0.0, length / 2), name=f"joint{i}")
+        m.add_actuator(j, "position", kp=kp, kv=kv, force_range=(-limit, limit),
+                       name=f"joint{i}")
+    sim = Simulation(m, integrator, dt, options=options)
+    scale = 1.0 if joint == "revolute" else 0.1
+    sim.set_controls(scale * np.array([0.5] + [-0.8] * (n - 1)))
+    info(sim)["conserved"] = []
+    return sim
+
+
 QUADROTOR_ARM = 0.17          # m, centre of mass to each rotor
 QUADROTOR_YAW_PER_THRUST = 0.016   # m: a rotor's drag torque about its axis per newton of thrust
 

@@ -281,9 +281,10 @@ def test_mjcf_metadata_and_massless_chain_links():
     model = rt.load_model(KIT)
     assert [b.name for b in model.bodies] == ["base", "arm:bend", "arm", "slider", "tip", "puck"]
     assert model.bodies[1].mass == 0.0  # the link between bend and twist
-    assert [(a["kind"], a["joint"]) for a in model.actuators] == [
+    assert [(a.kind, model.joints[a.joint].name) for a in model.actuators] == [
         ("motor", "swing"), ("position", "bend"), ("velocity", "slide")]
-    assert model.actuators[0]["ctrlrange"] == (-1.0, 1.0) and model.actuators[1]["kp"] == 10
+    assert model.actuators[0].ctrl_range == (-1.0, 1.0) and model.actuators[1].kp == 10
+    assert model.actuators[2].kv == 1.0
     bend = next(j for j in model.joints if j.name == "bend")
     assert bend.stiffness == 2.0 and bend.rest == pytest.approx(np.deg2rad(10.0))
     assert bend.damping == 0.1  # the top default class

@@ -432,7 +432,7 @@ def _actuator_rows(sim):
     ctrl range, force range)."""
     unbounded = (-math.inf, math.inf)
     return [(a.name, a.kind, a.joint, a.gear, *(a.ctrl_range or unbounded),
-             *(a.force_range or unbounded)) for a in getattr(sim.model, "actuators", ())]
+             *(a.force_range or unbounded)) for a in sim.model.actuators]
 
 
 def _imus(sim, imus):

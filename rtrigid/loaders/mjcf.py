@@ -4,8 +4,8 @@ Read: ``compiler`` (angle, eulerseq, inertiafromgeom), ``option`` gravity, ``def
 (``class``/``childclass``), bodies with ``pos`` and any orientation (quat, axisangle, euler,
 xyaxes, zaxis), ``inertial`` (diaginertia or fullinertia), joints hinge/slide/ball/free and
 ``freejoint`` with range, damping, stiffness and springref (hinge and slide), ``actuator``
-motor/position/velocity (kept in ``model.actuators``: the model does not simulate actuators
-yet).  A body with several joints becomes a chain of massless bodies, one joint each, as
+motor/position/velocity on joints (:meth:`Model.add_actuator`, with MuJoCo's default gains:
+a position servo's kp 1, a velocity servo's kv 1; ctrlrange and forcerange when given).  A body with several joints becomes a chain of massless bodies, one joint each, as
 MuJoCo composes them.  Bodies without ``inertial`` take mass and inertia from their geoms as
 MuJoCo computes them: the file is compiled with ``mujoco`` for those numbers only (so such
 files need ``mujoco`` installed).
@@ -231,14 +231,23 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
     actuators = _actuators(r, root)
     names = {j.name for j in joints if j.kind != "fixed"}
     for a in actuators:
-        node = a.pop("node")
         if a["joint"] not in names:
-            raise src.error(node, f"names joint {a['joint']!r}, which the file does not define")
+            raise src.error(a["node"], f"names joint {a['joint']!r}, which the file does not "
+                            "define")
     if need_geom:
         _geom_inertias(src, r, links, need_geom, order)
     model = build(src, links, joints, root, floating_base=False, merge_fixed=merge_fixed,
                   allow_nonphysical_inertia=allow_nonphysical_inertia)
-    model.actuators = actuators
+    for a in actuators:
+        # MuJoCo's defaults: a position servo's kp is 1 and its kv 0, a velocity servo's kv 1
+        gains = {"motor": {}, "position": {"kp": a.get("kp", 1.0), "kv": a.get("kv") or None},
+                 "velocity": {"kv": a.get("kv", 1.0)}}[a["kind"]]
+        try:
+            model.add_actuator(a["joint"], a["kind"], gear=a["gear"], name=a["name"] or None,
+                               force_range=a.get("forcerange"), ctrl_range=a.get("ctrlrange"),
+                               **gains)
+        except ValueError as e:
+            raise src.error(a["node"], str(e)) from None
     src.warn_ignored()
     return model
 

@@ -532,6 +532,22 @@ def chain_energy(model, data):
 _TREE_JOINTS = {"revolute": "hinge", "prismatic": "slide", "spherical": "ball"}
 
 
+def _actuator_xml(model, a):
+    """One rtrigid actuator as a MuJoCo actuator element (the same force law)."""
+    tag = {"motor": "motor", "position": "position", "velocity": "velocity"}[a.kind]
+    gains = {"motor": "", "position": f' kp="{_num(a.kp)}" kv="{_num(a.kv)}"',
+             "velocity": f' kv="{_num(a.kv)}"'}[a.kind]
+    limits = ""
+    if np.all(np.isfinite(a.force_range)):
+        limits += f' forcelimited="true" forcerange="{_vec(a.force_range)}"'
+    if np.all(np.isfinite(a.ctrl_range)):
+        limits += f' ctrllimited="true" ctrlrange="{_vec(a.ctrl_range)}"'
+    else:
+        limits += ' ctrllimited="false"'
+    return (f'    <{tag} name="{a.name}" joint="{model.joints[a.joint].name}" '
+            f'gear="{_num(a.gear)}"{gains}{limits}/>\n')
+
+
 def build_tree(model, *, dt=1e-3, integrator="RK4"):
     """MuJoCo model of an rtrigid :class:`~rtrigid.model.Model` whose joints are revolute,
     prismatic, spherical or fixed and whose other bodies are free or attached to the world.
@@ -548,7 +564,9 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
     Returns ``(model, data, qadr, vadr)``: for the rtrigid joint handles in order (the
     model's joints, then pivots and free bodies in body order, as ``Simulation.joint_names``)
     the MuJoCo qpos and qvel addresses of each joint's entries, so that
-    ``data.qpos[qadr] = sim.qpos()`` and ``data.qvel[vadr] = sim.qvel()``.
+    ``data.qpos[qadr] = sim.qpos()`` and ``data.qvel[vadr] = sim.qvel()``.  The model's
+    actuators become MuJoCo's motor, position and velocity actuators in the same order, so
+    ``data.ctrl[:] = sim.controls()``.
     """
     from rtrigid.joints import geometry
 
@@ -591,6 +609,7 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
                 f'diaginertia="{_vec(body.inertia)}"/>\n{inner}{pad}</body>\n')
 
     tree = "".join(body_xml(b, 4) for b in children.get(-1, []))
+    actuators = "".join(_actuator_xml(model, a) for a in getattr(model, "actuators", []))
     xml = f"""<mujoco model="rtrigid_tree">
   <compiler inertiafromgeom="false" balanceinertia="false" boundmass="0" boundinertia="0"
             alignfree="false" angle="radian"/>
@@ -600,6 +619,8 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
   </option>
   <worldbody>
 {tree}  </worldbody>
+  <actuator>
+{actuators}  </actuator>
 </mujoco>
 """
     mjm = mujoco.MjModel.from_xml_string(xml)

@@ -115,6 +115,19 @@ from rtrigid.backends.buffers import (
     all_finite,
 )
 from rtrigid.backends.tree.kinematics import (
+    ACT_BODY,
+    ACT_GEAR,
+    ACT_HI,
+    ACT_KIND,
+    ACT_KP,
+    ACT_KV,
+    ACT_LO,
+    ACT_Q,
+    ACT_V,
+    MOTOR,
+    POSITION,
+    actuator_force,
+    actuator_views,
     FREE6,
     I_KIND,
     I_ORDER,
@@ -179,7 +192,7 @@ def _em_size(nb, nq, nv):
 
 @jit
 def _jac_size(nb, nv):
-    return 12 * nb + 9 * nb + 36 * nb * 2 + 36 * nb + 6 * nb + nv + 36 + 72
+    return 12 * nb + 9 * nb + 36 * nb * 2 + 36 * nb + 6 * nb + nv + 36 + 72 + nv
 
 
 @jit
@@ -216,7 +229,8 @@ def _em_carve(work, nb, nq, nv):
 
 @jit
 def _jac_carve(work, nb, nq, nv):
-    """Scratch of the Newton matrix: (mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug)."""
+    """Scratch of the Newton matrix: (mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug,
+    kd)."""
     o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv) - _jac_size(nb, nv)
     out = []
     for _ in range(4):
@@ -237,8 +251,10 @@ def _jac_carve(work, nb, nq, nv):
     M3 = work[o:o + 36].reshape((4, 3, 3))
     o += 36
     aug = work[o:o + 72].reshape((6, 12))
+    o += 72
+    kd = work[o:o + nv]
     mt, Nm, rt, xt = out
-    return mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug
+    return mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd
 
 
 @jit
@@ -291,7 +307,7 @@ def _canonical_roots(ti, mu, Q1):
 
 
 @jit
-def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx):
+def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx, act, ctrl):
     """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, w (into ``u``), the mean rotation
     matrices Rbar = (R0 + R1)/2 (into ``rot``), and for the Newton matrix each body's R1 L1
     (mt) and the moment about its joint point of its subtree's residuals (Nm).  Needs the
@@ -346,6 +362,8 @@ def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx):
             _point_load(pf, sp, P_B, bb, f, -1.0, rot, fw, Y)
     if forces:  # some joint force is held (see step)
         _joint_force_loads(tf, ti, A, mu, R0, rot, u, fw, Y)
+    if act.shape[0]:
+        _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, Y)
     # per-body residuals (world): R1 L1 - R0 L0 - h T and m (v1 - v0) - h f
     for b in range(nb):
         m = tf[b, T_MASS]
@@ -418,24 +436,8 @@ def _joint_force_loads(tf, ti, A, mu, R0, rot, u, fw, Y):
         p = ti[b, I_PARENT]
         if kind == REVOLUTE:
             tau = A[held + ov]
-            if tau == 0.0:
-                continue
-            m = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-            a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-            beta = (0.0, 0.0, 0.0)
-            if p >= 0:
-                beta = rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
-            half = 0.5 * mu[ov]
-            t = np.tan(half)
-            ratio = 1.0 if half == 0.0 else half / t
-            mm = m[0] * m[0] + m[1] * m[1] + m[2] * m[2]
-            bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
-            ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
-            kappa = tau * ratio * (1.0 - t * ba) / ((1.0 + bb) * mm)
-            for k in range(3):
-                Y[b, k] += kappa * m[k]
-                if p >= 0:
-                    Y[p, k] -= kappa * m[k]
+            if tau != 0.0:
+                _revolute_pair(tf, ti, b, tau, mu[ov], R0, rot, u, Y)
         elif kind == SPHERICAL or kind == FREE6:
             n = 6 if kind == FREE6 else 3
             idle = True
@@ -453,6 +455,117 @@ def _joint_force_loads(tf, ti, A, mu, R0, rot, u, fw, Y):
                 Y[b, k] += T[k]
                 if p >= 0:
                     Y[p, k] -= T[k]
+
+
+@jit_inline
+def _revolute_pair(tf, ti, b, tau, dtheta, R0, rot, u, Y):
+    """The torque pair +-kappa mbar across revolute joint b (child b, its parent) that does
+    the work tau dtheta over the step (see :func:`_joint_force_loads`), into Y."""
+    p = ti[b, I_PARENT]
+    m = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+    a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+    beta = (0.0, 0.0, 0.0)
+    if p >= 0:
+        beta = rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
+    half = 0.5 * dtheta
+    t = np.tan(half)
+    ratio = 1.0 if half == 0.0 else half / t
+    mm = m[0] * m[0] + m[1] * m[1] + m[2] * m[2]
+    bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
+    ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
+    kappa = tau * ratio * (1.0 - t * ba) / ((1.0 + bb) * mm)
+    for k in range(3):
+        Y[b, k] += kappa * m[k]
+        if p >= 0:
+            Y[p, k] -= kappa * m[k]
+
+
+@jit_inline
+def _servo_state(h, act, a, Q0, mu):
+    """(joint, mean coordinate, mean rate) of actuator a over the step of increments mu."""
+    o, ov = int(act[a, ACT_Q]), int(act[a, ACT_V])
+    return ov, Q0[o] + 0.5 * mu[ov], mu[ov] / h
+
+
+@jit
+def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, Y):
+    """Every actuator's force as a revolute torque pair doing exact discrete work (into Y).
+
+    The force is taken at the step's mean coordinate c = (c0 + c1)/2 and mean rate
+    (c1 - c0)/h.  Its work over the step is then g f (c1 - c0) exactly; for a position servo
+    kp g (u - g c)(c1 - c0) is minus the exact change of the spring energy
+    kp (u - g c)²/2 (a discrete gradient), and the damper's -kv g² (c1 - c0)²/h is never
+    positive: with a fixed target, energy plus servo spring energy never increases, at any
+    gain and step.  A saturated force (force_range) is a constant force, whose work is exact
+    too, but the spring energy is then no longer the servo's potential.
+    """
+    for a in range(act.shape[0]):
+        ov, c, cdot = _servo_state(h, act, a, Q0, mu)
+        gf = act[a, ACT_GEAR] * actuator_force(act, a, ctrl, c, cdot)
+        if gf != 0.0:
+            _revolute_pair(tf, ti, int(act[a, ACT_BODY]), gf, mu[ov], R0, rot, u, Y)
+
+
+@jit
+def _actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
+    """The actuators' terms of the Newton matrix (h/2) dres/dmu: kd <- its joint-space
+    diagonal, and the joint rows of E (Cb) get the rest.
+
+    A joint's residual row holds -h g f(mu) G, G = ratio (1 - t beta.a0) / (1 + |beta|²)
+    the factor of the torque pair (:func:`_revolute_pair`; ~1).  f varies by
+    -g (kp/2 + kv/h) per unit of the joint's mu (0 once saturated), ratio and t with it too;
+    beta = R0_p w_p varies with the parent's turn theta as 1/2 (1 - [beta]x + beta beta^T)
+    dtheta (see :func:`_newton_matrix`).  That last term goes into the joint's E row, which
+    multiplies the child's turn = the parent's + the joint's own (n1 dmu), so n1 times it
+    is taken off the diagonal again.  Against finite differences: exact on planar chains,
+    1e-2 relative off the diagonal on a skew 3-link chain with stiff servos (a term not
+    found yet; Newton then converges linearly there, fast).
+    """
+    for j in range(kd.shape[0]):
+        kd[j] = 0.0
+    for a in range(act.shape[0]):
+        kind = act[a, ACT_KIND]
+        ov, c, cdot = _servo_state(h, act, a, Q0, mu)
+        g = act[a, ACT_GEAR]
+        f = actuator_force(act, a, ctrl, c, cdot)
+        df = 0.0
+        if kind != MOTOR and act[a, ACT_LO] < f < act[a, ACT_HI]:
+            kp = act[a, ACT_KP] if kind == POSITION else 0.0
+            df = -g * (0.5 * kp + act[a, ACT_KV] / h)
+        b = int(act[a, ACT_BODY])
+        p = ti[b, I_PARENT]
+        a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+        beta = (0.0, 0.0, 0.0)
+        if p >= 0:
+            beta = rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
+        bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
+        ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
+        half = 0.5 * mu[ov]
+        t = np.tan(half)
+        if half == 0.0:
+            ratio, dratio = 1.0, 0.0
+        else:
+            sn = np.sin(half)
+            ratio = half / t
+            dratio = 0.5 * (sn * np.cos(half) - half) / (sn * sn)
+        G = ratio * (1.0 - t * ba) / (1.0 + bb)
+        dG = (dratio * (1.0 - t * ba) - ratio * ba * 0.5 * (1.0 + t * t)) / (1.0 + bb)
+        kd[ov] -= 0.5 * h * h * g * (df * G + f * dG)
+        if p < 0 or f == 0.0:
+            continue
+        # dG/dbeta, then through dbeta = 1/2 (1 - [beta]x + beta beta^T) dtheta
+        c = -0.5 * h * h * g * f * ratio / ((1.0 + bb) * (1.0 + bb))
+        gb = (c * (-t * a0[0] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[0]),
+              c * (-t * a0[1] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[1]),
+              c * (-t * a0[2] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[2]))
+        gx = cross3(beta[0], beta[1], beta[2], gb[0], gb[1], gb[2])  # (-[beta]x)^T gb
+        gbb = gb[0] * beta[0] + gb[1] * beta[1] + gb[2] * beta[2]
+        e = (0.5 * (gb[0] + gx[0] + gbb * beta[0]), 0.5 * (gb[1] + gx[1] + gbb * beta[1]),
+             0.5 * (gb[2] + gx[2] + gbb * beta[2]))
+        n1 = rot_vec(R1[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+        for k in range(3):
+            Cb[b, 0, k] += e[k]
+        kd[ov] -= e[0] * n1[0] + e[1] * n1[1] + e[2] * n1[2]
 
 
 @jit
@@ -521,7 +634,7 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
     IA = scr[5]
     (x0, v0, L0, x1, v1, L1, u, fw, q0_, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
-    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
+    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     c = 0.5 * h
     Md, Y3, Z = M3[1], M3[2], M3[3]
@@ -698,11 +811,13 @@ def _inverse3(D, out):
 
 
 @jit
-def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug):
-    """Factor SL^T B SR + E SR (B in IA on entry) leaves to root; False if a pivot is singular.
+def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug, kd):
+    """Factor SL^T B SR + E SR + diag(kd) (B in IA on entry) leaves to root; False if a pivot
+    is singular.
 
     The articulated-body recursion with different left and right columns: U = IA SR,
-    W = SL^T IA + E, D = W SR, and each body passes IA - U D^-1 W on to its parent.
+    W = SL^T IA + E, D = W SR + kd (a joint-space diagonal enters the pivot, as armature
+    does), and each body passes IA - U D^-1 W on to its parent.
     """
     nb = ti.shape[0]
     for i in range(nb - 1, -1, -1):
@@ -733,6 +848,7 @@ def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug):
                 for m in range(6):
                     s += Wb[r, m] * Sr[m, col]
                 D[r, col] = s
+            D[r, r] += kd[ti[b, I_VOFF] + r]
         if k == 3:
             if not _inverse3(D, Db):
                 return False
@@ -846,13 +962,13 @@ def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
 
 @jit
 def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
-                scr, em, jx, rates, stats):
+                scr, em, jx, rates, stats, act, ctrl, awork):
     """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
-    False on failure."""
+    False on failure.  The actuators' work over the step is added to ``awork``."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
      Y) = em
-    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
+    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     nv = mu.shape[0]
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
@@ -867,7 +983,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     done = False
     for it in range(max_iter + 1):
         rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em,
-                                 jx)
+                                 jx, act, ctrl)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
         accept = max(ACCEPT, FLOOR_MARGIN * floor)
         if (not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT and lam > LAM_MIN:
@@ -901,7 +1017,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             return False
         if it == 0 or update > REFRESH * size:
             _newton_matrix(h, tf, ti, q0, mu, scr, em, jx)
-            if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug):
+            _actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
+            if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd):
                 return False
         for j in range(nv):
             rhs[j] = -0.5 * h * res[j]
@@ -919,6 +1036,9 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     # accept: coordinates, poses, momenta; nu holds the mean rates mu / h of the step, on the
     # near root of every Cayley increment (independent of the branch Newton converged to)
     _canonical_roots(ti, mu, Q1)
+    for a in range(act.shape[0]):
+        ov, c, cdot = _servo_state(h, act, a, Qg, mu)
+        awork[a] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, c, cdot) * mu[ov]
     for i in range(Q1.shape[0]):
         Qg[i] = Q1[i]
     normalize_coordinates(ti, Qg)
@@ -944,6 +1064,7 @@ def step(n, dt, F, I):
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
     pred = jx[9]
+    act, ctrl, awork = actuator_views(F, I)
     forces = False  # any joint force held (A after the body loads; constant over the call)
     for i in range(6 * nb, 6 * nb + nv):
         forces = forces or A[i] != 0.0
@@ -959,7 +1080,8 @@ def step(n, dt, F, I):
             ok = True
             for _sub in range(m):
                 ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu,
-                                 x, q, v, w, L, scr, em, jx, pred if m == 1 else nu, stats)
+                                 x, q, v, w, L, scr, em, jx, pred if m == 1 else nu, stats,
+                                 act, ctrl, awork)
                 if not ok:
                     break
             ok = ok and all_finite(S)
@@ -994,15 +1116,17 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
     x0, v0, L0, q0, mu, res = em[0], em[1], em[2], em[8], em[13], em[15]
-    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
+    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = mu_in[j]
-    _residual(dt, gravity, tf, ti, pf, pi, A, True, Qg, mu, x, q, scr, em, jx)
+    act, ctrl = actuator_views(F, I)[:2]
+    _residual(dt, gravity, tf, ti, pf, pi, A, True, Qg, mu, x, q, scr, em, jx, act, ctrl)
     for j in range(nv):
         res_out[j] = res[j]
     _newton_matrix(dt, tf, ti, q0, mu, scr, em, jx)
-    if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug):
+    _actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, R0, scr[0], em[6], kd, Cb)
+    if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd):
         return False
     _tree_solve(ti, SL, SR, U, W, Dinv, g, pA, acc, ucol, sol_out)
     return True

@@ -14,6 +14,8 @@ from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS, all_finite
 from rtrigid.backends.tree.kinematics import (
     T_J,
     keep_alive,
+    actuator_loads,
+    actuator_views,
     articulated_factor,
     articulated_solve,
     bias_forces,
@@ -46,6 +48,8 @@ def step(n, dt, F, I):
     (atomic operations) on every stage, which was a third of the step on small chains.  The
     stage derivative goes to one pair of arrays (dQ, dnu) and is summed at once with its RK4
     weight, in the order of the textbook formula (so the result is bit for bit the same).
+    Actuators act at every stage with the stage's coordinates and rates; their work over a
+    step is RK4's quadrature of their power, dt sum_s w_s P_s.
     """
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
@@ -54,6 +58,8 @@ def step(n, dt, F, I):
     t_app = A[3 * nb:6 * nb].reshape((nb, 3))
     held = A[6 * nb:6 * nb + nv]  # joint forces on the rates, constant over the call
     scratch = carve(work, nb, nq, nv)
+    act, ctrl, awork = actuator_views(F, I)
+    na = act.shape[0]
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
     Q0, nu0, kQ, knu, Qs, nus = scratch[14:20]
     dQ, dnu, sQ, snu = kQ[0], knu[0], kQ[1], knu[1]
@@ -78,6 +84,8 @@ def step(n, dt, F, I):
             world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
             bias_forces(tf, ti, R, G, V, fext, pA)
             joint_forces(tf, ti, Qs, nus, held, tau)
+            if na:
+                actuator_loads(act, ctrl, Qs, nus, tau, awork, dt * RK4_WEIGHTS[st])
             if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
                 status = NONFINITE
                 break
@@ -111,5 +119,5 @@ def step(n, dt, F, I):
     # one exit, every array used up to it: see kinematics.keep_alive
     keep_alive(gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, Qg, nu, x, q, v, w, L, f_app,
           t_app, held, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, dQ, dnu, sQ,
-          snu, Qs, nus)
+          snu, Qs, nus, act, ctrl, awork)
     return status
