@@ -650,9 +650,10 @@ def load_file(path, *, dt=1e-4, floating_base=False, integrator="RK4", fusestati
 
     Like with like: for URDF, geoms and meshes are deleted (rtrigid has no contacts, and the
     inertias come from the files' ``<inertial>`` only, as rtrigid reads them:
-    ``inertiafromgeom`` is off; MJCF keeps its geoms, whose inertias rtrigid takes); contacts, joint limits, friction loss, equality constraints (URDF ``mimic``) and
-    actuation are disabled and armature is zeroed.  Joint damping and stiffness stay: both
-    libraries simulate them.  With ``floating_base`` the root body gets a free joint;
+    ``inertiafromgeom`` is off; MJCF keeps its geoms, whose inertias rtrigid takes); contacts,
+    joint limits, friction loss and equality constraints (URDF ``mimic``) are disabled and
+    armature is zeroed.  Joint damping and stiffness and the actuators (at their controls,
+    0 to begin with) stay: both libraries simulate them.  With ``floating_base`` the root body gets a free joint;
     ``fusestatic=False`` keeps every link a body (for their poses).
     Returns ``(model, data)``.
     """
@@ -673,6 +674,6 @@ def load_file(path, *, dt=1e-4, floating_base=False, integrator="RK4", fusestati
     model.opt.timestep = dt
     off = mujoco.mjtDisableBit
     model.opt.disableflags |= (off.mjDSBL_CONTACT | off.mjDSBL_LIMIT | off.mjDSBL_FRICTIONLOSS
-                               | off.mjDSBL_EQUALITY | off.mjDSBL_ACTUATION)
+                               | off.mjDSBL_EQUALITY)
     model.dof_armature[:] = 0.0
     return model, mujoco.MjData(model)
