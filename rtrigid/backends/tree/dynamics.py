@@ -311,6 +311,62 @@ class Queries:
                          fext, tp, tau)
         return tau
 
+    def motion(self, Qg, nu, loads, limits):
+        """The motion at the state (Qg, nu) under ``loads`` = (f_app, t_app, held), the joint
+        limits acting: (nudot, acc, wrench, V, rj, R), copies.
+
+        nudot by forward dynamics, M nudot = -(inverse dynamics of zero acceleration), with
+        each joint that sits on a limit (``limits``: (rate index, coordinate index, lower,
+        upper) per limited joint) and does not move off it pushed by the least force that
+        keeps its acceleration off the limit (a small complementarity problem, solved by
+        active sets); that force counts among the held ones.  acc: each body's (angular
+        acceleration, acceleration of its joint point), world; wrench: (moment about the
+        joint point, force) that each joint transmits to its child's subtree, world; V: each
+        body's (angular velocity, velocity of the joint point); rj: the joint points; R: the
+        bodies' rotations.
+        """
+        f_app, t_app, held = loads
+        zero = np.zeros(self.nv)
+        M = self.mass_matrix(Qg)
+        nudot = np.linalg.solve(M, -self.inverse_dynamics(Qg, nu, zero, loads))
+        touching = []
+        for ov, o, lo, hi in limits:
+            for lim, sign in ((lo, 1.0), (hi, -1.0)):
+                if abs(Qg[o] - lim) <= 1e-12 * max(1.0, abs(lim)) and sign * nu[ov] <= 1e-9:
+                    touching.append((ov, sign))
+        if touching:
+            Minv = np.linalg.inv(M)
+            free = nudot.copy()
+            active = [c for c, (ov, sign) in enumerate(touching) if sign * free[ov] < 0.0]
+            push = np.zeros(len(touching))
+            for _ in range(2 * len(touching) + 1):
+                push[:] = 0.0
+                if active:
+                    idx = [touching[c][0] for c in active]
+                    sg = np.array([touching[c][1] for c in active])
+                    A = (Minv[np.ix_(idx, idx)] * sg[:, None]) * sg[None, :]
+                    push[active] = np.linalg.solve(A, -sg * free[idx])
+                gen = np.zeros(self.nv)
+                for c, (ov, sign) in enumerate(touching):
+                    gen[ov] += sign * push[c]
+                nudot = free + Minv @ gen
+                pulling = [c for c in active if push[c] < 0.0]
+                if pulling:
+                    active.remove(min(pulling, key=lambda c: push[c]))
+                    continue
+                entering = [c for c, (ov, sign) in enumerate(touching)
+                            if c not in active and sign * nudot[ov] < -1e-12]
+                if not entering:
+                    break
+                active.append(entering[0])
+            held = held + gen
+        tf, ti, pf, pi, gravity = self._arrays
+        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = self._scr[:14]
+        inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held, True,
+                         self._x, self._q, R, rj, G, V, cb, IA, pA, acc, fext, tp,
+                         np.empty(self.nv))
+        return nudot, acc.copy(), pA.copy(), V.copy(), rj.copy(), R.copy()
+
     def jacobian(self, Qg, b, point):
         tf, ti = self._arrays[:2]
         R, rj, G = self._scr[:3]

@@ -129,15 +129,20 @@ from rtrigid.backends.tree.kinematics import (
     SPHERICAL,
     T_AC,
     T_AP,
+    T_BOUNCE,
+    T_HI,
     T_J,
+    T_LO,
     T_MASS,
     T_UC,
     cross3,
     rot_vec,
     base_work_size,
+    body_rates,
     carve,
     coordinate_slots,
     forward_kinematics,
+    joint_velocities,
     normalize_coordinates,
     nv_of,
     open_buffers,
@@ -145,6 +150,8 @@ from rtrigid.backends.tree.kinematics import (
     state_views,
 )
 from rtrigid.backends import newton
+from rtrigid.backends.tree.dynamics import momentum_rates
+from rtrigid.backends.tree.limits import has_limits, limit_impulse
 from rtrigid.backends.newton import ACCEPT
 from rtrigid.maths.quat import qmul_t
 
@@ -846,10 +853,12 @@ def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
 
 @jit
 def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
-                scr, em, jx, rates, stats):
+                scr, em, jx, rates, stats, nlock):
     """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
-    False on failure."""
+    False on failure.  The first ``nlock`` joints of the limit scratch Lv are locked: their
+    increments are Lv[2] and their equations are left out (see :func:`_limited_solve`)."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    Lc, La, Lv, Ld = scr[21:25]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
      Y) = em
     mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
@@ -858,6 +867,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = h * rates[j]
+    for a in range(nlock):
+        mu[int(Lv[0, a])] = Lv[2, a]
     best = np.inf
     stalls = 0
     update = np.inf
@@ -868,6 +879,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     for it in range(max_iter + 1):
         rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em,
                                  jx)
+        if nlock > 0:
+            rnorm = _free_rows_norm(res, Lv, nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
         accept = max(ACCEPT, FLOOR_MARGIN * floor)
         if (not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT and lam > LAM_MIN:
@@ -906,6 +919,9 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
         for j in range(nv):
             rhs[j] = -0.5 * h * res[j]
         _tree_solve(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
+        if nlock > 0 and not _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, tau, dmu,
+                                          nlock, Lc, La, Lv, Ld):
+            return False
         last = update
         update = 0.0
         for j in range(nv):
@@ -934,6 +950,178 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
 
 
 @jit
+def _free_rows_norm(res, Lv, nlock, rnorm):
+    """The residual norm ``rnorm`` (of every row) rescaled to the rows of unlocked joints."""
+    full = 0.0
+    for j in range(res.shape[0]):
+        full = max(full, abs(res[j]))
+    if full == 0.0:
+        return rnorm
+    free = 0.0
+    for j in range(res.shape[0]):
+        locked = False
+        for a in range(nlock):
+            locked = locked or int(Lv[0, a]) == j
+        if not locked:
+            free = max(free, abs(res[j]))
+    return rnorm * free / full
+
+
+@jit
+def _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, unit, dmu, nlock, Lc, La, Lv, rhs):
+    """Make the Newton update ``dmu`` of the full system that of the system without the
+    locked joints' rows and columns: dmu - Z c, Z the full inverse's columns of the locked
+    joints, c such that the locked increments stay (dmu - Z c = 0 there)."""
+    nv = dmu.shape[0]
+    for a in range(nlock):
+        for i in range(nv):
+            unit[i] = 0.0
+        unit[int(Lv[0, a])] = 1.0
+        _tree_solve(ti, SL, SR, U, W, Dinv, unit, pA, acc, ucol, Lc[a])
+    for r in range(nlock):
+        for c in range(nlock):
+            La[r, c] = Lc[c, int(Lv[0, r])]
+        rhs[r] = dmu[int(Lv[0, r])]
+    # La c = rhs by Gaussian elimination with partial pivoting (La is not symmetric)
+    for c in range(nlock):
+        piv = c
+        for r in range(c + 1, nlock):
+            if abs(La[r, c]) > abs(La[piv, c]):
+                piv = r
+        if not abs(La[piv, c]) > 0.0:
+            return False
+        for m in range(nlock):
+            La[c, m], La[piv, m] = La[piv, m], La[c, m]
+        rhs[c], rhs[piv] = rhs[piv], rhs[c]
+        for r in range(c + 1, nlock):
+            f = La[r, c] / La[c, c]
+            for m in range(c, nlock):
+                La[r, m] -= f * La[c, m]
+            rhs[r] -= f * rhs[c]
+    for c in range(nlock - 1, -1, -1):
+        t = rhs[c]
+        for m in range(c + 1, nlock):
+            t -= La[c, m] * rhs[m]
+        rhs[c] = t / La[c, c]
+    for a in range(nlock):
+        for i in range(nv):
+            dmu[i] -= rhs[a] * Lc[a, i]
+    for a in range(nlock):
+        dmu[int(Lv[0, a])] = 0.0
+    return True
+
+
+@jit
+def _limited_solve(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
+                   scr, em, jx, rates, stats):
+    """:func:`_solve_step` with the joint limits (revolute joints; see the README).
+
+    The step is solved as if there were no limits; a joint that ends it beyond a limit is
+    locked -- its increment fixed so that it lands on the limit, its equation left out, which
+    is the exact step with an extra torque lambda on that joint, whose discrete work is
+    lambda (theta1 - theta0) (as a held torque's: :func:`_joint_force_loads`) -- and the step
+    is solved again; a locked joint whose lambda would pull (the sign of its equation's
+    residual times h) is released.  At most six rounds.  Then the locked joints' rates at
+    t_{n+1} (from the momenta) are set by a joint-space impulse to 0, or to the rebound of
+    restitution e (at most e times the step's approach rate, never above the rate they have),
+    which only takes energy out.
+    """
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    start, guess, at_t = scr[14], scr[19], scr[20]
+    Lc, La, Lv, Ld = scr[21:25]
+    x0, v0, L0, x1, u, q0, res = em[0], em[1], em[2], em[3], em[6], em[8], em[15]
+    if not has_limits(tf, ti):
+        return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
+                           w, L, scr, em, jx, rates, stats, 0)
+    nb = ti.shape[0]
+    nv = nu.shape[0]
+    for i in range(Qg.shape[0]):
+        start[i] = Qg[i]
+    if not _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
+                       scr, em, jx, rates, stats, 0):
+        return False
+    nlock = 0
+    for _ in range(6):
+        changed = False
+        a = 0
+        while a < nlock:  # release a lock that pulls
+            if Lv[1, a] * res[int(Lv[0, a])] * h < 0.0:
+                nlock -= 1
+                for r in range(4):
+                    Lv[r, a] = Lv[r, nlock]
+                changed = True
+            else:
+                a += 1
+        for b in range(nb):
+            kind = ti[b, I_KIND]
+            if kind != REVOLUTE:
+                continue
+            o = ti[b, I_QOFF]
+            ov = ti[b, I_VOFF]
+            sign = 1.0 if Qg[o] < tf[b, T_LO] else (-1.0 if Qg[o] > tf[b, T_HI] else 0.0)
+            if sign == 0.0:
+                continue
+            known = False
+            for a in range(nlock):
+                known = known or int(Lv[0, a]) == ov
+            if known:
+                continue
+            Lv[0, nlock] = ov
+            Lv[1, nlock] = sign
+            Lv[2, nlock] = (tf[b, T_LO] if sign > 0.0 else tf[b, T_HI]) - start[o]
+            Lv[3, nlock] = nu[ov]  # the approach: this unlocked step's mean rate
+            nlock += 1
+            changed = True
+        if not changed:
+            break
+        # again from the start of the step, from the last solution's rates
+        for i in range(Qg.shape[0]):
+            Qg[i] = start[i]
+        for j in range(nv):
+            guess[j] = nu[j]
+        for b in range(nb):
+            for k in range(3):
+                x[b, k] = x0[b, k]
+                v[b, k] = v0[b, k]
+                L[b, k] = L0[b, k]
+                w[b, k] = L0[b, k] / tf[b, T_J + k]
+            for k in range(4):
+                q[b, k] = q0[b, k]
+        if not _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
+                           w, L, scr, em, jx, guess, stats, nlock):
+            return False
+    if nlock == 0:
+        return True
+    for a in range(nlock):  # exactly on the limit (start + increment may miss it by an ulp)
+        j = int(Lv[0, a])
+        for b in range(nb):
+            if ti[b, I_VOFF] == j and ti[b, I_KIND] == REVOLUTE:
+                Qg[ti[b, I_QOFF]] = tf[b, T_LO] if Lv[1, a] > 0.0 else tf[b, T_HI]
+    # the rates at t_{n+1} of the momenta, then the impulse on the locked joints
+    if not momentum_rates(tf, ti, Qg, v, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
+                          I6, tau, at_t, x1, u):
+        return False
+    for a in range(nlock):
+        j = int(Lv[0, a])
+        e = 0.0
+        for b in range(nb):
+            if ti[b, I_VOFF] == j and ti[b, I_KIND] == REVOLUTE:
+                e = tf[b, T_BOUNCE]
+        rebound = min(e * abs(Lv[3, a]), max(Lv[1, a] * at_t[j], 0.0))
+        Lv[2, a] = Lv[1, a] * rebound
+    if not limit_impulse(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nlock, Lc, La, Lv, at_t, Ld):
+        return False
+    joint_velocities(ti, G, Ld, V, cb)
+    body_rates(ti, R, G, V, x1, u)
+    for b in range(nb):
+        for k in range(3):
+            v[b, k] += x1[b, k]
+            L[b, k] += tf[b, T_J + k] * u[b, k]
+            w[b, k] = L[b, k] / tf[b, T_J + k]
+    return True
+
+
+@jit
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt`` (the kernel contract of rtrigid.backends.buffers)."""
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
@@ -958,8 +1146,9 @@ def step(n, dt, F, I):
         while True:
             ok = True
             for _sub in range(m):
-                ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu,
-                                 x, q, v, w, L, scr, em, jx, pred if m == 1 else nu, stats)
+                ok = _limited_solve(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg,
+                                    nu, x, q, v, w, L, scr, em, jx, pred if m == 1 else nu,
+                                    stats)
                 if not ok:
                     break
             ok = ok and all_finite(S)
@@ -1009,7 +1198,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
 
 
 # -- the pieces of one step, public for the composed scheme of .energy_momentum4 -------------
-solve_step = _solve_step
+solve_step = _limited_solve
 predict_rates = _predict
 
 

@@ -29,6 +29,7 @@ from rtrigid.backends.tree.kinematics import (
     world_loads,
 )
 from rtrigid.backends.tree.kinematics import work_size as _mb_work_size
+from rtrigid.backends.tree.limits import clamp_limits, has_limits, limit_impulse
 
 RK4_WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 
@@ -57,6 +58,8 @@ def step(n, dt, F, I):
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
     Q0, nu0, kQ, knu, Qs, nus = scratch[14:20]
     dQ, dnu, sQ, snu = kQ[0], knu[0], kQ[1], knu[1]
+    Lc, La, Lv, Ld = scratch[21:25]
+    limited = has_limits(tf, ti)
     status = OK
     for _ in range(n):
         for i in range(S.shape[0]):
@@ -93,6 +96,16 @@ def step(n, dt, F, I):
             for i in range(nv):
                 nu[i] = nu0[i] + dt * snu[i]
             normalize_coordinates(ti, Qg)
+            if limited:
+                # joints beyond a limit: on it, and their rates to the limit's target
+                k = clamp_limits(tf, ti, Qg, nu, Lv)
+                if k > 0:
+                    geometry(tf, ti, Qg, x, q, R, rj, G)
+                    if not (articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6) and limit_impulse(
+                            ti, G, IA, U, Dinv, W, tau, cb, pA, acc, k, Lc, La, Lv, nu, Ld)):
+                        status = NONFINITE
+                    for i in range(nv):
+                        nu[i] += Ld[i]
             # kinematics.refresh_bodies, its passes called here directly: through it they
             # cost ~0.2 us more per step (reference counts it cannot prune, see keep_alive)
             geometry(tf, ti, Qg, x, q, R, rj, G)
@@ -111,5 +124,5 @@ def step(n, dt, F, I):
     # one exit, every array used up to it: see kinematics.keep_alive
     keep_alive(gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, Qg, nu, x, q, v, w, L, f_app,
           t_app, held, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, dQ, dnu, sQ,
-          snu, Qs, nus)
+          snu, Qs, nus, Lc, La, Lv, Ld)
     return status
