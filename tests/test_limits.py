@@ -163,3 +163,37 @@ def test_limited_runs_are_deterministic_and_restore_bit_for_bit():
     sim.step(500)
     np.testing.assert_array_equal(sim.qpos(), a[0])
     np.testing.assert_array_equal(sim.qvel(), a[1])
+
+
+@pytest.mark.skipif(not __import__("rtrigid.tools.mujoco_ref", fromlist=["x"]).available(),
+                    reason="mujoco is a dev dependency")
+@pytest.mark.parametrize("integrator", ["nullspace_rk4", "energy_momentum"])
+def test_a_pendulum_falling_onto_its_limit_comes_to_rest_where_mujocos_does(integrator):
+    import mujoco
+
+    from rtrigid.tools import mujoco_ref
+
+    m, j = _arm(limits=(0.4, 2.0))  # gravity pulls it onto the lower stop
+    sim = rt.Simulation(m, integrator, 1e-3)
+    sim.set_joint_position(j, [1.2])
+    mjm, d, qadr, vadr = mujoco_ref.build_tree(sim.model, dt=1e-3)
+    jid = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, sim.joint_names[0])
+    mjm.jnt_limited[jid] = 1
+    mjm.jnt_range[jid] = (0.4, 2.0)
+    mjm.jnt_solref[jid] = (0.002, 1.0)  # a stiff, critically damped limit
+    d.qpos[qadr] = sim.qpos()
+    mujoco.mj_forward(mjm, d)
+    mujoco.mj_step(mjm, d, nstep=5000)
+    sim.step(5000)
+    mujoco.mj_rnePostConstraint(mjm, d)
+    # MuJoCo's soft limit gives a little (4.6e-6 rad here); ours does not
+    assert sim.joint_position(j)[0] == 0.4
+    assert abs(d.qpos[qadr[0]] - 0.4) < 1e-5  # measured 4.6e-6
+    assert abs(d.qvel[vadr[0]]) < 1e-6 and abs(sim.joint_velocity(j)[0]) < 1e-12
+    force, torque = sim.joint_reaction(j)
+    np.testing.assert_allclose(force, d.cfrc_int[1, 3:], rtol=1e-9, atol=1e-9)
+    anchor = sim.joints()[0]["anchor"]
+    # cfrc_int's torque is about the subtree's centre of mass: here the link's own
+    x, _ = sim.pose("link")
+    np.testing.assert_allclose(torque, d.cfrc_int[1, :3] + np.cross(x - anchor, force),
+                               rtol=0, atol=1e-9)

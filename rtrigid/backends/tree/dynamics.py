@@ -188,6 +188,22 @@ def inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held,
 
 
 @jit
+def forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, x, q, R, rj, G, V,
+                     cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, nudot):
+    """nudot <- the accelerations at (Qg, nu) with every load acting (gravity, applied loads,
+    springs, joint springs and dampers, ``held`` joint forces): the articulated-body
+    recursion the explicit kernel steps with, O(n).  False if the inertia is singular."""
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    joint_velocities(ti, G, nu, V, cb)
+    world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
+    bias_forces(tf, ti, R, G, V, fext, pA)
+    joint_forces(tf, ti, Qg, nu, held, tau)
+    ok = articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6)
+    articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot)
+    return ok
+
+
+@jit
 def point_jacobian(tf, ti, Qg, b, point, x, q, R, rj, G, J):
     """J <- (6, nv): rows [linear; angular] world velocity of body b's point ``point`` (body
     axes, from its centre of mass) per unit rate."""
@@ -315,9 +331,9 @@ class Queries:
         """The motion at the state (Qg, nu) under ``loads`` = (f_app, t_app, held), the joint
         limits acting: (nudot, acc, wrench, V, rj, R), copies.
 
-        nudot by forward dynamics, M nudot = -(inverse dynamics of zero acceleration), with
-        each joint that sits on a limit (``limits``: (rate index, coordinate index, lower,
-        upper) per limited joint) and does not move off it pushed by the least force that
+        nudot by forward dynamics (:func:`forward_dynamics`), with each joint that sits on a
+        limit (``limits``: (rate index, coordinate index, lower, upper) per limited joint)
+        and does not move off it pushed by the least force that
         keeps its acceleration off the limit (a small complementarity problem, solved by
         active sets); that force counts among the held ones.  acc: each body's (angular
         acceleration, acceleration of its joint point), world; wrench: (moment about the
@@ -326,16 +342,18 @@ class Queries:
         bodies' rotations.
         """
         f_app, t_app, held = loads
-        zero = np.zeros(self.nv)
-        M = self.mass_matrix(Qg)
-        nudot = np.linalg.solve(M, -self.inverse_dynamics(Qg, nu, zero, loads))
+        tf, ti, pf, pi, gravity = self._arrays
+        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = self._scr[:14]
+        nudot = np.empty(self.nv)
+        forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, self._x,
+                         self._q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp, nudot)
         touching = []
         for ov, o, lo, hi in limits:
             for lim, sign in ((lo, 1.0), (hi, -1.0)):
                 if abs(Qg[o] - lim) <= 1e-12 * max(1.0, abs(lim)) and sign * nu[ov] <= 1e-9:
                     touching.append((ov, sign))
         if touching:
-            Minv = np.linalg.inv(M)
+            Minv = np.linalg.inv(self.mass_matrix(Qg))
             free = nudot.copy()
             active = [c for c, (ov, sign) in enumerate(touching) if sign * free[ov] < 0.0]
             push = np.zeros(len(touching))
@@ -360,8 +378,6 @@ class Queries:
                     break
                 active.append(entering[0])
             held = held + gen
-        tf, ti, pf, pi, gravity = self._arrays
-        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = self._scr[:14]
         inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held, True,
                          self._x, self._q, R, rj, G, V, cb, IA, pA, acc, fext, tp,
                          np.empty(self.nv))

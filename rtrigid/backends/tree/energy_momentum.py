@@ -94,6 +94,10 @@ pivot) triggers the same fallback as the single-body scheme: the step is redone 
 ..., 2**max_halvings sub-steps; if that fails too the kernel stops before the step, state
 unchanged, status FAILED.
 
+Joint limits (revolute joints): :func:`_limited_solve` -- a joint that would end the step
+beyond a limit is locked on it for the step, its reaction doing the exact discrete work
+lambda (theta1 - theta0) <= 0, and an impulse then sets its rate at t_{n+1} (see the README).
+
 Supported joints: spherical, revolute, fixed, free bodies; gravity, applied loads and
 point-to-point springs (exact discrete gradient through |d|², as for single bodies).  Other
 joint kinds and joint springs/dampers are refused when the Simulation is built (their discrete
@@ -858,7 +862,6 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     False on failure.  The first ``nlock`` joints of the limit scratch Lv are locked: their
     increments are Lv[2] and their equations are left out (see :func:`_limited_solve`)."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
-    Lc, La, Lv, Ld = scr[21:25]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
      Y) = em
     mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug = jx
@@ -867,8 +870,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = h * rates[j]
-    for a in range(nlock):
-        mu[int(Lv[0, a])] = Lv[2, a]
+    if nlock > 0:  # (the limit scratch is touched only then: a view costs reference counts)
+        _locked_increments(mu, scr[23], nlock)
     best = np.inf
     stalls = 0
     update = np.inf
@@ -880,7 +883,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
         rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em,
                                  jx)
         if nlock > 0:
-            rnorm = _free_rows_norm(res, Lv, nlock, rnorm)
+            rnorm = _free_rows_norm(res, scr[23], nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
         accept = max(ACCEPT, FLOOR_MARGIN * floor)
         if (not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT and lam > LAM_MIN:
@@ -920,7 +923,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             rhs[j] = -0.5 * h * res[j]
         _tree_solve(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
         if nlock > 0 and not _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, tau, dmu,
-                                          nlock, Lc, La, Lv, Ld):
+                                          nlock, scr[21], scr[22], scr[23], scr[24]):
             return False
         last = update
         update = 0.0
@@ -947,6 +950,13 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     for j in range(nv):
         nu[j] = mu[j] / h
     return True
+
+
+@jit
+def _locked_increments(mu, Lv, nlock):
+    """The locked joints' increments (Lv[2]) into mu."""
+    for a in range(nlock):
+        mu[int(Lv[0, a])] = Lv[2, a]
 
 
 @jit
@@ -1026,13 +1036,21 @@ def _limited_solve(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q
     restitution e (at most e times the step's approach rate, never above the rate they have),
     which only takes energy out.
     """
+    if not has_limits(tf, ti):
+        return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
+                           w, L, scr, em, jx, rates, stats, 0)
+    return _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
+                              v, w, L, scr, em, jx, rates, stats)
+
+
+@jit
+def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
+                       L, scr, em, jx, rates, stats):
+    """:func:`_limited_solve` for a tree with limits."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     start, guess, at_t = scr[14], scr[19], scr[20]
     Lc, La, Lv, Ld = scr[21:25]
     x0, v0, L0, x1, u, q0, res = em[0], em[1], em[2], em[3], em[6], em[8], em[15]
-    if not has_limits(tf, ti):
-        return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
-                           w, L, scr, em, jx, rates, stats, 0)
     nb = ti.shape[0]
     nv = nu.shape[0]
     for i in range(Qg.shape[0]):
@@ -1137,6 +1155,7 @@ def step(n, dt, F, I):
         forces = forces or A[i] != 0.0
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
+    limited = has_limits(tf, ti)
     flags = OK
     for _ in range(n):
         _predict(dt, ti, Qg, nu, Qg_prev, nu_prev, em[12], pred)
@@ -1146,9 +1165,14 @@ def step(n, dt, F, I):
         while True:
             ok = True
             for _sub in range(m):
-                ok = _limited_solve(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg,
-                                    nu, x, q, v, w, L, scr, em, jx, pred if m == 1 else nu,
-                                    stats)
+                if limited:
+                    ok = _solve_with_limits(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces,
+                                            Qg, nu, x, q, v, w, L, scr, em, jx,
+                                            pred if m == 1 else nu, stats)
+                else:
+                    ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg,
+                                     nu, x, q, v, w, L, scr, em, jx, pred if m == 1 else nu,
+                                     stats, 0)
                 if not ok:
                     break
             ok = ok and all_finite(S)
