@@ -6,7 +6,7 @@ import pytest
 import rtrigid as rt
 from rtrigid.model import Model
 from rtrigid.tools import mujoco_ref
-from tests.test_dynamics import MUJOCO_CASES, _random_state, random_tree
+from tests.test_dynamics import MUJOCO_CASES, _random_state, random_sim, random_tree
 from tests.test_generalized import _single_bodies
 
 needs_mujoco = pytest.mark.skipif(not mujoco_ref.available(), reason="mujoco is a dev dependency")
@@ -35,10 +35,7 @@ def _mujoco_forward(sim, held):
 def test_imu_and_joint_reaction_agree_with_mujoco(seed, kinds, free_root):
     import mujoco
 
-    sim = rt.Simulation(random_tree(seed, kinds=kinds, free_root=free_root), "nullspace_rk4",
-                        1e-3)
-    rng = np.random.default_rng(200 + seed)
-    _random_state(sim, rng)
+    sim, rng = random_sim(seed, kinds, free_root, 200 + seed)
     held = rng.normal(size=sim.nv)
     at = np.cumsum([0] + [len(sim.joint_velocity(n)) for n in sim.joint_names])
     for j, name in enumerate(sim.joint_names):

@@ -156,6 +156,7 @@ from rtrigid.backends.tree.kinematics import (
 from rtrigid.backends import newton
 from rtrigid.backends.tree.dynamics import momentum_rates
 from rtrigid.backends.tree.limits import has_limits, limit_impulse
+from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.newton import ACCEPT
 from rtrigid.maths.quat import qmul_t
 
@@ -992,27 +993,8 @@ def _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, unit, dmu, nlock, Lc, La
         for c in range(nlock):
             La[r, c] = Lc[c, int(Lv[0, r])]
         rhs[r] = dmu[int(Lv[0, r])]
-    # La c = rhs by Gaussian elimination with partial pivoting (La is not symmetric)
-    for c in range(nlock):
-        piv = c
-        for r in range(c + 1, nlock):
-            if abs(La[r, c]) > abs(La[piv, c]):
-                piv = r
-        if not abs(La[piv, c]) > 0.0:
-            return False
-        for m in range(nlock):
-            La[c, m], La[piv, m] = La[piv, m], La[c, m]
-        rhs[c], rhs[piv] = rhs[piv], rhs[c]
-        for r in range(c + 1, nlock):
-            f = La[r, c] / La[c, c]
-            for m in range(c, nlock):
-                La[r, m] -= f * La[c, m]
-            rhs[r] -= f * rhs[c]
-    for c in range(nlock - 1, -1, -1):
-        t = rhs[c]
-        for m in range(c + 1, nlock):
-            t -= La[c, m] * rhs[m]
-        rhs[c] = t / La[c, c]
+    if not solve_inplace(La, rhs, nlock):  # (La is not symmetric: partial pivoting)
+        return False
     for a in range(nlock):
         for i in range(nv):
             dmu[i] -= rhs[a] * Lc[a, i]

@@ -19,6 +19,7 @@ index, its away sign (+1 at a lower limit, -1 at an upper one), its target rate 
 import numpy as np
 
 from rtrigid._jit import jit
+from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.tree.kinematics import (
     I_KIND,
     I_QOFF,
@@ -91,21 +92,13 @@ def limit_impulse(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, k, Lc, La, Lv, rates,
         for c in range(k):
             La[a, c] = Lc[c, int(Lv[0, a])]
         Lv[3, a] = Lv[2, a] - rates[int(Lv[0, a])]
-    # La lam = the rate changes wanted (symmetric positive definite: Gauss, no pivoting)
-    for c in range(k):
-        piv = La[c, c]
-        if not piv > 0.0:
-            return False
-        for r in range(c + 1, k):
-            f = La[r, c] / piv
-            for m in range(c, k):
-                La[r, m] -= f * La[c, m]
-            Lv[3, r] -= f * Lv[3, c]
-    for c in range(k - 1, -1, -1):
-        s = Lv[3, c]
-        for m in range(c + 1, k):
-            s -= La[c, m] * Lv[3, m]
-        Lv[3, c] = s / La[c, c]
+    # La lam = the rate changes wanted (symmetric positive definite)
+    for a in range(k):
+        dnu[a] = Lv[3, a]
+    if not solve_inplace(La, dnu, k):
+        return False
+    for a in range(k):
+        Lv[3, a] = dnu[a]
     for i in range(nv):
         s = 0.0
         for a in range(k):
