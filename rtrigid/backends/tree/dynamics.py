@@ -55,6 +55,7 @@ from rtrigid.backends.tree.kinematics import (
     joint_velocities,
     nv_of,
     open_buffers,
+    rot_t_vec_b,
     rot_vec_b,
     shift_to_parent,
     state_views,
@@ -204,6 +205,24 @@ def forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, x, q, 
 
 
 @jit
+def specific_force(acc, V, R, rj, x, gravity, b, point, out):
+    """out <- a - g of body b's point ``point`` (body axes, from its centre of mass), in body
+    axes, from its body's (angular acceleration, acceleration of the joint point) ``acc[b]``
+    and (angular velocity, ...) ``V[b]``, world: a = a_J + alpha x r + omega x (omega x r)
+    with r the point from the joint point."""
+    p = rot_vec_b(R, b, point[0], point[1], point[2])
+    r = (x[b, 0] + p[0] - rj[b, 0], x[b, 1] + p[1] - rj[b, 1], x[b, 2] + p[2] - rj[b, 2])
+    ar = cross3(acc[b, 0], acc[b, 1], acc[b, 2], r[0], r[1], r[2])
+    wr = cross3(V[b, 0], V[b, 1], V[b, 2], r[0], r[1], r[2])
+    wwr = cross3(V[b, 0], V[b, 1], V[b, 2], wr[0], wr[1], wr[2])
+    a = (acc[b, 3] + ar[0] + wwr[0] - gravity[0], acc[b, 4] + ar[1] + wwr[1] - gravity[1],
+         acc[b, 5] + ar[2] + wwr[2] - gravity[2])
+    f = rot_t_vec_b(R, b, a[0], a[1], a[2])
+    for k in range(3):
+        out[k] = f[k]
+
+
+@jit
 def point_jacobian(tf, ti, Qg, b, point, x, q, R, rj, G, J):
     """J <- (6, nv): rows [linear; angular] world velocity of body b's point ``point`` (body
     axes, from its centre of mass) per unit rate."""
@@ -329,7 +348,8 @@ class Queries:
 
     def motion(self, Qg, nu, loads, limits):
         """The motion at the state (Qg, nu) under ``loads`` = (f_app, t_app, held), the joint
-        limits acting: (nudot, acc, wrench, V, rj, R), copies.
+        limits acting: (nudot, acc, wrench, V, rj, R); all but nudot are views of the
+        scratch, valid until the next query.
 
         nudot by forward dynamics (:func:`forward_dynamics`), with each joint that sits on a
         limit (``limits``: (rate index, coordinate index, lower, upper) per limited joint)
@@ -381,7 +401,7 @@ class Queries:
         inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held, True,
                          self._x, self._q, R, rj, G, V, cb, IA, pA, acc, fext, tp,
                          np.empty(self.nv))
-        return nudot, acc.copy(), pA.copy(), V.copy(), rj.copy(), R.copy()
+        return nudot, acc, pA, V, rj, R
 
     def jacobian(self, Qg, b, point):
         tf, ti = self._arrays[:2]
