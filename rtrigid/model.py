@@ -271,7 +271,8 @@ class Model:
         ``limits``: ``(lower, upper)`` of a revolute or prismatic joint's coordinate (rad or
         m), lower < upper, either may be -inf / +inf.  A limit is hard and unilateral (it
         only pushes) and gains no energy; ``limit_restitution`` in [0, 1] (default 0: the
-        joint stops dead at the limit) is the fraction of the approach rate it rebounds with.
+        joint stops dead at the limit) is the fraction of the approach rate it rebounds with
+        (``nullspace_rk4``; the energy-momentum schemes keep limits inelastic and refuse it).
         The coordinates start at zero; if zero lies outside the limits the joint starts at
         the nearer limit.
 

@@ -151,9 +151,18 @@ def test_limits_are_checked_naming_the_field():
     np.testing.assert_array_equal(sim.qpos(), [0.0, 0.2])
 
 
-def test_limited_runs_are_deterministic_and_restore_bit_for_bit():
-    m, j, k = _two_links(restitution=0.3)
-    sim = rt.Simulation(m, "energy_momentum", 1e-3)
+@pytest.mark.parametrize("integrator", ["energy_momentum", "energy_momentum4"])
+def test_the_conserving_schemes_refuse_a_restitution(integrator):
+    m, j = _arm(restitution=0.5)
+    with pytest.raises(ValueError, match="^integrator: .* keeps joint limits inelastic"):
+        rt.Simulation(m, integrator, 1e-3)
+
+
+@pytest.mark.parametrize("integrator,restitution", [("energy_momentum", 0.0),
+                                                    ("nullspace_rk4", 0.3)])
+def test_limited_runs_are_deterministic_and_restore_bit_for_bit(integrator, restitution):
+    m, j, k = _two_links(restitution=restitution)
+    sim = rt.Simulation(m, integrator, 1e-3)
     sim.set_joint_position(j, [0.9])
     sim.step(300)
     snap = sim.snapshot()

@@ -96,7 +96,8 @@ unchanged, status FAILED.
 
 Joint limits (revolute joints): :func:`_limited_solve` -- a joint that would end the step
 beyond a limit is locked on it for the step, its reaction doing the exact discrete work
-lambda (theta1 - theta0) <= 0, and an impulse then sets its rate at t_{n+1} (see the README).
+lambda (theta1 - theta0) <= 0, and an impulse then sets its rate at t_{n+1} to zero (see the
+README; no restitution).
 
 Supported joints: spherical, revolute, fixed, free bodies; gravity, applied loads and
 point-to-point springs (exact discrete gradient through |d|², as for single bodies).  Other
@@ -133,7 +134,6 @@ from rtrigid.backends.tree.kinematics import (
     SPHERICAL,
     T_AC,
     T_AP,
-    T_BOUNCE,
     T_HI,
     T_J,
     T_LO,
@@ -1014,9 +1014,8 @@ def _limited_solve(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q
     lambda (theta1 - theta0) (as a held torque's: :func:`_joint_force_loads`) -- and the step
     is solved again; a locked joint whose lambda would pull (the sign of its equation's
     residual times h) is released.  At most six rounds.  Then the locked joints' rates at
-    t_{n+1} (from the momenta) are set by a joint-space impulse to 0, or to the rebound of
-    restitution e (at most e times the step's approach rate, never above the rate they have),
-    which only takes energy out.
+    t_{n+1} (from the momenta) are set to 0 by a joint-space impulse, which only takes energy
+    out (the limits are inelastic: the registry refuses a restitution for this scheme).
     """
     if not has_limits(tf, ti):
         return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
@@ -1069,7 +1068,6 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
             Lv[0, nlock] = ov
             Lv[1, nlock] = sign
             Lv[2, nlock] = (tf[b, T_LO] if sign > 0.0 else tf[b, T_HI]) - start[o]
-            Lv[3, nlock] = nu[ov]  # the approach: this unlocked step's mean rate
             nlock += 1
             changed = True
         if not changed:
@@ -1102,13 +1100,7 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
                           I6, tau, at_t, x1, u):
         return False
     for a in range(nlock):
-        j = int(Lv[0, a])
-        e = 0.0
-        for b in range(nb):
-            if ti[b, I_VOFF] == j and ti[b, I_KIND] == REVOLUTE:
-                e = tf[b, T_BOUNCE]
-        rebound = min(e * abs(Lv[3, a]), max(Lv[1, a] * at_t[j], 0.0))
-        Lv[2, a] = Lv[1, a] * rebound
+        Lv[2, a] = 0.0
     if not limit_impulse(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nlock, Lc, La, Lv, at_t, Ld):
         return False
     joint_velocities(ti, G, Ld, V, cb)
