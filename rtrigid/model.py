@@ -13,6 +13,7 @@ to the world of :meth:`Model.attach_to_world` (the top's tip), or else a free jo
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,6 +106,41 @@ class Joint:
     rest: float = 0.0
     damping: float = 0.0
     rotation: np.ndarray | None = None  # child axes in parent axes at zero; None: the default
+    limits: tuple = (-np.inf, np.inf)  # (lower, upper) of the coordinate; +-inf: none
+    limit_restitution: float = 0.0
+
+
+LIMITED_KINDS = ("revolute", "prismatic")
+
+
+def _check_limits(kind, limits, restitution):
+    """((lower, upper), restitution) of :meth:`Model.add_joint`, checked."""
+    bounce = as_scalar(restitution, "limit_restitution", nonnegative=True)
+    if bounce > 1.0:
+        raise ValueError(f"limit_restitution: must be in [0, 1], got {bounce}")
+    if limits is None:
+        if bounce:
+            raise ValueError("limit_restitution: the joint has no limits")
+        return (-np.inf, np.inf), 0.0
+    if kind not in LIMITED_KINDS:
+        raise ValueError(f"limits: only {' and '.join(LIMITED_KINDS)} joints take limits, "
+                         f"not {kind}")
+    try:
+        lo, hi = limits
+    except (TypeError, ValueError):
+        raise ValueError(f"limits: expected (lower, upper), got {limits!r}") from None
+    out = []
+    for value, side in ((lo, "lower"), (hi, "upper")):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise ValueError(f"limits: the {side} limit must be a number, got {value!r}")
+        value = float(value)
+        if np.isnan(value):
+            raise ValueError(f"limits: the {side} limit is NaN")
+        out.append(value)
+    lo, hi = out
+    if not lo < hi or lo == np.inf or hi == -np.inf:
+        raise ValueError(f"limits: need lower < upper (finite or -inf / +inf), got {(lo, hi)}")
+    return (lo, hi), bounce
 
 
 @dataclass
@@ -289,7 +325,8 @@ class Model:
 
     def add_joint(self, kind, parent, child, *, anchor_parent=(0.0, 0.0, 0.0),
                   anchor_child=(0.0, 0.0, 0.0), axis_parent=None, axis_child=None,
-                  stiffness=0.0, rest=0.0, damping=0.0, name=None, rotation=None):
+                  stiffness=0.0, rest=0.0, damping=0.0, limits=None, limit_restitution=0.0,
+                  name=None, rotation=None):
         """Join ``child`` to ``parent`` (a body, or ``None`` / ``"world"``) by a lower pair.
 
         ``kind``: spherical, revolute, prismatic, cylindrical, planar or fixed.
@@ -301,6 +338,14 @@ class Model:
         joints).  ``stiffness``, ``rest``, ``damping``: a joint spring -k (c - rest) and damper
         -d c' on a revolute or prismatic joint's coordinate c.  Each body has at most one
         parent joint (tree topologies; closed loops are refused).
+
+        ``limits``: ``(lower, upper)`` of a revolute or prismatic joint's coordinate (rad or
+        m), lower < upper, either may be -inf / +inf.  A limit is hard and unilateral (it
+        only pushes) and gains no energy; ``limit_restitution`` in [0, 1] (default 0: the
+        joint stops dead at the limit) is the fraction of the approach rate it rebounds with
+        (``nullspace_rk4``; the energy-momentum schemes keep limits inelastic and refuse it).
+        The coordinates start at zero; if zero lies outside the limits the joint starts at
+        the nearer limit.
 
         Returns the joint's handle, which every joint query of the simulation takes (as it
         takes the joint's name).
@@ -348,11 +393,13 @@ class Model:
             if KINDS[kind].axial and np.linalg.norm(rot(r) @ uc - up) > 1e-9:
                 raise ValueError("rotation: must turn axis_child onto axis_parent")
             rotation = r
+        limits, bounce = _check_limits(kind, limits, limit_restitution)
         if name is None:
             name = f"{kind}_{self.bodies[c].name}"
         if not isinstance(name, str) or any(j.name == name for j in self.joints):
             raise ValueError(f"name: joint name {name!r} is not a new string")
-        self.joints.append(Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d, rotation))
+        self.joints.append(Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d, rotation, limits,
+                                 bounce))
         return len(self.joints) - 1
 
     def joint_index(self, joint):

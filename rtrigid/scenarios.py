@@ -137,7 +137,7 @@ def _from_factory(name, integrator, dt, options, params):
                       options=options)
 
 
-FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": ()}
+FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": (), "limits": True}
 FILE_DT, FILE_T_END = 1e-3, 2.0
 
 

@@ -175,6 +175,13 @@ class Simulation:
                                   or np.any(np.isfinite(self._ctrl_hi)))
         if self.na and not self.implicit:
             self._check_servo_gains(model)
+        # limited coordinates: (rate index, coordinate index) in the backend's order, limits
+        self._limits = []
+        for b in self._joint_child:
+            j = inbound[b]
+            if j.limits[0] > -np.inf or j.limits[1] < np.inf:
+                qs, vs = self.backend.slots(b)
+                self._limits.append((vs.start, qs.start, *j.limits))
         self._steps = 0
         self._accumulator = 0.0
         self.dropped_time = 0.0
@@ -460,6 +467,10 @@ class Simulation:
         k = KINDS[j.kind].quaternion
         if k >= 0:
             value[k:k + 4] = _unit_quaternion(value[k:k + 4], "value")
+        lo, hi = j.limits
+        if n == 1 and not lo <= value[0] <= hi:
+            raise ValueError(f"value: {value[0]} is outside the limits [{lo}, {hi}] of joint "
+                             f"{j.name!r}")
         self._write("value", lambda: self.backend.set_joint_state(b, qpos=value))
 
     def set_joint_velocity(self, joint, value):
@@ -519,6 +530,11 @@ class Simulation:
                                                             f"entries {k}..{k + 3})")
         full = np.empty(self.nq)
         full[self._qidx] = qpos
+        for _, o, lo, hi in self._limits:
+            if not lo <= full[o] <= hi:
+                k = int(np.flatnonzero(self._qidx == o)[0])
+                raise ValueError(f"qpos: entry {k} = {full[o]} is outside its joint's limits "
+                                 f"[{lo}, {hi}]")
         self._write("qpos", lambda: self.backend.set_coordinates(qpos=full))
 
     def set_qvel(self, qvel):
@@ -737,6 +753,49 @@ class Simulation:
         loads = (self._f_app, self._t_app, held)
         return self._dynamics().inverse_dynamics(Qg, nu, nudot, loads)[self._vidx]
 
+    def _motion(self):
+        """The query engine's :meth:`~rtrigid.backends.tree.dynamics.Queries.motion` now."""
+        be = self.backend
+        held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
+        return self._dynamics().motion(be.positions(), be.rates(),
+                                       (self._f_app, self._t_app, held), self._limits)
+
+    def imu(self, body, point_body=(0.0, 0.0, 0.0)):
+        """(gyro, accel) of an inertial measurement unit fixed at a body point, body axes.
+
+        ``gyro``: the body's angular velocity at t (what ``velocity(body, frame="body")[1]``
+        gives).  ``accel``: the specific force a - g of the point ``point_body`` (body axes,
+        from the centre of mass) at t, what an accelerometer there reads: a by forward
+        dynamics in the current state with everything that acts (gravity, applied loads,
+        springs, joint springs, dampers and held joint forces, and the reaction of a joint
+        limit the joint sits on).  At rest under gravity it reads -g in body axes.
+        """
+        b = self.body_index(body)
+        point = as_vector(point_body, 3, "point_body")
+        from rtrigid.backends.tree.dynamics import specific_force
+
+        nudot, acc, wrench, V, rj, R = self._motion()
+        accel = np.empty(3)
+        specific_force(acc, V, R, rj, self.backend.x, self.backend.gravity, b, point, accel)
+        return self.backend.velocities()[1][b].copy(), accel
+
+    def joint_reaction(self, joint):
+        """(force, torque) the joint transmits from its parent (or the world) to its child,
+        world axes, at t; the torque is about the joint point (the child's anchor, as
+        ``joints()`` reports it).
+
+        It is everything the parent side exerts on the child through the joint: the
+        constraint reaction, the joint's own held force, spring and damper, and a limit's
+        reaction while the joint sits on the limit -- by Newton-Euler on the child's
+        subtree, the rate of change of its momentum less the external loads on it.  A free
+        body's joint transmits nothing (zeros).
+        """
+        b = self._joint_body(joint)
+        if self.backend.joints[b].kind == "free":
+            return np.zeros(3), np.zeros(3)
+        wrench = self._motion()[2]
+        return wrench[b, 3:].copy(), wrench[b, :3].copy()
+
     def jacobian(self, body, point_body=(0.0, 0.0, 0.0)):
         """(6, nv): rows [linear; angular] world velocity of a body point per unit rate, so
         ``jacobian(b, p) @ qvel()`` is (velocity of the point, angular velocity), world axes.
@@ -751,7 +810,8 @@ class Simulation:
 
         Each dict has ``name``, ``kind``, ``parent`` (body index, -1 for the world),
         ``child`` (body index), ``anchor`` (world position of the joint point on the child)
-        and ``axis`` (unit world vector of the joint axis, ``None`` where the kind has none).
+        and ``axis`` (unit world vector of the joint axis, ``None`` where the kind has none),
+        ``limits`` ((lower, upper) of the coordinate; (-inf, inf) where there are none).
         A body attached by :meth:`Model.attach_to_world` shows up as a spherical joint to the
         world; free bodies are left out.
         """
@@ -765,7 +825,7 @@ class Simulation:
             if KINDS[j.kind].axial:
                 axis = quat.rotate(be.q[b], g.axis_child, np.empty(3))
             out.append({"kind": j.kind, "parent": j.parent, "child": b, "anchor": anchor,
-                        "axis": axis, "name": j.name})
+                        "axis": axis, "name": j.name, "limits": j.limits})
         return out
 
     # -- diagnostics ----------------------------------------------------------------------

@@ -36,6 +36,7 @@ def _twins(path, floating_base=False, seed=1, **kw):
     in the file body's axes in MuJoCo: they are turned from one to the other.
     """
     m, d = mujoco_ref.load_file(path, dt=DT, floating_base=floating_base)
+    kw.setdefault("limits", False)   # MuJoCo's (soft) limits are off too: passive motion only
     sim = rt.Simulation(_quiet_load(path, floating_base=floating_base, **kw),
                         integrator="nullspace_rk4", dt=DT)
     mujoco.mj_forward(m, d)
@@ -275,6 +276,33 @@ def test_mjcf_humanoid_matches_mujoco(floating_base):
     _run(sim, m, d)
     assert max(_joint_errors(sim, m, d, names).values()) <= 1e-6
     assert max(_link_errors(sim, m, d)) <= 1e-6
+
+
+@pytest.mark.parametrize("path", ["kuka_iiwa/model.urdf", "franka_panda/panda.urdf"])
+def test_file_limits_are_hard_joint_limits_as_mujoco_reads_them(path):
+    """Each revolute or prismatic joint's limits are the range MuJoCo reads from the same
+    file; a joint pushed past one stops on it."""
+    path = _pybullet(path)
+    m, _ = mujoco_ref.load_file(path)
+    sim = rt.Simulation(_quiet_load(path, ignore=("mimic",)), integrator="nullspace_rk4",
+                        dt=1e-3)
+    limits = {j["name"]: j["limits"] for j in sim.joints()}
+    checked = 0
+    for i in range(m.njnt):
+        if m.jnt_type[i] in (HINGE, SLIDE) and m.jnt_limited[i]:
+            np.testing.assert_allclose(limits[m.joint(i).name], m.jnt_range[i], rtol=0,
+                                       atol=1e-12)
+            checked += 1
+    assert checked >= 7
+    name, (lo, hi) = next((n, r) for n, r in limits.items() if np.isfinite(r[1]))
+    sim.set_joint_velocity(name, [50.0])
+    sim.step(200)
+    assert sim.joint_position(name)[0] <= hi
+    with pytest.raises(ValueError, match="limits"):
+        sim.set_joint_position(name, [hi + 0.1])
+    unlimited = rt.Simulation(_quiet_load(path, ignore=("mimic",), limits=False),
+                              integrator="nullspace_rk4", dt=1e-3)
+    assert all(j["limits"] == (-np.inf, np.inf) for j in unlimited.joints())
 
 
 def test_mjcf_metadata_and_massless_chain_links():

@@ -109,10 +109,12 @@ def principal_axes(inertia):
 
 
 def build(source, links, joints, root, *, floating_base, merge_fixed,
-          allow_nonphysical_inertia, gravity=(0.0, 0.0, -9.81)):
+          allow_nonphysical_inertia, gravity=(0.0, 0.0, -9.81), limits=True):
     """The :class:`Model` of a tree of ``links`` and ``joints``.
 
-    ``root`` is the element errors about the tree as a whole name.  ``source`` is the :class:`rtrigid.loaders._xml.Source` the errors name.  Nothing is
+    ``root`` is the element errors about the tree as a whole name.  ``source`` is the
+    :class:`rtrigid.loaders._xml.Source` the errors name.  ``limits``: give revolute and
+    prismatic joints the file's limits (``lower``/``upper`` of their info).  Nothing is
     returned unless every body and joint was accepted.
     """
     by_child = {}
@@ -235,11 +237,15 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
         axis = {}
         if kind in ("revolute", "prismatic", "planar"):
             axis = dict(axis_child=child_link[1] @ j.axis, axis_parent=at_zero[1] @ j.axis)
-        spring = dict(damping=j.damping, stiffness=j.stiffness, rest=j.rest) \
+        coordinate = dict(damping=j.damping, stiffness=j.stiffness, rest=j.rest) \
             if kind in ("revolute", "prismatic") else {}
+        lo, hi = j.info.get("lower", -np.inf), j.info.get("upper", np.inf)
+        if limits and kind in ("revolute", "prismatic") and lo < hi and (lo, hi) != (
+                -np.inf, np.inf):
+            coordinate["limits"] = (lo, hi)
         try:
             model.add_joint(kind, None if bp == WORLD else bp, bc, anchor_parent=anchor_parent,
-                            anchor_child=anchor_child, name=j.name, **axis, **spring,
+                            anchor_child=anchor_child, name=j.name, **axis, **coordinate,
                             rotation=matrix_quat(r0))
         except ValueError as e:
             raise source.error(j.node, str(e)) from None

@@ -148,7 +148,7 @@ def _axis_angle(u, a):
     return np.eye(3) + np.sin(a) * K + (1.0 - np.cos(a)) * K @ K
 
 
-def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
+def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore, limits=True):
     """The :class:`rtrigid.Model` of the MJCF in ``src`` (a parsed Source)."""
     r = _Reader(src, ignore)
     root = src.root
@@ -237,7 +237,7 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
     if need_geom:
         _geom_inertias(src, r, links, need_geom, order)
     model = build(src, links, joints, root, floating_base=False, merge_fixed=merge_fixed,
-                  allow_nonphysical_inertia=allow_nonphysical_inertia)
+                  allow_nonphysical_inertia=allow_nonphysical_inertia, limits=limits)
     for a in actuators:
         # MuJoCo's defaults: a position servo's kp is 1 and its kv 0, a velocity servo's kv 1
         gains = {"motor": {}, "position": {"kp": a.get("kp", 1.0), "kv": a.get("kv") or None},

@@ -165,7 +165,7 @@ def _joint(src, node, ignore):
                      np.zeros(3), axis, node, damping=damping, info=info)
 
 
-def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
+def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore, limits=True):
     """The :class:`rtrigid.Model` of the URDF in ``src`` (a parsed Source)."""
     robot = src.root
     if robot.tag != "robot":
@@ -191,6 +191,7 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore):
         dup = next(j for j in joints if j.name in seen or seen.add(j.name))
         raise src.error(dup.node, f"a second joint named {dup.name!r}")
     model = build(src, links, joints, robot, floating_base=floating_base,
-                  merge_fixed=merge_fixed, allow_nonphysical_inertia=allow_nonphysical_inertia)
+                  merge_fixed=merge_fixed, allow_nonphysical_inertia=allow_nonphysical_inertia,
+                  limits=limits)
     src.warn_ignored()
     return model
