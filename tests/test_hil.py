@@ -269,6 +269,59 @@ def test_joint_forces_and_set_state_over_the_wire_match_in_process(integrator):
         assert_joint_state_bits_equal(client.step(2), reset)
 
 
+@pytest.mark.parametrize("integrator", ["energy_momentum", "nullspace_rk4"])
+def test_a_client_drives_the_arm_with_controls_and_reads_its_imu(integrator):
+    """Protocol 2 on the ``arm`` scenario: HELLO lists its servos; controls (by name, index or
+    all at once) are held like set_control/set_controls; an IMU's readings and the arm's
+    qpos/qvel come back bit for bit as the same calls give them in process."""
+    ref = scenarios.build("arm", integrator=integrator, n_links=3)
+    ref.step(0)
+    point = (0.0, 0.0, -0.15)
+    with Server(scenarios.build("arm", integrator=integrator, n_links=3), port=0,
+                imus=["link2", ("link1", point)]).start() as server, \
+            client_for(server) as client:
+        assert client.actuator_names == ref.actuator_names == ["joint0", "joint1", "joint2"]
+        assert [(a["kind"], a["joint"], a["force_range"]) for a in client.actuators] == [
+            ("position", k, (-40.0, 40.0)) for k in range(3)]
+        assert [s["name"] for s in client.sensors] == ["imu:link2", "imu:link1@0,0,-0.15"]
+
+        def check(reply):
+            assert_joint_state_bits_equal(reply, ref)
+            for name, (body, at) in (("imu:link2", ("link2", (0, 0, 0))),
+                                     ("imu:link1@0,0,-0.15", ("link1", point))):
+                gyro, accel = ref.imu(body, at)
+                assert reply["sensors"][name].tobytes() == np.r_[gyro, accel].tobytes()
+
+        reply = client.step(20, controls={"joint1": 0.3, 0: -0.2})
+        ref.set_control("joint1", 0.3)
+        ref.set_control(0, -0.2)
+        ref.step(20)
+        check(reply)
+        check(client.state())
+        ref.step(15)   # held
+        check(client.step(15))
+        u = np.array([0.1, -0.4, 0.25])
+        ref.set_controls(u)
+        ref.set_joint_force("joint2", 0.05)
+        ref.step(10)
+        check(client.step(10, controls=u, joint_forces={"joint2": 0.05}))
+        with pytest.raises(ValueError, match="controls"):    # refused before it is sent
+            client.step(1, controls={"joint0": 0.1, "joint1": math.inf})
+        with pytest.raises(ValueError, match="controls"):
+            client.step(1, controls=[0.1, 0.2])
+        check(client.state())
+        sock = connect(server)   # and by the server, changing nothing
+        sock.sendall(packet(STEP, step_payload(1, [], controls=[(0, 0.1), (1, NAN)]), seq=3)
+                     + packet(STEP, step_payload(1, [], controls=[(3, 0.1)]), seq=4)
+                     + packet(STATE, seq=5))
+        for seq in (3, 4):
+            kind, got, payload = read_reply(sock)
+            assert (kind, got, struct.unpack_from("<H", payload)[0]) == (0xFF, seq, 7)
+        kind, _, payload = read_reply(sock)
+        assert kind == STATE | 0x80 and struct.unpack_from("<Q", payload, 8)[0] == 0
+        sock.close()
+
+
 @pytest.mark.parametrize("version", [0, 1, 3])
 def test_a_client_of_another_version_gets_an_error_it_can_read(served, version):
     """A version-1 client (or any other) gets ERROR 2 in its own version's header, whose
@@ -428,7 +481,7 @@ def test_cli_serve_limits_its_clients(tmp_path):
     (["--max-clients", "0"], "max_clients"), (["--max-clients", "many"], "--max-clients"),
     (["--idle-timeout", "-1"], "idle_timeout"), (["--partial-timeout", "nan"], "partial_timeout"),
     (["--send-timeout", "inf"], "send_timeout"), (["--time-slice", "0"], "time_slice"),
-    (["--spin", "-1"], "spin"),
+    (["--spin", "-1"], "spin"), (["--imu", "top@1,2"], "imu"),
 ])
 def test_cli_serve_refuses_bad_limits_in_one_line(args, field):
     out = subprocess.run([sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port",

@@ -1372,6 +1372,7 @@ def serve_main(args):
         "max_clients", "idle_timeout", "partial_timeout", "send_timeout", "time_slice")
         if hasattr(args, k)})
     spin = _as_spin(getattr(args, "spin", 0.0))
+    imus = [parse_imu(text) for text in getattr(args, "imu", None) or ()]
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt,
                           **dict(args.set or []))
     sim.step(0)  # load the compiled kernel before the first client waits on it
@@ -1381,7 +1382,7 @@ def serve_main(args):
         set_fifo_priority(args.rt_priority)
     unix = getattr(args, "unix", None)
     server = Server(sim, args.host, args.port, scenario=args.scenario, unix=unix, spin=spin,
-                    imus=[parse_imu(text) for text in getattr(args, "imu", None) or ()],
+                    imus=imus,
                     **limits)
     where = f"unix:{server.address}" if unix is not None else "{}:{}".format(*server.address)
     print(f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) on {where}",
