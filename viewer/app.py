@@ -178,6 +178,7 @@ class Viewer:
         self.interpolate = bool(interpolate)
         self.mouse_enabled = bool(mouse)
         self.visuals = scene.body_visuals(sim, colors)
+        self.world_visual = scene.world_visual(sim)
         self.selected = None
         self.follow = None if follow is None else sim.body_index(follow)
         self._trace_points = self._initial_traces(traces)
@@ -478,6 +479,9 @@ class Viewer:
             for v, (x, q) in zip(self.visuals, poses):
                 vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
                 r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), SHADOW)
+            if self.world_visual is not None:
+                vao = r.mesh(("world",), lambda: self.world_visual[0])
+                r.draw_flat(vao, shadow, SHADOW)
         if self.show_axes:
             length = 0.12 * self.extent
             for axis, color in enumerate(((0.85, 0.2, 0.2), (0.2, 0.7, 0.2), (0.2, 0.3, 0.9))):
@@ -488,6 +492,9 @@ class Viewer:
     def _draw_bodies(self, poses):
         """Each part of each body: in its own colour (a marking, a pin) or the body's."""
         r = self.renderer
+        if self.world_visual is not None:
+            vao = r.mesh(("world",), lambda: self.world_visual[0])
+            r.draw(vao, np.eye(4), self.world_visual[1], pattern=1.0)
         for v, (x, q) in zip(self.visuals, poses):
             model = scene.pose_matrix(x, q)
             highlight = 1.0 if v.index == self.selected else 0.0

@@ -14,7 +14,10 @@ Shape conventions (body frame, origin at the centre of mass, see ``rtrigid.model
 - cone: axis z, ``radius`` of the base, ``height``; apex at -3/4 height and base centre at
   +1/4 height, i.e. a solid cone with its centre of mass at the origin, standing on its apex
   (the gyro top pivots on the body point (0, 0, -3H/4));
-- torus: axis z, ``radius`` of the centre circle, ``tube_radius``.
+- torus: axis z, ``radius`` of the centre circle, ``tube_radius``;
+- visuals: the ``parts`` of a robot file's drawing (boxes, spheres, cylinders, capsules and
+  mesh files read by trimesh, each at its pose; a file that cannot be read is a warning and
+  a small cube).
 
 Every shape is then turned so that its z axis lies along the shape's ``axis`` and shifted by
 its ``offset``.
@@ -160,6 +163,8 @@ def shape_mesh(kind, params, offset=(0.0, 0.0, 0.0), axis=(0.0, 0.0, 1.0)):
         verts, idx = cone(params["radius"], -0.75 * h, 0.25 * h)
     elif kind == "torus":
         verts, idx = torus(params["radius"], params["tube_radius"])
+    elif kind == "visuals":
+        verts, idx = parts_mesh(params["parts"])
     else:
         raise ValueError(f"shape: no mesh for kind {kind!r}")
     rot = frame_along(axis).astype(np.float32)
@@ -177,27 +182,6 @@ def arrow_shaft():
 def arrow_head():
     """Unit head: base radius 1 at z = 0, apex at z = 1."""
     return cone(1.0, 1.0, 0.0, 16)
-
-
-def grid_lines(half_size, spacing, z, color, major_color, major_every=5, pieces=12):
-    """Line-list vertices ``(n, 7)``: position and RGBA, for a square grid in the plane z.
-
-    Each line is cut into ``pieces`` so that its opacity can fall off with the distance
-    from the centre: the grid fades out instead of ending at a hard edge and aliasing in
-    the distance.
-    """
-    n = int(round(half_size / spacing))
-    s = np.linspace(-half_size, half_size, pieces + 1)
-    rows = []
-    for i in range(-n, n + 1):
-        c = np.array(major_color if i % major_every == 0 else color, dtype=np.float64)
-        t = i * spacing
-        for a, b in zip(s[:-1], s[1:]):
-            for p, q in (((t, a), (t, b)), ((a, t), (b, t))):
-                for x, y in (p, q):
-                    fade = max(0.0, 1.0 - np.hypot(x, y) / half_size) ** 0.7
-                    rows.append((x, y, z, c[0], c[1], c[2], c[3] * fade))
-    return np.array(rows, np.float32)
 
 
 def checker_floor(centre_xy, half_size, spacing, z, light, dark):
@@ -222,3 +206,63 @@ def checker_floor(centre_xy, half_size, spacing, z, light, dark):
         rows[:, k, 3:] = colour
         rows[:, k, 6] *= np.clip(1.0 - r / half_size, 0.0, 1.0) ** 0.7
     return rows.reshape(-1, 7).astype(np.float32)
+
+
+def _flat(vertices, faces):
+    """Per-face normals: every triangle gets its own three vertices (sharp, as CAD meshes)."""
+    v = np.asarray(vertices, dtype=np.float64)[np.asarray(faces, dtype=np.int64)]  # (m, 3, 3)
+    n = np.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0])
+    length = np.linalg.norm(n, axis=1, keepdims=True)
+    n = np.where(length > 0, n / np.where(length > 0, length, 1.0), 0.0)
+    rows = np.concatenate([v, np.repeat(n[:, None, :], 3, axis=1)], axis=2).reshape(-1, 6)
+    return rows.astype(np.float32), np.arange(len(rows), dtype=np.uint32).reshape(-1, 3)
+
+
+PLACEHOLDER_HALF = 0.03  # half edge of the cube drawn for a mesh file that cannot be read
+
+
+def mesh_file(path, scale):
+    """A mesh file (STL, OBJ, DAE, ... read by trimesh) as a flat-shaded mesh, or None and a
+    warning if it cannot be read."""
+    import warnings
+
+    try:
+        import trimesh
+
+        mesh = trimesh.load(path, force="mesh")
+        vertices, faces = np.asarray(mesh.vertices), np.asarray(mesh.faces)
+        if len(faces) == 0:
+            raise ValueError("no triangles")
+    except ImportError:
+        warnings.warn(f"{path}: drawing meshes needs trimesh (pip install trimesh); drawing a "
+                      "placeholder", stacklevel=3)
+        return None
+    except Exception as e:  # trimesh raises many kinds; any of them means: no mesh here
+        warnings.warn(f"{path}: cannot read the mesh ({e}); drawing a placeholder",
+                      stacklevel=3)
+        return None
+    return _flat(vertices * np.asarray(scale, dtype=np.float64), faces)
+
+
+def parts_mesh(parts):
+    """One mesh of the parts of a ``visuals`` shape (see :data:`rtrigid.model.PART_TYPES`),
+    each placed at its ``pos``/``quat`` in the body frame."""
+    from rtrigid.maths import quat
+
+    verts, idx, n = [], [], 0
+    for part in parts:
+        kind = part["type"]
+        if kind == "mesh":
+            mesh = None if part.get("missing") else mesh_file(part["file"], part["scale"])
+            if mesh is None:
+                mesh = box((PLACEHOLDER_HALF,) * 3)
+        else:
+            mesh = shape_mesh(kind, part)
+        v = mesh[0].astype(np.float64)
+        R = quat.rotmat(np.asarray(part["quat"], dtype=np.float64), np.empty((3, 3)))
+        v[:, :3] = v[:, :3] @ R.T + part["pos"]
+        v[:, 3:] = v[:, 3:] @ R.T
+        verts.append(v.astype(np.float32))
+        idx.append(mesh[1] + n)
+        n += len(v)
+    return np.concatenate(verts), np.concatenate(idx).astype(np.uint32)

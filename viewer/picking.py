@@ -125,9 +125,12 @@ def ray_part(part, o, d):
 ANALYTIC = ("box", "sphere", "cylinder", "capsule", "cone")
 
 
-def ray_shape(kind, params, offset, o, d):
-    """First hit of the ray with a body shape; ``o``, ``d`` in the body frame."""
+def ray_shape(kind, params, offset, o, d, mesh=None):
+    """First hit of the ray with a body shape; ``o``, ``d`` in the body frame.  A robot
+    file's ``visuals`` are hit through their drawn ``mesh``."""
     o = o - np.asarray(offset)
+    if kind == "visuals":
+        return ray_mesh(*mesh, o, d)
     if kind == "box":
         return ray_box(o, d, params["half_extents"])
     if kind == "sphere":

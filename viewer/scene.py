@@ -24,6 +24,7 @@ PALETTE = [
 JOINT_COLOR = (0.18, 0.18, 0.22)
 JOINT_AXIS_COLOR = (0.95, 0.80, 0.20)
 LINK_COLOR = (0.2, 0.2, 0.25, 0.8)
+MASSLESS_RADIUS = 0.01  # the dot drawn for a massless body (robot files' multi-joint bodies)
 
 
 @dataclass
@@ -72,8 +73,11 @@ class BodyVisual:
         return v[np.argmax(v @ direction_body)]
 
 
-def part_thickness(kind, params):
+def part_thickness(kind, params, mesh):
     """The smallest extent of a shape: what decides whether it can be seen and picked."""
+    if kind == "visuals":
+        v = mesh[0][:, :3]
+        return float(np.min(v.max(axis=0) - v.min(axis=0)))
     if kind == "box":
         return 2.0 * float(np.min(params["half_extents"]))
     if kind == "torus":
@@ -108,7 +112,10 @@ def body_visuals(sim, colors=None):
     for i, body in enumerate(sim.model.bodies[:sim.nb]):
         shapes = body.shape
         if shapes is None:
-            kind, params = default_shape(sim.body_mass[i], sim.body_inertia[i])
+            if sim.body_mass[i] == 0.0:  # a link between two joints
+                kind, params = "sphere", {"radius": MASSLESS_RADIUS}
+            else:
+                kind, params = default_shape(sim.body_mass[i], sim.body_inertia[i])
             parts = [Part(kind, params, np.zeros(3), np.array([0.0, 0.0, 1.0]), None,
                           meshes.shape_mesh(kind, params))]
         else:
@@ -121,10 +128,25 @@ def body_visuals(sim, colors=None):
                                   meshes.shape_mesh(shape.kind, shape.params, offset, axis)))
         mesh = merge([p.mesh for p in parts])
         radius = float(np.max(np.linalg.norm(mesh[0][:, :3], axis=1)))
-        thickness = min(part_thickness(p.kind, p.params) for p in parts)
-        color = tuple(float(c) for c in colors.get(i, PALETTE[i % len(PALETTE)]))
+        thickness = min(part_thickness(p.kind, p.params, p.mesh) for p in parts)
+        color = PALETTE[i % len(PALETTE)]
+        for p in parts:
+            if p.kind == "visuals":  # the file's colour, where it gives one
+                color = next((c["color"][:3] for c in p.params["parts"]
+                              if c["color"] is not None), color)
+        color = tuple(float(c) for c in colors.get(i, color))
         out.append(BodyVisual(i, sim.names[i], parts, color, mesh, radius, thickness))
     return out
+
+
+def world_visual(sim):
+    """(mesh, colour) of what a robot file draws on links welded to the world, or None."""
+    shape = getattr(sim.model, "world_shape", None)
+    if shape is None:
+        return None
+    color = next((p["color"][:3] for p in shape.params["parts"] if p["color"] is not None),
+                 PALETTE[-1])
+    return meshes.shape_mesh(shape.kind, shape.params), tuple(float(c) for c in color)
 
 
 def rotation(q):

@@ -101,6 +101,7 @@ def _run(n, dt, F, I, stages, mids):
     for i in range(6 * nb, 6 * nb + nv):
         forces = forces or A[i] != 0.0
     pred = jx[9]
+    act, ctrl, awork = em.actuator_views(F, I)
     change = work[o:o + nv]
     rates = work[o + nv:o + 2 * nv]
     max_iter = int(solver[SOLVER_MAX_ITER])
@@ -129,7 +130,8 @@ def _run(n, dt, F, I, stages, mids):
                     for j in range(nv):
                         rates[j] = nu[j] + (mids[k] - mids[k - 1]) * change[j]
                 ok = em.solve_step(stages[k] * hm, max_iter, gravity, tf, ti, pf, pi, A, forces,
-                                   Qg, nu, x, q, v, w, L, scr, emw, jx, rates, stats)
+                                   Qg, nu, x, q, v, w, L, scr, emw, jx, rates, stats, act,
+                                   ctrl, awork)
                 if not ok:
                     break
             ok = ok and all_finite(S)

@@ -69,7 +69,10 @@ T_R0 = 28      # relative rotation at zero joint coordinates (4)
 T_K = 32       # joint spring stiffness (revolute, prismatic)
 T_REST = 33    # its rest coordinate
 T_DAMP = 34    # joint damper coefficient
-T_WIDTH = 35
+T_LO = 35      # joint limits of a revolute or prismatic coordinate (-inf, +inf: none)
+T_HI = 36
+T_BOUNCE = 37  # the limits' restitution
+T_WIDTH = 38
 
 # per-body int row
 I_ORDER = 0    # the body visited at this position of the topological order
@@ -86,7 +89,21 @@ P_K = 6
 P_REST = 7
 P_WIDTH = 8
 
-HEADER = 4     # ints: nb, ns, nq, nv
+# actuators (Model.add_actuator), one float row each
+ACT_KIND = 0   # MOTOR, POSITION or VELOCITY
+ACT_Q = 1      # its joint's coordinate offset in Qg
+ACT_V = 2      # and rate offset in nu
+ACT_GEAR = 3
+ACT_KP = 4
+ACT_KV = 5
+ACT_LO = 6     # force_range (-inf, inf when none)
+ACT_HI = 7
+ACT_BODY = 8   # the child body of its joint
+ACT_WIDTH = 9
+MOTOR, POSITION, VELOCITY = 0, 1, 2
+ACTUATOR_KINDS = {"motor": MOTOR, "position": POSITION, "velocity": VELOCITY}
+
+HEADER = 5     # ints: nb, ns, nq, nv, na
 
 # rows of a body's joint geometry (motion_columns): up to six column directions, then
 ROW_D = 6      # its joint point minus its parent's joint point
@@ -772,6 +789,33 @@ def joint_forces(tf, ti, Qg, nu, held, tau):
             tau[ov] += -tf[b, T_K] * (Qg[o] - tf[b, T_REST]) - tf[b, T_DAMP] * nu[ov]
 
 
+@jit_inline
+def actuator_force(act, a, ctrl, c, cdot):
+    """Actuator a's force (before the gear) at joint coordinate c and rate cdot, MuJoCo's
+    rule: motor u, position kp (u - g c) - kv g cdot, velocity kv (u - g cdot), clipped to
+    force_range.  The joint receives g times it."""
+    kind = act[a, ACT_KIND]
+    g = act[a, ACT_GEAR]
+    if kind == MOTOR:
+        f = ctrl[a]
+    elif kind == POSITION:
+        f = act[a, ACT_KP] * (ctrl[a] - g * c) - act[a, ACT_KV] * g * cdot
+    else:
+        f = act[a, ACT_KV] * (ctrl[a] - g * cdot)
+    return min(max(f, act[a, ACT_LO]), act[a, ACT_HI])
+
+
+@jit
+def actuator_loads(act, ctrl, Qg, nu, tau, work, weight):
+    """tau += every actuator's generalized force at (Qg, nu); work[a] += weight times its
+    power."""
+    for a in range(act.shape[0]):
+        o, ov = int(act[a, ACT_Q]), int(act[a, ACT_V])
+        gf = act[a, ACT_GEAR] * actuator_force(act, a, ctrl, Qg[o], nu[ov])
+        tau[ov] += gf
+        work[a] += weight * gf * nu[ov]
+
+
 @jit
 def bias_forces(tf, ti, R, G, V, fext, pA):
     """pA <- (omega x I_J omega, m omega x (omega x c)) - f_ext per body, about the joint point.
@@ -804,24 +848,28 @@ def work_layout(nb, nq, nv):
             ("cb", (nb, 6)), ("IA", (nb, 6, 6)), ("U", (nb, 6, 6)), ("Dinv", (nb, 6, 6)),
             ("W", (nb, 6, 6)), ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
             ("tau", (nv,)), ("Q0", (nq,)), ("nu0", (nv,)), ("kQ", (2, nq)), ("knu", (2, nv)),
-            ("Qs", (nq,)), ("nus", (nv,)), ("nudot", (nv,)))
+            ("Qs", (nq,)), ("nus", (nv,)), ("nudot", (nv,)),
+            ("Lc", (nb, nv)), ("La", (nb, nb)), ("Lv", (4, nb)), ("Ld", (nv,)))
 
 
 # -- the kernel buffers -------------------------------------------------------------------------
-#   I = [nb, ns, nq, nv | ti (nb x I_WIDTH) | pi (ns x 2) | stats]
-#   F = [gravity (3) | tf (nb x T_WIDTH) | pf (ns x P_WIDTH) | S | S_prev | A (6 nb + nv)
-#        | solver (2) | work]
-#   A = [f_app (3 nb) | t_app (3 nb) | held joint forces (nv, on the rates nu, in nu's order)]
-#   S = [Qg (nq) | nu (nv) | x (3 nb) | q (4 nb) | v (3 nb) | w (3 nb) | L (3 nb)]
+#   I = [nb, ns, nq, nv, na | ti (nb x I_WIDTH) | pi (ns x 2) | stats]
+#   F = [gravity (3) | tf (nb x T_WIDTH) | pf (ns x P_WIDTH) | act (na x ACT_WIDTH) | S
+#        | S_prev | A (6 nb + nv + na) | solver (2) | work]
+#   A = [f_app (3 nb) | t_app (3 nb) | held joint forces (nv, on the rates nu, in nu's order)
+#        | actuator controls (na)]
+#   S = [Qg (nq) | nu (nv) | x (3 nb) | q (4 nb) | v (3 nb) | w (3 nb) | L (3 nb)
+#        | actuator work (na, cumulative: part of the state, so a failed step rolls it back)]
 # x, q, v, w, L are the bodies' maximal coordinates, written from (Qg, nu) by the explicit
 # scheme; the energy-momentum scheme advances (Qg, v, L) and writes nu as the rates that best
 # fit its velocities (see backends/tree/energy_momentum).
 
 @jit
-def applied_size(nb, nv):
+def applied_size(nb, nv, na):
     """Length of the applied-load section A: world force and torque per body, then the joint
-    forces held on the rates (:meth:`Simulation.set_joint_force`)."""
-    return 6 * nb + nv
+    forces held on the rates (:meth:`Simulation.set_joint_force`), then the actuators'
+    controls."""
+    return 6 * nb + nv + na
 
 
 @jit
@@ -832,20 +880,20 @@ def applied_views(A, nb, nv):
 
 
 @jit
-def state_size(nb, nq, nv):
-    return nq + nv + 16 * nb
+def state_size(nb, nq, nv, na):
+    return nq + nv + 16 * nb + na
 
 
 @jit
-def model_sizes(nb, ns):
+def model_sizes(nb, ns, na):
     """(float model length, int model length)."""
-    return 3 + T_WIDTH * nb + P_WIDTH * ns, HEADER + I_WIDTH * nb + 2 * ns
+    return 3 + T_WIDTH * nb + P_WIDTH * ns + ACT_WIDTH * na, HEADER + I_WIDTH * nb + 2 * ns
 
 
 @jit
 def base_work_size(nb, nq, nv):
     """Length of the scratch of :func:`work_layout` (its sum; a test checks the two agree)."""
-    return (186 + 3 * JOINT_ROWS) * nb + 36 + 4 * nq + 6 * nv
+    return (186 + 3 * JOINT_ROWS) * nb + 36 + 4 * nq + 6 * nv + nb * (nv + nb + 4) + nv
 
 
 def work_size(nb, nq, nv):
@@ -865,16 +913,29 @@ def state_views(S, nb, nq, nv):
 def open_buffers(F, I):
     """Views of the two kernel buffers: (gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats,
     work, sizes) with sizes = (nb, ns, nq, nv)."""
-    nb, ns, nq, nv = I[0], I[1], I[2], I[3]
-    nf_model, ni_model = model_sizes(nb, ns)
+    nb, ns, nq, nv, na = I[0], I[1], I[2], I[3], I[4]
+    nf_model, ni_model = model_sizes(nb, ns, na)
     S, S_prev, A, solver, stats, work = sections(F, I, nf_model, ni_model,
-                                                 state_size(nb, nq, nv), applied_size(nb, nv))
+                                                 state_size(nb, nq, nv, na),
+                                                 applied_size(nb, nv, na))
     gravity = F[0:3]
     tf = F[3:3 + T_WIDTH * nb].reshape((nb, T_WIDTH))
-    pf = F[3 + T_WIDTH * nb:nf_model].reshape((ns, P_WIDTH))
+    pf = F[3 + T_WIDTH * nb:3 + T_WIDTH * nb + P_WIDTH * ns].reshape((ns, P_WIDTH))
     ti = I[HEADER:HEADER + I_WIDTH * nb].reshape((nb, I_WIDTH))
     pi = I[HEADER + I_WIDTH * nb:ni_model].reshape((ns, 2))
     return gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, (nb, ns, nq, nv)
+
+
+@jit
+def actuator_views(F, I):
+    """(act (na, ACT_WIDTH) table, controls (na,) in A, cumulative work (na,) in S)."""
+    nb, ns, nq, nv, na = I[0], I[1], I[2], I[3], I[4]
+    nf_model, ni_model = model_sizes(nb, ns, na)
+    n_state = state_size(nb, nq, nv, na)
+    S, S_prev, A, solver, stats, work = sections(F, I, nf_model, ni_model, n_state,
+                                                 applied_size(nb, nv, na))
+    act = F[nf_model - ACT_WIDTH * na:nf_model].reshape((na, ACT_WIDTH))
+    return act, A[6 * nb + nv:6 * nb + nv + na], S[n_state - na:n_state]
 
 
 @jit
@@ -922,8 +983,18 @@ def carve(work, nb, nq, nv):
     nus = work[o:o + nv]
     o += nv
     nudot = work[o:o + nv]
+    o += nv
+    # joint limits (see .limits): impulse columns, their k x k matrix, per active joint
+    # (rate index, away sign, target rate, aux), the rate jump
+    Lc = work[o:o + nb * nv].reshape((nb, nv))
+    o += nb * nv
+    La = work[o:o + nb * nb].reshape((nb, nb))
+    o += nb * nb
+    Lv = work[o:o + 4 * nb].reshape((4, nb))
+    o += 4 * nb
+    Ld = work[o:o + nv]
     return (R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
-            nudot)
+            nudot, Lc, La, Lv, Ld)
 
 
 @jit
@@ -987,6 +1058,8 @@ class Tree:
             row[T_E1C:T_E1C + 3], row[T_E2C:T_E2C + 3] = g.e1_child, g.e2_child
             row[T_R0:T_R0 + 4] = g.r0
             row[T_K], row[T_REST], row[T_DAMP] = j.stiffness, j.rest, j.damping
+            row[T_LO], row[T_HI] = j.limits
+            row[T_BOUNCE] = j.limit_restitution
             self.ti[i, I_ORDER] = b
             self.ti[b, I_PARENT] = j.parent
             self.ti[b, I_KIND] = code
@@ -1001,8 +1074,13 @@ class Tree:
             o = self.ti[b, I_QOFF]
             if code == FREE6:
                 self.Q0[o + 3] = 1.0
+                pose0 = model.bodies[b].pose0
+                if pose0 is not None:
+                    self.Q0[o:o + 3], self.Q0[o + 3:o + 7] = pose0
             elif code == SPHERICAL:
                 self.Q0[o] = 1.0
+            elif code in (REVOLUTE, PRISMATIC):  # zero, or the nearer limit (see add_joint)
+                self.Q0[o] = min(max(0.0, self.tf[b, T_LO]), self.tf[b, T_HI])
         ns = len(model.springs)
         self.pf = np.zeros((ns, P_WIDTH))
         self.pi = np.zeros((ns, 2), np.int64)
@@ -1013,11 +1091,21 @@ class Tree:
             self.pf[s, P_K], self.pf[s, P_REST] = sp.stiffness, sp.rest_length
         self.gravity = model.gravity.copy()
         self.ns = ns
+        self.na = len(model.actuators)
+        self.act = np.zeros((self.na, ACT_WIDTH))
+        for a, ac in enumerate(model.actuators):
+            b = model.joints[ac.joint].child
+            row = self.act[a]
+            row[ACT_KIND] = ACTUATOR_KINDS[ac.kind]
+            row[ACT_Q], row[ACT_V] = self.ti[b, I_QOFF], self.ti[b, I_VOFF]
+            row[ACT_GEAR], row[ACT_KP], row[ACT_KV] = ac.gear, ac.kp, ac.kv
+            row[ACT_LO], row[ACT_HI] = ac.force_range
+            row[ACT_BODY] = b
 
     def model_arrays(self):
         """(float model part, int model part) of the kernel buffers."""
-        mf = np.concatenate([self.gravity, self.tf.ravel(), self.pf.ravel()])
-        mi = np.concatenate([np.array([self.nb, self.ns, self.nq, self.nv], np.int64),
+        mf = np.concatenate([self.gravity, self.tf.ravel(), self.pf.ravel(), self.act.ravel()])
+        mi = np.concatenate([np.array([self.nb, self.ns, self.nq, self.nv, self.na], np.int64),
                              self.ti.ravel(), self.pi.ravel()])
         return mf, mi
 
