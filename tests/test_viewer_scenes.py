@@ -20,7 +20,8 @@ def demo_viewer(require):
 
     def make(name):
         d = demos.DEMOS[name]
-        v = Viewer(d.build(), W, H, headless=True, **{**d.viewer, "hud": False})
+        sim = d.build()
+        v = Viewer(sim, W, H, headless=True, **{**d.viewer_options(sim), "hud": False})
         opened.append(v)
         return v
 

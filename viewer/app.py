@@ -11,6 +11,20 @@ stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``apply_
 ``snapshot``/``restore``.  Its perturbations are impulses, applied once; it never clears
 forces the user applied, and a reset keeps them.
 
+A *controller* drives the model: ``Viewer(sim, controller=c)`` calls ``c(sim)`` before every
+physics step (then the viewer steps one step at a time; without one it calls ``advance``).
+It sets the inputs through the simulation's public API (``set_controls``, ``apply_force``,
+...) and should keep what it needs between steps there too (e.g. the servo targets in
+``sim.controls()``), so a reset or the run-ahead that places the camera puts it back.
+Optional attributes the viewer uses (see ``demos.controllers``):
+
+- ``on_key(name) -> bool``: a key press, by pyglet's key name ("LEFT", "PAGEUP", "Q"); True
+  if the controller used it (it is then not the viewer's);
+- ``key_help``: a line for the key help;
+- ``hud_lines(sim) -> list of str``: the control inputs, for the HUD;
+- ``target``: a world point (3,) drawn as a marker that the mouse drags, and
+  ``move_target(point)``, called with the new point while it is dragged.
+
 If your program owns the loop, call ``poll()`` (window events), step the simulation your way,
 and ``render()`` each frame.
 """
@@ -32,6 +46,7 @@ DEFAULT_KEYS = {
     "hud": "H", "follow": "F", "traces": "T", "omega": "W", "momentum": "L", "kick": "K",
     "spin": "U", "select_next": "TAB", "axes": "A", "camera_home": "HOME", "quit": "ESCAPE",
 }
+TARGET_COLOR = (0.9, 0.15, 0.2)
 KEY_HELP = ("space pause   . step   -/= speed   r reset   h hud   f follow   t traces\n"
             "w omega   l momentum   k kick   u spin up   tab select   drag a body: impulse")
 SPEEDS = (1 / 64, 8.0)
@@ -154,6 +169,11 @@ class Viewer:
         Frame rate cap of :meth:`run`.
     axes : bool
         Draw small world axes at the origin (x red, y green, z blue); key A toggles them.
+    controller : callable, optional
+        ``controller(sim)`` before every physics step (see the module docstring for the
+        optional keys, HUD lines and draggable target it may have).
+    floor : None or float
+        Height of the floor; None places it from the motion (none without gravity).
     """
 
     _open = None
@@ -161,11 +181,16 @@ class Viewer:
     def __init__(self, sim, width=960, height=600, *, headless=False, title=None, keys=True,
                  mouse=True, speed=1.0, paused=False, hud=True, traces=None, show_omega=False,
                  show_momentum=False, follow=None, colors=None, impulse_gain=4.0,
-                 interpolate=True, max_fps=60.0, axes=False):
+                 interpolate=True, max_fps=60.0, axes=False, controller=None, floor=None):
         for name, value in (("width", width), ("height", height)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 16:
                 raise ValueError(f"{name}: expected an integer >= 16, got {value!r}")
         self.sim = sim
+        if controller is not None and not callable(controller):
+            raise ValueError(f"controller: expected a callable controller(sim), got {controller!r}")
+        self.controller = controller
+        self._accumulator = 0.0  # wall time not yet stepped, when a controller steps
+        self.floor = None if floor is None else self._check_number(floor, "floor")
         self.speed = self._check_speed(speed)
         self.impulse_gain = self._check_positive(impulse_gain, "impulse_gain")
         self.max_fps = self._check_positive(max_fps, "max_fps")
@@ -233,6 +258,16 @@ class Viewer:
         self.camera.resize(*self.window.get_size())
         self.renderer = Renderer(self.ctx, self.window.get_framebuffer_size())
         self.hud = Hud(self.pyglet, self.window.get_framebuffer_size())
+
+    @staticmethod
+    def _check_number(value, name):
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: expected a number, got {value!r}") from None
+        if not math.isfinite(v):
+            raise ValueError(f"{name}: must be finite, got {value!r}")
+        return v
 
     @staticmethod
     def _check_positive(value, name):
@@ -308,7 +343,9 @@ class Viewer:
         self.extent = extent
         self.motion_box = (lo, hi)
         anchors = [float(j["anchor"][2]) for j in sim.joints() if j["parent"] == -1]
-        if not np.any(sim.gravity):
+        if self.floor is not None:
+            self.ground_z = self.floor
+        elif not np.any(sim.gravity):
             self.ground_z = None
         elif anchors and lo[2] >= min(anchors) - 1e-6 * extent:
             self.ground_z = min(anchors)
@@ -345,7 +382,7 @@ class Viewer:
         out = []
         try:
             for _ in range(steps // chunk):
-                sim.step(chunk)
+                self._step(chunk)
                 out.append(self._surface_points(per_body=60))
         except (ValueError, FloatingPointError):
             pass  # a run that fails ahead is framed as far as it got
@@ -370,7 +407,10 @@ class Viewer:
             return 0
         t0 = self.sim.t
         start = time.perf_counter()
-        n = self.sim.advance(elapsed * self.speed)
+        if self.controller is None:
+            n = self.sim.advance(elapsed * self.speed)
+        else:
+            n = self._advance_controlled(elapsed * self.speed)
         cost = time.perf_counter() - start
         self.timer.advanced(elapsed, self.sim.t - t0, n, cost)
         if n:
@@ -386,10 +426,32 @@ class Viewer:
             if len(path) > self.trace_length:
                 del path[: len(path) - self.trace_length]
 
+    def _step(self, n):
+        """``n`` physics steps, the controller called before each."""
+        if self.controller is None:
+            self.sim.step(n)
+            return
+        for _ in range(n):
+            self.controller(self.sim)
+            self.sim.step(1)
+
+    def _advance_controlled(self, elapsed):
+        """``sim.advance`` one step at a time, for the controller: whole steps of the
+        accumulated time, at most ``sim.max_steps_per_advance`` (the rest is dropped)."""
+        sim = self.sim
+        self._accumulator += elapsed
+        n = int(math.floor(self._accumulator / sim.dt + 1e-9))
+        if n > sim.max_steps_per_advance:
+            self._accumulator -= (n - sim.max_steps_per_advance) * sim.dt
+            n = sim.max_steps_per_advance
+        self._accumulator = max(self._accumulator - n * sim.dt, 0.0)
+        self._step(n)
+        return n
+
     def step_once(self):
         """One fixed step (the single-step key); pauses the real-time loop."""
         self.paused = True
-        self.sim.step(1)
+        self._step(1)
         self._after_steps()
 
     def reset(self):
@@ -414,6 +476,8 @@ class Viewer:
     def poses(self):
         """(x, q) of every body as the frame shows it (interpolated unless paused)."""
         alpha = None if (self.interpolate and not self.paused) else 1.0
+        if alpha is None and self.controller is not None:
+            alpha = min(self._accumulator / self.sim.dt, 1.0)
         return [self.sim.interpolated_pose(b, alpha) for b in range(self.sim.nb)]
 
     # -- drawing -------------------------------------------------------------------------------
@@ -439,11 +503,24 @@ class Viewer:
         self._draw_arrows(poses)
         self._draw_loads(poses)
         self._draw_traces()
+        self._draw_target()
         if self._drag is not None:
             start, end = self._drag_ends()
             self._arrow(start, end, 0.04 * self.visuals[self._drag["body"]].radius, DRAG_COLOR)
         if self.show_hud:
             self._draw_hud(fresh_text)
+
+    def _draw_target(self):
+        """The controller's draggable target: a red ball, drawn over the bodies."""
+        target = getattr(self.controller, "target", None)
+        if target is not None:
+            size = self._target_radius()
+            self.renderer.draw(self._unit("sphere"),
+                               scene.placed(np.asarray(target, float), np.eye(3), (size,) * 3),
+                               TARGET_COLOR, on_top=True)
+
+    def _target_radius(self):
+        return 0.025 * self.extent
 
     def _unit(self, name):
         return self.renderer.mesh(name, UNIT_MESHES[name])
@@ -610,7 +687,10 @@ class Viewer:
         if mon.loads_applied:
             lines.append("applied loads act: energy and momentum are not conserved")
         else:
-            drift = f"energy drift {fmt_drift(mon.energy_drift)} (max {fmt_drift(mon.max_energy_drift)})"
+            drift = (f"{mon.energy_label} {mon.energy:.6g} J: drift {fmt_drift(mon.energy_drift)} "
+                     f"(max {fmt_drift(mon.max_energy_drift)})")
+            if mon.damped:
+                drift += "   (joint dampers take energy out)"
             if mon.conserved:
                 drift += (f"   {mon.label} drift {fmt_drift(mon.momentum_drift)} "
                           f"(max {fmt_drift(mon.max_momentum_drift)})")
@@ -625,12 +705,17 @@ class Viewer:
             (self.show_momentum, "magenta arrow: angular momentum L about the pivot or centre "
                                  "of mass (length ∝ N·m·s)"),
             (any(np.any(self.sim.applied(b)[0]) for b in range(self.sim.nb)),
-             "green arrow: force you applied"),
+             "green arrow: applied force"),
             (self.show_traces and bool(self._traces), "blue line: the path of the traced point"))
             if show]
         lines += legend
+        if self.controller is not None and hasattr(self.controller, "hud_lines"):
+            lines += list(self.controller.hud_lines(sim))
         roomy = self.renderer.size[0] >= 900
-        self.hud.set_text(lines, KEY_HELP if self._keys and roomy else "", force=fresh_text)
+        help_text = KEY_HELP
+        if getattr(self.controller, "key_help", None):
+            help_text = self.controller.key_help + "\n" + help_text
+        self.hud.set_text(lines, help_text if self._keys and roomy else "", force=fresh_text)
         self.hud.draw(self.renderer, mon.energy_history, mon.momentum_history)
 
     # -- pixels --------------------------------------------------------------------------------
@@ -710,13 +795,7 @@ class Viewer:
         d = self._drag
         x, q = self.sim.pose(d["body"])
         start = x + scene.rotation(q) @ d["point_body"]
-        origin, direction = self.camera.ray(*d["cursor"])
-        normal = self.camera.forward()
-        denom = direction @ normal
-        if abs(denom) < 1e-12:
-            return start, start
-        end = origin + ((start - origin) @ normal / denom) * direction
-        return start, end
+        return start, self.camera.under_cursor(*d["cursor"], start)
 
     def _end_drag(self):
         start, end = self._drag_ends()
@@ -768,6 +847,24 @@ class Viewer:
         self.sim.apply_impulse(b, -j, x - arm)
         self.monitor.rebaseline()
 
+    def _on_target(self, px, py):
+        """Whether window pixel (px, py) is on the controller's target marker."""
+        target = getattr(self.controller, "target", None)
+        if target is None:
+            return False
+        target = np.asarray(target, dtype=np.float64)
+        centre = np.asarray(self.project(target))
+        rim = np.asarray(self.project(target + self._target_radius() * self.camera.up()))
+        reach = np.linalg.norm(rim - centre) + PICK_TOLERANCE
+        return bool(np.linalg.norm(centre - (px, py)) <= reach)
+
+    def move_target(self, px, py):
+        """Move the controller's target to under window pixel (px, py), in the plane through
+        it facing the camera; returns the new world point."""
+        point = self.camera.under_cursor(px, py, self.controller.target)
+        self.controller.move_target(point)
+        return point
+
     def _target(self, body):
         if body is not None:
             return self.sim.body_index(body)
@@ -775,6 +872,9 @@ class Viewer:
 
     # -- window events -------------------------------------------------------------------------
     def on_key_press(self, symbol, modifiers):
+        if self._keys and hasattr(self.controller, "on_key"):
+            if self.controller.on_key(self.pyglet.window.key.symbol_string(symbol)):
+                return self.pyglet.event.EVENT_HANDLED
         action = self._keys.get(symbol)
         if action is None:
             return self.pyglet.event.EVENT_HANDLED  # unbound keys do nothing (no ESC close)
@@ -820,7 +920,9 @@ class Viewer:
             return
         mouse = self.pyglet.window.mouse
         shift = modifiers & self.pyglet.window.key.MOD_SHIFT
-        if button == mouse.LEFT and not shift and self._begin_drag(x, y):
+        if button == mouse.LEFT and not shift and self._on_target(x, y):
+            self._mode = "target"
+        elif button == mouse.LEFT and not shift and self._begin_drag(x, y):
             self._mode = "drag"
         elif button == mouse.LEFT and not shift:
             self._mode = "orbit"
@@ -830,6 +932,8 @@ class Viewer:
     def on_mouse_drag(self, x, y, dx, dy, buttons, modifiers):
         if self._mode == "drag" and self._drag is not None:
             self._drag["cursor"] = (x, y)
+        elif self._mode == "target":
+            self.move_target(x, y)
         elif self._mode == "orbit":
             self.camera.orbit(dx, dy)
         elif self._mode == "pan":

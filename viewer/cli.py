@@ -27,7 +27,8 @@ def report(v, frames, wall):
         ("steps", sim.steps_taken),
         ("frames", frames),
         ("frames per second (wall)", f"{frames / wall:.1f}" if wall > 0 else "-"),
-        ("max rel. energy drift", f"{mon.max_energy_drift:.3e}"),
+        ("max rel. drift of energy - actuator work" if mon.actuated else "max rel. energy drift",
+         f"{mon.max_energy_drift:.3e}"),
     ]
     if mon.conserved:
         rows.append((f"max rel. drift of {mon.label}", f"{mon.max_momentum_drift:.3e}"))

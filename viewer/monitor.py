@@ -5,7 +5,9 @@ each conserved momentum component (``scenarios.info(sim)["conserved"]``, pairs l
 against the norm of its vector at the baseline.  The baseline is taken when the viewer opens
 and again after anything that legitimately changes energy or momentum: an impulse from the
 viewer, a reset.  While forces applied by the user act, nothing is conserved, and the
-monitor says so instead of reporting a drift.
+monitor says so instead of reporting a drift.  A model with actuators is watched by its
+energy balance, energy minus the work the actuators did (``sim.actuator_work()``), which an
+ideal actuator keeps constant under ``energy_momentum`` (joint dampers take energy out).
 """
 from __future__ import annotations
 
@@ -35,18 +37,28 @@ class Conservation:
         self.sim = sim
         self.conserved = list(scenarios.info(sim).get("conserved", []))
         self.label = conserved_label(self.conserved)
+        self.actuated = sim.na > 0
+        self.energy_label = "energy - actuator work" if self.actuated else "energy"
+        self.damped = any(getattr(j, "damping", 0.0) for j in getattr(sim.model, "joints", ()))
         self.energy_history = collections.deque(maxlen=history)
         self.momentum_history = collections.deque(maxlen=history)
         self.rebaseline()
 
+    def balance(self):
+        """What should stay constant: the energy, less the actuators' work if there are any (J)."""
+        if self.actuated:
+            return self.sim.energy() - float(self.sim.actuator_work().sum())
+        return self.sim.energy()
+
     def rebaseline(self):
         sim = self.sim
-        self.e0 = sim.energy()
+        self.e0 = self.balance()
         self.e_scale = max(abs(self.e0), sim.kinetic_energy(), 1e-300)
         linear, angular = sim.momentum()
         self.c0 = _components(sim, self.conserved)
         self.c_scale = np.array([max(np.linalg.norm(linear if k == "linear" else angular),
                                      1e-300) for k, _ in self.conserved])
+        self.energy = self.e0
         self.energy_drift = 0.0
         self.momentum_drift = 0.0 if self.conserved else None
         self.max_energy_drift = 0.0
@@ -64,7 +76,8 @@ class Conservation:
         """Measure the drifts now and record them."""
         sim = self.sim
         self.loads_applied = self._loads_applied()
-        self.energy_drift = abs(sim.energy() - self.e0) / self.e_scale
+        self.energy = self.balance()
+        self.energy_drift = abs(self.energy - self.e0) / self.e_scale
         self.max_energy_drift = max(self.max_energy_drift, self.energy_drift)
         self.energy_history.append(self.energy_drift)
         if self.conserved:
