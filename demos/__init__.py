@@ -98,8 +98,9 @@ demo("arm", "arm", "two-link arm on position servos: arrows move a servo's targe
      "red ball and the tip follows; the HUD keeps the energy balance", {"n_links": 2},
      controller=_servo_teleop(tip="link1", tip_point=(0.0, 0.0, -0.15)),
      traces={"link1": (0.0, 0.0, -0.15)})
-demo("quadrotor", "quadrotor", "quadrotor on its attitude controller: it holds its place; "
-     "arrows tilt it, page up/down set the thrust, q/e turn it", controller=_quadrotor_pilot,
+demo("quadrotor", "quadrotor", "quadrotor on its attitude controller: released tilted, it "
+     "levels and holds its place; arrows tilt it, page up/down set the thrust, q/e turn it",
+     {"tilt": 0.6}, controller=_quadrotor_pilot,
      follow="frame", floor=0.0, traces={"frame": (0.0, 0.0, 0.0)})
 
 

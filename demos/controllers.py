@@ -221,9 +221,11 @@ class ServoTeleop:
                  "servo torques [N m]: " + "  ".join(f"{f[k]:+.1f}" for k in shown)
                  + f"   joint error max {np.abs(u - q).max():.3f} rad"]
         if self.tip is not None:
-            miss = np.linalg.norm(self.target - self.tip_position(sim))
-            lines.append(f"tip {'follows' if self.reach else 'does not follow'} the red ball: "
-                         f"{1000 * miss:.0f} mm away")
+            if self.reach:
+                miss = np.linalg.norm(self.target - self.tip_position(sim))
+                lines.append(f"the tip follows the red ball: {1000 * miss:.0f} mm away")
+            else:
+                lines.append("drag the red ball on the tip: the tip will follow it")
         return lines
 
 

@@ -555,8 +555,16 @@ def quadrotor(integrator="energy_momentum", dt=0.001, options=None, mass=1.0,
     The demo flies it with an attitude and altitude controller (``demos.controllers``).
     """
     m = Model()
+    # drawn: a hub, two crossed arms and four rotor discs, the front one (+x) red
+    arm = QUADROTOR_ARM
+    rotors = [("cylinder", {"radius": 0.065, "half_length": 0.004, "offset": p + (0.016,),
+                            "color": c})
+              for p, c in (((arm, 0.0), (0.85, 0.2, 0.15)), ((0.0, arm), (0.8, 0.8, 0.8)),
+                           ((-arm, 0.0), (0.8, 0.8, 0.8)), ((0.0, -arm), (0.8, 0.8, 0.8)))]
     m.add_body("frame", as_scalar(mass, "mass", positive=True), as_vector(inertia, 3, "inertia"),
-               shape=("box", {"half_extents": (QUADROTOR_ARM, QUADROTOR_ARM, 0.02)}))
+               shape=[("box", {"half_extents": (0.05, 0.05, 0.02)}),
+                      ("box", {"half_extents": (arm, 0.012, 0.008)}),
+                      ("box", {"half_extents": (0.012, arm, 0.008)}), *rotors])
     sim = Simulation(m, integrator, dt, options=options)
     tilt = as_scalar(tilt, "tilt")
     sim.set_position("frame", (0.0, 0.0, as_scalar(height, "height")))
