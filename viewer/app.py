@@ -38,19 +38,21 @@ import numpy as np
 
 from viewer import meshes, scene
 from viewer.camera import OrbitCamera, ortho_pixels
-from viewer.monitor import Conservation, FrameTimer, fmt_drift
+from viewer.monitor import Conservation, FrameTimer, fmt_drift, kept_to
 from viewer.picking import ray_part
 
 DEFAULT_KEYS = {
-    "pause": "SPACE", "step": "PERIOD", "slower": "MINUS", "faster": "EQUAL", "reset": "R",
+    "pause": "SPACE", "step": "PERIOD", "frame": "COMMA", "slower": "MINUS", "faster": "EQUAL", "reset": "R",
     "hud": "H", "follow": "F", "traces": "T", "omega": "W", "momentum": "L", "kick": "K",
     "spin": "U", "select_next": "TAB", "axes": "A", "camera_home": "HOME", "quit": "ESCAPE",
 }
 TARGET_COLOR = (0.9, 0.15, 0.2)
-KEY_HELP = ("space pause   . step   -/= speed   r reset   h hud   f follow   t traces\n"
-            "w omega   l momentum   k kick   u spin up   tab select   drag a body: impulse")
+KEY_HELP = ("space pause   . one step   , one frame   -/= speed   r reset   h hud   f follow\n"
+            "t traces   w omega   l momentum   k kick   u spin up   tab select   esc deselect/quit\n"
+            "drag a body: push   drag elsewhere: orbit   right-drag: pan   wheel: zoom")
 SPEEDS = (1 / 64, 8.0)
 LOOKAHEAD_SECONDS, LOOKAHEAD_STEPS = 5.0, 4000  # the motion the camera and floor are set for
+FEEDBACK_SECONDS = 4.0  # how long the HUD says what a push, kick, spin-up or reset did
 PICK_TOLERANCE = 10.0  # pixels around a body that still pick it (thin links, rings)
 DRAG_COLOR = (1.0, 0.45, 0.0)
 OMEGA_COLOR = (0.95, 0.80, 0.15)
@@ -211,7 +213,10 @@ class Viewer:
         self._traces = {b: [] for b in self._trace_points}
         self.trace_length = 600
         self.last_impulse = None
+        self.feedback = None   # (what the last push, kick, spin-up or reset did, when)
+        self.frames_drawn = 0
         self._drag = None
+        self._press = None   # where an orbit began: released there, it was a click
         self._mode = None
         self._grid = None
         self.closed = False
@@ -454,6 +459,19 @@ class Viewer:
         self._step(1)
         self._after_steps()
 
+    def frame_once(self):
+        """One frame's worth of steps (1/max_fps s of wall time at the speed); pauses."""
+        self.paused = False
+        self.update(1.0 / self.max_fps)
+        self.paused = True
+
+    def deselect(self):
+        """Clear the selection (and stop following it)."""
+        if self.follow is not None and self.follow == self.selected:
+            self.follow = None
+            self.camera.target = self.camera.home[0].copy()
+        self.selected = None
+
     def reset(self):
         """Back to the state the viewer opened with; forces the user applied stay applied."""
         sim = self.sim
@@ -467,7 +485,7 @@ class Viewer:
                 sim.apply_torque(b, torque - t0)
         for path in self._traces.values():
             path.clear()
-        self.monitor.rebaseline()
+        self._event("reset", "reset to the start")
 
     def set_speed(self, speed):
         self.speed = self._check_speed(speed)
@@ -489,6 +507,7 @@ class Viewer:
         else:
             self.window.flip()
         self.timer.frame()
+        self.frames_drawn += 1
 
     def _draw_frame(self, offscreen, fresh_text=False):
         self.window.switch_to()
@@ -575,11 +594,57 @@ class Viewer:
         for v, (x, q) in zip(self.visuals, poses):
             model = scene.pose_matrix(x, q)
             highlight = 1.0 if v.index == self.selected else 0.0
+            stripes, marks = self.spin_visibility(v.index)
             for k, part in enumerate(v.parts):
                 vao = r.mesh(("part", v.index, k), lambda part=part: part.mesh)
                 own = part.color is not None
-                r.draw(vao, model, part.color if own else v.color,
-                       pattern=0.0 if own else 1.0, highlight=highlight)
+                color = v.color
+                if own:   # a marking fades into the body as it would blur
+                    color = tuple(marks * c + (1.0 - marks) * b for c, b in zip(part.color, v.color))
+                r.draw(vao, model, color, pattern=0.0 if own else stripes, highlight=highlight)
+
+    def _frame_time(self):
+        """Simulated seconds between two frames shown: speed over the frame rate drawn (the
+        window's measured rate up to max_fps; max_fps headless, as recordings play)."""
+        fps = self.max_fps
+        if not self.headless and 1.0 < self.timer.fps < self.max_fps:
+            fps = self.timer.fps
+        return self.speed / fps
+
+    def spin_visibility(self, b):
+        """How much of body ``b``'s spin stripes and markings is drawn (1 all, 0 none).
+
+        Frames sample the turn: six stripes about the body's z axis (a 60 deg period) turning
+        more than 30 deg between frames look as if they turned backwards or stood still (a
+        wagon wheel); a single marking (a 360 deg period) beyond 180 deg.  They fade out from
+        half those turns, as motion blur would wash them out, so what is seen never turns
+        the wrong way.
+        """
+        if self.paused:
+            return 1.0, 1.0
+        omega = self.sim.velocity(b, frame="body")[1]
+        dt = self._frame_time()
+
+        def fade(turn, limit):
+            return float(np.clip(2.0 - 2.0 * turn / limit, 0.0, 1.0))
+        return (fade(abs(omega[2]) * dt, math.pi / 6.0),
+                fade(float(np.linalg.norm(omega)) * dt, math.pi))
+
+    def _spin_lines(self):
+        """The fastest spin in words, and whether the frames can show it turning."""
+        if self.sim.nb == 0:
+            return []
+        rates = [float(np.linalg.norm(self.sim.velocity(b)[1])) for b in range(self.sim.nb)]
+        b = int(np.argmax(rates))
+        rate, turn = rates[b], rates[b] * self._frame_time()
+        if rate < 1.0:
+            return []
+        line = (f"fastest spin: {self.sim.names[b]} at {abs(rate):.3g} rad/s "
+                f"({abs(rate) / (2 * math.pi):.3g} rev/s), {math.degrees(turn):.0f} deg a frame")
+        stripes, marks = self.spin_visibility(b)
+        if stripes < 1.0 or marks < 1.0:
+            line += ": too fast for the frames, drawn blurred; press - to slow down"
+        return [line]
 
     def _draw_joints(self, poses):
         r = self.renderer
@@ -676,6 +741,18 @@ class Viewer:
             self.renderer.lines(strip, mode=self.renderer.ctx.TRIANGLE_STRIP, depth=False)
 
     def _draw_hud(self, fresh_text=False):
+        lines = self.hud_lines()
+        roomy = self.renderer.size[0] >= 900
+        help_text = KEY_HELP
+        if getattr(self.controller, "key_help", None):
+            help_text = self.controller.key_help + "\n" + help_text
+        self.hud.set_text(lines, help_text if self._keys and roomy else "", force=fresh_text)
+        mon = self.monitor
+        self.hud.draw(self.renderer, mon.energy_history, mon.momentum_history,
+                      mon.event_positions(), self._chart_legend())
+
+    def hud_lines(self):
+        """The HUD's text now, line by line."""
         sim, mon, tim = self.sim, self.monitor, self.timer
         state = "PAUSED" if self.paused else f"speed x{self.speed:g}"
         lines = [
@@ -684,22 +761,30 @@ class Viewer:
             f"{sim.integrator}, dt = {sim.dt:g} s: {tim.step_cost * 1e6:.1f} us/step in the loop, "
             f"{tim.steps_per_frame:.1f} steps/frame",
         ]
+        since = "" if mon.since[0] == "the start" else f" since the {mon.since[0]} at t = {mon.since[1]:.2f} s"
         if mon.loads_applied:
-            lines.append("applied loads act: energy and momentum are not conserved")
+            lines.append("applied loads act: energy and momentum change (that is their work, "
+                         "not an error)")
         else:
-            drift = (f"{mon.energy_label} {mon.energy:.6g} J: drift {fmt_drift(mon.energy_drift)} "
-                     f"(max {fmt_drift(mon.max_energy_drift)})")
+            what = mon.energy_label.capitalize()
+            drift = (f"{what} ({mon.energy:.6g} J) kept {kept_to(mon.max_energy_drift)}{since}: "
+                     f"drift now {fmt_drift(mon.energy_drift)}, worst {fmt_drift(mon.max_energy_drift)}")
             if mon.damped:
                 drift += "   (joint dampers take energy out)"
-            if mon.conserved:
-                drift += (f"   {mon.label} drift {fmt_drift(mon.momentum_drift)} "
-                          f"(max {fmt_drift(mon.max_momentum_drift)})")
             lines.append(drift)
-        status = f"constraint error {fmt_drift(mon.max_constraint_error)}"
+            if mon.conserved:
+                lines.append(f"momentum {mon.label} kept {kept_to(mon.max_momentum_drift)}: "
+                             f"drift now {fmt_drift(mon.momentum_drift)}, worst "
+                             f"{fmt_drift(mon.max_momentum_drift)}")
+        status = f"joints hold to {fmt_drift(mon.max_constraint_error)} m"
         if self.selected is not None:
             follow = ", followed" if self.follow == self.selected else ""
-            status += f"   selected: {sim.names[self.selected]}{follow}"
+            status += (f"   selected: {sim.names[self.selected]}{follow} (Esc or a click on "
+                       "empty space clears)")
         lines.append(status)
+        lines += self._spin_lines()
+        if self.feedback is not None and time.perf_counter() - self.feedback[1] < FEEDBACK_SECONDS:
+            lines.append(self.feedback[0])
         legend = [text for show, text in (
             (self.show_omega, "yellow arrow: angular velocity ω (length ∝ rad/s)"),
             (self.show_momentum, "magenta arrow: angular momentum L about the pivot or centre "
@@ -711,12 +796,16 @@ class Viewer:
         lines += legend
         if self.controller is not None and hasattr(self.controller, "hud_lines"):
             lines += list(self.controller.hud_lines(sim))
-        roomy = self.renderer.size[0] >= 900
-        help_text = KEY_HELP
-        if getattr(self.controller, "key_help", None):
-            help_text = self.controller.key_help + "\n" + help_text
-        self.hud.set_text(lines, help_text if self._keys and roomy else "", force=fresh_text)
-        self.hud.draw(self.renderer, mon.energy_history, mon.momentum_history)
+        return lines
+
+    def _chart_legend(self):
+        mon = self.monitor
+        t = np.asarray(mon.times, dtype=np.float64)
+        span = float(np.clip(np.diff(t), 0.0, None).sum()) if len(t) > 1 else 0.0
+        what = "orange: " + mon.energy_label
+        if mon.conserved:
+            what += f", blue: momentum {mon.label}"
+        return f"relative drift (log scale) over the last {span:.2f} s; {what}; | an event"
 
     # -- pixels --------------------------------------------------------------------------------
     def project(self, point_world):
@@ -806,7 +895,8 @@ class Viewer:
             return None
         self.sim.apply_impulse(b, impulse, start)
         self.last_impulse = (b, impulse, start)
-        self.monitor.rebaseline()
+        self._event("push", f"push: {np.linalg.norm(impulse):.3g} N·s on {self.sim.names[b]} "
+                            "at the picked point")
         return impulse
 
     def drag(self, start_px, end_px):
@@ -825,7 +915,7 @@ class Viewer:
         x, _ = self.sim.pose(b)
         j = np.array([0.0, 0.0, 3.0 * self.visuals[b].radius * self.sim.body_mass[b]])
         self.sim.apply_impulse(b, j, x)
-        self.monitor.rebaseline()
+        self._event("kick", f"kick: {j[2]:.3g} N·s upward on {self.sim.names[b]}")
 
     def spin_up(self, body=None):
         """Angular impulse about the principal axis nearest the spin: +20 % (at least 2 rad/s).
@@ -845,7 +935,13 @@ class Viewer:
         j = dl / (2.0 * self.visuals[b].radius) * np.cross(axis, arm / np.linalg.norm(arm))
         self.sim.apply_impulse(b, j, x + arm)
         self.sim.apply_impulse(b, -j, x - arm)
-        self.monitor.rebaseline()
+        self._event("spin", f"spin-up: {abs(dl):.3g} N·m·s about {self.sim.names[b]}'s "
+                            f"{'xyz'[k]} axis (a couple: no push)")
+
+    def _event(self, label, text):
+        """Mark an event on the chart and say in the HUD what was done, for a few seconds."""
+        self.monitor.mark(label)
+        self.feedback = (f"{text}  (t = {self.sim.t:.3f} s)", time.perf_counter())
 
     def _on_target(self, px, py):
         """Whether window pixel (px, py) is on the controller's target marker."""
@@ -882,6 +978,8 @@ class Viewer:
             self.paused = not self.paused
         elif action == "step":
             self.step_once()
+        elif action == "frame":
+            self.frame_once()
         elif action == "slower":
             self.speed = max(self.speed / 2.0, SPEEDS[0])
         elif action == "faster":
@@ -911,6 +1009,8 @@ class Viewer:
         elif action == "camera_home":
             self.camera.reset()
             self.follow = None
+        elif action == "quit" and self.selected is not None:
+            self.deselect()
         elif action == "quit":
             self.close()
         return self.pyglet.event.EVENT_HANDLED
@@ -926,6 +1026,7 @@ class Viewer:
             self._mode = "drag"
         elif button == mouse.LEFT and not shift:
             self._mode = "orbit"
+            self._press = (x, y)
         else:
             self._mode = "pan"
 
@@ -944,6 +1045,8 @@ class Viewer:
         if self._mode == "drag" and self._drag is not None:
             self._drag["cursor"] = (x, y)
             self._end_drag()
+        elif self._mode == "orbit" and self._press == (x, y):
+            self.deselect()   # a click on empty space
         self._mode = None
 
     def on_mouse_scroll(self, x, y, scroll_x, scroll_y):

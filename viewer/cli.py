@@ -74,10 +74,8 @@ def run_viewer(sim, *, headless=False, frames=120, screenshot=None, width=None, 
             for _ in range(frames):
                 v.update(FRAME)
                 v.render()
-            count = frames
         else:
             v.run()
-            count = None
         wall = time.perf_counter() - start
         if screenshot and headless:
             try:
@@ -87,7 +85,7 @@ def run_viewer(sim, *, headless=False, frames=120, screenshot=None, width=None, 
                 # a full disk
                 raise ValueError(f"screenshot: cannot write {screenshot}: "
                                  f"{exc.strerror or exc}") from None
-        rows = report(v, count if count is not None else 0, wall if headless else 0.0)
+        rows = report(v, v.frames_drawn, wall)
     print_report(rows)
     if screenshot and headless:
         print(f"screenshot written to {screenshot}")
