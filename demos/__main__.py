@@ -6,6 +6,7 @@ import sys
 
 from demos import DEMOS, names
 from rtrigid import integrators
+from viewer.cli import add_output_arguments
 
 
 def main(argv=None):
@@ -20,6 +21,7 @@ def main(argv=None):
     p.add_argument("--screenshot", default=None, help="headless: write the last frame here")
     p.add_argument("--width", type=int, default=None)
     p.add_argument("--height", type=int, default=None)
+    add_output_arguments(p)
     args = p.parse_args(argv)
     if args.name is None:
         for n in names():
@@ -37,7 +39,8 @@ def main(argv=None):
         sim = d.build(args.integrator, args.dt)
         return run_viewer(sim, headless=args.headless, frames=args.frames,
                           screenshot=args.screenshot, width=args.width, height=args.height,
-                          title=f"rtrigid demo: {d.name}", **d.viewer_options(sim))
+                          title=f"rtrigid demo: {d.name}", record=args.record,
+                          **{**d.viewer_options(sim), "hud": args.hud})
     except (ValueError, RuntimeError) as exc:
         print(f"python -m demos: error: {exc}", file=sys.stderr)
         return 2

@@ -176,6 +176,9 @@ class Viewer:
         optional keys, HUD lines and draggable target it may have).
     floor : None or float
         Height of the floor; None places it from the motion (none without gravity).
+    record : path, optional
+        Write the frames to this .mp4 or .gif (:mod:`viewer.record`: imageio), at the pace
+        the wall-clock time given to :meth:`update` sets; finished by :meth:`close`.
     """
 
     _open = None
@@ -183,7 +186,8 @@ class Viewer:
     def __init__(self, sim, width=960, height=600, *, headless=False, title=None, keys=True,
                  mouse=True, speed=1.0, paused=False, hud=True, traces=None, show_omega=False,
                  show_momentum=False, follow=None, colors=None, impulse_gain=4.0,
-                 interpolate=True, max_fps=60.0, axes=False, controller=None, floor=None):
+                 interpolate=True, max_fps=60.0, axes=False, controller=None, floor=None,
+                 record=None):
         for name, value in (("width", width), ("height", height)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 16:
                 raise ValueError(f"{name}: expected an integer >= 16, got {value!r}")
@@ -193,6 +197,10 @@ class Viewer:
         self.controller = controller
         self._accumulator = 0.0  # wall time not yet stepped, when a controller steps
         self.floor = None if floor is None else self._check_number(floor, "floor")
+        if record is not None:
+            from viewer.record import check_path
+            check_path(record)
+        self._record_path, self.recorder, self._record_elapsed = record, None, 0.0
         self.speed = self._check_speed(speed)
         self.impulse_gain = self._check_positive(impulse_gain, "impulse_gain")
         self.max_fps = self._check_positive(max_fps, "max_fps")
@@ -249,6 +257,9 @@ class Viewer:
             self.window.close()
             raise
         self.window.push_handlers(self)
+        if self._record_path is not None:
+            from viewer.record import Recorder
+            self.recorder = Recorder(self._record_path)
 
     # -- set-up ------------------------------------------------------------------------------
     def _open_gl(self):
@@ -407,6 +418,7 @@ class Viewer:
             raise ValueError(f"elapsed: expected a number, got {elapsed!r}") from None
         if not math.isfinite(elapsed) or elapsed < 0.0:
             raise ValueError(f"elapsed: must be finite and >= 0, got {elapsed!r}")
+        self._record_elapsed += elapsed
         if self.paused:
             self.timer.advanced(elapsed, 0.0, 0, 0.0)
             return 0
@@ -508,6 +520,9 @@ class Viewer:
             self.window.flip()
         self.timer.frame()
         self.frames_drawn += 1
+        if self.recorder is not None:
+            self.recorder.add(np.flipud(self.read_pixels()), self._record_elapsed)
+            self._record_elapsed = 0.0
 
     def _draw_frame(self, offscreen, fresh_text=False):
         self.window.switch_to()
@@ -1099,6 +1114,8 @@ class Viewer:
         if self.closed:
             return
         self.closed = True
+        if self.recorder is not None:
+            self.recorder.close()
         self.window.switch_to()
         self.hud.release()
         self.renderer.release()

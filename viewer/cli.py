@@ -89,6 +89,9 @@ def run_viewer(sim, *, headless=False, frames=120, screenshot=None, width=None, 
     print_report(rows)
     if screenshot and headless:
         print(f"screenshot written to {screenshot}")
+    if options.get("record"):
+        print(f"recording written to {options['record']} ({v.recorder.frames} frames at "
+              f"{v.recorder.fps:g} fps)")
     return 0
 
 
@@ -107,7 +110,17 @@ def add_parser(sub):
     v.add_argument("--screenshot", default=None, help="headless: write the last frame to this PNG")
     v.add_argument("--width", type=int, default=None)
     v.add_argument("--height", type=int, default=None)
+    add_output_arguments(v)
     v.set_defaults(func=view_command)
+
+
+def add_output_arguments(parser):
+    """--record and --no-hud, for rtrigid view and python -m demos."""
+    parser.add_argument("--record", default=None, metavar="OUT.mp4|OUT.gif",
+                        help="write the frames to a video or GIF at the pace shown (needs "
+                             "imageio and imageio-ffmpeg: the record extra)")
+    parser.add_argument("--no-hud", dest="hud", action="store_false",
+                        help="start without the HUD (key h shows it)")
 
 
 def view_command(args):
@@ -118,7 +131,7 @@ def view_command(args):
     try:
         return run_viewer(sim, headless=args.headless, frames=args.frames,
                           screenshot=args.screenshot, width=args.width, height=args.height,
-                          speed=args.speed)
+                          speed=args.speed, record=args.record, hud=args.hud)
     except RuntimeError as exc:
         print(f"rtrigid view: {exc}", file=sys.stderr)
         return 2
