@@ -110,3 +110,31 @@ def test_closing_summary_counts_the_frames_drawn(open_viewer):
         v.update(1 / 60)
         v.render()
     assert v.frames_drawn == 7
+
+
+def test_no_face_goes_black_the_side_away_from_the_light_is_lit_too(open_viewer):
+    """A sphere seen from the side opposite the key light: the headlight and the ambient keep
+    the part facing the camera at a good fraction of the brightest (it was about 0.3)."""
+    from scipy import ndimage
+
+    from rtrigid.model import Model
+    from rtrigid.simulation import Simulation
+
+    m = Model(gravity=(0.0, 0.0, 0.0))
+    m.add_body("ball", 1.0, (0.1, 0.1, 0.1), shape=("sphere", {"radius": 0.5}))
+    sim = Simulation(m, "energy_momentum", dt=0.01)
+    v = open_viewer(sim)
+    light = v.renderer.light_dir
+    # look at the ball from below, against the light
+    v.camera.yaw = math.atan2(-light[1], -light[0])
+    v.camera.pitch = -0.5
+    v.visuals[0].color = (0.6, 0.6, 0.6)
+    _, covered, _ = drawn(v, {"ball": (lambda rgb: setattr(v.visuals[0], "color", rgb),
+                                       (0.6, 0.6, 0.6))})
+    v.render()
+    img = v.read_pixels().astype(float).mean(axis=2)
+    inner = ndimage.binary_erosion(covered["ball"], iterations=3)
+    assert inner.sum() > 500
+    px, py = (int(round(c)) for c in v.project(sim.pose(0)[0]))
+    facing = img[py - 4:py + 5, px - 4:px + 5]     # the part facing the camera, away from the light
+    assert facing.mean() > 0.4 * img[inner].max(), (facing.mean(), img[inner].max())

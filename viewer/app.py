@@ -782,10 +782,13 @@ class Viewer:
                          "not an error)")
         else:
             what = mon.energy_label.capitalize()
-            drift = (f"{what} ({mon.energy:.6g} J) kept {kept_to(mon.max_energy_drift)}{since}: "
-                     f"drift now {fmt_drift(mon.energy_drift)}, worst {fmt_drift(mon.max_energy_drift)}")
             if mon.damped:
-                drift += "   (joint dampers take energy out)"
+                drift = (f"{what} ({mon.energy:.6g} J) changed by {fmt_drift(mon.energy_drift)} "
+                         f"(relative){since}: the joint dampers take energy out")
+            else:
+                drift = (f"{what} ({mon.energy:.6g} J) kept {kept_to(mon.max_energy_drift)}"
+                         f"{since}: drift now {fmt_drift(mon.energy_drift)}, worst "
+                         f"{fmt_drift(mon.max_energy_drift)}")
             lines.append(drift)
             if mon.conserved:
                 lines.append(f"momentum {mon.label} kept {kept_to(mon.max_momentum_drift)}: "

@@ -208,14 +208,19 @@ def checker_floor(centre_xy, half_size, spacing, z, light, dark):
     return rows.reshape(-1, 7).astype(np.float32)
 
 
-def _flat(vertices, faces):
-    """Per-face normals: every triangle gets its own three vertices (sharp, as CAD meshes)."""
-    v = np.asarray(vertices, dtype=np.float64)[np.asarray(faces, dtype=np.int64)]  # (m, 3, 3)
-    n = np.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0])
-    length = np.linalg.norm(n, axis=1, keepdims=True)
-    n = np.where(length > 0, n / np.where(length > 0, length, 1.0), 0.0)
-    rows = np.concatenate([v, np.repeat(n[:, None, :], 3, axis=1)], axis=2).reshape(-1, 6)
-    return rows.astype(np.float32), np.arange(len(rows), dtype=np.uint32).reshape(-1, 3)
+SMOOTH_ANGLE = np.radians(35.0)   # faces meeting at less than this are shaded as one surface
+
+
+def smooth(vertices, faces, angle=SMOOTH_ANGLE):
+    """Normals averaged over faces that meet at less than ``angle`` and kept sharp across
+    larger creases (trimesh's smooth_shade): a CAD mesh's round parts read as round, its
+    edges stay edges."""
+    import trimesh
+
+    mesh = trimesh.Trimesh(vertices, faces, process=False)
+    shaded = trimesh.graph.smooth_shade(mesh, angle=angle)
+    rows = np.hstack([np.asarray(shaded.vertices), np.asarray(shaded.vertex_normals)])
+    return rows.astype(np.float32), np.asarray(shaded.faces, dtype=np.uint32)
 
 
 PLACEHOLDER_HALF = 0.03  # half edge of the cube drawn for a mesh file that cannot be read
@@ -241,7 +246,7 @@ def mesh_file(path, scale):
         warnings.warn(f"{path}: cannot read the mesh ({e}); drawing a placeholder",
                       stacklevel=3)
         return None
-    return _flat(vertices * np.asarray(scale, dtype=np.float64), faces)
+    return smooth(vertices * np.asarray(scale, dtype=np.float64), faces)
 
 
 def parts_mesh(parts):
