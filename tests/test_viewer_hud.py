@@ -138,3 +138,33 @@ def test_no_face_goes_black_the_side_away_from_the_light_is_lit_too(open_viewer)
     px, py = (int(round(c)) for c in v.project(sim.pose(0)[0]))
     facing = img[py - 4:py + 5, px - 4:px + 5]     # the part facing the camera, away from the light
     assert facing.mean() > 0.4 * img[inner].max(), (facing.mean(), img[inner].max())
+
+
+def test_multisampling_smooths_the_edges(open_viewer):
+    """With 4 samples a pixel, a body's outline gets pixels between its colour and the
+    background's; without, almost none."""
+    def edge_blend(msaa):
+        v = open_viewer(two_bodies(), msaa=msaa)
+        v.visuals[0].color = v.visuals[1].color = (0.0, 0.0, 0.0)
+        v.render()
+        img = v.read_pixels().astype(float).mean(axis=2)
+        v.close()
+        # black bodies on a light background: count pixels clearly between the two
+        return int(((img > 40) & (img < 150)).sum())
+
+    with_msaa, without = edge_blend(4), edge_blend(0)
+    assert with_msaa > 3 * max(without, 1), (with_msaa, without)
+
+
+def test_frame_rate_bench_runs_and_reports(require, capsys):
+    """python -m viewer.bench (the README's frame-rate table): a short run prints its
+    figures (no timing asserted)."""
+    import json
+
+    from viewer import bench
+
+    require("egl")
+    assert bench.main(["chain", "--set", "n=3", "--seconds", "0.3", "--width", "160",
+                       "--height", "120", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["scenario"] == "chain" and r["frames"] > 0 and r["fps"] > 0

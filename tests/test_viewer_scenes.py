@@ -21,7 +21,8 @@ def demo_viewer(require):
     def make(name):
         d = demos.DEMOS[name]
         sim = d.build()
-        v = Viewer(sim, W, H, headless=True, **{**d.viewer_options(sim), "hud": False})
+        v = Viewer(sim, W, H, headless=True,
+                   **{**d.viewer_options(sim), "hud": False, "msaa": 0})
         opened.append(v)
         return v
 

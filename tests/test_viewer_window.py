@@ -33,7 +33,8 @@ import viewer
 
 out = sys.argv[1]
 sim = scenarios.build("gyro_top")
-v = viewer.Viewer(sim, %d, %d, title="rtrigid-window-test", hud=False)
+v = viewer.Viewer(sim, %d, %d, title="rtrigid-window-test", hud=False,
+                   msaa=0)  # the window and the offscreen copy compared pixel by pixel
 clock = v.pyglet.clock
 saved = 0
 

@@ -176,6 +176,9 @@ class Viewer:
         optional keys, HUD lines and draggable target it may have).
     floor : None or float
         Height of the floor; None places it from the motion (none without gravity).
+    msaa : int
+        Multisample antialiasing: samples per pixel (0 off; 4 by default); a window falls
+        back to none if the display offers no multisampled frame buffer.
     record : path, optional
         Write the frames to this .mp4 or .gif (:mod:`viewer.record`: imageio), at the pace
         the wall-clock time given to :meth:`update` sets; finished by :meth:`close`.
@@ -187,7 +190,7 @@ class Viewer:
                  mouse=True, speed=1.0, paused=False, hud=True, traces=None, show_omega=False,
                  show_momentum=False, follow=None, colors=None, impulse_gain=4.0,
                  interpolate=True, max_fps=60.0, axes=False, controller=None, floor=None,
-                 record=None):
+                 record=None, msaa=4):
         for name, value in (("width", width), ("height", height)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 16:
                 raise ValueError(f"{name}: expected an integer >= 16, got {value!r}")
@@ -197,6 +200,9 @@ class Viewer:
         self.controller = controller
         self._accumulator = 0.0  # wall time not yet stepped, when a controller steps
         self.floor = None if floor is None else self._check_number(floor, "floor")
+        if msaa not in (0, 2, 4, 8) or isinstance(msaa, bool):
+            raise ValueError(f"msaa: expected 0, 2, 4 or 8 samples per pixel, got {msaa!r}")
+        self.msaa = int(msaa)
         if record is not None:
             from viewer.record import check_path
             check_path(record)
@@ -241,13 +247,7 @@ class Viewer:
                                "first (one viewer per process)")
         pyglet = self.pyglet = load_pyglet(self.headless)
         self._keys = _key_table(keys, pyglet.window.key)
-        try:
-            self.window = pyglet.window.Window(width, height, caption=title or "rtrigid",
-                                               visible=not self.headless,
-                                               resizable=not self.headless, vsync=False)
-        except Exception as exc:
-            _no_display(exc)
-            raise
+        self.window = self._open_window(pyglet, width, height, title)
         try:
             self._open_gl()
         except BaseException:
@@ -262,6 +262,24 @@ class Viewer:
             self.recorder = Recorder(self._record_path)
 
     # -- set-up ------------------------------------------------------------------------------
+    def _open_window(self, pyglet, width, height, title):
+        """The window, multisampled if asked and the display offers it (headless frames are
+        multisampled offscreen, whatever the surface)."""
+        kw = dict(caption=title or "rtrigid", visible=not self.headless,
+                  resizable=not self.headless, vsync=False)
+        if self.msaa and not self.headless:
+            config = pyglet.gl.Config(sample_buffers=1, samples=self.msaa, double_buffer=True,
+                                      depth_size=24)
+            try:
+                return pyglet.window.Window(width, height, config=config, **kw)
+            except Exception as exc:
+                _no_display(exc)   # no display: say so; no multisampled visual: go without
+        try:
+            return pyglet.window.Window(width, height, **kw)
+        except Exception as exc:
+            _no_display(exc)
+            raise
+
     def _open_gl(self):
         import moderngl
 
@@ -272,7 +290,7 @@ class Viewer:
         self.ctx = moderngl.create_context()
         Viewer._open = self
         self.camera.resize(*self.window.get_size())
-        self.renderer = Renderer(self.ctx, self.window.get_framebuffer_size())
+        self.renderer = Renderer(self.ctx, self.window.get_framebuffer_size(), self.msaa)
         self.hud = Hud(self.pyglet, self.window.get_framebuffer_size())
 
     @staticmethod
