@@ -168,3 +168,10 @@ def test_frame_rate_bench_runs_and_reports(require, capsys):
                        "--height", "120", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["scenario"] == "chain" and r["frames"] > 0 and r["fps"] > 0
+
+
+@pytest.mark.parametrize("option,value", [("msaa", 3), ("msaa", True), ("floor", float("nan")),
+                                          ("floor", "low"), ("controller", 3)])
+def test_bad_viewer_options_are_refused_naming_them(open_viewer, option, value):
+    with pytest.raises(ValueError, match=f"^{option}:"):
+        open_viewer(two_bodies(), **{option: value})

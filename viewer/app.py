@@ -199,7 +199,9 @@ class Viewer:
             raise ValueError(f"controller: expected a callable controller(sim), got {controller!r}")
         self.controller = controller
         self._accumulator = 0.0  # wall time not yet stepped, when a controller steps
-        self.floor = None if floor is None else self._check_number(floor, "floor")
+        from rtrigid.validate import as_scalar
+
+        self.floor = None if floor is None else as_scalar(floor, "floor")
         if msaa not in (0, 2, 4, 8) or isinstance(msaa, bool):
             raise ValueError(f"msaa: expected 0, 2, 4 or 8 samples per pixel, got {msaa!r}")
         self.msaa = int(msaa)
@@ -292,16 +294,6 @@ class Viewer:
         self.camera.resize(*self.window.get_size())
         self.renderer = Renderer(self.ctx, self.window.get_framebuffer_size(), self.msaa)
         self.hud = Hud(self.pyglet, self.window.get_framebuffer_size())
-
-    @staticmethod
-    def _check_number(value, name):
-        try:
-            v = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}: expected a number, got {value!r}") from None
-        if not math.isfinite(v):
-            raise ValueError(f"{name}: must be finite, got {value!r}")
-        return v
 
     @staticmethod
     def _check_positive(value, name):
