@@ -384,8 +384,11 @@ class Viewer:
 
     def _joint_marker_size(self, joint):
         """A joint's marker: a little thicker than the body it holds (a ball shows at each
-        link of a chain), small beside that body's size, never lost in the scene."""
+        link of a chain), small beside that body's size, never lost in the scene.  A robot
+        file's mesh draws its own joint housings: there the marker is a thin pin."""
         v = self.visuals[joint["child"]]
+        if any(p.kind == "visuals" for p in v.parts):
+            return max(min(0.15 * v.thickness, 0.06 * v.radius), 0.005 * self.extent)
         return max(min(0.6 * v.thickness, 0.2 * v.radius), 0.01 * self.extent)
 
     def _surface_points(self, per_body=400):
