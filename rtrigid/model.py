@@ -27,6 +27,7 @@ SHAPES = {
     "cylinder": ("radius", "half_length"),
     "cone": ("radius", "height"),
     "capsule": ("radius", "half_length"),
+    "torus": ("radius", "tube_radius"),
     "visuals": ("parts",),
 }
 # the parts of a "visuals" shape (what robot files draw; see rtrigid.loaders): each a dict with
@@ -56,11 +57,18 @@ def check_inertia(inertia, allow_nonphysical, name="inertia"):
 
 @dataclass
 class Shape:
-    """Render shape of a body, in its body frame (centred on the centre of mass)."""
+    """Render shape of a body, in its body frame (centred on the centre of mass).
+
+    ``offset``: where the shape's own centre sits; ``axis``: where the shape's own z axis
+    points (a cylinder's, cone's, capsule's or torus's axis); ``color``: optional RGB in [0, 1]
+    (a marking, a material); None leaves the colour to the viewer.
+    """
 
     kind: str
     params: dict
     offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    color: tuple | None = None
 
 
 @dataclass
@@ -71,7 +79,7 @@ class Body:
     name: str
     mass: float
     inertia: np.ndarray
-    shape: Shape | None = None
+    shape: Shape | tuple | None = None  # a Shape or a tuple of Shapes (the parts)
     pivot_body: np.ndarray | None = None
     pivot_world: np.ndarray | None = None
     free_joint: str | None = None
@@ -194,7 +202,11 @@ class Model:
         ``shape``: optional render shape, ``(kind, params)`` or a :class:`Shape`, with kind one
         of box (half_extents), sphere (radius), cylinder/capsule (radius, half_length),
         cone (radius, height; apex at -3 height/4 on the z axis, base centre at +height/4, as the
-        gyro top stands on its apex).
+        gyro top stands on its apex), torus (radius of the centre circle, tube_radius; about z).
+        Params may add ``offset`` (3,), ``axis`` (3,: the shape's z axis in the body frame) and
+        ``color`` (r, g, b).  A list of such shapes draws the body as their union (a racket, a
+        gimbal ring with its pins, a marked body).  Shapes are drawn only: they do not change
+        the mass or the inertia.
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"name: expected a non-empty string, got {name!r}")
@@ -214,6 +226,10 @@ class Model:
     def _check_shape(shape):
         if shape is None or isinstance(shape, Shape):
             return shape
+        if isinstance(shape, list):
+            if not shape:
+                raise ValueError("shape: an empty list of shapes")
+            return tuple(Model._check_shape(part) for part in shape)
         try:
             kind, params = shape
         except (TypeError, ValueError):
@@ -233,7 +249,14 @@ class Model:
             else:
                 clean[key] = as_scalar(params[key], f"shape.{key}", positive=True)
         offset = as_vector(params.get("offset", (0.0, 0.0, 0.0)), 3, "shape.offset")
-        return Shape(kind, clean, offset)
+        axis = unit_vector(params.get("axis", (0.0, 0.0, 1.0)), "shape.axis")
+        color = params.get("color")
+        if color is not None:
+            color = as_vector(color, 3, "shape.color")
+            if np.any(color < 0.0) or np.any(color > 1.0):
+                raise ValueError(f"shape.color: components must be in [0, 1], got {color.tolist()}")
+            color = tuple(float(c) for c in color)
+        return Shape(kind, clean, offset, axis, color)
 
     @staticmethod
     def _check_parts(parts):

@@ -184,11 +184,12 @@ def build(name, integrator=None, dt=None, options=None, **params) -> Simulation:
     return sim
 
 
-def _free_rotor(integrator, options, dt, inertia, omega0, q0, mass, allow_nonphysical=False):
+def _free_rotor(integrator, options, dt, inertia, omega0, q0, mass, allow_nonphysical=False,
+                shape=None):
     model = Model(gravity=(0.0, 0.0, 0.0))
     j = as_vector(inertia, 3, "inertia")
     half = 0.5 * np.sqrt(np.maximum(2.5 * (j.sum() / 2 - j) / mass, 1e-12))
-    model.add_body("body", mass, j, shape=("box", {"half_extents": half}),
+    model.add_body("body", mass, j, shape=shape or ("box", {"half_extents": half}),
                    allow_nonphysical_inertia=allow_nonphysical)
     sim = Simulation(model, integrator, dt, options=options)
     sim.set_orientation(0, as_vector(q0, 4, "q0"))
@@ -214,11 +215,27 @@ def tennis_racket(integrator="energy_momentum", dt=0.005, options=None, inertia=
     """Spin about the intermediate axis d1 (Dzhanibekov flips), 002 Example B.
 
     The initial orientation is given by 3-1-3 Euler angles as in the paper, away from the
-    gimbal singularity of that parametrization.
+    gimbal singularity of that parametrization.  Drawn as a racket with the box's extents
+    (head ring in the body x-y plane, handle along -y) and a red knob on the +x rim: the
+    spin axis, which flips over.
     """
     a = as_vector(euler313, 3, "euler313")
     q0 = quat.quat_from_euler313(a[0], a[1], a[2], np.empty(4))
-    return _free_rotor(integrator, options, dt, inertia, omega0, q0, mass)
+    j = as_vector(inertia, 3, "inertia")
+    ex, ey, _ = 0.5 * np.sqrt(np.maximum(2.5 * (j.sum() / 2 - j) / mass, 1e-12))
+    head = 0.45 * ey
+    racket = [
+        ("torus", {"radius": head, "tube_radius": 0.07 * head, "offset": (0.0, 0.55 * ey, 0.0)}),
+        ("cylinder", {"radius": 0.95 * head, "half_length": 0.01 * head,
+                      "offset": (0.0, 0.55 * ey, 0.0), "color": (0.92, 0.92, 0.85)}),
+        ("capsule", {"radius": 0.09 * head, "half_length": 0.5 * (ey - 0.1 * head),
+                     "offset": (0.0, 0.1 * ey - 0.5 * (ey + 0.1 * head), 0.0),
+                     "axis": (0.0, 1.0, 0.0)}),
+        ("sphere", {"radius": 0.22 * head, "offset": (head * 1.07, 0.55 * ey, 0.0),
+                    "color": (0.85, 0.08, 0.08)}),
+    ]
+    return _free_rotor(integrator, options, dt, inertia, omega0, q0, mass,
+                       shape=racket if min(ex, ey) > 0 else None)
 
 
 def _pivoted_top(integrator, options, dt, mass, inertia_cm, length, gravity, shape,
@@ -452,12 +469,25 @@ def gimbal_gyroscope(integrator="energy_momentum", dt=0.002, options=None, spin=
     nutate -- and the rings wobble.
     """
     m = Model()
-    outer = m.add_body("outer_ring", 0.4, (0.02, 0.01, 0.012),
-                       shape=("box", {"half_extents": (0.25, 0.02, 0.2)}))
-    inner = m.add_body("inner_ring", 0.3, (0.008, 0.01, 0.006),
-                       shape=("box", {"half_extents": (0.02, 0.18, 0.15)}))
-    rotor = m.add_body("rotor", 1.0, rod_inertia(1.0, 0.04, 0.12),
-                       shape=("cylinder", {"radius": 0.12, "half_length": 0.02}))
+    pin = (0.35, 0.35, 0.40)
+    # drawn: the outer ring in its x-y plane with pins on x (to the world) and y (to the
+    # inner ring); the inner ring about the outer's centre in its y-z plane, with the rotor's
+    # axle along z; the rotor a disc with a white radial stripe
+    outer = m.add_body("outer_ring", 0.4, (0.02, 0.01, 0.012), shape=[
+        ("torus", {"radius": 0.24, "tube_radius": 0.012}),
+        *[("cylinder", {"radius": 0.012, "half_length": 0.035, "offset": (s * 0.27, 0, 0),
+                        "axis": (1, 0, 0), "color": pin}) for s in (-1, 1)],
+        *[("cylinder", {"radius": 0.009, "half_length": 0.035, "offset": (0, s * 0.21, 0),
+                        "axis": (0, 1, 0), "color": pin}) for s in (-1, 1)]])
+    inner = m.add_body("inner_ring", 0.3, (0.008, 0.01, 0.006), shape=[
+        ("torus", {"radius": 0.18, "tube_radius": 0.01, "offset": (0, 0, 0.05),
+                   "axis": (1, 0, 0)}),
+        ("cylinder", {"radius": 0.006, "half_length": 0.18, "offset": (0, 0, 0.05),
+                      "color": pin})])
+    rotor = m.add_body("rotor", 1.0, rod_inertia(1.0, 0.04, 0.12), shape=[
+        ("cylinder", {"radius": 0.12, "half_length": 0.02}),
+        ("box", {"half_extents": (0.05, 0.012, 0.0025), "offset": (0.065, 0, 0.021),
+                 "color": (0.97, 0.97, 0.97)})])
     m.add_joint("revolute", None, outer, anchor_parent=(0.0, 0.0, 0.5), axis_parent=(1, 0, 0),
                 anchor_child=(0.0, 0.0, 0.0), name="outer")
     m.add_joint("revolute", outer, inner, anchor_parent=(0.0, 0.0, 0.0), axis_parent=(0, 1, 0),
@@ -525,8 +555,16 @@ def quadrotor(integrator="energy_momentum", dt=0.001, options=None, mass=1.0,
     The demo flies it with an attitude and altitude controller (``demos.controllers``).
     """
     m = Model()
+    # drawn: a hub, two crossed arms and four rotor discs, the front one (+x) red
+    arm = QUADROTOR_ARM
+    rotors = [("cylinder", {"radius": 0.065, "half_length": 0.004, "offset": p + (0.016,),
+                            "color": c})
+              for p, c in (((arm, 0.0), (0.85, 0.2, 0.15)), ((0.0, arm), (0.8, 0.8, 0.8)),
+                           ((-arm, 0.0), (0.8, 0.8, 0.8)), ((0.0, -arm), (0.8, 0.8, 0.8)))]
     m.add_body("frame", as_scalar(mass, "mass", positive=True), as_vector(inertia, 3, "inertia"),
-               shape=("box", {"half_extents": (QUADROTOR_ARM, QUADROTOR_ARM, 0.02)}))
+               shape=[("box", {"half_extents": (0.05, 0.05, 0.02)}),
+                      ("box", {"half_extents": (arm, 0.012, 0.008)}),
+                      ("box", {"half_extents": (0.012, arm, 0.008)}), *rotors])
     sim = Simulation(m, integrator, dt, options=options)
     tilt = as_scalar(tilt, "tilt")
     sim.set_position("frame", (0.0, 0.0, as_scalar(height, "height")))
