@@ -137,7 +137,8 @@ def _from_factory(name, integrator, dt, options, params):
                       options=options)
 
 
-FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": (), "limits": True}
+FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": (), "limits": True,
+                   "actuators": None, "kp": None, "kv": None}
 FILE_DT, FILE_T_END = 1e-3, 2.0
 
 
