@@ -1,0 +1,96 @@
+"""Contact and friction: grounds, collision shapes, the contact table and its solve.
+
+:class:`Contacts` freezes what a :class:`~rtrigid.Model` says about contact -- each body's
+collision shape, friction and restitution, the grounds -- into flat arrays, owns the contact
+table the kernels fill (no allocation in the step), and reads it back for
+:meth:`rtrigid.Simulation.contacts`.  The narrow phase is :mod:`.geometry`, the solve
+:mod:`.solver`; a backend runs :func:`.solver.resolve` after each free-flight step.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from rtrigid.contact.geometry import (
+    C_BODY,
+    C_DEPTH,
+    C_IMPULSE,
+    C_NORMAL,
+    C_OTHER,
+    C_POINT,
+    C_WIDTH,
+    G_E,
+    G_KIND,
+    G_MU,
+    G_OFFSET,
+    G_P,
+    G_WIDTH,
+    MAX_POINTS,
+    NONE,
+    P_E,
+    P_HEIGHT,
+    P_MU,
+    P_NORMAL,
+    P_WIDTH,
+    SHAPE_CODES,
+)
+
+SWEEPS = 16  # Gauss-Seidel sweeps per body and step: the fixed budget of the solve
+_PARAMS = {"sphere": ("radius",), "capsule": ("radius", "half_length"),
+           "box": ("half_extents",), "cylinder": ("radius", "half_length"),
+           "cone": ("radius", "height")}
+
+
+def has_contacts(model) -> bool:
+    """True when the model has a ground (the only thing bodies collide with so far)."""
+    return bool(model.grounds)
+
+
+class Contacts:
+    """The frozen contact model of a Model and the contact table of the last step.
+
+    geom (nb, G_WIDTH): per body the shape code (``NONE``: no collision shape, or
+    ``collide=False``), its parameters, offset, friction and restitution.  grounds
+    (ng, P_WIDTH): normal, height, friction, restitution.  table (nb * ng * MAX_POINTS,
+    C_WIDTH): a row per contact found, ``count`` of them.
+    """
+
+    def __init__(self, model):
+        nb = len(model.bodies)
+        self.geom = np.zeros((nb, G_WIDTH))
+        for b, body in enumerate(model.bodies):
+            shape = body.shape
+            row = self.geom[b]
+            row[G_KIND] = NONE
+            row[G_MU], row[G_E] = body.friction, body.restitution
+            if shape is None or shape.kind not in SHAPE_CODES or not body.collide:
+                continue
+            row[G_KIND] = SHAPE_CODES[shape.kind]
+            values = np.concatenate([np.atleast_1d(shape.params[k])
+                                     for k in _PARAMS[shape.kind]])
+            row[G_P:G_P + len(values)] = values
+            row[G_OFFSET:G_OFFSET + 3] = shape.offset
+        self.grounds = np.zeros((len(model.grounds), P_WIDTH))
+        for g, ground in enumerate(model.grounds):
+            self.grounds[g, P_NORMAL:P_NORMAL + 3] = ground.normal
+            self.grounds[g, P_HEIGHT] = ground.height
+            self.grounds[g, P_MU], self.grounds[g, P_E] = ground.friction, ground.restitution
+        self.table = np.zeros((max(nb * len(model.grounds) * MAX_POINTS, 1), C_WIDTH))
+        self.count = 0
+        self.touched = np.zeros(nb, np.int64)
+        self.scratch = np.zeros(12)
+        self.digest = hashlib.sha256(self.geom.tobytes() + self.grounds.tobytes()).digest()
+
+    def report(self, names):
+        """The contacts of the last step, as :meth:`rtrigid.Simulation.contacts` gives them."""
+        out = []
+        for row in self.table[:self.count]:
+            other = int(row[C_OTHER])
+            out.append({"body": int(row[C_BODY]), "name": names[int(row[C_BODY])],
+                        "other": None if other < 0 else other,
+                        "point": row[C_POINT:C_POINT + 3].copy(),
+                        "normal": row[C_NORMAL:C_NORMAL + 3].copy(),
+                        "depth": float(row[C_DEPTH]),
+                        "impulse": row[C_IMPULSE:C_IMPULSE + 3].copy()})
+        return out
