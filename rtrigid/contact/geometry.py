@@ -67,7 +67,8 @@ C_KT = 24      # inverse of the 2x2 tangent block of K, row-major
 C_LAMBDA = 28  # accumulated impulse (normal, t1, t2)
 C_TARGET = 31  # normal velocity the solve aims for
 C_KS = 32      # 1 / the largest eigenvalue of the tangent block of K
-C_WIDTH = 33
+C_AN = 33      # I_w^-1 (r x d) for d = n, t1, t2: the turn a unit impulse along d gives
+C_WIDTH = 42
 
 
 @jit

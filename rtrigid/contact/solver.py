@@ -31,6 +31,7 @@ import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.contact.geometry import (
+    C_AN,
     C_ARM,
     C_DEPTH,
     C_E,
@@ -61,14 +62,15 @@ def _iw_inv(q, inv0, inv1, inv2, y0, y1, y2):
 
 @jit
 def _k_times(q, minv, inv, r, d):
-    """K d = d / m + (I_w^-1 (r x d)) x r: the point's velocity change per unit impulse d."""
+    """(K d, a): K d = d / m + a x r, the point's velocity change per unit impulse d, and
+    a = I_w^-1 (r x d), the body's change of angular velocity."""
     c0 = r[1] * d[2] - r[2] * d[1]
     c1 = r[2] * d[0] - r[0] * d[2]
     c2 = r[0] * d[1] - r[1] * d[0]
     a = _iw_inv(q, inv[0], inv[1], inv[2], c0, c1, c2)
     return (d[0] * minv + a[1] * r[2] - a[2] * r[1],
             d[1] * minv + a[2] * r[0] - a[0] * r[2],
-            d[2] * minv + a[0] * r[1] - a[1] * r[0])
+            d[2] * minv + a[0] * r[1] - a[1] * r[0]), a
 
 
 @jit
@@ -105,16 +107,14 @@ def _point_velocity(vel, r):
 
 
 @jit
-def _push(vel, q, minv, inv, r, d, s):
-    """Apply the impulse s d at arm r to vel = (v, omega)."""
+def _push(vel, row, minv, d, s, col):
+    """Apply the impulse s d to vel = (v, omega); row[col:col + 3]: its turn per unit."""
     vel[0] += s * d[0] * minv
     vel[1] += s * d[1] * minv
     vel[2] += s * d[2] * minv
-    a = _iw_inv(q, inv[0], inv[1], inv[2], s * (r[1] * d[2] - r[2] * d[1]),
-                s * (r[2] * d[0] - r[0] * d[2]), s * (r[0] * d[1] - r[1] * d[0]))
-    vel[3] += a[0]
-    vel[4] += a[1]
-    vel[5] += a[2]
+    vel[3] += s * row[col]
+    vel[4] += s * row[col + 1]
+    vel[5] += s * row[col + 2]
 
 
 @jit
@@ -125,9 +125,9 @@ def _prepare(table, k0, k1, x, q, minv, inv, vel, rest_speed):
         n = _row3(row, C_NORMAL)
         r = (row[C_POINT] - x[0], row[C_POINT + 1] - x[1], row[C_POINT + 2] - x[2])
         t1, t2 = _tangents(n)
-        kn = _k_times(q, minv, inv, r, n)
-        k1v = _k_times(q, minv, inv, r, t1)
-        k2v = _k_times(q, minv, inv, r, t2)
+        kn, an = _k_times(q, minv, inv, r, n)
+        k1v, a1 = _k_times(q, minv, inv, r, t1)
+        k2v, a2 = _k_times(q, minv, inv, r, t2)
         a, bb, d = _dot(t1, k1v), _dot(t1, k2v), _dot(t2, k2v)
         det = a * d - bb * bb
         for i in range(3):
@@ -135,6 +135,9 @@ def _prepare(table, k0, k1, x, q, minv, inv, vel, rest_speed):
             row[C_T1 + i] = t1[i]
             row[C_T2 + i] = t2[i]
             row[C_LAMBDA + i] = 0.0
+            row[C_AN + i] = an[i]
+            row[C_AN + 3 + i] = a1[i]
+            row[C_AN + 6 + i] = a2[i]
         row[C_KN] = 1.0 / _dot(n, kn)
         row[C_KS] = 1.0 / (0.5 * (a + d) + np.sqrt(0.25 * (a - d) ** 2 + bb * bb))
         row[C_KT], row[C_KT + 1], row[C_KT + 2], row[C_KT + 3] = (d / det, -bb / det,
@@ -144,8 +147,10 @@ def _prepare(table, k0, k1, x, q, minv, inv, vel, rest_speed):
 
 
 @jit
-def _sweep(table, k0, k1, q, minv, inv, vel):
-    """One projected Gauss-Seidel sweep over contacts k0..k1-1."""
+def _sweep(table, k0, k1, minv, vel):
+    """One projected Gauss-Seidel sweep over contacts k0..k1-1; returns the largest change
+    of an impulse."""
+    change = 0.0
     for k in range(k0, k1):
         row = table[k]
         n = _row3(row, C_NORMAL)
@@ -154,7 +159,7 @@ def _sweep(table, k0, k1, q, minv, inv, vel):
         ln = max(0.0, row[C_LAMBDA] + (row[C_TARGET] - _dot(n, u)) * row[C_KN])
         dn = ln - row[C_LAMBDA]
         row[C_LAMBDA] = ln
-        _push(vel, q, minv, inv, r, n, dn)
+        _push(vel, row, minv, n, dn, C_AN)
         t1, t2 = _row3(row, C_T1), _row3(row, C_T2)
         u = _point_velocity(vel, r)
         u1, u2 = _dot(t1, u), _dot(t2, u)
@@ -173,8 +178,10 @@ def _sweep(table, k0, k1, q, minv, inv, vel):
                 l1, l2 = l1 * cap / s, l2 * cap / s
         d1, d2 = l1 - row[C_LAMBDA + 1], l2 - row[C_LAMBDA + 2]
         row[C_LAMBDA + 1], row[C_LAMBDA + 2] = l1, l2
-        _push(vel, q, minv, inv, r, (d1 * t1[0] + d2 * t2[0], d1 * t1[1] + d2 * t2[1],
-                                     d1 * t1[2] + d2 * t2[2]), 1.0)
+        _push(vel, row, minv, t1, d1, C_AN + 3)
+        _push(vel, row, minv, t2, d2, C_AN + 6)
+        change = max(change, abs(dn), abs(d1), abs(d2))
+    return change
 
 
 @jit
@@ -200,7 +207,10 @@ def solve_body(table, k0, k1, x, q, v, w, m, inertia, vel, iters, rest_speed):
         vel[9 + i] = om[i]
     _prepare(table, k0, k1, x, q, minv, inv, vel, rest_speed)
     for _ in range(iters):
-        _sweep(table, k0, k1, q, minv, inv, vel)
+        # a sweep that changed no impulse beyond round-off of the body's momentum ends it
+        if _sweep(table, k0, k1, minv, vel) <= 1e-15 * m * (abs(vel[6]) + abs(vel[7])
+                                                             + abs(vel[8]) + 1e-3):
+            break
     scale = 1.0
     elastic = False
     for k in range(k0, k1):

@@ -33,15 +33,27 @@ class ContactStepper:
         self.active = ((np.asarray(bodyi) == FREE)
                        & (contacts.geom[:, G_KIND] != NONE)).astype(np.int64)
         self.iters, self.rest_speed = int(iters), float(rest_speed)
+        self._count = np.zeros(1, np.int64)
 
     def __call__(self, n, dt, F, I):
-        c, kernel = self.contacts, self.kernel
-        flags = OK
-        for _ in range(n):
-            status = kernel(1, dt, F, I)
-            flags |= status & USED_FALLBACK
-            if status & ~USED_FALLBACK:
-                return status | flags
-            c.count = after_step(F, I, c.geom, c.grounds, c.table, self.active, c.touched,
-                                 c.scratch, self.iters, self.rest_speed)
-        return flags
+        c = self.contacts
+        status = run(self.kernel, n, dt, F, I, c.geom, c.grounds, c.table, self.active,
+                     c.touched, c.scratch, self.iters, self.rest_speed, self._count)
+        c.count = int(self._count[0])
+        return status
+
+
+@jit
+def run(kernel, n, dt, F, I, geom, grounds, table, active, touched, scratch, iters,
+        rest_speed, count):
+    """n times one step of ``kernel`` and the contact solve, in one compiled call; count[0]
+    gets the contacts of the last step.  Stops at a step the kernel could not take."""
+    flags = OK
+    for _ in range(n):
+        status = kernel(1, dt, F, I)
+        flags |= status & USED_FALLBACK
+        if status & ~USED_FALLBACK:
+            return status | flags
+        count[0] = after_step(F, I, geom, grounds, table, active, touched, scratch, iters,
+                              rest_speed)
+    return flags
