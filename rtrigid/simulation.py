@@ -1028,7 +1028,7 @@ class Simulation:
         counters -- and the integrator with its options, which a restore checks."""
         be = self.backend
         c = self._contacts
-        table = None if c is None else (c.table.copy(), c.count)
+        table = None if c is None else c.state()
         return Snapshot((be.S.copy(), be.S_prev.copy(), be.A.copy(), self._steps,
                          self._accumulator, self.dropped_time, be.stats.copy(),
                          self._fingerprint, table))
@@ -1050,8 +1050,7 @@ class Simulation:
         self._accumulator = acc
         self.dropped_time = dropped
         if table is not None:
-            self._contacts.table[:] = table[0]
-            self._contacts.count = table[1]
+            self._contacts.set_state(table)
 
 
 _F64 = np.dtype(np.float64)

@@ -25,6 +25,7 @@ from rtrigid.contact.geometry import (
     G_MU,
     G_OFFSET,
     G_P,
+    G_RADIUS,
     G_WIDTH,
     MAX_POINTS,
     NONE,
@@ -36,15 +37,29 @@ from rtrigid.contact.geometry import (
     SHAPE_CODES,
 )
 
-SWEEPS = 16  # Gauss-Seidel sweeps per body and step: the fixed budget of the solve
+SWEEPS = 16  # most Gauss-Seidel sweeps over the contacts per step: the solve's budget
+PAIR_ROWS = 16  # table rows per body for contacts between bodies
 _PARAMS = {"sphere": ("radius",), "capsule": ("radius", "half_length"),
            "box": ("half_extents",), "cylinder": ("radius", "half_length"),
            "cone": ("radius", "height")}
 
 
 def has_contacts(model) -> bool:
-    """True when the model has a ground (the only thing bodies collide with so far)."""
+    """True when the model has a ground (bodies collide with each other only then, so far)."""
     return bool(model.grounds)
+
+
+def _bounding_radius(kind, p):
+    """Radius of a sphere about the shape centre that holds the shape."""
+    if kind == "sphere":
+        return p[0]
+    if kind == "capsule":
+        return p[0] + p[1]
+    if kind == "box":
+        return float(np.linalg.norm(p[:3]))
+    if kind == "cylinder":
+        return float(np.hypot(p[0], p[1]))
+    return max(0.75 * p[1], float(np.hypot(p[0], 0.25 * p[1])))  # cone: apex, rim
 
 
 class Contacts:
@@ -71,16 +86,40 @@ class Contacts:
                                      for k in _PARAMS[shape.kind]])
             row[G_P:G_P + len(values)] = values
             row[G_OFFSET:G_OFFSET + 3] = shape.offset
+            row[G_RADIUS] = _bounding_radius(shape.kind, values)
         self.grounds = np.zeros((len(model.grounds), P_WIDTH))
         for g, ground in enumerate(model.grounds):
             self.grounds[g, P_NORMAL:P_NORMAL + 3] = ground.normal
             self.grounds[g, P_HEIGHT] = ground.height
             self.grounds[g, P_MU], self.grounds[g, P_E] = ground.friction, ground.restitution
-        self.table = np.zeros((max(nb * len(model.grounds) * MAX_POINTS, 1), C_WIDTH))
+        # room for every ground contact and PAIR_ROWS pair contacts per body; contacts beyond
+        # it are dropped (the cost of a step stays bounded)
+        self.table = np.zeros((nb * (len(model.grounds) * MAX_POINTS + PAIR_ROWS), C_WIDTH))
         self.count = 0
         self.touched = np.zeros(nb, np.int64)
-        self.scratch = np.zeros(12)
+        self.vel = np.zeros((nb, 16))
+        self.lift = np.zeros((nb, 3))
+        # order, rank (by body name: results do not depend on the order bodies were added
+        # in), the broad phase's sweep order, islands, levels (see contact.solver)
+        self.ints = np.zeros((nb, 5), np.int64)
+        order = sorted(range(nb), key=lambda b: model.bodies[b].name)
+        self.ints[:, 0] = order
+        self.ints[order, 1] = np.arange(nb)
+        self.ints[:, 2] = order
+        # the last step's impulses by contact identity, which start the next solve (state:
+        # snapshots keep them)
+        self.keys = np.full((1 << int(np.ceil(np.log2(2 * len(self.table)))), 2), -1, np.int64)
+        self.lam = np.zeros((len(self.table), 3))
+        self.rows = np.zeros(len(self.table), np.int64)
         self.digest = hashlib.sha256(self.geom.tobytes() + self.grounds.tobytes()).digest()
+
+    def state(self):
+        """A copy of what a snapshot keeps: the table, its count, the warm-start impulses."""
+        return self.table.copy(), self.count, self.keys.copy(), self.lam.copy()
+
+    def set_state(self, state):
+        table, self.count, keys, lam = state
+        self.table[:], self.keys[:], self.lam[:] = table, keys, lam
 
     def report(self, names):
         """The contacts of the last step, as :meth:`rtrigid.Simulation.contacts` gives them."""

@@ -41,7 +41,8 @@ G_P = 1        # 3 shape parameters: sphere r; capsule / cylinder r, half_length
 G_OFFSET = 4   # shape centre from the centre of mass, body axes
 G_MU = 7
 G_E = 8
-G_WIDTH = 9
+G_RADIUS = 9   # radius of a sphere about the shape centre that holds the shape
+G_WIDTH = 10
 
 # per-ground row
 P_NORMAL = 0
@@ -68,13 +69,17 @@ C_LAMBDA = 28  # accumulated impulse (normal, t1, t2)
 C_TARGET = 31  # normal velocity the solve aims for
 C_KS = 32      # 1 / the largest eigenvalue of the tangent block of K
 C_AN = 33      # I_w^-1 (r x d) for d = n, t1, t2: the turn a unit impulse along d gives
-C_WIDTH = 42
+C_ARMB = 42    # the other body's arm (point - its centre of mass)
+C_BN = 45      # its turn per unit impulse -d along n, t1, t2
+C_FEATURE = 54  # which feature of the pair made it (a corner, a rim point): warm starts
+C_WIDTH = 55
 
 
 @jit
-def _add_point(table, k, body, other, p0, p1, p2, n, depth, mu, e):
+def add_point(table, k, body, other, feature, p0, p1, p2, n, depth, mu, e):
     """Write a contact in row k of the table; returns k + 1."""
     row = table[k]
+    row[C_FEATURE] = feature
     row[C_BODY] = body
     row[C_OTHER] = other
     row[C_POINT], row[C_POINT + 1], row[C_POINT + 2] = p0, p1, p2
@@ -86,18 +91,18 @@ def _add_point(table, k, body, other, p0, p1, p2, n, depth, mu, e):
 
 
 @jit
-def _point(table, k, body, other, p0, p1, p2, radius, n, h, mu, e):
+def _point(table, k, body, other, f, p0, p1, p2, radius, n, h, mu, e):
     """A contact at the support point of a sphere of ``radius`` (0: a corner) centred at p, if
     it lies below the plane n.p = h; returns the next free row."""
     depth = h - (n[0] * p0 + n[1] * p1 + n[2] * p2) + radius
     if depth > 0.0:
-        return _add_point(table, k, body, other, p0 - radius * n[0], p1 - radius * n[1],
+        return add_point(table, k, body, other, f, p0 - radius * n[0], p1 - radius * n[1],
                           p2 - radius * n[2], n, depth, mu, e)
     return k
 
 
 @jit
-def _circle(table, k, body, other, c0, c1, c2, a, ex, radius, n, h, mu, e):
+def _circle(table, k, body, other, f, c0, c1, c2, a, ex, radius, n, h, mu, e):
     """The deepest point of the circle (centre c, unit axis a, radius) below the plane and the
     three a quarter turn apart from it (ex: a unit vector across a, used when the circle lies
     flat and has no deepest point)."""
@@ -111,13 +116,13 @@ def _circle(table, k, body, other, c0, c1, c2, a, ex, radius, n, h, mu, e):
     v0 = a[1] * u2 - a[2] * u1
     v1 = a[2] * u0 - a[0] * u2
     v2 = a[0] * u1 - a[1] * u0
-    k = _point(table, k, body, other, c0 + radius * u0, c1 + radius * u1, c2 + radius * u2,
+    k = _point(table, k, body, other, f + 0, c0 + radius * u0, c1 + radius * u1, c2 + radius * u2,
                0.0, n, h, mu, e)
-    k = _point(table, k, body, other, c0 + radius * v0, c1 + radius * v1, c2 + radius * v2,
+    k = _point(table, k, body, other, f + 1, c0 + radius * v0, c1 + radius * v1, c2 + radius * v2,
                0.0, n, h, mu, e)
-    k = _point(table, k, body, other, c0 - radius * u0, c1 - radius * u1, c2 - radius * u2,
+    k = _point(table, k, body, other, f + 2, c0 - radius * u0, c1 - radius * u1, c2 - radius * u2,
                0.0, n, h, mu, e)
-    return _point(table, k, body, other, c0 - radius * v0, c1 - radius * v1, c2 - radius * v2,
+    return _point(table, k, body, other, f + 3, c0 - radius * v0, c1 - radius * v1, c2 - radius * v2,
                   0.0, n, h, mu, e)
 
 
@@ -139,29 +144,30 @@ def ground_contacts(table, k, b, geom, x, q, g, plane):
     c0, c1, c2 = x[0] + o[0], x[1] + o[1], x[2] + o[2]
     p0, p1, p2 = row[G_P], row[G_P + 1], row[G_P + 2]
     if kind == SPHERE:
-        return _point(table, k, b, other, c0, c1, c2, p0, n, h, mu, e)
+        return _point(table, k, b, other, 0, c0, c1, c2, p0, n, h, mu, e)
     if kind == BOX:
         for i in range(8):
             s0 = p0 if i & 1 else -p0
             s1 = p1 if i & 2 else -p1
             s2 = p2 if i & 4 else -p2
             r = rotate_t(q0, q1, q2, q3, s0, s1, s2, 1.0)
-            k = _point(table, k, b, other, c0 + r[0], c1 + r[1], c2 + r[2], 0.0, n, h, mu, e)
+            k = _point(table, k, b, other, i, c0 + r[0], c1 + r[1], c2 + r[2], 0.0, n, h, mu, e)
         return k
     a = rotate_t(q0, q1, q2, q3, 0.0, 0.0, 1.0, 1.0)
     if kind == CAPSULE:
-        k = _point(table, k, b, other, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], p0,
+        k = _point(table, k, b, other, 0, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], p0,
                    n, h, mu, e)
-        return _point(table, k, b, other, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2], p0,
+        return _point(table, k, b, other, 1, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2],
+                      p0,
                       n, h, mu, e)
     ex = rotate_t(q0, q1, q2, q3, 1.0, 0.0, 0.0, 1.0)
     if kind == CYLINDER:
-        k = _circle(table, k, b, other, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], a, ex,
+        k = _circle(table, k, b, other, 0, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], a, ex,
                     p0, n, h, mu, e)
-        return _circle(table, k, b, other, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2], a,
+        return _circle(table, k, b, other, 4, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2], a,
                        ex, p0, n, h, mu, e)
     # cone: apex at -3/4 height, base rim at +1/4 height
-    k = _point(table, k, b, other, c0 - 0.75 * p1 * a[0], c1 - 0.75 * p1 * a[1],
+    k = _point(table, k, b, other, 0, c0 - 0.75 * p1 * a[0], c1 - 0.75 * p1 * a[1],
                c2 - 0.75 * p1 * a[2], 0.0, n, h, mu, e)
-    return _circle(table, k, b, other, c0 + 0.25 * p1 * a[0], c1 + 0.25 * p1 * a[1],
+    return _circle(table, k, b, other, 1, c0 + 0.25 * p1 * a[0], c1 + 0.25 * p1 * a[1],
                    c2 + 0.25 * p1 * a[2], a, ex, p0, n, h, mu, e)

@@ -11,13 +11,15 @@ from rtrigid.contact.solver import resolve
 
 
 @jit
-def after_step(F, I, geom, grounds, table, active, touched, scratch, iters, rest_speed):
+def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam,
+               rows, iters, rest_speed):
     """The contact solve after a free-flight step; returns the number of contacts."""
     (gravity, bodyf, bodyi, _, _, S, _, _, _, _, _, _) = open_buffers(F, I)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
     count = resolve(table, x, q, v, w, bodyf[:, B_MASS], bodyf[:, B_INERTIA:B_INERTIA + 3],
-                    active, geom, grounds, gravity, touched, scratch, iters, rest_speed)
+                    active, geom, grounds, gravity, touched, vel, ints, lift, keys, lam,
+                    rows, iters, rest_speed)
     for b in range(nb):
         if touched[b]:
             body_momenta(bodyf, b, q, v, w, P, pq, L)
@@ -38,14 +40,15 @@ class ContactStepper:
     def __call__(self, n, dt, F, I):
         c = self.contacts
         status = run(self.kernel, n, dt, F, I, c.geom, c.grounds, c.table, self.active,
-                     c.touched, c.scratch, self.iters, self.rest_speed, self._count)
+                     c.touched, c.vel, c.ints, c.lift, c.keys, c.lam, c.rows, self.iters,
+                     self.rest_speed, self._count)
         c.count = int(self._count[0])
         return status
 
 
 @jit
-def run(kernel, n, dt, F, I, geom, grounds, table, active, touched, scratch, iters,
-        rest_speed, count):
+def run(kernel, n, dt, F, I, geom, grounds, table, active, touched, vel, ints, lift, keys,
+        lam, rows, iters, rest_speed, count):
     """n times one step of ``kernel`` and the contact solve, in one compiled call; count[0]
     gets the contacts of the last step.  Stops at a step the kernel could not take."""
     flags = OK
@@ -54,6 +57,6 @@ def run(kernel, n, dt, F, I, geom, grounds, table, active, touched, scratch, ite
         flags |= status & USED_FALLBACK
         if status & ~USED_FALLBACK:
             return status | flags
-        count[0] = after_step(F, I, geom, grounds, table, active, touched, scratch, iters,
-                              rest_speed)
+        count[0] = after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift,
+                              keys, lam, rows, iters, rest_speed)
     return flags
