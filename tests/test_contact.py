@@ -355,3 +355,101 @@ def test_inelastic_contacts_add_no_energy_over_1000_random_drops_of_random_shape
     worst = max(_largest_contact_energy_rise(_random_drop(rng, "energy_momentum"), 0.6)
                 for _ in range(1000))
     assert -np.inf < worst < 1e-13
+
+
+# -- contacts between bodies -------------------------------------------------------------------
+def _balls(e, mu, offset):
+    m = rt.Model(gravity=(0, 0, 0))
+    m.add_ground(height=-10.0)
+    r, inertia = 0.1, 0.4 * 0.1 * 0.1
+    m.add_body("a", 1.0, (inertia,) * 3, shape=("sphere", {"radius": r}), restitution=e,
+               friction=mu)
+    m.add_body("b", 2.0, (2 * inertia,) * 3, shape=("sphere", {"radius": r}), restitution=e,
+               friction=mu)
+    sim = rt.Simulation(m, "energy_momentum", 1e-3)
+    sim.set_position("a", (-0.3, 0, 0))
+    sim.set_velocity("a", (1.0, 0, 0))
+    sim.set_position("b", (0.3, 0, offset))
+    sim.set_velocity("b", (-1.0, 0, 0))
+    return sim
+
+
+def test_elastic_head_on_collision_of_two_balls_keeps_momentum_and_energy():
+    sim = _balls(1.0, 0.0, 0.0)
+    p0, e0 = sim.momentum()[0], sim.energy()
+    sim.step(400)
+    # 1-D elastic collision of masses 1 and 2 at +-1 m/s: a leaves at -5/3, b at +1/3
+    assert sim.velocity("a")[0] == pytest.approx((-5 / 3, 0, 0), abs=1e-12)
+    assert sim.velocity("b")[0] == pytest.approx((1 / 3, 0, 0), abs=1e-12)
+    assert np.allclose(sim.momentum()[0], p0, atol=1e-14)
+    assert sim.energy() == pytest.approx(e0, rel=1e-12)
+
+
+def test_glancing_collision_with_friction_keeps_momentum_and_loses_energy():
+    sim = _balls(0.3, 0.8, 0.08)
+    (p0, l0), e0 = sim.momentum(), sim.energy()
+    sim.step(400)
+    touched = sim.velocity("a")[1]
+    p1, l1 = sim.momentum()
+    assert np.allclose(p1, p0, atol=1e-13)
+    # the impulses keep the angular momentum; moving the bodies apart (depth ~ v dt) moves
+    # their momenta's lines, by |p| depth at most
+    assert np.linalg.norm(l1 - l0) < 2.0 * 2e-3
+    assert sim.energy() < e0 and np.linalg.norm(touched) > 1.0  # friction spun it
+
+
+def test_a_ball_dropped_on_a_box_comes_to_rest_on_its_top():
+    m = rt.Model()
+    m.add_ground()
+    half = (0.3, 0.3, 0.1)
+    m.add_body("table", 10.0, _box_inertia(10.0, half), shape=("box", {"half_extents": half}))
+    m.add_body("ball", 1.0, (0.004,) * 3, shape=("sphere", {"radius": 0.1}))
+    sim = rt.Simulation(m, "nullspace_rk4", 1 / 240)
+    sim.set_position("table", (0, 0, 0.1))
+    sim.set_position("ball", (0.05, 0.02, 0.6))
+    sim.step(480)
+    x = sim.pose("ball")[0]
+    assert x[2] == pytest.approx(0.3, abs=1e-3)
+    assert np.linalg.norm(sim.velocity("ball")[0]) < 1e-3
+    # a pair's first body is the one whose name sorts first, the normal points into it
+    pair = [c for c in sim.contacts() if c["other"] is not None]
+    assert len(pair) == 1 and (pair[0]["body"], pair[0]["other"]) == (1, 0)
+    assert np.allclose(pair[0]["normal"], (0, 0, 1), atol=1e-9)
+
+
+@pytest.mark.parametrize("names", ("abc", "cab", "bca"))
+def test_a_stack_of_three_boxes_stands_whatever_the_names_order(names):
+    half = (0.1, 0.1, 0.1)
+
+    def build(order):
+        m = rt.Model()
+        m.add_ground()
+        for name in order:
+            m.add_body(name, 1.0, _box_inertia(1.0, half), shape=("box", {"half_extents": half}))
+        sim = rt.Simulation(m, "nullspace_rk4", 1 / 240)
+        for k, name in enumerate(names):
+            sim.set_position(name, (0.01 * k, 0, 0.1 + 0.2 * k))
+        sim.step(480)
+        return {n: sim.pose(n)[0] for n in names}
+
+    one, two = build(names), build(sorted(names))
+    for k, name in enumerate(names):
+        assert np.array_equal(one[name], two[name])
+        assert np.linalg.norm(one[name] - (0.01 * k, 0, 0.1 + 0.2 * k)) < 1e-3
+
+
+def test_boxes_apart_make_no_contacts_and_capsules_touch_boxes_at_their_ends():
+    m = rt.Model(gravity=(0, 0, 0))
+    m.add_ground(height=-10)
+    for k in range(6):
+        m.add_body(f"box{k}", 1.0, (1, 1, 1), shape=("box", {"half_extents": (0.1, 0.1, 0.1)}))
+    m.add_body("cap", 1.0, (1, 1, 1), shape=("capsule", {"radius": 0.05, "half_length": 0.2}))
+    sim = rt.Simulation(m, "nullspace_rk4", 1e-12)
+    for k in range(6):
+        sim.set_position(f"box{k}", (0.21 * k, 0.0, 0.0))
+    sim.set_orientation("cap", _quat((0, 1, 0), math.pi / 2))
+    sim.set_position("cap", (0.21, 0.0, 0.149))  # its end spheres over box0 and box2
+    sim.step(1)
+    c = sim.contacts()
+    assert len(c) == 2 and all(p["depth"] == pytest.approx(1e-3, abs=1e-12) for p in c)
+    assert sorted((p["body"], p["other"]) for p in c) == [(0, 6), (2, 6)]
