@@ -453,3 +453,54 @@ def test_boxes_apart_make_no_contacts_and_capsules_touch_boxes_at_their_ends():
     c = sim.contacts()
     assert len(c) == 2 and all(p["depth"] == pytest.approx(1e-3, abs=1e-12) for p in c)
     assert sorted((p["body"], p["other"]) for p in c) == [(0, 6), (2, 6)]
+
+
+# -- scenarios -----------------------------------------------------------------------------------
+def _axis_z(sim, body):
+    q = sim.pose(body)[1]
+    return 1.0 - 2.0 * (q[1] ** 2 + q[2] ** 2)
+
+
+def test_contact_scenarios_offer_the_schemes_that_step_contacts():
+    for name in ("ball_on_incline", "box_stack", "top_on_table", "tippe_top", "euler_disk"):
+        assert rt.scenarios.integrators_for(name) == ["nullspace_rk4", "energy_momentum",
+                                                      "energy_momentum4"]
+
+
+def test_ball_on_incline_follows_its_analytic_rolling():
+    sim = rt.scenarios.build("ball_on_incline", integrator="nullspace_rk4")
+    ref = rt.scenarios.info(sim)["reference"]
+    sim.step(480)
+    start = ref(0.0)
+    assert np.linalg.norm(sim.pose("ball")[0] - ref(sim.t)) < 1e-3 * np.linalg.norm(
+        ref(sim.t) - start)
+
+
+def test_tippe_top_turns_over_onto_its_stem():
+    sim = rt.scenarios.build("tippe_top", integrator="energy_momentum")
+    a, r = rt.scenarios.info(sim)["offset"], 0.02
+    assert _axis_z(sim, "top") > 0.99
+    sim.step(3000)  # 1.5 s
+    assert _axis_z(sim, "top") < -0.9
+    assert sim.pose("top")[0][2] == pytest.approx(r + a, abs=1e-3)  # its centre of mass up
+    assert max(c["depth"] for c in sim.contacts()) < 1e-3
+
+
+def test_fast_top_on_table_stays_up_with_its_tip_on_the_table():
+    sim = rt.scenarios.build("top_on_table", integrator="energy_momentum")
+    worst = 0.0
+    for _ in range(30):
+        sim.step(100)
+        worst = max([worst] + [c["depth"] for c in sim.contacts()])
+        assert _axis_z(sim, "top") > 0.95 and len(sim.contacts()) == 1
+    assert worst < 1e-3
+    slow = rt.scenarios.build("top_on_table", integrator="energy_momentum", spin=100.0)
+    slow.step(2000)
+    assert _axis_z(slow, "top") < 0.5  # below its critical spin it falls over
+
+
+def test_short_box_stack_stands():
+    sim = rt.scenarios.build("box_stack", integrator="nullspace_rk4", n=3)
+    x0 = sim.x.copy()
+    sim.step(1200)  # 5 s
+    assert np.abs(sim.x - x0).max() < 1e-3
