@@ -227,6 +227,18 @@ def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e):
 
 
 @jit
+def _round_on_box(table, k, cap, a, b, geom, r, xr, qr, o, xo, qo, flip, mu, e):
+    """Sphere or capsule r against box o (the pair a, b; ``flip``: the box is a)."""
+    p, q, radius = _segment(geom, r, xr, qr)
+    centre = shape_centre(geom, o, xo, qo)
+    ext = (geom[o, G_P], geom[o, G_P + 1], geom[o, G_P + 2])
+    k = _sphere_box(table, k, cap, a, b, 0, p, radius, centre, qo, ext, flip, mu, e)
+    if int(geom[r, G_KIND]) == CAPSULE:
+        k = _sphere_box(table, k, cap, a, b, 1, q, radius, centre, qo, ext, flip, mu, e)
+    return k
+
+
+@jit
 def pair_contacts(table, k, cap, a, b, geom, xa, qa, xb, qb):
     """Append the contacts of bodies a and b (their shapes at poses (xa, qa), (xb, qb)) from
     row k, at most up to row ``cap``; returns the next free row."""
@@ -246,19 +258,8 @@ def pair_contacts(table, k, cap, a, b, geom, xa, qa, xb, qb):
                       shape_centre(geom, b, xb, qb), qb,
                       (geom[b, G_P], geom[b, G_P + 1], geom[b, G_P + 2]), mu, e)
     if round_a and kb == BOX:
-        p, q, r = _segment(geom, a, xa, qa)
-        cb = shape_centre(geom, b, xb, qb)
-        ext = (geom[b, G_P], geom[b, G_P + 1], geom[b, G_P + 2])
-        k = _sphere_box(table, k, cap, a, b, 0, p, r, cb, qb, ext, False, mu, e)
-        if ka == CAPSULE:
-            k = _sphere_box(table, k, cap, a, b, 1, q, r, cb, qb, ext, False, mu, e)
-        return k
+        return _round_on_box(table, k, cap, a, b, geom, a, xa, qa, b, xb, qb, False, mu, e)
     if ka == BOX and round_b:
-        p, q, r = _segment(geom, b, xb, qb)
-        ca = shape_centre(geom, a, xa, qa)
-        ext = (geom[a, G_P], geom[a, G_P + 1], geom[a, G_P + 2])
-        k = _sphere_box(table, k, cap, a, b, 0, p, r, ca, qa, ext, True, mu, e)
-        if kb == CAPSULE:
-            k = _sphere_box(table, k, cap, a, b, 1, q, r, ca, qa, ext, True, mu, e)
-        return k
+        return _round_on_box(table, k, cap, a, b, geom, b, xb, qb, a, xa, qa, True, mu, e)
+    return k
     return k

@@ -70,9 +70,15 @@ def _mujoco_cost(sim, steps, repeats):
         gravity=sim.gravity, dt=sim.dt, integrator="RK4")
     mujoco_ref.set_state(model, data, x=None if pivoted else sim.x[0], p=sim.q[0],
                          v=None if pivoted else sim.v[0], omega_body=sim.w[0])
+    return _mujoco_time(model, data, steps, repeats)
+
+
+def _mujoco_time(model, data, steps, repeats):
+    """mujoco_ref.time_per_step in a scratch directory (MuJoCo writes MUJOCO_LOG.TXT into
+    the working directory on warnings)."""
     cwd = os.getcwd()
     with tempfile.TemporaryDirectory() as tmp:
-        os.chdir(tmp)  # MuJoCo writes MUJOCO_LOG.TXT into the working directory on warnings
+        os.chdir(tmp)
         try:
             return mujoco_ref.time_per_step(model, data, n=steps, repeats=repeats)
         finally:
@@ -167,14 +173,7 @@ def chain_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(1, 2, 5, 1
                 row["energy_momentum_mean_iterations"] = fresh.solver_stats()["mean_iterations"]
         if use_mujoco:
             model, data = _mujoco_chain(_lively_chain(n, "nullspace_rk4", dt), n)
-            cwd = os.getcwd()
-            with tempfile.TemporaryDirectory() as tmp:
-                os.chdir(tmp)
-                try:
-                    row["mujoco_rk4"] = mujoco_ref.time_per_step(model, data, n=120,
-                                                                 repeats=repeats) * 1e6
-                finally:
-                    os.chdir(cwd)
+            row["mujoco_rk4"] = _mujoco_time(model, data, 120, repeats) * 1e6
         scaling.append(row)
     steps = int(round(10.0 / dt))
     drift = {}
@@ -240,14 +239,7 @@ def contact_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(5, 10), 
             import mujoco
 
             model, data = _mujoco_stack(n, dt)
-            cwd = os.getcwd()
-            with tempfile.TemporaryDirectory() as tmp:
-                os.chdir(tmp)
-                try:
-                    row["mujoco"] = mujoco_ref.time_per_step(model, data, n=240,
-                                                             repeats=repeats) * 1e6
-                finally:
-                    os.chdir(cwd)
+            row["mujoco"] = _mujoco_time(model, data, 240, repeats) * 1e6
             model, data = _mujoco_stack(n, dt)
             mujoco.mj_forward(model, data)
             x0 = data.xpos[1:].copy()
