@@ -39,6 +39,16 @@ PART_TYPES = {"box": ("half_extents",), "sphere": ("radius",),
               "mesh": ("file", "scale")}
 
 
+def check_contact(friction, restitution):
+    """(friction, restitution) of a body or the ground, checked: friction >= 0,
+    restitution in [0, 1]."""
+    mu = as_scalar(friction, "friction", nonnegative=True)
+    e = as_scalar(restitution, "restitution", nonnegative=True)
+    if e > 1.0:
+        raise ValueError(f"restitution: must be in [0, 1], got {e}")
+    return mu, e
+
+
 def check_inertia(inertia, allow_nonphysical, name="inertia"):
     """Validate principal moments: positive and, unless opted out, the triangle inequality."""
     j = as_vector(inertia, 3, name)
@@ -84,6 +94,20 @@ class Body:
     pivot_world: np.ndarray | None = None
     free_joint: str | None = None
     pose0: tuple | None = None
+    friction: float = 0.5
+    restitution: float = 0.0
+    collide: bool = True
+
+
+@dataclass
+class Ground:
+    """A half-space {p : normal . p <= height}: the ground bodies rest on (see
+    :meth:`Model.add_ground`)."""
+
+    height: float
+    normal: np.ndarray
+    friction: float
+    restitution: float
 
 
 @dataclass
@@ -188,10 +212,11 @@ class Model:
         self.joint_info: dict[str, dict] = {}
         self.world_shape: Shape | None = None  # what robot files draw on links welded to the world
         self.actuators: list[Actuator] = []
+        self.grounds: list[Ground] = []
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
-                 massless=False):
+                 massless=False, friction=0.5, restitution=0.0, collide=True):
         """Add a rigid body and return its index.
 
         ``massless=True`` (mass and inertia then 0) adds a link between two joints, as
@@ -207,6 +232,11 @@ class Model:
         ``color`` (r, g, b).  A list of such shapes draws the body as their union (a racket, a
         gimbal ring with its pins, a marked body).  Shapes are drawn only: they do not change
         the mass or the inertia.
+
+        Contact (:mod:`rtrigid.contact`): the shape is also the body's collision shape unless
+        ``collide=False`` (a ``visuals`` shape never collides).  ``friction`` (Coulomb's
+        coefficient, >= 0) and ``restitution`` (in [0, 1]: the fraction of the approach speed
+        it rebounds with) combine with the other side's as sqrt(mu_a mu_b) and max(e_a, e_b).
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"name: expected a non-empty string, got {name!r}")
@@ -219,8 +249,31 @@ class Model:
         else:
             mass = as_scalar(mass, "mass", positive=True)
             inertia = check_inertia(inertia, allow_nonphysical_inertia)
-        self.bodies.append(Body(name, mass, inertia, self._check_shape(shape)))
+        mu, e = check_contact(friction, restitution)
+        if not isinstance(collide, (bool, np.bool_)):
+            raise ValueError(f"collide: expected True or False, got {collide!r}")
+        self.bodies.append(Body(name, mass, inertia, self._check_shape(shape), friction=mu,
+                                restitution=e, collide=bool(collide)))
         return len(self.bodies) - 1
+
+    def add_ground(self, height=0.0, normal=(0.0, 0.0, 1.0), friction=0.5, restitution=0.0):
+        """Add a ground: the half-space below the plane normal . p = height (world), its
+        surface facing ``normal`` (made unit).  Bodies with a collision shape rest on it; a
+        tilted normal makes an incline.  ``friction`` and ``restitution`` as for
+        :meth:`add_body` (combined per contact as sqrt(mu_a mu_b), max(e_a, e_b)).  Returns
+        the ground's index (``contacts()`` reports ground contacts with ``other`` None).
+        """
+        h = as_scalar(height, "height")
+        n = unit_vector(normal, "normal")
+        mu, e = check_contact(friction, restitution)
+        self.grounds.append(Ground(h, n, mu, e))
+        return len(self.grounds) - 1
+
+    def jointed_pairs(self):
+        """The set of body pairs (a, b), a < b, that a joint joins
+        directly: they do not collide with each other."""
+        pairs = {tuple(sorted((j.parent, j.child))) for j in self.joints if j.parent >= 0}
+        return pairs
 
     @staticmethod
     def _check_shape(shape):

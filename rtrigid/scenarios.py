@@ -589,3 +589,148 @@ def set_rotor_thrusts(sim, thrusts, body="frame"):
         sim.apply_force(body, (0.0, 0.0, thrust), point=point, frame="body")
         sim.apply_torque(body, (0.0, 0.0, spin * QUADROTOR_YAW_PER_THRUST * thrust),
                          frame="body")
+
+
+# -- contact scenarios (issue 15): bodies on a ground ---------------------------------------------
+def box_inertia(mass, half):
+    """Principal moments of a solid box of half extents ``half`` about its centre."""
+    a, b, c = (2.0 * np.asarray(half, float)) ** 2
+    return mass / 12.0 * np.array([b + c, a + c, a + b])
+
+
+@scenario(dt=1.0 / 240.0, t_end=2.0)
+def ball_on_incline(integrator="energy_momentum", dt=1.0 / 240.0, options=None, angle=20.0,
+                    friction=0.5, radius=0.1, mass=1.0):
+    """A solid ball rolling down an incline of ``angle`` degrees from rest.
+
+    It rolls without slipping while tan(angle) <= 7/2 mu, with acceleration (5/7) g sin(angle)
+    down the slope: ``info["reference"](t)`` is that motion of its centre.
+    """
+    angle = np.radians(as_scalar(angle, "angle"))
+    if not 0.0 <= angle < np.pi / 2:
+        raise ValueError("angle: must be in [0, 90) degrees")
+    r = as_scalar(radius, "radius", positive=True)
+    mass = as_scalar(mass, "mass", positive=True)
+    normal = np.array([-np.sin(angle), 0.0, np.cos(angle)])
+    m = Model()
+    m.add_ground(normal=normal, friction=friction)
+    inertia = 0.4 * mass * r * r
+    m.add_body("ball", mass, (inertia,) * 3, shape=("sphere", {"radius": r}), friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    start = r * normal
+    sim.set_position("ball", start)
+    down = np.array([-np.cos(angle), 0.0, -np.sin(angle)])
+    accel = 5.0 / 7.0 * float(np.linalg.norm(m.gravity)) * np.sin(angle)
+
+    def centre(t):
+        """Rolling without slipping from rest: s = (5/7) g sin(angle) t^2 / 2."""
+        return start + 0.5 * accel * t * t * down
+
+    info(sim).update(conserved=[], reference=centre, reference_name="centre of the ball")
+    return sim
+
+
+@scenario(dt=1.0 / 240.0, t_end=10.0)
+def box_stack(integrator="energy_momentum", dt=1.0 / 240.0, options=None, n=10, size=0.1,
+              mass=1.0, friction=0.5):
+    """``n`` cubes of half size ``size`` stacked on the ground, at rest: the stack should stand."""
+    n = as_int(n, "n", minimum=1)
+    half = (as_scalar(size, "size", positive=True),) * 3
+    mass = as_scalar(mass, "mass", positive=True)
+    m = Model()
+    m.add_ground(friction=friction)
+    for k in range(n):
+        m.add_body(f"box{k}", mass, box_inertia(mass, half), shape=("box", {"half_extents": half}),
+                   friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    for k in range(n):
+        sim.set_position(k, (0.0, 0.0, half[2] * (2 * k + 1)))
+    info(sim)["conserved"] = []
+    return sim
+
+
+def _cone_top(integrator, options, dt, mass, radius, height, friction, tilt, spin, name):
+    """A solid cone standing on its apex, tilted ``tilt`` about x, spinning ``spin`` about its
+    axis, on a ground of ``friction``."""
+    mass = as_scalar(mass, "mass", positive=True)
+    r = as_scalar(radius, "radius", positive=True)
+    h = as_scalar(height, "height", positive=True)
+    tilt = as_scalar(tilt, "tilt")
+    j1 = 3.0 * mass / 80.0 * (4.0 * r * r + h * h)
+    m = Model()
+    m.add_ground(friction=friction)
+    m.add_body(name, mass, (j1, j1, 0.3 * mass * r * r), shape=("cone", {"radius": r,
+                                                                          "height": h}),
+               friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    q = np.array([np.cos(tilt / 2), np.sin(tilt / 2), 0.0, 0.0])
+    axis = quat.rotate(q, np.array([0.0, 0.0, 1.0]), np.empty(3))
+    sim.set_orientation(name, q)
+    sim.set_position(name, 0.75 * h * axis)  # apex on the ground
+    sim.set_angular_velocity(name, as_scalar(spin, "spin") * axis)
+    return sim
+
+
+@scenario(dt=1e-3, t_end=5.0)
+def top_on_table(integrator="energy_momentum", dt=1e-3, options=None, mass=0.1, radius=0.03,
+                 height=0.06, friction=0.3, tilt=0.1, spin=400.0):
+    """A solid cone top spinning on its apex on a table: it precesses with its tip on the
+    table; below about 240 rad/s (its critical spin 2 sqrt(I1 m g l) / I3 about the apex) it
+    falls over."""
+    sim = _cone_top(integrator, options, dt, mass, radius, height, friction, tilt, spin, "top")
+    info(sim)["conserved"] = []
+    return sim
+
+
+@scenario(dt=5e-4, t_end=5.0)
+def tippe_top(integrator="energy_momentum", dt=5e-4, options=None, mass=0.015, radius=0.02,
+              offset=0.3, friction=0.3, tilt=0.1, spin=150.0):
+    """A tippe top: a ball whose centre of mass lies ``offset`` radii below its centre, spun
+    fast about the vertical; sliding friction turns it over onto its top (its centre of mass
+    rises above the ball's centre)."""
+    mass = as_scalar(mass, "mass", positive=True)
+    r = as_scalar(radius, "radius", positive=True)
+    a = as_scalar(offset, "offset", positive=True) * r
+    if a >= r:
+        raise ValueError("offset: must be below 1 (the centre of mass inside the ball)")
+    i3 = 0.4 * mass * r * r
+    i1 = i3 / 1.1  # inversion needs 1 - offset < I3 / I1 < 1 + offset
+    m = Model()
+    m.add_ground(friction=friction)
+    m.add_body("top", mass, (i1, i1, i3), shape=("sphere", {"radius": r, "offset": (0, 0, a)}),
+               friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    tilt = as_scalar(tilt, "tilt")
+    q = np.array([np.cos(tilt / 2), np.sin(tilt / 2), 0.0, 0.0])
+    centre_from_com = quat.rotate(q, np.array([0.0, 0.0, a]), np.empty(3))
+    sim.set_orientation("top", q)
+    sim.set_position("top", (0.0, 0.0, r) - centre_from_com)  # ball resting on the ground
+    sim.set_angular_velocity("top", (0.0, 0.0, as_scalar(spin, "spin")))
+    info(sim).update(conserved=[], offset=a)
+    return sim
+
+
+@scenario(dt=5e-4, t_end=5.0)
+def euler_disk(integrator="energy_momentum", dt=5e-4, options=None, mass=0.2, radius=0.04,
+               thickness=0.01, friction=0.3, tilt=0.4, spin=40.0):
+    """Euler's disk: a thick coin on its rim, tilted ``tilt`` rad from upright, spun about the
+    vertical; it rolls round on its rim, lower and faster, until it lies flat."""
+    mass = as_scalar(mass, "mass", positive=True)
+    r = as_scalar(radius, "radius", positive=True)
+    hl = 0.5 * as_scalar(thickness, "thickness", positive=True)
+    i3 = 0.5 * mass * r * r
+    i1 = mass * (3 * r * r + 4 * hl * hl) / 12.0
+    m = Model()
+    m.add_ground(friction=friction)
+    m.add_body("disk", mass, (i1, i1, i3), shape=("cylinder", {"radius": r, "half_length": hl}),
+               friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    lean = np.pi / 2 - as_scalar(tilt, "tilt")  # the axis leans this far from vertical
+    q = np.array([np.cos(lean / 2), np.sin(lean / 2), 0.0, 0.0])
+    az = np.cos(lean)
+    sim.set_orientation("disk", q)
+    # on its lowest rim point: the centre r sin(lean) + hl |cos(lean)| above the ground
+    sim.set_position("disk", (0.0, 0.0, r * np.sqrt(1.0 - az * az) + hl * abs(az)))
+    sim.set_angular_velocity("disk", (0.0, 0.0, as_scalar(spin, "spin")))
+    info(sim)["conserved"] = []
+    return sim

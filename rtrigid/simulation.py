@@ -47,6 +47,7 @@ from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
 
 MAX_STEPS = 2 ** 53
+CONTACT_INTEGRATORS = ("nullspace_rk4", "energy_momentum", "energy_momentum4")
 RK4_SERVO_LIMIT = 2.5  # |s| dt a servo may reach under nullspace_rk4 (_check_servo_gains)
 _TWO_THREADS = ("Simulation: entered from a second thread while another thread steps it; a "
                 "Simulation belongs to one thread at a time (give each thread its own, or "
@@ -131,6 +132,7 @@ class Simulation:
             raise ValueError(f"integrator: {why}")
         module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))
         self.backend = _create_backend(kind, model, module)
+        self._contacts = self._contact_setup(model, kind, integrator)
         self.backend.solver[SOLVER_MAX_ITER] = max_iter
         self.backend.solver[SOLVER_HALVINGS] = max_halvings
         self.model = copy.deepcopy(model)  # what was simulated, whatever the caller edits later
@@ -193,7 +195,43 @@ class Simulation:
         # step and the solver settings
         self._fingerprint = hashlib.sha256(b"".join((
             b.model_digest, b.solver.tobytes(),
+            self._contacts.digest if self._contacts is not None else b"",
             repr((integrator, sorted(self.options.items()), self.dt)).encode()))).hexdigest()
+
+    def _contact_setup(self, model, kind, integrator):
+        """The contact model (None without a ground), and the step kernel that solves the
+        contacts after each free-flight step."""
+        from rtrigid.contact import SWEEPS, Contacts, has_contacts
+
+        if not has_contacts(model):
+            return None
+        if kind != BODIES:
+            raise ValueError("grounds: contacts are stepped for free bodies only so far; this "
+                             "model has joints (the tree backend has no contact step yet)")
+        if integrator not in CONTACT_INTEGRATORS:
+            raise ValueError(f"integrator: {integrator} does not step contacts; use one of "
+                             f"{list(CONTACT_INTEGRATORS)}")
+        from rtrigid.backends.bodies.contact import ContactStepper
+
+        contacts = Contacts(model)
+        # an approach slower than two steps' fall is a resting contact: no rebound
+        rest_speed = 2.0 * float(np.linalg.norm(model.gravity)) * self.dt
+        self._kernel = ContactStepper(self._kernel, contacts, self.backend.frozen.kind, SWEEPS,
+                                      rest_speed)
+        return contacts
+
+    def contacts(self):
+        """The contacts of the last step (a list of dicts; empty without a ground).
+
+        Each: ``body`` (handle) and ``name``, ``other`` (None: a ground), ``point`` (world,
+        on the body's surface), ``normal`` (unit, world, from the other side into the
+        body), ``depth`` (how far the point lay below the surface after the free flight,
+        before the body was moved out), ``impulse`` (world, on the body at the point:
+        normal and friction parts; N s).
+        """
+        if self._contacts is None:
+            return []
+        return self._contacts.report(self.names)
 
     # -- time and stepping ----------------------------------------------------------------
     @property
@@ -989,16 +1027,18 @@ class Simulation:
         """Everything that determines the future: state, previous state, loads, clock,
         counters -- and the integrator with its options, which a restore checks."""
         be = self.backend
+        c = self._contacts
+        table = None if c is None else c.state()
         return Snapshot((be.S.copy(), be.S_prev.copy(), be.A.copy(), self._steps,
                          self._accumulator, self.dropped_time, be.stats.copy(),
-                         self._fingerprint))
+                         self._fingerprint, table))
 
     def restore(self, snap: Snapshot):
         """Return to a snapshot taken from this simulation, bit for bit."""
         be = self.backend
         if not isinstance(snap, Snapshot):
             raise ValueError(f"snap: expected a Snapshot, got {type(snap).__name__}")
-        S, S_prev, A, steps, acc, dropped, stats, fingerprint = snap._data
+        S, S_prev, A, steps, acc, dropped, stats, fingerprint, table = snap._data
         if fingerprint != self._fingerprint:
             raise ValueError("snap: taken from a simulation of another model, integrator, "
                              "option or step; this one cannot continue it")
@@ -1009,6 +1049,8 @@ class Simulation:
         self._steps = steps
         self._accumulator = acc
         self.dropped_time = dropped
+        if table is not None:
+            self._contacts.set_state(table)
 
 
 _F64 = np.dtype(np.float64)
