@@ -18,6 +18,7 @@ from rtrigid import integrators, scenarios
 from rtrigid.maths import quat
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation, SimulationError, Snapshot
+from rtrigid.batch import Batch
 
-__all__ = ["Model", "Simulation", "SimulationError", "Snapshot", "integrators", "quat",
+__all__ = ["Batch", "Model", "Simulation", "SimulationError", "Snapshot", "integrators", "quat",
            "scenarios"]

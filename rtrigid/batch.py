@@ -1,0 +1,348 @@
+"""Many copies of one model's structure stepped at once, in parallel over copies.
+
+Every backend's kernel is ``step(n, dt, F, I) -> status`` on two flat buffers (see
+:mod:`rtrigid.backends.buffers`).  A :class:`Batch` holds those buffers as rows, ``F`` of shape
+(n, len F) and ``I`` of shape (n, len I), and steps copy i with the *same* compiled kernel on the
+rows ``F[i]``, ``I[i]`` inside a numba ``prange`` loop (threads without the GIL).  Copy i is
+therefore bit for bit a single :class:`~rtrigid.Simulation` of that copy, whatever the thread
+count (``numba.set_num_threads``).
+
+Everything but the stepping goes through the façade: one Simulation is built per distinct
+model (it freezes the model and validates it), its buffers are copied into the rows, and a
+write to copy i (``set_qpos``, ``set_qvel``, reads of energy) runs that Simulation's own code on
+a copy of row i, then copies the row back.
+
+Controls in the loop, without Python per copy: arrays over time (``controls=``), or a linear
+feedback ``u = u0 - K (x - x_ref)`` with x = (joint coordinates, joint rates) of the kernel's
+state (tree models; under ``energy_momentum`` the rates are the scheme's own mean rates of the
+last step, see :data:`rtrigid.backends` ``MEAN_RATES``), applied before every step.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import numba
+from numba import prange
+
+from rtrigid import integrators
+from rtrigid.backends import TREE
+from rtrigid.backends.buffers import FAILED, NONFINITE
+from rtrigid.model import Model
+from rtrigid.simulation import Simulation
+from rtrigid.validate import as_scalar, as_int
+
+FAIL_MASK = FAILED | NONFINITE
+
+
+@numba.njit(parallel=True, cache=True)
+def _drive(kernel, k, dt, F, I, U, u_time, c0, lo, hi, K, u0, xref, xidx, status):
+    """Step every copy k steps; U (kt, n, nu) controls (u_time: one row per step, else
+    U[0] held), or, when K has rows, the feedback u = u0[i] - K[i] (x - xref[i]) with
+    x = F[i, xidx].  A failed copy stops (its status set, rolled back by its kernel)."""
+    n = F.shape[0]
+    nu = hi.shape[0]
+    nx = xidx.shape[0]
+    feedback = K.shape[1] > 0
+    for i in prange(n):
+        Fi = F[i]
+        Ii = I[i]
+        if nu == 0 or (U.shape[0] == 0 and not feedback):
+            st = kernel(k, dt, Fi, Ii)
+            status[i] = st
+            continue
+        Ki = K[i] if K.shape[0] == n else K[0]
+        for s in range(k):
+            for a in range(nu):
+                if feedback:
+                    u = u0[i, a]
+                    for j in range(nx):
+                        u -= Ki[a, j] * (Fi[xidx[j]] - xref[i, j])
+                else:
+                    u = U[s if u_time else 0, i, a]
+                Fi[c0 + a] = min(max(u, lo[a]), hi[a])
+            st = kernel(1, dt, Fi, Ii)
+            status[i] |= st
+            if st & 3:
+                break
+
+
+def _offset(F, view):
+    """Index of view[0] within the flat buffer F."""
+    return (view.__array_interface__["data"][0] - F.__array_interface__["data"][0]) // 8
+
+
+def _structure(sim):
+    """What copies of a batch must share: the kernel, the buffers' sizes and the model's
+    integer part (topology, kinds, sizes)."""
+    b = sim.backend
+    return (sim._kernel, b.F.shape, b.I.shape, b.I[:len(b.I) - 4].tobytes(), sim.nq, sim.nv,
+            sim.na, sim.dt)
+
+
+class Batch:
+    """``n`` copies of a model stepped together (see the module docstring).
+
+    ``model``: an :class:`~rtrigid.Model` (every copy starts as it), or a factory ``f(i) ->
+    Model`` giving copy i's model; all copies must share the structure (same bodies, joints,
+    actuators; parameters may differ) -- a mismatch is refused naming the copy.
+    ``integrator``, ``dt``, ``options``, ``max_iter``, ``max_halvings``: as for Simulation.
+    """
+
+    def __init__(self, model, n=1000, integrator="energy_momentum", dt=1e-3, *, options=None,
+                 **kwargs):
+        self.n = as_int(n, "n", minimum=1)
+        self._sim_kw = dict(integrator=integrator, dt=dt, options=options, **kwargs)
+        if isinstance(model, Model):
+            models = None
+            base = Simulation(model, **self._sim_kw)
+        elif callable(model):
+            models = [model(i) for i in range(self.n)]
+            base = Simulation(models[0], **self._sim_kw)
+        else:
+            raise ValueError(f"model: expected an rtrigid Model or a factory i -> Model, got "
+                             f"{type(model).__name__}")
+        self.integrator, self.dt = integrator, base.dt
+        self.nq, self.nv, self.na = base.nq, base.nv, base.na
+        self.actuator_names = base.actuator_names
+        self._kernel, self._key = base._kernel, _structure(base)
+        self._tree = base.backend.name == TREE
+        self._sims = {base.backend.model_digest: base}
+        self._which = [base.backend.model_digest] * self.n
+        self.F = np.empty((self.n,) + base.backend.F.shape)
+        self.I = np.empty((self.n,) + base.backend.I.shape, np.int64)
+        self.F[:] = base.backend.F
+        self.I[:] = base.backend.I
+        self._base_model = base.model
+        if models is not None:
+            for i in range(1, self.n):
+                self._load(i, models[i])
+        self._steps = np.zeros(self.n, np.int64)
+        # controls: where they sit in A, their ranges
+        be = base.backend
+        self._c0 = _offset(be.F, base._ctrl) if self.na else 0
+        self._lo = np.array(base._ctrl_lo, float)
+        self._hi = np.array(base._ctrl_hi, float)
+        # feedback state x = (qpos, qvel) of the kernel's state: absolute indices in F
+        if self._tree:
+            q0, v0 = _offset(be.F, be.Qg), _offset(be.F, be.nu)
+            self._xidx = np.concatenate([q0 + base._qidx, v0 + base._vidx]).astype(np.int64)
+        else:
+            self._xidx = np.zeros(0, np.int64)
+        self._status = np.zeros(self.n, np.int64)
+        self._noK = np.zeros((1, 0, 0))
+        self._noU = np.zeros((0, self.n, max(self.na, 0)))
+        self._feedback = None
+
+    # -- copies and their Simulations ----------------------------------------------------------
+    def _load(self, i, model, field="model"):
+        """Make copy i a fresh copy of ``model`` (its state as the model gives it)."""
+        try:
+            sim = Simulation(model, **self._sim_kw)
+        except ValueError as e:
+            raise ValueError(f"{field}: copy {i}: {e}") from None
+        if _structure(sim) != self._key:
+            raise ValueError(f"{field}: copy {i}'s model does not share the batch's structure "
+                             "(bodies, joints, kinds, actuators, springs and integrator must be "
+                             "those of copy 0; only parameters may differ)")
+        d = sim.backend.model_digest
+        self._sims.setdefault(d, sim)
+        self._which[i] = d
+        self.F[i] = sim.backend.F
+        self.I[i] = sim.backend.I
+
+    def _sim(self, i):
+        """The Simulation of copy i's model, holding copy i's row (copy it back after a write)."""
+        sim = self._sims[self._which[i]]
+        sim.backend.F[:] = self.F[i]
+        sim.backend.I[:] = self.I[i]
+        return sim
+
+    def _per_copy(self, X, width, field, write):
+        """Validate (n, width) X, run write(sim, row) on a copy of every row, then commit
+        every row at once (all or nothing)."""
+        X = np.asarray(X, dtype=float) if not isinstance(X, np.ndarray) else X
+        if X.shape != (self.n, width):
+            raise ValueError(f"{field}: expected shape ({self.n}, {width}), got {np.shape(X)}")
+        F = self.F.copy()
+        for i in range(self.n):
+            sim = self._sim(i)
+            sim.backend.F[:] = F[i]
+            try:
+                write(sim, X[i])
+            except ValueError as e:
+                raise ValueError(f"{field}: copy {i}: {e}") from None
+            F[i] = sim.backend.F
+        self.F[:] = F
+
+    # -- interface ------------------------------------------------------------------------------
+    def set_qpos(self, Q):
+        """Set every copy's generalized coordinates, (n, nq) in Simulation.qpos's layout;
+        each row as Simulation.set_qpos takes it.  All or nothing."""
+        self._per_copy(Q, self.nq, "qpos", lambda s, q: s.set_qpos(q))
+
+    def set_qvel(self, V):
+        """Set every copy's generalized rates, (n, nv).  All or nothing."""
+        self._per_copy(V, self.nv, "qvel", lambda s, v: s.set_qvel(v))
+
+    def set_params(self, **params):
+        """Per-copy parameters that do not change structure, each an array over copies
+        (or one value for all): ``mass`` (n, nb), ``inertia`` (n, nb, 3), ``gravity``
+        (n, 3), ``damping`` / ``stiffness`` (n, njoints), ``kp`` / ``kv`` (n, na).  Each copy
+        is rebuilt from the batch's model with its parameters (re-frozen by a Simulation) and
+        restarts from that model's initial state.  All or nothing."""
+        known = ("mass", "inertia", "gravity", "damping", "stiffness", "kp", "kv")
+        for k in params:
+            if k not in known:
+                raise ValueError(f"{k}: unknown parameter; known: {list(known)}")
+        base = self._base_model
+        shapes = {"mass": (len(base.bodies),), "inertia": (len(base.bodies), 3),
+                  "gravity": (3,), "damping": (len(base.joints),),
+                  "stiffness": (len(base.joints),), "kp": (len(base.actuators),),
+                  "kv": (len(base.actuators),)}
+        arrays = {}
+        for k, v in params.items():
+            a = np.asarray(v, dtype=float)
+            if a.shape == shapes[k]:
+                a = np.broadcast_to(a, (self.n,) + shapes[k])
+            if a.shape != (self.n,) + shapes[k]:
+                raise ValueError(f"{k}: expected shape ({self.n}, "
+                                 f"{', '.join(map(str, shapes[k]))}), got {np.shape(v)}")
+            if not np.all(np.isfinite(a)):
+                raise ValueError(f"{k}: must be finite")
+            arrays[k] = a
+        saved = (self.F.copy(), self.I.copy(), list(self._which), dict(self._sims))
+        try:
+            for i in range(self.n):
+                m = copy.deepcopy(base)
+                for k, a in arrays.items():
+                    _set_param(m, k, a[i])
+                self._load(i, m, field=",".join(params) or "params")
+        except Exception:
+            self.F[:], self.I[:], self._which[:], self._sims = saved[0], saved[1], saved[2], \
+                saved[3]
+            raise
+        self._steps[:] = 0
+
+    def set_feedback(self, K, u0=None, x_ref=None):
+        """Apply ``u = u0 - K (x - x_ref)`` before every step, x = (qpos, qvel) of the kernel's
+        state (tree models only); K (nu, nq + nv) for every copy or (n, nu, nq + nv) per copy,
+        u0 (n, nu) or (nu,), x_ref (n, nq + nv) or (nq + nv,).  ``set_feedback(None)`` removes
+        it; controls= given to step overrides nothing while feedback is set (it is refused)."""
+        if K is None:
+            self._feedback = None
+            return
+        if not self._tree:
+            raise ValueError("K: feedback needs a jointed (tree) model; single bodies have "
+                             "no joint state in the kernel")
+        nx = self.nq + self.nv
+        K = np.asarray(K, dtype=float)
+        if K.shape == (self.na, nx):
+            K = K[None]
+        if K.shape not in ((1, self.na, nx), (self.n, self.na, nx)):
+            raise ValueError(f"K: expected shape ({self.na}, {nx}) or ({self.n}, {self.na}, "
+                             f"{nx}), got {K.shape}")
+        u0 = _rows(u0, self.n, self.na, "u0")
+        x_ref = _rows(x_ref, self.n, nx, "x_ref")
+        if not (np.all(np.isfinite(K))):
+            raise ValueError("K: must be finite")
+        self._feedback = (np.ascontiguousarray(K), u0, x_ref)
+
+    def step(self, k=1, controls=None):
+        """Step every copy k steps.  ``controls``: (n, nu) held for the k steps or (k, n, nu)
+        one row per step (clamped to each ctrl_range, as Simulation.set_controls does); None
+        keeps the controls held now (or applies the feedback).  A copy whose step fails is
+        rolled back to the start of that step and a ``RuntimeError`` names the copies."""
+        k = as_int(k, "k", minimum=0)
+        U, u_time = self._controls(k, controls)
+        if self._feedback is not None:
+            if controls is not None:
+                raise ValueError("controls: the batch has a feedback (set_feedback(None) first)")
+            K, u0, xref = self._feedback
+        else:
+            K, u0, xref = self._noK, self._noK[0], self._noK[0]
+        self._status[:] = 0
+        _drive(self._kernel, k, self.dt, self.F, self.I, U, u_time, self._c0, self._lo,
+               self._hi, K, u0, xref, self._xidx, self._status)
+        if controls is not None and self.na:
+            last = U[-1] if u_time else U[0]
+            self.F[:, self._c0:self._c0 + self.na] = np.clip(last, self._lo, self._hi)
+        bad = np.nonzero(self._status & FAIL_MASK)[0]
+        self._steps += k
+        if len(bad):
+            raise RuntimeError(f"{self.integrator}: copies {bad[:10].tolist()} failed a step "
+                               "(rolled back to the start of it)")
+
+    def _controls(self, k, controls):
+        if controls is None:
+            return self._noU, False
+        U = np.asarray(controls, dtype=float)
+        if U.shape == (self.n, self.na):
+            return np.ascontiguousarray(U[None]), False
+        if U.shape == (k, self.n, self.na):
+            if not np.all(np.isfinite(U)):
+                raise ValueError("controls: must be finite")
+            return np.ascontiguousarray(U), True
+        raise ValueError(f"controls: expected shape ({self.n}, {self.na}) or ({k}, {self.n}, "
+                         f"{self.na}), got {np.shape(controls)}")
+
+    def qpos(self):
+        """(n, nq) generalized coordinates."""
+        return np.array([self._sim(i).qpos() for i in range(self.n)]).reshape(self.n, self.nq)
+
+    def qvel(self):
+        """(n, nv) generalized rates at t."""
+        return np.array([self._sim(i).qvel() for i in range(self.n)]).reshape(self.n, self.nv)
+
+    def energy(self):
+        """(n,) kinetic plus potential energy."""
+        return np.array([self._sim(i).energy() for i in range(self.n)])
+
+    def controls(self):
+        """(n, nu) controls held now."""
+        return self.F[:, self._c0:self._c0 + self.na].copy()
+
+    def rollout(self, k, controls=None, record=("qpos", "qvel")):
+        """Step k steps recording after each: {name: (k, n, ...)} for names of ``record``
+        ("qpos", "qvel", "energy")."""
+        k = as_int(k, "k", minimum=0)
+        for r in record:
+            if r not in ("qpos", "qvel", "energy"):
+                raise ValueError(f"record: unknown {r!r}; known: ['qpos', 'qvel', 'energy']")
+        U, u_time = self._controls(k, controls)
+        out = {r: [] for r in record}
+        for s in range(k):
+            self.step(1, None if controls is None else (U[s] if u_time else U[0]))
+            for r in record:
+                out[r].append(getattr(self, r)())
+        return {r: np.array(v) for r, v in out.items()}
+
+
+def _rows(a, n, width, field):
+    if a is None:
+        return np.zeros((n, width))
+    a = np.asarray(a, dtype=float)
+    if a.shape == (width,):
+        a = np.broadcast_to(a, (n, width))
+    if a.shape != (n, width) or not np.all(np.isfinite(a)):
+        raise ValueError(f"{field}: expected finite ({n}, {width}) or ({width},), got "
+                         f"{np.shape(a)}")
+    return np.ascontiguousarray(a)
+
+
+def _set_param(m, k, v):
+    """Write parameter k of one copy into the model m."""
+    if k == "mass":
+        for b, x in zip(m.bodies, v):
+            b.mass = float(x)
+    elif k == "inertia":
+        for b, x in zip(m.bodies, v):
+            b.inertia = np.array(x, dtype=float)
+    elif k == "gravity":
+        m.gravity = np.array(v, dtype=float)
+    elif k in ("damping", "stiffness"):
+        for j, x in zip(m.joints, v):
+            setattr(j, k, float(x))
+    else:
+        for a, x in zip(m.actuators, v):
+            setattr(a, k, float(x))
