@@ -263,6 +263,10 @@ class Batch:
                                  f"{', '.join(map(str, shapes[k]))}), got {np.shape(v)}")
             if not np.all(np.isfinite(a)):
                 raise ValueError(f"{k}: must be finite")
+            if k in ("mass", "inertia") and not np.all(a > 0):
+                raise ValueError(f"{k}: must be > 0")
+            if k != "gravity" and not np.all(a >= 0):
+                raise ValueError(f"{k}: must be >= 0")
             arrays[k] = a
         saved = (self.F.copy(), self.I.copy(), list(self._which), dict(self._sims))
         try:
@@ -330,11 +334,11 @@ class Batch:
         if controls is None:
             return self._noU, False
         U = np.asarray(controls, dtype=float)
+        if not np.all(np.isfinite(U)):
+            raise ValueError("controls: must be finite")
         if U.shape == (self.n, self.na):
             return np.ascontiguousarray(U[None]), False
         if U.shape == (k, self.n, self.na):
-            if not np.all(np.isfinite(U)):
-                raise ValueError("controls: must be finite")
             return np.ascontiguousarray(U), True
         raise ValueError(f"controls: expected shape ({self.n}, {self.na}) or ({k}, {self.n}, "
                          f"{self.na}), got {np.shape(controls)}")
