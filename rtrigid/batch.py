@@ -104,6 +104,11 @@ def _drive_source(kernel):
                 st = kernel(k, dt, Fi, Ii)
                 status[i] = st
                 continue
+            if not feedback and not u_time:  # held controls: one call of k steps
+                for a in range(nu):
+                    Fi[c0 + a] = min(max(U[0, i, a], lo[a]), hi[a])
+                status[i] = kernel(k, dt, Fi, Ii)
+                continue
             Ki = K[i] if K.shape[0] == n else K[0]
             for s in range(k):
                 for a in range(nu):
