@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from rtrigid._jit import _DIGEST, CACHE
+from rtrigid._jit import CACHE, package_digest
 from rtrigid.backends import TREE
 from rtrigid.backends.buffers import FAILED, NONFINITE
 from rtrigid.model import Model
@@ -67,7 +67,7 @@ def _driver(kernel):
         os.makedirs(folder, exist_ok=True)
         body = textwrap.dedent(inspect.getsource(_drive_source))
         body = body[body.index("def drive("):]
-        text = _HEADER.format(digest=_DIGEST, module=key[0], func=key[1], cache=CACHE) + body
+        text = _HEADER.format(digest=package_digest(), module=key[0], func=key[1], cache=CACHE) + body
         name = "rtrigid_drive_" + "_".join(key).replace(".", "_")
         path = os.path.join(folder, name + ".py")
         try:
