@@ -7,6 +7,7 @@
 Layout (each package's docstring says more):
 
 - :mod:`rtrigid.model`, :mod:`rtrigid.joints`: describing a system (bodies, the joint-kind table)
+- :mod:`rtrigid.loaders`: :func:`load_model` for URDF and MJCF robot descriptions
 - :mod:`rtrigid.simulation`: the one Simulation façade; :mod:`rtrigid.integrators`: the registry
 - :mod:`rtrigid.backends`: the engines (``bodies``, ``tree``) with their kernels
 - :mod:`rtrigid.maths`: quaternions and small linear algebra for the kernels
@@ -15,10 +16,11 @@ Layout (each package's docstring says more):
 - :mod:`rtrigid.scenarios`, :mod:`rtrigid.cli`: ready-made systems and the command line
 """
 from rtrigid import integrators, scenarios
+from rtrigid.loaders import load_model
 from rtrigid.maths import quat
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation, SimulationError, Snapshot
 from rtrigid.batch import Batch
 
-__all__ = ["Batch", "Model", "Simulation", "SimulationError", "Snapshot", "integrators", "quat",
-           "scenarios"]
+__all__ = ["Batch", "Model", "load_model", "Simulation", "SimulationError", "Snapshot",
+           "integrators", "quat", "scenarios"]

@@ -37,13 +37,26 @@ def parse_param(text):
         return key, value
 
 
+def scenario_name(text):
+    """A registered scenario's name, a robot file's path, or a model factory as
+    ``module:function``."""
+    if text in scenarios.names() or scenarios.is_file(text) or scenarios.is_factory(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is neither a scenario ({', '.join(scenarios.names())}), nor a robot file "
+        "that exists, nor a model factory as module:function")
+
+
 def add_scenario_arguments(parser, what="scenario"):
     """The arguments every command that builds a scenario takes (see :func:`build_scenario`)."""
-    parser.add_argument("scenario", choices=scenarios.names(), metavar="SCENARIO",
-                        help=f"the {what} to build (rtrigid list shows them)")
-    parser.add_argument("--integrator", default="energy_momentum", choices=integrators.names(),
+    parser.add_argument("scenario", type=scenario_name, metavar="SCENARIO",
+                        help=f"the {what} to build: a name (rtrigid list shows them), the path "
+                        "of a URDF or MJCF robot file (--set floating_base=True, "
+                        "merge_fixed=False), or a function returning a Model, as "
+                        "module:function")
+    parser.add_argument("--integrator", default=None, choices=integrators.names(),
                         metavar="NAME", help="integrator (rtrigid list shows which fit which "
-                        "scenario; default energy_momentum)")
+                        "scenario; default energy_momentum, for a robot file nullspace_rk4)")
     parser.add_argument("--dt", type=float, default=None,
                         help="step size (scenario default if omitted)")
     parser.add_argument("--set", type=parse_param, action="append", metavar="KEY=VALUE",
@@ -227,6 +240,9 @@ def build_parser():
     sv.add_argument("--time-slice", type=float, default=0.002, metavar="S",
                     help="the longest one client's request holds the server before the "
                          "others' requests are served (default 0.002)")
+    sv.add_argument("--imu", action="append", metavar="BODY[@x,y,z]",
+                    help="add an IMU on BODY (at a point in body axes from its centre of "
+                         "mass) to every state reply; repeatable")
     sv.set_defaults(func=cmd_serve)
     _add_plugin_commands(sub)
     return p

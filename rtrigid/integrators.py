@@ -38,6 +38,7 @@ class Integrator(NamedTuple):
     options: dict = {}          # option -> allowed values, the default first
     rigid: dict = {}            # backend -> {variant key: a kernel for models without springs,
                                 # which compiles less}
+    limit_bounce: bool = True   # its joint limits take a restitution (else they are inelastic)
 
     def backends(self):
         return tuple(self.kernels)
@@ -68,6 +69,11 @@ class Integrator(NamedTuple):
                 if j.kind not in self.joint_kinds:
                     return (f"{self.name} does not support {j.kind} joints (joint {j.name!r}); "
                             f"use one of {supporting(j.kind)}")
+                if j.limit_restitution and not self.limit_bounce:
+                    return (f"{self.name} keeps joint limits inelastic (the rebound of its "
+                            f"locked step is taken out, see the README); joint {j.name!r} has "
+                            f"limit_restitution {j.limit_restitution:g}: use 0, or "
+                            "nullspace_rk4 for a stop that rebounds")
                 if (j.stiffness or j.damping) and not self.joint_springs:
                     return (f"{self.name} does not support joint springs or dampers (joint "
                             f"{j.name!r}); use nullspace_rk4 or a point-to-point spring")
@@ -98,7 +104,7 @@ REGISTRY = {i.name: i for i in (
                {BODIES: {(): _B + "energy_momentum:step"},
                 TREE: {(): _T + "energy_momentum:step"}},
                frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False,
-               rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}),
+               rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}, limit_bounce=False),
     Integrator("energy_momentum4", "symmetric composition of the energy-momentum step: order "
                "4, energy and angular momentum kept as by energy_momentum; option composition "
                "('suzuki': 5 stages, 'triple_jump': 3)",
@@ -110,7 +116,8 @@ REGISTRY = {i.name: i for i in (
                frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False,
                options={"composition": ("suzuki", "triple_jump")},
                rigid={BODIES: {("suzuki",): _B + "energy_momentum4:step_rigid",
-                               ("triple_jump",): _B + "energy_momentum4:step_triple_jump_rigid"}}),
+                               ("triple_jump",): _B + "energy_momentum4:step_triple_jump_rigid"}},
+               limit_bounce=False),
     Integrator("energy_momentum_appd", "the same scheme solved as 000 App. D does (7 or 10 "
                "unknowns): the reference solver", "000 (52)-(54), App. D", True,
                {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset()),

@@ -86,7 +86,8 @@ class Geometry(NamedTuple):
     """A joint's fixed geometry: anchors and axis frames in each body (the world: world axes).
 
     ``r0`` is the relative rotation at zero joint coordinates: it turns the child's axis onto
-    the parent's by the smallest rotation (the identity for kinds without an axis).
+    the parent's, by default by the smallest rotation (the identity for kinds without an
+    axis), or as the joint's ``rotation`` says.
     """
 
     anchor_parent: np.ndarray
@@ -123,7 +124,9 @@ def geometry(joint) -> Geometry:
     up, uc = joint.axis_parent, joint.axis_child
     e1p, e2p = orthonormal_pair(up)
     e1c, e2c = orthonormal_pair(uc)
-    r0 = shortest_arc(uc, up) if KINDS[joint.kind].axial else np.array([1.0, 0.0, 0.0, 0.0])
+    r0 = getattr(joint, "rotation", None)
+    if r0 is None:
+        r0 = shortest_arc(uc, up) if KINDS[joint.kind].axial else np.array([1.0, 0.0, 0.0, 0.0])
     return Geometry(joint.anchor_parent, joint.anchor_child, up, uc, e1p, e2p, e1c, e2c, r0)
 
 

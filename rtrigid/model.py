@@ -13,11 +13,12 @@ to the world of :meth:`Model.attach_to_world` (the top's tip), or else a free jo
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from rtrigid.joints import KINDS, USER_KINDS
+from rtrigid.joints import KINDS, USER_KINDS, rot
 from rtrigid.validate import as_scalar, as_vector, unit_vector
 
 SHAPES = {
@@ -26,7 +27,15 @@ SHAPES = {
     "cylinder": ("radius", "half_length"),
     "cone": ("radius", "height"),
     "capsule": ("radius", "half_length"),
+    "visuals": ("parts",),
 }
+# the parts of a "visuals" shape (what robot files draw; see rtrigid.loaders): each a dict with
+# "type", "pos" and "quat" (the part's frame in the body frame), "color" (rgba or None) and
+# per type: box "half_extents", sphere "radius", cylinder/capsule "radius" and
+# "half_length" (axis z), mesh "file", "scale" and "missing" (the file was not found)
+PART_TYPES = {"box": ("half_extents",), "sphere": ("radius",),
+              "cylinder": ("radius", "half_length"), "capsule": ("radius", "half_length"),
+              "mesh": ("file", "scale")}
 
 
 def check_inertia(inertia, allow_nonphysical, name="inertia"):
@@ -56,12 +65,17 @@ class Shape:
 
 @dataclass
 class Body:
+    """A body; ``free_joint`` names its free joint (if it has one; default ``free_<name>``)
+    and ``pose0`` is its starting (x, q) as a free body (default: the origin, unturned)."""
+
     name: str
     mass: float
     inertia: np.ndarray
     shape: Shape | None = None
     pivot_body: np.ndarray | None = None
     pivot_world: np.ndarray | None = None
+    free_joint: str | None = None
+    pose0: tuple | None = None
 
 
 @dataclass
@@ -91,6 +105,42 @@ class Joint:
     stiffness: float = 0.0
     rest: float = 0.0
     damping: float = 0.0
+    rotation: np.ndarray | None = None  # child axes in parent axes at zero; None: the default
+    limits: tuple = (-np.inf, np.inf)  # (lower, upper) of the coordinate; +-inf: none
+    limit_restitution: float = 0.0
+
+
+LIMITED_KINDS = ("revolute", "prismatic")
+
+
+def _check_limits(kind, limits, restitution):
+    """((lower, upper), restitution) of :meth:`Model.add_joint`, checked."""
+    bounce = as_scalar(restitution, "limit_restitution", nonnegative=True)
+    if bounce > 1.0:
+        raise ValueError(f"limit_restitution: must be in [0, 1], got {bounce}")
+    if limits is None:
+        if bounce:
+            raise ValueError("limit_restitution: the joint has no limits")
+        return (-np.inf, np.inf), 0.0
+    if kind not in LIMITED_KINDS:
+        raise ValueError(f"limits: only {' and '.join(LIMITED_KINDS)} joints take limits, "
+                         f"not {kind}")
+    try:
+        lo, hi = limits
+    except (TypeError, ValueError):
+        raise ValueError(f"limits: expected (lower, upper), got {limits!r}") from None
+    out = []
+    for value, side in ((lo, "lower"), (hi, "upper")):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise ValueError(f"limits: the {side} limit must be a number, got {value!r}")
+        value = float(value)
+        if np.isnan(value):
+            raise ValueError(f"limits: the {side} limit is NaN")
+        out.append(value)
+    lo, hi = out
+    if not lo < hi or lo == np.inf or hi == -np.inf:
+        raise ValueError(f"limits: need lower < upper (finite or -inf / +inf), got {(lo, hi)}")
+    return (lo, hi), bounce
 
 
 @dataclass
@@ -123,11 +173,22 @@ class Model:
         self.bodies: list[Body] = []
         self.springs: list[Spring] = []
         self.joints: list[Joint] = []
+        # filled by rtrigid.load_model: link name -> (body index or -1 for the world, link
+        # origin in the body frame, link axes -> body axes quaternion); and joint name -> what
+        # the file says about the joint that the model does not simulate (limits, effort, ...)
+        self.links: dict[str, tuple] = {}
+        self.joint_info: dict[str, dict] = {}
+        self.world_shape: Shape | None = None  # what robot files draw on links welded to the world
         self.actuators: list[Actuator] = []
 
     # -- bodies -------------------------------------------------------------------------
-    def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False):
+    def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
+                 massless=False):
         """Add a rigid body and return its index.
+
+        ``massless=True`` (mass and inertia then 0) adds a link between two joints, as
+        :func:`rtrigid.load_model` does for a file body with several joints: it must carry a
+        child joint, and only explicit schemes on trees (``nullspace_rk4``) step such models.
 
         ``inertia``: principal moments (I1, I2, I3) about the centre of mass, body axes.
         ``shape``: optional render shape, ``(kind, params)`` or a :class:`Shape`, with kind one
@@ -139,8 +200,13 @@ class Model:
             raise ValueError(f"name: expected a non-empty string, got {name!r}")
         if any(b.name == name for b in self.bodies):
             raise ValueError(f"name: a body called {name!r} already exists")
-        mass = as_scalar(mass, "mass", positive=True)
-        inertia = check_inertia(inertia, allow_nonphysical_inertia)
+        if massless:
+            if as_scalar(mass, "mass") != 0.0 or np.any(as_vector(inertia, 3, "inertia")):
+                raise ValueError("mass: a massless body has mass and inertia 0")
+            mass, inertia = 0.0, np.zeros(3)
+        else:
+            mass = as_scalar(mass, "mass", positive=True)
+            inertia = check_inertia(inertia, allow_nonphysical_inertia)
         self.bodies.append(Body(name, mass, inertia, self._check_shape(shape)))
         return len(self.bodies) - 1
 
@@ -154,6 +220,8 @@ class Model:
             raise ValueError(f"shape: expected (kind, params), got {shape!r}") from None
         if kind not in SHAPES:
             raise ValueError(f"shape: unknown kind {kind!r}; known: {sorted(SHAPES)}")
+        if kind == "visuals":
+            return Shape(kind, {"parts": Model._check_parts(params.get("parts"))})
         clean = {}
         for key in SHAPES[kind]:
             if key not in params:
@@ -166,6 +234,27 @@ class Model:
                 clean[key] = as_scalar(params[key], f"shape.{key}", positive=True)
         offset = as_vector(params.get("offset", (0.0, 0.0, 0.0)), 3, "shape.offset")
         return Shape(kind, clean, offset)
+
+    @staticmethod
+    def _check_parts(parts):
+        if not isinstance(parts, (list, tuple)) or not parts:
+            raise ValueError("shape.parts: expected a non-empty list of parts")
+        out = []
+        for part in parts:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in PART_TYPES:
+                raise ValueError(f"shape.parts: a part's type must be one of "
+                                 f"{sorted(PART_TYPES)}, got {kind!r}")
+            missing = [k for k in PART_TYPES[kind] if k not in part]
+            if missing:
+                raise ValueError(f"shape.parts: a {kind} part needs {missing}")
+            clean = dict(part)
+            clean["pos"] = as_vector(part.get("pos", (0.0, 0.0, 0.0)), 3, "shape.parts.pos")
+            clean["quat"] = as_vector(part.get("quat", (1.0, 0.0, 0.0, 0.0)), 4,
+                                      "shape.parts.quat")
+            clean.setdefault("color", None)
+            out.append(clean)
+        return out
 
     def body_index(self, body):
         """Resolve a body index or name; ``ValueError`` naming ``body`` if there is none."""
@@ -236,7 +325,8 @@ class Model:
 
     def add_joint(self, kind, parent, child, *, anchor_parent=(0.0, 0.0, 0.0),
                   anchor_child=(0.0, 0.0, 0.0), axis_parent=None, axis_child=None,
-                  stiffness=0.0, rest=0.0, damping=0.0, name=None):
+                  stiffness=0.0, rest=0.0, damping=0.0, limits=None, limit_restitution=0.0,
+                  name=None, rotation=None):
         """Join ``child`` to ``parent`` (a body, or ``None`` / ``"world"``) by a lower pair.
 
         ``kind``: spherical, revolute, prismatic, cylindrical, planar or fixed.
@@ -248,6 +338,14 @@ class Model:
         joints).  ``stiffness``, ``rest``, ``damping``: a joint spring -k (c - rest) and damper
         -d c' on a revolute or prismatic joint's coordinate c.  Each body has at most one
         parent joint (tree topologies; closed loops are refused).
+
+        ``limits``: ``(lower, upper)`` of a revolute or prismatic joint's coordinate (rad or
+        m), lower < upper, either may be -inf / +inf.  A limit is hard and unilateral (it
+        only pushes) and gains no energy; ``limit_restitution`` in [0, 1] (default 0: the
+        joint stops dead at the limit) is the fraction of the approach rate it rebounds with
+        (``nullspace_rk4``; the energy-momentum schemes keep limits inelastic and refuse it).
+        The coordinates start at zero; if zero lies outside the limits the joint starts at
+        the nearer limit.
 
         Returns the joint's handle, which every joint query of the simulation takes (as it
         takes the joint's name).
@@ -288,11 +386,20 @@ class Model:
             springy = [name for name, jk in KINDS.items() if jk.spring]
             raise ValueError(f"stiffness: only {' and '.join(springy)} joints take a spring or "
                              f"damper, not {kind}")
+        if rotation is not None:
+            r = as_vector(rotation, 4, "rotation")
+            if abs(np.linalg.norm(r) - 1.0) > 1e-9:
+                raise ValueError(f"rotation: expected a unit quaternion, got {r.tolist()}")
+            if KINDS[kind].axial and np.linalg.norm(rot(r) @ uc - up) > 1e-9:
+                raise ValueError("rotation: must turn axis_child onto axis_parent")
+            rotation = r
+        limits, bounce = _check_limits(kind, limits, limit_restitution)
         if name is None:
             name = f"{kind}_{self.bodies[c].name}"
         if not isinstance(name, str) or any(j.name == name for j in self.joints):
             raise ValueError(f"name: joint name {name!r} is not a new string")
-        self.joints.append(Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d))
+        self.joints.append(Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d, rotation, limits,
+                                 bounce))
         return len(self.joints) - 1
 
     def joint_index(self, joint):
@@ -386,5 +493,6 @@ class Model:
                     inbound[b] = Joint(f"pivot_{body.name}", "spherical", -1, b,
                                        body.pivot_world.copy(), body.pivot_body.copy(), ez, ez)
                 else:
-                    inbound[b] = Joint(f"free_{body.name}", "free", -1, b, zero, zero, ez, ez)
+                    inbound[b] = Joint(body.free_joint or f"free_{body.name}", "free", -1, b,
+                                       zero, zero, ez, ez)
         return inbound

@@ -5,10 +5,18 @@
 Each builder returns a :class:`~rtrigid.simulation.Simulation`; :func:`info` gives what the
 scenario conserves, its default duration and -- where the papers give one -- an analytic
 reference.
+
+Besides the registered names, :func:`build` takes a model factory as ``"module:function"``:
+a function of the parameters that returns a :class:`~rtrigid.model.Model` (or a ready
+``Simulation``), so ``rtrigid run/serve/view mypackage.robots:arm`` works on a user's own
+model.  Its step is ``dt`` (default :data:`FACTORY_DT`), its duration :data:`FACTORY_T_END`.
+And it takes the path of a URDF or MJCF robot file (:func:`rtrigid.load_model`).
 """
 from __future__ import annotations
 
+import importlib
 import inspect
+import os
 import weakref
 
 import numpy as np
@@ -21,6 +29,8 @@ from rtrigid.validate import as_int, as_scalar, as_vector
 
 _BUILDERS = {}
 _INFO = weakref.WeakKeyDictionary()  # simulation -> its scenario's metadata
+FACTORY_DT = 1e-3    # the step of a model factory's simulation unless dt is given
+FACTORY_T_END = 1.0  # and its default duration
 ALL_AXES = [("linear", 0), ("linear", 1), ("linear", 2),
             ("angular", 0), ("angular", 1), ("angular", 2)]
 
@@ -48,7 +58,8 @@ def parameters(name):
     """The keyword parameters of a scenario with their defaults."""
     fn = _get(name)[0]
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()
-            if k not in ("integrator", "dt", "options")}
+            if k not in ("integrator", "dt", "options")
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def info(sim) -> dict:
@@ -81,22 +92,92 @@ def integrators_for(name):
     return out
 
 
+def is_factory(name) -> bool:
+    """Whether ``name`` names a model factory (``"module:function"``) rather than a scenario
+    or a file."""
+    return isinstance(name, str) and ":" in name and not os.path.isfile(name)
+
+
+def factory(name):
+    """The function a ``"module:function"`` name refers to (``ValueError`` if there is none)."""
+    module, _, attr = name.partition(":")
+    if not module or not attr:
+        raise ValueError(f"name: {name!r} is not of the form module:function")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(f"name: cannot import module {module!r} of {name!r}: {exc}") from None
+    fn = mod
+    for part in attr.split("."):
+        fn = getattr(fn, part, None)
+    if not callable(fn):
+        raise ValueError(f"name: module {module!r} has no function {attr!r}")
+    return fn
+
+
 def _get(name):
+    if is_factory(name):
+        return factory(name), FACTORY_DT, FACTORY_T_END
     if name not in _BUILDERS:
-        raise ValueError(f"name: unknown scenario {name!r}; known: {names()}")
+        raise ValueError(f"name: unknown scenario {name!r}; known: {names()} (or a model "
+                         "factory as module:function)")
     return _BUILDERS[name]
 
 
-def build(name, integrator="energy_momentum", dt=None, options=None, **params) -> Simulation:
+def _from_factory(name, integrator, dt, options, params):
+    """Build the simulation of a model factory: ``fn(**params)`` returns a Model (stepped
+    here by ``integrator`` at ``dt``) or a Simulation (taken as it is)."""
+    made = factory(name)(**params)
+    if isinstance(made, Simulation):
+        return made
+    if not isinstance(made, Model):
+        raise ValueError(f"name: {name} returned a {type(made).__name__}, not a Model or a "
+                         "Simulation")
+    return Simulation(made, integrator=integrator, dt=FACTORY_DT if dt is None else dt,
+                      options=options)
+
+
+FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": (), "limits": True}
+FILE_DT, FILE_T_END = 1e-3, 2.0
+
+
+def is_file(name):
+    """Whether ``name`` names a robot description file rather than a scenario."""
+    return isinstance(name, str) and name not in _BUILDERS and os.path.isfile(name)
+
+
+def build(name, integrator=None, dt=None, options=None, **params) -> Simulation:
     """Build scenario ``name`` stepped by ``integrator`` (with its ``options``); unknown
-    parameters are refused with ``ValueError``."""
+    parameters are refused with ``ValueError``.  ``integrator`` defaults to
+    ``energy_momentum``, for a file to ``nullspace_rk4``.
+
+    ``name`` may also be the path of a URDF or MJCF file (:func:`rtrigid.load_model`; its
+    parameters are those of ``FILE_PARAMETERS``, dt 1 ms and 2 s by default).
+    """
+    if is_file(name):
+        from rtrigid.loaders import load_model
+
+        for key in params:
+            if key not in FILE_PARAMETERS:
+                raise ValueError(f"{key}: not a parameter of a robot file; known: "
+                                 f"{sorted(FILE_PARAMETERS)}")
+        sim = Simulation(load_model(name, **params), integrator=integrator or "nullspace_rk4",
+                         dt=FILE_DT if dt is None else dt, options=options)
+        info(sim).update(scenario=name, t_end=FILE_T_END, conserved=[],
+                         params={**FILE_PARAMETERS, **params})
+        return sim
     fn, default_dt, t_end = _get(name)
+    integrator = integrator or "energy_momentum"
     known = parameters(name)
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
     for key in params:
-        if key not in known:
+        if key not in known and not takes_any:
             raise ValueError(f"{key}: not a parameter of {name!r}; known: {sorted(known)}")
-    sim = fn(integrator=integrator, dt=default_dt if dt is None else dt, options=options,
-             **params)
+    if is_factory(name):
+        sim = _from_factory(name, integrator, dt, options, params)
+    else:
+        sim = fn(integrator=integrator, dt=default_dt if dt is None else dt, options=options,
+                 **params)
     info(sim).setdefault("scenario", name)
     info(sim).setdefault("t_end", t_end)
     info(sim)["params"] = {**known, **params}
@@ -388,3 +469,84 @@ def gimbal_gyroscope(integrator="energy_momentum", dt=0.002, options=None, spin=
     sim.set_joint_velocity("spin", [as_scalar(spin, "spin")])
     info(sim)["conserved"] = []
     return sim
+
+
+@scenario(dt=0.001, t_end=3.0)
+def arm(integrator="energy_momentum", dt=0.001, options=None, n_links=2, joint="revolute",
+        kp=200.0, kv=5.0, force_limit=40.0):
+    """A robot arm hanging from the world origin, its joints driven by position servos.
+
+    ``n_links`` rods of 0.3 m (1.0 kg, each next one 10 % lighter); ``joint`` the kind of
+    every joint: "revolute" (pitch about the y axis, a planar arm) or "prismatic" (each link
+    slides along x on the one above, gravity across the slides; for the explicit scheme).
+    One position servo per joint, named ``joint0``, ``joint1``, ... like its joint (kp, kv, force range +-``force_limit``); the
+    targets start at 0.5 rad (0.05 m) for the first joint and -0.8 (-0.08) for the others,
+    so the arm swings up and settles under gravity.  ``sim.set_control("joint1", target)``
+    moves a target.
+    """
+    n = as_int(n_links, "n_links", minimum=1)
+    if joint not in ("revolute", "prismatic"):
+        raise ValueError(f"joint: expected 'revolute' or 'prismatic', got {joint!r}")
+    kp = as_scalar(kp, "kp", positive=True)
+    kv = as_scalar(kv, "kv", nonnegative=True)
+    limit = as_scalar(force_limit, "force_limit", positive=True)
+    m = Model()
+    length = 0.3
+    axis = (0.0, 1.0, 0.0) if joint == "revolute" else (1.0, 0.0, 0.0)
+    for i in range(n):
+        mass = 0.9 ** i
+        m.add_body(f"link{i}", mass, rod_inertia(mass, length, 0.03),
+                   shape=("capsule", {"radius": 0.03, "half_length": length / 2}))
+        j = m.add_joint(joint, None if i == 0 else i - 1, i, axis_parent=axis,
+                        anchor_parent=(0.0, 0.0, 0.0) if i == 0 else (0.0, 0.0, -length / 2),
+                        anchor_child=(0.0, 0.0, length / 2), name=f"joint{i}")
+        m.add_actuator(j, "position", kp=kp, kv=kv, force_range=(-limit, limit),
+                       name=f"joint{i}")
+    sim = Simulation(m, integrator, dt, options=options)
+    scale = 1.0 if joint == "revolute" else 0.1
+    sim.set_controls(scale * np.array([0.5] + [-0.8] * (n - 1)))
+    info(sim)["conserved"] = []
+    return sim
+
+
+QUADROTOR_ARM = 0.17          # m, centre of mass to each rotor
+QUADROTOR_YAW_PER_THRUST = 0.016   # m: a rotor's drag torque about its axis per newton of thrust
+
+
+@scenario(dt=0.001, t_end=5.0)
+def quadrotor(integrator="energy_momentum", dt=0.001, options=None, mass=1.0,
+              inertia=(0.0082, 0.0082, 0.0149), height=1.0, tilt=0.0):
+    """A quadrotor (one free body, four rotors), hovering thrust off: it falls unless driven.
+
+    Rotors sit at (+-arm, 0, 0) and (0, +-arm, 0) in body axes (``info(sim)["rotors"]``),
+    each pushing along the body's +z and turning the body about -z (rotors 0, 2) or +z (1, 3)
+    with ``QUADROTOR_YAW_PER_THRUST`` times its thrust: :func:`set_rotor_thrusts` applies them
+    as body-frame forces at body points.  Starts at ``height`` m, tilted ``tilt`` rad about x.
+    The demo flies it with an attitude and altitude controller (``demos.controllers``).
+    """
+    m = Model()
+    m.add_body("frame", as_scalar(mass, "mass", positive=True), as_vector(inertia, 3, "inertia"),
+               shape=("box", {"half_extents": (QUADROTOR_ARM, QUADROTOR_ARM, 0.02)}))
+    sim = Simulation(m, integrator, dt, options=options)
+    tilt = as_scalar(tilt, "tilt")
+    sim.set_position("frame", (0.0, 0.0, as_scalar(height, "height")))
+    sim.set_orientation("frame", (np.cos(tilt / 2), np.sin(tilt / 2), 0.0, 0.0))
+    a = QUADROTOR_ARM
+    info(sim)["rotors"] = [((a, 0.0, 0.0), -1.0), ((0.0, a, 0.0), 1.0),
+                           ((-a, 0.0, 0.0), -1.0), ((0.0, -a, 0.0), 1.0)]
+    info(sim)["conserved"] = []
+    return sim
+
+
+def set_rotor_thrusts(sim, thrusts, body="frame"):
+    """Replace the loads on ``body`` by its rotors' thrusts (N, one per rotor of
+    ``info(sim)["rotors"]``): each a body-frame force along +z at its rotor's point, plus its
+    drag torque about z.  Like every applied load, they are held in the world frame until set
+    again, so a controller sets them every tick."""
+    rotors = info(sim)["rotors"]
+    thrusts = as_vector(thrusts, len(rotors), "thrusts")
+    sim.clear_applied(body)
+    for (point, spin), thrust in zip(rotors, thrusts):
+        sim.apply_force(body, (0.0, 0.0, thrust), point=point, frame="body")
+        sim.apply_torque(body, (0.0, 0.0, spin * QUADROTOR_YAW_PER_THRUST * thrust),
+                         frame="body")

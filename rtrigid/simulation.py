@@ -41,6 +41,7 @@ from rtrigid.backends.buffers import (
 )
 from rtrigid.joints import KINDS, residual
 from rtrigid.maths import quat
+from rtrigid.maths.linalg import kinetic_energy, momenta
 from rtrigid.model import Model
 from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
@@ -122,6 +123,10 @@ class Simulation:
                                             minimum=1)
         kind = select(model)
         why = entry.refusal(kind, model.inbound_joints())
+        massless = [b.name for b in model.bodies if b.mass == 0.0]
+        if massless and entry.implicit and not why:
+            why = (f"{integrator} cannot step massless bodies ({massless[0]!r}: a link between "
+                   "two joints of one file body); use nullspace_rk4")
         if why:
             raise ValueError(f"integrator: {why}")
         module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))
@@ -153,6 +158,10 @@ class Simulation:
         self._qidx, self._vidx = np.array(qidx, np.intp), np.array(vidx, np.intp)
         self.nq, self.nv = len(qidx), len(vidx)
         self._queries = None  # see _dynamics()
+        # set_joint_force's fast path: each handle's rate in the backend if it has one alone
+        self._force_at = [self.backend.slots(b)[1].start
+                          if self.backend.slots(b)[1].stop - self.backend.slots(b)[1].start == 1
+                          else -1 for b in self._joint_child]
         # actuators: names in model order, their controls (in the applied loads) and
         # cumulative work (in the state); ctrl_range clamps what set_control(s) is given
         self.actuator_names = [a.name for a in model.actuators]
@@ -161,10 +170,18 @@ class Simulation:
         self._awork = getattr(self.backend, "actuator_work", np.zeros(0))
         self._ctrl_lo = np.array([a.ctrl_range[0] for a in model.actuators])
         self._ctrl_hi = np.array([a.ctrl_range[1] for a in model.actuators])
+        self._zero_u = np.zeros(self.na)  # u @ 0 is finite exactly when u is
         self._ctrl_limited = bool(np.any(np.isfinite(self._ctrl_lo))
                                   or np.any(np.isfinite(self._ctrl_hi)))
         if self.na and not self.implicit:
             self._check_servo_gains(model)
+        # limited coordinates: (rate index, coordinate index) in the backend's order, limits
+        self._limits = []
+        for b in self._joint_child:
+            j = inbound[b]
+            if j.limits[0] > -np.inf or j.limits[1] < np.inf:
+                qs, vs = self.backend.slots(b)
+                self._limits.append((vs.start, qs.start, *j.limits))
         self._steps = 0
         self._accumulator = 0.0
         self.dropped_time = 0.0
@@ -321,6 +338,21 @@ class Simulation:
         b = self.body_index(body)
         return self.backend.x[b].copy(), self.backend.q[b].copy()
 
+    def link_pose(self, link):
+        """World origin and unit quaternion (link axes -> world axes) of a link frame as the
+        file of :func:`rtrigid.load_model` defines it (copies), merged links included; a body
+        name gives the body frame (its centre of mass on principal axes), as :meth:`pose`."""
+        links = self.model.links
+        if not isinstance(link, str) or (link not in links and link not in self.names):
+            raise ValueError(f"link: no link {link!r}; known: {sorted(links) or self.names}")
+        if link not in links:
+            return self.pose(link)
+        b, p, r = links[link]
+        if b < 0:
+            return p.copy(), r.copy()
+        xb, qb = self.backend.x[b], self.backend.q[b]
+        return xb + quat.rotate(qb, p, np.empty(3)), quat.quat_mul(qb, r, np.empty(4))
+
     @property
     def v(self):
         """Centre-of-mass velocities at t, (nb, 3) world axes (read-only view)."""
@@ -435,6 +467,10 @@ class Simulation:
         k = KINDS[j.kind].quaternion
         if k >= 0:
             value[k:k + 4] = _unit_quaternion(value[k:k + 4], "value")
+        lo, hi = j.limits
+        if n == 1 and not lo <= value[0] <= hi:
+            raise ValueError(f"value: {value[0]} is outside the limits [{lo}, {hi}] of joint "
+                             f"{j.name!r}")
         self._write("value", lambda: self.backend.set_joint_state(b, qpos=value))
 
     def set_joint_velocity(self, joint, value):
@@ -494,6 +530,11 @@ class Simulation:
                                                             f"entries {k}..{k + 3})")
         full = np.empty(self.nq)
         full[self._qidx] = qpos
+        for _, o, lo, hi in self._limits:
+            if not lo <= full[o] <= hi:
+                k = int(np.flatnonzero(self._qidx == o)[0])
+                raise ValueError(f"qpos: entry {k} = {full[o]} is outside its joint's limits "
+                                 f"[{lo}, {hi}]")
         self._write("qpos", lambda: self.backend.set_coordinates(qpos=full))
 
     def set_qvel(self, qvel):
@@ -515,9 +556,14 @@ class Simulation:
         Under ``energy_momentum`` a constant revolute torque does exactly the work
         tau (theta1 - theta0) over a step, so energy() changes by that amount.
         """
+        forces = self.backend.joint_forces
+        if (type(value) is float and type(joint) is int and forces is not None
+                and 0 <= joint < len(self._force_at) and self._force_at[joint] >= 0
+                and math.isfinite(value)):  # a control loop's call: one revolute/prismatic
+            forces[self._force_at[joint]] = value
+            return
         b = self._joint_body(joint)
         j = self.backend.joints[b]
-        forces = self.backend.joint_forces
         if forces is None:
             raise ValueError(f"joint: {j.name!r} is a {j.kind} joint of a single body, whose "
                              "kernels take no joint force; use apply_force / apply_torque")
@@ -574,16 +620,20 @@ class Simulation:
         :meth:`actuator_work` accounts for every joule the actuators put in.
         """
         a = self.actuator_index(actuator)
-        value = as_scalar(value, "value")
-        self._ctrl[a] = min(max(value, self._ctrl_lo[a]), self._ctrl_hi[a])
+        if type(value) is not float or not math.isfinite(value):
+            value = as_scalar(value, "value")
+        self._ctrl[a] = min(max(value, self._ctrl_lo.item(a)), self._ctrl_hi.item(a))
 
     def set_controls(self, u):
         """Set every actuator's control, ``u`` of length ``na`` in model order
         (``actuator_names``); clamped to each ``ctrl_range`` (see :meth:`set_control`)."""
-        u = as_vector(u, self.na, "u")
+        if not (type(u) is np.ndarray and u.dtype is _F64 and u.shape == (self.na,)
+                and math.isfinite(u @ self._zero_u)):  # else the full checks (on a copy)
+            u = as_vector(u, self.na, "u")
         if self._ctrl_limited:
-            np.clip(u, self._ctrl_lo, self._ctrl_hi, out=u)
-        self._ctrl[:] = u
+            np.clip(u, self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
+        else:
+            self._ctrl[:] = u
 
     def controls(self):
         """The controls held now (a copy, model order)."""
@@ -607,10 +657,10 @@ class Simulation:
         """The work each actuator has done since construction (J; a new array, model order).
 
         Part of the state: snapshots keep it, a failed step rolls it back.  Under
-        ``energy_momentum`` it is exact: ``energy() - actuator_work().sum()`` stays constant
-        to round-off with motors alone; with servos it is their discrete work, which
-        includes the spring's energy (minus its change) and the dampers' loss.  Under
-        ``nullspace_rk4`` it is RK4's quadrature of the power (the step's accuracy).
+        ``energy_momentum`` it is the exact discrete work, so ``energy() -
+        actuator_work().sum()`` stays constant to round-off (a servo's work is minus the
+        change of its spring energy plus its damper's loss).  Under ``nullspace_rk4`` it is
+        RK4's quadrature of the power (fourth order in dt).
         """
         return self._awork.copy()
 
@@ -703,6 +753,49 @@ class Simulation:
         loads = (self._f_app, self._t_app, held)
         return self._dynamics().inverse_dynamics(Qg, nu, nudot, loads)[self._vidx]
 
+    def _motion(self):
+        """The query engine's :meth:`~rtrigid.backends.tree.dynamics.Queries.motion` now."""
+        be = self.backend
+        held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
+        return self._dynamics().motion(be.positions(), be.rates(),
+                                       (self._f_app, self._t_app, held), self._limits)
+
+    def imu(self, body, point_body=(0.0, 0.0, 0.0)):
+        """(gyro, accel) of an inertial measurement unit fixed at a body point, body axes.
+
+        ``gyro``: the body's angular velocity at t (what ``velocity(body, frame="body")[1]``
+        gives).  ``accel``: the specific force a - g of the point ``point_body`` (body axes,
+        from the centre of mass) at t, what an accelerometer there reads: a by forward
+        dynamics in the current state with everything that acts (gravity, applied loads,
+        springs, joint springs, dampers and held joint forces, and the reaction of a joint
+        limit the joint sits on).  At rest under gravity it reads -g in body axes.
+        """
+        b = self.body_index(body)
+        point = as_vector(point_body, 3, "point_body")
+        from rtrigid.backends.tree.dynamics import specific_force
+
+        nudot, acc, wrench, V, rj, R = self._motion()
+        accel = np.empty(3)
+        specific_force(acc, V, R, rj, self.backend.x, self.backend.gravity, b, point, accel)
+        return self.backend.velocities()[1][b].copy(), accel
+
+    def joint_reaction(self, joint):
+        """(force, torque) the joint transmits from its parent (or the world) to its child,
+        world axes, at t; the torque is about the joint point (the child's anchor, as
+        ``joints()`` reports it).
+
+        It is everything the parent side exerts on the child through the joint: the
+        constraint reaction, the joint's own held force, spring and damper, and a limit's
+        reaction while the joint sits on the limit -- by Newton-Euler on the child's
+        subtree, the rate of change of its momentum less the external loads on it.  A free
+        body's joint transmits nothing (zeros).
+        """
+        b = self._joint_body(joint)
+        if self.backend.joints[b].kind == "free":
+            return np.zeros(3), np.zeros(3)
+        wrench = self._motion()[2]
+        return wrench[b, 3:].copy(), wrench[b, :3].copy()
+
     def jacobian(self, body, point_body=(0.0, 0.0, 0.0)):
         """(6, nv): rows [linear; angular] world velocity of a body point per unit rate, so
         ``jacobian(b, p) @ qvel()`` is (velocity of the point, angular velocity), world axes.
@@ -717,7 +810,8 @@ class Simulation:
 
         Each dict has ``name``, ``kind``, ``parent`` (body index, -1 for the world),
         ``child`` (body index), ``anchor`` (world position of the joint point on the child)
-        and ``axis`` (unit world vector of the joint axis, ``None`` where the kind has none).
+        and ``axis`` (unit world vector of the joint axis, ``None`` where the kind has none),
+        ``limits`` ((lower, upper) of the coordinate; (-inf, inf) where there are none).
         A body attached by :meth:`Model.attach_to_world` shows up as a spherical joint to the
         world; free bodies are left out.
         """
@@ -731,7 +825,7 @@ class Simulation:
             if KINDS[j.kind].axial:
                 axis = quat.rotate(be.q[b], g.axis_child, np.empty(3))
             out.append({"kind": j.kind, "parent": j.parent, "child": b, "anchor": anchor,
-                        "axis": axis, "name": j.name})
+                        "axis": axis, "name": j.name, "limits": j.limits})
         return out
 
     # -- diagnostics ----------------------------------------------------------------------
@@ -755,8 +849,7 @@ class Simulation:
         :meth:`velocity` for the one integrator where they differ from the reported
         velocities, by O(dt^2) relative)."""
         be = self.backend
-        t = 0.5 * np.sum(be.mass * np.sum(be.v * be.v, axis=1))
-        return float(t + 0.5 * np.sum(be.w * (be.inertia * be.w)))
+        return kinetic_energy(be.mass, be.inertia, be.v, be.w)
 
     def potential_energy(self) -> float:
         """Gravity and springs (point springs, joint springs)."""
@@ -769,11 +862,9 @@ class Simulation:
     def momentum(self):
         """(linear, angular about the world origin), world frame."""
         be = self.backend
-        p = be.mass[:, None] * be.v
-        angular = np.cross(be.x, p).sum(axis=0)
-        for b in range(self.nb):
-            angular += quat.rotate(be.q[b], be.inertia[b] * be.w[b], np.empty(3))
-        return p.sum(axis=0), angular
+        out = np.empty((2, 3))
+        momenta(be.mass, be.inertia, be.x, be.q, be.v, be.w, out)
+        return out[0], out[1]
 
     def constraint_error(self) -> float:
         """Largest position-level residual: ||q| - 1| and every joint's residual
@@ -818,25 +909,40 @@ class Simulation:
         """
         b = self.body_index(body)
         frame = as_frame(frame)
-        force = self._to_world(b, as_vector(force, 3, "force"), frame)
-        with np.errstate(all="ignore"):
-            f = self._f_app[b] + force
-            t = self._t_app[b]
-            if point is not None:
-                t = t + np.cross(self._load_point(b, point, frame) - self.backend.x[b], force)
-        _refuse_nonfinite("force", f, t)
-        self._f_app[b] = f
-        self._t_app[b] = t
+        f = _vec3(force, "force")
+        q = self.q[b] if frame == "body" else None
+        if q is not None:
+            f = _rotate(q, f)
+        A, i, j = self.backend.A, 3 * b, 3 * (self.nb + b)
+        f0, f1, f2 = A.item(i) + f[0], A.item(i + 1) + f[1], A.item(i + 2) + f[2]
+        t0, t1, t2 = A.item(j), A.item(j + 1), A.item(j + 2)
+        if point is not None:
+            p = _vec3(point, "point")
+            if q is not None:
+                r = _rotate(q, p)
+            else:
+                x = self.x[b]
+                r = p[0] - x.item(0), p[1] - x.item(1), p[2] - x.item(2)
+            t0 += r[1] * f[2] - r[2] * f[1]
+            t1 += r[2] * f[0] - r[0] * f[2]
+            t2 += r[0] * f[1] - r[1] * f[0]
+        if not _finite(f0, f1, f2, t0, t1, t2):
+            _refuse_nonfinite("force", [math.nan])
+        A[i], A[i + 1], A[i + 2] = f0, f1, f2
+        A[j], A[j + 1], A[j + 2] = t0, t1, t2
 
     def apply_torque(self, body, torque, frame="world"):
         """Add a constant torque (world components, or body components taken as the body
         is now), acting from now on until :meth:`clear_applied`."""
         b = self.body_index(body)
-        torque = as_vector(torque, 3, "torque")
-        with np.errstate(all="ignore"):
-            t = self._t_app[b] + self._to_world(b, torque, as_frame(frame))
-        _refuse_nonfinite("torque", t)
-        self._t_app[b] = t
+        t = _vec3(torque, "torque")
+        if as_frame(frame) == "body":
+            t = _rotate(self.q[b], t)
+        A, j = self.backend.A, 3 * (self.nb + b)
+        t0, t1, t2 = A.item(j) + t[0], A.item(j + 1) + t[1], A.item(j + 2) + t[2]
+        if not _finite(t0, t1, t2):
+            _refuse_nonfinite("torque", [math.nan])
+        A[j], A[j + 1], A[j + 2] = t0, t1, t2
 
     def clear_applied(self, body=None):
         """Remove applied forces and torques (of one body, or of all); joint forces held by
@@ -903,6 +1009,45 @@ class Simulation:
         self._steps = steps
         self._accumulator = acc
         self.dropped_time = dropped
+
+
+_F64 = np.dtype(np.float64)
+_PLAIN_NUMBERS = frozenset((float, int, np.float64, np.float32, np.int64, np.int32))
+
+
+def _vec3(value, name):
+    """``as_vector(value, 3, name)`` as a tuple of floats: a fast path for a tuple, list or
+    array of three plain finite numbers (what a control loop passes), the full checks and
+    their messages for anything else."""
+    if type(value) in (tuple, list, np.ndarray) and len(value) == 3:
+        a, b, c = value
+        if (type(a) in _PLAIN_NUMBERS and type(b) in _PLAIN_NUMBERS
+                and type(c) in _PLAIN_NUMBERS):
+            try:
+                a, b, c = float(a), float(b), float(c)
+            except OverflowError:  # a huge int: the slow path says so
+                pass
+            else:
+                if _finite(a, b, c):
+                    return a, b, c
+    return tuple(as_vector(value, 3, name).tolist())
+
+
+def _finite(*values):
+    for v in values:
+        if not math.isfinite(v):
+            return False
+    return True
+
+
+def _rotate(q, v):
+    """R(q) v for a unit quaternion (w, x, y, z) (an array) and a 3-tuple, as a tuple."""
+    w, x, y, z = q.tolist()
+    t0 = 2.0 * (y * v[2] - z * v[1])
+    t1 = 2.0 * (z * v[0] - x * v[2])
+    t2 = 2.0 * (x * v[1] - y * v[0])
+    return (v[0] + w * t0 + y * t2 - z * t1, v[1] + w * t1 + z * t0 - x * t2,
+            v[2] + w * t2 + x * t1 - y * t0)
 
 
 def _refuse_nonfinite(field, *arrays):

@@ -186,3 +186,14 @@ def test_module_entry_point_runs_as_a_subprocess():
     assert proc.returncode == 0, proc.stderr
     assert "cost [us/step]" in proc.stdout
     assert re.search(r"^steps\s+10$", proc.stdout, re.M)
+
+
+def test_run_takes_a_robot_file_path(capsys):
+    urdf = str(ROOT / "tests" / "data" / "twisted.urdf")
+    r = run_json(capsys, urdf, "--integrator", "nullspace_rk4", "--t-end", "0.1")
+    assert r["steps"] == 100 and r["max_constraint_error"] < 1e-12
+    import rtrigid as rt
+    sim = rt.Simulation(rt.load_model(urdf), integrator="nullspace_rk4", dt=1e-3)
+    assert r["scenario"] == urdf and sim.nq == 3
+    code = cli.main(["run", urdf, "--integrator", "nullspace_rk4", "--set", "wings=2"])
+    assert code == 2 and "wings: not a parameter of a robot file" in capsys.readouterr().err

@@ -45,6 +45,15 @@ def _random_state(sim, rng):
     sim.set_qvel(2.0 * rng.normal(size=sim.nv))
 
 
+def random_sim(seed, kinds, free_root, state_seed):
+    """(simulation of random_tree(seed, ...) in a random state, the generator that made it)."""
+    sim = rt.Simulation(random_tree(seed, kinds=kinds, free_root=free_root), "nullspace_rk4",
+                        1e-3)
+    rng = np.random.default_rng(state_seed)
+    _random_state(sim, rng)
+    return sim, rng
+
+
 def _mujoco_twin(sim):
     import mujoco
 
@@ -69,10 +78,7 @@ MUJOCO_CASES = [(seed, kinds, free) for seed in range(4)
 def test_mass_matrix_bias_and_inverse_dynamics_agree_with_mujoco(seed, kinds, free_root):
     import mujoco
 
-    sim = rt.Simulation(random_tree(seed, kinds=kinds, free_root=free_root), "nullspace_rk4",
-                        1e-3)
-    rng = np.random.default_rng(100 + seed)
-    _random_state(sim, rng)
+    sim, rng = random_sim(seed, kinds, free_root, 100 + seed)
     mjm, d, vadr = _mujoco_twin(sim)
     for b in range(sim.nb):  # the same physical model: the centres of mass coincide
         bid = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, sim.names[b])

@@ -8,6 +8,7 @@ simulation exactly as it was.  Every server is stopped by the test that started 
 """
 import json
 import math
+import os
 import random
 import select
 import socket
@@ -27,8 +28,10 @@ from rtrigid.model import Model
 from rtrigid.simulation import Simulation, SimulationError
 
 HEADER = "<4sBBHII"       # magic, version, kind, flags, seq, length
-HELLO, STEP, STATE, RESET = 1, 2, 3, 4
+HELLO, STEP, STATE, RESET, SET_STATE = 1, 2, 3, 4, 5
+VERSION = 2
 RECORD = "<I6d"           # body, force xyz, torque xyz
+STATE_HEAD = "<dQIIII"    # t, steps, n_bodies, nq, nv, n_sensor_values
 TIMEOUT = 10.0            # guards against a hang; no test measures speed
 
 
@@ -82,17 +85,29 @@ def sim_fingerprint(sim):
     return b"".join(parts)
 
 
-def packet(kind, payload=b"", *, magic=b"RTRG", version=1, flags=0, seq=7, length=None):
+def packet(kind, payload=b"", *, magic=b"RTRG", version=VERSION, flags=0, seq=7, length=None):
     n = len(payload) if length is None else length
     return struct.pack(HEADER, magic, version, kind, flags, seq, n) + payload
 
 
-def step_payload(n, records):
-    return struct.pack("<II", n, len(records)) + b"".join(struct.pack(RECORD, *r) for r in records)
+def step_payload(n, records, controls=(), joint_forces=()):
+    """STEP: loads (body, force, torque), controls (actuator, value), joint forces (joint,
+    values...)."""
+    return (struct.pack("<IIII", n, len(records), len(controls), len(joint_forces))
+            + b"".join(struct.pack(RECORD, *r) for r in records)
+            + b"".join(struct.pack("<Id", *c) for c in controls)
+            + b"".join(struct.pack(f"<I{len(f) - 1}d", *f) for f in joint_forces))
 
 
-def read_reply(sock):
-    """(kind, seq, payload) of one reply, or None if the server closed the connection."""
+def set_state_payload(qpos=(), qvel=()):
+    return struct.pack(f"<II{len(qpos) + len(qvel)}d", len(qpos), len(qvel), *qpos, *qvel)
+
+
+def read_reply(sock, version=VERSION):
+    """(kind, seq, payload) of one reply, or None if the server closed the connection.
+
+    ``version=None``: a reply of another version is allowed when it is ERROR 2 (the answer to
+    a request of that version)."""
     def exact(size):
         buf = b""
         while len(buf) < size:
@@ -105,9 +120,14 @@ def read_reply(sock):
     head = exact(16)
     if head is None:
         return None
-    magic, version, kind, flags, seq, length = struct.unpack(HEADER, head)
-    assert magic == b"RTRG" and version == 1 and flags == 0
-    return kind, seq, exact(length)
+    magic, got_version, kind, flags, seq, length = struct.unpack(HEADER, head)
+    assert (magic, flags) == (b"RTRG", 0)
+    payload = exact(length)
+    if version is None and got_version != VERSION:
+        assert kind == 0xFF and struct.unpack_from("<H", payload)[0] == 2
+    else:
+        assert got_version == (VERSION if version is None else version)
+    return kind, seq, payload
 
 
 def raw_socket(server):
@@ -194,6 +214,130 @@ def test_stepping_over_the_wire_is_bit_identical_to_in_process(integrator, trans
         assert ref.steps_taken > 20
 
 
+def chain_sim(integrator="energy_momentum"):
+    sim = scenarios.build("chain", integrator=integrator, n=3)
+    sim.set_joint_velocity("joint1", (0.5, -1.0, 2.0))
+    return sim
+
+
+def assert_joint_state_bits_equal(reply, sim):
+    assert_bits_equal(reply, sim)
+    assert reply["qpos"].tobytes() == sim.qpos().tobytes()
+    assert reply["qvel"].tobytes() == sim.qvel().tobytes()
+
+
+@pytest.mark.parametrize("integrator", ["energy_momentum", "nullspace_rk4"])
+def test_joint_forces_and_set_state_over_the_wire_match_in_process(integrator):
+    """Protocol 2: HELLO describes the joints; held joint forces, qpos/qvel in every state
+    reply and SET_STATE give bit for bit what the same Simulation calls give in process."""
+    ref = chain_sim(integrator)
+    ref.step(0)   # compile (or load) the kernel here, not while the client waits for a reply
+    with Server(chain_sim(integrator), port=0).start() as server, client_for(server) as client:
+        assert client.joint_names == ref.joint_names
+        assert (client.nq, client.nv) == (ref.nq, ref.nv)
+        at = 0
+        for j in client.joints:
+            assert j["kind"] == "spherical" and (j["nq"], j["nv"]) == (4, 3)
+            assert j["qpos_at"] == at and j["limits"] == (-math.inf, math.inf)
+            at += 4
+        assert [j["parent"] for j in client.joints] == [-1, 0, 1]
+        assert_joint_state_bits_equal(client.state(), ref)
+        reply = client.step(5, joint_forces={"joint1": (0.2, 0.0, -0.1), 2: (0.0, 0.3, 0.0)})
+        ref.set_joint_force("joint1", (0.2, 0.0, -0.1))
+        ref.set_joint_force(2, (0.0, 0.3, 0.0))
+        ref.step(5)
+        assert_joint_state_bits_equal(reply, ref)
+        ref.step(4)   # joint forces are held, as in process
+        assert_joint_state_bits_equal(client.step(4), ref)
+        qpos, qvel = ref.qpos(), ref.qvel()
+        qpos[4:8] = (0.8, 0.6, 0.0, 0.0)
+        qvel[:3] = (1.0, 2.0, 3.0)
+        ref.set_qpos(qpos)
+        ref.set_qvel(qvel)
+        assert_joint_state_bits_equal(client.set_state(qpos, qvel), ref)
+        ref.set_qvel(np.zeros(ref.nv))
+        assert_joint_state_bits_equal(client.set_state(qvel=np.zeros(ref.nv)), ref)
+        ref.step(3)
+        assert_joint_state_bits_equal(client.step(3), ref)
+        with pytest.raises(ServerError) as err:   # a refused state changes nothing
+            client.set_state(qpos=np.r_[np.zeros(4), qpos[4:]])
+        assert err.value.code == 7 and "qpos" in str(err.value)
+        assert_joint_state_bits_equal(client.state(), ref)
+        reset = chain_sim(integrator)
+        assert_joint_state_bits_equal(client.reset(), reset)   # held forces gone too
+        reset.step(2)
+        assert_joint_state_bits_equal(client.step(2), reset)
+
+
+@pytest.mark.parametrize("integrator", ["energy_momentum", "nullspace_rk4"])
+def test_a_client_drives_the_arm_with_controls_and_reads_its_imu(integrator):
+    """Protocol 2 on the ``arm`` scenario: HELLO lists its servos; controls (by name, index or
+    all at once) are held like set_control/set_controls; an IMU's readings and the arm's
+    qpos/qvel come back bit for bit as the same calls give them in process."""
+    ref = scenarios.build("arm", integrator=integrator, n_links=3)
+    ref.step(0)
+    point = (0.0, 0.0, -0.15)
+    with Server(scenarios.build("arm", integrator=integrator, n_links=3), port=0,
+                imus=["link2", ("link1", point)]).start() as server, \
+            client_for(server) as client:
+        assert client.actuator_names == ref.actuator_names == ["joint0", "joint1", "joint2"]
+        assert [(a["kind"], a["joint"], a["force_range"]) for a in client.actuators] == [
+            ("position", k, (-40.0, 40.0)) for k in range(3)]
+        assert [s["name"] for s in client.sensors] == ["imu:link2", "imu:link1@0,0,-0.15"]
+
+        def check(reply):
+            assert_joint_state_bits_equal(reply, ref)
+            for name, (body, at) in (("imu:link2", ("link2", (0, 0, 0))),
+                                     ("imu:link1@0,0,-0.15", ("link1", point))):
+                gyro, accel = ref.imu(body, at)
+                assert reply["sensors"][name].tobytes() == np.r_[gyro, accel].tobytes()
+
+        reply = client.step(20, controls={"joint1": 0.3, 0: -0.2})
+        ref.set_control("joint1", 0.3)
+        ref.set_control(0, -0.2)
+        ref.step(20)
+        check(reply)
+        check(client.state())
+        ref.step(15)   # held
+        check(client.step(15))
+        u = np.array([0.1, -0.4, 0.25])
+        ref.set_controls(u)
+        ref.set_joint_force("joint2", 0.05)
+        ref.step(10)
+        check(client.step(10, controls=u, joint_forces={"joint2": 0.05}))
+        with pytest.raises(ValueError, match="controls"):    # refused before it is sent
+            client.step(1, controls={"joint0": 0.1, "joint1": math.inf})
+        with pytest.raises(ValueError, match="controls"):
+            client.step(1, controls=[0.1, 0.2])
+        check(client.state())
+        sock = connect(server)   # and by the server, changing nothing
+        sock.sendall(packet(STEP, step_payload(1, [], controls=[(0, 0.1), (1, NAN)]), seq=3)
+                     + packet(STEP, step_payload(1, [], controls=[(3, 0.1)]), seq=4)
+                     + packet(STATE, seq=5))
+        for seq in (3, 4):
+            kind, got, payload = read_reply(sock)
+            assert (kind, got, struct.unpack_from("<H", payload)[0]) == (0xFF, seq, 7)
+        kind, _, payload = read_reply(sock)
+        assert kind == STATE | 0x80 and struct.unpack_from("<Q", payload, 8)[0] == 0
+        sock.close()
+
+
+@pytest.mark.parametrize("version", [0, 1, 3])
+def test_a_client_of_another_version_gets_an_error_it_can_read(served, version):
+    """A version-1 client (or any other) gets ERROR 2 in its own version's header, whose
+    layout every version shares, and the connection stays usable for a version-2 request."""
+    server, _ = served
+    sock = connect(server)
+    sock.sendall(packet(HELLO, version=version, seq=3))
+    kind, seq, payload = read_reply(sock, version=version)
+    assert (kind, seq) == (0xFF, 3)
+    assert struct.unpack_from("<H", payload)[0] == 2
+    assert f"version {version}" in payload[2:].decode() and "version 2" in payload[2:].decode()
+    sock.sendall(packet(STATE, seq=4))
+    assert read_reply(sock)[:2] == (STATE | 0x80, 4)
+    sock.close()
+
+
 def test_loads_act_for_their_request_only_and_the_servers_own_loads_stay():
     sim = two_body_sim()
     sim.apply_force("puck", (0.0, 0.0, 2.0))  # a load the served simulation carries itself
@@ -248,6 +392,69 @@ def test_cli_serve_process_gives_the_in_process_trajectory(transport, tmp_path):
     assert not (tmp_path / "serve.sock").exists()  # the server removed its socket file
 
 
+FACTORY = """
+from rtrigid.model import Model
+
+
+def pendulum(n=2, length=0.3):
+    m = Model()
+    parent = None
+    for i in range(n):
+        m.add_body(f"link{i}", 1.0, (0.01, 0.01, 0.002))
+        m.add_joint("revolute", parent, f"link{i}", name=f"hinge{i}", axis_parent=(0, 1, 0),
+                    anchor_parent=(0, 0, 0) if parent is None else (0, 0, -length / 2),
+                    anchor_child=(0, 0, length / 2))
+        parent = f"link{i}"
+    return m
+"""
+
+
+def test_cli_serve_takes_a_model_factory_and_drives_its_joints(tmp_path, monkeypatch):
+    (tmp_path / "factory_for_serve.py").write_text(FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    name = "factory_for_serve:pendulum"
+    proc = subprocess.Popen([sys.executable, "-m", "rtrigid.cli", "serve", name, "--set", "n=3",
+                             "--integrator", "nullspace_rk4", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert "rtrigid serve" in line, proc.stderr.read() if proc.poll() is not None else line
+        ref = scenarios.build(name, integrator="nullspace_rk4", n=3)
+        assert ref.dt == scenarios.FACTORY_DT
+        with Client("127.0.0.1", int(line.rsplit(":", 1)[1]), timeout=TIMEOUT) as client:
+            assert client.scenario == name and client.dt == ref.dt
+            assert client.joint_names == ["hinge0", "hinge1", "hinge2"] == ref.joint_names
+            assert [(j["kind"], j["nq"], j["nv"], j["qpos_at"]) for j in client.joints] == [
+                ("revolute", 1, 1, k) for k in range(3)]
+            for k in range(10):
+                torque = 0.3 * math.sin(k)
+                reply = client.step(k % 3 + 1, joint_forces={"hinge1": torque})
+                ref.set_joint_force("hinge1", torque)
+                ref.step(k % 3 + 1)
+                assert_joint_state_bits_equal(reply, ref)
+            assert np.any(ref.qvel() != 0.0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=TIMEOUT)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+@pytest.mark.parametrize("name, says", [
+    ("no_such_module_here:fn", "cannot import module 'no_such_module_here'"),
+    ("rtrigid.scenarios:no_such_function", "has no function 'no_such_function'"),
+    ("rtrigid.scenarios:names", "returned a list, not a Model"),
+    ("gyro_tops", "'gyro_tops' is neither a scenario"),
+])
+def test_cli_refuses_a_bad_model_factory_in_one_line(name, says):
+    proc = subprocess.run([sys.executable, "-m", "rtrigid.cli", "run", name, "--t-end", "0.01"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
 def test_cli_serve_limits_its_clients(tmp_path):
     path = str(tmp_path / "serve.sock")
     proc = subprocess.Popen([sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--unix",
@@ -274,7 +481,7 @@ def test_cli_serve_limits_its_clients(tmp_path):
     (["--max-clients", "0"], "max_clients"), (["--max-clients", "many"], "--max-clients"),
     (["--idle-timeout", "-1"], "idle_timeout"), (["--partial-timeout", "nan"], "partial_timeout"),
     (["--send-timeout", "inf"], "send_timeout"), (["--time-slice", "0"], "time_slice"),
-    (["--spin", "-1"], "spin"),
+    (["--spin", "-1"], "spin"), (["--imu", "top@1,2"], "imu"),
 ])
 def test_cli_serve_refuses_bad_limits_in_one_line(args, field):
     out = subprocess.run([sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port",
@@ -321,23 +528,46 @@ def test_spin_must_be_a_bounded_number_of_seconds(spin):
 # -- malformed and hostile packets ----------------------------------------------------------------
 
 NAN = float("nan")
-MAX_PAYLOAD = 8 + 52 * 2   # two bodies
+# the longest STEP of the served two-body simulation: 2 loads, no actuator, a force on each of
+# its joints (the top's pivot: 3 rates, the puck's free joint: 6)
+MAX_PAYLOAD = 16 + 52 * 2 + (4 + 8 * 3) + (4 + 8 * 6)
+QPOS = (1.0, 0.0, 0.0, 0.0, 0.3, 0.05, 0.1, 1.0, 0.0, 0.0, 0.0)   # nq 11 = 4 + 7
 HOSTILE = {
     # name: (bytes, expected error code, connection closed by the server afterwards)
     "bad magic": (packet(STATE, magic=b"HTTP"), 1, True),
     "text": (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 1, True),
-    "bad version": (packet(STATE, version=2), 2, False),
-    "version 0": (packet(STEP, step_payload(1, []), version=0), 2, False),
     "unknown kind": (packet(9), 3, False),
     "reply kind as request": (packet(STATE | 0x80), 3, False),
     "error kind as request": (packet(0xFF), 3, False),
     "huge length": (packet(STEP, b"", length=0xFFFFFFFF), 4, True),
     "length one over": (packet(STEP, b"", length=MAX_PAYLOAD + 1), 4, True),
     "short step": (packet(STEP, b"\x01\x00\x00\x00"), 6, False),
-    "record missing": (packet(STEP, struct.pack("<II", 1, 2) + struct.pack(RECORD, 0, *[0.0] * 6)),
-                       6, False),
+    "record missing": (packet(STEP, struct.pack("<IIII", 1, 2, 0, 0)
+                              + struct.pack(RECORD, 0, *[0.0] * 6)), 6, False),
+    "bytes after the records": (packet(STEP, step_payload(1, []) + b"\x00"), 6, False),
+    "joint force cut": (packet(STEP, step_payload(1, [], joint_forces=[(0, 1.0, 2.0, 3.0)])[:-8]),
+                        6, False),
+    "joint forces missing": (packet(STEP, struct.pack("<IIII", 1, 0, 0, 3)), 6, False),
+    "nan joint force": (packet(STEP, step_payload(1, [], joint_forces=[(0, 0, NAN, 0)])), 7,
+                        False),
+    "unknown joint": (packet(STEP, step_payload(1, [], joint_forces=[(2, 0.0)])), 7, False),
+    "repeated joint": (packet(STEP, step_payload(1, [], joint_forces=[(0, 0, 0, 1.0),
+                                                                      (0, 0, 0, 1.0)])), 7, False),
+    # the bodies' kernels take no joint force (Simulation.set_joint_force refuses it)
+    "joint force on free bodies": (packet(STEP, step_payload(1, [], joint_forces=[
+        (1, 1, 0, 0, 0, 0, 0)])), 7, False),
+    "control, no actuator": (packet(STEP, step_payload(1, [], controls=[(0, 1.0)])), 7, False),
+    "set_state short": (packet(SET_STATE, b"\x0b\x00\x00\x00"), 6, False),
+    "set_state values cut": (packet(SET_STATE, set_state_payload(QPOS)[:-8]), 6, False),
+    "set_state partial qpos": (packet(SET_STATE, set_state_payload(QPOS[:4])), 7, False),
+    "set_state nan": (packet(SET_STATE, set_state_payload(QPOS[:5] + (NAN,) + QPOS[6:])), 7,
+                      False),
+    "set_state zero quaternion": (packet(SET_STATE, set_state_payload((0.0,) * 4 + QPOS[4:])), 7,
+                                  False),
+    "set_state huge rate": (packet(SET_STATE, set_state_payload((), (1e308,) * 9)), 7, False),
     "record cut": (packet(STEP, step_payload(1, [(0, 1, 2, 3, 4, 5, 6)])[:-8]), 6, False),
     "state with payload": (packet(STATE, b"\x00" * 4), 6, False),
+    "reset with payload": (packet(RESET, b"\x00" * 4), 6, False),
     "hello with payload": (packet(HELLO, b"\x00"), 6, False),
     "nan force": (packet(STEP, step_payload(1, [(0, NAN, 0, 0, 0, 0, 0)])), 7, False),
     "inf torque": (packet(STEP, step_payload(1, [(1, 0, 0, 0, 0, 0, math.inf)])), 7, False),
@@ -441,12 +671,15 @@ def test_random_garbage_never_kills_the_server_or_moves_it_on_an_error(served):
     rnd = random.Random(2024)
     seeds = [packet(STATE), packet(HELLO), packet(RESET),
              packet(STEP, step_payload(0, [(0, 1, 2, 3, 0.1, 0.2, 0.3)])),
-             packet(STEP, step_payload(2, [(1, 0.5, 0, 0, 0, 0, 0.01), (0, 0, 0, 0, 0, 0, 0)]))]
+             packet(STEP, step_payload(2, [(1, 0.5, 0, 0, 0, 0, 0.01), (0, 0, 0, 0, 0, 0, 0)])),
+             packet(STEP, step_payload(1, [], joint_forces=[(0, 0.0, 0.1, 0.0)])),
+             packet(SET_STATE, set_state_payload(QPOS, (0.0,) * 9)),
+             packet(SET_STATE, set_state_payload((), (0.1,) * 9))]
     prefix = packet(STEP, step_payload(2, [(1, 0, 0.2, 0, 0, 0, 0)]), seq=5)
     errors = successes = checked = 0
     with client_for(server) as client, warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a wild load may need sub-steps
-        for _ in range(150):
+        for _ in range(200):
             data = bytearray(rnd.choice(seeds))
             for _ in range(rnd.randint(1, 4)):
                 data[rnd.randrange(len(data))] = rnd.randrange(256)
@@ -457,7 +690,7 @@ def test_random_garbage_never_kills_the_server_or_moves_it_on_an_error(served):
             sock.sendall(prefix + bytes(data) + packet(STATE, seq=99))
             sock.shutdown(socket.SHUT_WR)
             replies = []
-            while (r := read_reply(sock)) is not None:
+            while (r := read_reply(sock, version=None)) is not None:
                 replies.append(r)
             sock.close()
             after = client.state()  # another connection: never touched by this one
@@ -660,8 +893,8 @@ def test_a_step_in_one_step_slices_is_bit_identical_to_one_call(name, integrator
                     assert payload[2:].decode() == expect[who]  # the same step failed
                 kind, seq, payload = read_reply(sock)
                 assert (kind, seq) == (STATE | 0x80, 3)
-                t, steps, _ = struct.unpack_from("<dQI", payload)
-                state = np.frombuffer(payload, "<f8", offset=20).reshape(-1, 13)
+                t, steps, nb, *_ = struct.unpack_from(STATE_HEAD, payload)
+                state = np.frombuffer(payload, "<f8", offset=32, count=13 * nb).reshape(-1, 13)
                 assert_bits_equal({"t": t, "steps": steps, "poses": state[:, :7],
                                    "velocities": state[:, 7:]}, refs[who])
                 sock.close()
@@ -831,7 +1064,7 @@ def test_a_client_that_stops_reading_does_not_stall_the_others(served):
 @pytest.mark.parametrize("spin", [0.0, 0.05])
 def test_client_times_out_on_a_silent_server_and_closes(spin):
     listener = socket.create_server(("127.0.0.1", 0))
-    hello = (struct.pack("<IdI", 1, 0.01, 10) + b"".join(
+    hello = (struct.pack("<IdIIIIII", 1, 0.01, 10, 0, 0, 0, 0, 0) + b"".join(
         struct.pack("<H", len(s)) + s for s in (b"energy_momentum", b"", b"body")))
 
     def answer_hello_then_nothing():

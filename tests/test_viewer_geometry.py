@@ -175,3 +175,66 @@ def test_default_shape_has_the_bodys_inertia():
     assert 2.0 * (b * b + c * c) / 3 == pytest.approx(0.5)
     assert 2.0 * (a * a + c * c) / 3 == pytest.approx(0.4)
     assert 2.0 * (a * a + b * b) / 3 == pytest.approx(0.3)
+
+
+def test_robot_file_meshes_are_drawn_at_their_link_frames():
+    """The panda's link-1 mesh, read by trimesh, placed in the body frame by the loader: its
+    drawn vertices, carried to the world by the body pose, are the file's vertices carried by
+    the link pose (so the mesh sits at the link frame the file defines)."""
+    import os
+    import warnings
+
+    import rtrigid as rt
+    pybullet_data = pytest.importorskip("pybullet_data")
+    trimesh = pytest.importorskip("trimesh")
+    root = pybullet_data.getDataPath()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sim = rt.Simulation(rt.load_model(os.path.join(root, "franka_panda/panda.urdf"),
+                                          ignore=("mimic",)), integrator="nullspace_rk4", dt=1e-3)
+    sim.set_joint_position("panda_joint1", [0.7])
+    sim.set_joint_position("panda_joint2", [-0.4])
+    visual = scene.body_visuals(sim)[sim.body_index("panda_link2")]
+    drawn = visual.mesh[0][:, :3].astype(np.float64)
+    x, q = sim.pose("panda_link2")
+    world = drawn @ scene.rotation(q).T + x
+    raw = np.asarray(trimesh.load(os.path.join(root, "franka_panda/meshes/visual/link2.obj"),
+                                  force="mesh").vertices)
+    xl, ql = sim.link_pose("panda_link2")
+    expected = raw @ scene.rotation(ql).T + xl
+    assert len(drawn) == 3 * len(trimesh.load(os.path.join(
+        root, "franka_panda/meshes/visual/link2.obj"), force="mesh").faces)
+    assert np.allclose(world.min(axis=0), expected.min(axis=0), atol=1e-5)
+    assert np.allclose(world.max(axis=0), expected.max(axis=0), atol=1e-5)
+    # link 0, welded to the world, is drawn where the file puts it: at the world origin
+    base, _ = scene.world_visual(sim)
+    raw0 = np.asarray(trimesh.load(os.path.join(root, "franka_panda/meshes/collision/link0.obj"),
+                                   force="mesh").vertices)
+    assert np.allclose(base[0][:, :3].min(axis=0), raw0.min(axis=0), atol=1e-5)
+    # picking hits the drawn mesh: a ray from outside through the mesh's centre
+    centre = 0.5 * (drawn.min(axis=0) + drawn.max(axis=0))
+    t = ray_shape(visual.kind, visual.params, visual.offset, centre + np.array([0, 0, 5.0]),
+                  np.array([0.0, 0.0, -1.0]), visual.mesh)
+    assert t is not None and 0.0 < t < 5.0
+
+
+def test_missing_mesh_file_is_a_warning_and_a_placeholder(tmp_path):
+    import rtrigid as rt
+    path = tmp_path / "m.urdf"
+    path.write_text(
+        '<robot name="m"><link name="base"/><joint name="j" type="revolute"><parent link="base"/>'
+        '<child link="arm"/><axis xyz="0 1 0"/></joint><link name="arm"><inertial>'
+        '<mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/>'
+        '</inertial><visual><geometry><mesh filename="package://nowhere/arm.stl"/></geometry>'
+        '</visual><visual><origin xyz="0 0 -0.5"/><geometry><sphere radius="0.1"/></geometry>'
+        '<material name="red"><color rgba="1 0 0 1"/></material></visual></link></robot>')
+    with pytest.warns(UserWarning, match="mesh files not found .*line"):
+        model = rt.load_model(str(path))
+    sim = rt.Simulation(model, integrator="nullspace_rk4", dt=1e-3)
+    visual = scene.body_visuals(sim)[0]
+    cube = meshes.box((meshes.PLACEHOLDER_HALF,) * 3)
+    sphere = meshes.sphere(0.1)
+    assert len(visual.mesh[0]) == len(cube[0]) + len(sphere[0])
+    assert visual.color == (1.0, 0.0, 0.0)
+    assert np.allclose(visual.mesh[0][:len(cube[0]), :3].max(axis=0), meshes.PLACEHOLDER_HALF)
+    assert visual.mesh[0][len(cube[0]):, 2].min() == pytest.approx(-0.6, abs=1e-6)

@@ -168,6 +168,7 @@ class Viewer:
         self.interpolate = bool(interpolate)
         self.mouse_enabled = bool(mouse)
         self.visuals = scene.body_visuals(sim, colors)
+        self.world_visual = scene.world_visual(sim)
         self.selected = None
         self.follow = None if follow is None else sim.body_index(follow)
         self._trace_points = self._initial_traces(traces)
@@ -440,6 +441,9 @@ class Viewer:
         for v, (x, q) in zip(self.visuals, poses):
             vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
             r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), (0.74, 0.74, 0.73, 1.0))
+        if self.world_visual is not None:
+            vao = r.mesh(("world",), lambda: self.world_visual[0])
+            r.draw_flat(vao, shadow, (0.74, 0.74, 0.73, 1.0))
         # world axes at the origin
         length = 0.3 * self.extent
         for axis, color in enumerate(((0.85, 0.2, 0.2), (0.2, 0.7, 0.2), (0.2, 0.3, 0.9))):
@@ -449,6 +453,9 @@ class Viewer:
 
     def _draw_bodies(self, poses):
         r = self.renderer
+        if self.world_visual is not None:
+            vao = r.mesh(("world",), lambda: self.world_visual[0])
+            r.draw(vao, np.eye(4), self.world_visual[1], pattern=1.0)
         for v, (x, q) in zip(self.visuals, poses):
             vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
             r.draw(vao, scene.pose_matrix(x, q), v.color, pattern=1.0,
@@ -600,7 +607,8 @@ class Viewer:
         best = None
         for v, (x, q) in zip(self.visuals, self.poses()):
             rot = scene.rotation(q)
-            t = ray_shape(v.kind, v.params, v.offset, rot.T @ (origin - x), rot.T @ direction)
+            t = ray_shape(v.kind, v.params, v.offset, rot.T @ (origin - x), rot.T @ direction,
+                          v.mesh)
             if t is not None and (best is None or t < best[0]):
                 best = (t, v.index)
         if best is None:

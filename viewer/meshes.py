@@ -15,6 +15,10 @@ Shape conventions (body frame, origin at the centre of mass, see ``rtrigid.model
   +1/4 height, i.e. a solid cone with its centre of mass at the origin, standing on its apex
   (the gyro top pivots on the body point (0, 0, -3H/4)).
 
+- visuals: the ``parts`` of a robot file's drawing (boxes, spheres, cylinders, capsules and
+  mesh files read by trimesh, each at its pose; a file that cannot be read is a warning and
+  a small cube).
+
 Every shape is then shifted by the shape's ``offset``.
 """
 from __future__ import annotations
@@ -140,6 +144,8 @@ def shape_mesh(kind, params, offset=(0.0, 0.0, 0.0)):
     elif kind == "cone":
         h = params["height"]
         verts, idx = cone(params["radius"], -0.75 * h, 0.25 * h)
+    elif kind == "visuals":
+        verts, idx = parts_mesh(params["parts"])
     else:
         raise ValueError(f"shape: no mesh for kind {kind!r}")
     verts = verts.copy()
@@ -176,3 +182,63 @@ def grid_lines(half_size, spacing, z, color, major_color, major_every=5, pieces=
                     fade = max(0.0, 1.0 - np.hypot(x, y) / half_size) ** 0.7
                     rows.append((x, y, z, c[0], c[1], c[2], c[3] * fade))
     return np.array(rows, np.float32)
+
+
+def _flat(vertices, faces):
+    """Per-face normals: every triangle gets its own three vertices (sharp, as CAD meshes)."""
+    v = np.asarray(vertices, dtype=np.float64)[np.asarray(faces, dtype=np.int64)]  # (m, 3, 3)
+    n = np.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0])
+    length = np.linalg.norm(n, axis=1, keepdims=True)
+    n = np.where(length > 0, n / np.where(length > 0, length, 1.0), 0.0)
+    rows = np.concatenate([v, np.repeat(n[:, None, :], 3, axis=1)], axis=2).reshape(-1, 6)
+    return rows.astype(np.float32), np.arange(len(rows), dtype=np.uint32).reshape(-1, 3)
+
+
+PLACEHOLDER_HALF = 0.03  # half edge of the cube drawn for a mesh file that cannot be read
+
+
+def mesh_file(path, scale):
+    """A mesh file (STL, OBJ, DAE, ... read by trimesh) as a flat-shaded mesh, or None and a
+    warning if it cannot be read."""
+    import warnings
+
+    try:
+        import trimesh
+
+        mesh = trimesh.load(path, force="mesh")
+        vertices, faces = np.asarray(mesh.vertices), np.asarray(mesh.faces)
+        if len(faces) == 0:
+            raise ValueError("no triangles")
+    except ImportError:
+        warnings.warn(f"{path}: drawing meshes needs trimesh (pip install trimesh); drawing a "
+                      "placeholder", stacklevel=3)
+        return None
+    except Exception as e:  # trimesh raises many kinds; any of them means: no mesh here
+        warnings.warn(f"{path}: cannot read the mesh ({e}); drawing a placeholder",
+                      stacklevel=3)
+        return None
+    return _flat(vertices * np.asarray(scale, dtype=np.float64), faces)
+
+
+def parts_mesh(parts):
+    """One mesh of the parts of a ``visuals`` shape (see :data:`rtrigid.model.PART_TYPES`),
+    each placed at its ``pos``/``quat`` in the body frame."""
+    from rtrigid.maths import quat
+
+    verts, idx, n = [], [], 0
+    for part in parts:
+        kind = part["type"]
+        if kind == "mesh":
+            mesh = None if part.get("missing") else mesh_file(part["file"], part["scale"])
+            if mesh is None:
+                mesh = box((PLACEHOLDER_HALF,) * 3)
+        else:
+            mesh = shape_mesh(kind, part)
+        v = mesh[0].astype(np.float64)
+        R = quat.rotmat(np.asarray(part["quat"], dtype=np.float64), np.empty((3, 3)))
+        v[:, :3] = v[:, :3] @ R.T + part["pos"]
+        v[:, 3:] = v[:, 3:] @ R.T
+        verts.append(v.astype(np.float32))
+        idx.append(mesh[1] + n)
+        n += len(v)
+    return np.concatenate(verts), np.concatenate(idx).astype(np.uint32)

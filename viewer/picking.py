@@ -92,9 +92,29 @@ def ray_cone(o, d, radius, z_apex, z_base):
     return _first(side + [_ray_disc(o, d, radius, z_base)])
 
 
-def ray_shape(kind, params, offset, o, d):
-    """First hit of the ray with a body shape; ``o``, ``d`` in the body frame."""
+def ray_triangles(mesh, o, d):
+    """First hit of the ray with the triangles of a mesh (Moller-Trumbore, all at once)."""
+    p = mesh[0][:, :3].astype(np.float64)[mesh[1].astype(np.int64)]   # (m, 3, 3)
+    e1, e2 = p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]
+    h = np.cross(d, e2)
+    a = np.einsum("ij,ij->i", e1, h)
+    ok = np.abs(a) > 1e-14
+    f = np.where(ok, 1.0 / np.where(ok, a, 1.0), 0.0)
+    s = o - p[:, 0]
+    u = f * np.einsum("ij,ij->i", s, h)
+    qv = np.cross(s, e1)
+    v = f * (qv @ d)
+    t = f * np.einsum("ij,ij->i", e2, qv)
+    hit = ok & (u >= 0.0) & (v >= 0.0) & (u + v <= 1.0) & (t >= 0.0)
+    return float(t[hit].min()) if np.any(hit) else None
+
+
+def ray_shape(kind, params, offset, o, d, mesh=None):
+    """First hit of the ray with a body shape; ``o``, ``d`` in the body frame.  A robot
+    file's ``visuals`` are hit through their drawn ``mesh``."""
     o = o - np.asarray(offset)
+    if kind == "visuals":
+        return ray_triangles(mesh, o, d)
     if kind == "box":
         return ray_box(o, d, params["half_extents"])
     if kind == "sphere":

@@ -20,6 +20,7 @@ PALETTE = [
 JOINT_COLOR = (0.18, 0.18, 0.22)
 JOINT_AXIS_COLOR = (0.95, 0.80, 0.20)
 LINK_COLOR = (0.2, 0.2, 0.25, 0.8)
+MASSLESS_RADIUS = 0.01  # the dot drawn for a massless body (robot files' multi-joint bodies)
 
 
 @dataclass
@@ -54,16 +55,32 @@ def body_visuals(sim, colors=None):
     colors = {sim.body_index(k): v for k, v in (colors or {}).items()}
     for i, body in enumerate(sim.model.bodies[:sim.nb]):
         shape = body.shape
-        if shape is None:
+        if shape is None and sim.body_mass[i] == 0.0:  # a link between two joints
+            kind, params, offset = "sphere", {"radius": MASSLESS_RADIUS}, np.zeros(3)
+        elif shape is None:
             kind, params = default_shape(sim.body_mass[i], sim.body_inertia[i])
             offset = np.zeros(3)
         else:
             kind, params, offset = shape.kind, shape.params, np.asarray(shape.offset, float)
         mesh = meshes.shape_mesh(kind, params, offset)
         radius = float(np.max(np.linalg.norm(mesh[0][:, :3], axis=1)))
-        color = tuple(float(c) for c in colors.get(i, PALETTE[i % len(PALETTE)]))
+        color = PALETTE[i % len(PALETTE)]
+        if kind == "visuals":  # the file's colour, where it gives one
+            color = next((p["color"][:3] for p in params["parts"] if p["color"] is not None),
+                         color)
+        color = tuple(float(c) for c in colors.get(i, color))
         out.append(BodyVisual(i, sim.names[i], kind, params, offset, color, mesh, radius))
     return out
+
+
+def world_visual(sim):
+    """(mesh, colour) of what a robot file draws on links welded to the world, or None."""
+    shape = getattr(sim.model, "world_shape", None)
+    if shape is None:
+        return None
+    color = next((p["color"][:3] for p in shape.params["parts"] if p["color"] is not None),
+                 PALETTE[-1])
+    return meshes.shape_mesh(shape.kind, shape.params), tuple(float(c) for c in color)
 
 
 def rotation(q):

@@ -1,16 +1,19 @@
 """Lock-step stepping over TCP: a server that serves a Simulation, and clients that drive it.
 
-    with Server(rtrigid.scenarios.build("gyro_top"), port=0).start() as server:
+    with Server(rtrigid.scenarios.build("arm"), port=0, imus=["link1"]).start() as server:
         with Client(*server.address) as client:
-            r = client.step(10, forces={"top": ((0, 0, 0), (0, 0, 1e-3))})
-            r["t"], r["poses"], r["velocities"]
+            r = client.step(10, controls={"shoulder": 0.5}, joint_forces={"elbow": 0.1},
+                            forces={"link1": ((0, 0, 0), (0, 0, 1e-3))})
+            r["t"], r["qpos"], r["qvel"], r["sensors"]["imu:link1"], r["poses"]
 
-``rtrigid serve SCENARIO --host 127.0.0.1 --port P`` runs the server as a process.  The
+``rtrigid serve SCENARIO --host 127.0.0.1 --port P`` runs the server as a process; SCENARIO
+is a scenario name or a model factory ``module:function`` (:func:`rtrigid.scenarios.build`),
+``--imu BODY[@x,y,z]`` adds sensors.  The
 simulation only moves when a client asks it to, so a rig or another program can keep it in
 lock-step with its own clock.  Stepping through the server gives bit-for-bit the states of
 the same calls made in process: float64 values travel as raw IEEE 754 bytes.
 
-Protocol, version 1
+Protocol, version 2
 -------------------
 A stream socket: TCP (``TCP_NODELAY`` on both ends), or a Unix-domain stream socket for a
 client on the same host (``Server(unix=PATH)``, ``rtrigid serve --unix PATH``,
@@ -20,34 +23,63 @@ little-endian::
 
     offset  size  field
     0       4     magic    b"RTRG"
-    4       1     version  1
-    5       1     kind     request: 1 HELLO, 2 STEP, 3 STATE, 4 RESET
+    4       1     version  2
+    5       1     kind     request: 1 HELLO, 2 STEP, 3 STATE, 4 RESET, 5 SET_STATE
                            reply: request kind | 0x80, or 0xFF ERROR
     6       2     flags    0 (reserved)
     8       4     seq      chosen by the client, echoed in the reply
     12      4     length   payload bytes that follow
 
 The header layout is the same in every version, so a server can answer a request of a version
-it does not speak with an error and carry on.  One reply per request, in order.
+it does not speak with an error and carry on: ERROR 2, in the request's own version (an
+ERROR's payload reads the same in every version, so a version-1 client shows the message).
+One reply per request, in order.  Strings are ``u16 byte count`` + UTF-8.
 
 Requests
-    HELLO (empty)  -> HELLO reply: ``u32 n_bodies, f64 dt, u32 max_steps_per_request``, then
-                      the strings integrator, scenario and the n_bodies body names, each as
-                      ``u16 byte count`` + UTF-8.
-    STEP           ``u32 n_steps, u32 n_loads``, then ``n_loads`` records of 52 bytes:
-                   ``u32 body, f64 fx, fy, fz, f64 tx, ty, tz``.  -> STATE reply after the steps.
+    HELLO (empty)  -> HELLO reply: ``u32 n_bodies, f64 dt, u32 max_steps_per_request,
+                      u32 n_joints, u32 n_actuators, u32 n_sensors, u32 nq, u32 nv``; the
+                      strings integrator, scenario and the n_bodies body names; then
+                      - per joint (handle order, :attr:`Simulation.joint_names`): strings name
+                        and kind, ``i32 parent`` (body, -1: the world), ``u32 child, u32
+                        qpos_at, u32 nq, u32 qvel_at, u32 nv`` (its entries of qpos / qvel),
+                        ``f64 lower, f64 upper`` (its limits; -inf, inf: none);
+                      - per actuator (model order): strings name and kind (motor, position,
+                        velocity), ``u32 joint, f64 gear, f64 ctrl_lo, ctrl_hi, f64 force_lo,
+                        force_hi``;
+                      - per sensor: strings name and kind (imu), ``u32 body, f64 px, py, pz``
+                        (point in body axes from the centre of mass), ``u32 width`` (values).
+    STEP           ``u32 n_steps, u32 n_loads, u32 n_controls, u32 n_joint_forces``, then
+                   ``n_loads`` records of 52 bytes ``u32 body, f64 fx, fy, fz, f64 tx, ty,
+                   tz``; ``n_controls`` records of 12 bytes ``u32 actuator, f64 control``;
+                   ``n_joint_forces`` records ``u32 joint`` + one f64 per rate of that joint.
+                   -> STEP reply (a state) after the steps.
     STATE (empty)  -> STATE reply: the state now.
-    RESET (empty)  -> STATE reply: the state after a return to the server's initial snapshot.
+    RESET (empty)  -> STATE reply: the state after a return to the server's initial snapshot
+                      (its controls and held joint forces too).
+    SET_STATE      ``u32 nq_given, u32 nv_given`` (each 0: leave them, or the full count),
+                   then qpos then qvel as f64 (:meth:`Simulation.set_qpos` / ``set_qvel``:
+                   quaternions are normalised, a value the simulation refuses changes
+                   nothing).  -> SET_STATE reply (a state).
 
-STATE reply: ``f64 t, u64 steps_taken, u32 n_bodies``, then per body 13 f64:
-``x, y, z, q0, q1, q2, q3`` (:meth:`Simulation.pose`: world centre of mass and the unit
-quaternion body -> world, scalar first) and ``vx, vy, vz, wx, wy, wz``
-(:meth:`Simulation.velocity`: world centre-of-mass velocity and world angular velocity).
+A state (the reply to STEP, STATE, RESET, SET_STATE): ``f64 t, u64 steps_taken, u32
+n_bodies, u32 nq, u32 nv, u32 n_sensor_values``, then per body 13 f64: ``x, y, z, q0, q1,
+q2, q3`` (:meth:`Simulation.pose`: world centre of mass and the unit quaternion body ->
+world, scalar first) and ``vx, vy, vz, wx, wy, wz`` (:meth:`Simulation.velocity`: world
+centre-of-mass velocity and world angular velocity); then ``qpos`` (nq f64) and ``qvel`` (nv
+f64) as :meth:`Simulation.qpos` / ``qvel`` give them (rates at t); then the sensors'
+values in HELLO's order.
+
+Sensors
+    ``Server(sim, imus=[body or (body, point_body), ...])`` (``rtrigid serve --imu
+    BODY[@x,y,z]``): an IMU named ``imu:BODY`` (``imu:BODY@x,y,z``) whose 6 values are
+    :meth:`Simulation.imu`'s gyro and specific force (a - g) at that point, body axes.
 
 ERROR reply: ``u16 code`` + a UTF-8 message.  Codes (:data:`ERRORS`): 1 bad magic, 2 bad
 version, 3 unknown kind, 4 length over the server's limit, 5 truncated message, 6 payload of
-the wrong size, 7 bad value (non-finite load, unknown or repeated body, n_steps out of range,
-flags not 0), 8 step failed (the simulation raised; the state is put back), 9 internal error,
+the wrong size, 7 bad value (non-finite load, control or joint force; unknown or repeated
+body, actuator or joint; a joint force on a simulation or joint that takes none; a state the
+simulation refuses; n_steps out of range; flags not 0), 8 step failed (the simulation
+raised; the state is put back), 9 internal error,
 10 server full (sent on connecting, see Limits), 11 idle (see Limits).  After codes 1, 4, 5,
 10 and 11 the server closes the connection (after 1, 4 and 5 it cannot find the next message
 boundary); after the others the connection stays usable.  An error that answers no request
@@ -55,14 +87,16 @@ boundary); after the others the connection stays usable.  An error that answers 
 refused request changes nothing: validation happens before anything is applied, and a STEP
 that fails part-way is rolled back to a snapshot taken before it.
 
-Loads of a STEP
-    Each record adds a world force at the body's centre of mass and a world torque, held
-    constant for the ``n_steps`` steps of that request only (a zero-order hold).  In process
-    that is ``sim.apply_force(b, f); sim.apply_torque(b, tau)`` for every record in order,
-    ``sim.step(n_steps)``, then every loaded body's applied force and torque set back to what
-    they were before the request (loads the server's simulation carries itself stay; the
-    ``rtrigid serve`` simulation has none, so there it is ``sim.clear_applied()``).  A STEP
-    without records steps with no extra load.  A body may appear once per request.
+Loads, controls and joint forces of a STEP
+    In process a STEP is ``sim.set_control(a, u)`` for each control record,
+    ``sim.set_joint_force(j, f)`` for each joint-force record, ``sim.apply_force(b, f);
+    sim.apply_torque(b, tau)`` for each load record, ``sim.step(n_steps)``, then every loaded
+    body's applied force and torque set back to what they were before the request.  So body
+    loads (a world force at the centre of mass and a world torque) act for the steps of that
+    request only (a zero-order hold; loads the server's simulation carries itself stay, the
+    ``rtrigid serve`` simulation has none), while controls and joint forces are held until a
+    later request changes them, as they are in process (and in MuJoCo's ``ctrl``).  A body,
+    actuator or joint may appear once per request.
 
 One simulation per connection
     Every connection steps a simulation of its own: a copy of the served one as it was when
@@ -149,20 +183,29 @@ import numpy as np
 
 from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
 from rtrigid.simulation import Simulation
+from rtrigid.validate import as_scalar, as_vector
 
 
 MAGIC = b"RTRG"
-VERSION = 1
-HELLO, STEP, STATE, RESET = 1, 2, 3, 4
+VERSION = 2
+HELLO, STEP, STATE, RESET, SET_STATE = 1, 2, 3, 4, 5
 REPLY = 0x80
 ERROR = 0xFF
 HEADER = struct.Struct("<4sBBHII")
-STEP_HEAD = struct.Struct("<II")
-LOAD = struct.Struct("<I6d")  # body, force xyz, torque xyz: 52 bytes
-STATE_HEAD = struct.Struct("<dQI")
-HELLO_HEAD = struct.Struct("<IdI")
+STEP_HEAD = struct.Struct("<IIII")  # n_steps, n_loads, n_controls, n_joint_forces
+LOAD = struct.Struct("<I6d")        # body, force xyz, torque xyz: 52 bytes
+CONTROL = struct.Struct("<Id")      # actuator, control: 12 bytes
+JOINT_FORCE = struct.Struct("<I")   # joint, then one f64 per rate of that joint
+SET_STATE_HEAD = struct.Struct("<II")  # nq given (0 or nq), nv given (0 or nv)
+STATE_HEAD = struct.Struct("<dQIIII")  # t, steps, n_bodies, nq, nv, n_sensor_values
+HELLO_HEAD = struct.Struct("<IdIIIIII")  # n_bodies, dt, max_steps, joints, actuators,
+#                                          sensors, nq, nv
+JOINT_ROW = struct.Struct("<iIIIIIdd")  # parent, child, qpos at, nq, qvel at, nv, lower, upper
+ACTUATOR_ROW = struct.Struct("<I5d")    # joint, gear, ctrl lo, hi, force lo, hi
+SENSOR_ROW = struct.Struct("<I3dI")     # body, point (body axes), values
 ERROR_HEAD = struct.Struct("<H")
 STATE_WIDTH = 13
+IMU_WIDTH = 6
 
 ERRORS = {1: "bad magic", 2: "bad version", 3: "unknown kind", 4: "too long", 5: "truncated",
           6: "bad size", 7: "bad value", 8: "step failed", 9: "internal error",
@@ -187,12 +230,13 @@ class _Refusal(Exception):
         self.code = code
 
 
-def _message(kind, seq, payload=b""):
-    return HEADER.pack(MAGIC, VERSION, kind, 0, seq, len(payload)) + payload
+def _message(kind, seq, payload=b"", version=VERSION):
+    return HEADER.pack(MAGIC, version, kind, 0, seq, len(payload)) + payload
 
 
-def _error(seq, code, text):
-    return _message(ERROR, seq, ERROR_HEAD.pack(code) + text.encode("utf-8", "replace")[:1000])
+def _error(seq, code, text, version=VERSION):
+    return _message(ERROR, seq, ERROR_HEAD.pack(code) + text.encode("utf-8", "replace")[:1000],
+                    version)
 
 
 def _pack_strings(strings):
@@ -369,6 +413,46 @@ def _replica(sim):
                       max_steps_per_advance=sim.max_steps_per_advance)
 
 
+def _joint_rows(sim):
+    """The served simulation's joints in handle order: (name, kind, parent, child, qpos at,
+    nq, qvel at, nv, lower, upper), positions in the layout of ``sim.qpos()``/``qvel()``."""
+    by_name = {j.name: (b, j) for b, j in enumerate(sim.backend.joints)}
+    rows, qat, vat = [], 0, 0
+    for name in sim.joint_names:
+        child, j = by_name[name]
+        nq, nv = len(sim.joint_position(name)), len(sim.joint_velocity(name))
+        lower, upper = getattr(j, "limits", None) or (-math.inf, math.inf)
+        rows.append((name, j.kind, j.parent, child, qat, nq, vat, nv, lower, upper))
+        qat, vat = qat + nq, vat + nv
+    return rows
+
+
+def _actuator_rows(sim):
+    """The served simulation's actuators in model order: (name, kind, joint handle, gear,
+    ctrl range, force range)."""
+    unbounded = (-math.inf, math.inf)
+    return [(a.name, a.kind, a.joint, a.gear, *(a.ctrl_range or unbounded),
+             *(a.force_range or unbounded)) for a in sim.model.actuators]
+
+
+def _imus(sim, imus):
+    """IMU sensors as (name, body, point_body): ``imus`` lists bodies (name or index) or
+    (body, point_body) pairs; each is named ``imu:BODY`` (``imu:BODY@x,y,z`` off the centre)."""
+    out, names = [], set()
+    for item in imus or ():
+        body, point = (item, (0.0, 0.0, 0.0)) if isinstance(item, (str, int, np.integer)) \
+            else item
+        b = sim.body_index(body)
+        point = _finite3(point, f"imus[{body!r}] point")
+        name = f"imu:{sim.names[b]}" + ("" if point == (0.0, 0.0, 0.0)
+                                        else "@{:g},{:g},{:g}".format(*point))
+        if name in names:
+            raise ValueError(f"imus: {name} given twice")
+        names.add(name)
+        out.append((name, b, np.array(point)))
+    return out
+
+
 class Server:
     """Serve a Simulation to lock-step clients (protocol in the module docstring).
 
@@ -381,11 +465,14 @@ class Server:
     thread (tests, embedding), :meth:`serve_forever` in the caller's; :meth:`stop` ends
     either and closes every socket.  Each connection steps its own copy of ``sim`` as it is
     now; ``sim`` itself is never stepped.  :attr:`counts`: what the server has done.
+    ``imus``: bodies (or (body, point_body) pairs) whose IMU readings every state reply
+    carries (see Sensors in the module docstring).
     """
 
     def __init__(self, sim, host="127.0.0.1", port=0, *, scenario="",
                  max_steps_per_request=100_000, partial_timeout=2.0, send_timeout=1.0,
-                 idle_timeout=60.0, max_clients=256, time_slice=0.002, unix=None, spin=0.0):
+                 idle_timeout=60.0, max_clients=256, time_slice=0.002, unix=None, spin=0.0,
+                 imus=()):
         if not isinstance(sim, Simulation):
             raise ValueError(f"sim: expected an rtrigid Simulation, got {type(sim).__name__}")
         self.spin = _as_spin(spin)
@@ -407,10 +494,19 @@ class Server:
         self._spare = [first]
         self._own_loads = {b: sim.applied(b) for b in range(sim.nb)
                            if any(np.any(a) for a in sim.applied(b))}
-        self._max_payload = STEP_HEAD.size + LOAD.size * sim.nb
-        self._hello = HELLO_HEAD.pack(sim.nb, sim.dt, self.max_steps_per_request) + _pack_strings(
-            [sim.integrator, self.scenario, *sim.names])
-        self._state = np.empty((sim.nb, STATE_WIDTH))
+        self._joints = _joint_rows(sim)
+        self._actuators = _actuator_rows(sim)
+        self._imus = _imus(sim, imus)
+        self._joint_nv = [row[7] for row in self._joints]
+        self._max_payload = max(
+            STEP_HEAD.size + LOAD.size * sim.nb + CONTROL.size * len(self._actuators)
+            + sum(JOINT_FORCE.size + 8 * nv for nv in self._joint_nv),
+            SET_STATE_HEAD.size + 8 * (sim.nq + sim.nv))
+        self._hello = self._describe()
+        n_sensor_values = IMU_WIDTH * len(self._imus)
+        self._state_values = np.empty(STATE_WIDTH * sim.nb + sim.nq + sim.nv + n_sensor_values)
+        self._state = self._state_values[:STATE_WIDTH * sim.nb].reshape(sim.nb, STATE_WIDTH)
+        self._state_head = (sim.nb, sim.nq, sim.nv, n_sensor_values)
         backlog = min(self.max_clients + 16, socket.SOMAXCONN)
         if unix is not None:
             self._listener = _unix_listener(unix, backlog)
@@ -432,6 +528,20 @@ class Server:
         self.counts = dict.fromkeys(
             ("accepted", "refused_full", "closed_idle", "closed_partial", "closed_send",
              "send_stalled", "requests", "preempted"), 0)
+
+    def _describe(self):
+        """The HELLO reply's payload (module docstring)."""
+        sim = self.sim
+        out = [HELLO_HEAD.pack(sim.nb, sim.dt, self.max_steps_per_request, len(self._joints),
+                               len(self._actuators), len(self._imus), sim.nq, sim.nv),
+               _pack_strings([sim.integrator, self.scenario, *sim.names])]
+        for name, kind, *row in self._joints:
+            out += [_pack_strings([name, kind]), JOINT_ROW.pack(*row)]
+        for name, kind, *row in self._actuators:
+            out += [_pack_strings([name, kind]), ACTUATOR_ROW.pack(*row)]
+        for name, b, point in self._imus:
+            out += [_pack_strings([name, "imu"]), SENSOR_ROW.pack(b, *point, IMU_WIDTH)]
+        return b"".join(out)
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self):
@@ -714,14 +824,23 @@ class Server:
         payload = bytes(buf[HEADER.size:HEADER.size + length])
         del buf[:HEADER.size + length]
         self.counts["requests"] += 1
+        if version != VERSION:
+            # in the request's own version: an ERROR reads the same in every version, so an
+            # older client shows this message instead of failing on the header
+            conn.out += _error(seq, E_VERSION, f"protocol version {version}; this server speaks "
+                               f"version {VERSION} only (joints, actuators and sensors): use "
+                               f"a client of version {VERSION} (rtrigid.io.hil.Client)", version)
+            return
         try:
-            if version != VERSION:
-                raise _Refusal(E_VERSION, f"version {version}; this server speaks {VERSION}")
             if flags:
                 raise _Refusal(E_VALUE, f"flags {flags:#x}; must be 0")
             if kind == STEP:
-                n, loads = self._parse_step(payload)
-                self._begin_step(conn, seq, n, loads)
+                n, loads, controls, forces = self._parse_step(payload)
+                self._begin_step(conn, seq, n, loads, controls, forces)
+                return
+            if kind == SET_STATE:
+                self._set_state(conn, payload)
+                conn.out += _message(SET_STATE | REPLY, seq, self._pack_state(conn.sim))
                 return
             if kind not in (HELLO, STATE, RESET):
                 raise _Refusal(E_KIND, f"unknown kind {kind}")
@@ -754,38 +873,93 @@ class Server:
         if len(payload) < STEP_HEAD.size:
             raise _Refusal(E_SIZE, f"STEP payload of {len(payload)} bytes; needs at least "
                            f"{STEP_HEAD.size}")
-        n, n_loads = STEP_HEAD.unpack_from(payload)
-        want = STEP_HEAD.size + LOAD.size * n_loads
-        if len(payload) != want:
-            raise _Refusal(E_SIZE, f"STEP with {n_loads} loads needs {want} bytes, got "
-                           f"{len(payload)}")
+        n, n_loads, n_controls, n_forces = STEP_HEAD.unpack_from(payload)
+        at = STEP_HEAD.size + LOAD.size * n_loads + CONTROL.size * n_controls
+        if len(payload) < at + JOINT_FORCE.size * n_forces:
+            raise _Refusal(E_SIZE, f"STEP with {n_loads} loads, {n_controls} controls and "
+                           f"{n_forces} joint forces needs more than its {len(payload)} bytes")
         if n > self.max_steps_per_request:
             raise _Refusal(E_VALUE, f"n_steps {n} over max_steps_per_request "
                            f"{self.max_steps_per_request}")
-        loads = list(LOAD.iter_unpack(payload[STEP_HEAD.size:]))
-        bodies = [record[0] for record in loads]
-        for b in bodies:
-            if b >= self.sim.nb:
-                raise _Refusal(E_VALUE, f"body {b} out of range (n_bodies {self.sim.nb})")
-        if len(set(bodies)) != len(bodies):
-            raise _Refusal(E_VALUE, f"body repeated in {bodies}")
+        loads = list(LOAD.iter_unpack(payload[STEP_HEAD.size:STEP_HEAD.size
+                                              + LOAD.size * n_loads]))
+        _check_records("body", [r[0] for r in loads], self.sim.nb, "n_bodies")
         for record in loads:
             if not all(map(math.isfinite, record[1:])):
                 raise _Refusal(E_VALUE, f"loads of body {record[0]} must be finite, got "
                                f"{list(record[1:])}")
-        return n, loads
+        controls = list(CONTROL.iter_unpack(payload[at - CONTROL.size * n_controls:at]))
+        _check_records("actuator", [a for a, _ in controls], len(self._actuators),
+                       "n_actuators")
+        for a, u in controls:
+            if not math.isfinite(u):
+                raise _Refusal(E_VALUE, f"control of actuator {a} must be finite, got {u}")
+        forces = []
+        for _ in range(n_forces):  # sizes known once each joint is: checked record by record
+            if len(payload) < at + JOINT_FORCE.size:
+                raise _Refusal(E_SIZE, f"STEP payload ends inside its joint forces, at byte {at}")
+            (j,) = JOINT_FORCE.unpack_from(payload, at)
+            if j >= len(self._joints):
+                raise _Refusal(E_VALUE, f"joint {j} out of range (n_joints "
+                               f"{len(self._joints)})")
+            nv = self._joint_nv[j]
+            at += JOINT_FORCE.size
+            if nv == 0 or len(payload) < at + 8 * nv:
+                raise _Refusal(E_VALUE if nv == 0 else E_SIZE,
+                               f"joint {j} has no rates to take a force" if nv == 0 else
+                               f"STEP payload ends inside the force of joint {j}")
+            value = struct.unpack_from(f"<{nv}d", payload, at)
+            at += 8 * nv
+            if not all(map(math.isfinite, value)):
+                raise _Refusal(E_VALUE, f"force on joint {j} must be finite, got {list(value)}")
+            forces.append((j, value))
+        _check_records("joint", [j for j, _ in forces], len(self._joints), "n_joints")
+        if at != len(payload):
+            raise _Refusal(E_SIZE, f"STEP payload has {len(payload) - at} bytes after its "
+                           "records")
+        return n, loads, controls, forces
 
-    def _begin_step(self, conn, seq, n, loads):
+    def _begin_step(self, conn, seq, n, loads, controls=(), forces=()):
         sim = self._sim_of(conn)
         before = sim.snapshot()
         try:
+            for a, u in controls:
+                sim.set_control(a, u)
+            for j, value in forces:
+                sim.set_joint_force(j, value)
             for b, fx, fy, fz, tx, ty, tz in loads:
                 sim.apply_force(b, (fx, fy, fz))
                 sim.apply_torque(b, (tx, ty, tz))
         except Exception as exc:
             sim.restore(before)
-            raise _Refusal(E_STEP, f"{type(exc).__name__}: {exc}") from None
+            code = E_VALUE if isinstance(exc, ValueError) else E_STEP
+            raise _Refusal(code, f"{type(exc).__name__}: {exc}") from None
         conn.job = _Job(seq, n, loads, before)
+
+    def _set_state(self, conn, payload):
+        """SET_STATE: qpos and/or qvel, all or nothing."""
+        sim = self._sim_of(conn)
+        if len(payload) < SET_STATE_HEAD.size:
+            raise _Refusal(E_SIZE, f"SET_STATE payload of {len(payload)} bytes; needs at "
+                           f"least {SET_STATE_HEAD.size}")
+        nq, nv = SET_STATE_HEAD.unpack_from(payload)
+        if nq not in (0, sim.nq) or nv not in (0, sim.nv):
+            raise _Refusal(E_VALUE, f"SET_STATE of {nq} coordinates and {nv} rates; this "
+                           f"simulation has nq {sim.nq} and nv {sim.nv} (0: leave them)")
+        want = SET_STATE_HEAD.size + 8 * (nq + nv)
+        if len(payload) != want:
+            raise _Refusal(E_SIZE, f"SET_STATE of {nq} + {nv} values needs {want} bytes, got "
+                           f"{len(payload)}")
+        values = np.frombuffer(payload, "<f8", offset=SET_STATE_HEAD.size)
+        before = sim.snapshot()
+        try:
+            if nq:
+                sim.set_qpos(values[:nq])
+            if nv:
+                sim.set_qvel(values[nq:])
+        except ValueError as exc:
+            sim.restore(before)
+            raise _Refusal(E_VALUE, str(exc)) from None
 
     def _work(self, conn, end):
         """Step ``conn``'s STEP until it is done or the slice ending at ``end`` is used."""
@@ -832,7 +1006,25 @@ class Server:
         for b in range(sim.nb):
             out[b, 0:3], out[b, 3:7] = sim.pose(b)
             out[b, 7:10], out[b, 10:13] = sim.velocity(b)
-        return STATE_HEAD.pack(sim.t, sim.steps_taken, sim.nb) + out.tobytes()
+        values = self._state_values
+        at = STATE_WIDTH * sim.nb
+        values[at:at + sim.nq] = sim.qpos()
+        at += sim.nq
+        values[at:at + sim.nv] = sim.qvel()
+        at += sim.nv
+        for _, b, point in self._imus:
+            values[at:at + 3], values[at + 3:at + 6] = sim.imu(b, point)
+            at += IMU_WIDTH
+        return STATE_HEAD.pack(sim.t, sim.steps_taken, *self._state_head) + values.tobytes()
+
+
+def _check_records(what, indices, count, count_name):
+    """Each record's index in range and none repeated, or a refusal naming ``what``."""
+    for i in indices:
+        if i >= count:
+            raise _Refusal(E_VALUE, f"{what} {i} out of range ({count_name} {count})")
+    if len(set(indices)) != len(indices):
+        raise _Refusal(E_VALUE, f"{what} repeated in {indices}")
 
 
 def _close(sock):
@@ -848,14 +1040,19 @@ def _close(sock):
 
 
 class Client:
-    """Drive a :class:`Server`: ``step``, ``state``, ``reset``; each returns a state dict.
+    """Drive a :class:`Server`: ``step``, ``state``, ``reset``, ``set_state``; each returns a
+    state dict.
 
     ``Client(host, port)`` over TCP, or ``Client(unix=PATH)`` to a server on a Unix-domain
     socket; ``spin``: seconds to busy-poll for each reply before sleeping (module docstring).
     A state dict holds ``t`` (float), ``steps`` (int), ``poses`` (``(n_bodies, 7)``:
     ``x, y, z, q0, q1, q2, q3``), ``velocities`` (``(n_bodies, 6)``: world ``v`` then world
-    angular velocity) and ``names``.  After :meth:`__init__`, :attr:`names`, :attr:`dt`,
-    :attr:`integrator` and :attr:`scenario` describe the served simulation.  A refused request
+    angular velocity), ``qpos`` (nq,), ``qvel`` (nv,) (``Simulation.qpos``/``qvel``),
+    ``sensors`` (sensor name -> its readings: ``imu:BODY`` -> gyro xyz, specific force xyz,
+    body axes) and ``names``.  After :meth:`__init__`, :attr:`names`, :attr:`dt`,
+    :attr:`integrator`, :attr:`scenario`, :attr:`nq`, :attr:`nv` and :attr:`joints`,
+    :attr:`actuators`, :attr:`sensors` (lists of dicts) describe the served simulation.  A
+    refused request
     raises :class:`ServerError`; so does the server's notice before it hangs up (code 10: full,
     11: idle), after which this client is closed.
     """
@@ -886,10 +1083,41 @@ class Client:
         except BaseException:
             self._sock.close()
             raise
-        nb, self.dt, self.max_steps_per_request = HELLO_HEAD.unpack_from(hello)
-        self.integrator, self.scenario, *self.names = _unpack_strings(
-            hello, HELLO_HEAD.size, nb + 2)
+        self._read_hello(hello)
+
+    def _read_hello(self, hello):
+        (nb, self.dt, self.max_steps_per_request, n_joints, n_actuators, n_sensors, self.nq,
+         self.nv) = HELLO_HEAD.unpack_from(hello)
+        at = HELLO_HEAD.size
+        self.integrator, self.scenario, *self.names = _unpack_strings(hello, at, nb + 2)
+        at += sum(2 + len(x.encode()) for x in (self.integrator, self.scenario, *self.names))
         self.nb = nb
+
+        def rows(count, row, keys):
+            nonlocal at
+            out = []
+            for _ in range(count):
+                name, kind = _unpack_strings(hello, at, 2)
+                at += 4 + len(name.encode()) + len(kind.encode())
+                out.append({"name": name, "kind": kind,
+                            **dict(zip(keys, row.unpack_from(hello, at)))})
+                at += row.size
+            return out
+
+        self.joints = rows(n_joints, JOINT_ROW, ("parent", "child", "qpos_at", "nq", "qvel_at",
+                                                 "nv", "lower", "upper"))
+        for j in self.joints:
+            j["limits"] = (j.pop("lower"), j.pop("upper"))
+        self.actuators = rows(n_actuators, ACTUATOR_ROW, ("joint", "gear", "ctrl_lo", "ctrl_hi",
+                                                          "force_lo", "force_hi"))
+        for a in self.actuators:
+            a["ctrl_range"] = (a.pop("ctrl_lo"), a.pop("ctrl_hi"))
+            a["force_range"] = (a.pop("force_lo"), a.pop("force_hi"))
+        self.sensors = rows(n_sensors, SENSOR_ROW, ("body", "px", "py", "pz", "width"))
+        for sensor in self.sensors:
+            sensor["point"] = (sensor.pop("px"), sensor.pop("py"), sensor.pop("pz"))
+        self.joint_names = [j["name"] for j in self.joints]
+        self.actuator_names = [a["name"] for a in self.actuators]
 
     def close(self):
         self._sock.close()
@@ -900,20 +1128,88 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def step(self, n=1, forces=None) -> dict:
-        """Run ``n`` steps with ``forces`` held over them; return the state after.
+    def step(self, n=1, forces=None, *, controls=None, joint_forces=None) -> dict:
+        """Run ``n`` steps; return the state after.
 
         ``forces`` maps a body (name or index) to ``(force, torque)``, both world-frame
         3-vectors (force at the centre of mass), or to ``{"force": f, "torque": tau}`` with
-        either key optional.  They act for these ``n`` steps only.
+        either key optional; they act for these ``n`` steps only.  ``controls`` maps an
+        actuator (name or index) to its control, or lists every actuator's control in model
+        order (``Simulation.set_control``/``set_controls``); ``joint_forces`` maps a joint
+        (name or handle) to its generalized force (a number, or one per rate:
+        ``Simulation.set_joint_force``).  Controls and joint forces are held from this request
+        on, until a request changes them, as in process.
         """
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not (
                 0 <= n <= self.max_steps_per_request):
             raise ValueError(f"n: expected an integer in [0, {self.max_steps_per_request}], "
                              f"got {n!r}")
-        records = self._pack_loads(forces or {})
-        payload = STEP_HEAD.pack(int(n), len(records)) + b"".join(records)
+        loads = self._pack_loads(forces or {})
+        controls = self._pack_controls(controls)
+        joint_forces = self._pack_joint_forces(joint_forces or {})
+        payload = STEP_HEAD.pack(int(n), len(loads), len(controls), len(joint_forces)) \
+            + b"".join(loads + controls + joint_forces)
         return self._state_dict(self._request(STEP, payload))
+
+    def set_state(self, qpos=None, qvel=None) -> dict:
+        """Set the generalized coordinates and/or rates (``Simulation.set_qpos``/``set_qvel``;
+        None leaves them); both are checked before either is set."""
+        parts = []
+        for name, value, n in (("qpos", qpos, self.nq), ("qvel", qvel, self.nv)):
+            if value is None:
+                parts.append(np.empty(0))
+                continue
+            parts.append(as_vector(value, n, name))
+        payload = SET_STATE_HEAD.pack(parts[0].size, parts[1].size) \
+            + np.concatenate(parts).astype("<f8").tobytes()
+        return self._state_dict(self._request(SET_STATE, payload))
+
+    def _index(self, what, key, names):
+        """An actuator's or joint's index from its name or index (``what``: the argument)."""
+        if isinstance(key, str):
+            if key in names:
+                return names.index(key)
+            raise ValueError(f"{what}: no {what[:-1].replace('joint_force', 'joint')} named "
+                             f"{key!r}; known: {names}")
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and (
+                0 <= key < len(names)):
+            return int(key)
+        raise ValueError(f"{what}: {key!r} is neither a name nor an index < {len(names)}")
+
+    def _pack_controls(self, controls):
+        if controls is None:
+            return []
+        if not hasattr(controls, "items"):
+            controls = dict(enumerate(as_vector(controls, len(self.actuators), "controls")))
+        out, seen = [], set()
+        for key, u in controls.items():
+            a = self._index("controls", key, self.actuator_names)
+            if a in seen:
+                raise ValueError(f"controls: actuator {self.actuator_names[a]!r} given twice")
+            seen.add(a)
+            u = as_scalar(u, f"controls[{key!r}]")
+            out.append(CONTROL.pack(a, u))
+        return out
+
+    def _pack_joint_forces(self, joint_forces):
+        if not hasattr(joint_forces, "items"):
+            raise ValueError(f"joint_forces: expected a mapping joint -> force, got "
+                             f"{type(joint_forces).__name__}")
+        out, seen = [], set()
+        for key, value in joint_forces.items():
+            j = self._index("joint_forces", key, self.joint_names)
+            if j in seen:
+                raise ValueError(f"joint_forces: joint {self.joint_names[j]!r} given twice")
+            seen.add(j)
+            nv = self.joints[j]["nv"]
+            if nv == 0:
+                raise ValueError(f"joint_forces[{key!r}]: joint {self.joint_names[j]!r} has no "
+                                 "rates to take a force")
+            if np.ndim(value) == 0:
+                value = [value]
+            value = as_vector(value, nv, f"joint_forces[{key!r}]")
+            out.append(JOINT_FORCE.pack(j) + value.astype("<f8").tobytes())
+        return out
 
     def state(self) -> dict:
         return self._state_dict(self._request(STATE))
@@ -1036,11 +1332,33 @@ class Client:
                            .decode("utf-8", "replace"))
 
     def _state_dict(self, body):
-        t, steps, nb = STATE_HEAD.unpack_from(body)
-        values = np.frombuffer(body, dtype="<f8", offset=STATE_HEAD.size).reshape(nb, STATE_WIDTH)
+        t, steps, nb, nq, nv, _ = STATE_HEAD.unpack_from(body)
+        values = np.frombuffer(body, dtype="<f8", offset=STATE_HEAD.size)
         # views of a copy made for this reply alone: nothing else holds it
-        return {"t": t, "steps": steps, "poses": values[:, :7], "velocities": values[:, 7:],
-                "names": self.names}
+        bodies = values[:nb * STATE_WIDTH].reshape(nb, STATE_WIDTH)
+        at = nb * STATE_WIDTH
+        qpos, qvel = values[at:at + nq], values[at + nq:at + nq + nv]
+        at += nq + nv
+        sensors = {}
+        for sensor in self.sensors:
+            sensors[sensor["name"]] = values[at:at + sensor["width"]]
+            at += sensor["width"]
+        return {"t": t, "steps": steps, "poses": bodies[:, :7], "velocities": bodies[:, 7:],
+                "qpos": qpos, "qvel": qvel, "sensors": sensors, "names": self.names}
+
+
+def parse_imu(text):
+    """``BODY`` or ``BODY@x,y,z`` (a point in body axes from the centre of mass)."""
+    body, at, point = text.partition("@")
+    if not at:
+        return body
+    try:
+        point = tuple(float(c) for c in point.split(","))
+    except ValueError:
+        point = ()
+    if len(point) != 3:
+        raise ValueError(f"imu: expected BODY or BODY@x,y,z, got {text!r}")
+    return body, point
 
 
 def serve_main(args):
@@ -1054,6 +1372,7 @@ def serve_main(args):
         "max_clients", "idle_timeout", "partial_timeout", "send_timeout", "time_slice")
         if hasattr(args, k)})
     spin = _as_spin(getattr(args, "spin", 0.0))
+    imus = [parse_imu(text) for text in getattr(args, "imu", None) or ()]
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt,
                           **dict(args.set or []))
     sim.step(0)  # load the compiled kernel before the first client waits on it
@@ -1063,6 +1382,7 @@ def serve_main(args):
         set_fifo_priority(args.rt_priority)
     unix = getattr(args, "unix", None)
     server = Server(sim, args.host, args.port, scenario=args.scenario, unix=unix, spin=spin,
+                    imus=imus,
                     **limits)
     where = f"unix:{server.address}" if unix is not None else "{}:{}".format(*server.address)
     print(f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) on {where}",

@@ -75,3 +75,41 @@ def solve_inplace(a, b, n):
             acc -= a[r, k] * b[k]
         b[r] = acc / a[r, r]
     return True
+
+
+@jit
+def kinetic_energy(mass, inertia, v, w):
+    """sum_b m_b |v_b|²/2 + w_b . (J_b w_b)/2 for (nb,) masses, (nb, 3) principal moments,
+    centre-of-mass velocities and body angular velocities (any strides)."""
+    t = 0.0
+    for b in range(mass.shape[0]):
+        t += mass[b] * (v[b, 0] * v[b, 0] + v[b, 1] * v[b, 1] + v[b, 2] * v[b, 2])
+        t += (inertia[b, 0] * w[b, 0] * w[b, 0] + inertia[b, 1] * w[b, 1] * w[b, 1]
+              + inertia[b, 2] * w[b, 2] * w[b, 2])
+    return 0.5 * t
+
+
+@jit
+def momenta(mass, inertia, x, q, v, w, out):
+    """out <- (linear momentum, angular momentum about the origin), (2, 3), world axes: the
+    bodies' m v and x × m v + R(q) J w for unit quaternions q (w, x, y, z), body -> world."""
+    for k in range(3):
+        out[0, k] = 0.0
+        out[1, k] = 0.0
+    for b in range(mass.shape[0]):
+        m = mass[b]
+        p0, p1, p2 = m * v[b, 0], m * v[b, 1], m * v[b, 2]
+        out[0, 0] += p0
+        out[0, 1] += p1
+        out[0, 2] += p2
+        out[1, 0] += x[b, 1] * p2 - x[b, 2] * p1
+        out[1, 1] += x[b, 2] * p0 - x[b, 0] * p2
+        out[1, 2] += x[b, 0] * p1 - x[b, 1] * p0
+        h0, h1, h2 = inertia[b, 0] * w[b, 0], inertia[b, 1] * w[b, 1], inertia[b, 2] * w[b, 2]
+        qw, qx, qy, qz = q[b, 0], q[b, 1], q[b, 2], q[b, 3]
+        t0 = 2.0 * (qy * h2 - qz * h1)
+        t1 = 2.0 * (qz * h0 - qx * h2)
+        t2 = 2.0 * (qx * h1 - qy * h0)
+        out[1, 0] += h0 + qw * t0 + qy * t2 - qz * t1
+        out[1, 1] += h1 + qw * t1 + qz * t0 - qx * t2
+        out[1, 2] += h2 + qw * t2 + qx * t1 - qy * t0

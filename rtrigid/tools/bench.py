@@ -120,6 +120,7 @@ def collect(steps=20000, repeats=7, with_mujoco=True):
             k: headline[k] / headline["mujoco_rk4"] for k in integrators.names()}
     out = {"steps_per_call": steps, "repeats": repeats, "rows": rows, "summary": summary}
     out["chain"] = chain_section(repeats, with_mujoco)
+    out["control_ticks"] = control_ticks(repeats, with_mujoco=with_mujoco)
     return out
 
 
@@ -208,6 +209,105 @@ def seven_link_arm():
     return m
 
 
+def servo_arm(n):
+    """The arms of the control-tick figures: the ``arm`` scenario's 2-link arm, or
+    :func:`seven_link_arm` with a position servo on every joint (kp 50, kv 1: inside
+    nullspace_rk4's stable range at dt = 1 ms)."""
+    if n == 2:
+        return scenarios.build("arm", integrator="nullspace_rk4").model
+    m = seven_link_arm()
+    for j in range(7):
+        m.add_actuator(j, "position", kp=50.0, kv=1.0, name=f"servo{j}")
+    return m
+
+
+def _median_us(f, repeats, calls):
+    import statistics
+    import timeit
+
+    f()
+    return statistics.median(timeit.repeat(f, number=calls, repeat=repeats)) / calls * 1e6
+
+
+def control_ticks(repeats=7, calls=2000, with_mujoco=True):
+    """Median microseconds of one control tick on the 2- and 7-link servo arms at dt = 1 ms,
+    side by side: rtrigid's ``set_controls(u); step(1); qpos(); qvel()`` per tree integrator
+    and MuJoCo's ``d.ctrl[:] = u; mj_step(m, d); d.qpos.copy(); d.qvel.copy()`` with its
+    default (Euler) and its RK4 integrator on the same arm (``mujoco_ref.build_tree``), and
+    the ratios; then the per-call cost of the calls a control loop makes."""
+    from rtrigid.simulation import Simulation
+
+    out = {"calls": calls, "repeats": repeats, "arms": {}}
+    for n in (2, 7):
+        model = servo_arm(n)
+        row = {}
+        for integ in ("nullspace_rk4", "energy_momentum"):
+            sim = Simulation(model, integ, 1e-3)
+            u = np.linspace(0.2, -0.2, sim.na)
+
+            def tick(sim=sim, u=u):
+                sim.set_controls(u)
+                sim.step(1)
+                sim.qpos()
+                sim.qvel()
+            row[integ] = _median_us(tick, repeats, calls)
+        if with_mujoco:
+            try:
+                import mujoco
+
+                from rtrigid.tools.mujoco_ref import build_tree
+            except ImportError:
+                mujoco = None
+            if mujoco is not None:
+                for key, mj_integ in (("mujoco_euler", "Euler"), ("mujoco_rk4", "RK4")):
+                    mjm, d, _, _ = build_tree(model, dt=1e-3, integrator=mj_integ)
+                    u = np.linspace(0.2, -0.2, mjm.nu)
+
+                    def mj_tick(mjm=mjm, d=d, u=u):
+                        d.ctrl[:] = u
+                        mujoco.mj_step(mjm, d)
+                        d.qpos.copy()
+                        d.qvel.copy()
+                    row[key] = _median_us(mj_tick, repeats, calls)
+                for integ in ("nullspace_rk4", "energy_momentum"):
+                    row[f"{integ}/mujoco_euler"] = row[integ] / row["mujoco_euler"]
+                    row[f"{integ}/mujoco_rk4"] = row[integ] / row["mujoco_rk4"]
+        out["arms"][f"{n}-link"] = row
+    calls_us = {}
+    for integ in ("nullspace_rk4", "energy_momentum"):
+        sim = Simulation(servo_arm(2), integ, 1e-3)
+        u = np.array([0.3, -0.4])
+        per = {"set_controls(u)": lambda: sim.set_controls(u),
+               "set_control(name, x)": lambda: sim.set_control("joint1", 0.3),
+               "set_joint_force(j, x)": lambda: sim.set_joint_force(1, 0.1),
+               "apply_force(b, f)": lambda: sim.apply_force(1, (0.0, 0.0, 1e-9)),
+               "apply_force(b, f, point=p)": lambda: sim.apply_force(1, (0.0, 0.0, 1e-9),
+                                                                   point=(0.1, 0.0, 0.0)),
+               "apply_torque(b, t)": lambda: sim.apply_torque(1, (0.0, 1e-9, 0.0)),
+               "energy()": sim.energy, "qpos()": sim.qpos, "qvel()": sim.qvel,
+               "step(1)": lambda: sim.step(1)}
+        calls_us[integ] = {k: _median_us(f, repeats, calls) for k, f in per.items()}
+    out["call_us"] = calls_us
+    return out
+
+
+def print_control_ticks(result):
+    print(f"control tick, median us ({result['repeats']} x {result['calls']} ticks), dt = 1 ms: "
+          "rtrigid set_controls(u); step(1); qpos(); qvel() against MuJoCo d.ctrl[:] = u; "
+          "mj_step; d.qpos.copy(); d.qvel.copy()")
+    keys = list(next(iter(result["arms"].values())))
+    rows = [["arm", *keys]]
+    for arm, row in result["arms"].items():
+        rows.append([arm, *(f"{row[k]:.2f}" for k in keys)])
+    print("\n".join("  " + line for line in format_table(rows)))
+    print("per call, median us (2-link arm)")
+    names = list(next(iter(result["call_us"].values())))
+    rows = [["call", *result["call_us"]]]
+    for name in names:
+        rows.append([name, *(f"{v[name]:.2f}" for v in result["call_us"].values())])
+    print("\n".join("  " + line for line in format_table(rows)))
+
+
 def query_costs(repeats=5, calls=5000):
     """Microseconds per call (best of ``repeats`` timed loops of ``calls`` calls) of the
     generalized-coordinate calls and dynamics queries on :func:`seven_link_arm` at dt = 1 ms,
@@ -271,6 +371,8 @@ def print_table(result):
     print("\n".join("  " + line for line in format_table(rows)))
     print("  |energy drift| over 10 s, n = 10:",
           ", ".join(f"{k} {v:.3g}" for k, v in c["energy_drift_10s_n10"].items()))
+    if "control_ticks" in result:
+        print_control_ticks(result["control_ticks"])
 
 
 def main(args):

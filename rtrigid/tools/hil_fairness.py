@@ -97,7 +97,7 @@ class _HalfHeaders:
 
     def _open(self):
         sock = self.server.raw()
-        sock.sendall(HEADER.pack(b"RTRG", 1, 2, 0, 1, 8)[:8])
+        sock.sendall(HEADER.pack(b"RTRG", 2, 2, 0, 1, 16)[:8])
         return sock
 
     def _keep(self):

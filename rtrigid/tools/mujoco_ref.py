@@ -532,6 +532,22 @@ def chain_energy(model, data):
 _TREE_JOINTS = {"revolute": "hinge", "prismatic": "slide", "spherical": "ball"}
 
 
+def _actuator_xml(model, a):
+    """One rtrigid actuator as a MuJoCo actuator element (the same force law)."""
+    tag = {"motor": "motor", "position": "position", "velocity": "velocity"}[a.kind]
+    gains = {"motor": "", "position": f' kp="{_num(a.kp)}" kv="{_num(a.kv)}"',
+             "velocity": f' kv="{_num(a.kv)}"'}[a.kind]
+    limits = ""
+    if np.all(np.isfinite(a.force_range)):
+        limits += f' forcelimited="true" forcerange="{_vec(a.force_range)}"'
+    if np.all(np.isfinite(a.ctrl_range)):
+        limits += f' ctrllimited="true" ctrlrange="{_vec(a.ctrl_range)}"'
+    else:
+        limits += ' ctrllimited="false"'
+    return (f'    <{tag} name="{a.name}" joint="{model.joints[a.joint].name}" '
+            f'gear="{_num(a.gear)}"{gains}{limits}/>\n')
+
+
 def build_tree(model, *, dt=1e-3, integrator="RK4"):
     """MuJoCo model of an rtrigid :class:`~rtrigid.model.Model` whose joints are revolute,
     prismatic, spherical or fixed and whose other bodies are free or attached to the world.
@@ -548,7 +564,9 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
     Returns ``(model, data, qadr, vadr)``: for the rtrigid joint handles in order (the
     model's joints, then pivots and free bodies in body order, as ``Simulation.joint_names``)
     the MuJoCo qpos and qvel addresses of each joint's entries, so that
-    ``data.qpos[qadr] = sim.qpos()`` and ``data.qvel[vadr] = sim.qvel()``.
+    ``data.qpos[qadr] = sim.qpos()`` and ``data.qvel[vadr] = sim.qvel()``.  The model's
+    actuators become MuJoCo's motor, position and velocity actuators in the same order, so
+    ``data.ctrl[:] = sim.controls()``.
     """
     from rtrigid.joints import geometry
 
@@ -591,6 +609,7 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
                 f'diaginertia="{_vec(body.inertia)}"/>\n{inner}{pad}</body>\n')
 
     tree = "".join(body_xml(b, 4) for b in children.get(-1, []))
+    actuators = "".join(_actuator_xml(model, a) for a in getattr(model, "actuators", []))
     xml = f"""<mujoco model="rtrigid_tree">
   <compiler inertiafromgeom="false" balanceinertia="false" boundmass="0" boundinertia="0"
             alignfree="false" angle="radian"/>
@@ -600,6 +619,8 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
   </option>
   <worldbody>
 {tree}  </worldbody>
+  <actuator>
+{actuators}  </actuator>
 </mujoco>
 """
     mjm = mujoco.MjModel.from_xml_string(xml)
@@ -622,3 +643,37 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
         vadr.extend(range(mjm.jnt_dofadr[jid], mjm.jnt_dofadr[jid] + nv))
     mujoco.mj_forward(mjm, data)
     return mjm, data, np.array(qadr, np.intp), np.array(vadr, np.intp)
+
+
+def load_file(path, *, dt=1e-4, floating_base=False, integrator="RK4", fusestatic=True):
+    """MuJoCo's model of a URDF or MJCF file, set to compare with :func:`rtrigid.load_model`.
+
+    Like with like: for URDF, geoms and meshes are deleted (rtrigid has no contacts, and the
+    inertias come from the files' ``<inertial>`` only, as rtrigid reads them:
+    ``inertiafromgeom`` is off; MJCF keeps its geoms, whose inertias rtrigid takes); contacts,
+    joint limits, friction loss and equality constraints (URDF ``mimic``) are disabled and
+    armature is zeroed.  Joint damping and stiffness and the actuators (at their controls,
+    0 to begin with) stay: both libraries simulate them.  With ``floating_base`` the root body gets a free joint;
+    ``fusestatic=False`` keeps every link a body (for their poses).
+    Returns ``(model, data)``.
+    """
+    mujoco = _mujoco()
+    key = str(integrator).lower()
+    if key not in _INTEGRATORS:
+        raise ValueError(f"integrator: unknown {integrator!r}")
+    spec = mujoco.MjSpec.from_file(str(path))
+    spec.compiler.fusestatic = fusestatic
+    if str(path).endswith(".urdf"):
+        spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
+        for g in list(spec.geoms) + list(spec.meshes):
+            spec.delete(g)
+    if floating_base:
+        spec.worldbody.first_body().add_freejoint()
+    model = spec.compile()
+    model.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{_INTEGRATORS[key].upper()}")
+    model.opt.timestep = dt
+    off = mujoco.mjtDisableBit
+    model.opt.disableflags |= (off.mjDSBL_CONTACT | off.mjDSBL_LIMIT | off.mjDSBL_FRICTIONLOSS
+                               | off.mjDSBL_EQUALITY)
+    model.dof_armature[:] = 0.0
+    return model, mujoco.MjData(model)

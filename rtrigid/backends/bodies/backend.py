@@ -40,6 +40,9 @@ class BodiesBackend:
             self.S, nb)
         self.x_prev, self.q_prev = state_view.py_func(self.S_prev, nb)[:2]
         self.q[:, 0] = 1.0
+        for b, body in enumerate(model.bodies):
+            if body.pose0 is not None and body.pivot_body is None:
+                self.x[b], self.q[b] = body.pose0
         # each body's inbound joint in positions() / rates(): a pivot's 4 / 3, a free body's 7 / 6
         self._qoff, self._voff = [0], [0]
         for b in range(nb):

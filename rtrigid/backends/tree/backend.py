@@ -79,6 +79,14 @@ class TreeBackend:
         self._at_t = np.zeros(nv), np.zeros((tree.nb, 3)), np.zeros((tree.nb, 3))
         self._seen = np.full(n_state, np.nan)  # the S _at_t was computed from
         self._xs, self._qs = np.zeros((tree.nb, 3)), np.zeros((tree.nb, 4))
+        # potential_energy(): gravity as one dot product, the joint springs that exist
+        self._x_flat = self.x.reshape(-1)
+        self._mg = np.outer(self.mass, tree.gravity).reshape(-1)
+        self._joint_springs = []
+        for b in range(self.nb):
+            kind, qs, _ = self._slots(b)
+            if kind in (REVOLUTE, PRISMATIC) and self._tf[b, T_K]:
+                self._joint_springs.append((qs.start, self._tf[b, T_K], self._tf[b, T_REST]))
         self._sync()
 
     def _scratch(self):
@@ -105,17 +113,17 @@ class TreeBackend:
 
     def potential_energy(self) -> float:
         tree = self.tree
-        v = -float(np.sum(self.mass * (self.x @ tree.gravity)))
+        v = -float(self._x_flat @ self._mg)
+        if not (tree.ns or self._joint_springs):
+            return v
         R = self._scratch()[0]
         for s in range(tree.ns):
             a, b = tree.pi[s]
             pa = np.array(spring_point(tree.pf, s, 0, a, self.x, R))
             pb = np.array(spring_point(tree.pf, s, 3, b, self.x, R))
             v += 0.5 * tree.pf[s, 6] * (np.linalg.norm(pb - pa) - tree.pf[s, 7]) ** 2
-        for b in range(self.nb):
-            kind, qs, _ = self._slots(b)
-            if kind in (REVOLUTE, PRISMATIC):
-                v += 0.5 * self._tf[b, T_K] * (self.Qg[qs][0] - self._tf[b, T_REST]) ** 2
+        for o, k, rest in self._joint_springs:
+            v += 0.5 * k * (self.Qg[o] - rest) ** 2
         return v
 
     # -- joints ----------------------------------------------------------------------------

@@ -55,6 +55,7 @@ from rtrigid.backends.tree.kinematics import (
     joint_velocities,
     nv_of,
     open_buffers,
+    rot_t_vec_b,
     rot_vec_b,
     shift_to_parent,
     state_views,
@@ -188,6 +189,40 @@ def inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held,
 
 
 @jit
+def forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, x, q, R, rj, G, V,
+                     cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, nudot):
+    """nudot <- the accelerations at (Qg, nu) with every load acting (gravity, applied loads,
+    springs, joint springs and dampers, ``held`` joint forces): the articulated-body
+    recursion the explicit kernel steps with, O(n).  False if the inertia is singular."""
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    joint_velocities(ti, G, nu, V, cb)
+    world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
+    bias_forces(tf, ti, R, G, V, fext, pA)
+    joint_forces(tf, ti, Qg, nu, held, tau)
+    ok = articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6)
+    articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot)
+    return ok
+
+
+@jit
+def specific_force(acc, V, R, rj, x, gravity, b, point, out):
+    """out <- a - g of body b's point ``point`` (body axes, from its centre of mass), in body
+    axes, from its body's (angular acceleration, acceleration of the joint point) ``acc[b]``
+    and (angular velocity, ...) ``V[b]``, world: a = a_J + alpha x r + omega x (omega x r)
+    with r the point from the joint point."""
+    p = rot_vec_b(R, b, point[0], point[1], point[2])
+    r = (x[b, 0] + p[0] - rj[b, 0], x[b, 1] + p[1] - rj[b, 1], x[b, 2] + p[2] - rj[b, 2])
+    ar = cross3(acc[b, 0], acc[b, 1], acc[b, 2], r[0], r[1], r[2])
+    wr = cross3(V[b, 0], V[b, 1], V[b, 2], r[0], r[1], r[2])
+    wwr = cross3(V[b, 0], V[b, 1], V[b, 2], wr[0], wr[1], wr[2])
+    a = (acc[b, 3] + ar[0] + wwr[0] - gravity[0], acc[b, 4] + ar[1] + wwr[1] - gravity[1],
+         acc[b, 5] + ar[2] + wwr[2] - gravity[2])
+    f = rot_t_vec_b(R, b, a[0], a[1], a[2])
+    for k in range(3):
+        out[k] = f[k]
+
+
+@jit
 def point_jacobian(tf, ti, Qg, b, point, x, q, R, rj, G, J):
     """J <- (6, nv): rows [linear; angular] world velocity of body b's point ``point`` (body
     axes, from its centre of mass) per unit rate."""
@@ -310,6 +345,63 @@ class Queries:
                          loads is not None, self._x, self._q, R, rj, G, V, cb, IA, pA, acc,
                          fext, tp, tau)
         return tau
+
+    def motion(self, Qg, nu, loads, limits):
+        """The motion at the state (Qg, nu) under ``loads`` = (f_app, t_app, held), the joint
+        limits acting: (nudot, acc, wrench, V, rj, R); all but nudot are views of the
+        scratch, valid until the next query.
+
+        nudot by forward dynamics (:func:`forward_dynamics`), with each joint that sits on a
+        limit (``limits``: (rate index, coordinate index, lower, upper) per limited joint)
+        and does not move off it pushed by the least force that
+        keeps its acceleration off the limit (a small complementarity problem, solved by
+        active sets); that force counts among the held ones.  acc: each body's (angular
+        acceleration, acceleration of its joint point), world; wrench: (moment about the
+        joint point, force) that each joint transmits to its child's subtree, world; V: each
+        body's (angular velocity, velocity of the joint point); rj: the joint points; R: the
+        bodies' rotations.
+        """
+        f_app, t_app, held = loads
+        tf, ti, pf, pi, gravity = self._arrays
+        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = self._scr[:14]
+        nudot = np.empty(self.nv)
+        forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, self._x,
+                         self._q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp, nudot)
+        touching = []
+        for ov, o, lo, hi in limits:
+            for lim, sign in ((lo, 1.0), (hi, -1.0)):
+                if abs(Qg[o] - lim) <= 1e-12 * max(1.0, abs(lim)) and sign * nu[ov] <= 1e-9:
+                    touching.append((ov, sign))
+        if touching:
+            Minv = np.linalg.inv(self.mass_matrix(Qg))
+            free = nudot.copy()
+            active = [c for c, (ov, sign) in enumerate(touching) if sign * free[ov] < 0.0]
+            push = np.zeros(len(touching))
+            for _ in range(2 * len(touching) + 1):
+                push[:] = 0.0
+                if active:
+                    idx = [touching[c][0] for c in active]
+                    sg = np.array([touching[c][1] for c in active])
+                    A = (Minv[np.ix_(idx, idx)] * sg[:, None]) * sg[None, :]
+                    push[active] = np.linalg.solve(A, -sg * free[idx])
+                gen = np.zeros(self.nv)
+                for c, (ov, sign) in enumerate(touching):
+                    gen[ov] += sign * push[c]
+                nudot = free + Minv @ gen
+                pulling = [c for c in active if push[c] < 0.0]
+                if pulling:
+                    active.remove(min(pulling, key=lambda c: push[c]))
+                    continue
+                entering = [c for c, (ov, sign) in enumerate(touching)
+                            if c not in active and sign * nudot[ov] < -1e-12]
+                if not entering:
+                    break
+                active.append(entering[0])
+            held = held + gen
+        inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held, True,
+                         self._x, self._q, R, rj, G, V, cb, IA, pA, acc, fext, tp,
+                         np.empty(self.nv))
+        return nudot, acc, pA, V, rj, R
 
     def jacobian(self, Qg, b, point):
         tf, ti = self._arrays[:2]

@@ -94,6 +94,11 @@ pivot) triggers the same fallback as the single-body scheme: the step is redone 
 ..., 2**max_halvings sub-steps; if that fails too the kernel stops before the step, state
 unchanged, status FAILED.
 
+Joint limits (revolute joints): :func:`_limited_solve` -- a joint that would end the step
+beyond a limit is locked on it for the step, its reaction doing the exact discrete work
+lambda (theta1 - theta0) <= 0, and an impulse then sets its rate at t_{n+1} to zero (see the
+README; no restitution).
+
 Supported joints: spherical, revolute, fixed, free bodies; gravity, applied loads and
 point-to-point springs (exact discrete gradient through |d|², as for single bodies).  Other
 joint kinds and joint springs/dampers are refused when the Simulation is built (their discrete
@@ -142,15 +147,19 @@ from rtrigid.backends.tree.kinematics import (
     SPHERICAL,
     T_AC,
     T_AP,
+    T_HI,
     T_J,
+    T_LO,
     T_MASS,
     T_UC,
     cross3,
     rot_vec,
     base_work_size,
+    body_rates,
     carve,
     coordinate_slots,
     forward_kinematics,
+    joint_velocities,
     normalize_coordinates,
     nv_of,
     open_buffers,
@@ -158,6 +167,9 @@ from rtrigid.backends.tree.kinematics import (
     state_views,
 )
 from rtrigid.backends import newton
+from rtrigid.backends.tree.dynamics import momentum_rates
+from rtrigid.backends.tree.limits import has_limits, limit_impulse
+from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.newton import ACCEPT
 from rtrigid.maths.quat import qmul_t
 
@@ -507,23 +519,65 @@ def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, Y):
 
 
 @jit
-def _actuator_stiffness(h, act, ctrl, Q0, mu, kd):
-    """kd <- the servos' diagonal of the Newton matrix (h/2) dres/dmu: the residual row of a
-    joint holds -h g f, and f varies by -g (kp/2 + kv/h) per unit of mu (0 once saturated).
-    The turn-dependent factor of the torque pair (~1) is left out, as for held forces."""
+def _actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
+    """The actuators' terms of the Newton matrix (h/2) dres/dmu: kd <- its joint-space
+    diagonal, and the joint rows of E (Cb) get the rest.
+
+    A joint's residual row holds -h g f(mu) G, G = ratio (1 - t beta.a0) / (1 + |beta|²)
+    the factor of the torque pair (:func:`_revolute_pair`; ~1).  f varies by
+    -g (kp/2 + kv/h) per unit of the joint's mu (0 once saturated), ratio and t with it too;
+    beta = R0_p w_p varies with the parent's turn theta as 1/2 (1 - [beta]x + beta beta^T)
+    dtheta (see :func:`_newton_matrix`).  That last term goes into the joint's E row, which
+    multiplies the child's turn = the parent's + the joint's own (n1 dmu), so n1 times it
+    is taken off the diagonal again.  Against finite differences: exact on planar chains,
+    1e-2 relative off the diagonal on a skew 3-link chain with stiff servos (a term not
+    found yet; Newton then converges linearly there, fast).
+    """
     for j in range(kd.shape[0]):
         kd[j] = 0.0
     for a in range(act.shape[0]):
         kind = act[a, ACT_KIND]
-        if kind == MOTOR:
-            continue
         ov, c, cdot = _servo_state(h, act, a, Q0, mu)
+        g = act[a, ACT_GEAR]
         f = actuator_force(act, a, ctrl, c, cdot)
-        if f <= act[a, ACT_LO] or f >= act[a, ACT_HI]:
+        df = 0.0
+        if kind != MOTOR and act[a, ACT_LO] < f < act[a, ACT_HI]:
+            kp = act[a, ACT_KP] if kind == POSITION else 0.0
+            df = -g * (0.5 * kp + act[a, ACT_KV] / h)
+        b = int(act[a, ACT_BODY])
+        p = ti[b, I_PARENT]
+        a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+        beta = (0.0, 0.0, 0.0)
+        if p >= 0:
+            beta = rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
+        bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
+        ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
+        half = 0.5 * mu[ov]
+        t = np.tan(half)
+        if half == 0.0:
+            ratio, dratio = 1.0, 0.0
+        else:
+            sn = np.sin(half)
+            ratio = half / t
+            dratio = 0.5 * (sn * np.cos(half) - half) / (sn * sn)
+        G = ratio * (1.0 - t * ba) / (1.0 + bb)
+        dG = (dratio * (1.0 - t * ba) - ratio * ba * 0.5 * (1.0 + t * t)) / (1.0 + bb)
+        kd[ov] -= 0.5 * h * h * g * (df * G + f * dG)
+        if p < 0 or f == 0.0:
             continue
-        g2 = act[a, ACT_GEAR] * act[a, ACT_GEAR]
-        kp = act[a, ACT_KP] if kind == POSITION else 0.0
-        kd[ov] += g2 * (0.25 * h * h * kp + 0.5 * h * act[a, ACT_KV])
+        # dG/dbeta, then through dbeta = 1/2 (1 - [beta]x + beta beta^T) dtheta
+        c = -0.5 * h * h * g * f * ratio / ((1.0 + bb) * (1.0 + bb))
+        gb = (c * (-t * a0[0] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[0]),
+              c * (-t * a0[1] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[1]),
+              c * (-t * a0[2] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[2]))
+        gx = cross3(beta[0], beta[1], beta[2], gb[0], gb[1], gb[2])  # (-[beta]x)^T gb
+        gbb = gb[0] * beta[0] + gb[1] * beta[1] + gb[2] * beta[2]
+        e = (0.5 * (gb[0] + gx[0] + gbb * beta[0]), 0.5 * (gb[1] + gx[1] + gbb * beta[1]),
+             0.5 * (gb[2] + gx[2] + gbb * beta[2]))
+        n1 = rot_vec(R1[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+        for k in range(3):
+            Cb[b, 0, k] += e[k]
+        kd[ov] -= e[0] * n1[0] + e[1] * n1[1] + e[2] * n1[2]
 
 
 @jit
@@ -920,9 +974,11 @@ def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
 
 @jit
 def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
-                scr, em, jx, rates, stats, act, ctrl, awork):
+                scr, em, jx, rates, stats, act, ctrl, awork, nlock, add_work):
     """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
-    False on failure.  The actuators' work over the step is added to ``awork``."""
+    False on failure.  The first ``nlock`` joints of the limit scratch Lv are locked: their
+    increments are Lv[2] and their equations are left out (see :func:`_limited_solve`).
+    With ``add_work`` the actuators' work over the step is added to ``awork``."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
      Y) = em
@@ -932,6 +988,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = h * rates[j]
+    if nlock > 0:  # (the limit scratch is touched only then: a view costs reference counts)
+        _locked_increments(mu, scr[23], nlock)
     best = np.inf
     stalls = 0
     update = np.inf
@@ -942,6 +1000,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     for it in range(max_iter + 1):
         rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em,
                                  jx, act, ctrl)
+        if nlock > 0:
+            rnorm = _free_rows_norm(res, scr[23], nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
         accept = max(ACCEPT, FLOOR_MARGIN * floor)
         if (not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT and lam > LAM_MIN:
@@ -975,12 +1035,15 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             return False
         if it == 0 or update > REFRESH * size:
             _newton_matrix(h, tf, ti, q0, mu, scr, em, jx)
-            _actuator_stiffness(h, act, ctrl, Qg, mu, kd)
+            _actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
             if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd):
                 return False
         for j in range(nv):
             rhs[j] = -0.5 * h * res[j]
         _tree_solve(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
+        if nlock > 0 and not _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, tau, dmu,
+                                          nlock, scr[21], scr[22], scr[23], scr[24]):
+            return False
         last = update
         update = 0.0
         for j in range(nv):
@@ -994,9 +1057,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     # accept: coordinates, poses, momenta; nu holds the mean rates mu / h of the step, on the
     # near root of every Cayley increment (independent of the branch Newton converged to)
     _canonical_roots(ti, mu, Q1)
-    for a in range(act.shape[0]):
-        ov, c, cdot = _servo_state(h, act, a, Qg, mu)
-        awork[a] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, c, cdot) * mu[ov]
+    if add_work:
+        _add_actuator_work(h, act, ctrl, Qg, mu, awork)
     for i in range(Q1.shape[0]):
         Qg[i] = Q1[i]
     normalize_coordinates(ti, Qg)
@@ -1008,6 +1070,177 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             w[b, k] = L1[b, k] / tf[b, T_J + k]
     for j in range(nv):
         nu[j] = mu[j] / h
+    return True
+
+
+@jit
+def _add_actuator_work(h, act, ctrl, Q0, mu, awork):
+    """Add each actuator's work over a step from Q0 with increments mu (exact: the force at
+    the mean coordinate and rate times the increment)."""
+    for a in range(act.shape[0]):
+        ov, c, cdot = _servo_state(h, act, a, Q0, mu)
+        awork[a] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, c, cdot) * mu[ov]
+
+
+@jit
+def _locked_increments(mu, Lv, nlock):
+    """The locked joints' increments (Lv[2]) into mu."""
+    for a in range(nlock):
+        mu[int(Lv[0, a])] = Lv[2, a]
+
+
+@jit
+def _free_rows_norm(res, Lv, nlock, rnorm):
+    """The residual norm ``rnorm`` (of every row) rescaled to the rows of unlocked joints."""
+    full = 0.0
+    for j in range(res.shape[0]):
+        full = max(full, abs(res[j]))
+    if full == 0.0:
+        return rnorm
+    free = 0.0
+    for j in range(res.shape[0]):
+        locked = False
+        for a in range(nlock):
+            locked = locked or int(Lv[0, a]) == j
+        if not locked:
+            free = max(free, abs(res[j]))
+    return rnorm * free / full
+
+
+@jit
+def _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, unit, dmu, nlock, Lc, La, Lv, rhs):
+    """Make the Newton update ``dmu`` of the full system that of the system without the
+    locked joints' rows and columns: dmu - Z c, Z the full inverse's columns of the locked
+    joints, c such that the locked increments stay (dmu - Z c = 0 there)."""
+    nv = dmu.shape[0]
+    for a in range(nlock):
+        for i in range(nv):
+            unit[i] = 0.0
+        unit[int(Lv[0, a])] = 1.0
+        _tree_solve(ti, SL, SR, U, W, Dinv, unit, pA, acc, ucol, Lc[a])
+    for r in range(nlock):
+        for c in range(nlock):
+            La[r, c] = Lc[c, int(Lv[0, r])]
+        rhs[r] = dmu[int(Lv[0, r])]
+    if not solve_inplace(La, rhs, nlock):  # (La is not symmetric: partial pivoting)
+        return False
+    for a in range(nlock):
+        for i in range(nv):
+            dmu[i] -= rhs[a] * Lc[a, i]
+    for a in range(nlock):
+        dmu[int(Lv[0, a])] = 0.0
+    return True
+
+
+@jit
+def _limited_solve(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
+                   scr, em, jx, rates, stats, act, ctrl, awork):
+    """:func:`_solve_step` with the joint limits (revolute joints; see the README).
+
+    The step is solved as if there were no limits; a joint that ends it beyond a limit is
+    locked -- its increment fixed so that it lands on the limit, its equation left out, which
+    is the exact step with an extra torque lambda on that joint, whose discrete work is
+    lambda (theta1 - theta0) (as a held torque's: :func:`_joint_force_loads`) -- and the step
+    is solved again; a locked joint whose lambda would pull (the sign of its equation's
+    residual times h) is released.  At most six rounds.  Then the locked joints' rates at
+    t_{n+1} (from the momenta) are set to 0 by a joint-space impulse, which only takes energy
+    out (the limits are inelastic: the registry refuses a restitution for this scheme).
+    The actuators' work is added once, for the step finally taken.
+    """
+    if not has_limits(tf, ti):
+        return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
+                           w, L, scr, em, jx, rates, stats, act, ctrl, awork, 0, True)
+    return _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
+                              v, w, L, scr, em, jx, rates, stats, act, ctrl, awork)
+
+
+@jit
+def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
+                       L, scr, em, jx, rates, stats, act, ctrl, awork):
+    """:func:`_limited_solve` for a tree with limits."""
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    start, guess, at_t = scr[14], scr[19], scr[20]
+    Lc, La, Lv, Ld = scr[21:25]
+    x0, v0, L0, x1, u, q0, res = em[0], em[1], em[2], em[3], em[6], em[8], em[15]
+    nb = ti.shape[0]
+    nv = nu.shape[0]
+    for i in range(Qg.shape[0]):
+        start[i] = Qg[i]
+    if not _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
+                       scr, em, jx, rates, stats, act, ctrl, awork, 0, False):
+        return False
+    nlock = 0
+    for _ in range(6):
+        changed = False
+        a = 0
+        while a < nlock:  # release a lock that pulls
+            if Lv[1, a] * res[int(Lv[0, a])] * h < 0.0:
+                nlock -= 1
+                for r in range(4):
+                    Lv[r, a] = Lv[r, nlock]
+                changed = True
+            else:
+                a += 1
+        for b in range(nb):
+            kind = ti[b, I_KIND]
+            if kind != REVOLUTE:
+                continue
+            o = ti[b, I_QOFF]
+            ov = ti[b, I_VOFF]
+            sign = 1.0 if Qg[o] < tf[b, T_LO] else (-1.0 if Qg[o] > tf[b, T_HI] else 0.0)
+            if sign == 0.0:
+                continue
+            known = False
+            for a in range(nlock):
+                known = known or int(Lv[0, a]) == ov
+            if known:
+                continue
+            Lv[0, nlock] = ov
+            Lv[1, nlock] = sign
+            Lv[2, nlock] = (tf[b, T_LO] if sign > 0.0 else tf[b, T_HI]) - start[o]
+            nlock += 1
+            changed = True
+        if not changed:
+            break
+        # again from the start of the step, from the last solution's rates
+        for i in range(Qg.shape[0]):
+            Qg[i] = start[i]
+        for j in range(nv):
+            guess[j] = nu[j]
+        for b in range(nb):
+            for k in range(3):
+                x[b, k] = x0[b, k]
+                v[b, k] = v0[b, k]
+                L[b, k] = L0[b, k]
+                w[b, k] = L0[b, k] / tf[b, T_J + k]
+            for k in range(4):
+                q[b, k] = q0[b, k]
+        if not _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
+                           w, L, scr, em, jx, guess, stats, act, ctrl, awork, nlock, False):
+            return False
+    _add_actuator_work(h, act, ctrl, start, em[13], awork)  # of the step taken, once
+    if nlock == 0:
+        return True
+    for a in range(nlock):  # exactly on the limit (start + increment may miss it by an ulp)
+        j = int(Lv[0, a])
+        for b in range(nb):
+            if ti[b, I_VOFF] == j and ti[b, I_KIND] == REVOLUTE:
+                Qg[ti[b, I_QOFF]] = tf[b, T_LO] if Lv[1, a] > 0.0 else tf[b, T_HI]
+    # the rates at t_{n+1} of the momenta, then the impulse on the locked joints
+    if not momentum_rates(tf, ti, Qg, v, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
+                          I6, tau, at_t, x1, u):
+        return False
+    for a in range(nlock):
+        Lv[2, a] = 0.0
+    if not limit_impulse(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nlock, Lc, La, Lv, at_t, Ld):
+        return False
+    joint_velocities(ti, G, Ld, V, cb)
+    body_rates(ti, R, G, V, x1, u)
+    for b in range(nb):
+        for k in range(3):
+            v[b, k] += x1[b, k]
+            L[b, k] += tf[b, T_J + k] * u[b, k]
+            w[b, k] = L[b, k] / tf[b, T_J + k]
     return True
 
 
@@ -1028,6 +1261,7 @@ def step(n, dt, F, I):
         forces = forces or A[i] != 0.0
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
+    limited = has_limits(tf, ti)
     flags = OK
     for _ in range(n):
         _predict(dt, ti, Qg, nu, Qg_prev, nu_prev, em[12], pred)
@@ -1037,9 +1271,14 @@ def step(n, dt, F, I):
         while True:
             ok = True
             for _sub in range(m):
-                ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu,
-                                 x, q, v, w, L, scr, em, jx, pred if m == 1 else nu, stats,
-                                 act, ctrl, awork)
+                if limited:
+                    ok = _solve_with_limits(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces,
+                                            Qg, nu, x, q, v, w, L, scr, em, jx,
+                                            pred if m == 1 else nu, stats, act, ctrl, awork)
+                else:
+                    ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg,
+                                     nu, x, q, v, w, L, scr, em, jx, pred if m == 1 else nu,
+                                     stats, act, ctrl, awork, 0, True)
                 if not ok:
                     break
             ok = ok and all_finite(S)
@@ -1083,7 +1322,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     for j in range(nv):
         res_out[j] = res[j]
     _newton_matrix(dt, tf, ti, q0, mu, scr, em, jx)
-    _actuator_stiffness(dt, act, ctrl, Qg, mu, kd)
+    _actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, R0, scr[0], em[6], kd, Cb)
     if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd):
         return False
     _tree_solve(ti, SL, SR, U, W, Dinv, g, pA, acc, ucol, sol_out)
@@ -1091,7 +1330,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
 
 
 # -- the pieces of one step, public for the composed scheme of .energy_momentum4 -------------
-solve_step = _solve_step
+solve_step = _limited_solve
 predict_rates = _predict
 
 

@@ -69,7 +69,10 @@ T_R0 = 28      # relative rotation at zero joint coordinates (4)
 T_K = 32       # joint spring stiffness (revolute, prismatic)
 T_REST = 33    # its rest coordinate
 T_DAMP = 34    # joint damper coefficient
-T_WIDTH = 35
+T_LO = 35      # joint limits of a revolute or prismatic coordinate (-inf, +inf: none)
+T_HI = 36
+T_BOUNCE = 37  # the limits' restitution
+T_WIDTH = 38
 
 # per-body int row
 I_ORDER = 0    # the body visited at this position of the topological order
@@ -845,7 +848,8 @@ def work_layout(nb, nq, nv):
             ("cb", (nb, 6)), ("IA", (nb, 6, 6)), ("U", (nb, 6, 6)), ("Dinv", (nb, 6, 6)),
             ("W", (nb, 6, 6)), ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
             ("tau", (nv,)), ("Q0", (nq,)), ("nu0", (nv,)), ("kQ", (2, nq)), ("knu", (2, nv)),
-            ("Qs", (nq,)), ("nus", (nv,)), ("nudot", (nv,)))
+            ("Qs", (nq,)), ("nus", (nv,)), ("nudot", (nv,)),
+            ("Lc", (nb, nv)), ("La", (nb, nb)), ("Lv", (4, nb)), ("Ld", (nv,)))
 
 
 # -- the kernel buffers -------------------------------------------------------------------------
@@ -889,7 +893,7 @@ def model_sizes(nb, ns, na):
 @jit
 def base_work_size(nb, nq, nv):
     """Length of the scratch of :func:`work_layout` (its sum; a test checks the two agree)."""
-    return (186 + 3 * JOINT_ROWS) * nb + 36 + 4 * nq + 6 * nv
+    return (186 + 3 * JOINT_ROWS) * nb + 36 + 4 * nq + 6 * nv + nb * (nv + nb + 4) + nv
 
 
 def work_size(nb, nq, nv):
@@ -979,8 +983,18 @@ def carve(work, nb, nq, nv):
     nus = work[o:o + nv]
     o += nv
     nudot = work[o:o + nv]
+    o += nv
+    # joint limits (see .limits): impulse columns, their k x k matrix, per active joint
+    # (rate index, away sign, target rate, aux), the rate jump
+    Lc = work[o:o + nb * nv].reshape((nb, nv))
+    o += nb * nv
+    La = work[o:o + nb * nb].reshape((nb, nb))
+    o += nb * nb
+    Lv = work[o:o + 4 * nb].reshape((4, nb))
+    o += 4 * nb
+    Ld = work[o:o + nv]
     return (R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
-            nudot)
+            nudot, Lc, La, Lv, Ld)
 
 
 @jit
@@ -1044,6 +1058,8 @@ class Tree:
             row[T_E1C:T_E1C + 3], row[T_E2C:T_E2C + 3] = g.e1_child, g.e2_child
             row[T_R0:T_R0 + 4] = g.r0
             row[T_K], row[T_REST], row[T_DAMP] = j.stiffness, j.rest, j.damping
+            row[T_LO], row[T_HI] = j.limits
+            row[T_BOUNCE] = j.limit_restitution
             self.ti[i, I_ORDER] = b
             self.ti[b, I_PARENT] = j.parent
             self.ti[b, I_KIND] = code
@@ -1058,8 +1074,13 @@ class Tree:
             o = self.ti[b, I_QOFF]
             if code == FREE6:
                 self.Q0[o + 3] = 1.0
+                pose0 = model.bodies[b].pose0
+                if pose0 is not None:
+                    self.Q0[o:o + 3], self.Q0[o + 3:o + 7] = pose0
             elif code == SPHERICAL:
                 self.Q0[o] = 1.0
+            elif code in (REVOLUTE, PRISMATIC):  # zero, or the nearer limit (see add_joint)
+                self.Q0[o] = min(max(0.0, self.tf[b, T_LO]), self.tf[b, T_HI])
         ns = len(model.springs)
         self.pf = np.zeros((ns, P_WIDTH))
         self.pi = np.zeros((ns, 2), np.int64)
