@@ -21,6 +21,18 @@ def arm():
     return m
 
 
+def limited_arm():
+    """The arm scenario's 3-link servo arm with hard limits on its joints (the copies hit them)."""
+    m = rt.Model()
+    for i in range(3):
+        m.add_body(f"link{i}", 0.9 ** i, (0.008, 0.008, 0.0005))
+        j = m.add_joint("revolute", None if i == 0 else i - 1, i, axis_parent=(0, 1, 0),
+                        anchor_parent=(0, 0, 0) if i == 0 else (0, 0, -0.15),
+                        anchor_child=(0, 0, 0.15), limits=(-0.6, 0.4 + 0.1 * i))
+        m.add_actuator(j, "position", kp=200.0, kv=5.0, force_range=(-40.0, 40.0))
+    return m
+
+
 def top():
     return copy.deepcopy(scenarios.gyro_top("nullspace_rk4", 1e-3).model)
 
@@ -70,6 +82,30 @@ def test_copy_is_a_single_simulation(make, integrator, threads):
         np.testing.assert_array_equal(b.qvel()[i], s.qvel())
         assert b.energy()[i] == s.energy()
     assert len({b.F[i].tobytes() for i in range(N)}) == N  # the copies differ
+
+
+@pytest.mark.parametrize("integrator", ["nullspace_rk4", "energy_momentum"])
+def test_copy_with_limits_and_servos_is_a_single_simulation(integrator):
+    model = limited_arm()
+    b = rt.Batch(model, n=N, integrator=integrator, dt=1e-3)
+    rng = np.random.default_rng(4)
+    Q = rng.uniform(-0.5, 0.3, (N, 3))
+    V = rng.uniform(-3.0, 3.0, (N, 3))
+    b.set_qpos(Q)
+    b.set_qvel(V)
+    U = rng.uniform(-1.5, 1.5, (N, 3))  # targets beyond the stops: the servos push into them
+    b.step(200, controls=U)
+    hit = 0
+    for i in range(N):
+        s = _single(model, integrator, Q[i], V[i])
+        s.set_controls(U[i])
+        for _ in range(200):
+            s.step(1)
+            hit += np.any(np.isclose(s.qpos(), -0.6) | np.isclose(s.qpos(), [0.4, 0.5, 0.6]))
+        np.testing.assert_array_equal(b.F[i], s.backend.F)
+        np.testing.assert_array_equal(b.qpos()[i], s.qpos())
+        assert b.energy()[i] == s.energy()
+    assert hit > 0  # some copy sat on a stop
 
 
 def test_factory_and_params_give_per_copy_models():
