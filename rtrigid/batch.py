@@ -141,26 +141,35 @@ def _structure(sim):
 class Batch:
     """``n`` copies of a model stepped together (see the module docstring).
 
-    ``model``: an :class:`~rtrigid.Model` (every copy starts as it), or a factory ``f(i) ->
-    Model`` giving copy i's model; all copies must share the structure (same bodies, joints,
-    actuators; parameters may differ) -- a mismatch is refused naming the copy.
-    ``integrator``, ``dt``, ``options``, ``max_iter``, ``max_halvings``: as for Simulation.
+    ``model``: an :class:`~rtrigid.Model` (every copy starts as it), a
+    :class:`~rtrigid.Simulation` (every copy starts in its state, with its controls and
+    loads; it is only read), or a factory ``f(i)`` giving copy i's Model or Simulation (e.g.
+    ``lambda i: rt.scenarios.build("arm", kp=kps[i])``); all copies must share the structure
+    (same bodies, joints, actuators; parameters may differ) -- a mismatch is refused naming
+    the copy.  ``integrator``, ``dt``, ``options``, ``max_iter``, ``max_halvings``: as for
+    Simulation (default energy_momentum at 1 ms, or a Simulation's own).
     """
 
-    def __init__(self, model, n=1000, integrator="energy_momentum", dt=1e-3, *, options=None,
-                 **kwargs):
+    def __init__(self, model, n=1000, integrator=None, dt=None, *, options=None, **kwargs):
         self.n = as_int(n, "n", minimum=1)
-        self._sim_kw = dict(integrator=integrator, dt=dt, options=options, **kwargs)
-        if isinstance(model, Model):
-            models = None
-            base = Simulation(model, **self._sim_kw)
+        if isinstance(model, (Model, Simulation)):
+            first, factory = model, None
         elif callable(model):
-            models = [model(i) for i in range(self.n)]
-            base = Simulation(models[0], **self._sim_kw)
+            factory = model
+            first = factory(0)
         else:
-            raise ValueError(f"model: expected an rtrigid Model or a factory i -> Model, got "
-                             f"{type(model).__name__}")
-        self.integrator, self.dt = integrator, base.dt
+            raise ValueError(f"model: expected an rtrigid Model, a Simulation or a factory "
+                             f"i -> Model, got {type(model).__name__}")
+        if isinstance(first, Simulation):  # its scheme and step unless told otherwise
+            integrator = first.integrator if integrator is None else integrator
+            dt = first.dt if dt is None else dt
+            options = first.options if options is None else options
+        integrator = "energy_momentum" if integrator is None else integrator
+        self._sim_kw = dict(integrator=integrator, dt=1e-3 if dt is None else dt,
+                            options=options, **kwargs)
+        self._sims = {}
+        base = self._copy_source(first, 0)
+        self.integrator, self.dt = base.integrator, base.dt
         self.nq, self.nv, self.na = base.nq, base.nv, base.na
         self.actuator_names = base.actuator_names
         self._kernel, self._key = base._kernel, _structure(base)
@@ -169,12 +178,12 @@ class Batch:
         self._which = [base.backend.model_digest] * self.n
         self.F = np.empty((self.n,) + base.backend.F.shape)
         self.I = np.empty((self.n,) + base.backend.I.shape, np.int64)
-        self.F[:] = base.backend.F
-        self.I[:] = base.backend.I
+        self.F[:] = _buffers(first, base)[0]
+        self.I[:] = _buffers(first, base)[1]
         self._base_model = base.model
-        if models is not None:
+        if factory is not None:
             for i in range(1, self.n):
-                self._load(i, models[i])
+                self._load(i, factory(i))
         self._steps = np.zeros(self.n, np.int64)
         # controls: where they sit in A, their ranges
         be = base.backend
@@ -193,12 +202,33 @@ class Batch:
         self._feedback = None
 
     # -- copies and their Simulations ----------------------------------------------------------
-    def _load(self, i, model, field="model"):
-        """Make copy i a fresh copy of ``model`` (its state as the model gives it)."""
+    def _copy_source(self, source, i, field="model"):
+        """The batch's own Simulation of copy i's model (a Model, or a Simulation whose model,
+        scheme and step are taken; the caller's Simulation is never written to)."""
+        if isinstance(source, Simulation):
+            kw = self._sim_kw
+            if (source.integrator, source.dt) != (kw["integrator"], kw["dt"]):
+                raise ValueError(f"{field}: copy {i}'s Simulation steps {source.integrator} "
+                                 f"at dt {source.dt:g}, the batch {kw['integrator']} at dt "
+                                 f"{kw['dt']:g}")
+            d = source.backend.model_digest
+            if d in self._sims:
+                return self._sims[d]
+            model = source.model
+        elif isinstance(source, Model):
+            model = source
+        else:
+            raise ValueError(f"{field}: copy {i}: expected an rtrigid Model or Simulation, "
+                             f"got {type(source).__name__}")
         try:
-            sim = Simulation(model, **self._sim_kw)
+            return Simulation(model, **self._sim_kw)
         except ValueError as e:
             raise ValueError(f"{field}: copy {i}: {e}") from None
+
+    def _load(self, i, source, field="model"):
+        """Make copy i a fresh copy of ``source``: a Model (its initial state) or a
+        Simulation (its state, controls and loads now)."""
+        sim = self._copy_source(source, i, field)
         if _structure(sim) != self._key:
             raise ValueError(f"{field}: copy {i}'s model does not share the batch's structure "
                              "(bodies, joints, kinds, actuators, springs and integrator must be "
@@ -206,8 +236,7 @@ class Batch:
         d = sim.backend.model_digest
         self._sims.setdefault(d, sim)
         self._which[i] = d
-        self.F[i] = sim.backend.F
-        self.I[i] = sim.backend.I
+        self.F[i], self.I[i] = _buffers(source, sim)
 
     def _sim(self, i):
         """The Simulation of copy i's model, holding copy i's row (copy it back after a write)."""
@@ -378,6 +407,12 @@ class Batch:
             for r in record:
                 out[r].append(getattr(self, r)())
         return {r: np.array(v) for r, v in out.items()}
+
+
+def _buffers(source, sim):
+    """The (F, I) rows copy i starts from: a Simulation source's own, else ``sim``'s."""
+    b = (source if isinstance(source, Simulation) else sim).backend
+    return b.F, b.I
 
 
 def _rows(a, n, width, field):

@@ -188,3 +188,23 @@ def test_validation_refuses_and_keeps_the_state():
         rt.Batch("arm", n=N)
     with pytest.raises(ValueError, match="n"):
         rt.Batch(arm(), n=0)
+
+
+def test_simulations_as_sources_start_in_their_state():
+    """A factory of Simulations (a scenario's state, its controls set after building) gives
+    copies that are bit for bit those Simulations stepped alone; the sources stay untouched."""
+    kps = [100.0, 150.0, 200.0, 250.0]
+    sims = [scenarios.build("arm", integrator="nullspace_rk4", kp=kp) for kp in kps]
+    before = [s.backend.F.copy() for s in sims]
+    b = rt.Batch(lambda i: sims[i], n=N)
+    assert (b.integrator, b.dt) == ("nullspace_rk4", 1e-3)
+    b.step(50)
+    for s, F0 in zip(sims, before):
+        np.testing.assert_array_equal(s.backend.F, F0)
+        s.step(50)
+    for i in range(N):
+        np.testing.assert_array_equal(b.F[i], sims[i].backend.F)
+        np.testing.assert_array_equal(b.qpos()[i], sims[i].qpos())
+    assert b.controls()[0].tolist() == [0.5, -0.8]
+    with pytest.raises(ValueError, match="copy 0's Simulation steps nullspace_rk4"):
+        rt.Batch(sims[0], n=N, integrator="energy_momentum")
