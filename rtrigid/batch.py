@@ -364,6 +364,11 @@ class Batch:
             raise RuntimeError(f"{self.integrator}: copies {bad[:10].tolist()} failed a step "
                                "(rolled back to the start of it)")
 
+    @property
+    def failed(self):
+        """(n,) bool: the copies a failed step stopped in the last :meth:`step` call."""
+        return (self._status & FAIL_MASK) != 0
+
     def _controls(self, k, controls):
         if controls is None:
             return self._noU, False

@@ -2,7 +2,7 @@
 position servos and on 1000 gyro tops, the same models, the same threads, medians of repeats.
 
     PYTHONPATH=$PWD python3 -m rtrigid.tools.batch_bench [--n 1000] [--steps 200] [--repeats 5]
-        [--threads 2]
+        [--threads 2]          (rtrigid bench --batch [--repeats N]: the defaults)
 
 rtrigid: :class:`rtrigid.Batch` with controls given per step (k, n, nu); MuJoCo: its RK4 on the
 twin of the same model (:func:`rtrigid.tools.mujoco_ref.build_tree`, the servos added as
