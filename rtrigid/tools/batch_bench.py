@@ -5,15 +5,13 @@ position servos and on 1000 gyro tops, the same models, the same threads, median
         [--threads 2]          (rtrigid bench --batch [--repeats N]: the defaults)
 
 rtrigid: :class:`rtrigid.Batch` with controls given per step (k, n, nu); MuJoCo: its RK4 on the
-twin of the same model (:func:`rtrigid.tools.mujoco_ref.build_tree`, the servos added as
-MuJoCo position actuators with the same kp, kv), ``mujoco.rollout.rollout`` with one MjData
-per thread and the same controls (n, k, nu).  Both from random joint states.
+twin of the same model (:func:`rtrigid.tools.mujoco_ref.build_tree`, the servos as MuJoCo
+position actuators with the same kp, kv), ``mujoco.rollout.rollout`` with one MjData per
+thread and the same controls (n, k, nu).  Both from random joint states.
 """
 import argparse
 import copy
-import os
 import statistics
-import tempfile
 import time
 
 import numba
@@ -37,22 +35,9 @@ def top():
 
 
 def _mujoco_twin(model, dt):
-    """(MjModel, qadr, vadr) of model, its actuators added as MuJoCo position servos."""
-    import mujoco
-
+    """(MjModel, qadr, vadr) of model with its actuators as MuJoCo's (the same force law)."""
     mjm, _, qadr, vadr = mujoco_ref.build_tree(model, dt=dt, integrator="RK4")
-    if not model.actuators:
-        return mjm, qadr, vadr
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "m.xml")
-        mujoco.mj_saveLastXML(path, mjm)
-        xml = open(path).read()
-    lines = []
-    for a in model.actuators:
-        j = mjm.joint([k for k in range(mjm.njnt) if mjm.jnt_dofadr[k] == vadr[a.joint]][0]).name
-        lines.append(f'<position joint="{j}" kp="{a.kp!r}" kv="{a.kv!r}" gear="{a.gear!r}"/>')
-    xml = xml.replace("</mujoco>", "<actuator>" + "".join(lines) + "</actuator></mujoco>")
-    return mujoco.MjModel.from_xml_string(xml), qadr, vadr
+    return mjm, qadr, vadr
 
 
 def _median(fn, repeats):
