@@ -110,7 +110,8 @@ REGISTRY = {i.name: i for i in (
                {BODIES: {(): _B + "energy_momentum:step"},
                 TREE: {(): _T + "energy_momentum:step"}},
                frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False,
-               rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}, limit_bounce=False),
+               rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}, limit_bounce=False,
+               loops=True),
     Integrator("energy_momentum4", "symmetric composition of the energy-momentum step: order "
                "4, energy and angular momentum kept as by energy_momentum; option composition "
                "('suzuki': 5 stages, 'triple_jump': 3)",
@@ -123,7 +124,7 @@ REGISTRY = {i.name: i for i in (
                options={"composition": ("suzuki", "triple_jump")},
                rigid={BODIES: {("suzuki",): _B + "energy_momentum4:step_rigid",
                                ("triple_jump",): _B + "energy_momentum4:step_triple_jump_rigid"}},
-               limit_bounce=False),
+               limit_bounce=False, loops=True),
     Integrator("energy_momentum_appd", "the same scheme solved as 000 App. D does (7 or 10 "
                "unknowns): the reference solver", "000 (52)-(54), App. D", True,
                {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset()),

@@ -136,8 +136,10 @@ class Simulation:
             raise ValueError(f"integrator: {why}")
         module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))
         self.backend = _create_backend(kind, model, module)
-        if self.backend.name == "tree" and self.backend.loops is not None:
-            self._kernel = self.backend.loop_step
+        if loop_joints:
+            from rtrigid.backends.tree.loops import stepper
+
+            self._kernel = stepper(integrator, self.options, self.backend)
         self.backend.solver[SOLVER_MAX_ITER] = max_iter
         self.backend.solver[SOLVER_HALVINGS] = max_halvings
         self.model = copy.deepcopy(model)  # what was simulated, whatever the caller edits later

@@ -153,7 +153,7 @@ def test_a_locked_mechanism_is_refused():
         rt.Simulation(_triangle(), "nullspace_rk4", dt=1e-3)
 
 
-def _parallelogram(theta):
+def _parallelogram(theta, elbow="revolute"):
     """Crank 0.2, coupler 0.4, rocker 0.2, ground 0.4: at theta = 0 all four lie on a line,
     where the parallelogram and the folded branches cross (a singular configuration)."""
     a, b = 0.2, 0.4
@@ -162,8 +162,12 @@ def _parallelogram(theta):
         m.add_body(name, ln, (1e-5, ln ** 3 / 12, ln ** 3 / 12))
     m.add_joint("revolute", None, "crank", anchor_child=(-a / 2, 0, 0), axis_parent=PLANE,
                 position=theta)
-    m.add_joint("revolute", "crank", "coupler", anchor_parent=(a / 2, 0, 0),
-                anchor_child=(-b / 2, 0, 0), axis_parent=PLANE, position=-theta)
+    if elbow == "revolute":
+        m.add_joint("revolute", "crank", "coupler", anchor_parent=(a / 2, 0, 0),
+                    anchor_child=(-b / 2, 0, 0), axis_parent=PLANE, position=-theta)
+    else:  # a ball at the elbow, starting as the revolute one would
+        m.add_joint("spherical", "crank", "coupler", anchor_parent=(a / 2, 0, 0),
+                    anchor_child=(-b / 2, 0, 0))
     m.add_joint("revolute", None, "rocker", anchor_parent=(b, 0, 0), anchor_child=(-a / 2, 0, 0),
                 axis_parent=PLANE, position=theta)
     m.add_loop_joint("revolute", "coupler", "rocker", anchor_parent=(b / 2, 0, 0),
@@ -179,9 +183,53 @@ def test_a_singular_configuration_is_refused_and_a_regular_one_is_not():
 
 
 def test_loops_are_refused_by_schemes_without_them():
-    for integrator in ("energy_momentum", "energy_momentum4"):
-        with pytest.raises(ValueError, match="integrator: .*loop"):
-            rt.scenarios.build("four_bar", integrator=integrator)
+    m = _parallelogram(0.4)
+    for integrator in rt.integrators.names():
+        if not rt.integrators.get(integrator).loops:
+            with pytest.raises(ValueError, match="integrator: .*loop"):
+                rt.Simulation(m, integrator, dt=1e-3)
+    # the conserving schemes' loop step works in plain coordinates: no quaternions
+    with pytest.raises(ValueError, match="integrator: .*quaternion"):
+        rt.Simulation(_parallelogram(0.4, elbow="spherical"), "energy_momentum", dt=1e-3)
+
+
+# -- energy_momentum(4): the discrete-gradient step with the discrete null space ---------------
+@pytest.mark.slow
+def test_em_four_bar_keeps_energy_and_closure_over_1e4_steps():
+    sim = rt.scenarios.build("four_bar", integrator="energy_momentum", dt=1.0 / 240.0)
+    E0 = sim.energy()
+    worst_e = worst_c = 0.0
+    for _ in range(100):
+        for _ in range(100):
+            sim.step()
+            worst_c = max(worst_c, sim.constraint_error())
+        worst_e = max(worst_e, abs(sim.energy() - E0))
+    assert worst_e <= 1e-10 * abs(E0), worst_e / abs(E0)
+    assert worst_c <= 1e-10
+    assert sim.steps_taken == 10000
+
+
+@pytest.mark.parametrize("integrator", ["energy_momentum", "energy_momentum4"])
+@pytest.mark.parametrize("name", ["four_bar", "bennett"])
+def test_em_loops_keep_energy_and_closure(name, integrator):
+    sim = rt.scenarios.build(name, integrator=integrator, dt=1.0 / 120.0)
+    E0 = sim.energy()
+    for _ in range(60):
+        sim.step()
+        assert sim.constraint_error() <= 1e-12
+        assert abs(sim.energy() - E0) <= 1e-12 * abs(E0)
+
+
+def test_em_loops_are_second_and_fourth_order():
+    t_end = 0.25
+    ref = _crank_angle_at(rt.scenarios.build("four_bar", dt=1.0 / 3200.0), t_end)
+    for integrator, dts, want in (("energy_momentum", (1 / 200, 1 / 400), 2.0),
+                                  ("energy_momentum4", (1 / 40, 1 / 80), 4.0)):
+        errs = [np.max(np.abs(_crank_angle_at(
+            rt.scenarios.build("four_bar", integrator=integrator, dt=dt), t_end) - ref))
+            for dt in dts]
+        order = np.log2(errs[0] / errs[1])
+        assert abs(order - want) < 0.3, (integrator, errs, order)
 
 
 def test_add_joint_points_to_add_loop_joint_and_loop_joints_are_checked():

@@ -88,14 +88,13 @@ class TreeBackend:
             if kind in (REVOLUTE, PRISMATIC) and self._tf[b, T_K]:
                 self._joint_springs.append((qs.start, self._tf[b, T_K], self._tf[b, T_REST]))
         # closed loops (Model.add_loop_joint): constraint rows on Qg, closed from the initial
-        # coordinates here; loop_step replaces the compiled kernel (see .loops)
+        # coordinates here; the simulation steps them with .loops.stepper
         self.loops = None
         if getattr(model, "loop_joints", None):
-            from rtrigid.backends.tree.loops import LoopClosure, LoopStepper
+            from rtrigid.backends.tree.loops import LoopClosure
 
             self.loops = LoopClosure(tree, model.loop_joints, self._scratch())
             self.loops.assemble(self.Qg)
-            self.loop_step = LoopStepper(self, self.loops)
         self._sync()
 
     def loads(self):

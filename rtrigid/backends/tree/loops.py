@@ -415,3 +415,185 @@ class LoopStepper:
                 return NONFINITE
             be.stats[STAT_STEPS] += 1
         return OK
+
+
+class LoopEnergyMomentum:
+    """``energy_momentum`` (and, composed, ``energy_momentum4``) on a tree of revolute,
+    prismatic, cylindrical and planar joints with loop joints: a discrete-gradient step in the
+    tree's coordinates Q and momenta P = K(Q) nu, the loops held at t_{n+1} by the solve.
+
+    H(Q, P) = 1/2 P^T K(Q)^-1 P + V(Q), V gravity, springs, the applied forces at the centres
+    and the held joint forces as potentials.  One step (Gonzalez's discrete gradient, the
+    bar; z = (Q, P), mid = (z0 + z1)/2):
+
+        Q1 - Q0 = h dH_bar/dP,   P1 - P0 = -h dH_bar/dQ + Phi_bar^T lambda,   Phi(Q1) = 0,
+
+    dH_bar = dH(mid) + (H(z1) - H(z0) - dH(mid).dz) dz / |dz|^2 (so dH_bar.dz = H1 - H0
+    exactly) and Phi_bar likewise row by row (so Phi_bar dQ = Phi(Q1) - Phi(Q0) = 0).  Then
+    H1 - H0 = lambda . (Phi(Q1) - Phi(Q0)) / h = 0: the reactions do no work.  The multipliers
+    are eliminated by the discrete null space: the momentum equation is projected onto the
+    null space of Phi_bar (its rank truncated at the mechanism's, so redundant rows are
+    harmless), and the overdetermined, consistent system is solved by Gauss-Newton with a
+    rank-revealing least-squares step.  dH(mid) by central differences; the Newton matrix
+    by forward differences, kept across steps while it still converges within 8 iterations
+    (a chord iteration; a stalled one forms it afresh at the step's predictor).  Rates at t_{n+1}:
+    nu1 = K(Q1)^-1 P1, which meets J nu = 0 only to O(h^2) (as the tree scheme's).
+    Applied torques enter as the generalized force of the mean configuration (their work is
+    then not exact).
+    """
+
+    def __init__(self, backend, closure, weights=(1.0,)):
+        self.be, self.lc = backend, closure
+        self.weights = weights
+        tree = backend.tree
+        self.n = tree.nv
+        self._pinv = {}  # h -> pseudo-inverse of the Newton matrix, kept across steps
+
+    # -- the Hamiltonian ---------------------------------------------------------------------
+    def _potential(self, Q, loads):
+        """V(Q): gravity, point springs, applied forces at the centres, held forces."""
+        from rtrigid.backends.tree.kinematics import spring_point
+
+        tree, lc = self.be.tree, self.lc
+        f_app, t_app, held = loads
+        lc._geometry(Q)
+        x, R = lc._x, lc._scr[0]
+        g = tree.gravity
+        V = -float(np.sum(tree.tf[:, 0] * (x @ g))) - float(np.sum(f_app * x)) - float(held @ Q)
+        for s in range(tree.ns):
+            a, b = tree.pi[s]
+            pa = np.array(spring_point(tree.pf, s, 0, a, x, R))
+            pb = np.array(spring_point(tree.pf, s, 3, b, x, R))
+            V += 0.5 * tree.pf[s, 6] * (np.linalg.norm(pb - pa) - tree.pf[s, 7]) ** 2
+        return V
+
+    def _hamiltonian(self, Q, P, loads):
+        K = self.lc.mass_matrix(Q)
+        return 0.5 * P @ np.linalg.solve(K, P) + self._potential(Q, loads)
+
+    def _torque_force(self, Q, t_app):
+        """The applied torques' generalized force at Q."""
+        out = np.zeros(self.n)
+        lc = self.lc
+        for b in np.flatnonzero(np.any(t_app != 0.0, axis=1)):
+            lc._geometry(Q)
+            lc._Q = Q
+            J = lc._point_jacobian(int(b), lc._x[b])
+            out += J[3:].T @ t_app[b]
+        return out
+
+    def _residual(self, h, Q0, P0, H0, phi0, z1, loads):
+        n, lc = self.n, self.lc
+        Q1, P1 = z1[:n], z1[n:]
+        Qm, Pm = 0.5 * (Q0 + Q1), 0.5 * (P0 + P1)
+        K = lc.mass_matrix(Qm).copy()
+        gP = np.linalg.solve(K, Pm)
+        gQ = np.empty(n)
+        for i in range(n):
+            eps = 1e-6 * max(1.0, abs(Qm[i]))
+            Qa, Qb = Qm.copy(), Qm.copy()
+            Qa[i] += eps
+            Qb[i] -= eps
+            gQ[i] = (self._hamiltonian(Qa, Pm, loads)
+                     - self._hamiltonian(Qb, Pm, loads)) / (2.0 * eps)
+        dQ, dP = Q1 - Q0, P1 - P0
+        dz2 = dQ @ dQ + dP @ dP
+        if dz2 > 0.0:
+            c = (self._hamiltonian(Q1, P1, loads) - H0 - gQ @ dQ - gP @ dP) / dz2
+            gQ, gP = gQ + c * dQ, gP + c * dP
+        phi1 = lc.residual(Q1)
+        Jm = lc.jacobian(Qm)
+        dq2 = dQ @ dQ
+        if dq2 > 0.0:
+            Jm = Jm + np.outer(phi1 - phi0 - Jm @ dQ, dQ) / dq2
+        a = dP + h * gQ - h * self._torque_force(Qm, loads[1])
+        U, s, Vt = np.linalg.svd(Jm)
+        Vr = Vt[:lc.rank].T
+        return np.concatenate([dQ - h * gP, a - Vr @ (Vr.T @ a), phi1])
+
+    def _solve_step(self, h, Q0, P0, z1, loads, max_iter, stats):
+        from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
+
+        n = self.n
+        H0 = self._hamiltonian(Q0, P0, loads)
+        phi0 = self.lc.residual(Q0)
+        res = lambda z: self._residual(h, Q0, P0, H0, phi0, z, loads)  # noqa: E731
+        r = res(z1)
+        for fresh in (False, True):
+            if fresh or h not in self._pinv:
+                A = np.empty((r.size, 2 * n))
+                for k in range(2 * n):
+                    eps = 1e-7 * max(1.0, abs(z1[k]))
+                    zk = z1.copy()
+                    zk[k] += eps
+                    A[:, k] = (res(zk) - r) / eps
+                self._pinv[h] = np.linalg.pinv(A, rcond=RANK_GAP)
+                fresh = True
+            pinv = self._pinv[h]
+            last = np.inf
+            # a matrix kept from earlier steps gets a few iterations, a fresh one all
+            for it in range(1, (max_iter if fresh else 8) + 1):
+                dz = -pinv @ r
+                z1 = z1 + dz
+                r = res(z1)
+                size = float(np.max(np.abs(dz)) / max(1.0, float(np.max(np.abs(z1)))))
+                norm = float(np.max(np.abs(r)))
+                if size <= 1e-15 or (norm >= 0.9 * last and size <= 1e-13):
+                    stats[STAT_ITERS] += it
+                    stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
+                    return z1, True
+                if not np.isfinite(norm) or (norm > last and not fresh):
+                    break
+                last = norm
+            if fresh:
+                return z1, False
+        return z1, False
+
+    def __call__(self, n_steps, dt, F, I):
+        from rtrigid.backends.buffers import FAILED, OK, SOLVER_MAX_ITER, STAT_STEPS
+
+        be, lc, n = self.be, self.lc, self.n
+        loads = be.loads()
+        max_iter = int(be.solver[SOLVER_MAX_ITER])
+        for _ in range(n_steps):
+            be.S_prev[:] = be.S
+            Q, nu = be.Qg.copy(), be.nu.copy()
+            P = lc.mass_matrix(Q) @ nu
+            ok = True
+            try:
+                with np.errstate(all="raise"):
+                    for wt in self.weights:
+                        h = wt * dt
+                        z1 = np.concatenate([Q + h * nu, P])  # explicit predictor
+                        z1, ok = self._solve_step(h, Q, P, z1, loads, max_iter, be.stats)
+                        if not ok:
+                            break
+                        Q, P = z1[:n].copy(), z1[n:].copy()
+                        nu = np.linalg.solve(lc.mass_matrix(Q), P)
+            except (FloatingPointError, np.linalg.LinAlgError):
+                ok = False
+            if not ok or not np.all(np.isfinite(Q)) or not np.all(np.isfinite(nu)):
+                be.S[:] = be.S_prev
+                return FAILED
+            be.Qg[:], be.nu[:] = Q, nu
+            be._sync(teleport=False)
+            be.stats[STAT_STEPS] += 1
+        return OK
+
+
+def stepper(integrator, options, backend):
+    """The step callable (kernel signature) of ``integrator`` for a tree with loop joints;
+    ``ValueError`` naming ``integrator`` for a model its loop scheme cannot step."""
+    closure = backend.loops
+    if integrator == "nullspace_rk4":
+        return LoopStepper(backend, closure)
+    quaternions = [j.name for j in backend.joints if j.kind in ("free", "spherical")]
+    if quaternions:
+        raise ValueError(f"integrator: {integrator} steps loops on trees of revolute, "
+                         f"prismatic, cylindrical and planar joints only (joint "
+                         f"{quaternions[0]!r} has a quaternion); use nullspace_rk4")
+    if integrator == "energy_momentum":
+        return LoopEnergyMomentum(backend, closure)
+    from rtrigid.backends.compositions import COMPOSITIONS
+
+    return LoopEnergyMomentum(backend, closure, COMPOSITIONS[options["composition"]])
