@@ -348,8 +348,8 @@ class Model:
         joint stops dead at the limit) is the fraction of the approach rate it rebounds with
         (``nullspace_rk4``; the energy-momentum schemes keep limits inelastic and refuse it).
         The coordinates start at zero; if zero lies outside the limits the joint starts at
-        the nearer limit.  ``position``: the initial coordinates of a revolute, prismatic,
-        cylindrical or planar joint instead (one number per coordinate, within the limits);
+        the nearer limit.  ``position``: the initial coordinates instead (one number per
+        coordinate, within the limits; a spherical joint's relative quaternion, normalised);
         a mechanism with loop joints starts from them (:meth:`add_loop_joint`).
 
         Returns the joint's handle, which every joint query of the simulation takes (as it
@@ -379,9 +379,14 @@ class Model:
         if position is None:
             return None
         kind = KINDS[joint.kind]
-        if kind.quaternion >= 0 or kind.nq == 0:
-            raise ValueError(f"position: a {joint.kind} joint takes no initial position "
-                             "(revolute, prismatic, cylindrical and planar joints do)")
+        if kind.nq == 0:
+            raise ValueError(f"position: a {joint.kind} joint has no coordinates")
+        if kind.quaternion >= 0:  # a spherical joint: the relative unit quaternion
+            value = as_vector(position, 4, "position")
+            norm = np.linalg.norm(value)
+            if not norm > 1e-12:
+                raise ValueError(f"position: expected a unit quaternion, got {value.tolist()}")
+            return value / norm
         if isinstance(position, (list, tuple, np.ndarray)):
             value = as_vector(position, kind.nq, "position")
         else:

@@ -718,3 +718,75 @@ def bennett(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, length=0.3
     sim.set_joint_velocity("joint1", [as_scalar(omega0, "omega0")])
     info(sim)["conserved"] = []
     return sim
+
+
+def _turn(axis, angle):
+    """Unit quaternion of a turn by ``angle`` about the unit vector ``axis``."""
+    return np.array([np.cos(angle / 2), *(np.sin(angle / 2) * np.asarray(axis, float))])
+
+
+def _arc(a, b):
+    """Unit quaternion of the smallest turn of unit vector a onto b."""
+    q = np.array([1.0 + a @ b, *np.cross(a, b)])
+    return q / np.linalg.norm(q)
+
+
+@scenario(dt=1.0 / 240.0, t_end=3.0, integrator="nullspace_rk4")
+def delta_robot(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, base_radius=0.2,
+                platform_radius=0.05, arm=0.2, rod=0.45, spacing=0.06, height=0.4):
+    """A delta robot: three arms hinged to a fixed base at 120 degrees, each joined to a
+    moving platform by a parallelogram of two rods with ball joints at both ends.
+
+    The platform hangs ``height`` m below the base (the arms' angles from the inverse
+    kinematics, elbows out).  Tree: the arms on revolute joints, every rod on a ball at its
+    elbow, the platform on a ball at the end of one rod; the other five rod ends are loop
+    joints (15 rows).  Mobility 9: the platform's three translations (the parallelograms keep
+    it level) and each rod's spin about its own axis.  No motors: it swings under gravity;
+    drive it with ``set_joint_force("arm0", tau)``.  Arms 0.3 kg, rods 0.05 kg, platform
+    0.3 kg.
+    """
+    rb, rp, la, lr, w, hz = (as_scalar(v, k, positive=True) for k, v in (
+        ("base_radius", base_radius), ("platform_radius", platform_radius), ("arm", arm),
+        ("rod", rod), ("spacing", spacing), ("height", height)))
+    centre = np.array([0.0, 0.0, -hz])
+    z = np.array([0.0, 0.0, 1.0])
+    m = Model()
+    m.add_body("platform", 0.3, (0.25 * 0.3 * rp ** 2, 0.25 * 0.3 * rp ** 2, 0.5 * 0.3 * rp ** 2),
+               shape=("cylinder", {"radius": rp, "half_length": 0.01}))
+    arms, rods = [], []
+    for i in range(3):
+        phi = 2.0 * np.pi * i / 3.0
+        r = np.array([np.cos(phi), np.sin(phi), 0.0])
+        t = np.array([-np.sin(phi), np.cos(phi), 0.0])
+        d = (rb - rp) * r - centre
+        A, B, C = 2 * la * (d @ r), -2 * la * (d @ z), lr ** 2 - d @ d - la ** 2
+        if not abs(C) < np.hypot(A, B):
+            raise ValueError(f"height: the platform cannot reach {hz} m below the base with "
+                             f"arm {la} and rod {lr}")
+        theta = np.arctan2(B, A) - np.arccos(C / np.hypot(A, B))  # elbows out
+        q_arm = quat.mul(_turn(t, theta), _turn(z, phi))
+        elbow = rb * r + la * (np.cos(theta) * r - np.sin(theta) * z)
+        u = (centre + rp * r - elbow) / lr
+        q_rod = _arc(np.array([1.0, 0.0, 0.0]), u)
+        arms.append(_link(m, f"arm{i}", 0.3, la))
+        m.add_joint("revolute", None, f"arm{i}", anchor_parent=rb * r,
+                    anchor_child=(-la / 2, 0.0, 0.0), axis_parent=t, axis_child=(0, 1, 0),
+                    name=f"arm{i}", position=theta)
+        for k, side in enumerate((1.0, -1.0)):
+            name = f"rod{i}{'ab'[k]}"
+            rods.append(_link(m, name, 0.05, lr, radius=0.005))
+            m.add_joint("spherical", f"arm{i}", name, anchor_parent=(la / 2, side * w / 2, 0.0),
+                        anchor_child=(-lr / 2, 0.0, 0.0), name=name,
+                        position=quat.mul(quat.conj(q_arm), q_rod))
+            at_platform = rp * r + side * w / 2 * t
+            if i == 0 and k == 0:
+                m.add_joint("spherical", name, "platform", anchor_parent=(lr / 2, 0.0, 0.0),
+                            anchor_child=at_platform, name="platform",
+                            position=quat.conj(q_rod))
+            else:
+                m.add_loop_joint("spherical", name, "platform",
+                                 anchor_parent=(lr / 2, 0.0, 0.0), anchor_child=at_platform,
+                                 name=f"ball{i}{'ab'[k]}")
+    sim = Simulation(m, integrator, dt, options=options)
+    info(sim)["conserved"] = []
+    return sim

@@ -253,6 +253,8 @@ def test_add_joint_points_to_add_loop_joint_and_loop_joints_are_checked():
         m.add_loop_joint("spherical", "a", "b")  # loop_b again
     with pytest.raises(ValueError, match="position"):
         m.add_joint("spherical", None, m.add_body("c", 1.0, (1, 1, 1)), position=0.3)
+    with pytest.raises(ValueError, match="position"):
+        m.add_joint("fixed", None, m.add_body("d", 1.0, (1, 1, 1)), position=[])
 
 
 def test_writes_close_the_loop_keeping_what_was_written_or_are_refused():
@@ -283,3 +285,31 @@ def test_an_impulse_is_carried_by_the_loop():
     # the kinetic energy of an impulse from rest is 1/2 p^2 / m_eff along the mechanism's
     # one free direction: positive and no more than what the free coupler would take
     assert 0.0 < sim.kinetic_energy() < 0.5 * 0.2 ** 2 / b
+
+
+def test_delta_robot_stays_closed_and_level():
+    sim = rt.scenarios.build("delta_robot", dt=1.0 / 240.0)
+    z0 = sim.pose("platform")[0][2]
+    for _ in range(120):
+        sim.step()
+        assert sim.constraint_error() <= 1e-12
+        q = sim.pose("platform")[1]
+        assert np.max(np.abs(q[1:])) <= 1e-10  # the parallelograms keep the platform level
+    assert abs(sim.pose("platform")[0][2] - z0) > 0.01  # it moved (no motors: it swings)
+
+
+@pytest.mark.parametrize("name", ["four_bar", "slider_crank", "bennett", "delta_robot"])
+def test_mujoco_twin_sees_the_loops_closed(name):
+    """MuJoCo's equality constraints (connect at the loop joints' anchors) read our closed
+    configuration as closed: an independent check of where the loop joints put the bodies."""
+    mujoco = pytest.importorskip("mujoco")
+    from rtrigid.tools import mujoco_ref
+
+    sim = rt.scenarios.build(name)
+    model, data, qadr, vadr = mujoco_ref.build_tree(sim.model, dt=1e-3)
+    data.qpos[qadr], data.qvel[vadr] = sim.qpos(), sim.qvel()
+    mujoco.mj_forward(model, data)
+    assert model.neq == {"four_bar": 2, "slider_crank": 2, "bennett": 2, "delta_robot": 5}[name]
+    assert data.nefc > 0 and np.max(np.abs(data.efc_pos)) <= 1e-13
+    # and the constraint velocities vanish with our rates
+    assert np.max(np.abs(data.efc_vel)) <= 1e-12 * max(1.0, np.max(np.abs(data.qvel)))
