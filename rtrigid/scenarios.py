@@ -636,10 +636,10 @@ def four_bar(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, crank=0.1
 def slider_crank(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, crank=0.1,
                  rod=0.3, slider_mass=0.5, flywheel_mass=2.0, flywheel_radius=0.08,
                  theta0=0.3, omega0=10.0):
-    """Slider-crank: a flywheel crank drives a rod whose far end pins a slider on a
-    horizontal guide (prismatic joint along x), in a vertical plane.
+    """Slider-crank: a flywheel crank drives a rod pinned to a slider on a horizontal guide.
 
-    The rod-slider pin is the loop joint.  ``rod`` must exceed ``crank``.
+    A vertical plane; the guide is a prismatic joint along x, the rod-slider pin the loop
+    joint.  ``rod`` must exceed ``crank``.
     """
     a = as_scalar(crank, "crank", positive=True)
     r = as_scalar(rod, "rod", positive=True)
@@ -734,10 +734,10 @@ def _arc(a, b):
 @scenario(dt=1.0 / 240.0, t_end=3.0, integrator="nullspace_rk4")
 def delta_robot(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, base_radius=0.2,
                 platform_radius=0.05, arm=0.2, rod=0.45, spacing=0.06, height=0.4):
-    """A delta robot: three arms hinged to a fixed base at 120 degrees, each joined to a
-    moving platform by a parallelogram of two rods with ball joints at both ends.
+    """A delta robot: three hinged arms, each joined to the platform by a parallelogram.
 
-    The platform hangs ``height`` m below the base (the arms' angles from the inverse
+    The arms are hinged to a fixed base at 120 degrees; each parallelogram is two rods with
+    ball joints at both ends.  The platform hangs ``height`` m below the base (the arms' angles from the inverse
     kinematics, elbows out).  Tree: the arms on revolute joints, every rod on a ball at its
     elbow, the platform on a ball at the end of one rod; the other five rod ends are loop
     joints (15 rows).  Mobility 9: the platform's three translations (the parallelograms keep

@@ -44,10 +44,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from rtrigid._jit import jit
 from rtrigid.backends.tree.kinematics import (
+    I_KIND,
     I_ORDER,
     I_PARENT,
+    I_VOFF,
     ROW_D,
+    col_block,
+    cross3,
+    nv_of,
     coordinate_rates,
     geometry,
     joint_velocities,
@@ -55,7 +61,7 @@ from rtrigid.backends.tree.kinematics import (
 )
 from rtrigid.backends.tree.dynamics import forward_dynamics, mass_matrix, point_jacobian
 from rtrigid.joints import geometry as joint_geometry
-from rtrigid.maths import quat
+from rtrigid.maths.quat import qmul_t
 
 # rows per kind: (translation directions, rotation directions, rotation residual)
 _ROWS = {
@@ -72,15 +78,144 @@ SINGULAR = 1e-6     # one between RANK_GAP and this is a near-singular configura
 CLOSED = 1e-13      # position projection stops below this residual (m, rad)
 
 
-def _cross(a, b):
-    """a x b of two 3-vectors (np.cross costs ~20 us a call on small vectors)."""
-    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2],
-                     a[0] * b[1] - a[1] * b[0]])
-
-
 def count_rows(kind):
     t, r, _ = _ROWS[kind]
     return len(t) + len(r)
+
+# a loop's float row: anchors, the parent's joint frame (rows e1, e2, u), the child axis, r0
+L_AP, L_AC, L_FRAME, L_UC, L_R0, L_WIDTH = 0, 3, 6, 15, 18, 22
+# its int row: parent, child, translation row count and directions, rotation kind, first row
+L_PARENT, L_CHILD, L_NT, L_T, L_ROT, L_ROW, LI_WIDTH = 0, 1, 2, 3, 6, 7, 8
+ROT_NONE, ROT_AXIS, ROT_FRAME = 0, 1, 2
+
+
+@jit
+def _body_point(x, R, b, a0, a1, a2):
+    """World position of body b's point a (body axes, from the centre; world: a itself)."""
+    if b < 0:
+        return a0, a1, a2
+    return (x[b, 0] + R[b, 0, 0] * a0 + R[b, 0, 1] * a1 + R[b, 0, 2] * a2,
+            x[b, 1] + R[b, 1, 0] * a0 + R[b, 1, 1] * a1 + R[b, 1, 2] * a2,
+            x[b, 2] + R[b, 2, 0] * a0 + R[b, 2, 1] * a1 + R[b, 2, 2] * a2)
+
+
+@jit
+def loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, phi, J, gam, what):
+    """The loops' residual phi (what & 1), Jacobian J (what & 2) and acceleration terms
+    gamma (what & 4) at (Qg, nu): the rows of the module's table.  E: (3, 3) scratch."""
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    if what & 4:
+        joint_velocities(ti, G, nu, V, cb)
+        for i in range(ti.shape[0]):  # accelerations at nu' = 0, root to leaves
+            b = ti[i, I_ORDER]
+            p = ti[b, I_PARENT]
+            for k in range(6):
+                acc[b, k] = cb[b, k]
+            if p >= 0:
+                t = cross3(acc[p, 0], acc[p, 1], acc[p, 2], G[b, ROW_D, 0], G[b, ROW_D, 1],
+                           G[b, ROW_D, 2])
+                for k in range(3):
+                    acc[b, k] += acc[p, k]
+                    acc[b, 3 + k] += acc[p, 3 + k] + t[k]
+    if what & 2:
+        J[:, :] = 0.0
+    for k in range(li.shape[0]):
+        pb, cbody = li[k, L_PARENT], li[k, L_CHILD]
+        row0, nt, rk = li[k, L_ROW], li[k, L_NT], li[k, L_ROT]
+        pc = _body_point(x, R, cbody, lf[k, L_AC], lf[k, L_AC + 1], lf[k, L_AC + 2])
+        pp = _body_point(x, R, pb, lf[k, L_AP], lf[k, L_AP + 1], lf[k, L_AP + 2])
+        for i in range(3):  # the parent's joint frame in world axes, rows
+            for j in range(3):
+                if pb < 0:
+                    E[i, j] = lf[k, L_FRAME + 3 * i + j]
+                else:
+                    E[i, j] = (R[pb, j, 0] * lf[k, L_FRAME + 3 * i]
+                               + R[pb, j, 1] * lf[k, L_FRAME + 3 * i + 1]
+                               + R[pb, j, 2] * lf[k, L_FRAME + 3 * i + 2])
+        nr = 0 if rk == ROT_NONE else (2 if rk == ROT_AXIS else 3)
+        if what & 1:
+            for r in range(nt):
+                t = li[k, L_T + r]
+                phi[row0 + r] = (E[t, 0] * (pc[0] - pp[0]) + E[t, 1] * (pc[1] - pp[1])
+                                 + E[t, 2] * (pc[2] - pp[2]))
+            if rk == ROT_AXIS:
+                u0 = _body_point(x, R, cbody, lf[k, L_UC], lf[k, L_UC + 1], lf[k, L_UC + 2])
+                uc = (u0[0] - x[cbody, 0], u0[1] - x[cbody, 1], u0[2] - x[cbody, 2])
+                phi[row0 + nt] = -(E[1, 0] * uc[0] + E[1, 1] * uc[1] + E[1, 2] * uc[2])
+                phi[row0 + nt + 1] = E[0, 0] * uc[0] + E[0, 1] * uc[1] + E[0, 2] * uc[2]
+            elif rk == ROT_FRAME:
+                if pb < 0:
+                    qp = (1.0, 0.0, 0.0, 0.0)
+                else:
+                    qp = (q[pb, 0], q[pb, 1], q[pb, 2], q[pb, 3])
+                b0 = qmul_t(qp[0], qp[1], qp[2], qp[3], lf[k, L_R0], lf[k, L_R0 + 1],
+                            lf[k, L_R0 + 2], lf[k, L_R0 + 3])
+                e = qmul_t(q[cbody, 0], q[cbody, 1], q[cbody, 2], q[cbody, 3], b0[0], -b0[1],
+                           -b0[2], -b0[3])
+                s = 2.0 if e[0] >= 0.0 else -2.0
+                for r in range(3):
+                    phi[row0 + nt + r] = s * (E[r, 0] * e[1] + E[r, 1] * e[2] + E[r, 2] * e[3])
+        if what & 2:
+            for side in range(2):
+                b = cbody if side == 0 else pb
+                sg = 1.0 if side == 0 else -1.0
+                j = b
+                while j >= 0:
+                    kind = ti[j, I_KIND]
+                    o = ti[j, I_VOFF]
+                    for c in range(nv_of(kind)):
+                        u = (G[j, c, 0], G[j, c, 1], G[j, c, 2])
+                        turn = col_block(kind, c) == 0
+                        if turn:
+                            lin = cross3(u[0], u[1], u[2], pc[0] - rj[j, 0], pc[1] - rj[j, 1],
+                                         pc[2] - rj[j, 2])
+                        else:
+                            lin = u
+                        for r in range(nt):
+                            t = li[k, L_T + r]
+                            J[row0 + r, o + c] += sg * (E[t, 0] * lin[0] + E[t, 1] * lin[1]
+                                                        + E[t, 2] * lin[2])
+                        if turn:
+                            for r in range(nr):
+                                J[row0 + nt + r, o + c] += sg * (E[r, 0] * u[0] + E[r, 1] * u[1]
+                                                                 + E[r, 2] * u[2])
+                    j = ti[j, I_PARENT]
+        if what & 4:
+            # each side's (omega, alpha, velocity and acceleration of its point at pc)
+            wc = ac_ = vc = a_c = (0.0, 0.0, 0.0)
+            wp = ap_ = vp = a_p = (0.0, 0.0, 0.0)
+            for side in range(2):
+                b = cbody if side == 0 else pb
+                if b < 0:
+                    continue
+                r = (pc[0] - rj[b, 0], pc[1] - rj[b, 1], pc[2] - rj[b, 2])
+                om = (V[b, 0], V[b, 1], V[b, 2])
+                al = (acc[b, 0], acc[b, 1], acc[b, 2])
+                wr = cross3(om[0], om[1], om[2], r[0], r[1], r[2])
+                ar = cross3(al[0], al[1], al[2], r[0], r[1], r[2])
+                wwr = cross3(om[0], om[1], om[2], wr[0], wr[1], wr[2])
+                vel = (V[b, 3] + wr[0], V[b, 4] + wr[1], V[b, 5] + wr[2])
+                a = (acc[b, 3] + ar[0] + wwr[0], acc[b, 4] + ar[1] + wwr[1],
+                     acc[b, 5] + ar[2] + wwr[2])
+                if side == 0:
+                    wc, ac_, vc, a_c = om, al, vel, a
+                else:
+                    wp, ap_, vp, a_p = om, al, vel, a
+            for r in range(nt):
+                t = li[k, L_T + r]
+                e = (E[t, 0], E[t, 1], E[t, 2])
+                wxt = cross3(wp[0], wp[1], wp[2], e[0], e[1], e[2])
+                s = 0.0
+                for m in range(3):
+                    s += e[m] * (a_c[m] - a_p[m]) + 2.0 * wxt[m] * (vc[m] - vp[m])
+                gam[row0 + r] = s
+            for r in range(nr):
+                e = (E[r, 0], E[r, 1], E[r, 2])
+                wxr = cross3(wp[0], wp[1], wp[2], e[0], e[1], e[2])
+                s = 0.0
+                for m in range(3):
+                    s += e[m] * (ac_[m] - ap_[m]) + wxr[m] * (wc[m] - wp[m])
+                gam[row0 + nt + r] = s
 
 
 class Loop:
@@ -117,50 +252,42 @@ class LoopClosure:
         self._acc = np.zeros((nb, 6))
         self._dQ = np.zeros(tree.nq)
         self.rank = None  # the mechanism's constraint rank, fixed by :meth:`assemble`
+        # the compiled rows' tables (see loop_rows)
+        self.lf = np.zeros((len(self.loops), L_WIDTH))
+        self.li = np.zeros((len(self.loops), LI_WIDTH), np.int64)
+        row = 0
+        for k, lp in enumerate(self.loops):
+            f, i = self.lf[k], self.li[k]
+            f[L_AP:L_AP + 3], f[L_AC:L_AC + 3] = lp.anchor_parent, lp.anchor_child
+            f[L_FRAME:L_FRAME + 9] = lp.frame.ravel()
+            f[L_UC:L_UC + 3], f[L_R0:L_R0 + 4] = lp.axis_child, lp.r0
+            i[L_PARENT], i[L_CHILD], i[L_NT] = lp.parent, lp.child, len(lp.trans)
+            i[L_T:L_T + len(lp.trans)] = lp.trans
+            i[L_ROT] = {None: ROT_NONE, "axis": ROT_AXIS, "frame": ROT_FRAME}[lp.rot_kind]
+            i[L_ROW] = row
+            row += lp.m
+        self._E = np.zeros((3, 3))
+        self._phi, self._J, self._gam = np.zeros(self.m), np.zeros((self.m, self.nv)), \
+            np.zeros(self.m)
+        self._nu0 = np.zeros(tree.nv)
+
+    def rows(self, Qg, nu=None, what=7):
+        """(phi, J, gamma) at (Qg, nu), computed as ``what`` asks (bits 1, 2, 4; see
+        :func:`loop_rows`); views of scratch, valid until the next call."""
+        R, rj, G, V, cb = self._scr[:5]
+        loop_rows(self.tree.tf, self.tree.ti, Qg, self._nu0 if nu is None else nu, self.lf,
+                  self.li, self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._phi,
+                  self._J, self._gam, what)
+        return self._phi, self._J, self._gam
 
     # -- kinematics of the cut joints -------------------------------------------------------
-    def _pose(self, b):
-        if b < 0:
-            return np.zeros(3), np.eye(3)
-        R = self._scr[0]
-        return self._x[b], R[b]
-
     def _geometry(self, Qg):
         R, rj, G = self._scr[:3]
         geometry(self.tree.tf, self.tree.ti, Qg, self._x, self._q, R, rj, G)
 
-    def _world_rows(self, lp):
-        """(anchor p_C, separation d, parent frame rows in world axes, child axis, error
-        quaternion) at the current geometry."""
-        xp, Rp = self._pose(lp.parent)
-        xc, Rc = self._pose(lp.child)
-        pc = xc + Rc @ lp.anchor_child
-        d = pc - (xp + Rp @ lp.anchor_parent)
-        frame = lp.frame @ Rp.T  # rows e1, e2, u in world axes
-        return pc, d, frame, Rc @ lp.axis_child
-
     def residual(self, Qg):
-        """Phi(Qg): every loop's residual rows (see the module's table)."""
-        self._geometry(Qg)
-        out = np.empty(self.m)
-        k = 0
-        for lp in self.loops:
-            pc, d, frame, uc = self._world_rows(lp)
-            for i in lp.trans:
-                out[k] = frame[i] @ d
-                k += 1
-            if lp.rot_kind == "axis":
-                out[k] = -frame[1] @ uc
-                out[k + 1] = frame[0] @ uc
-                k += 2
-            elif lp.rot_kind == "frame":
-                qp = self._q[lp.parent] if lp.parent >= 0 else np.array([1.0, 0.0, 0.0, 0.0])
-                e = quat.mul(self._q[lp.child], quat.conj(quat.mul(qp, lp.r0)))
-                vec = 2.0 * np.sign(e[0] if e[0] != 0.0 else 1.0) * e[1:]
-                for i in lp.rots:
-                    out[k] = frame[i] @ vec
-                    k += 1
-        return out
+        """Phi(Qg): every loop's residual rows (see the module's table); a new array."""
+        return self.rows(Qg, what=1)[0].copy()
 
     def _point_jacobian(self, b, point_world):
         """(6, nv) [linear; angular] world velocity of body b's material point at a world
@@ -175,68 +302,8 @@ class LoopClosure:
         return J
 
     def jacobian(self, Qg):
-        """J(Qg): (m, nv), J nu = the rows' rates."""
-        self._geometry(Qg)
-        self._Q = Qg
-        J = np.empty((self.m, self.nv))
-        k = 0
-        for lp in self.loops:
-            pc, d, frame, uc = self._world_rows(lp)
-            dJ = self._point_jacobian(lp.child, pc) - self._point_jacobian(lp.parent, pc)
-            for i in lp.trans:
-                J[k] = frame[i] @ dJ[:3]
-                k += 1
-            for i in lp.rots:
-                J[k] = frame[i] @ dJ[3:]
-                k += 1
-        return J
-
-    def _motion_at_rest(self, Qg, nu):
-        """Per body (omega, velocity of the joint point) and (alpha, acceleration of the
-        joint point) with nu' = 0, world axes."""
-        ti = self.tree.ti
-        R, rj, G, V, cb = self._scr[:5]
-        geometry(self.tree.tf, ti, Qg, self._x, self._q, R, rj, G)
-        joint_velocities(ti, G, nu, V, cb)
-        acc = self._acc
-        for i in range(ti.shape[0]):
-            b = ti[i, I_ORDER]
-            p = ti[b, I_PARENT]
-            acc[b] = cb[b]
-            if p >= 0:
-                acc[b, :3] += acc[p, :3]
-                acc[b, 3:] += acc[p, 3:] + _cross(acc[p, :3], G[b, ROW_D])
-        return V, acc, rj
-
-    def gamma(self, Qg, nu):
-        """gamma(Qg, nu): the rows' second derivatives at nu' = 0 (J nu' = -gamma)."""
-        V, acc, rj = self._motion_at_rest(Qg, nu)
-        out = np.empty(self.m)
-        k = 0
-        zero = np.zeros(3)
-        for lp in self.loops:
-            pc, d, frame, uc = self._world_rows(lp)
-            sides = []
-            for b in (lp.child, lp.parent):
-                if b < 0:
-                    sides.append((zero, zero, zero, zero))
-                    continue
-                r = pc - rj[b]
-                om, al = V[b, :3], acc[b, :3]
-                vel = V[b, 3:] + _cross(om, r)
-                a = acc[b, 3:] + _cross(al, r) + _cross(om, _cross(om, r))
-                sides.append((om, vel, al, a))
-            (oc, vc, alc, ac), (op, vp, alp, ap) = sides
-            dv, da, dw, dal = vc - vp, ac - ap, oc - op, alc - alp
-            for i in lp.trans:
-                t = frame[i]
-                out[k] = t @ da + 2.0 * _cross(op, t) @ dv
-                k += 1
-            for i in lp.rots:
-                r = frame[i]
-                out[k] = r @ dal + _cross(op, r) @ dw
-                k += 1
-        return out
+        """J(Qg): (m, nv), J nu = the rows' rates; a new array."""
+        return self.rows(Qg, what=2)[1].copy()
 
     def mass_matrix(self, Qg):
         R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6 = self._scr[:13]
@@ -260,8 +327,7 @@ class LoopClosure:
         ok = forward_dynamics(tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, Qg, nu, f_app,
                               t_app, held, self._x, self._q, R, rj, G, V, cb, IA, U, Dinv, W,
                               pA, acc, fext, I6, tau, out)
-        gam = self.gamma(Qg, nu)
-        J = self.jacobian(Qg)
+        _, J, gam = self.rows(Qg, nu, what=6)
         K = self.mass_matrix(Qg)
         Vr, sr, Ur, N = self.split(J)
         p = Vr @ ((Ur.T @ -gam) / sr)
