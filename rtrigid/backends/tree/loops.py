@@ -58,7 +58,9 @@ from rtrigid.backends.tree.kinematics import (
     geometry,
     joint_velocities,
     normalize_coordinates,
+    refresh_bodies,
 )
+from rtrigid.backends.buffers import all_finite
 from rtrigid.backends.tree.dynamics import forward_dynamics, mass_matrix, point_jacobian
 from rtrigid.joints import geometry as joint_geometry
 from rtrigid.maths.quat import qmul_t
@@ -218,6 +220,148 @@ def loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, phi, J, gam
                 gam[row0 + nt + r] = s
 
 
+@jit
+def null_space_acceleration(J, gam, K, rank, out):
+    """out <- p + N (N^T K N)^-1 N^T K (out - p): out (the free acceleration) projected in
+    the metric K onto J nu' = -gam, N and p from the SVD of J truncated at ``rank``."""
+    m, n = J.shape
+    U, s, Vt = np.linalg.svd(J)
+    p = np.zeros(n)
+    for i in range(rank):
+        c = 0.0
+        for k in range(m):
+            c -= U[k, i] * gam[k]
+        c /= s[i]
+        for j in range(n):
+            p[j] += Vt[i, j] * c
+    if rank == n:
+        out[:] = p
+        return
+    N = np.ascontiguousarray(Vt[rank:].T)
+    KN = K @ N
+    y = np.linalg.solve(N.T @ KN, KN.T @ (out - p))
+    out[:] = p + N @ y
+
+
+@jit
+def least_k_norm(J, K, defect, free, delta):
+    """delta <- the least K-norm change of the ``free`` rates (a bool mask) with
+    J delta = -defect, in the least-squares sense (rank cut at RANK_GAP)."""
+    idx = np.nonzero(free)[0]
+    nf, m = idx.size, J.shape[0]
+    Jf, Kf = np.empty((m, nf)), np.empty((nf, nf))
+    for a in range(nf):
+        for r in range(m):
+            Jf[r, a] = J[r, idx[a]]
+        for b in range(nf):
+            Kf[a, b] = K[idx[a], idx[b]]
+    L = np.linalg.cholesky(Kf)
+    A = np.ascontiguousarray(np.linalg.solve(L, np.ascontiguousarray(Jf.T)).T)  # J L^-T
+    z = np.linalg.solve(np.ascontiguousarray(L.T), -(np.linalg.pinv(A, RANK_GAP) @ defect))
+    delta[:] = 0.0
+    for a in range(nf):
+        delta[idx[a]] = z[a]
+
+
+@jit
+def _max_abs(a):
+    out = 0.0
+    for i in range(a.shape[0]):
+        out = max(out, abs(a[i]))
+    return out
+
+
+@jit
+def close_positions(tf, ti, Qg, lf, li, free, max_iter, x, q, R, rj, G, V, cb, acc, E, phi,
+                    J, gam, IA, I6, F6, K, dQ, delta, nu0):
+    """Newton's method on Phi(Qg) = 0, each correction the least K-norm change of the free
+    rates, retracted to first order (quaternions normalised); the final |Phi|."""
+    for _ in range(max_iter):
+        loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, phi, J, gam, 3)
+        if _max_abs(phi) <= CLOSED:
+            return _max_abs(phi)
+        mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
+        least_k_norm(J, K, phi, free, delta)
+        coordinate_rates(ti, Qg, delta, dQ)
+        for i in range(Qg.shape[0]):
+            Qg[i] += dQ[i]
+        normalize_coordinates(ti, Qg)
+    loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, phi, J, gam, 1)
+    return _max_abs(phi)
+
+
+@jit
+def close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc, E, phi, J, gam, IA,
+                I6, F6, K, delta):
+    """nu <- its K-orthogonal projection onto J nu = 0, changing the free rates only; the
+    final |J nu|."""
+    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, phi, J, gam, 2)
+    mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
+    least_k_norm(J, K, J @ nu, free, delta)
+    for i in range(nu.shape[0]):
+        nu[i] += delta[i]
+    return _max_abs(J @ nu)
+
+
+@jit
+def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, lf, li,
+                             rank, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6,
+                             tau, F6, K, E, phi, J, gam, acc2, out):
+    """out <- nu' at (Qg, nu): the tree's free acceleration (articulated recursion) made to
+    meet the loops (:func:`null_space_acceleration`); False if the inertia is singular."""
+    ok = forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, x, q, R, rj,
+                          G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, out)
+    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc2, E, phi, J, gam, 6)
+    mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
+    null_space_acceleration(J, gam, K, rank, out)
+    return ok
+
+
+@jit
+def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, f_app, t_app,
+              held, lf, li, rank, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, F6,
+              K, E, phi, J, gam, acc2, Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free, dQr, delta,
+              zero):
+    """n RK4 steps with the loops (see :class:`LoopStepper`); the number of steps taken (a
+    failed step leaves the state of the step before it)."""
+    weights = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+    nodes = (0.0, 0.5, 0.5, 1.0)
+    for done in range(n):
+        S_prev[:] = S
+        Q0[:] = Qg
+        nu0[:] = nu
+        ok = True
+        for st in range(4):
+            c = nodes[st] * dt
+            for i in range(Qg.shape[0]):
+                Qs[i] = Q0[i] + c * dQ[i] if st > 0 else Q0[i]
+            for i in range(nu.shape[0]):
+                nus[i] = nu0[i] + c * dnu[i] if st > 0 else nu0[i]
+            coordinate_rates(ti, Qs, nus, dQ)
+            ok &= constrained_acceleration(tf, ti, pf, pi, gravity, Qs, nus, f_app, t_app,
+                                           held, lf, li, rank, x, q, R, rj, G, V, cb, IA, U,
+                                           Dinv, W, pA, acc, fext, I6, tau, F6, K, E, phi, J,
+                                           gam, acc2, dnu)
+            for i in range(Qg.shape[0]):
+                sQ[i] = sQ[i] + weights[st] * dQ[i] if st > 0 else weights[st] * dQ[i]
+            for i in range(nu.shape[0]):
+                snu[i] = snu[i] + weights[st] * dnu[i] if st > 0 else weights[st] * dnu[i]
+        for i in range(Qg.shape[0]):
+            Qg[i] = Q0[i] + dt * sQ[i]
+        for i in range(nu.shape[0]):
+            nu[i] = nu0[i] + dt * snu[i]
+        normalize_coordinates(ti, Qg)
+        err = close_positions(tf, ti, Qg, lf, li, free, 12, x, q, R, rj, G, V, cb, acc2, E,
+                              phi, J, gam, IA, I6, F6, K, dQr, delta, zero)
+        close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc2, E, phi, J, gam,
+                    IA, I6, F6, K, delta)
+        refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
+        if not (ok and err <= 1e-9 and all_finite(S)):
+            S[:] = S_prev
+            return done
+    return n
+
+
 class Loop:
     """One cut joint as constraint rows: its kind, bodies and joint frame in the parent."""
 
@@ -312,44 +456,18 @@ class LoopClosure:
         return self._M
 
     # -- the null space ---------------------------------------------------------------------
-    def split(self, J):
-        """(V_r, S_r, U_r, N) of J truncated at the mechanism's rank."""
-        U, s, Vt = np.linalg.svd(J)
-        r = self.rank
-        return Vt[:r].T, s[:r], U[:, :r], Vt[r:].T
+    def _free(self, free):
+        return np.ones(self.nv, np.bool_) if free is None else np.asarray(free, np.bool_)
 
     def acceleration(self, Qg, nu, loads, out):
         """out <- nu' = p + N (N^T K N)^-1 N^T K (a_f - p) (the module's docstring); False
         if the tree's inertia is singular."""
         tree = self.tree
         f_app, t_app, held = loads
-        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = self._scr[:14]
-        ok = forward_dynamics(tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, Qg, nu, f_app,
-                              t_app, held, self._x, self._q, R, rj, G, V, cb, IA, U, Dinv, W,
-                              pA, acc, fext, I6, tau, out)
-        _, J, gam = self.rows(Qg, nu, what=6)
-        K = self.mass_matrix(Qg)
-        Vr, sr, Ur, N = self.split(J)
-        p = Vr @ ((Ur.T @ -gam) / sr)
-        if N.shape[1]:
-            KN = K @ N
-            y = np.linalg.solve(N.T @ KN, KN.T @ (out - p))
-            out[:] = p + N @ y
-        else:
-            out[:] = p
-        return ok
-
-    def correction(self, J, K, defect, free=None):
-        """The least K-norm change delta of the free rates (all if ``free`` is None) with
-        J delta = -defect, in the least-squares sense at the mechanism's rank."""
-        delta = np.zeros(self.nv)
-        if free is None:
-            free = slice(None)
-        Jf, Kf = J[:, free], K[free][:, free]
-        L = np.linalg.cholesky(Kf)
-        A = np.linalg.solve(L, Jf.T).T  # J L^-T
-        delta[free] = np.linalg.solve(L.T, -np.linalg.pinv(A, rcond=RANK_GAP) @ defect)
-        return delta
+        return constrained_acceleration(
+            tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, Qg, nu, f_app, t_app, held,
+            self.lf, self.li, self.rank, self._x, self._q, *self._scr[:14], self._F6, self._M,
+            self._E, self._phi, self._J, self._gam, self._acc, out)
 
     def retract(self, Qg, delta):
         """Qg moved by the rate-space increment delta (first order), quaternions normalised."""
@@ -357,25 +475,23 @@ class LoopClosure:
         Qg += self._dQ
         normalize_coordinates(self.tree.ti, Qg)
 
+    def _common(self):
+        R, rj, G, V, cb, IA = self._scr[:6]
+        return (self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._phi, self._J,
+                self._gam, IA, self._scr[12], self._F6, self._M)
+
     def close_positions(self, Qg, free=None, max_iter=12):
-        """Newton's method on Phi(Qg) = 0 with least K-norm corrections; the final |Phi|."""
-        for _ in range(max_iter):
-            phi = self.residual(Qg)
-            err = float(np.max(np.abs(phi))) if phi.size else 0.0
-            if err <= CLOSED:
-                return err
-            delta = self.correction(self.jacobian(Qg), self.mass_matrix(Qg), phi, free)
-            self.retract(Qg, delta)
-        phi = self.residual(Qg)
-        return float(np.max(np.abs(phi))) if phi.size else 0.0
+        """Newton's method on Phi(Qg) = 0 with least K-norm corrections of the free rates
+        (a bool mask; None: all); the final |Phi|."""
+        return close_positions(self.tree.tf, self.tree.ti, Qg, self.lf, self.li,
+                               self._free(free), max_iter, *self._common(), self._dQ,
+                               np.zeros(self.nv), self._nu0)
 
     def close_rates(self, Qg, nu, free=None):
         """nu <- its K-orthogonal projection onto J nu = 0 (changing only the free rates);
         the final |J nu|."""
-        J = self.jacobian(Qg)
-        nu += self.correction(J, self.mass_matrix(Qg), J @ nu, free)
-        r = J @ nu
-        return float(np.max(np.abs(r))) if r.size else 0.0
+        return close_rates(self.tree.tf, self.tree.ti, Qg, nu, self.lf, self.li,
+                           self._free(free), *self._common(), np.zeros(self.nv))
 
     # -- mobility -----------------------------------------------------------------------------
     def mobility_at(self, Qg):
@@ -428,59 +544,35 @@ class LoopStepper:
     constrained accelerations of :meth:`LoopClosure.acceleration` at every stage, then the
     quaternions normalised (002 (63)), the loops closed at position level and the rates
     projected onto J nu = 0.  The kernel signature ``(n, dt, F, I) -> status`` of
-    :mod:`rtrigid.backends`, on the backend's buffers; written with numpy around the
-    compiled tree passes (dense rows and a small SVD per stage)."""
-
-    WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
-    NODES = (0.0, 0.5, 0.5, 1.0)
+    :mod:`rtrigid.backends`, on the backend's buffers: one compiled call
+    (:func:`rk4_steps`) runs the n steps, with a dense SVD of the loop rows and a solve with
+    N^T K N per stage (these allocate: numba's linear algebra returns new arrays)."""
 
     def __init__(self, backend, closure):
         self.be = backend
         self.closure = closure
         nq, nv = backend.tree.nq, backend.tree.nv
-        self._Q0, self._nu0 = np.zeros(nq), np.zeros(nv)
-        self._Qs, self._nus = np.zeros(nq), np.zeros(nv)
-        self._dQ, self._dnu = np.zeros(nq), np.zeros(nv)
-        self._sQ, self._snu = np.zeros(nq), np.zeros(nv)
+        # Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free (all), dQ of the projection, delta, zero
+        self._arrays = (np.zeros(nq), np.zeros(nv), np.zeros(nq), np.zeros(nv), np.zeros(nq),
+                        np.zeros(nv), np.zeros(nq), np.zeros(nv), np.ones(nv, np.bool_),
+                        np.zeros(nq), np.zeros(nv), np.zeros(nv))
 
     def __call__(self, n, dt, F, I):
         from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS
 
-        be, closure = self.be, self.closure
-        ti = be.tree.ti
-        loads = be.loads()
-        Q0, nu0, Qs, nus = self._Q0, self._nu0, self._Qs, self._nus
-        dQ, dnu, sQ, snu = self._dQ, self._dnu, self._sQ, self._snu
-        for _ in range(n):
-            be.S_prev[:] = be.S
-            Q0[:], nu0[:] = be.Qg, be.nu
-            dQ[:], dnu[:] = 0.0, 0.0
-            ok = True
-            try:
-                with np.errstate(all="raise"):
-                    for c, wt in zip(self.NODES, self.WEIGHTS):
-                        np.add(Q0, c * dt * dQ, out=Qs)
-                        np.add(nu0, c * dt * dnu, out=nus)
-                        coordinate_rates(ti, Qs, nus, dQ)
-                        ok &= closure.acceleration(Qs, nus, loads, dnu)
-                        if c == 0.0:
-                            sQ[:], snu[:] = wt * dQ, wt * dnu
-                        else:
-                            sQ += wt * dQ
-                            snu += wt * dnu
-                    be.Qg[:] = Q0 + dt * sQ
-                    be.nu[:] = nu0 + dt * snu
-                    normalize_coordinates(ti, be.Qg)
-                    ok &= closure.close_positions(be.Qg) <= 1e-9
-                    closure.close_rates(be.Qg, be.nu)
-                    be._sync(teleport=False)
-            except (FloatingPointError, np.linalg.LinAlgError):
-                ok = False
-            if not (ok and np.all(np.isfinite(be.S))):
-                be.S[:] = be.S_prev
-                return NONFINITE
-            be.stats[STAT_STEPS] += 1
-        return OK
+        be, lc = self.be, self.closure
+        tree = be.tree
+        f_app, t_app, held = be.loads()
+        try:
+            done = rk4_steps(n, dt, tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, be.S,
+                             be.S_prev, be.Qg, be.nu, be.x, be.q, be.v, be.w, be._L, f_app,
+                             t_app, held, lc.lf, lc.li, lc.rank, *lc._scr[:14], lc._F6, lc._M,
+                             lc._E, lc._phi, lc._J, lc._gam, lc._acc, *self._arrays)
+        except np.linalg.LinAlgError:  # the step was rolled back to S_prev before it
+            be.S[:] = be.S_prev
+            return NONFINITE
+        be.stats[STAT_STEPS] += done
+        return OK if done == n else NONFINITE
 
 
 class LoopEnergyMomentum:
