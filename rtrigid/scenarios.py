@@ -737,10 +737,10 @@ def delta_robot(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, base_r
     """A delta robot: three hinged arms, each joined to the platform by a parallelogram.
 
     The arms are hinged to a fixed base at 120 degrees; each parallelogram is two rods with
-    ball joints at both ends.  The platform hangs ``height`` m below the base (the arms' angles from the inverse
-    kinematics, elbows out).  Tree: the arms on revolute joints, every rod on a ball at its
-    elbow, the platform on a ball at the end of one rod; the other five rod ends are loop
-    joints (15 rows).  Mobility 9: the platform's three translations (the parallelograms keep
+    ball joints at both ends.  The platform hangs ``height`` m below the base (the arms'
+    angles from the inverse kinematics, elbows out).  Tree: the arms on revolute joints,
+    every rod on a ball at its elbow, the platform on a ball at the end of one rod; the
+    other five rod ends are loop joints (15 rows).  Mobility 9: the platform's three translations (the parallelograms keep
     it level) and each rod's spin about its own axis.  No motors: it swings under gravity;
     drive it with ``set_joint_force("arm0", tau)``.  Arms 0.3 kg, rods 0.05 kg, platform
     0.3 kg.

@@ -427,6 +427,20 @@ def joint_velocities(ti, G, nu, V, cb):
             cb[b, 3 + k] = cc[k] + 2.0 * cl[k]
 
 
+@jit_inline
+def carry_acceleration(G, cb, acc, b, p):
+    """acc[b] <- X(d) acc[p] + cb[b] (p < 0: cb[b]): body b's (angular acceleration,
+    acceleration of its joint point) with its own rates' accelerations left out."""
+    for r in range(6):
+        acc[b, r] = cb[b, r]
+    if p >= 0:
+        t = cross3(acc[p, 0], acc[p, 1], acc[p, 2], G[b, ROW_D, 0], G[b, ROW_D, 1],
+                   G[b, ROW_D, 2])
+        for r in range(3):
+            acc[b, r] += acc[p, r]
+            acc[b, 3 + r] += acc[p, 3 + r] + t[r]
+
+
 @jit
 def body_rates(ti, R, G, V, v, w):
     """Centre-of-mass velocity v (world) and body angular velocity w from V."""

@@ -38,7 +38,7 @@ rows, and
 
 After each step the coordinates are put back on the constraint manifold by Newton's
 method on the residuals with the least K-norm correction, and the rates by the K-orthogonal
-projection onto J nu = 0 (both :func:`correction`), so the loop closes to round-off.
+projection onto J nu = 0 (both :func:`least_k_norm`), so the loop closes to round-off.
 """
 from __future__ import annotations
 
@@ -46,14 +46,10 @@ import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.backends.tree.kinematics import (
-    I_KIND,
     I_ORDER,
     I_PARENT,
-    I_VOFF,
-    ROW_D,
-    col_block,
+    carry_acceleration,
     cross3,
-    nv_of,
     coordinate_rates,
     geometry,
     joint_velocities,
@@ -61,7 +57,12 @@ from rtrigid.backends.tree.kinematics import (
     refresh_bodies,
 )
 from rtrigid.backends.buffers import all_finite
-from rtrigid.backends.tree.dynamics import forward_dynamics, mass_matrix, point_jacobian
+from rtrigid.backends.tree.dynamics import (
+    add_point_columns,
+    forward_dynamics,
+    mass_matrix,
+    point_jacobian,
+)
 from rtrigid.joints import geometry as joint_geometry
 from rtrigid.maths.quat import qmul_t
 
@@ -102,25 +103,16 @@ def _body_point(x, R, b, a0, a1, a2):
 
 
 @jit
-def loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, phi, J, gam, what):
+def loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, what):
     """The loops' residual phi (what & 1), Jacobian J (what & 2) and acceleration terms
-    gamma (what & 4) at (Qg, nu): the rows of the module's table.  E: (3, 3) scratch."""
+    gamma (what & 4) at (Qg, nu): the rows of the module's table.  E: (3, 3), J6: (6, nv)
+    scratch."""
     geometry(tf, ti, Qg, x, q, R, rj, G)
     if what & 4:
         joint_velocities(ti, G, nu, V, cb)
         for i in range(ti.shape[0]):  # accelerations at nu' = 0, root to leaves
             b = ti[i, I_ORDER]
-            p = ti[b, I_PARENT]
-            for k in range(6):
-                acc[b, k] = cb[b, k]
-            if p >= 0:
-                t = cross3(acc[p, 0], acc[p, 1], acc[p, 2], G[b, ROW_D, 0], G[b, ROW_D, 1],
-                           G[b, ROW_D, 2])
-                for k in range(3):
-                    acc[b, k] += acc[p, k]
-                    acc[b, 3 + k] += acc[p, 3 + k] + t[k]
-    if what & 2:
-        J[:, :] = 0.0
+            carry_acceleration(G, cb, acc, b, ti[b, I_PARENT])
     for k in range(li.shape[0]):
         pb, cbody = li[k, L_PARENT], li[k, L_CHILD]
         row0, nt, rk = li[k, L_ROW], li[k, L_NT], li[k, L_ROT]
@@ -158,30 +150,17 @@ def loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, phi, J, gam
                 for r in range(3):
                     phi[row0 + nt + r] = s * (E[r, 0] * e[1] + E[r, 1] * e[2] + E[r, 2] * e[3])
         if what & 2:
-            for side in range(2):
-                b = cbody if side == 0 else pb
-                sg = 1.0 if side == 0 else -1.0
-                j = b
-                while j >= 0:
-                    kind = ti[j, I_KIND]
-                    o = ti[j, I_VOFF]
-                    for c in range(nv_of(kind)):
-                        u = (G[j, c, 0], G[j, c, 1], G[j, c, 2])
-                        turn = col_block(kind, c) == 0
-                        if turn:
-                            lin = cross3(u[0], u[1], u[2], pc[0] - rj[j, 0], pc[1] - rj[j, 1],
-                                         pc[2] - rj[j, 2])
-                        else:
-                            lin = u
-                        for r in range(nt):
-                            t = li[k, L_T + r]
-                            J[row0 + r, o + c] += sg * (E[t, 0] * lin[0] + E[t, 1] * lin[1]
-                                                        + E[t, 2] * lin[2])
-                        if turn:
-                            for r in range(nr):
-                                J[row0 + nt + r, o + c] += sg * (E[r, 0] * u[0] + E[r, 1] * u[1]
-                                                                 + E[r, 2] * u[2])
-                    j = ti[j, I_PARENT]
+            J6[:, :] = 0.0
+            add_point_columns(ti, G, rj, cbody, pc, 1.0, J6)
+            add_point_columns(ti, G, rj, pb, pc, -1.0, J6)
+            for col in range(J.shape[1]):
+                for r in range(nt):
+                    t = li[k, L_T + r]
+                    J[row0 + r, col] = (E[t, 0] * J6[0, col] + E[t, 1] * J6[1, col]
+                                        + E[t, 2] * J6[2, col])
+                for r in range(nr):
+                    J[row0 + nt + r, col] = (E[r, 0] * J6[3, col] + E[r, 1] * J6[4, col]
+                                             + E[r, 2] * J6[5, col])
         if what & 4:
             # each side's (omega, alpha, velocity and acceleration of its point at pc)
             wc = ac_ = vc = a_c = (0.0, 0.0, 0.0)
@@ -272,12 +251,12 @@ def _max_abs(a):
 
 
 @jit
-def close_positions(tf, ti, Qg, lf, li, free, max_iter, x, q, R, rj, G, V, cb, acc, E, phi,
+def close_positions(tf, ti, Qg, lf, li, free, max_iter, x, q, R, rj, G, V, cb, acc, E, J6, phi,
                     J, gam, IA, I6, F6, K, dQ, delta, nu0):
     """Newton's method on Phi(Qg) = 0, each correction the least K-norm change of the free
     rates, retracted to first order (quaternions normalised); the final |Phi|."""
     for _ in range(max_iter):
-        loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, phi, J, gam, 3)
+        loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 3)
         if _max_abs(phi) <= CLOSED:
             return _max_abs(phi)
         mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
@@ -286,16 +265,16 @@ def close_positions(tf, ti, Qg, lf, li, free, max_iter, x, q, R, rj, G, V, cb, a
         for i in range(Qg.shape[0]):
             Qg[i] += dQ[i]
         normalize_coordinates(ti, Qg)
-    loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, phi, J, gam, 1)
+    loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
     return _max_abs(phi)
 
 
 @jit
-def close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc, E, phi, J, gam, IA,
+def close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA,
                 I6, F6, K, delta):
     """nu <- its K-orthogonal projection onto J nu = 0, changing the free rates only; the
     final |J nu|."""
-    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, phi, J, gam, 2)
+    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
     least_k_norm(J, K, J @ nu, free, delta)
     for i in range(nu.shape[0]):
@@ -306,12 +285,12 @@ def close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc, E, phi
 @jit
 def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, lf, li,
                              rank, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6,
-                             tau, F6, K, E, phi, J, gam, acc2, out):
+                             tau, F6, K, E, J6, phi, J, gam, acc2, out):
     """out <- nu' at (Qg, nu): the tree's free acceleration (articulated recursion) made to
     meet the loops (:func:`null_space_acceleration`); False if the inertia is singular."""
     ok = forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, x, q, R, rj,
                           G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, out)
-    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc2, E, phi, J, gam, 6)
+    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam, 6)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
     null_space_acceleration(J, gam, K, rank, out)
     return ok
@@ -320,7 +299,7 @@ def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held
 @jit
 def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, f_app, t_app,
               held, lf, li, rank, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, F6,
-              K, E, phi, J, gam, acc2, Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free, dQr, delta,
+              K, E, J6, phi, J, gam, acc2, Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free, dQr, delta,
               zero):
     """n RK4 steps with the loops (see :class:`LoopStepper`); the number of steps taken (a
     failed step leaves the state of the step before it)."""
@@ -340,7 +319,7 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
             coordinate_rates(ti, Qs, nus, dQ)
             ok &= constrained_acceleration(tf, ti, pf, pi, gravity, Qs, nus, f_app, t_app,
                                            held, lf, li, rank, x, q, R, rj, G, V, cb, IA, U,
-                                           Dinv, W, pA, acc, fext, I6, tau, F6, K, E, phi, J,
+                                           Dinv, W, pA, acc, fext, I6, tau, F6, K, E, J6, phi, J,
                                            gam, acc2, dnu)
             for i in range(Qg.shape[0]):
                 sQ[i] = sQ[i] + weights[st] * dQ[i] if st > 0 else weights[st] * dQ[i]
@@ -352,9 +331,9 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
             nu[i] = nu0[i] + dt * snu[i]
         normalize_coordinates(ti, Qg)
         err = close_positions(tf, ti, Qg, lf, li, free, 12, x, q, R, rj, G, V, cb, acc2, E,
-                              phi, J, gam, IA, I6, F6, K, dQr, delta, zero)
-        close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc2, E, phi, J, gam,
-                    IA, I6, F6, K, delta)
+                              J6, phi, J, gam, IA, I6, F6, K, dQr, delta, zero)
+        close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J,
+                    gam, IA, I6, F6, K, delta)
         refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
         if not (ok and err <= 1e-9 and all_finite(S)):
             S[:] = S_prev
@@ -410,7 +389,7 @@ class LoopClosure:
             i[L_ROT] = {None: ROT_NONE, "axis": ROT_AXIS, "frame": ROT_FRAME}[lp.rot_kind]
             i[L_ROW] = row
             row += lp.m
-        self._E = np.zeros((3, 3))
+        self._E, self._J6 = np.zeros((3, 3)), np.zeros((6, tree.nv))
         self._phi, self._J, self._gam = np.zeros(self.m), np.zeros((self.m, self.nv)), \
             np.zeros(self.m)
         self._nu0 = np.zeros(tree.nv)
@@ -420,8 +399,8 @@ class LoopClosure:
         :func:`loop_rows`); views of scratch, valid until the next call."""
         R, rj, G, V, cb = self._scr[:5]
         loop_rows(self.tree.tf, self.tree.ti, Qg, self._nu0 if nu is None else nu, self.lf,
-                  self.li, self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._phi,
-                  self._J, self._gam, what)
+                  self.li, self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._J6,
+                  self._phi, self._J, self._gam, what)
         return self._phi, self._J, self._gam
 
     # -- kinematics of the cut joints -------------------------------------------------------
@@ -467,7 +446,7 @@ class LoopClosure:
         return constrained_acceleration(
             tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, Qg, nu, f_app, t_app, held,
             self.lf, self.li, self.rank, self._x, self._q, *self._scr[:14], self._F6, self._M,
-            self._E, self._phi, self._J, self._gam, self._acc, out)
+            self._E, self._J6, self._phi, self._J, self._gam, self._acc, out)
 
     def retract(self, Qg, delta):
         """Qg moved by the rate-space increment delta (first order), quaternions normalised."""
@@ -477,8 +456,8 @@ class LoopClosure:
 
     def _common(self):
         R, rj, G, V, cb, IA = self._scr[:6]
-        return (self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._phi, self._J,
-                self._gam, IA, self._scr[12], self._F6, self._M)
+        return (self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._J6, self._phi,
+                self._J, self._gam, IA, self._scr[12], self._F6, self._M)
 
     def close_positions(self, Qg, free=None, max_iter=12):
         """Newton's method on Phi(Qg) = 0 with least K-norm corrections of the free rates
@@ -567,7 +546,7 @@ class LoopStepper:
             done = rk4_steps(n, dt, tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, be.S,
                              be.S_prev, be.Qg, be.nu, be.x, be.q, be.v, be.w, be._L, f_app,
                              t_app, held, lc.lf, lc.li, lc.rank, *lc._scr[:14], lc._F6, lc._M,
-                             lc._E, lc._phi, lc._J, lc._gam, lc._acc, *self._arrays)
+                             lc._E, lc._J6, lc._phi, lc._J, lc._gam, lc._acc, *self._arrays)
         except np.linalg.LinAlgError:  # the step was rolled back to S_prev before it
             be.S[:] = be.S_prev
             return NONFINITE
