@@ -203,8 +203,10 @@ class Simulation:
         self._F, self._I, self._stats = b.F, b.I, b.stats  # step() reads these on every call
         # what a snapshot must match: the frozen model, the integrator with its options, the
         # step and the solver settings
+        loops = getattr(b, "loops", None)
         self._fingerprint = hashlib.sha256(b"".join((
             b.model_digest, b.solver.tobytes(),
+            b"" if loops is None else loops.lf.tobytes() + loops.li.tobytes(),
             repr((integrator, sorted(self.options.items()), self.dt)).encode()))).hexdigest()
 
     # -- time and stepping ----------------------------------------------------------------

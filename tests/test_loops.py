@@ -351,3 +351,30 @@ def test_every_joint_kind_closes_a_loop(kind):
         sim.step()
         assert sim.constraint_error() <= 1e-12
     assert abs(sim.energy() - E0) <= 1e-8 * max(1.0, abs(E0))
+
+
+@pytest.mark.parametrize("integrator", ["nullspace_rk4", "energy_momentum"])
+def test_snapshots_of_loops_are_bit_exact_and_refused_elsewhere(integrator):
+    sim = rt.scenarios.build("four_bar", integrator=integrator)
+    sim.step(3)
+    snap = sim.snapshot()
+    sim.step(5)
+    q, v = sim.qpos(), sim.qvel()
+    sim.restore(snap)
+    sim.step(5)
+    assert np.array_equal(sim.qpos(), q) and np.array_equal(sim.qvel(), v)
+    other = rt.scenarios.build("four_bar", integrator=integrator, coupler=0.36)
+    with pytest.raises(ValueError, match="snap"):
+        other.restore(snap)
+
+
+def test_em_loop_step_falls_back_to_sub_steps_when_newton_fails():
+    # a quarter-second step: the crank turns by ~2 rad, too far for the first solve
+    sim = rt.Simulation(rt.scenarios.build("four_bar").model, "energy_momentum", dt=0.25)
+    sim.set_joint_velocity("crank", [8.0])
+    E0 = sim.energy()
+    with pytest.warns(RuntimeWarning, match="sub-steps"):
+        sim.step(5)
+    assert sim.solver_stats()["fallback_steps"] > 0
+    assert abs(sim.energy() - E0) <= 1e-12 * abs(E0)
+    assert sim.constraint_error() <= 1e-12

@@ -572,8 +572,9 @@ class LoopEnergyMomentum:
     null space of Phi_bar (its rank truncated at the mechanism's, so redundant rows are
     harmless), and the overdetermined, consistent system is solved by Gauss-Newton with a
     rank-revealing least-squares step.  dH(mid) by central differences; the Newton matrix
-    by forward differences, kept across steps while it still converges within 8 iterations
-    (a chord iteration; a stalled one forms it afresh at the step's predictor).  Rates at t_{n+1}:
+    by forward differences at the step's predictor, kept through the step's iterations (a
+    chord iteration; formed afresh every step, so a restored snapshot repeats bit for bit).  A step
+    whose solve fails is redone as 2, 4, ... sub-steps, as the tree scheme does.  Rates at t_{n+1}:
     nu1 = K(Q1)^-1 P1, which meets J nu = 0 only to O(h^2) (as the tree scheme's).
     Applied torques enter as the generalized force of the mean configuration (their work is
     then not exact).
@@ -584,7 +585,6 @@ class LoopEnergyMomentum:
         self.weights = weights
         tree = backend.tree
         self.n = tree.nv
-        self._pinv = {}  # h -> pseudo-inverse of the Newton matrix, kept across steps
 
     # -- the Hamiltonian ---------------------------------------------------------------------
     def _potential(self, Q, loads):
@@ -656,66 +656,79 @@ class LoopEnergyMomentum:
         phi0 = self.lc.residual(Q0)
         res = lambda z: self._residual(h, Q0, P0, H0, phi0, z, loads)  # noqa: E731
         r = res(z1)
-        for fresh in (False, True):
-            if fresh or h not in self._pinv:
-                A = np.empty((r.size, 2 * n))
-                for k in range(2 * n):
-                    eps = 1e-7 * max(1.0, abs(z1[k]))
-                    zk = z1.copy()
-                    zk[k] += eps
-                    A[:, k] = (res(zk) - r) / eps
-                self._pinv[h] = np.linalg.pinv(A, rcond=RANK_GAP)
-                fresh = True
-            pinv = self._pinv[h]
-            last = np.inf
-            # a matrix kept from earlier steps gets a few iterations, a fresh one all
-            for it in range(1, (max_iter if fresh else 8) + 1):
-                dz = -pinv @ r
-                z1 = z1 + dz
-                r = res(z1)
-                size = float(np.max(np.abs(dz)) / max(1.0, float(np.max(np.abs(z1)))))
-                norm = float(np.max(np.abs(r)))
-                if size <= 1e-15 or (norm >= 0.9 * last and size <= 1e-13):
-                    stats[STAT_ITERS] += it
-                    stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
-                    return z1, True
-                if not np.isfinite(norm) or (norm > last and not fresh):
-                    break
-                last = norm
-            if fresh:
-                return z1, False
+        A = np.empty((r.size, 2 * n))
+        for k in range(2 * n):
+            eps = 1e-7 * max(1.0, abs(z1[k]))
+            zk = z1.copy()
+            zk[k] += eps
+            A[:, k] = (res(zk) - r) / eps
+        pinv = np.linalg.pinv(A, rcond=RANK_GAP)
+        last = np.inf
+        for it in range(1, max_iter + 1):
+            dz = -pinv @ r
+            z1 = z1 + dz
+            r = res(z1)
+            size = float(np.max(np.abs(dz)) / max(1.0, float(np.max(np.abs(z1)))))
+            norm = float(np.max(np.abs(r)))
+            if size <= 1e-15 or (norm >= 0.9 * last and size <= 1e-13):
+                stats[STAT_ITERS] += it
+                stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
+                return z1, True
+            if not np.isfinite(norm):
+                break
+            last = norm
         return z1, False
 
-    def __call__(self, n_steps, dt, F, I):
-        from rtrigid.backends.buffers import FAILED, OK, SOLVER_MAX_ITER, STAT_STEPS
+    def _advance(self, Q, nu, dt, loads, max_iter):
+        """(Q, nu) after one step of size dt (every composition stage), or None if a solve
+        fails."""
+        lc, n = self.lc, self.n
+        P = lc.mass_matrix(Q) @ nu
+        try:
+            with np.errstate(all="raise"):
+                for wt in self.weights:
+                    h = wt * dt
+                    z1 = np.concatenate([Q + h * nu, P])  # explicit predictor
+                    z1, ok = self._solve_step(h, Q, P, z1, loads, max_iter, self.be.stats)
+                    if not ok:
+                        return None
+                    Q, P = z1[:n].copy(), z1[n:].copy()
+                    nu = np.linalg.solve(lc.mass_matrix(Q), P)
+        except (FloatingPointError, np.linalg.LinAlgError):
+            return None
+        if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(nu))):
+            return None
+        return Q, nu
 
-        be, lc, n = self.be, self.lc, self.n
+    def __call__(self, n_steps, dt, F, I):
+        from rtrigid.backends.buffers import (FAILED, OK, SOLVER_HALVINGS, SOLVER_MAX_ITER,
+                                              STAT_FALLBACKS, STAT_STEPS, USED_FALLBACK)
+
+        be = self.be
         loads = be.loads()
         max_iter = int(be.solver[SOLVER_MAX_ITER])
+        status = OK
         for _ in range(n_steps):
             be.S_prev[:] = be.S
-            Q, nu = be.Qg.copy(), be.nu.copy()
-            P = lc.mass_matrix(Q) @ nu
-            ok = True
-            try:
-                with np.errstate(all="raise"):
-                    for wt in self.weights:
-                        h = wt * dt
-                        z1 = np.concatenate([Q + h * nu, P])  # explicit predictor
-                        z1, ok = self._solve_step(h, Q, P, z1, loads, max_iter, be.stats)
-                        if not ok:
-                            break
-                        Q, P = z1[:n].copy(), z1[n:].copy()
-                        nu = np.linalg.solve(lc.mass_matrix(Q), P)
-            except (FloatingPointError, np.linalg.LinAlgError):
-                ok = False
-            if not ok or not np.all(np.isfinite(Q)) or not np.all(np.isfinite(nu)):
+            # a step whose solve fails is redone as 2, 4, ... 2**max_halvings sub-steps
+            for k in range(int(be.solver[SOLVER_HALVINGS]) + 1):
+                state = be.Qg.copy(), be.nu.copy()
+                for _ in range(2 ** k):
+                    state = self._advance(*state, dt / 2 ** k, loads, max_iter)
+                    if state is None:
+                        break
+                if state is not None:
+                    break
+            if state is None:
                 be.S[:] = be.S_prev
-                return FAILED
-            be.Qg[:], be.nu[:] = Q, nu
+                return FAILED | status
+            if k:
+                be.stats[STAT_FALLBACKS] += 1
+                status = USED_FALLBACK
+            be.Qg[:], be.nu[:] = state
             be._sync(teleport=False)
             be.stats[STAT_STEPS] += 1
-        return OK
+        return status
 
 
 def stepper(integrator, options, backend):
