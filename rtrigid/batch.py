@@ -169,9 +169,10 @@ class Batch:
                             options=options, **kwargs)
         self._sims = {}
         base = self._copy_source(first, 0)
-        if base.model.grounds:
-            raise ValueError("model: a model with a ground (contacts) is not batched yet: its "
-                             "contact solve runs outside the kernel a Batch drives")
+        if base.model.grounds or base.model.loop_joints:
+            raise ValueError("model: a model with a ground (contacts) or loop joints is not "
+                             "batched yet: its contact or loop solve runs outside the kernel a "
+                             "Batch drives")
         self.integrator, self.dt = base.integrator, base.dt
         self.nq, self.nv, self.na = base.nq, base.nv, base.na
         self.actuator_names = base.actuator_names

@@ -57,7 +57,8 @@ def add_scenario_arguments(parser, what="scenario"):
                         "module:function")
     parser.add_argument("--integrator", default=None, choices=integrators.names(),
                         metavar="NAME", help="integrator (rtrigid list shows which fit which "
-                        "scenario; default energy_momentum, for a robot file nullspace_rk4)")
+                        "scenario; default the scenario's (energy_momentum, nullspace_rk4 for closed "
+                        "loops), for a robot file nullspace_rk4)")
     parser.add_argument("--dt", type=float, default=None,
                         help="step size (scenario default if omitted)")
     parser.add_argument("--set", type=parse_param, action="append", metavar="KEY=VALUE",

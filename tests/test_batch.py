@@ -190,6 +190,8 @@ def test_validation_refuses_and_keeps_the_state():
         rt.Batch(arm(), n=0)
     with pytest.raises(ValueError, match="ground"):  # its contacts are solved outside the kernel
         rt.Batch(rt.scenarios.build("ball_on_incline"), n=N)
+    with pytest.raises(ValueError, match="loop joints"):
+        rt.Batch(rt.scenarios.build("four_bar"), n=N)
 
 
 def test_simulations_as_sources_start_in_their_state():

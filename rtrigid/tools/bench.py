@@ -100,6 +100,8 @@ def _cold_run_seconds():
 def collect(steps=20000, repeats=7, with_mujoco=True):
     rows = []
     for name in scenarios.names():
+        if name in LOOP_SCENARIOS:  # timed in their own section, over fewer steps
+            continue
         dts = [scenarios.defaults(name)[0]]
         if name == HEADLINE[0] and HEADLINE[1] not in dts:
             dts.append(HEADLINE[1])
@@ -127,6 +129,7 @@ def collect(steps=20000, repeats=7, with_mujoco=True):
     out = {"steps_per_call": steps, "repeats": repeats, "rows": rows, "summary": summary}
     out["chain"] = chain_section(repeats, with_mujoco)
     out["contact"] = contact_section(repeats, with_mujoco)
+    out["loops"] = loop_section(repeats, with_mujoco)
     out["control_ticks"] = control_ticks(repeats, with_mujoco=with_mujoco)
     return out
 
@@ -262,6 +265,64 @@ def print_contact(result):
     for row in result["stacks"]:
         rows.append([row["n"], *(f"{row[k] * 1e3:.3f}" if k.endswith("_m") else f"{row[k]:.2f}"
                                  for k in keys)])
+LOOP_SCENARIOS = ("four_bar", "slider_crank", "bennett", "delta_robot")
+
+
+def loop_section(repeats=7, with_mujoco=True, dt=1e-3, steps=50, t_closure=1.0):
+    """Closed loops at dt = 1 ms: median us/step of each integrator that steps the scenario
+    (timed calls of ``steps`` steps from the scenario's start), MuJoCo RK4 on the same
+    mechanism with its loops as equality constraints (:func:`mujoco_ref.build_tree`), and the
+    largest loop-closure violation over the first ``t_closure`` s: ours
+    (``constraint_error``) under nullspace_rk4, MuJoCo's (its soft constraints' |efc_pos|)."""
+    use_mujoco = with_mujoco and mujoco_ref.available()
+    rows = []
+    for name in LOOP_SCENARIOS:
+        row = {"scenario": name, "dt": dt, "us_per_step": {}, "closure_m": {}}
+        for integ in scenarios.integrators_for(name):
+            sim = scenarios.build(name, integrator=integ, dt=dt)
+            row["us_per_step"][integ] = median_step_cost(sim, steps, repeats) * 1e6
+        sim = scenarios.build(name, integrator="nullspace_rk4", dt=dt)
+        n = int(round(t_closure / dt))
+        worst = 0.0
+        for _ in range(n):
+            sim.step()
+            worst = max(worst, sim.constraint_error())
+        row["closure_m"]["nullspace_rk4"] = worst
+        if use_mujoco:
+            import mujoco
+
+            sim = scenarios.build(name, integrator="nullspace_rk4", dt=dt)
+            model, data, qadr, vadr = mujoco_ref.build_tree(sim.model, dt=dt)
+            data.qpos[qadr], data.qvel[vadr] = sim.qpos(), sim.qvel()
+            mujoco.mj_forward(model, data)
+            cwd = os.getcwd()
+            with tempfile.TemporaryDirectory() as tmp:
+                os.chdir(tmp)
+                try:
+                    row["us_per_step"]["mujoco_rk4"] = mujoco_ref.time_per_step(
+                        model, data, n=10 * steps, repeats=repeats) * 1e6
+                finally:
+                    os.chdir(cwd)
+            worst = 0.0  # time_per_step left the state where it started
+            for _ in range(n):
+                mujoco.mj_step(model, data)
+                worst = max(worst, float(np.max(np.abs(data.efc_pos))) if data.nefc else 0.0)
+            row["closure_m"]["mujoco_rk4"] = worst
+        rows.append(row)
+    return {"dt": dt, "steps_per_call": steps, "t_closure": t_closure, "rows": rows}
+
+
+def print_loops(result):
+    print(f"closed loops, dt = {result['dt']:g}: median us/step (calls of "
+          f"{result['steps_per_call']} steps; MuJoCo RK4 with equality constraints), and the "
+          f"largest loop-closure violation over {result['t_closure']:g} s (m)")
+    integs = ["nullspace_rk4", "energy_momentum", "energy_momentum4", "mujoco_rk4"]
+    rows = [["scenario", *integs, "closure ours", "closure MuJoCo"]]
+    for row in result["rows"]:
+        cost, closure = row["us_per_step"], row["closure_m"]
+        rows.append([row["scenario"], *(f"{cost[i]:.1f}" if i in cost else "-" for i in integs),
+                     f"{closure['nullspace_rk4']:.2g}",
+                     f"{closure['mujoco_rk4']:.2g}" if "mujoco_rk4" in closure else "-"])
     print("\n".join("  " + line for line in format_table(rows)))
 
 
@@ -446,6 +507,8 @@ def print_table(result):
           ", ".join(f"{k} {v:.3g}" for k, v in c["energy_drift_10s_n10"].items()))
     if "contact" in result:
         print_contact(result["contact"])
+    if "loops" in result:
+        print_loops(result["loops"])
     if "control_ticks" in result:
         print_control_ticks(result["control_ticks"])
 
