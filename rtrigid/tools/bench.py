@@ -265,6 +265,9 @@ def print_contact(result):
     for row in result["stacks"]:
         rows.append([row["n"], *(f"{row[k] * 1e3:.3f}" if k.endswith("_m") else f"{row[k]:.2f}"
                                  for k in keys)])
+    print("\n".join("  " + line for line in format_table(rows)))
+
+
 LOOP_SCENARIOS = ("four_bar", "slider_crank", "bennett", "delta_robot")
 
 
