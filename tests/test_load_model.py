@@ -415,3 +415,75 @@ def test_bad_actuators_option_is_refused_naming_it():
         _quiet_load(path, actuators="servo")
     with pytest.raises(ValueError, match="kp"):
         _quiet_load(path, actuators="position")  # a position servo needs kp
+
+
+TETRAHEDRON = """v 0.1 0.0 0.0
+v 0.3 0.05 0.0
+v 0.15 0.2 0.02
+v 0.18 0.08 0.25
+f 1 3 2
+f 1 2 4
+f 2 3 4
+f 3 1 4
+"""
+MESHED = """<mujoco>
+  <compiler meshdir="assets" angle="radian"/>
+  <asset><mesh name="tet" file="tet.obj" scale="1 2 1"/></asset>
+  <worldbody>
+    <body name="b" pos="0.1 0.2 0.3" euler="0.3 0.2 0.1">
+      <joint name="j" type="hinge" axis="0 1 0"/>
+      <inertial pos="0.02 0 0.01" euler="0.1 0 0.2" mass="1" diaginertia="0.1 0.2 0.3"/>
+      <geom type="mesh" mesh="tet" pos="0.05 -0.02 0.1" euler="0.5 -0.3 0.2" rgba="1 0 0 1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_mjcf_mesh_geoms_are_drawn_where_mujoco_puts_their_vertices(tmp_path):
+    """A mesh geom becomes a drawn mesh part (file from the compiler's meshdir, the asset's
+    scale): the file's vertices through the body pose and the part's frame land where
+    MuJoCo's compiled (re-centred) mesh vertices are."""
+    mujoco = pytest.importorskip("mujoco")
+    from scipy.spatial.transform import Rotation
+
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "tet.obj").write_text(TETRAHEDRON)
+    path = tmp_path / "meshed.xml"
+    path.write_text(MESHED)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    d.qpos[0] = 0.7
+    mujoco.mj_forward(m, d)
+    mesh = m.geom_dataid[0]
+    start = m.mesh_vertadr[mesh]
+    verts = m.mesh_vert[start:start + m.mesh_vertnum[mesh]]
+    theirs = d.geom_xpos[0] + verts @ d.geom_xmat[0].reshape(3, 3).T
+
+    model = _quiet_load(str(path))
+    (part,) = model.bodies[0].shape.params["parts"]
+    assert part["type"] == "mesh" and part["file"] == str(tmp_path / "assets" / "tet.obj")
+    assert not part["missing"] and np.array_equal(part["scale"], [1.0, 2.0, 1.0])
+    sim = rt.Simulation(model, "nullspace_rk4", dt=1e-3)
+    sim.set_joint_position("j", [0.7])
+    x, q = sim.pose(0)
+
+    def matrix(q):
+        return Rotation.from_quat([q[1], q[2], q[3], q[0]]).as_matrix()
+
+    raw = np.array([[float(t) for t in line.split()[1:]] for line in TETRAHEDRON.splitlines()
+                    if line.startswith("v ")]) * part["scale"]
+    ours = x + (part["pos"] + raw @ matrix(part["quat"]).T) @ matrix(q).T
+    # the same vertices (MuJoCo keeps them in float32), in any order
+    assert np.abs(np.sort(ours, axis=0) - np.sort(theirs, axis=0)).max() < 1e-6
+
+
+def test_mjcf_unknown_mesh_is_refused_and_a_missing_file_is_a_placeholder(tmp_path):
+    path = tmp_path / "meshed.xml"
+    path.write_text(MESHED.replace('mesh="tet" pos', 'mesh="nope" pos'))
+    with pytest.raises(ValueError, match="nope"):
+        _quiet_load(str(path))
+    path.write_text(MESHED)  # assets/tet.obj does not exist here
+    with pytest.warns(UserWarning, match="not found"):
+        model = rt.load_model(str(path))
+    assert model.bodies[0].shape.params["parts"][0]["missing"]

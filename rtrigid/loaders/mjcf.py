@@ -19,10 +19,11 @@ warning.
 """
 from __future__ import annotations
 
+import os
 
 import numpy as np
 
-from rtrigid.loaders.assemble import IDENTITY, JointSpec, Link, build, quat_matrix
+from rtrigid.loaders.assemble import IDENTITY, JointSpec, Link, build, quat_matrix, resolve
 
 SILENT = {"asset", "visual", "statistic", "size", "extension", "custom"}
 WARN = {"contact", "sensor", "keyframe"}
@@ -55,6 +56,23 @@ class _Reader:
         self.classes = {}
         for d in root.findall("default"):
             self._defaults(d, {}, "main")
+        # mesh assets, drawn by the viewer where a geom names them (the file's vertices in the
+        # geom's frame, as MuJoCo shows them: its re-centring of a mesh moves the geom too)
+        folder = os.path.join(os.path.dirname(src.path), comp.get("meshdir",
+                                                                  comp.get("assetdir", "")))
+        self.meshes = {}
+        for a in root.findall("asset"):
+            for m in a.findall("mesh"):
+                if "file" not in m.attrib:
+                    continue  # (vertices given inline: not drawn)
+                name = m.attrib.get("name",
+                                    os.path.splitext(os.path.basename(m.attrib["file"]))[0])
+                path = resolve(folder, m.attrib["file"])
+                if path is None:
+                    self.warn(m, "mesh files not found (drawn as placeholders)")
+                self.meshes[name] = dict(type="mesh", file=path or m.attrib["file"],
+                                         missing=path is None,
+                                         scale=src.floats(m, "scale", 3, np.ones(3)))
 
     def warn(self, node, what):
         self.src.ignored.setdefault(what, []).append(node.line)
@@ -361,7 +379,8 @@ def _actuators(r, root):
 
 
 def _geom_part(r, node, cls):
-    """The drawing part of a primitive geom (a list of one); mesh, plane, hfield: none."""
+    """The drawing part of a geom (a list of one): a primitive, or a mesh file of <asset>;
+    plane, hfield: none."""
     attrs = r.attrs(node, cls)
     kind = attrs.get("type", "sphere")
     size = [float(t) for t in attrs.get("size", "0").split()]
@@ -391,9 +410,12 @@ def _geom_part(r, node, cls):
                         else np.array([size[0], size[0], size[1]]))
         elif kind == "ellipsoid":
             part.update(type="box", half_extents=np.array(size[:3]))  # drawn as its box
+        elif kind == "mesh":
+            name = attrs.get("mesh")
+            if name not in r.meshes:
+                raise r.src.error(node, f"mesh {name!r} is not a mesh file of <asset>")
+            part.update(r.meshes[name])
         else:
-            if kind == "mesh":
-                r.warn(node, "MJCF mesh geoms not drawn (not supported yet)")
             return []
     except IndexError:
         raise r.src.error(node, f"size {attrs.get('size')!r} is too short for a {kind}") from None
