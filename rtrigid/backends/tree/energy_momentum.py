@@ -180,6 +180,7 @@ from rtrigid.backends.tree.kinematics import (
     nv_of,
     open_buffers,
     quat_to_rot,
+    rk4_stage_input,
     state_views,
     world_loads,
 )
@@ -979,11 +980,7 @@ def _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, 
                           I6, tau, nu_t, vs, ws):
         return False
     for st in range(4):
-        c = 0.0 if st == 0 else (h if st == 3 else 0.5 * h)
-        for i in range(nq):
-            Qs[i] = Qg[i] + c * dQ[i] if st > 0 else Qg[i]
-        for i in range(nv):
-            nus[i] = nu_t[i] + c * dnu[i] if st > 0 else nu_t[i]
+        rk4_stage_input(st, h, Qg, nu_t, dQ, dnu, Qs, nus)
         coordinate_rates(ti, Qs, nus, dQ)
         if st > 0:  # (the first stage's configuration is factored already)
             geometry(tf, ti, Qs, xs, qs, R, rj, G)
