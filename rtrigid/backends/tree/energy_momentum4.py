@@ -14,10 +14,10 @@ bodies' momenta by the backend): the increments from the coordinates at its star
 (Cayley increments on the near root for quaternions; :func:`.energy_momentum.mean_rates`).
 
 Stage predictor.  A stage's unknowns are its mean rates, close to the rates at its mid-time.
-The base scheme's explicit predictor gives the rates nu and the change d = h nudot over the
-step at its start; the first stage starts from nu + c_1 d, stage k from the converged mean
-rate of stage k - 1 plus (c_k - c_{k-1}) d, with c_k the mid-time of stage k as a fraction of
-the step.  In the fallback's sub-steps each stage starts from the last stage's rates.
+The base scheme's explicit predictor gives the step's mean rates p (one RK4 step from the
+present state) and the change d = h nudot at its start; the first stage starts from
+p + (c_1 - 1/2) d, stage k from the converged mean rate of stage k - 1 plus (c_k - c_{k-1}) d,
+with c_k the mid-time of stage k as a fraction of the step.  In the fallback's sub-steps each stage starts from the last stage's rates.
 
 Fallback: a step whose solve fails in any stage is redone from its start as 2, 4, ...,
 2**max_halvings composed sub-steps (the base scheme's rule), so a fallback step is still of
