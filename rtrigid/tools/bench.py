@@ -251,7 +251,7 @@ def solver_section(repeats=3, steps=600, sizes=(10, 20, 50), dts=(1.0 / 60.0, 1.
 
 def print_solver_section(result):
     print(f"energy_momentum on spherical chains, {result['steps']} steps (worst: the slowest "
-          f"step's minimum over {result['repeats']} identical runs; iterations count sub-steps')")
+          f"step's minimum over {result['repeats']} identical runs; iterations count sub-steps)")
     rows = [["state", "links", "1/dt", "fallbacks", "median us", "worst us", "worst/median",
              "mean iter", "max iter"]]
     for r in result["rows"]:
