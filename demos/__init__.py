@@ -1,12 +1,15 @@
 """Runnable demos: ``python -m demos`` lists them, ``python -m demos NAME`` runs one.
 
 Each demo is a scenario with its parameters and the viewer options that show it best; adding
-one is a single :func:`demo` line below.  ``--headless`` renders without a window and prints
-the conservation figures.
+one is a single :func:`demo` line below.  A driven demo also names a controller (see
+:mod:`demos.controllers`) that the viewer calls before every step; a robot demo builds its
+model from a robot file (:mod:`demos.robots`).  ``--headless`` renders without a window and
+prints the conservation figures.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from rtrigid import scenarios
 
@@ -18,17 +21,60 @@ class Demo:
     description: str
     params: dict = field(default_factory=dict)
     viewer: dict = field(default_factory=dict)
+    controller: Callable | None = None    # controller(sim) -> the viewer's controller
+    builder: Callable | None = None       # builder(integrator, dt) -> sim, for robot files
+    integrator: str = "energy_momentum"   # the default scheme of this demo
 
-    def build(self, integrator="energy_momentum", dt=None):
+    def build(self, integrator=None, dt=None):
+        integrator = integrator or self.integrator
+        if self.builder is not None:
+            return self.builder(integrator, dt)
         return scenarios.build(self.scenario, integrator=integrator, dt=dt, **self.params)
+
+    def viewer_options(self, sim):
+        """Options for :class:`viewer.Viewer` on ``sim`` (built by :meth:`build`)."""
+        options = dict(self.viewer)
+        if self.controller is not None:
+            options["controller"] = self.controller(sim)
+        return options
+
+    @property
+    def available(self):
+        """The scenario exists in this build of rtrigid / the robot file is installed."""
+        if self.builder is not None:
+            from demos import robots
+
+            return robots.available(self.scenario)
+        return self.scenario in scenarios.names()
 
 
 DEMOS: dict[str, Demo] = {}
 
 
-def demo(name, scenario, description, params=None, **viewer_options):
-    """Register a demo: a scenario, its parameters, and options for :class:`viewer.Viewer`."""
-    DEMOS[name] = Demo(name, scenario, description, dict(params or {}), viewer_options)
+def demo(name, scenario, description, params=None, controller=None, **viewer_options):
+    """Register a demo: a scenario, its parameters, a controller factory ``controller(sim)``
+    (optional) and options for :class:`viewer.Viewer`."""
+    DEMOS[name] = Demo(name, scenario, description, dict(params or {}), viewer_options,
+                       controller)
+
+
+def robot_demo(name, robot, description, builder, controller, integrator, **viewer_options):
+    """Register a demo of a robot file (``robot``: its path in pybullet_data), built by
+    ``builder(integrator, dt)`` and driven by ``controller(sim)``."""
+    DEMOS[name] = Demo(name, robot, description, {}, viewer_options, controller, builder,
+                       integrator)
+
+
+def _servo_teleop(**kw):
+    def make(sim):
+        from demos.controllers import ServoTeleop
+        return ServoTeleop(sim, **kw)
+    return make
+
+
+def _quadrotor_pilot(sim):
+    from demos.controllers import QuadrotorController
+    return QuadrotorController(sim)
 
 
 demo("geradin_top_1", "geradin_top", "Geradin-Rixen top, case 1: released at 20 deg spinning "
@@ -48,9 +94,30 @@ demo("double_pendulum", "double_pendulum", "planar double pendulum from large an
      "energy kept")
 demo("gimbal_gyroscope", "gimbal_gyroscope", "spinning rotor in two revolute gimbal rings "
      "precessing under gravity")
+demo("arm", "arm", "two-link arm on position servos: arrows move a servo's target, drag the "
+     "red ball and the tip follows; the HUD keeps the energy balance", {"n_links": 2},
+     controller=_servo_teleop(tip="link1", tip_point=(0.0, 0.0, -0.15)),
+     traces={"link1": (0.0, 0.0, -0.15)})
+demo("quadrotor", "quadrotor", "quadrotor on its attitude controller: released tilted, it "
+     "levels and holds its place; arrows tilt it, page up/down set the thrust, q/e turn it",
+     {"tilt": 0.6}, controller=_quadrotor_pilot,
+     follow="frame", floor=0.0, traces={"frame": (0.0, 0.0, 0.0)})
+
+
+def _robots():
+    from demos import robots
+
+    robot_demo("iiwa", robots.IIWA, "KUKA iiwa 7-DOF arm from its URDF on position servos: "
+               "drag the red ball, the gripper flange follows", robots.iiwa,
+               robots.iiwa_controller, "nullspace_rk4", traces={"lbr_iiwa_link_7": (0, 0, 0)})
+    robot_demo("quadruped", robots.A1, "Unitree A1 quadruped from its URDF, base held in the "
+               "air, trotting on 12 position servos", robots.a1, robots.a1_controller,
+               "energy_momentum", floor=-0.5, traces=False)
+
+
+_robots()
 
 
 def names():
     """The demos whose scenario exists in this build of rtrigid."""
-    known = set(scenarios.names())
-    return [n for n, d in DEMOS.items() if d.scenario in known]
+    return [n for n, d in DEMOS.items() if d.available]

@@ -6,18 +6,22 @@ import sys
 
 from demos import DEMOS, names
 from rtrigid import integrators
+from viewer.cli import add_output_arguments
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m demos", description=__doc__)
     p.add_argument("name", nargs="?", help="demo to run; without it, list the demos")
-    p.add_argument("--integrator", default="energy_momentum", choices=integrators.names())
+    p.add_argument("--integrator", default=None, choices=integrators.names(),
+                   help="default: the demo's (energy_momentum, or nullspace_rk4 for robots "
+                        "with joint dampers)")
     p.add_argument("--dt", type=float, default=None)
     p.add_argument("--headless", action="store_true", help="render offscreen and print figures")
     p.add_argument("--frames", type=int, default=240, help="frames when headless (1/60 s each)")
     p.add_argument("--screenshot", default=None, help="headless: write the last frame here")
     p.add_argument("--width", type=int, default=None)
     p.add_argument("--height", type=int, default=None)
+    add_output_arguments(p)
     args = p.parse_args(argv)
     if args.name is None:
         for n in names():
@@ -35,7 +39,8 @@ def main(argv=None):
         sim = d.build(args.integrator, args.dt)
         return run_viewer(sim, headless=args.headless, frames=args.frames,
                           screenshot=args.screenshot, width=args.width, height=args.height,
-                          title=f"rtrigid demo: {d.name}", **d.viewer)
+                          title=f"rtrigid demo: {d.name}", record=args.record,
+                          **{**d.viewer_options(sim), "hud": args.hud, "msaa": args.msaa})
     except (ValueError, RuntimeError) as exc:
         print(f"python -m demos: error: {exc}", file=sys.stderr)
         return 2

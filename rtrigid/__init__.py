@@ -20,6 +20,7 @@ from rtrigid.loaders import load_model
 from rtrigid.maths import quat
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation, SimulationError, Snapshot
+from rtrigid.batch import Batch
 
-__all__ = ["Model", "load_model", "Simulation", "SimulationError", "Snapshot", "integrators", "quat",
-           "scenarios"]
+__all__ = ["Batch", "Model", "load_model", "Simulation", "SimulationError", "Snapshot",
+           "integrators", "quat", "scenarios"]

@@ -53,6 +53,12 @@ def _stamped(locator):
 
 
 _DIGEST = _package_digest() if CACHE else ""
+
+
+def package_digest() -> str:
+    """The digest of rtrigid's sources that stamps its caches ("" with RTRIGID_NO_CACHE)."""
+    return _DIGEST
+
 if CACHE:
     _locators = numba.core.caching.CacheImpl._locator_classes
     _locators[:0] = [_stamped(c) for c in list(_locators)]

@@ -39,6 +39,7 @@ class Integrator(NamedTuple):
     rigid: dict = {}            # backend -> {variant key: a kernel for models without springs,
                                 # which compiles less}
     limit_bounce: bool = True   # its joint limits take a restitution (else they are inelastic)
+    loops: bool = False         # it steps loop joints (Model.add_loop_joint)
 
     def backends(self):
         return tuple(self.kernels)
@@ -59,8 +60,13 @@ class Integrator(NamedTuple):
             out[key] = value
         return out
 
-    def refusal(self, backend, joints):
-        """Why this scheme cannot step a model (its backend and inbound joints), or None."""
+    def refusal(self, backend, joints, loop_joints=()):
+        """Why this scheme cannot step a model (its backend, inbound joints and loop
+        joints), or None."""
+        if loop_joints and not self.loops:
+            return (f"{self.name} does not step closed loops (loop joint "
+                    f"{loop_joints[0].name!r}); use one of "
+                    f"{[i.name for i in REGISTRY.values() if i.loops]}")
         if backend not in self.kernels:
             return (f"{self.name} has no kernel for {backend} models; use one of "
                     f"{[i.name for i in REGISTRY.values() if backend in i.kernels]}")
@@ -97,14 +103,15 @@ REGISTRY = {i.name: i for i in (
     Integrator("nullspace_rk4", "RK4 on the quaternion null-space equations, normalised "
                "after each step", "002 (42), (63)", False,
                {BODIES: {(): _B + "nullspace_rk4:step"}, TREE: {(): _T + "nullspace_rk4:step"}},
-               _ALL_KINDS),
+               _ALL_KINDS, loops=True),
     Integrator("energy_momentum", "energy-momentum scheme: energy and angular momentum kept "
                "to round-off (QUAT.EM; Cayley step with mean arms for trees)",
                "000 (51)-(54); 003 (180)-(185)", True,
                {BODIES: {(): _B + "energy_momentum:step"},
                 TREE: {(): _T + "energy_momentum:step"}},
                frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False,
-               rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}, limit_bounce=False),
+               rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}, limit_bounce=False,
+               loops=True),
     Integrator("energy_momentum4", "symmetric composition of the energy-momentum step: order "
                "4, energy and angular momentum kept as by energy_momentum; option composition "
                "('suzuki': 5 stages, 'triple_jump': 3)",
@@ -117,7 +124,7 @@ REGISTRY = {i.name: i for i in (
                options={"composition": ("suzuki", "triple_jump")},
                rigid={BODIES: {("suzuki",): _B + "energy_momentum4:step_rigid",
                                ("triple_jump",): _B + "energy_momentum4:step_triple_jump_rigid"}},
-               limit_bounce=False),
+               limit_bounce=False, loops=True),
     Integrator("energy_momentum_appd", "the same scheme solved as 000 App. D does (7 or 10 "
                "unknowns): the reference solver", "000 (52)-(54), App. D", True,
                {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset()),

@@ -27,6 +27,7 @@ SHAPES = {
     "cylinder": ("radius", "half_length"),
     "cone": ("radius", "height"),
     "capsule": ("radius", "half_length"),
+    "torus": ("radius", "tube_radius"),
     "visuals": ("parts",),
 }
 # the parts of a "visuals" shape (what robot files draw; see rtrigid.loaders): each a dict with
@@ -36,6 +37,16 @@ SHAPES = {
 PART_TYPES = {"box": ("half_extents",), "sphere": ("radius",),
               "cylinder": ("radius", "half_length"), "capsule": ("radius", "half_length"),
               "mesh": ("file", "scale")}
+
+
+def check_contact(friction, restitution):
+    """(friction, restitution) of a body or the ground, checked: friction >= 0,
+    restitution in [0, 1]."""
+    mu = as_scalar(friction, "friction", nonnegative=True)
+    e = as_scalar(restitution, "restitution", nonnegative=True)
+    if e > 1.0:
+        raise ValueError(f"restitution: must be in [0, 1], got {e}")
+    return mu, e
 
 
 def check_inertia(inertia, allow_nonphysical, name="inertia"):
@@ -56,11 +67,18 @@ def check_inertia(inertia, allow_nonphysical, name="inertia"):
 
 @dataclass
 class Shape:
-    """Render shape of a body, in its body frame (centred on the centre of mass)."""
+    """Render shape of a body, in its body frame (centred on the centre of mass).
+
+    ``offset``: where the shape's own centre sits; ``axis``: where the shape's own z axis
+    points (a cylinder's, cone's, capsule's or torus's axis); ``color``: optional RGB in [0, 1]
+    (a marking, a material); None leaves the colour to the viewer.
+    """
 
     kind: str
     params: dict
     offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    color: tuple | None = None
 
 
 @dataclass
@@ -71,11 +89,25 @@ class Body:
     name: str
     mass: float
     inertia: np.ndarray
-    shape: Shape | None = None
+    shape: Shape | tuple | None = None  # a Shape or a tuple of Shapes (the parts)
     pivot_body: np.ndarray | None = None
     pivot_world: np.ndarray | None = None
     free_joint: str | None = None
     pose0: tuple | None = None
+    friction: float = 0.5
+    restitution: float = 0.0
+    collide: bool = True
+
+
+@dataclass
+class Ground:
+    """A half-space {p : normal . p <= height}: the ground bodies rest on (see
+    :meth:`Model.add_ground`)."""
+
+    height: float
+    normal: np.ndarray
+    friction: float
+    restitution: float
 
 
 @dataclass
@@ -108,6 +140,7 @@ class Joint:
     rotation: np.ndarray | None = None  # child axes in parent axes at zero; None: the default
     limits: tuple = (-np.inf, np.inf)  # (lower, upper) of the coordinate; +-inf: none
     limit_restitution: float = 0.0
+    position: np.ndarray | None = None  # initial coordinates (None: zero, or the nearer limit)
 
 
 LIMITED_KINDS = ("revolute", "prismatic")
@@ -180,10 +213,12 @@ class Model:
         self.joint_info: dict[str, dict] = {}
         self.world_shape: Shape | None = None  # what robot files draw on links welded to the world
         self.actuators: list[Actuator] = []
+        self.grounds: list[Ground] = []
+        self.loop_joints: list[Joint] = []  # add_loop_joint: cut joints closing loops
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
-                 massless=False):
+                 massless=False, friction=0.5, restitution=0.0, collide=True):
         """Add a rigid body and return its index.
 
         ``massless=True`` (mass and inertia then 0) adds a link between two joints, as
@@ -194,7 +229,16 @@ class Model:
         ``shape``: optional render shape, ``(kind, params)`` or a :class:`Shape`, with kind one
         of box (half_extents), sphere (radius), cylinder/capsule (radius, half_length),
         cone (radius, height; apex at -3 height/4 on the z axis, base centre at +height/4, as the
-        gyro top stands on its apex).
+        gyro top stands on its apex), torus (radius of the centre circle, tube_radius; about z).
+        Params may add ``offset`` (3,), ``axis`` (3,: the shape's z axis in the body frame) and
+        ``color`` (r, g, b).  A list of such shapes draws the body as their union (a racket, a
+        gimbal ring with its pins, a marked body).  Shapes are drawn only: they do not change
+        the mass or the inertia.
+
+        Contact (:mod:`rtrigid.contact`): the shape is also the body's collision shape unless
+        ``collide=False`` (a ``visuals`` shape never collides).  ``friction`` (Coulomb's
+        coefficient, >= 0) and ``restitution`` (in [0, 1]: the fraction of the approach speed
+        it rebounds with) combine with the other side's as sqrt(mu_a mu_b) and max(e_a, e_b).
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"name: expected a non-empty string, got {name!r}")
@@ -207,13 +251,40 @@ class Model:
         else:
             mass = as_scalar(mass, "mass", positive=True)
             inertia = check_inertia(inertia, allow_nonphysical_inertia)
-        self.bodies.append(Body(name, mass, inertia, self._check_shape(shape)))
+        mu, e = check_contact(friction, restitution)
+        if not isinstance(collide, (bool, np.bool_)):
+            raise ValueError(f"collide: expected True or False, got {collide!r}")
+        self.bodies.append(Body(name, mass, inertia, self._check_shape(shape), friction=mu,
+                                restitution=e, collide=bool(collide)))
         return len(self.bodies) - 1
+
+    def add_ground(self, height=0.0, normal=(0.0, 0.0, 1.0), friction=0.5, restitution=0.0):
+        """Add a ground: the half-space below the plane normal . p = height (world), its
+        surface facing ``normal`` (made unit).  Bodies with a collision shape rest on it; a
+        tilted normal makes an incline.  ``friction`` and ``restitution`` as for
+        :meth:`add_body` (combined per contact as sqrt(mu_a mu_b), max(e_a, e_b)).  Returns
+        the ground's index (``contacts()`` reports ground contacts with ``other`` None).
+        """
+        h = as_scalar(height, "height")
+        n = unit_vector(normal, "normal")
+        mu, e = check_contact(friction, restitution)
+        self.grounds.append(Ground(h, n, mu, e))
+        return len(self.grounds) - 1
+
+    def jointed_pairs(self):
+        """The set of body pairs (a, b), a < b, that a joint joins
+        directly: they do not collide with each other."""
+        pairs = {tuple(sorted((j.parent, j.child))) for j in self.joints if j.parent >= 0}
+        return pairs
 
     @staticmethod
     def _check_shape(shape):
         if shape is None or isinstance(shape, Shape):
             return shape
+        if isinstance(shape, list):
+            if not shape:
+                raise ValueError("shape: an empty list of shapes")
+            return tuple(Model._check_shape(part) for part in shape)
         try:
             kind, params = shape
         except (TypeError, ValueError):
@@ -233,7 +304,14 @@ class Model:
             else:
                 clean[key] = as_scalar(params[key], f"shape.{key}", positive=True)
         offset = as_vector(params.get("offset", (0.0, 0.0, 0.0)), 3, "shape.offset")
-        return Shape(kind, clean, offset)
+        axis = unit_vector(params.get("axis", (0.0, 0.0, 1.0)), "shape.axis")
+        color = params.get("color")
+        if color is not None:
+            color = as_vector(color, 3, "shape.color")
+            if np.any(color < 0.0) or np.any(color > 1.0):
+                raise ValueError(f"shape.color: components must be in [0, 1], got {color.tolist()}")
+            color = tuple(float(c) for c in color)
+        return Shape(kind, clean, offset, axis, color)
 
     @staticmethod
     def _check_parts(parts):
@@ -326,7 +404,7 @@ class Model:
     def add_joint(self, kind, parent, child, *, anchor_parent=(0.0, 0.0, 0.0),
                   anchor_child=(0.0, 0.0, 0.0), axis_parent=None, axis_child=None,
                   stiffness=0.0, rest=0.0, damping=0.0, limits=None, limit_restitution=0.0,
-                  name=None, rotation=None):
+                  name=None, rotation=None, position=None):
         """Join ``child`` to ``parent`` (a body, or ``None`` / ``"world"``) by a lower pair.
 
         ``kind``: spherical, revolute, prismatic, cylindrical, planar or fixed.
@@ -337,7 +415,8 @@ class Model:
         lies along the parent's by the smallest rotation (no rotation for spherical and fixed
         joints).  ``stiffness``, ``rest``, ``damping``: a joint spring -k (c - rest) and damper
         -d c' on a revolute or prismatic joint's coordinate c.  Each body has at most one
-        parent joint (tree topologies; closed loops are refused).
+        parent joint (a tree); a joint that would close a loop is refused here: close
+        loops with :meth:`add_loop_joint`.
 
         ``limits``: ``(lower, upper)`` of a revolute or prismatic joint's coordinate (rad or
         m), lower < upper, either may be -inf / +inf.  A limit is hard and unilateral (it
@@ -345,11 +424,56 @@ class Model:
         joint stops dead at the limit) is the fraction of the approach rate it rebounds with
         (``nullspace_rk4``; the energy-momentum schemes keep limits inelastic and refuse it).
         The coordinates start at zero; if zero lies outside the limits the joint starts at
-        the nearer limit.
+        the nearer limit.  ``position``: the initial coordinates instead (one number per
+        coordinate, within the limits; a spherical joint's relative quaternion, normalised);
+        a mechanism with loop joints starts from them (:meth:`add_loop_joint`).
 
         Returns the joint's handle, which every joint query of the simulation takes (as it
         takes the joint's name).
         """
+        p, c = self._joint_bodies(kind, parent, child)
+        if any(j.child == c for j in self.joints) or self.bodies[c].pivot_body is not None:
+            raise ValueError(f"child: {self.bodies[c].name!r} already has a parent joint; close "
+                             "a loop with add_loop_joint (each body has one parent joint)")
+        # walking up from the parent must not reach the child (that would close a loop)
+        a = p
+        while a >= 0:
+            if a == c:
+                raise ValueError("parent: this joint would close a loop; close loops with "
+                                 "add_loop_joint")
+            a = next((j.parent for j in self.joints if j.child == a), -1)
+        joint = self._joint_record(kind, p, c, anchor_parent, anchor_child, axis_parent,
+                                   axis_child, stiffness, rest, damping, limits,
+                                   limit_restitution, name, rotation)
+        joint.position = self._initial_position(joint, position)
+        self.joints.append(joint)
+        return len(self.joints) - 1
+
+    @staticmethod
+    def _initial_position(joint, position):
+        """The checked ``position`` of :meth:`add_joint` (None stays None)."""
+        if position is None:
+            return None
+        kind = KINDS[joint.kind]
+        if kind.nq == 0:
+            raise ValueError(f"position: a {joint.kind} joint has no coordinates")
+        if kind.quaternion >= 0:  # a spherical joint: the relative unit quaternion
+            value = as_vector(position, 4, "position")
+            norm = np.linalg.norm(value)
+            if not norm > 1e-12:
+                raise ValueError(f"position: expected a unit quaternion, got {value.tolist()}")
+            return value / norm
+        if isinstance(position, (list, tuple, np.ndarray)):
+            value = as_vector(position, kind.nq, "position")
+        else:
+            value = as_vector([as_scalar(position, "position")], kind.nq, "position")
+        lo, hi = joint.limits
+        if kind.nq == 1 and not lo <= value[0] <= hi:
+            raise ValueError(f"position: {value[0]} is outside the limits [{lo}, {hi}]")
+        return value
+
+    def _joint_bodies(self, kind, parent, child):
+        """(parent index or -1, child index) of a new joint, checked."""
         if kind not in USER_KINDS:
             raise ValueError(f"kind: unknown joint kind {kind!r}; known: {list(USER_KINDS)}")
         p = -1 if parent is None or (isinstance(parent, str) and parent == "world") \
@@ -360,15 +484,11 @@ class Model:
             raise ValueError(str(e).replace("body:", "child:", 1)) from None
         if p == c:
             raise ValueError("child: a body cannot be jointed to itself")
-        if any(j.child == c for j in self.joints) or self.bodies[c].pivot_body is not None:
-            raise ValueError(f"child: {self.bodies[c].name!r} already has a parent joint; closed "
-                             "loops are not supported yet (give each body one parent)")
-        # walking up from the parent must not reach the child (that would close a loop)
-        a = p
-        while a >= 0:
-            if a == c:
-                raise ValueError("parent: this joint would close a loop; only trees are supported")
-            a = next((j.parent for j in self.joints if j.child == a), -1)
+        return p, c
+
+    def _joint_record(self, kind, p, c, anchor_parent, anchor_child, axis_parent, axis_child,
+                      stiffness, rest, damping, limits, limit_restitution, name, rotation):
+        """The checked :class:`Joint` of :meth:`add_joint` / :meth:`add_loop_joint`."""
         ap = as_vector(anchor_parent, 3, "anchor_parent")
         ac = as_vector(anchor_child, 3, "anchor_child")
         up = uc = np.array([0.0, 0.0, 1.0])
@@ -396,11 +516,32 @@ class Model:
         limits, bounce = _check_limits(kind, limits, limit_restitution)
         if name is None:
             name = f"{kind}_{self.bodies[c].name}"
-        if not isinstance(name, str) or any(j.name == name for j in self.joints):
+        if not isinstance(name, str) or any(j.name == name
+                                            for j in self.joints + self.loop_joints):
             raise ValueError(f"name: joint name {name!r} is not a new string")
-        self.joints.append(Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d, rotation, limits,
-                                 bounce))
-        return len(self.joints) - 1
+        return Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d, rotation, limits, bounce)
+
+    def add_loop_joint(self, kind, parent, child, *, anchor_parent=(0.0, 0.0, 0.0),
+                       anchor_child=(0.0, 0.0, 0.0), axis_parent=None, axis_child=None,
+                       name=None, rotation=None):
+        """Close a loop: join ``child`` to ``parent`` by a lower pair that is not part of the
+        tree (a *cut joint*); the arguments are those of :meth:`add_joint`.
+
+        The bodies keep their tree joints; the cut joint becomes constraint rows on the
+        tree's coordinates (:mod:`rtrigid.backends.tree.loops`), held exactly at velocity
+        level and by a projection at position level.  Redundant rows (a planar four-bar of
+        spatial revolute joints) are allowed.  The simulation closes the loops from the
+        initial coordinates and refuses a locked mechanism (zero mobility) or a singular
+        configuration.  Loop joints take no spring, damper, limits or actuator, and only
+        ``nullspace_rk4`` steps them.  Returns the joint's name (``loop_<child>`` by default).
+        """
+        p, c = self._joint_bodies(kind, parent, child)
+        if name is None:
+            name = f"loop_{self.bodies[c].name}"
+        joint = self._joint_record(kind, p, c, anchor_parent, anchor_child, axis_parent,
+                                   axis_child, 0.0, 0.0, 0.0, None, 0.0, name, rotation)
+        self.loop_joints.append(joint)
+        return joint.name
 
     def joint_index(self, joint):
         """Resolve a joint handle (what :meth:`add_joint` returned) or name of this model."""

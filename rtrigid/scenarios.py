@@ -35,12 +35,22 @@ ALL_AXES = [("linear", 0), ("linear", 1), ("linear", 2),
             ("angular", 0), ("angular", 1), ("angular", 2)]
 
 
-def scenario(dt, t_end):
-    """Register a builder under its function name with its default step and duration."""
+def scenario(dt, t_end, integrator="energy_momentum"):
+    """Register a builder under its function name with its default step, duration and
+    integrator (what :func:`build` uses when none is given)."""
     def register(fn):
         _BUILDERS[fn.__name__] = (fn, dt, t_end)
+        _DEFAULT_INTEGRATOR[fn.__name__] = integrator
         return fn
     return register
+
+
+_DEFAULT_INTEGRATOR = {}
+
+
+def default_integrator(name):
+    """The integrator :func:`build` steps scenario ``name`` with when none is given."""
+    return _DEFAULT_INTEGRATOR.get(name, "energy_momentum")
 
 
 def names():
@@ -137,7 +147,8 @@ def _from_factory(name, integrator, dt, options, params):
                       options=options)
 
 
-FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": (), "limits": True}
+FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": (), "limits": True,
+                   "actuators": None, "kp": None, "kv": None}
 FILE_DT, FILE_T_END = 1e-3, 2.0
 
 
@@ -148,8 +159,9 @@ def is_file(name):
 
 def build(name, integrator=None, dt=None, options=None, **params) -> Simulation:
     """Build scenario ``name`` stepped by ``integrator`` (with its ``options``); unknown
-    parameters are refused with ``ValueError``.  ``integrator`` defaults to
-    ``energy_momentum``, for a file to ``nullspace_rk4``.
+    parameters are refused with ``ValueError``.  ``integrator`` defaults to the scenario's
+    (:func:`default_integrator`: ``energy_momentum``, ``nullspace_rk4`` for the closed
+    loops), for a file to ``nullspace_rk4``.
 
     ``name`` may also be the path of a URDF or MJCF file (:func:`rtrigid.load_model`; its
     parameters are those of ``FILE_PARAMETERS``, dt 1 ms and 2 s by default).
@@ -167,7 +179,7 @@ def build(name, integrator=None, dt=None, options=None, **params) -> Simulation:
                          params={**FILE_PARAMETERS, **params})
         return sim
     fn, default_dt, t_end = _get(name)
-    integrator = integrator or "energy_momentum"
+    integrator = integrator or default_integrator(name)
     known = parameters(name)
     takes_any = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
     for key in params:
@@ -184,11 +196,12 @@ def build(name, integrator=None, dt=None, options=None, **params) -> Simulation:
     return sim
 
 
-def _free_rotor(integrator, options, dt, inertia, omega0, q0, mass, allow_nonphysical=False):
+def _free_rotor(integrator, options, dt, inertia, omega0, q0, mass, allow_nonphysical=False,
+                shape=None):
     model = Model(gravity=(0.0, 0.0, 0.0))
     j = as_vector(inertia, 3, "inertia")
     half = 0.5 * np.sqrt(np.maximum(2.5 * (j.sum() / 2 - j) / mass, 1e-12))
-    model.add_body("body", mass, j, shape=("box", {"half_extents": half}),
+    model.add_body("body", mass, j, shape=shape or ("box", {"half_extents": half}),
                    allow_nonphysical_inertia=allow_nonphysical)
     sim = Simulation(model, integrator, dt, options=options)
     sim.set_orientation(0, as_vector(q0, 4, "q0"))
@@ -214,11 +227,27 @@ def tennis_racket(integrator="energy_momentum", dt=0.005, options=None, inertia=
     """Spin about the intermediate axis d1 (Dzhanibekov flips), 002 Example B.
 
     The initial orientation is given by 3-1-3 Euler angles as in the paper, away from the
-    gimbal singularity of that parametrization.
+    gimbal singularity of that parametrization.  Drawn as a racket with the box's extents
+    (head ring in the body x-y plane, handle along -y) and a red knob on the +x rim: the
+    spin axis, which flips over.
     """
     a = as_vector(euler313, 3, "euler313")
     q0 = quat.quat_from_euler313(a[0], a[1], a[2], np.empty(4))
-    return _free_rotor(integrator, options, dt, inertia, omega0, q0, mass)
+    j = as_vector(inertia, 3, "inertia")
+    ex, ey, _ = 0.5 * np.sqrt(np.maximum(2.5 * (j.sum() / 2 - j) / mass, 1e-12))
+    head = 0.45 * ey
+    racket = [
+        ("torus", {"radius": head, "tube_radius": 0.07 * head, "offset": (0.0, 0.55 * ey, 0.0)}),
+        ("cylinder", {"radius": 0.95 * head, "half_length": 0.01 * head,
+                      "offset": (0.0, 0.55 * ey, 0.0), "color": (0.92, 0.92, 0.85)}),
+        ("capsule", {"radius": 0.09 * head, "half_length": 0.5 * (ey - 0.1 * head),
+                     "offset": (0.0, 0.1 * ey - 0.5 * (ey + 0.1 * head), 0.0),
+                     "axis": (0.0, 1.0, 0.0)}),
+        ("sphere", {"radius": 0.22 * head, "offset": (head * 1.07, 0.55 * ey, 0.0),
+                    "color": (0.85, 0.08, 0.08)}),
+    ]
+    return _free_rotor(integrator, options, dt, inertia, omega0, q0, mass,
+                       shape=racket if min(ex, ey) > 0 else None)
 
 
 def _pivoted_top(integrator, options, dt, mass, inertia_cm, length, gravity, shape,
@@ -452,12 +481,25 @@ def gimbal_gyroscope(integrator="energy_momentum", dt=0.002, options=None, spin=
     nutate -- and the rings wobble.
     """
     m = Model()
-    outer = m.add_body("outer_ring", 0.4, (0.02, 0.01, 0.012),
-                       shape=("box", {"half_extents": (0.25, 0.02, 0.2)}))
-    inner = m.add_body("inner_ring", 0.3, (0.008, 0.01, 0.006),
-                       shape=("box", {"half_extents": (0.02, 0.18, 0.15)}))
-    rotor = m.add_body("rotor", 1.0, rod_inertia(1.0, 0.04, 0.12),
-                       shape=("cylinder", {"radius": 0.12, "half_length": 0.02}))
+    pin = (0.35, 0.35, 0.40)
+    # drawn: the outer ring in its x-y plane with pins on x (to the world) and y (to the
+    # inner ring); the inner ring about the outer's centre in its y-z plane, with the rotor's
+    # axle along z; the rotor a disc with a white radial stripe
+    outer = m.add_body("outer_ring", 0.4, (0.02, 0.01, 0.012), shape=[
+        ("torus", {"radius": 0.24, "tube_radius": 0.012}),
+        *[("cylinder", {"radius": 0.012, "half_length": 0.035, "offset": (s * 0.27, 0, 0),
+                        "axis": (1, 0, 0), "color": pin}) for s in (-1, 1)],
+        *[("cylinder", {"radius": 0.009, "half_length": 0.035, "offset": (0, s * 0.21, 0),
+                        "axis": (0, 1, 0), "color": pin}) for s in (-1, 1)]])
+    inner = m.add_body("inner_ring", 0.3, (0.008, 0.01, 0.006), shape=[
+        ("torus", {"radius": 0.18, "tube_radius": 0.01, "offset": (0, 0, 0.05),
+                   "axis": (1, 0, 0)}),
+        ("cylinder", {"radius": 0.006, "half_length": 0.18, "offset": (0, 0, 0.05),
+                      "color": pin})])
+    rotor = m.add_body("rotor", 1.0, rod_inertia(1.0, 0.04, 0.12), shape=[
+        ("cylinder", {"radius": 0.12, "half_length": 0.02}),
+        ("box", {"half_extents": (0.05, 0.012, 0.0025), "offset": (0.065, 0, 0.021),
+                 "color": (0.97, 0.97, 0.97)})])
     m.add_joint("revolute", None, outer, anchor_parent=(0.0, 0.0, 0.5), axis_parent=(1, 0, 0),
                 anchor_child=(0.0, 0.0, 0.0), name="outer")
     m.add_joint("revolute", outer, inner, anchor_parent=(0.0, 0.0, 0.0), axis_parent=(0, 1, 0),
@@ -525,8 +567,16 @@ def quadrotor(integrator="energy_momentum", dt=0.001, options=None, mass=1.0,
     The demo flies it with an attitude and altitude controller (``demos.controllers``).
     """
     m = Model()
+    # drawn: a hub, two crossed arms and four rotor discs, the front one (+x) red
+    arm = QUADROTOR_ARM
+    rotors = [("cylinder", {"radius": 0.065, "half_length": 0.004, "offset": p + (0.016,),
+                            "color": c})
+              for p, c in (((arm, 0.0), (0.85, 0.2, 0.15)), ((0.0, arm), (0.8, 0.8, 0.8)),
+                           ((-arm, 0.0), (0.8, 0.8, 0.8)), ((0.0, -arm), (0.8, 0.8, 0.8)))]
     m.add_body("frame", as_scalar(mass, "mass", positive=True), as_vector(inertia, 3, "inertia"),
-               shape=("box", {"half_extents": (QUADROTOR_ARM, QUADROTOR_ARM, 0.02)}))
+               shape=[("box", {"half_extents": (0.05, 0.05, 0.02)}),
+                      ("box", {"half_extents": (arm, 0.012, 0.008)}),
+                      ("box", {"half_extents": (0.012, arm, 0.008)}), *rotors])
     sim = Simulation(m, integrator, dt, options=options)
     tilt = as_scalar(tilt, "tilt")
     sim.set_position("frame", (0.0, 0.0, as_scalar(height, "height")))
@@ -550,3 +600,377 @@ def set_rotor_thrusts(sim, thrusts, body="frame"):
         sim.apply_force(body, (0.0, 0.0, thrust), point=point, frame="body")
         sim.apply_torque(body, (0.0, 0.0, spin * QUADROTOR_YAW_PER_THRUST * thrust),
                          frame="body")
+
+
+# -- contact scenarios (issue 15): bodies on a ground ---------------------------------------------
+def box_inertia(mass, half):
+    """Principal moments of a solid box of half extents ``half`` about its centre."""
+    a, b, c = (2.0 * np.asarray(half, float)) ** 2
+    return mass / 12.0 * np.array([b + c, a + c, a + b])
+
+
+@scenario(dt=1.0 / 240.0, t_end=2.0)
+def ball_on_incline(integrator="energy_momentum", dt=1.0 / 240.0, options=None, angle=20.0,
+                    friction=0.5, radius=0.1, mass=1.0):
+    """A solid ball rolling down an incline of ``angle`` degrees from rest.
+
+    It rolls without slipping while tan(angle) <= 7/2 mu, with acceleration (5/7) g sin(angle)
+    down the slope: ``info["reference"](t)`` is that motion of its centre.
+    """
+    angle = np.radians(as_scalar(angle, "angle"))
+    if not 0.0 <= angle < np.pi / 2:
+        raise ValueError("angle: must be in [0, 90) degrees")
+    r = as_scalar(radius, "radius", positive=True)
+    mass = as_scalar(mass, "mass", positive=True)
+    normal = np.array([-np.sin(angle), 0.0, np.cos(angle)])
+    m = Model()
+    m.add_ground(normal=normal, friction=friction)
+    inertia = 0.4 * mass * r * r
+    m.add_body("ball", mass, (inertia,) * 3, shape=("sphere", {"radius": r}), friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    start = r * normal
+    sim.set_position("ball", start)
+    down = np.array([-np.cos(angle), 0.0, -np.sin(angle)])
+    accel = 5.0 / 7.0 * float(np.linalg.norm(m.gravity)) * np.sin(angle)
+
+    def centre(t):
+        """Rolling without slipping from rest: s = (5/7) g sin(angle) t^2 / 2."""
+        return start + 0.5 * accel * t * t * down
+
+    info(sim).update(conserved=[], reference=centre, reference_name="centre of the ball")
+    return sim
+
+
+@scenario(dt=1.0 / 240.0, t_end=10.0)
+def box_stack(integrator="energy_momentum", dt=1.0 / 240.0, options=None, n=10, size=0.1,
+              mass=1.0, friction=0.5):
+    """``n`` cubes of half size ``size`` stacked on the ground, at rest: the stack should stand."""
+    n = as_int(n, "n", minimum=1)
+    half = (as_scalar(size, "size", positive=True),) * 3
+    mass = as_scalar(mass, "mass", positive=True)
+    m = Model()
+    m.add_ground(friction=friction)
+    for k in range(n):
+        m.add_body(f"box{k}", mass, box_inertia(mass, half), shape=("box", {"half_extents": half}),
+                   friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    for k in range(n):
+        sim.set_position(k, (0.0, 0.0, half[2] * (2 * k + 1)))
+    info(sim)["conserved"] = []
+    return sim
+
+
+def _cone_top(integrator, options, dt, mass, radius, height, friction, tilt, spin, name):
+    """A solid cone standing on its apex, tilted ``tilt`` about x, spinning ``spin`` about its
+    axis, on a ground of ``friction``."""
+    mass = as_scalar(mass, "mass", positive=True)
+    r = as_scalar(radius, "radius", positive=True)
+    h = as_scalar(height, "height", positive=True)
+    tilt = as_scalar(tilt, "tilt")
+    j1 = 3.0 * mass / 80.0 * (4.0 * r * r + h * h)
+    m = Model()
+    m.add_ground(friction=friction)
+    m.add_body(name, mass, (j1, j1, 0.3 * mass * r * r), shape=("cone", {"radius": r,
+                                                                          "height": h}),
+               friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    q = np.array([np.cos(tilt / 2), np.sin(tilt / 2), 0.0, 0.0])
+    axis = quat.rotate(q, np.array([0.0, 0.0, 1.0]), np.empty(3))
+    sim.set_orientation(name, q)
+    sim.set_position(name, 0.75 * h * axis)  # apex on the ground
+    sim.set_angular_velocity(name, as_scalar(spin, "spin") * axis)
+    return sim
+
+
+@scenario(dt=1e-3, t_end=5.0)
+def top_on_table(integrator="energy_momentum", dt=1e-3, options=None, mass=0.1, radius=0.03,
+                 height=0.06, friction=0.3, tilt=0.1, spin=400.0):
+    """A solid cone top spinning on its apex on a table: it precesses with its tip on the
+    table; below about 240 rad/s (its critical spin 2 sqrt(I1 m g l) / I3 about the apex) it
+    falls over."""
+    sim = _cone_top(integrator, options, dt, mass, radius, height, friction, tilt, spin, "top")
+    info(sim)["conserved"] = []
+    return sim
+
+
+@scenario(dt=5e-4, t_end=5.0)
+def tippe_top(integrator="energy_momentum", dt=5e-4, options=None, mass=0.015, radius=0.02,
+              offset=0.3, friction=0.3, tilt=0.1, spin=150.0):
+    """A tippe top: a ball whose centre of mass lies ``offset`` radii below its centre, spun
+    fast about the vertical; sliding friction turns it over onto its top (its centre of mass
+    rises above the ball's centre)."""
+    mass = as_scalar(mass, "mass", positive=True)
+    r = as_scalar(radius, "radius", positive=True)
+    a = as_scalar(offset, "offset", positive=True) * r
+    if a >= r:
+        raise ValueError("offset: must be below 1 (the centre of mass inside the ball)")
+    i3 = 0.4 * mass * r * r
+    i1 = i3 / 1.1  # inversion needs 1 - offset < I3 / I1 < 1 + offset
+    m = Model()
+    m.add_ground(friction=friction)
+    m.add_body("top", mass, (i1, i1, i3), shape=("sphere", {"radius": r, "offset": (0, 0, a)}),
+               friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    tilt = as_scalar(tilt, "tilt")
+    q = np.array([np.cos(tilt / 2), np.sin(tilt / 2), 0.0, 0.0])
+    centre_from_com = quat.rotate(q, np.array([0.0, 0.0, a]), np.empty(3))
+    sim.set_orientation("top", q)
+    sim.set_position("top", (0.0, 0.0, r) - centre_from_com)  # ball resting on the ground
+    sim.set_angular_velocity("top", (0.0, 0.0, as_scalar(spin, "spin")))
+    info(sim).update(conserved=[], offset=a)
+    return sim
+
+
+@scenario(dt=5e-4, t_end=5.0)
+def euler_disk(integrator="energy_momentum", dt=5e-4, options=None, mass=0.2, radius=0.04,
+               thickness=0.01, friction=0.3, tilt=0.4, spin=40.0):
+    """Euler's disk: a thick coin on its rim, tilted ``tilt`` rad from upright, spun about the
+    vertical; it rolls round on its rim, lower and faster, until it lies flat."""
+    mass = as_scalar(mass, "mass", positive=True)
+    r = as_scalar(radius, "radius", positive=True)
+    hl = 0.5 * as_scalar(thickness, "thickness", positive=True)
+    i3 = 0.5 * mass * r * r
+    i1 = mass * (3 * r * r + 4 * hl * hl) / 12.0
+    m = Model()
+    m.add_ground(friction=friction)
+    m.add_body("disk", mass, (i1, i1, i3), shape=("cylinder", {"radius": r, "half_length": hl}),
+               friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    lean = np.pi / 2 - as_scalar(tilt, "tilt")  # the axis leans this far from vertical
+    q = np.array([np.cos(lean / 2), np.sin(lean / 2), 0.0, 0.0])
+    az = np.cos(lean)
+    sim.set_orientation("disk", q)
+    # on its lowest rim point: the centre r sin(lean) + hl |cos(lean)| above the ground
+    sim.set_position("disk", (0.0, 0.0, r * np.sqrt(1.0 - az * az) + hl * abs(az)))
+    sim.set_angular_velocity("disk", (0.0, 0.0, as_scalar(spin, "spin")))
+    info(sim)["conserved"] = []
+    return sim
+
+
+# -- closed loops (issue 16): planar linkages in the x-z plane, joint axes along -y, so a
+# joint angle turns the x axis towards +z (counter-clockwise seen from -y) --------------------
+_PLANE_AXIS = (0.0, -1.0, 0.0)
+
+
+def _link(m, name, mass, length, radius=0.01):
+    """A slender rod along its body x axis (capsule), centre of mass at its middle."""
+    return m.add_body(name, mass, (0.5 * mass * radius ** 2, *(mass * length ** 2 / 12.0,) * 2),
+                      shape=("capsule", {"radius": radius, "half_length": length / 2}))
+
+
+def four_bar_angles(theta, crank, coupler, rocker, ground):
+    """(coupler angle, rocker angle), absolute, of the open four-bar at crank angle
+    ``theta`` (ground pivots at (0, 0) and (ground, 0) of the x-z plane)."""
+    ax, az = crank * np.cos(theta), crank * np.sin(theta)
+    ex, ez = ground - ax, -az
+    span = np.hypot(ex, ez)
+    along = (coupler ** 2 - rocker ** 2 + span ** 2) / (2.0 * span)
+    h = np.sqrt(max(coupler ** 2 - along ** 2, 0.0))
+    bx = ax + (along * ex - h * ez) / span
+    bz = az + (along * ez + h * ex) / span
+    return np.arctan2(bz - az, bx - ax), np.arctan2(bz, bx - ground)
+
+
+@scenario(dt=1.0 / 240.0, t_end=5.0, integrator="nullspace_rk4")
+def four_bar(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, crank=0.1,
+             coupler=0.35, rocker=0.3, ground=0.4, flywheel_mass=2.0, flywheel_radius=0.08,
+             theta0=0.5, omega0=8.0):
+    """Grashof crank-rocker four-bar with a flywheel on the crank, in a vertical plane.
+
+    Link lengths (m) ``crank`` (the shortest: it turns fully), ``coupler``, ``rocker`` and
+    ``ground`` (the pivots' distance) must satisfy Grashof's s + l < p + q; rods of 1 kg/m.
+    The crank carries a disc (``flywheel_mass``, ``flywheel_radius``) centred on its pivot.
+    Three revolute joints form the tree (crank and rocker to the world, coupler on the
+    crank); the coupler-rocker pin is a loop joint, five spatial rows of rank two.  Starts
+    at crank angle ``theta0`` turning at ``omega0`` rad/s.
+    """
+    lengths = {k: as_scalar(v, k, positive=True) for k, v in
+               (("crank", crank), ("coupler", coupler), ("rocker", rocker), ("ground", ground))}
+    s, l = min(lengths.values()), max(lengths.values())
+    if lengths["crank"] != s or not s + l < sum(lengths.values()) - s - l:
+        raise ValueError(f"crank: a crank-rocker needs the crank shortest and s + l < p + q "
+                         f"(Grashof); got {lengths}")
+    a, b, c, d = (lengths[k] for k in ("crank", "coupler", "rocker", "ground"))
+    mf = as_scalar(flywheel_mass, "flywheel_mass", positive=True)
+    rf = as_scalar(flywheel_radius, "flywheel_radius", positive=True)
+    theta = as_scalar(theta0, "theta0")
+    phi, psi = four_bar_angles(theta, a, b, c, d)
+    m = Model()
+    m.add_body("crank", mf, (0.25 * mf * rf ** 2, 0.5 * mf * rf ** 2, 0.25 * mf * rf ** 2),
+               shape=("cylinder", {"radius": rf, "half_length": 0.01}))
+    _link(m, "coupler", b, b)
+    _link(m, "rocker", c, c)
+    m.add_joint("revolute", None, "crank", axis_parent=_PLANE_AXIS, name="crank",
+                position=theta)
+    m.add_joint("revolute", "crank", "coupler", anchor_parent=(a, 0.0, 0.0),
+                anchor_child=(-b / 2, 0.0, 0.0), axis_parent=_PLANE_AXIS, name="coupler",
+                position=phi - theta)
+    m.add_joint("revolute", None, "rocker", anchor_parent=(d, 0.0, 0.0),
+                anchor_child=(-c / 2, 0.0, 0.0), axis_parent=_PLANE_AXIS, name="rocker",
+                position=psi)
+    m.add_loop_joint("revolute", "coupler", "rocker", anchor_parent=(b / 2, 0.0, 0.0),
+                     anchor_child=(c / 2, 0.0, 0.0), axis_parent=_PLANE_AXIS, name="pin")
+    sim = Simulation(m, integrator, dt, options=options)
+    sim.set_joint_velocity("crank", [as_scalar(omega0, "omega0")])
+    info(sim)["conserved"] = []
+    return sim
+
+
+@scenario(dt=1.0 / 240.0, t_end=5.0, integrator="nullspace_rk4")
+def slider_crank(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, crank=0.1,
+                 rod=0.3, slider_mass=0.5, flywheel_mass=2.0, flywheel_radius=0.08,
+                 theta0=0.3, omega0=10.0):
+    """Slider-crank: a flywheel crank drives a rod pinned to a slider on a horizontal guide.
+
+    A vertical plane; the guide is a prismatic joint along x, the rod-slider pin the loop
+    joint.  ``rod`` must exceed ``crank``.
+    """
+    a = as_scalar(crank, "crank", positive=True)
+    r = as_scalar(rod, "rod", positive=True)
+    if not r > a:
+        raise ValueError(f"rod: must be longer than the crank ({a}), got {r}")
+    mf = as_scalar(flywheel_mass, "flywheel_mass", positive=True)
+    rf = as_scalar(flywheel_radius, "flywheel_radius", positive=True)
+    ms = as_scalar(slider_mass, "slider_mass", positive=True)
+    theta = as_scalar(theta0, "theta0")
+    bx = a * np.cos(theta) + np.sqrt(r ** 2 - (a * np.sin(theta)) ** 2)
+    phi = np.arctan2(-a * np.sin(theta), bx - a * np.cos(theta))
+    m = Model()
+    m.add_body("crank", mf, (0.25 * mf * rf ** 2, 0.5 * mf * rf ** 2, 0.25 * mf * rf ** 2),
+               shape=("cylinder", {"radius": rf, "half_length": 0.01}))
+    _link(m, "rod", r, r)
+    m.add_body("slider", ms, (ms * 0.002, ms * 0.002, ms * 0.002),
+               shape=("box", {"half_extents": (0.04, 0.03, 0.025)}))
+    m.add_joint("revolute", None, "crank", axis_parent=_PLANE_AXIS, name="crank",
+                position=theta)
+    m.add_joint("revolute", "crank", "rod", anchor_parent=(a, 0.0, 0.0),
+                anchor_child=(-r / 2, 0.0, 0.0), axis_parent=_PLANE_AXIS, name="rod",
+                position=phi - theta)
+    m.add_joint("prismatic", None, "slider", axis_parent=(1.0, 0.0, 0.0), name="slide",
+                position=bx)
+    m.add_loop_joint("revolute", "rod", "slider", anchor_parent=(r / 2, 0.0, 0.0),
+                     axis_parent=_PLANE_AXIS, name="pin")
+    sim = Simulation(m, integrator, dt, options=options)
+    sim.set_joint_velocity("crank", [as_scalar(omega0, "omega0")])
+    info(sim)["conserved"] = []
+    return sim
+
+
+def bennett_theta2(theta1, alpha, beta):
+    """The Bennett linkage's second joint angle at first angle ``theta1`` (the closure
+    tan(theta1/2) tan(theta2/2) = sin((beta+alpha)/2) / sin((beta-alpha)/2); theta3 =
+    -theta1, theta4 = -theta2 in the Denavit-Hartenberg angles of :func:`bennett`)."""
+    k = np.sin((beta + alpha) / 2.0) / np.sin((beta - alpha) / 2.0)
+    return 2.0 * np.arctan2(k, np.tan(theta1 / 2.0))
+
+
+@scenario(dt=1.0 / 240.0, t_end=5.0, integrator="nullspace_rk4")
+def bennett(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, length=0.3,
+            alpha=50.0, beta=80.0, theta0=1.0, omega0=2.0, gravity=True):
+    """Bennett's spatial 4R linkage: one degree of freedom from four skew revolute joints.
+
+    Opposite links equal: lengths a = ``length`` and b = a sin(beta)/sin(alpha), twists
+    ``alpha`` and ``beta`` (degrees); Denavit-Hartenberg frames, the world is the ground
+    link's.  Three moving rods (1 kg/m) joined by revolute joints to the world and to each
+    other; the fourth joint (rod 3 to the world) is a loop joint: five rows of rank two.
+    Starts at first joint angle ``theta0`` turning at ``omega0`` rad/s.
+    """
+    a = as_scalar(length, "length", positive=True)
+    al, be = (np.radians(as_scalar(v, k)) for k, v in (("alpha", alpha), ("beta", beta)))
+    if not (0.0 < al < np.pi and 0.0 < be < np.pi and al != be):
+        raise ValueError(f"alpha: the twists must lie in (0, 180) degrees and differ, got "
+                         f"{alpha}, {beta}")
+    b = a * np.sin(be) / np.sin(al)
+    th1 = as_scalar(theta0, "theta0")
+    th2 = bennett_theta2(th1, al, be)
+    m = Model() if gravity else Model(gravity=(0.0, 0.0, 0.0))
+    links = ((a, al), (b, be), (a, al))
+    for i, (ln, _) in enumerate(links):
+        _link(m, f"link{i + 1}", ln, ln)
+    axis = lambda tw: (0.0, -np.sin(tw), np.cos(tw))  # noqa: E731 (next joint's axis)
+    m.add_joint("revolute", None, "link1", anchor_child=(-a / 2, 0.0, 0.0),
+                axis_parent=(0.0, 0.0, 1.0), name="joint1", position=th1)
+    for i, th in ((1, th2), (2, -th1)):
+        ln, tw = links[i - 1]
+        m.add_joint("revolute", f"link{i}", f"link{i + 1}", anchor_parent=(ln / 2, 0.0, 0.0),
+                    anchor_child=(-links[i][0] / 2, 0.0, 0.0), axis_parent=axis(tw),
+                    axis_child=(0.0, 0.0, 1.0), name=f"joint{i + 1}", position=th)
+    m.add_loop_joint("revolute", None, "link3", anchor_parent=(-b, 0.0, 0.0),
+                     anchor_child=(a / 2, 0.0, 0.0), axis_parent=(0.0, np.sin(be), np.cos(be)),
+                     axis_child=axis(al), name="joint4")
+    sim = Simulation(m, integrator, dt, options=options)
+    sim.set_joint_velocity("joint1", [as_scalar(omega0, "omega0")])
+    info(sim)["conserved"] = []
+    return sim
+
+
+def _turn(axis, angle):
+    """Unit quaternion of a turn by ``angle`` about the unit vector ``axis``."""
+    return np.array([np.cos(angle / 2), *(np.sin(angle / 2) * np.asarray(axis, float))])
+
+
+def _arc(a, b):
+    """Unit quaternion of the smallest turn of unit vector a onto b."""
+    q = np.array([1.0 + a @ b, *np.cross(a, b)])
+    return q / np.linalg.norm(q)
+
+
+@scenario(dt=1.0 / 240.0, t_end=3.0, integrator="nullspace_rk4")
+def delta_robot(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, base_radius=0.2,
+                platform_radius=0.05, arm=0.2, rod=0.45, spacing=0.06, height=0.4):
+    """A delta robot: three hinged arms, each joined to the platform by a parallelogram.
+
+    The arms are hinged to a fixed base at 120 degrees; each parallelogram is two rods with
+    ball joints at both ends.  The platform hangs ``height`` m below the base (the arms'
+    angles from the inverse kinematics, elbows out).  Tree: the arms on revolute joints,
+    every rod on a ball at its elbow, the platform on a ball at the end of one rod; the
+    other five rod ends are loop joints (15 rows).  Mobility 9: the platform's three translations (the parallelograms keep
+    it level) and each rod's spin about its own axis.  No motors: it swings under gravity;
+    drive it with ``set_joint_force("arm0", tau)``.  Arms 0.3 kg, rods 0.05 kg, platform
+    0.3 kg.
+    """
+    rb, rp, la, lr, w, hz = (as_scalar(v, k, positive=True) for k, v in (
+        ("base_radius", base_radius), ("platform_radius", platform_radius), ("arm", arm),
+        ("rod", rod), ("spacing", spacing), ("height", height)))
+    centre = np.array([0.0, 0.0, -hz])
+    z = np.array([0.0, 0.0, 1.0])
+    m = Model()
+    m.add_body("platform", 0.3, (0.25 * 0.3 * rp ** 2, 0.25 * 0.3 * rp ** 2, 0.5 * 0.3 * rp ** 2),
+               shape=("cylinder", {"radius": rp, "half_length": 0.01}))
+    arms, rods = [], []
+    for i in range(3):
+        phi = 2.0 * np.pi * i / 3.0
+        r = np.array([np.cos(phi), np.sin(phi), 0.0])
+        t = np.array([-np.sin(phi), np.cos(phi), 0.0])
+        d = (rb - rp) * r - centre
+        A, B, C = 2 * la * (d @ r), -2 * la * (d @ z), lr ** 2 - d @ d - la ** 2
+        if not abs(C) < np.hypot(A, B):
+            raise ValueError(f"height: the platform cannot reach {hz} m below the base with "
+                             f"arm {la} and rod {lr}")
+        theta = np.arctan2(B, A) - np.arccos(C / np.hypot(A, B))  # elbows out
+        q_arm = quat.mul(_turn(t, theta), _turn(z, phi))
+        elbow = rb * r + la * (np.cos(theta) * r - np.sin(theta) * z)
+        u = (centre + rp * r - elbow) / lr
+        q_rod = _arc(np.array([1.0, 0.0, 0.0]), u)
+        arms.append(_link(m, f"arm{i}", 0.3, la))
+        m.add_joint("revolute", None, f"arm{i}", anchor_parent=rb * r,
+                    anchor_child=(-la / 2, 0.0, 0.0), axis_parent=t, axis_child=(0, 1, 0),
+                    name=f"arm{i}", position=theta)
+        for k, side in enumerate((1.0, -1.0)):
+            name = f"rod{i}{'ab'[k]}"
+            rods.append(_link(m, name, 0.05, lr, radius=0.005))
+            m.add_joint("spherical", f"arm{i}", name, anchor_parent=(la / 2, side * w / 2, 0.0),
+                        anchor_child=(-lr / 2, 0.0, 0.0), name=name,
+                        position=quat.mul(quat.conj(q_arm), q_rod))
+            at_platform = rp * r + side * w / 2 * t
+            if i == 0 and k == 0:
+                m.add_joint("spherical", name, "platform", anchor_parent=(lr / 2, 0.0, 0.0),
+                            anchor_child=at_platform, name="platform",
+                            position=quat.conj(q_rod))
+            else:
+                m.add_loop_joint("spherical", name, "platform",
+                                 anchor_parent=(lr / 2, 0.0, 0.0), anchor_child=at_platform,
+                                 name=f"ball{i}{'ab'[k]}")
+    sim = Simulation(m, integrator, dt, options=options)
+    info(sim)["conserved"] = []
+    return sim

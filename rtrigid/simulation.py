@@ -39,7 +39,7 @@ from rtrigid.backends.buffers import (
     USED_FALLBACK,
     OK,
 )
-from rtrigid.joints import KINDS, residual
+from rtrigid.joints import KINDS, geometry, residual
 from rtrigid.maths import quat
 from rtrigid.maths.linalg import kinetic_energy, momenta
 from rtrigid.model import Model
@@ -47,6 +47,7 @@ from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
 
 MAX_STEPS = 2 ** 53
+CONTACT_INTEGRATORS = ("nullspace_rk4", "energy_momentum", "energy_momentum4")
 RK4_SERVO_LIMIT = 2.5  # |s| dt a servo may reach under nullspace_rk4 (_check_servo_gains)
 _TWO_THREADS = ("Simulation: entered from a second thread while another thread steps it; a "
                 "Simulation belongs to one thread at a time (give each thread its own, or "
@@ -122,7 +123,12 @@ class Simulation:
         self.max_steps_per_advance = as_int(max_steps_per_advance, "max_steps_per_advance",
                                             minimum=1)
         kind = select(model)
-        why = entry.refusal(kind, model.inbound_joints())
+        loop_joints = getattr(model, "loop_joints", [])
+        why = entry.refusal(kind, model.inbound_joints(), loop_joints)
+        if loop_joints and not why and (model.actuators or any(
+                np.isfinite(j.limits).any() for j in model.joints)):
+            why = ("actuators and joint limits on a model with loop joints are not supported "
+                   "yet; drive it with set_joint_force")
         massless = [b.name for b in model.bodies if b.mass == 0.0]
         if massless and entry.implicit and not why:
             why = (f"{integrator} cannot step massless bodies ({massless[0]!r}: a link between "
@@ -131,6 +137,11 @@ class Simulation:
             raise ValueError(f"integrator: {why}")
         module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))
         self.backend = _create_backend(kind, model, module)
+        if loop_joints:
+            from rtrigid.backends.tree.loops import stepper
+
+            self._kernel = stepper(integrator, self.options, self.backend)
+        self._contacts = self._contact_setup(model, kind, integrator)
         self.backend.solver[SOLVER_MAX_ITER] = max_iter
         self.backend.solver[SOLVER_HALVINGS] = max_halvings
         self.model = copy.deepcopy(model)  # what was simulated, whatever the caller edits later
@@ -158,6 +169,9 @@ class Simulation:
         self._qidx, self._vidx = np.array(qidx, np.intp), np.array(vidx, np.intp)
         self.nq, self.nv = len(qidx), len(vidx)
         self._queries = None  # see _dynamics()
+        # every joint with its geometry, tree and loop joints: what constraint_error checks
+        self._all_joints = (list(zip(self.backend.joints, self.backend.geometry))
+                            + [(j, geometry(j)) for j in loop_joints])
         # set_joint_force's fast path: each handle's rate in the backend if it has one alone
         self._force_at = [self.backend.slots(b)[1].start
                           if self.backend.slots(b)[1].stop - self.backend.slots(b)[1].start == 1
@@ -191,9 +205,47 @@ class Simulation:
         self._F, self._I, self._stats = b.F, b.I, b.stats  # step() reads these on every call
         # what a snapshot must match: the frozen model, the integrator with its options, the
         # step and the solver settings
+        loops = getattr(b, "loops", None)
         self._fingerprint = hashlib.sha256(b"".join((
             b.model_digest, b.solver.tobytes(),
+            self._contacts.digest if self._contacts is not None else b"",
+            b"" if loops is None else loops.lf.tobytes() + loops.li.tobytes(),
             repr((integrator, sorted(self.options.items()), self.dt)).encode()))).hexdigest()
+
+    def _contact_setup(self, model, kind, integrator):
+        """The contact model (None without a ground), and the step kernel that solves the
+        contacts after each free-flight step."""
+        from rtrigid.contact import SWEEPS, Contacts, has_contacts
+
+        if not has_contacts(model):
+            return None
+        if kind != BODIES:
+            raise ValueError("grounds: contacts are stepped for free bodies only so far; this "
+                             "model has joints (the tree backend has no contact step yet)")
+        if integrator not in CONTACT_INTEGRATORS:
+            raise ValueError(f"integrator: {integrator} does not step contacts; use one of "
+                             f"{list(CONTACT_INTEGRATORS)}")
+        from rtrigid.backends.bodies.contact import ContactStepper
+
+        contacts = Contacts(model)
+        # an approach slower than two steps' fall is a resting contact: no rebound
+        rest_speed = 2.0 * float(np.linalg.norm(model.gravity)) * self.dt
+        self._kernel = ContactStepper(self._kernel, contacts, self.backend.frozen.kind, SWEEPS,
+                                      rest_speed)
+        return contacts
+
+    def contacts(self):
+        """The contacts of the last step (a list of dicts; empty without a ground).
+
+        Each: ``body`` (handle) and ``name``, ``other`` (None: a ground), ``point`` (world,
+        on the body's surface), ``normal`` (unit, world, from the other side into the
+        body), ``depth`` (how far the point lay below the surface after the free flight,
+        before the body was moved out), ``impulse`` (world, on the body at the point:
+        normal and friction parts; N s).
+        """
+        if self._contacts is None:
+            return []
+        return self._contacts.report(self.names)
 
     # -- time and stepping ----------------------------------------------------------------
     @property
@@ -395,6 +447,9 @@ class Simulation:
                       and bool(np.all(np.isfinite(linear)) and np.all(np.isfinite(angular))))
             except FloatingPointError:
                 ok = False
+            except ValueError:  # a write the backend refuses (a loop it cannot close)
+                be.S[:], be.S_prev[:] = saved
+                raise
         if not ok:
             be.S[:], be.S_prev[:] = saved
             raise ValueError(f"{field}: the state would not be finite with this value (its "
@@ -868,13 +923,13 @@ class Simulation:
 
     def constraint_error(self) -> float:
         """Largest position-level residual: ||q| - 1| and every joint's residual
-        (:func:`rtrigid.joints.residual`)."""
+        (:func:`rtrigid.joints.residual`), loop joints included."""
         be = self.backend
         err = float(np.max(np.abs(np.linalg.norm(be.q, axis=1) - 1.0)))
         world = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
-        for b, (j, g) in enumerate(zip(be.joints, be.geometry)):
+        for j, g in self._all_joints:
             xp, qp = (be.x[j.parent], be.q[j.parent]) if j.parent >= 0 else world
-            r = residual(j.kind, g, xp, qp, be.x[b], be.q[b])
+            r = residual(j.kind, g, xp, qp, be.x[j.child], be.q[j.child])
             if r.size:
                 err = max(err, float(np.max(np.abs(r))))
         return err
@@ -989,16 +1044,18 @@ class Simulation:
         """Everything that determines the future: state, previous state, loads, clock,
         counters -- and the integrator with its options, which a restore checks."""
         be = self.backend
+        c = self._contacts
+        table = None if c is None else c.state()
         return Snapshot((be.S.copy(), be.S_prev.copy(), be.A.copy(), self._steps,
                          self._accumulator, self.dropped_time, be.stats.copy(),
-                         self._fingerprint))
+                         self._fingerprint, table))
 
     def restore(self, snap: Snapshot):
         """Return to a snapshot taken from this simulation, bit for bit."""
         be = self.backend
         if not isinstance(snap, Snapshot):
             raise ValueError(f"snap: expected a Snapshot, got {type(snap).__name__}")
-        S, S_prev, A, steps, acc, dropped, stats, fingerprint = snap._data
+        S, S_prev, A, steps, acc, dropped, stats, fingerprint, table = snap._data
         if fingerprint != self._fingerprint:
             raise ValueError("snap: taken from a simulation of another model, integrator, "
                              "option or step; this one cannot continue it")
@@ -1009,6 +1066,8 @@ class Simulation:
         self._steps = steps
         self._accumulator = acc
         self.dropped_time = dropped
+        if table is not None:
+            self._contacts.set_state(table)
 
 
 _F64 = np.dtype(np.float64)

@@ -1,4 +1,5 @@
-"""Tests that need something outside Python: an X server, an input tool, headless OpenGL.
+"""Tests that need something outside the core install: an X server, an input tool, headless
+OpenGL, Ray (the sweep extra).
 
 A test asks through the ``require`` fixture (``require("Xvfb", "xdotool")``).  On a machine
 that lacks one, the test is skipped with a reason naming it and the package that provides
@@ -52,11 +53,21 @@ def _headless_gl_missing():
     return "no headless OpenGL (EGL) context: " + (lines[-1] if lines else f"exit {out.returncode}")
 
 
-# name -> (check returning None or what is missing, how to install it on Debian)
+def _module(*names):
+    def missing():
+        import importlib.util
+
+        absent = [n for n in names if importlib.util.find_spec(n) is None]
+        return f"Python package(s) {', '.join(absent)} not installed" if absent else None
+    return missing
+
+
+# name -> (check returning None or what is missing, how to install it)
 REQUIREMENTS = {
-    "Xvfb": (_program("Xvfb"), f"{APT} xvfb"),
-    "xdotool": (_program("xdotool"), f"{APT} xdotool"),
-    "egl": (_headless_gl_missing, f"{APT} {GL_PACKAGES}"),
+    "Xvfb": (_program("Xvfb"), f"on Debian, as root: {APT} xvfb"),
+    "xdotool": (_program("xdotool"), f"on Debian, as root: {APT} xdotool"),
+    "egl": (_headless_gl_missing, f"on Debian, as root: {APT} {GL_PACKAGES}"),
+    "ray": (_module("ray", "tqdm"), 'python3 -m pip install -e ".[sweep]"'),
 }
 
 
@@ -75,7 +86,7 @@ def require(*names):
     missing = [(n, why, how) for n, why, how in missing if why]
     if not missing:
         return
-    text = "; ".join(f"needs {n}: {why} (Debian, as root: {how})" for n, why, how in missing)
+    text = "; ".join(f"needs {n}: {why} ({how})" for n, why, how in missing)
     if require_all():
         pytest.fail(f"{text}; {REQUIRE_ALL}=1 makes a missing requirement a failure",
                     pytrace=False)

@@ -387,3 +387,31 @@ def test_floating_joint_from_the_world_and_a_planar_joint(tmp_path):
     x_puck = sim.link_pose("puck")[0]
     assert quat.rotate_inv(q_arm, x_puck - x_arm, np.empty(3))[2] == pytest.approx(0.4, abs=1e-12)
     assert sim.constraint_error() < 1e-12
+
+
+def test_actuators_from_the_file_effort_saturate_as_its_limit_says():
+    """load_model(actuators=...) drives every revolute/prismatic joint; <limit effort> is the
+    force range: a motor asked for twice the effort delivers exactly the effort."""
+    path = _pybullet("kuka_iiwa/model.urdf")
+    model = _quiet_load(path, actuators="motor")
+    moving = [j.name for j in model.joints if j.kind in ("revolute", "prismatic")]
+    assert [a.name for a in model.actuators] == moving and len(moving) == 7
+    effort = {n: model.joint_info[n]["effort"] for n in moving}
+    assert all(effort[a.name] > 0 and a.force_range == (-effort[a.name], effort[a.name])
+               for a in model.actuators)
+    sim = rt.Simulation(model, "nullspace_rk4", dt=1e-3)
+    u = np.array([2.0 * effort[n] * (-1) ** k for k, n in enumerate(moving)])
+    sim.set_controls(u)
+    assert np.array_equal(sim.actuator_forces(), np.clip(u, [-effort[n] for n in moving],
+                                                        [effort[n] for n in moving]))
+    servo = _quiet_load(path, actuators="position", kp=50.0, kv=5.0)
+    assert {a.kind for a in servo.actuators} == {"position"}
+    assert all((a.kp, a.kv) == (50.0, 5.0) for a in servo.actuators)
+
+
+def test_bad_actuators_option_is_refused_naming_it():
+    path = _pybullet("kuka_iiwa/model.urdf")
+    with pytest.raises(ValueError, match="actuators"):
+        _quiet_load(path, actuators="servo")
+    with pytest.raises(ValueError, match="kp"):
+        _quiet_load(path, actuators="position")  # a position servo needs kp

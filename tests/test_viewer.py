@@ -13,6 +13,7 @@ import numpy as np
 import pyglet
 import pytest
 from PIL import Image
+from scipy import ndimage
 
 from rtrigid import scenarios
 from rtrigid.model import Model
@@ -40,6 +41,9 @@ def open_viewer(require):
 
     def make(sim, **kw):
         kw.setdefault("hud", False)
+        # colours are checked pixel by pixel against the renderer's own lighting: without
+        # multisampling, whose resolve rounds each sample (tests/test_viewer_hud.py checks it)
+        kw.setdefault("msaa", 0)
         v = Viewer(sim, kw.pop("width", W), kw.pop("height", H), headless=True, **kw)
         opened.append(v)
         return v
@@ -153,7 +157,10 @@ def test_picking_agrees_with_the_rendered_image(open_viewer):
     label = np.full((H, W), None, dtype=object)
     for name, mask in covered.items():
         label[mask] = name
-    seen = {"ball": 0, "brick": 0, None: 0}
+    # empty pixels within the pick tolerance of a body (plus a pixel of rasterization) take it
+    body = np.logical_or.reduce(list(covered.values()))
+    near = ndimage.distance_transform_edt(~body) <= app.PICK_TOLERANCE + 1.5
+    seen = {"ball": 0, "brick": 0, None: 0, "near": 0}
     for py in range(2, H - 2, 4):
         for px in range(2, W - 2, 4):
             around = set(label[py - 1:py + 2, px - 1:px + 2].ravel())
@@ -161,9 +168,26 @@ def test_picking_agrees_with_the_rendered_image(open_viewer):
                 continue  # an edge: rasterization and the exact shape may differ by a pixel
             shown = around.pop()
             hit = v.pick(px + 0.5, py + 0.5)
+            if shown is None and near[py, px]:
+                seen["near"] += hit is not None
+                continue
             assert (None if hit is None else sim.names[hit[0]]) == shown, (px, py)
             seen[shown] += 1
-    assert seen["ball"] > 50 and seen["brick"] > 50 and seen[None] > 1000
+    assert seen["ball"] > 50 and seen["brick"] > 50 and seen[None] > 1000 and seen["near"] > 10
+
+
+def test_a_click_beside_a_thin_link_picks_it(open_viewer):
+    sim = scenarios.build("chain")
+    v = open_viewer(sim)
+    x, q = sim.pose(2)
+    centre = np.array(v.project(x))
+    # a few pixels off the link's axis, sideways on the screen, beyond its drawn radius
+    axis = np.array(v.project(x + scene.rotation(q)[:, 2] * 0.1)) - centre
+    side = np.array([-axis[1], axis[0]]) / np.linalg.norm(axis)
+    radius_px = np.linalg.norm(np.array(v.project(x + v.camera.view()[0, :3] * 0.05)) - centre)
+    hit = v.pick(*(centre + side * (radius_px + 0.6 * app.PICK_TOLERANCE)))
+    assert hit is not None and hit[0] == 2
+    assert v.pick(*(centre + side * (radius_px + 3 * app.PICK_TOLERANCE))) is None
 
 
 def test_pick_returns_the_surface_point(open_viewer):

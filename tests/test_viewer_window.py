@@ -33,7 +33,8 @@ import viewer
 
 out = sys.argv[1]
 sim = scenarios.build("gyro_top")
-v = viewer.Viewer(sim, %d, %d, title="rtrigid-window-test", hud=False)
+v = viewer.Viewer(sim, %d, %d, title="rtrigid-window-test", hud=False,
+                   msaa=0)  # the window and the offscreen copy compared pixel by pixel
 clock = v.pyglet.clock
 saved = 0
 
@@ -216,7 +217,9 @@ def test_window_keys_mouse_and_frames_under_x(xserver, tmp_path):
 
         _xdo(xserver, "key", "r")
         assert reports.next("R")["steps"] == 0
-        _xdo(xserver, "key", "Escape")
+        _xdo(xserver, "key", "Escape")     # the dragged top was selected: Esc clears that
+        assert reports.next("ESCAPE")["tag"] == "ESCAPE" and child.poll() is None
+        _xdo(xserver, "key", "Escape")     # ... and with nothing selected, closes
         assert child.wait(timeout=BOUND) == 0, stderr_path.read_text()[-2000:]
         assert reports.next("closed")["steps"] == 0  # paused through the reset until closed
     finally:

@@ -11,6 +11,20 @@ stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``apply_
 ``snapshot``/``restore``.  Its perturbations are impulses, applied once; it never clears
 forces the user applied, and a reset keeps them.
 
+A *controller* drives the model: ``Viewer(sim, controller=c)`` calls ``c(sim)`` before every
+physics step (then the viewer steps one step at a time; without one it calls ``advance``).
+It sets the inputs through the simulation's public API (``set_controls``, ``apply_force``,
+...) and should keep what it needs between steps there too (e.g. the servo targets in
+``sim.controls()``), so a reset or the run-ahead that places the camera puts it back.
+Optional attributes the viewer uses (see ``demos.controllers``):
+
+- ``on_key(name) -> bool``: a key press, by pyglet's key name ("LEFT", "PAGEUP", "Q"); True
+  if the controller used it (it is then not the viewer's);
+- ``key_help``: a line for the key help;
+- ``hud_lines(sim) -> list of str``: the control inputs, for the HUD;
+- ``target``: a world point (3,) drawn as a marker that the mouse drags, and
+  ``move_target(point)``, called with the new point while it is dragged.
+
 If your program owns the loop, call ``poll()`` (window events), step the simulation your way,
 and ``render()`` each frame.
 """
@@ -24,20 +38,30 @@ import numpy as np
 
 from viewer import meshes, scene
 from viewer.camera import OrbitCamera, ortho_pixels
-from viewer.monitor import Conservation, FrameTimer, fmt_drift
-from viewer.picking import ray_shape
+from viewer.monitor import Conservation, FrameTimer, fmt_drift, kept_to
+from viewer.picking import ray_part
 
 DEFAULT_KEYS = {
-    "pause": "SPACE", "step": "PERIOD", "slower": "MINUS", "faster": "EQUAL", "reset": "R",
+    "pause": "SPACE", "step": "PERIOD", "frame": "COMMA", "slower": "MINUS", "faster": "EQUAL", "reset": "R",
     "hud": "H", "follow": "F", "traces": "T", "omega": "W", "momentum": "L", "kick": "K",
-    "spin": "U", "select_next": "TAB", "camera_home": "HOME", "quit": "ESCAPE",
+    "spin": "U", "select_next": "TAB", "axes": "A", "camera_home": "HOME", "quit": "ESCAPE",
 }
-KEY_HELP = ("space pause   . step   -/= speed   r reset   h hud   f follow   t traces\n"
-            "w omega   l momentum   k kick   u spin up   tab select   drag a body: impulse")
+TARGET_COLOR = (0.9, 0.15, 0.2)
+KEY_HELP = ("space pause   . one step   , one frame   -/= speed   r reset   h hud   f follow\n"
+            "t traces   w omega   l momentum   k kick   u spin up   tab select   esc deselect/quit\n"
+            "drag a body: push   drag elsewhere: orbit   right-drag: pan   wheel: zoom")
 SPEEDS = (1 / 64, 8.0)
+LOOKAHEAD_SECONDS, LOOKAHEAD_STEPS = 5.0, 4000  # the motion the camera and floor are set for
+FEEDBACK_SECONDS = 4.0  # how long the HUD says what a push, kick, spin-up or reset did
+PICK_TOLERANCE = 10.0  # pixels around a body that still pick it (thin links, rings)
 DRAG_COLOR = (1.0, 0.45, 0.0)
+OMEGA_COLOR = (0.95, 0.80, 0.15)
+TRACE_COLOR = (0.15, 0.20, 0.65)
+MOMENTUM_COLOR = (0.80, 0.25, 0.75)
 LOAD_COLOR = (0.1, 0.65, 0.55)
-GROUND = (0.92, 0.92, 0.90)
+GROUND = (0.86, 0.86, 0.84)
+FLOOR_LIGHT, FLOOR_DARK = (0.93, 0.93, 0.91, 1.0), (0.74, 0.75, 0.77, 1.0)
+SHADOW = (0.55, 0.56, 0.57, 0.55)
 SKY_LOW, SKY_HIGH = (0.85, 0.88, 0.92, 1.0), (0.62, 0.71, 0.82, 1.0)
 UNIT_MESHES = {
     "sphere": lambda: meshes.sphere(1.0, 20),
@@ -145,6 +169,19 @@ class Viewer:
         Draw poses between the last two steps (``sim.alpha``); off draws the current state.
     max_fps : float
         Frame rate cap of :meth:`run`.
+    axes : bool
+        Draw small world axes at the origin (x red, y green, z blue); key A toggles them.
+    controller : callable, optional
+        ``controller(sim)`` before every physics step (see the module docstring for the
+        optional keys, HUD lines and draggable target it may have).
+    floor : None or float
+        Height of the floor; None places it from the motion (none without gravity).
+    msaa : int
+        Multisample antialiasing: samples per pixel (0 off; 4 by default); a window falls
+        back to none if the display offers no multisampled frame buffer.
+    record : path, optional
+        Write the frames to this .mp4 or .gif (:mod:`viewer.record`: imageio), at the pace
+        the wall-clock time given to :meth:`update` sets; finished by :meth:`close`.
     """
 
     _open = None
@@ -152,11 +189,26 @@ class Viewer:
     def __init__(self, sim, width=960, height=600, *, headless=False, title=None, keys=True,
                  mouse=True, speed=1.0, paused=False, hud=True, traces=None, show_omega=False,
                  show_momentum=False, follow=None, colors=None, impulse_gain=4.0,
-                 interpolate=True, max_fps=60.0):
+                 interpolate=True, max_fps=60.0, axes=False, controller=None, floor=None,
+                 record=None, msaa=4):
         for name, value in (("width", width), ("height", height)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 16:
                 raise ValueError(f"{name}: expected an integer >= 16, got {value!r}")
         self.sim = sim
+        if controller is not None and not callable(controller):
+            raise ValueError(f"controller: expected a callable controller(sim), got {controller!r}")
+        self.controller = controller
+        self._accumulator = 0.0  # wall time not yet stepped, when a controller steps
+        from rtrigid.validate import as_scalar
+
+        self.floor = None if floor is None else as_scalar(floor, "floor")
+        if msaa not in (0, 2, 4, 8) or isinstance(msaa, bool):
+            raise ValueError(f"msaa: expected 0, 2, 4 or 8 samples per pixel, got {msaa!r}")
+        self.msaa = int(msaa)
+        if record is not None:
+            from viewer.record import check_path
+            check_path(record)
+        self._record_path, self.recorder, self._record_elapsed = record, None, 0.0
         self.speed = self._check_speed(speed)
         self.impulse_gain = self._check_positive(impulse_gain, "impulse_gain")
         self.max_fps = self._check_positive(max_fps, "max_fps")
@@ -165,6 +217,7 @@ class Viewer:
         self.show_hud = bool(hud)
         self.show_omega = bool(show_omega)
         self.show_momentum = bool(show_momentum)
+        self.show_axes = bool(axes)
         self.interpolate = bool(interpolate)
         self.mouse_enabled = bool(mouse)
         self.visuals = scene.body_visuals(sim, colors)
@@ -176,7 +229,10 @@ class Viewer:
         self._traces = {b: [] for b in self._trace_points}
         self.trace_length = 600
         self.last_impulse = None
+        self.feedback = None   # (what the last push, kick, spin-up or reset did, when)
+        self.frames_drawn = 0
         self._drag = None
+        self._press = None   # where an orbit began: released there, it was a click
         self._mode = None
         self._grid = None
         self.closed = False
@@ -193,13 +249,7 @@ class Viewer:
                                "first (one viewer per process)")
         pyglet = self.pyglet = load_pyglet(self.headless)
         self._keys = _key_table(keys, pyglet.window.key)
-        try:
-            self.window = pyglet.window.Window(width, height, caption=title or "rtrigid",
-                                               visible=not self.headless,
-                                               resizable=not self.headless, vsync=False)
-        except Exception as exc:
-            _no_display(exc)
-            raise
+        self.window = self._open_window(pyglet, width, height, title)
         try:
             self._open_gl()
         except BaseException:
@@ -209,8 +259,29 @@ class Viewer:
             self.window.close()
             raise
         self.window.push_handlers(self)
+        if self._record_path is not None:
+            from viewer.record import Recorder
+            self.recorder = Recorder(self._record_path)
 
     # -- set-up ------------------------------------------------------------------------------
+    def _open_window(self, pyglet, width, height, title):
+        """The window, multisampled if asked and the display offers it (headless frames are
+        multisampled offscreen, whatever the surface)."""
+        kw = dict(caption=title or "rtrigid", visible=not self.headless,
+                  resizable=not self.headless, vsync=False)
+        if self.msaa and not self.headless:
+            config = pyglet.gl.Config(sample_buffers=1, samples=self.msaa, double_buffer=True,
+                                      depth_size=24)
+            try:
+                return pyglet.window.Window(width, height, config=config, **kw)
+            except Exception as exc:
+                _no_display(exc)   # no display: say so; no multisampled visual: go without
+        try:
+            return pyglet.window.Window(width, height, **kw)
+        except Exception as exc:
+            _no_display(exc)
+            raise
+
     def _open_gl(self):
         import moderngl
 
@@ -221,7 +292,7 @@ class Viewer:
         self.ctx = moderngl.create_context()
         Viewer._open = self
         self.camera.resize(*self.window.get_size())
-        self.renderer = Renderer(self.ctx, self.window.get_framebuffer_size())
+        self.renderer = Renderer(self.ctx, self.window.get_framebuffer_size(), self.msaa)
         self.hud = Hud(self.pyglet, self.window.get_framebuffer_size())
 
     @staticmethod
@@ -278,48 +349,75 @@ class Viewer:
             return u * (self.visuals[self.sim.body_index(body)].support(u) @ u)
         return as_vector(point, 3, "traces")
 
-    def _layout_scene(self):
-        """Camera, ground height and grid from where the bodies are now.
+    def _layout_scene(self, seconds=LOOKAHEAD_SECONDS, max_steps=LOOKAHEAD_STEPS):
+        """Camera, floor and grid from where the bodies go, not only where they are.
 
-        A body joined to the world stands on the ground through its lowest world joint (a
-        top on its tip) unless the bodies reach well below it (a hanging chain); otherwise
-        the ground passes a little below the lowest body point, or through the origin.  The
-        camera frames the bodies and, for bodies joined to the world, the half-sphere they can
-        sweep about the joint (a top that nutates widely, a swinging chain stay in view).
+        The simulation is run ahead (``seconds`` of simulated time, at most ``max_steps``
+        steps) from a snapshot and put back exactly; the points the bodies' surfaces sweep in
+        that time decide the rest.  With gravity the floor lies under all of them: through the
+        lowest world joint if nothing goes below it (a top on its tip), else a little below
+        the lowest point reached (a hanging chain).  Without gravity there is no ground and no
+        floor is drawn.  The camera frames the sphere around the swept points.
         """
         sim = self.sim
-        joints = sim.joints()
-        points = [np.asarray(j["anchor"], dtype=np.float64) for j in joints]
-        for v in self.visuals:
-            x, q = sim.pose(v.index)
-            points.extend(v.mesh[0][:, :3].astype(np.float64) @ scene.rotation(q).T + x)
-        pts = np.array(points)
-        lo = pts.min(axis=0)
-        sweep = []
-        mean = np.mean([sim.pose(b)[0] for b in range(sim.nb)], axis=0)
-        for j in joints:
-            if j["parent"] == -1:
-                a = np.asarray(j["anchor"], dtype=np.float64)
-                reach = np.linalg.norm(pts - a, axis=1).max()
-                # the half-sphere on the side the bodies are: above a top, below a pendulum
-                up = 1.0 if mean[2] >= a[2] else -1.0
-                sweep += [a + reach * np.array(d) for d in
-                          ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, up))]
-        framed = np.vstack([pts, *sweep]) if sweep else pts
-        lo_f, hi_f = framed.min(axis=0), framed.max(axis=0)
-        centre = 0.5 * (lo_f + hi_f)
-        extent = max(float(np.linalg.norm(hi_f - lo_f)) / 2.0, 1e-3)
+        pts = np.vstack([self._surface_points(), self._swept_points(seconds, max_steps)]
+                        + [np.asarray(j["anchor"], dtype=np.float64)[None]
+                           for j in sim.joints()])
+        lo, hi = pts.min(axis=0), pts.max(axis=0)
+        centre = 0.5 * (lo + hi)
+        extent = max(float(np.linalg.norm(pts - centre, axis=1).max()), 1e-3)
         self.extent = extent
-        anchors = [float(j["anchor"][2]) for j in joints if j["parent"] == -1]
-        if anchors and lo[2] >= min(anchors) - 0.2 * extent:
+        self.motion_box = (lo, hi)
+        anchors = [float(j["anchor"][2]) for j in sim.joints() if j["parent"] == -1]
+        if self.floor is not None:
+            self.ground_z = self.floor
+        elif not np.any(sim.gravity):
+            self.ground_z = None
+        elif anchors and lo[2] >= min(anchors) - 1e-6 * extent:
             self.ground_z = min(anchors)
-        elif lo[2] < 0.0:
-            self.ground_z = float(lo[2]) - 0.25 * extent
         else:
-            self.ground_z = 0.0
+            self.ground_z = float(lo[2]) - 0.06 * extent
         self.grid_spacing = scene.nice_spacing(extent / 4.0)
-        self.joint_size = 0.08 * min(v.radius for v in self.visuals)
-        self.camera = OrbitCamera(target=centre, distance=2.6 * extent)
+        self.joint_size = None  # a number here draws every joint at that size
+        fit = extent / math.sin(0.5 * math.radians(40.0))
+        self.camera = OrbitCamera(target=centre, distance=1.05 * fit)
+
+    def _joint_marker_size(self, joint):
+        """A joint's marker: a little thicker than the body it holds (a ball shows at each
+        link of a chain), small beside that body's size, never lost in the scene.  A robot
+        file's mesh draws its own joint housings: there the marker is a thin pin."""
+        v = self.visuals[joint["child"]]
+        if any(p.kind == "visuals" for p in v.parts):
+            return max(min(0.15 * v.thickness, 0.06 * v.radius), 0.005 * self.extent)
+        return max(min(0.6 * v.thickness, 0.2 * v.radius), 0.01 * self.extent)
+
+    def _surface_points(self, per_body=400):
+        """World points of every body's surface now (at most ``per_body`` each)."""
+        out = []
+        for v in self.visuals:
+            x, q = self.sim.pose(v.index)
+            verts = v.mesh[0][:, :3].astype(np.float64)
+            step = max(len(verts) // per_body, 1)
+            out.append(verts[::step] @ scene.rotation(q).T + x)
+        return np.vstack(out)
+
+    def _swept_points(self, seconds, max_steps, samples=120):
+        sim = self.sim
+        steps = int(min(seconds / sim.dt, max_steps))
+        if steps < 1:
+            return np.empty((0, 3))
+        chunk = max(steps // samples, 1)
+        snap = sim.snapshot()
+        out = []
+        try:
+            for _ in range(steps // chunk):
+                self._step(chunk)
+                out.append(self._surface_points(per_body=60))
+        except (ValueError, FloatingPointError):
+            pass  # a run that fails ahead is framed as far as it got
+        finally:
+            sim.restore(snap)
+        return np.vstack(out) if out else np.empty((0, 3))
 
     # -- frame loop ----------------------------------------------------------------------------
     def update(self, elapsed):
@@ -333,12 +431,16 @@ class Viewer:
             raise ValueError(f"elapsed: expected a number, got {elapsed!r}") from None
         if not math.isfinite(elapsed) or elapsed < 0.0:
             raise ValueError(f"elapsed: must be finite and >= 0, got {elapsed!r}")
+        self._record_elapsed += elapsed
         if self.paused:
             self.timer.advanced(elapsed, 0.0, 0, 0.0)
             return 0
         t0 = self.sim.t
         start = time.perf_counter()
-        n = self.sim.advance(elapsed * self.speed)
+        if self.controller is None:
+            n = self.sim.advance(elapsed * self.speed)
+        else:
+            n = self._advance_controlled(elapsed * self.speed)
         cost = time.perf_counter() - start
         self.timer.advanced(elapsed, self.sim.t - t0, n, cost)
         if n:
@@ -354,11 +456,46 @@ class Viewer:
             if len(path) > self.trace_length:
                 del path[: len(path) - self.trace_length]
 
+    def _step(self, n):
+        """``n`` physics steps, the controller called before each."""
+        if self.controller is None:
+            self.sim.step(n)
+            return
+        for _ in range(n):
+            self.controller(self.sim)
+            self.sim.step(1)
+
+    def _advance_controlled(self, elapsed):
+        """``sim.advance`` one step at a time, for the controller: whole steps of the
+        accumulated time, at most ``sim.max_steps_per_advance`` (the rest is dropped)."""
+        sim = self.sim
+        self._accumulator += elapsed
+        n = int(math.floor(self._accumulator / sim.dt + 1e-9))
+        if n > sim.max_steps_per_advance:
+            self._accumulator -= (n - sim.max_steps_per_advance) * sim.dt
+            n = sim.max_steps_per_advance
+        self._accumulator = max(self._accumulator - n * sim.dt, 0.0)
+        self._step(n)
+        return n
+
     def step_once(self):
         """One fixed step (the single-step key); pauses the real-time loop."""
         self.paused = True
-        self.sim.step(1)
+        self._step(1)
         self._after_steps()
+
+    def frame_once(self):
+        """One frame's worth of steps (1/max_fps s of wall time at the speed); pauses."""
+        self.paused = False
+        self.update(1.0 / self.max_fps)
+        self.paused = True
+
+    def deselect(self):
+        """Clear the selection (and stop following it)."""
+        if self.follow is not None and self.follow == self.selected:
+            self.follow = None
+            self.camera.target = self.camera.home[0].copy()
+        self.selected = None
 
     def reset(self):
         """Back to the state the viewer opened with; forces the user applied stay applied."""
@@ -373,7 +510,7 @@ class Viewer:
                 sim.apply_torque(b, torque - t0)
         for path in self._traces.values():
             path.clear()
-        self.monitor.rebaseline()
+        self._event("reset", "reset to the start")
 
     def set_speed(self, speed):
         self.speed = self._check_speed(speed)
@@ -382,6 +519,8 @@ class Viewer:
     def poses(self):
         """(x, q) of every body as the frame shows it (interpolated unless paused)."""
         alpha = None if (self.interpolate and not self.paused) else 1.0
+        if alpha is None and self.controller is not None:
+            alpha = min(self._accumulator / self.sim.dt, 1.0)
         return [self.sim.interpolated_pose(b, alpha) for b in range(self.sim.nb)]
 
     # -- drawing -------------------------------------------------------------------------------
@@ -393,6 +532,10 @@ class Viewer:
         else:
             self.window.flip()
         self.timer.frame()
+        self.frames_drawn += 1
+        if self.recorder is not None:
+            self.recorder.add(np.flipud(self.read_pixels()), self._record_elapsed)
+            self._record_elapsed = 0.0
 
     def _draw_frame(self, offscreen, fresh_text=False):
         self.window.switch_to()
@@ -407,17 +550,31 @@ class Viewer:
         self._draw_arrows(poses)
         self._draw_loads(poses)
         self._draw_traces()
+        self._draw_target()
         if self._drag is not None:
             start, end = self._drag_ends()
             self._arrow(start, end, 0.04 * self.visuals[self._drag["body"]].radius, DRAG_COLOR)
         if self.show_hud:
             self._draw_hud(fresh_text)
 
+    def _draw_target(self):
+        """The controller's draggable target: a red ball, drawn over the bodies."""
+        target = getattr(self.controller, "target", None)
+        if target is not None:
+            size = self._target_radius()
+            self.renderer.draw(self._unit("sphere"),
+                               scene.placed(np.asarray(target, float), np.eye(3), (size,) * 3),
+                               TARGET_COLOR, on_top=True)
+
+    def _target_radius(self):
+        return 0.025 * self.extent
+
     def _unit(self, name):
         return self.renderer.mesh(name, UNIT_MESHES[name])
 
     def _draw_ground(self, poses):
-        """Sky, grid and the bodies' shadows (light along light_dir), then the world axes.
+        """Sky, a checkered floor and the bodies' shadows (light along light_dir); without
+        ground (no gravity) a plain backdrop.  Then the small world axes, if shown.
 
         The frame is cleared to the ground colour and only the sky above the horizon is
         painted: on a software renderer every full-screen pass costs milliseconds.
@@ -426,59 +583,117 @@ class Viewer:
         z = self.ground_z
         w, h = r.size
         horizon = self.camera.horizon()
+        if z is None:
+            horizon, z = -1.0, -math.inf
         if self.camera.eye[2] > z and horizon is not None and horizon < h:
             y0 = max(horizon, 0.0) * h / self.camera.height
             sky = np.array([(0, y0, 0, *SKY_LOW), (w, y0, 0, *SKY_LOW), (w, h, 0, *SKY_HIGH),
                             (0, y0, 0, *SKY_LOW), (w, h, 0, *SKY_HIGH), (0, h, 0, *SKY_HIGH)],
                            np.float32)
             r.lines(sky, ortho_pixels(w, h), mode=r.ctx.TRIANGLES, depth=False, blend=False)
-        key = (self.grid_spacing, z)
-        if self._grid is None or self._grid[0] != key:
-            self._grid = (key, meshes.grid_lines(30 * self.grid_spacing, self.grid_spacing, z,
-                                                 (0.76, 0.76, 0.77, 1.0), (0.56, 0.56, 0.60, 1.0)))
-        r.lines(self._grid[1], depth=False)
-        shadow = scene.shadow_matrix(r.light_dir, z)
-        for v, (x, q) in zip(self.visuals, poses):
-            vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
-            r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), (0.74, 0.74, 0.73, 1.0))
-        if self.world_visual is not None:
-            vao = r.mesh(("world",), lambda: self.world_visual[0])
-            r.draw_flat(vao, shadow, (0.74, 0.74, 0.73, 1.0))
-        # world axes at the origin
-        length = 0.3 * self.extent
-        for axis, color in enumerate(((0.85, 0.2, 0.2), (0.2, 0.7, 0.2), (0.2, 0.3, 0.9))):
-            end = np.zeros(3)
-            end[axis] = length
-            self._arrow(np.zeros(3), end, 0.008 * self.extent, color)
+        if self.ground_z is not None:
+            centre = 0.5 * (self.motion_box[0] + self.motion_box[1])
+            key = (self.grid_spacing, z)
+            if self._grid is None or self._grid[0] != key:
+                self._grid = (key, meshes.checker_floor(centre[:2], 24 * self.grid_spacing,
+                                                        self.grid_spacing, z, FLOOR_LIGHT,
+                                                        FLOOR_DARK))
+            r.lines(self._grid[1], mode=r.ctx.TRIANGLES, depth=False)
+            shadow = scene.shadow_matrix(r.light_dir, z)
+            for v, (x, q) in zip(self.visuals, poses):
+                vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
+                r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), SHADOW)
+            if self.world_visual is not None:
+                vao = r.mesh(("world",), lambda: self.world_visual[0])
+                r.draw_flat(vao, shadow, SHADOW)
+        if self.show_axes:
+            length = 0.12 * self.extent
+            for axis, color in enumerate(((0.85, 0.2, 0.2), (0.2, 0.7, 0.2), (0.2, 0.3, 0.9))):
+                end = np.zeros(3)
+                end[axis] = length
+                self._arrow(np.zeros(3), end, 0.006 * self.extent, color)
 
     def _draw_bodies(self, poses):
+        """Each part of each body: in its own colour (a marking, a pin) or the body's."""
         r = self.renderer
         if self.world_visual is not None:
             vao = r.mesh(("world",), lambda: self.world_visual[0])
             r.draw(vao, np.eye(4), self.world_visual[1], pattern=1.0)
         for v, (x, q) in zip(self.visuals, poses):
-            vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
-            r.draw(vao, scene.pose_matrix(x, q), v.color, pattern=1.0,
-                   highlight=1.0 if v.index == self.selected else 0.0)
+            model = scene.pose_matrix(x, q)
+            highlight = 1.0 if v.index == self.selected else 0.0
+            stripes, marks = self.spin_visibility(v.index)
+            for k, part in enumerate(v.parts):
+                vao = r.mesh(("part", v.index, k), lambda part=part: part.mesh)
+                own = part.color is not None
+                color = v.color
+                if own:   # a marking fades into the body as it would blur
+                    color = tuple(marks * c + (1.0 - marks) * b for c, b in zip(part.color, v.color))
+                r.draw(vao, model, color, pattern=0.0 if own else stripes, highlight=highlight)
+
+    def _frame_time(self):
+        """Simulated seconds between two frames shown: speed over the frame rate drawn (the
+        window's measured rate up to max_fps; max_fps headless, as recordings play)."""
+        fps = self.max_fps
+        if not self.headless and 1.0 < self.timer.fps < self.max_fps:
+            fps = self.timer.fps
+        return self.speed / fps
+
+    def spin_visibility(self, b):
+        """How much of body ``b``'s spin stripes and markings is drawn (1 all, 0 none).
+
+        Frames sample the turn: six stripes about the body's z axis (a 60 deg period) turning
+        more than 30 deg between frames look as if they turned backwards or stood still (a
+        wagon wheel); a single marking (a 360 deg period) beyond 180 deg.  They fade out from
+        half those turns, as motion blur would wash them out, so what is seen never turns
+        the wrong way.
+        """
+        if self.paused:
+            return 1.0, 1.0
+        omega = self.sim.velocity(b, frame="body")[1]
+        dt = self._frame_time()
+
+        def fade(turn, limit):
+            return float(np.clip(2.0 - 2.0 * turn / limit, 0.0, 1.0))
+        return (fade(abs(omega[2]) * dt, math.pi / 6.0),
+                fade(float(np.linalg.norm(omega)) * dt, math.pi))
+
+    def _spin_lines(self):
+        """The fastest spin in words, and whether the frames can show it turning."""
+        if self.sim.nb == 0:
+            return []
+        rates = [float(np.linalg.norm(self.sim.velocity(b)[1])) for b in range(self.sim.nb)]
+        b = int(np.argmax(rates))
+        rate, turn = rates[b], rates[b] * self._frame_time()
+        if rate < 1.0:
+            return []
+        line = (f"fastest spin: {self.sim.names[b]} at {abs(rate):.3g} rad/s "
+                f"({abs(rate) / (2 * math.pi):.3g} rev/s), {math.degrees(turn):.0f} deg a frame")
+        stripes, marks = self.spin_visibility(b)
+        if stripes < 1.0 or marks < 1.0:
+            line += ": too fast for the frames, drawn blurred; press - to slow down"
+        return [line]
 
     def _draw_joints(self, poses):
         r = self.renderer
         positions = [x for x, _ in poses]
         segs = []
         for j in self.sim.joints():
-            for name, model, color in scene.joint_markers(j, self.joint_size):
+            size = self.joint_size or self._joint_marker_size(j)
+            for name, model, color in scene.joint_markers(j, size):
                 r.draw(self._unit(name), model, color)
             for a, b in scene.joint_links(j, positions):
                 segs += [(*a, *scene.LINK_COLOR), (*b, *scene.LINK_COLOR)]
         if segs:
             r.lines(np.array(segs, np.float32))
 
-    def _arrow(self, start, end, radius, color):
+    def _arrow(self, start, end, radius, color, on_top=True):
+        """An arrow, drawn over the bodies (an ω arrow from a top's pivot runs inside it)."""
         parts = scene.arrow_parts(start, end, radius)
         if parts is None:
             return
-        self.renderer.draw(self._unit("arrow_shaft"), parts[0], color)
-        self.renderer.draw(self._unit("arrow_head"), parts[1], color)
+        self.renderer.draw(self._unit("arrow_shaft"), parts[0], color, on_top=on_top)
+        self.renderer.draw(self._unit("arrow_head"), parts[1], color, on_top=on_top)
 
     def _rates(self):
         """Per body: |world angular velocity|, |angular momentum about the arrow origin|."""
@@ -508,12 +723,12 @@ class Viewer:
             origin, omega, momentum = self._body_rates(b)
             size = self.visuals[b].radius
             for show, vec, ref, color in (
-                    (self.show_omega, omega, self._reference_rates[b][0], (0.95, 0.80, 0.15)),
-                    (self.show_momentum, momentum, self._reference_rates[b][1], (0.80, 0.25, 0.75))):
+                    (self.show_omega, omega, self._reference_rates[b][0], OMEGA_COLOR),
+                    (self.show_momentum, momentum, self._reference_rates[b][1], MOMENTUM_COLOR)):
                 norm = np.linalg.norm(vec)
                 if show and norm > 0.0:
                     length = size * min(1.8 * norm / max(ref, 1e-12), 5.0)
-                    self._arrow(origin, origin + vec / norm * length, 0.03 * size, color)
+                    self._arrow(origin, origin + vec / norm * length, 0.04 * size, color)
 
     def _draw_loads(self, poses):
         """Forces the user applied (``sim.applied``), as arrows at the centres of mass.
@@ -533,19 +748,39 @@ class Viewer:
             self._arrow(x, x + force / norm * length, 0.04 * size, LOAD_COLOR)
 
     def _draw_traces(self):
+        """Each traced path as a ribbon facing the camera, a few pixels wide, fading with age."""
         if not self.show_traces:
             return
+        eye = self.camera.eye
+        half = 0.004 * self.camera.distance
         for path in self._traces.values():
             n = len(path)
             if n < 2:
                 continue
-            strip = np.zeros((n, 7), np.float32)
-            strip[:, :3] = path
-            strip[:, 3:6] = (0.15, 0.15, 0.55)
-            strip[:, 6] = np.linspace(0.05, 1.0, n)
-            self.renderer.lines(strip, mode=self.renderer.ctx.LINE_STRIP)
+            p = np.asarray(path, dtype=np.float64)
+            tangent = np.gradient(p, axis=0)
+            side = np.cross(tangent, eye - p)
+            norm = np.linalg.norm(side, axis=1, keepdims=True)
+            side = np.where(norm > 1e-12, side / np.maximum(norm, 1e-12), 0.0) * half
+            strip = np.zeros((2 * n, 7), np.float32)
+            strip[0::2, :3], strip[1::2, :3] = p - side, p + side
+            strip[:, 3:6] = TRACE_COLOR
+            strip[:, 6] = np.repeat(np.linspace(0.0, 0.9, n) ** 1.5, 2)
+            self.renderer.lines(strip, mode=self.renderer.ctx.TRIANGLE_STRIP, depth=False)
 
     def _draw_hud(self, fresh_text=False):
+        lines = self.hud_lines()
+        roomy = self.renderer.size[0] >= 900
+        help_text = KEY_HELP
+        if getattr(self.controller, "key_help", None):
+            help_text = self.controller.key_help + "\n" + help_text
+        self.hud.set_text(lines, help_text if self._keys and roomy else "", force=fresh_text)
+        mon = self.monitor
+        self.hud.draw(self.renderer, mon.energy_history, mon.momentum_history,
+                      mon.event_positions(), self._chart_legend())
+
+    def hud_lines(self):
+        """The HUD's text now, line by line."""
         sim, mon, tim = self.sim, self.monitor, self.timer
         state = "PAUSED" if self.paused else f"speed x{self.speed:g}"
         lines = [
@@ -554,22 +789,54 @@ class Viewer:
             f"{sim.integrator}, dt = {sim.dt:g} s: {tim.step_cost * 1e6:.1f} us/step in the loop, "
             f"{tim.steps_per_frame:.1f} steps/frame",
         ]
+        since = "" if mon.since[0] == "the start" else f" since the {mon.since[0]} at t = {mon.since[1]:.2f} s"
         if mon.loads_applied:
-            lines.append("applied loads act: energy and momentum are not conserved")
+            lines.append("applied loads act: energy and momentum change (that is their work, "
+                         "not an error)")
         else:
-            drift = f"energy drift {fmt_drift(mon.energy_drift)} (max {fmt_drift(mon.max_energy_drift)})"
-            if mon.conserved:
-                drift += (f"   {mon.label} drift {fmt_drift(mon.momentum_drift)} "
-                          f"(max {fmt_drift(mon.max_momentum_drift)})")
+            what = mon.energy_label.capitalize()
+            if mon.damped:
+                drift = (f"{what} ({mon.energy:.6g} J) changed by {fmt_drift(mon.energy_drift)} "
+                         f"(relative){since}: the joint dampers take energy out")
+            else:
+                drift = (f"{what} ({mon.energy:.6g} J) kept {kept_to(mon.max_energy_drift)}"
+                         f"{since}: drift now {fmt_drift(mon.energy_drift)}, worst "
+                         f"{fmt_drift(mon.max_energy_drift)}")
             lines.append(drift)
-        status = f"constraint error {fmt_drift(mon.max_constraint_error)}"
+            if mon.conserved:
+                lines.append(f"momentum {mon.label} kept {kept_to(mon.max_momentum_drift)}: "
+                             f"drift now {fmt_drift(mon.momentum_drift)}, worst "
+                             f"{fmt_drift(mon.max_momentum_drift)}")
+        status = f"joints hold to {fmt_drift(mon.max_constraint_error)} m"
         if self.selected is not None:
             follow = ", followed" if self.follow == self.selected else ""
-            status += f"   selected: {sim.names[self.selected]}{follow}"
+            status += (f"   selected: {sim.names[self.selected]}{follow} (Esc or a click on "
+                       "empty space clears)")
         lines.append(status)
-        roomy = self.renderer.size[0] >= 900
-        self.hud.set_text(lines, KEY_HELP if self._keys and roomy else "", force=fresh_text)
-        self.hud.draw(self.renderer, mon.energy_history, mon.momentum_history)
+        lines += self._spin_lines()
+        if self.feedback is not None and time.perf_counter() - self.feedback[1] < FEEDBACK_SECONDS:
+            lines.append(self.feedback[0])
+        legend = [text for show, text in (
+            (self.show_omega, "yellow arrow: angular velocity ω (length ∝ rad/s)"),
+            (self.show_momentum, "magenta arrow: angular momentum L about the pivot or centre "
+                                 "of mass (length ∝ N·m·s)"),
+            (any(np.any(self.sim.applied(b)[0]) for b in range(self.sim.nb)),
+             "green arrow: applied force"),
+            (self.show_traces and bool(self._traces), "blue line: the path of the traced point"))
+            if show]
+        lines += legend
+        if self.controller is not None and hasattr(self.controller, "hud_lines"):
+            lines += list(self.controller.hud_lines(sim))
+        return lines
+
+    def _chart_legend(self):
+        mon = self.monitor
+        t = np.asarray(mon.times, dtype=np.float64)
+        span = float(np.clip(np.diff(t), 0.0, None).sum()) if len(t) > 1 else 0.0
+        what = "orange: " + mon.energy_label
+        if mon.conserved:
+            what += f", blue: momentum {mon.label}"
+        return f"relative drift (log scale) over the last {span:.2f} s; {what}; | an event"
 
     # -- pixels --------------------------------------------------------------------------------
     def project(self, point_world):
@@ -601,19 +868,36 @@ class Viewer:
         return path
 
     # -- picking and impulses ------------------------------------------------------------------
-    def pick(self, px, py):
-        """(body index, world point) of the body drawn at window pixel (px, py), or None."""
+    def _pick_exact(self, px, py, poses):
         origin, direction = self.camera.ray(px, py)
         best = None
-        for v, (x, q) in zip(self.visuals, self.poses()):
+        for v, (x, q) in zip(self.visuals, poses):
             rot = scene.rotation(q)
-            t = ray_shape(v.kind, v.params, v.offset, rot.T @ (origin - x), rot.T @ direction,
-                          v.mesh)
-            if t is not None and (best is None or t < best[0]):
-                best = (t, v.index)
-        if best is None:
-            return None
-        return best[1], origin + best[0] * direction
+            o, d = rot.T @ (origin - x), rot.T @ direction
+            for part in v.parts:
+                t = ray_part(part, o, d)
+                if t is not None and (best is None or t < best[0]):
+                    best = (t, v.index)
+        return None if best is None else (best[1], origin + best[0] * direction)
+
+    def pick(self, px, py):
+        """(body index, world point) of the body drawn at window pixel (px, py), or None.
+
+        A click that misses every body by at most PICK_TOLERANCE pixels takes the nearest
+        one (thin links and rings are a few pixels wide): rays through rings of pixels
+        around the click, nearest ring first.
+        """
+        poses = self.poses()
+        hit = self._pick_exact(px, py, poses)
+        for radius in PICK_TOLERANCE * np.array([0.25, 0.5, 0.75, 1.0]):
+            if hit is not None:
+                return hit
+            for angle in np.linspace(0.0, 2.0 * np.pi, 12, endpoint=False):
+                hit = self._pick_exact(px + radius * np.cos(angle), py + radius * np.sin(angle),
+                                       poses)
+                if hit is not None:
+                    break
+        return hit
 
     def _begin_drag(self, px, py):
         hit = self.pick(px, py)
@@ -631,13 +915,7 @@ class Viewer:
         d = self._drag
         x, q = self.sim.pose(d["body"])
         start = x + scene.rotation(q) @ d["point_body"]
-        origin, direction = self.camera.ray(*d["cursor"])
-        normal = self.camera.forward()
-        denom = direction @ normal
-        if abs(denom) < 1e-12:
-            return start, start
-        end = origin + ((start - origin) @ normal / denom) * direction
-        return start, end
+        return start, self.camera.under_cursor(*d["cursor"], start)
 
     def _end_drag(self):
         start, end = self._drag_ends()
@@ -648,7 +926,8 @@ class Viewer:
             return None
         self.sim.apply_impulse(b, impulse, start)
         self.last_impulse = (b, impulse, start)
-        self.monitor.rebaseline()
+        self._event("push", f"push: {np.linalg.norm(impulse):.3g} N·s on {self.sim.names[b]} "
+                            "at the picked point")
         return impulse
 
     def drag(self, start_px, end_px):
@@ -667,7 +946,7 @@ class Viewer:
         x, _ = self.sim.pose(b)
         j = np.array([0.0, 0.0, 3.0 * self.visuals[b].radius * self.sim.body_mass[b]])
         self.sim.apply_impulse(b, j, x)
-        self.monitor.rebaseline()
+        self._event("kick", f"kick: {j[2]:.3g} N·s upward on {self.sim.names[b]}")
 
     def spin_up(self, body=None):
         """Angular impulse about the principal axis nearest the spin: +20 % (at least 2 rad/s).
@@ -687,7 +966,31 @@ class Viewer:
         j = dl / (2.0 * self.visuals[b].radius) * np.cross(axis, arm / np.linalg.norm(arm))
         self.sim.apply_impulse(b, j, x + arm)
         self.sim.apply_impulse(b, -j, x - arm)
-        self.monitor.rebaseline()
+        self._event("spin", f"spin-up: {abs(dl):.3g} N·m·s about {self.sim.names[b]}'s "
+                            f"{'xyz'[k]} axis (a couple: no push)")
+
+    def _event(self, label, text):
+        """Mark an event on the chart and say in the HUD what was done, for a few seconds."""
+        self.monitor.mark(label)
+        self.feedback = (f"{text}  (t = {self.sim.t:.3f} s)", time.perf_counter())
+
+    def _on_target(self, px, py):
+        """Whether window pixel (px, py) is on the controller's target marker."""
+        target = getattr(self.controller, "target", None)
+        if target is None:
+            return False
+        target = np.asarray(target, dtype=np.float64)
+        centre = np.asarray(self.project(target))
+        rim = np.asarray(self.project(target + self._target_radius() * self.camera.up()))
+        reach = np.linalg.norm(rim - centre) + PICK_TOLERANCE
+        return bool(np.linalg.norm(centre - (px, py)) <= reach)
+
+    def move_target(self, px, py):
+        """Move the controller's target to under window pixel (px, py), in the plane through
+        it facing the camera; returns the new world point."""
+        point = self.camera.under_cursor(px, py, self.controller.target)
+        self.controller.move_target(point)
+        return point
 
     def _target(self, body):
         if body is not None:
@@ -696,6 +999,9 @@ class Viewer:
 
     # -- window events -------------------------------------------------------------------------
     def on_key_press(self, symbol, modifiers):
+        if self._keys and hasattr(self.controller, "on_key"):
+            if self.controller.on_key(self.pyglet.window.key.symbol_string(symbol)):
+                return self.pyglet.event.EVENT_HANDLED
         action = self._keys.get(symbol)
         if action is None:
             return self.pyglet.event.EVENT_HANDLED  # unbound keys do nothing (no ESC close)
@@ -703,6 +1009,8 @@ class Viewer:
             self.paused = not self.paused
         elif action == "step":
             self.step_once()
+        elif action == "frame":
+            self.frame_once()
         elif action == "slower":
             self.speed = max(self.speed / 2.0, SPEEDS[0])
         elif action == "faster":
@@ -721,6 +1029,8 @@ class Viewer:
             self.show_omega = not self.show_omega
         elif action == "momentum":
             self.show_momentum = not self.show_momentum
+        elif action == "axes":
+            self.show_axes = not self.show_axes
         elif action == "kick":
             self.kick()
         elif action == "spin":
@@ -730,6 +1040,8 @@ class Viewer:
         elif action == "camera_home":
             self.camera.reset()
             self.follow = None
+        elif action == "quit" and self.selected is not None:
+            self.deselect()
         elif action == "quit":
             self.close()
         return self.pyglet.event.EVENT_HANDLED
@@ -739,16 +1051,21 @@ class Viewer:
             return
         mouse = self.pyglet.window.mouse
         shift = modifiers & self.pyglet.window.key.MOD_SHIFT
-        if button == mouse.LEFT and not shift and self._begin_drag(x, y):
+        if button == mouse.LEFT and not shift and self._on_target(x, y):
+            self._mode = "target"
+        elif button == mouse.LEFT and not shift and self._begin_drag(x, y):
             self._mode = "drag"
         elif button == mouse.LEFT and not shift:
             self._mode = "orbit"
+            self._press = (x, y)
         else:
             self._mode = "pan"
 
     def on_mouse_drag(self, x, y, dx, dy, buttons, modifiers):
         if self._mode == "drag" and self._drag is not None:
             self._drag["cursor"] = (x, y)
+        elif self._mode == "target":
+            self.move_target(x, y)
         elif self._mode == "orbit":
             self.camera.orbit(dx, dy)
         elif self._mode == "pan":
@@ -759,6 +1076,8 @@ class Viewer:
         if self._mode == "drag" and self._drag is not None:
             self._drag["cursor"] = (x, y)
             self._end_drag()
+        elif self._mode == "orbit" and self._press == (x, y):
+            self.deselect()   # a click on empty space
         self._mode = None
 
     def on_mouse_scroll(self, x, y, scroll_x, scroll_y):
@@ -811,6 +1130,8 @@ class Viewer:
         if self.closed:
             return
         self.closed = True
+        if self.recorder is not None:
+            self.recorder.close()
         self.window.switch_to()
         self.hud.release()
         self.renderer.release()

@@ -20,17 +20,12 @@ import sys
 import time
 
 
-def _param(text):
-    from rtrigid.cli import _param as parse
-
-    return parse(text)
-
-
-def measure(sim, width=1280, height=720, seconds=10.0, warmup=1.0, headless=True):
+def measure(sim, width=1280, height=720, seconds=10.0, warmup=1.0, headless=True, msaa=4):
+    from rtrigid import scenarios
     from viewer.app import Viewer
 
     frames, physics, drawing = [], [], []
-    with Viewer(sim, width, height, headless=headless) as v:
+    with Viewer(sim, width, height, headless=headless, msaa=msaa) as v:
         last = time.perf_counter()
         start = last + warmup
         t_sim0 = None
@@ -81,6 +76,7 @@ def measure(sim, width=1280, height=720, seconds=10.0, warmup=1.0, headless=True
 
 def main(argv=None):
     from rtrigid import scenarios
+    from rtrigid.cli import parse_param
     from rtrigid import integrators
 
     p = argparse.ArgumentParser(prog="python -m viewer.bench", description=__doc__,
@@ -88,17 +84,19 @@ def main(argv=None):
     p.add_argument("scenario", nargs="?", default="gyro_top", choices=scenarios.names())
     p.add_argument("--integrator", default="energy_momentum", choices=integrators.names())
     p.add_argument("--dt", type=float, default=None)
-    p.add_argument("--set", type=_param, action="append", metavar="KEY=VALUE")
+    p.add_argument("--set", type=parse_param, action="append", metavar="KEY=VALUE")
     p.add_argument("--width", type=int, default=1280)
     p.add_argument("--height", type=int, default=720)
     p.add_argument("--seconds", type=float, default=10.0, help="timed wall-clock seconds")
     p.add_argument("--window", action="store_true", help="a visible window (needs a display)")
+    p.add_argument("--msaa", type=int, default=4, help="samples per pixel (0: none)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     try:
         sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt,
                               **dict(args.set or []))
-        r = measure(sim, args.width, args.height, args.seconds, headless=not args.window)
+        r = measure(sim, args.width, args.height, args.seconds, headless=not args.window,
+                    msaa=args.msaa)
     except ValueError as exc:
         print(f"viewer.bench: error: {exc}", file=sys.stderr)
         return 2

@@ -115,6 +115,21 @@ class OrbitCamera:
         d = far - near
         return near, d / np.linalg.norm(d)
 
+    def up(self):
+        """World direction of the window's up."""
+        return self.view()[1, :3].copy()
+
+    def under_cursor(self, px, py, through):
+        """The world point under window pixel (px, py) in the plane through ``through``
+        facing the camera (``through`` itself if the ray runs along that plane)."""
+        through = np.asarray(through, dtype=np.float64)
+        origin, direction = self.ray(px, py)
+        normal = self.forward()
+        denom = direction @ normal
+        if abs(denom) < 1e-12:
+            return through
+        return origin + ((through - origin) @ normal / denom) * direction
+
     def horizon(self):
         """Window height (py) of the horizon, where horizontal view directions vanish.
 

@@ -27,7 +27,8 @@ def report(v, frames, wall):
         ("steps", sim.steps_taken),
         ("frames", frames),
         ("frames per second (wall)", f"{frames / wall:.1f}" if wall > 0 else "-"),
-        ("max rel. energy drift", f"{mon.max_energy_drift:.3e}"),
+        ("max rel. drift of energy - actuator work" if mon.actuated else "max rel. energy drift",
+         f"{mon.max_energy_drift:.3e}"),
     ]
     if mon.conserved:
         rows.append((f"max rel. drift of {mon.label}", f"{mon.max_momentum_drift:.3e}"))
@@ -73,10 +74,8 @@ def run_viewer(sim, *, headless=False, frames=120, screenshot=None, width=None, 
             for _ in range(frames):
                 v.update(FRAME)
                 v.render()
-            count = frames
         else:
             v.run()
-            count = None
         wall = time.perf_counter() - start
         if screenshot and headless:
             try:
@@ -86,10 +85,13 @@ def run_viewer(sim, *, headless=False, frames=120, screenshot=None, width=None, 
                 # a full disk
                 raise ValueError(f"screenshot: cannot write {screenshot}: "
                                  f"{exc.strerror or exc}") from None
-        rows = report(v, count if count is not None else 0, wall if headless else 0.0)
+        rows = report(v, v.frames_drawn, wall)
     print_report(rows)
     if screenshot and headless:
         print(f"screenshot written to {screenshot}")
+    if options.get("record"):
+        print(f"recording written to {options['record']} ({v.recorder.frames} frames at "
+              f"{v.recorder.fps:g} fps)")
     return 0
 
 
@@ -108,7 +110,20 @@ def add_parser(sub):
     v.add_argument("--screenshot", default=None, help="headless: write the last frame to this PNG")
     v.add_argument("--width", type=int, default=None)
     v.add_argument("--height", type=int, default=None)
+    add_output_arguments(v)
     v.set_defaults(func=view_command)
+
+
+def add_output_arguments(parser):
+    """--record, --no-hud and --msaa, for rtrigid view and python -m demos."""
+    parser.add_argument("--record", default=None, metavar="OUT.mp4|OUT.gif",
+                        help="write the frames to a video or GIF at the pace shown (needs "
+                             "imageio and imageio-ffmpeg: the record extra)")
+    parser.add_argument("--no-hud", dest="hud", action="store_false",
+                        help="start without the HUD (key h shows it)")
+    parser.add_argument("--msaa", type=int, default=4, choices=(0, 2, 4, 8),
+                        help="multisample antialiasing, samples per pixel (0: off; on a "
+                             "software renderer 4 costs about half the frame rate)")
 
 
 def view_command(args):
@@ -119,7 +134,8 @@ def view_command(args):
     try:
         return run_viewer(sim, headless=args.headless, frames=args.frames,
                           screenshot=args.screenshot, width=args.width, height=args.height,
-                          speed=args.speed)
+                          speed=args.speed, record=args.record, hud=args.hud,
+                          msaa=args.msaa)
     except RuntimeError as exc:
         print(f"rtrigid view: {exc}", file=sys.stderr)
         return 2

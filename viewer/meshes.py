@@ -13,19 +13,30 @@ Shape conventions (body frame, origin at the centre of mass, see ``rtrigid.model
   hemispherical caps (the total length is 2 (half_length + radius));
 - cone: axis z, ``radius`` of the base, ``height``; apex at -3/4 height and base centre at
   +1/4 height, i.e. a solid cone with its centre of mass at the origin, standing on its apex
-  (the gyro top pivots on the body point (0, 0, -3H/4)).
-
+  (the gyro top pivots on the body point (0, 0, -3H/4));
+- torus: axis z, ``radius`` of the centre circle, ``tube_radius``;
 - visuals: the ``parts`` of a robot file's drawing (boxes, spheres, cylinders, capsules and
   mesh files read by trimesh, each at its pose; a file that cannot be read is a warning and
   a small cube).
 
-Every shape is then shifted by the shape's ``offset``.
+Every shape is then turned so that its z axis lies along the shape's ``axis`` and shifted by
+its ``offset``.
 """
 from __future__ import annotations
 
 import numpy as np
 
-SEGMENTS = 32
+SEGMENTS = 48
+
+
+def frame_along(axis):
+    """A rotation whose third column is the unit vector ``axis`` (the identity for +z)."""
+    z = np.asarray(axis, dtype=np.float64)
+    z = z / np.linalg.norm(z)
+    helper = np.array([0.0, 1.0, 0.0]) if abs(z[1]) < 0.9 else np.array([1.0, 0.0, 0.0])
+    x = np.cross(helper, z)
+    x /= np.linalg.norm(x)
+    return np.column_stack([x, np.cross(z, x), z])
 
 
 def lathe(profile, segments=SEGMENTS):
@@ -110,6 +121,12 @@ def cone(radius, z_apex, z_base, segments=SEGMENTS):
     return lathe(rows, segments)
 
 
+def torus(radius, tube_radius, segments=SEGMENTS):
+    """Ring about the z axis: a circle of ``tube_radius`` swept round one of ``radius``."""
+    rows = _arc(radius, 0.0, tube_radius, 0.0, 2.0 * np.pi, segments // 2 + 1)
+    return lathe(rows, segments)
+
+
 def box(half_extents):
     h = np.asarray(half_extents, dtype=np.float64)
     verts, idx = [], []
@@ -130,7 +147,7 @@ def box(half_extents):
     return np.array(verts, np.float32), np.array(idx, np.uint32)
 
 
-def shape_mesh(kind, params, offset=(0.0, 0.0, 0.0)):
+def shape_mesh(kind, params, offset=(0.0, 0.0, 0.0), axis=(0.0, 0.0, 1.0)):
     """Mesh of a body shape (see the module docstring), in the body frame."""
     if kind == "box":
         verts, idx = box(params["half_extents"])
@@ -144,12 +161,16 @@ def shape_mesh(kind, params, offset=(0.0, 0.0, 0.0)):
     elif kind == "cone":
         h = params["height"]
         verts, idx = cone(params["radius"], -0.75 * h, 0.25 * h)
+    elif kind == "torus":
+        verts, idx = torus(params["radius"], params["tube_radius"])
     elif kind == "visuals":
         verts, idx = parts_mesh(params["parts"])
     else:
         raise ValueError(f"shape: no mesh for kind {kind!r}")
+    rot = frame_along(axis).astype(np.float32)
     verts = verts.copy()
-    verts[:, :3] += np.asarray(offset, dtype=np.float32)
+    verts[:, :3] = verts[:, :3] @ rot.T + np.asarray(offset, dtype=np.float32)
+    verts[:, 3:] = verts[:, 3:] @ rot.T
     return verts, idx
 
 
@@ -163,35 +184,43 @@ def arrow_head():
     return cone(1.0, 1.0, 0.0, 16)
 
 
-def grid_lines(half_size, spacing, z, color, major_color, major_every=5, pieces=12):
-    """Line-list vertices ``(n, 7)``: position and RGBA, for a square grid in the plane z.
+def checker_floor(centre_xy, half_size, spacing, z, light, dark):
+    """Triangle-list vertices ``(n, 7)`` (position, RGBA) of a checkered floor in the plane z.
 
-    Each line is cut into ``pieces`` so that its opacity can fall off with the distance
-    from the centre: the grid fades out instead of ending at a hard edge and aliasing in
-    the distance.
+    Tiles of ``spacing`` aligned with the world grid, around ``centre_xy``; their opacity
+    falls off with the distance from the centre, so the floor fades out instead of ending at
+    a hard edge and aliasing in the distance.
     """
     n = int(round(half_size / spacing))
-    s = np.linspace(-half_size, half_size, pieces + 1)
-    rows = []
-    for i in range(-n, n + 1):
-        c = np.array(major_color if i % major_every == 0 else color, dtype=np.float64)
-        t = i * spacing
-        for a, b in zip(s[:-1], s[1:]):
-            for p, q in (((t, a), (t, b)), ((a, t), (b, t))):
-                for x, y in (p, q):
-                    fade = max(0.0, 1.0 - np.hypot(x, y) / half_size) ** 0.7
-                    rows.append((x, y, z, c[0], c[1], c[2], c[3] * fade))
-    return np.array(rows, np.float32)
+    cx = np.round(np.asarray(centre_xy, dtype=np.float64) / spacing)
+    i, j = np.meshgrid(np.arange(-n, n) + cx[0], np.arange(-n, n) + cx[1], indexing="ij")
+    i, j = i.ravel(), j.ravel()
+    x0, y0 = i * spacing, j * spacing
+    corners = [(0, 0), (1, 0), (1, 1), (0, 0), (1, 1), (0, 1)]
+    rows = np.zeros((len(i), 6, 7))
+    colour = np.where(((i + j) % 2 == 0)[:, None], np.asarray(light), np.asarray(dark))
+    for k, (a, b) in enumerate(corners):
+        x, y = x0 + a * spacing, y0 + b * spacing
+        r = np.hypot(x - cx[0] * spacing, y - cx[1] * spacing)
+        rows[:, k, :3] = np.stack([x, y, np.full_like(x, z)], axis=1)
+        rows[:, k, 3:] = colour
+        rows[:, k, 6] *= np.clip(1.0 - r / half_size, 0.0, 1.0) ** 0.7
+    return rows.reshape(-1, 7).astype(np.float32)
 
 
-def _flat(vertices, faces):
-    """Per-face normals: every triangle gets its own three vertices (sharp, as CAD meshes)."""
-    v = np.asarray(vertices, dtype=np.float64)[np.asarray(faces, dtype=np.int64)]  # (m, 3, 3)
-    n = np.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0])
-    length = np.linalg.norm(n, axis=1, keepdims=True)
-    n = np.where(length > 0, n / np.where(length > 0, length, 1.0), 0.0)
-    rows = np.concatenate([v, np.repeat(n[:, None, :], 3, axis=1)], axis=2).reshape(-1, 6)
-    return rows.astype(np.float32), np.arange(len(rows), dtype=np.uint32).reshape(-1, 3)
+SMOOTH_ANGLE = np.radians(35.0)   # faces meeting at less than this are shaded as one surface
+
+
+def smooth(vertices, faces, angle=SMOOTH_ANGLE):
+    """Normals averaged over faces that meet at less than ``angle`` and kept sharp across
+    larger creases (trimesh's smooth_shade): a CAD mesh's round parts read as round, its
+    edges stay edges."""
+    import trimesh
+
+    mesh = trimesh.Trimesh(vertices, faces, process=False)
+    shaded = trimesh.graph.smooth_shade(mesh, angle=angle)
+    rows = np.hstack([np.asarray(shaded.vertices), np.asarray(shaded.vertex_normals)])
+    return rows.astype(np.float32), np.asarray(shaded.faces, dtype=np.uint32)
 
 
 PLACEHOLDER_HALF = 0.03  # half edge of the cube drawn for a mesh file that cannot be read
@@ -217,7 +246,7 @@ def mesh_file(path, scale):
         warnings.warn(f"{path}: cannot read the mesh ({e}); drawing a placeholder",
                       stacklevel=3)
         return None
-    return _flat(vertices * np.asarray(scale, dtype=np.float64), faces)
+    return smooth(vertices * np.asarray(scale, dtype=np.float64), faces)
 
 
 def parts_mesh(parts):

@@ -3,9 +3,12 @@
 Drifts are relative, measured as ``rtrigid run`` measures them: energy against max(|E0|, T0);
 each conserved momentum component (``scenarios.info(sim)["conserved"]``, pairs like ("angular", 2))
 against the norm of its vector at the baseline.  The baseline is taken when the viewer opens
-and again after anything that legitimately changes energy or momentum: an impulse from the
-viewer, a reset.  While forces applied by the user act, nothing is conserved, and the
-monitor says so instead of reporting a drift.
+and again after anything that legitimately changes energy or momentum (an impulse from the
+viewer, a reset): :meth:`Conservation.mark` names the event, which the chart marks while the
+histories go on, and the worst drifts are then counted since that event.  While forces applied by the user act, nothing is conserved, and the
+monitor says so instead of reporting a drift.  A model with actuators is watched by its
+energy balance, energy minus the work the actuators did (``sim.actuator_work()``), which an
+ideal actuator keeps constant under ``energy_momentum`` (joint dampers take energy out).
 """
 from __future__ import annotations
 
@@ -35,26 +38,59 @@ class Conservation:
         self.sim = sim
         self.conserved = list(scenarios.info(sim).get("conserved", []))
         self.label = conserved_label(self.conserved)
+        self.actuated = sim.na > 0
+        self.energy_label = "energy - actuator work" if self.actuated else "energy"
+        self.damped = any(getattr(j, "damping", 0.0) for j in getattr(sim.model, "joints", ()))
         self.energy_history = collections.deque(maxlen=history)
         self.momentum_history = collections.deque(maxlen=history)
+        self.times = collections.deque(maxlen=history)   # simulated time of each sample
+        self.events = collections.deque(maxlen=16)       # (sample number, label)
+        self.samples = 0
+        self.since = ("the start", sim.t)
         self.rebaseline()
 
+    def mark(self, label):
+        """An event that changes energy or momentum on purpose (``label``: "push", "reset"):
+        a new baseline, the event marked on the chart; the histories go on."""
+        self.events.append((self.samples, label))
+        self.since = (label, self.sim.t)
+        self._baseline()
+
+    def event_positions(self):
+        """Where the events fall in the histories (indices, oldest sample 0)."""
+        first = self.samples - len(self.energy_history)
+        return [(n - first, label) for n, label in self.events if n >= first]
+
+    def balance(self):
+        """What should stay constant: the energy, less the actuators' work if there are any (J)."""
+        if self.actuated:
+            return self.sim.energy() - float(self.sim.actuator_work().sum())
+        return self.sim.energy()
+
     def rebaseline(self):
+        """Start again: a new baseline and empty histories."""
+        self.energy_history.clear()
+        self.momentum_history.clear()
+        self.times.clear()
+        self.events.clear()
+        self.since = ("the start", self.sim.t)
+        self._baseline()
+
+    def _baseline(self):
         sim = self.sim
-        self.e0 = sim.energy()
+        self.e0 = self.balance()
         self.e_scale = max(abs(self.e0), sim.kinetic_energy(), 1e-300)
         linear, angular = sim.momentum()
         self.c0 = _components(sim, self.conserved)
         self.c_scale = np.array([max(np.linalg.norm(linear if k == "linear" else angular),
                                      1e-300) for k, _ in self.conserved])
+        self.energy = self.e0
         self.energy_drift = 0.0
         self.momentum_drift = 0.0 if self.conserved else None
         self.max_energy_drift = 0.0
         self.max_momentum_drift = 0.0 if self.conserved else None
         self.max_constraint_error = self.sim.constraint_error()
         self.loads_applied = self._loads_applied()
-        self.energy_history.clear()
-        self.momentum_history.clear()
 
     def _loads_applied(self):
         return any(np.any(f) or np.any(t) for f, t in
@@ -64,9 +100,12 @@ class Conservation:
         """Measure the drifts now and record them."""
         sim = self.sim
         self.loads_applied = self._loads_applied()
-        self.energy_drift = abs(sim.energy() - self.e0) / self.e_scale
+        self.energy = self.balance()
+        self.energy_drift = abs(self.energy - self.e0) / self.e_scale
         self.max_energy_drift = max(self.max_energy_drift, self.energy_drift)
         self.energy_history.append(self.energy_drift)
+        self.times.append(sim.t)
+        self.samples += 1
         if self.conserved:
             drift = np.abs(_components(sim, self.conserved) - self.c0) / self.c_scale
             self.momentum_drift = float(drift.max())
@@ -117,6 +156,17 @@ def fmt_drift(value):
     if value == 0.0:
         return "0"
     return f"{value:.1e}"
+
+
+def kept_to(value):
+    """A relative drift in plain words: "to 1 part in 10^14", "exactly"."""
+    if value is None:
+        return "n/a"
+    if value == 0.0:
+        return "exactly"
+    if value >= 0.1:
+        return f"only to {100 * value:.0f} %"
+    return f"to 1 part in 10^{int(math.floor(-math.log10(value)))}"
 
 
 def log_drift(value, floor=1e-17):

@@ -92,21 +92,37 @@ def ray_cone(o, d, radius, z_apex, z_base):
     return _first(side + [_ray_disc(o, d, radius, z_base)])
 
 
-def ray_triangles(mesh, o, d):
-    """First hit of the ray with the triangles of a mesh (Moller-Trumbore, all at once)."""
-    p = mesh[0][:, :3].astype(np.float64)[mesh[1].astype(np.int64)]   # (m, 3, 3)
-    e1, e2 = p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]
+def ray_mesh(verts, idx, o, d):
+    """Smallest t >= 0 where the ray meets a triangle of the mesh (Moller-Trumbore), or None.
+
+    For shapes without an analytic cast (a torus, a mesh loaded from a file).
+    """
+    p = verts[:, :3].astype(np.float64)
+    a, b, c = p[idx[:, 0]], p[idx[:, 1]], p[idx[:, 2]]
+    e1, e2 = b - a, c - a
     h = np.cross(d, e2)
-    a = np.einsum("ij,ij->i", e1, h)
-    ok = np.abs(a) > 1e-14
-    f = np.where(ok, 1.0 / np.where(ok, a, 1.0), 0.0)
-    s = o - p[:, 0]
-    u = f * np.einsum("ij,ij->i", s, h)
+    det = np.einsum("ij,ij->i", e1, h)
+    ok = np.abs(det) > 1e-14
+    inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
+    s = o - a
+    u = inv * np.einsum("ij,ij->i", s, h)
     qv = np.cross(s, e1)
-    v = f * (qv @ d)
-    t = f * np.einsum("ij,ij->i", e2, qv)
-    hit = ok & (u >= 0.0) & (v >= 0.0) & (u + v <= 1.0) & (t >= 0.0)
-    return float(t[hit].min()) if np.any(hit) else None
+    v = inv * (qv @ d)
+    t = inv * np.einsum("ij,ij->i", e2, qv)
+    hit = ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (t >= 0)
+    return float(t[hit].min()) if hit.any() else None
+
+
+def ray_part(part, o, d):
+    """First hit of a body-frame ray with a :class:`viewer.scene.Part` (its offset and axis)."""
+    if part.kind not in ANALYTIC:
+        return ray_mesh(*part.mesh, o, d)
+    rot = part.rotation
+    return ray_shape(part.kind, part.params, (0.0, 0.0, 0.0), rot.T @ (o - part.offset),
+                     rot.T @ d)
+
+
+ANALYTIC = ("box", "sphere", "cylinder", "capsule", "cone")
 
 
 def ray_shape(kind, params, offset, o, d, mesh=None):
@@ -114,7 +130,7 @@ def ray_shape(kind, params, offset, o, d, mesh=None):
     file's ``visuals`` are hit through their drawn ``mesh``."""
     o = o - np.asarray(offset)
     if kind == "visuals":
-        return ray_triangles(mesh, o, d)
+        return ray_mesh(*mesh, o, d)
     if kind == "box":
         return ray_box(o, d, params["half_extents"])
     if kind == "sphere":

@@ -35,8 +35,9 @@ def load_program(ctx, name):
 class Renderer:
     """Owns the GL objects: programs, mesh buffers, the line buffer and the framebuffer."""
 
-    def __init__(self, ctx: moderngl.Context, size):
+    def __init__(self, ctx: moderngl.Context, size, samples=0):
         self.ctx = ctx
+        self.samples = int(samples)   # multisample antialiasing of the offscreen frames
         self.lit = load_program(ctx, "lit")
         self.flat = load_program(ctx, "flat")
         self.line = load_program(ctx, "line")
@@ -46,6 +47,7 @@ class Renderer:
         self._line_vbo = None
         self._line_vao = None
         self.fbo = None
+        self.resolved = None
         self.size = (0, 0)
         self.resize(size)
         self.light_dir = np.array([0.35, 0.25, 1.0]) / np.linalg.norm([0.35, 0.25, 1.0])
@@ -58,17 +60,22 @@ class Renderer:
 
     def _offscreen(self):
         if self.fbo is None:
-            self.fbo = self.ctx.framebuffer(
-                color_attachments=[self.ctx.renderbuffer(self.size)],
-                depth_attachment=self.ctx.depth_renderbuffer(self.size))
+            self.fbo = self._framebuffer(self.samples)
+            if self.samples:   # read back through a single-sample copy
+                self.resolved = self._framebuffer(0)
         return self.fbo
 
+    def _framebuffer(self, samples):
+        return self.ctx.framebuffer(
+            color_attachments=[self.ctx.renderbuffer(self.size, samples=samples)],
+            depth_attachment=self.ctx.depth_renderbuffer(self.size, samples=samples))
+
     def _release_framebuffer(self):
-        if self.fbo is None:
-            return
-        for obj in (*self.fbo.color_attachments, self.fbo.depth_attachment, self.fbo):
-            obj.release()
-        self.fbo = None
+        for fbo in (self.fbo, self.resolved):
+            if fbo is not None:
+                for obj in (*fbo.color_attachments, fbo.depth_attachment, fbo):
+                    obj.release()
+        self.fbo = self.resolved = None
 
     # -- meshes ------------------------------------------------------------------------------
     def mesh(self, key, build):
@@ -103,8 +110,13 @@ class Renderer:
         self.lit["u_eye"].value = tuple(float(e) for e in eye)
         self.lit["u_light_dir"].value = tuple(float(c) for c in self.light_dir)
 
-    def draw(self, mesh, model, color, *, pattern=0.0, highlight=0.0, alpha=1.0, cull=True):
-        """Draw a mesh lit, placed by ``model`` (4x4, row-major)."""
+    def draw(self, mesh, model, color, *, pattern=0.0, highlight=0.0, alpha=1.0, cull=True,
+             on_top=False):
+        """Draw a mesh lit, placed by ``model`` (4x4, row-major).
+
+        ``on_top``: without the depth test, over everything drawn so far (arrows: convex
+        meshes with back faces culled need no depth test of their own).
+        """
         prog = self.lit
         prog["u_model"].write(_gl(model))
         prog["u_normal_matrix"].write(_gl(np.linalg.inv(np.asarray(model)[:3, :3]).T))
@@ -112,7 +124,7 @@ class Renderer:
         prog["u_pattern"].value = float(pattern)
         prog["u_highlight"].value = float(highlight)
         prog["u_alpha"].value = float(alpha)
-        flags = moderngl.DEPTH_TEST | (moderngl.CULL_FACE if cull else 0)
+        flags = (0 if on_top else moderngl.DEPTH_TEST) | (moderngl.CULL_FACE if cull else 0)
         if alpha < 1.0:
             flags |= moderngl.BLEND
         self.ctx.enable_only(flags)
@@ -153,7 +165,11 @@ class Renderer:
     def read(self):
         """The last offscreen frame as (height, width, 3) uint8, row 0 at the bottom."""
         w, h = self.size
-        data = self._offscreen().read(components=3, alignment=1)
+        fbo = self._offscreen()
+        if self.resolved is not None:
+            self.ctx.copy_framebuffer(self.resolved, fbo)
+            fbo = self.resolved
+        data = fbo.read(components=3, alignment=1)
         return np.frombuffer(data, dtype=np.uint8).reshape(h, w, 3).copy()
 
     def release(self):

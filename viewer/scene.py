@@ -1,8 +1,12 @@
 """What to draw for a Simulation, worked out from its public API (numpy, no GL).
 
-Body visuals come from ``sim.model.bodies[i].shape`` (a body without one gets the box with
-its principal moments of inertia, see :func:`default_shape`); joints from ``sim.joints()``;
-transforms are 4x4 row-major matrices acting on column vectors.
+The scene is general: every body is a list of *parts* (shape kind, parameters, placement in
+the body frame, optional own colour -- a marking, a pin, a material), taken from
+``sim.model.bodies[i].shape`` (one shape or a list; a body without one gets the box with
+its principal moments of inertia, see :func:`default_shape`); joints come from
+``sim.joints()``.  Nothing here knows a scenario by name: a racket, a gimbal ring with its
+pins, a robot link loaded from a file are all bodies made of parts.
+Transforms are 4x4 row-major matrices acting on column vectors.
 """
 from __future__ import annotations
 
@@ -24,20 +28,72 @@ MASSLESS_RADIUS = 0.01  # the dot drawn for a massless body (robot files' multi-
 
 
 @dataclass
-class BodyVisual:
-    index: int
-    name: str
+class Part:
+    """One shape of a body: ``kind``/``params`` as :mod:`viewer.meshes` describes them,
+    centred at ``offset`` with its z axis along ``axis`` (body frame); ``color`` None: the
+    body's colour."""
+
     kind: str
     params: dict
     offset: np.ndarray
-    color: tuple
+    axis: np.ndarray
+    color: tuple | None
     mesh: tuple       # (vertices, indices), body frame
+
+    @property
+    def rotation(self):
+        return frame_along(self.axis)
+
+
+@dataclass
+class BodyVisual:
+    index: int
+    name: str
+    parts: list
+    color: tuple
+    mesh: tuple       # all parts' vertices and indices, body frame (bounds, shadows)
     radius: float     # largest distance of the mesh from the centre of mass
+    thickness: float  # smallest extent of a part (a link's diameter, a ring's tube)
+
+    @property
+    def kind(self):
+        return self.parts[0].kind
+
+    @property
+    def params(self):
+        return self.parts[0].params
+
+    @property
+    def offset(self):
+        return self.parts[0].offset
 
     def support(self, direction_body):
         """Farthest mesh point along a body-frame direction."""
         v = self.mesh[0][:, :3].astype(np.float64)
         return v[np.argmax(v @ direction_body)]
+
+
+def part_thickness(kind, params, mesh):
+    """The smallest extent of a shape: what decides whether it can be seen and picked."""
+    if kind == "visuals":
+        v = mesh[0][:, :3]
+        return float(np.min(v.max(axis=0) - v.min(axis=0)))
+    if kind == "box":
+        return 2.0 * float(np.min(params["half_extents"]))
+    if kind == "torus":
+        return 2.0 * float(params["tube_radius"])
+    if kind == "cylinder":
+        return 2.0 * min(float(params["radius"]), float(params["half_length"]))
+    if kind == "cone":
+        return min(2.0 * float(params["radius"]), float(params["height"]))
+    return 2.0 * float(params["radius"])
+
+
+def merge(meshes_):
+    verts = np.vstack([m[0] for m in meshes_])
+    starts = np.cumsum([0] + [len(m[0]) for m in meshes_[:-1]])
+    idx = np.vstack([m[1] + np.uint32(k) for m, k in zip(meshes_, starts)])
+    return verts, idx
 
 
 def default_shape(mass, inertia):
@@ -54,22 +110,32 @@ def body_visuals(sim, colors=None):
     out = []
     colors = {sim.body_index(k): v for k, v in (colors or {}).items()}
     for i, body in enumerate(sim.model.bodies[:sim.nb]):
-        shape = body.shape
-        if shape is None and sim.body_mass[i] == 0.0:  # a link between two joints
-            kind, params, offset = "sphere", {"radius": MASSLESS_RADIUS}, np.zeros(3)
-        elif shape is None:
-            kind, params = default_shape(sim.body_mass[i], sim.body_inertia[i])
-            offset = np.zeros(3)
+        shapes = body.shape
+        if shapes is None:
+            if sim.body_mass[i] == 0.0:  # a link between two joints
+                kind, params = "sphere", {"radius": MASSLESS_RADIUS}
+            else:
+                kind, params = default_shape(sim.body_mass[i], sim.body_inertia[i])
+            parts = [Part(kind, params, np.zeros(3), np.array([0.0, 0.0, 1.0]), None,
+                          meshes.shape_mesh(kind, params))]
         else:
-            kind, params, offset = shape.kind, shape.params, np.asarray(shape.offset, float)
-        mesh = meshes.shape_mesh(kind, params, offset)
+            parts = []
+            for shape in (shapes if isinstance(shapes, (tuple, list)) else (shapes,)):
+                offset = np.asarray(shape.offset, float)
+                axis = np.asarray(getattr(shape, "axis", (0.0, 0.0, 1.0)), float)
+                parts.append(Part(shape.kind, shape.params, offset, axis,
+                                  getattr(shape, "color", None),
+                                  meshes.shape_mesh(shape.kind, shape.params, offset, axis)))
+        mesh = merge([p.mesh for p in parts])
         radius = float(np.max(np.linalg.norm(mesh[0][:, :3], axis=1)))
+        thickness = min(part_thickness(p.kind, p.params, p.mesh) for p in parts)
         color = PALETTE[i % len(PALETTE)]
-        if kind == "visuals":  # the file's colour, where it gives one
-            color = next((p["color"][:3] for p in params["parts"] if p["color"] is not None),
-                         color)
+        for p in parts:
+            if p.kind == "visuals":  # the file's colour, where it gives one
+                color = next((c["color"][:3] for c in p.params["parts"]
+                              if c["color"] is not None), color)
         color = tuple(float(c) for c in colors.get(i, color))
-        out.append(BodyVisual(i, sim.names[i], kind, params, offset, color, mesh, radius))
+        out.append(BodyVisual(i, sim.names[i], parts, color, mesh, radius, thickness))
     return out
 
 
@@ -102,14 +168,7 @@ def placed(x, rot, scale):
     return m
 
 
-def frame_along(axis):
-    """A rotation whose third column is the unit vector ``axis``."""
-    z = np.asarray(axis, dtype=np.float64)
-    z = z / np.linalg.norm(z)
-    helper = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    x = np.cross(helper, z)
-    x /= np.linalg.norm(x)
-    return np.column_stack([x, np.cross(z, x), z])
+frame_along = meshes.frame_along
 
 
 def arrow_parts(start, end, radius):

@@ -48,9 +48,10 @@ TREE = "tree"
 
 def select(model) -> str:
     """``"bodies"`` when every body is free or attached to the world and no spring joins two
-    bodies; ``"tree"`` otherwise (joints between bodies or to the world, springs between
-    bodies)."""
-    if model.joints or any(s.other >= 0 for s in model.springs):
+    bodies; ``"tree"`` otherwise (joints between bodies or to the world, loop joints, springs
+    between bodies)."""
+    if (model.joints or getattr(model, "loop_joints", None)
+            or any(s.other >= 0 for s in model.springs)):
         return TREE
     return BODIES
 

@@ -58,8 +58,8 @@ def _mujoco_cost(sim, steps, repeats):
     Not applicable either where MuJoCo refuses the inertia (the Geradin-Rixen top's
     centroidal inertia breaks the triangle inequality, as the paper's data does).
     """
-    if not mujoco_ref.available() or sim.nb != 1:
-        return None
+    if not mujoco_ref.available() or sim.nb != 1 or sim.model.grounds:
+        return None  # (a ground: the contact section compares those)
     body = sim.model.bodies[0]
     j = body.inertia
     if np.any(j > np.sum(j) - j):
@@ -70,9 +70,15 @@ def _mujoco_cost(sim, steps, repeats):
         gravity=sim.gravity, dt=sim.dt, integrator="RK4")
     mujoco_ref.set_state(model, data, x=None if pivoted else sim.x[0], p=sim.q[0],
                          v=None if pivoted else sim.v[0], omega_body=sim.w[0])
+    return _mujoco_time(model, data, steps, repeats)
+
+
+def _mujoco_time(model, data, steps, repeats):
+    """mujoco_ref.time_per_step in a scratch directory (MuJoCo writes MUJOCO_LOG.TXT into
+    the working directory on warnings)."""
     cwd = os.getcwd()
     with tempfile.TemporaryDirectory() as tmp:
-        os.chdir(tmp)  # MuJoCo writes MUJOCO_LOG.TXT into the working directory on warnings
+        os.chdir(tmp)
         try:
             return mujoco_ref.time_per_step(model, data, n=steps, repeats=repeats)
         finally:
@@ -94,6 +100,8 @@ def _cold_run_seconds():
 def collect(steps=20000, repeats=7, with_mujoco=True):
     rows = []
     for name in scenarios.names():
+        if name in LOOP_SCENARIOS:  # timed in their own section, over fewer steps
+            continue
         dts = [scenarios.defaults(name)[0]]
         if name == HEADLINE[0] and HEADLINE[1] not in dts:
             dts.append(HEADLINE[1])
@@ -121,6 +129,8 @@ def collect(steps=20000, repeats=7, with_mujoco=True):
     out = {"steps_per_call": steps, "repeats": repeats, "rows": rows, "summary": summary}
     out["chain"] = chain_section(repeats, with_mujoco)
     out["solver"] = solver_section()
+    out["contact"] = contact_section(repeats, with_mujoco)
+    out["loops"] = loop_section(repeats, with_mujoco)
     out["control_ticks"] = control_ticks(repeats, with_mujoco=with_mujoco)
     return out
 
@@ -167,14 +177,7 @@ def chain_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(1, 2, 5, 1
                 row["energy_momentum_mean_iterations"] = fresh.solver_stats()["mean_iterations"]
         if use_mujoco:
             model, data = _mujoco_chain(_lively_chain(n, "nullspace_rk4", dt), n)
-            cwd = os.getcwd()
-            with tempfile.TemporaryDirectory() as tmp:
-                os.chdir(tmp)
-                try:
-                    row["mujoco_rk4"] = mujoco_ref.time_per_step(model, data, n=120,
-                                                                 repeats=repeats) * 1e6
-                finally:
-                    os.chdir(cwd)
+            row["mujoco_rk4"] = _mujoco_time(model, data, 120, repeats) * 1e6
         scaling.append(row)
     steps = int(round(10.0 / dt))
     drift = {}
@@ -262,6 +265,134 @@ def print_solver_section(result):
         rows.append([*head, f"{100 * r['fallback_fraction']:.1f} %", f"{r['median_us']:.1f}",
                      f"{r['worst_us']:.1f}", f"{r['worst_over_median']:.1f}",
                      f"{r['mean_iterations']:.1f}", r["max_iterations"]])
+def _mujoco_stack(n, dt, size=0.1, mass=1.0, friction=0.5):
+    """The ``box_stack`` scenario in MuJoCo (its default soft contacts and solver)."""
+    import mujoco
+
+    bodies = "".join(
+        f'<body pos="0 0 {size * (2 * k + 1)!r}"><freejoint/><geom type="box" '
+        f'size="{size} {size} {size}" mass="{mass}" friction="{friction} 0.005 0.0001"/></body>'
+        for k in range(n))
+    xml = (f'<mujoco><option timestep="{dt!r}" gravity="0 0 -9.81"/><worldbody>'
+           f'<geom type="plane" size="5 5 0.1" friction="{friction} 0.005 0.0001"/>'
+           f"{bodies}</worldbody></mujoco>")
+    model = mujoco.MjModel.from_xml_string(xml)
+    return model, mujoco.MjData(model)
+
+
+def _stack_errors(positions, x0, size):
+    """(largest drift of a box centre from where it started, largest penetration: of the
+    bottom box into the ground or of a box into the one below), over (steps, n, 3) positions."""
+    drift = float(np.abs(positions - x0).max())
+    ground = size - positions[:, 0, 2]
+    pairs = 2 * size - np.diff(positions[:, :, 2], axis=1)
+    return drift, float(max(ground.max(), pairs.max() if pairs.size else 0.0, 0.0))
+
+
+def contact_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(5, 10), seconds=10.0):
+    """The ``box_stack`` scenario of 5 and 10 boxes at dt = 1/240: median us/step (240 steps
+    from rest, restored between repeats) per contact integrator and MuJoCo (default Euler,
+    soft contacts) side by side, and over ``seconds`` the largest drift and penetration."""
+    use_mujoco = with_mujoco and mujoco_ref.available()
+    rows = []
+    steps = int(round(seconds / dt))
+    for n in sizes:
+        row = {"n": n}
+        for integ in ("nullspace_rk4", "energy_momentum"):
+            sim = scenarios.build("box_stack", integrator=integ, dt=dt, n=n)
+            row[integ] = median_step_cost(sim, 240, repeats) * 1e6
+            x0 = sim.x.copy()
+            trace = np.empty((steps, n, 3))
+            for k in range(steps):
+                sim.step(1)
+                trace[k] = sim.x
+            row[f"{integ}_drift_m"], row[f"{integ}_penetration_m"] = _stack_errors(trace, x0,
+                                                                                  0.1)
+        if use_mujoco:
+            import mujoco
+
+            model, data = _mujoco_stack(n, dt)
+            row["mujoco"] = _mujoco_time(model, data, 240, repeats) * 1e6
+            model, data = _mujoco_stack(n, dt)
+            mujoco.mj_forward(model, data)
+            x0 = data.xpos[1:].copy()
+            trace = np.empty((steps, n, 3))
+            for k in range(steps):
+                mujoco.mj_step(model, data)
+                trace[k] = data.xpos[1:]
+            row["mujoco_drift_m"], row["mujoco_penetration_m"] = _stack_errors(trace, x0, 0.1)
+            for integ in ("nullspace_rk4", "energy_momentum"):
+                row[f"{integ}/mujoco"] = row[integ] / row["mujoco"]
+        rows.append(row)
+    return {"dt": dt, "seconds": seconds, "stacks": rows}
+
+
+def print_contact(result):
+    print(f"box_stack, dt = {result['dt']:.6g}: median us/step (240 steps from rest), and the "
+          f"largest drift and penetration (mm) over {result['seconds']:g} s")
+    keys = [k for k in result["stacks"][0] if k != "n"]
+    rows = [["boxes", *keys]]
+    for row in result["stacks"]:
+        rows.append([row["n"], *(f"{row[k] * 1e3:.3f}" if k.endswith("_m") else f"{row[k]:.2f}"
+                                 for k in keys)])
+LOOP_SCENARIOS = ("four_bar", "slider_crank", "bennett", "delta_robot")
+
+
+def loop_section(repeats=7, with_mujoco=True, dt=1e-3, steps=50, t_closure=1.0):
+    """Closed loops at dt = 1 ms: median us/step of each integrator that steps the scenario
+    (timed calls of ``steps`` steps from the scenario's start), MuJoCo RK4 on the same
+    mechanism with its loops as equality constraints (:func:`mujoco_ref.build_tree`), and the
+    largest loop-closure violation over the first ``t_closure`` s: ours
+    (``constraint_error``) under nullspace_rk4, MuJoCo's (its soft constraints' |efc_pos|)."""
+    use_mujoco = with_mujoco and mujoco_ref.available()
+    rows = []
+    for name in LOOP_SCENARIOS:
+        row = {"scenario": name, "dt": dt, "us_per_step": {}, "closure_m": {}}
+        for integ in scenarios.integrators_for(name):
+            sim = scenarios.build(name, integrator=integ, dt=dt)
+            row["us_per_step"][integ] = median_step_cost(sim, steps, repeats) * 1e6
+        sim = scenarios.build(name, integrator="nullspace_rk4", dt=dt)
+        n = int(round(t_closure / dt))
+        worst = 0.0
+        for _ in range(n):
+            sim.step()
+            worst = max(worst, sim.constraint_error())
+        row["closure_m"]["nullspace_rk4"] = worst
+        if use_mujoco:
+            import mujoco
+
+            sim = scenarios.build(name, integrator="nullspace_rk4", dt=dt)
+            model, data, qadr, vadr = mujoco_ref.build_tree(sim.model, dt=dt)
+            data.qpos[qadr], data.qvel[vadr] = sim.qpos(), sim.qvel()
+            mujoco.mj_forward(model, data)
+            cwd = os.getcwd()
+            with tempfile.TemporaryDirectory() as tmp:
+                os.chdir(tmp)
+                try:
+                    row["us_per_step"]["mujoco_rk4"] = mujoco_ref.time_per_step(
+                        model, data, n=10 * steps, repeats=repeats) * 1e6
+                finally:
+                    os.chdir(cwd)
+            worst = 0.0  # time_per_step left the state where it started
+            for _ in range(n):
+                mujoco.mj_step(model, data)
+                worst = max(worst, float(np.max(np.abs(data.efc_pos))) if data.nefc else 0.0)
+            row["closure_m"]["mujoco_rk4"] = worst
+        rows.append(row)
+    return {"dt": dt, "steps_per_call": steps, "t_closure": t_closure, "rows": rows}
+
+
+def print_loops(result):
+    print(f"closed loops, dt = {result['dt']:g}: median us/step (calls of "
+          f"{result['steps_per_call']} steps; MuJoCo RK4 with equality constraints), and the "
+          f"largest loop-closure violation over {result['t_closure']:g} s (m)")
+    integs = ["nullspace_rk4", "energy_momentum", "energy_momentum4", "mujoco_rk4"]
+    rows = [["scenario", *integs, "closure ours", "closure MuJoCo"]]
+    for row in result["rows"]:
+        cost, closure = row["us_per_step"], row["closure_m"]
+        rows.append([row["scenario"], *(f"{cost[i]:.1f}" if i in cost else "-" for i in integs),
+                     f"{closure['nullspace_rk4']:.2g}",
+                     f"{closure['mujoco_rk4']:.2g}" if "mujoco_rk4" in closure else "-"])
     print("\n".join("  " + line for line in format_table(rows)))
 
 
@@ -446,6 +577,10 @@ def print_table(result):
           ", ".join(f"{k} {v:.3g}" for k, v in c["energy_drift_10s_n10"].items()))
     if "solver" in result:
         print_solver_section(result["solver"])
+    if "contact" in result:
+        print_contact(result["contact"])
+    if "loops" in result:
+        print_loops(result["loops"])
     if "control_ticks" in result:
         print_control_ticks(result["control_ticks"])
 

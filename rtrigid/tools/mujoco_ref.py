@@ -548,6 +548,34 @@ def _actuator_xml(model, a):
             f'gear="{_num(a.gear)}"{gains}{limits}/>\n')
 
 
+LOOP_PIN_SPREAD = 0.05  # m: a revolute loop joint's two connect points sit this far each side
+
+
+def _loop_equalities(model):
+    """({body index (-1: the world): [site elements]}, equality elements) of the model's loop
+    joints (see :func:`build_tree`)."""
+    from rtrigid.joints import geometry
+
+    sites, equality = {}, ""
+    for j in getattr(model, "loop_joints", []):
+        g = geometry(j)
+        if j.kind == "spherical":
+            offsets = [(np.zeros(3), np.zeros(3))]
+        elif j.kind == "revolute":
+            offsets = [(sign * LOOP_PIN_SPREAD * g.axis_parent,
+                        sign * LOOP_PIN_SPREAD * g.axis_child) for sign in (1.0, -1.0)]
+        else:
+            raise ValueError(f"model: loop joint {j.name!r} is {j.kind}; build_tree closes "
+                             "spherical and revolute loops")
+        for k, (op, oc) in enumerate(offsets):
+            for body, point, side in ((j.parent, g.anchor_parent + op, "p"),
+                                      (j.child, g.anchor_child + oc, "c")):
+                sites.setdefault(body, []).append(
+                    f'<site name="{j.name}_{side}{k}" pos="{_vec(point)}"/>')
+            equality += f'    <connect site1="{j.name}_p{k}" site2="{j.name}_c{k}"/>\n'
+    return sites, equality
+
+
 def build_tree(model, *, dt=1e-3, integrator="RK4"):
     """MuJoCo model of an rtrigid :class:`~rtrigid.model.Model` whose joints are revolute,
     prismatic, spherical or fixed and whose other bodies are free or attached to the world.
@@ -566,7 +594,10 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
     the MuJoCo qpos and qvel addresses of each joint's entries, so that
     ``data.qpos[qadr] = sim.qpos()`` and ``data.qvel[vadr] = sim.qvel()``.  The model's
     actuators become MuJoCo's motor, position and velocity actuators in the same order, so
-    ``data.ctrl[:] = sim.controls()``.
+    ``data.ctrl[:] = sim.controls()``.  Loop joints (``Model.add_loop_joint``) become
+    MuJoCo equality constraints between sites at their anchors (soft, MuJoCo's default
+    solref): a spherical one a ``connect``, a revolute one two ``connect`` a tenth of a
+    metre apart along its axis.
     """
     from rtrigid.joints import geometry
 
@@ -584,6 +615,7 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
     children = {}
     for b, j in enumerate(inbound):
         children.setdefault(j.parent, []).append(b)
+    sites, equality = _loop_equalities(model)
 
     def body_xml(b, indent):
         j, g = inbound[b], geometry(inbound[b])
@@ -604,11 +636,12 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
         pad = " " * indent
         inner = "".join(body_xml(c, indent + 2) for c in children.get(b, []))
         return (f'{pad}<body name="{body.name}" pos="{_vec(origin)}" quat="{_vec(r0)}">\n'
-                f"{pad}  {joint}\n"
+                f"{pad}  {joint}\n" + "".join(f"{pad}  {x}\n" for x in sites.get(b, [])) +
                 f'{pad}  <inertial pos="0 0 0" quat="1 0 0 0" mass="{_num(body.mass)}" '
                 f'diaginertia="{_vec(body.inertia)}"/>\n{inner}{pad}</body>\n')
 
-    tree = "".join(body_xml(b, 4) for b in children.get(-1, []))
+    tree = "".join(f"    {x}\n" for x in sites.get(-1, []))
+    tree += "".join(body_xml(b, 4) for b in children.get(-1, []))
     actuators = "".join(_actuator_xml(model, a) for a in getattr(model, "actuators", []))
     xml = f"""<mujoco model="rtrigid_tree">
   <compiler inertiafromgeom="false" balanceinertia="false" boundmass="0" boundinertia="0"
@@ -619,6 +652,8 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
   </option>
   <worldbody>
 {tree}  </worldbody>
+  <equality>
+{equality}  </equality>
   <actuator>
 {actuators}  </actuator>
 </mujoco>

@@ -87,7 +87,43 @@ class TreeBackend:
             kind, qs, _ = self._slots(b)
             if kind in (REVOLUTE, PRISMATIC) and self._tf[b, T_K]:
                 self._joint_springs.append((qs.start, self._tf[b, T_K], self._tf[b, T_REST]))
+        # closed loops (Model.add_loop_joint): constraint rows on Qg, closed from the initial
+        # coordinates here; the simulation steps them with .loops.stepper
+        self.loops = None
+        if getattr(model, "loop_joints", None):
+            from rtrigid.backends.tree.loops import LoopClosure
+
+            self.loops = LoopClosure(tree, model.loop_joints, self._scratch())
+            self.loops.assemble(self.Qg)
         self._sync()
+
+    def loads(self):
+        """(f_app, t_app, held): views of the applied loads in A."""
+        return applied_views.py_func(self.A, self.tree.nb, self.tree.nv)
+
+    def _close_loops(self, qs=None, vs=None):
+        """After a write: close the loops changing only the rates not written (``qs`` /
+        ``vs``: the written coordinates' and rates' slots in nu; None: all may change), and
+        refuse (``ValueError``, state restored by the caller's copy) what cannot be closed
+        or is a singular configuration."""
+        lc = self.loops
+        free_q = np.ones(self.tree.nv, bool)
+        if qs is not None:
+            free_q[qs] = False
+        err = lc.close_positions(self.Qg, free_q, max_iter=50)
+        if not err <= 1e-9:
+            raise ValueError(f"value: the loops {lc.names()} cannot be closed with these "
+                             f"coordinates (residual {err:.3g})")
+        if lc.mobility_at(self.Qg)[1] != lc.rank:
+            raise ValueError(f"value: a singular configuration of the loops {lc.names()} "
+                             "(their constraint rank changes here)")
+        free_v = np.ones(self.tree.nv, bool)
+        if vs is not None:
+            free_v[vs] = False
+        err = lc.close_rates(self.Qg, self.nu, free_v)
+        if not err <= 1e-9 * max(1.0, float(np.max(np.abs(self.nu)))):
+            raise ValueError(f"value: the loops {lc.names()} cannot be closed with these "
+                             f"rates (residual {err:.3g})")
 
     def _scratch(self):
         return carve(self._work, self.tree.nb, self.tree.nq, self.tree.nv)
@@ -173,6 +209,8 @@ class TreeBackend:
             self.Qg[:] = qpos
         if qvel is not None:
             self.nu[:] = qvel
+        if self.loops is not None:
+            self._guarded(self._close_loops)
         self._sync()
 
     def joint_state(self, b):
@@ -186,7 +224,18 @@ class TreeBackend:
             self.Qg[qs] = qpos
         if qvel is not None:
             self.nu[vs] = qvel
+        if self.loops is not None:
+            self._guarded(self._close_loops, vs if qpos is not None else None,
+                          vs if qvel is not None else None)
         self._sync()
+
+    def _guarded(self, close, *args):
+        """close(*args); a singular factorization is refused as a ValueError (the
+        simulation's write puts the state back)."""
+        try:
+            close(*args)
+        except np.linalg.LinAlgError as e:
+            raise ValueError(f"value: the loops cannot be closed here ({e})") from None
 
     # -- bodies ----------------------------------------------------------------------------
     def set_body(self, b, x=None, q=None, v=None, w=None, w_frame="world"):
@@ -223,6 +272,9 @@ class TreeBackend:
                     w = quat.rotate(self.q[b], w, np.empty(3))
                 _, wp = self._parent_motion(b)
                 self.nu[vs] = quat.rotate_inv(self.q[b], w - wp, np.empty(3))
+        if self.loops is not None:
+            self._guarded(self._close_loops, vs if (x is not None or q is not None) else None,
+                          vs if (v is not None or w is not None) else None)
         self._sync()
 
     def impulse(self, b, point, impulse):
@@ -236,6 +288,18 @@ class TreeBackend:
                               self._scratch(), dnu, dv, dw)
         with np.errstate(over="ignore", invalid="ignore"):
             new = (self.nu + dnu, self.v + dv, self.w + dw)
+        if ok and self.loops is not None:
+            # the loops' reactions: the K-orthogonal projection of the tree's response
+            nu = new[0]
+            try:
+                self.loops.close_rates(self.Qg, nu)
+            except np.linalg.LinAlgError:
+                return None
+            R, rj, G, V, cb = self._scratch()[:5]
+            x, q = self.x.copy(), self.q.copy()
+            refresh_bodies(self._tf, self._ti, self.Qg, nu, x, q, dv, dw, np.empty_like(dv),
+                           R, rj, G, V, cb)
+            new = (nu, dv, dw)
         if not (ok and all(np.all(np.isfinite(a)) for a in new)):
             return None
         return new

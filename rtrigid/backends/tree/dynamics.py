@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.tree.kinematics import (
     I_KIND,
     I_ORDER,
@@ -46,6 +46,7 @@ from rtrigid.backends.tree.kinematics import (
     base_work_size,
     bias_forces,
     body_rates,
+    carry_acceleration,
     carve,
     col_block,
     cross3,
@@ -146,14 +147,7 @@ def inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held,
         p = ti[b, I_PARENT]
         kind = ti[b, I_KIND]
         o = ti[b, I_VOFF]
-        for r in range(6):
-            acc[b, r] = cb[b, r]
-        if p >= 0:
-            t = cross3(acc[p, 0], acc[p, 1], acc[p, 2], G[b, ROW_D, 0], G[b, ROW_D, 1],
-                       G[b, ROW_D, 2])
-            for r in range(3):
-                acc[b, r] += acc[p, r]
-                acc[b, 3 + r] += acc[p, 3 + r] + t[r]
+        carry_acceleration(G, cb, acc, b, p)
         for c in range(nv_of(kind)):
             off = col_block(kind, c)
             for r in range(3):
@@ -231,7 +225,13 @@ def point_jacobian(tf, ti, Qg, b, point, x, q, R, rj, G, J):
         for c in range(J.shape[1]):
             J[r, c] = 0.0
     a = rot_vec_b(R, b, point[0], point[1], point[2])
-    pw = (x[b, 0] + a[0], x[b, 1] + a[1], x[b, 2] + a[2])
+    add_point_columns(ti, G, rj, b, (x[b, 0] + a[0], x[b, 1] + a[1], x[b, 2] + a[2]), 1.0, J)
+
+
+@jit_inline
+def add_point_columns(ti, G, rj, b, pw, sign, J):
+    """J (6, nv) += sign [linear; angular] world velocity per unit rate of body b's material
+    point at the world point pw (geometry already computed; nothing for the world, b < 0)."""
     j = b
     while j >= 0:
         kind = ti[j, I_KIND]
@@ -242,11 +242,11 @@ def point_jacobian(tf, ti, Qg, b, point, x, q, R, rj, G, J):
                 lin = cross3(u[0], u[1], u[2], pw[0] - rj[j, 0], pw[1] - rj[j, 1],
                              pw[2] - rj[j, 2])
                 for k in range(3):
-                    J[k, o + c] = lin[k]
-                    J[3 + k, o + c] = u[k]
+                    J[k, o + c] += sign * lin[k]
+                    J[3 + k, o + c] += sign * u[k]
             else:
                 for k in range(3):
-                    J[k, o + c] = u[k]
+                    J[k, o + c] += sign * u[k]
         j = ti[j, I_PARENT]
 
 

@@ -3,7 +3,7 @@
 Each body has exactly one *inbound joint*: a joint to its parent body, to the world, or -- for a
 body no joint holds -- a free joint (six degrees of freedom).  The bodies and their inbound
 joints form a forest, stored in topological order so that a parent is always met before its
-children.  Closed loops are refused for now (the arrays leave room for loop-closure rows).
+children.  Loops are closed outside the tree by cut joints (:mod:`.loops`).
 
 Generalized coordinates, per inbound joint (``Qg``; the rates ``nu`` are the independent
 velocities of the null-space method, 002 §5):
@@ -425,6 +425,20 @@ def joint_velocities(ti, G, nu, V, cb):
         for k in range(3):
             cb[b, k] = ca[k]
             cb[b, 3 + k] = cc[k] + 2.0 * cl[k]
+
+
+@jit_inline
+def carry_acceleration(G, cb, acc, b, p):
+    """acc[b] <- X(d) acc[p] + cb[b] (p < 0: cb[b]): body b's (angular acceleration,
+    acceleration of its joint point) with its own rates' accelerations left out."""
+    for r in range(6):
+        acc[b, r] = cb[b, r]
+    if p >= 0:
+        t = cross3(acc[p, 0], acc[p, 1], acc[p, 2], G[b, ROW_D, 0], G[b, ROW_D, 1],
+                   G[b, ROW_D, 2])
+        for r in range(3):
+            acc[b, r] += acc[p, r]
+            acc[b, 3 + r] += acc[p, 3 + r] + t[r]
 
 
 @jit
@@ -1050,7 +1064,7 @@ class Tree:
             b = stack.pop()
             order.append(b)
             stack.extend(reversed(children[b]))
-        assert len(order) == nb, "the builder refuses loops, so every body is reached"
+        assert len(order) == nb, "add_joint refuses loops, so every body is reached"
         self.nb, self.joints, self.order = nb, inbound, order
         self.tf = np.zeros((nb, T_WIDTH))
         self.ti = np.zeros((nb, I_WIDTH), np.int64)
@@ -1092,6 +1106,9 @@ class Tree:
                 self.Q0[o] = 1.0
             elif code in (REVOLUTE, PRISMATIC):  # zero, or the nearer limit (see add_joint)
                 self.Q0[o] = min(max(0.0, self.tf[b, T_LO]), self.tf[b, T_HI])
+            given = getattr(inbound[b], "position", None)
+            if given is not None:
+                self.Q0[o:o + len(given)] = given
         ns = len(model.springs)
         self.pf = np.zeros((ns, P_WIDTH))
         self.pi = np.zeros((ns, 2), np.int64)

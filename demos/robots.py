@@ -1,0 +1,88 @@
+"""Robot demos built from the robot files the pybullet_data package ships (the files the
+loader's tests read; nothing is fetched at run time).  A demo whose file is not installed is
+left out of ``python -m demos``.
+
+Each robot gets one position servo per joint (URDF has no actuators), force range from the
+file's ``effort``, gains from the joint-space mass matrix at the starting pose so every joint
+answers at about the same rate.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+import rtrigid as rt
+
+IIWA = "kuka_iiwa/model.urdf"
+A1 = "a1/a1.urdf"
+IIWA_POSE = (0.0, 0.6, 0.0, -1.2, 0.0, 0.9, 0.0)
+
+
+def path(robot):
+    """The robot file's path in pybullet_data, or None if that package is not installed."""
+    try:
+        import pybullet_data
+    except ImportError:
+        return None
+    p = os.path.join(pybullet_data.getDataPath(), robot)
+    return p if os.path.exists(p) else None
+
+
+def available(robot):
+    return path(robot) is not None
+
+
+def _load(robot):
+    with warnings.catch_warnings():
+        # the files' massless links carry an <inertia>: the loader says it ignores it
+        warnings.simplefilter("ignore", UserWarning)
+        return rt.load_model(path(robot))
+
+
+def servoed(model, pose, integrator, dt, omega, zeta=1.0):
+    """``model`` with a position servo on each joint (kp = M_jj omega^2, kv = 2 zeta M_jj
+    omega at ``pose``, force range +- the file's effort), built, at ``pose`` and holding it."""
+    probe = rt.Simulation(model, "nullspace_rk4", dt)
+    probe.set_qpos(pose)
+    m = np.diag(probe.mass_matrix())
+    for k, name in enumerate(probe.joint_names):
+        effort = model.joint_info.get(name, {}).get("effort")
+        model.add_actuator(name, "position", kp=m[k] * omega ** 2, kv=2 * zeta * m[k] * omega,
+                           force_range=(-effort, effort) if effort else None, name=name)
+    sim = rt.Simulation(model, integrator, dt)
+    sim.set_qpos(pose)
+    sim.set_controls(np.asarray(pose, dtype=float))
+    return sim
+
+
+def iiwa(integrator="nullspace_rk4", dt=None):
+    """KUKA LBR iiwa (7 revolute joints with dampers: ``nullspace_rk4``), fixed base."""
+    return servoed(_load(IIWA), IIWA_POSE, integrator, dt or 1e-3, omega=25.0)
+
+
+def iiwa_controller(sim):
+    from demos.controllers import ServoTeleop
+
+    return ServoTeleop(sim, tip="lbr_iiwa_link_7", reach=True)
+
+
+LEGS = ("FR", "FL", "RR", "RL")
+A1_STANCE = (0.0, 0.8, -1.6)   # hip, thigh (upper), knee (lower), rad
+
+
+def a1(integrator="energy_momentum", dt=None):
+    """Unitree A1, base welded to the world where the file puts it: held in the air."""
+    return servoed(_load(A1), A1_STANCE * len(LEGS), integrator, dt or 1e-3, omega=30.0)
+
+
+def a1_controller(sim):
+    from demos.controllers import TrotInTheAir
+
+    names = list(sim.actuator_names)
+    # trot: diagonal legs (front right with rear left) in phase
+    phase = {"FR": 0.0, "RL": 0.0, "FL": 0.5, "RR": 0.5}
+    legs = [(names.index(f"{leg}_upper_joint"), names.index(f"{leg}_lower_joint"), phase[leg])
+            for leg in LEGS]
+    return TrotInTheAir(sim, A1_STANCE * len(LEGS), legs)

@@ -1,0 +1,62 @@
+"""The bodies backend's contact step: free flight by the scheme's kernel, then the contact
+solve of :mod:`rtrigid.contact.solver` on the free bodies, then their momenta re-derived."""
+import numpy as np
+
+from rtrigid._jit import jit
+from rtrigid.backends.bodies.common import body_momenta, open_buffers, state_view
+from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
+from rtrigid.backends.buffers import OK, USED_FALLBACK
+from rtrigid.contact.geometry import G_KIND, NONE
+from rtrigid.contact.solver import resolve
+
+
+@jit
+def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam,
+               rows, iters, rest_speed):
+    """The contact solve after a free-flight step; returns the number of contacts."""
+    (gravity, bodyf, bodyi, _, _, S, _, _, _, _, _, _) = open_buffers(F, I)
+    nb = bodyi.shape[0]
+    x, q, v, w, P, pq, L = state_view(S, nb)
+    count = resolve(table, x, q, v, w, bodyf[:, B_MASS], bodyf[:, B_INERTIA:B_INERTIA + 3],
+                    active, geom, grounds, gravity, touched, vel, ints, lift, keys, lam,
+                    rows, iters, rest_speed)
+    for b in range(nb):
+        if touched[b]:
+            body_momenta(bodyf, b, q, v, w, P, pq, L)
+    return count
+
+
+class ContactStepper:
+    """``step(n, dt, F, I)`` of the kernel contract: n times one step of ``kernel`` and the
+    contact solve, stopping at a step the kernel could not take."""
+
+    def __init__(self, kernel, contacts, bodyi, iters, rest_speed):
+        self.kernel, self.contacts = kernel, contacts
+        self.active = ((np.asarray(bodyi) == FREE)
+                       & (contacts.geom[:, G_KIND] != NONE)).astype(np.int64)
+        self.iters, self.rest_speed = int(iters), float(rest_speed)
+        self._count = np.zeros(1, np.int64)
+
+    def __call__(self, n, dt, F, I):
+        c = self.contacts
+        status = run(self.kernel, n, dt, F, I, c.geom, c.grounds, c.table, self.active,
+                     c.touched, c.vel, c.ints, c.lift, c.keys, c.lam, c.rows, self.iters,
+                     self.rest_speed, self._count)
+        c.count = int(self._count[0])
+        return status
+
+
+@jit
+def run(kernel, n, dt, F, I, geom, grounds, table, active, touched, vel, ints, lift, keys,
+        lam, rows, iters, rest_speed, count):
+    """n times one step of ``kernel`` and the contact solve, in one compiled call; count[0]
+    gets the contacts of the last step.  Stops at a step the kernel could not take."""
+    flags = OK
+    for _ in range(n):
+        status = kernel(1, dt, F, I)
+        flags |= status & USED_FALLBACK
+        if status & ~USED_FALLBACK:
+            return status | flags
+        count[0] = after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift,
+                              keys, lam, rows, iters, rest_speed)
+    return flags

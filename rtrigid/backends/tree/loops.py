@@ -1,0 +1,749 @@
+"""Closed loops on the tree: cut-joint constraints on the tree's coordinates, multipliers
+eliminated by the null space of their Jacobian (002 §5), projection after each step (002 §6).
+
+A model's loop-closing joints (:meth:`rtrigid.model.Model.add_loop_joint`) are left out of
+the spanning tree; each becomes constraint rows on the tree's coordinates Qg and rates nu.
+For a cut joint between a parent body P (or the world) and a child body C, let p_C be the
+child's anchor (world), d = p_C - p_P the anchors' separation, and take the constrained
+directions fixed in the parent (its joint frame e1, e2, u turned by R_P):
+
+=========== =========================== =============================== =====
+kind        translation rows (t . d)    rotation rows                   count
+=========== =========================== =============================== =====
+spherical   e1, e2, u                   --                              3
+revolute    e1, e2, u                   -e2 . u_C, e1 . u_C             5
+prismatic   e1, e2                      e1, e2, u on 2 vec(e)           5
+cylindrical e1, e2                      -e2 . u_C, e1 . u_C             4
+planar      u                           -e2 . u_C, e1 . u_C             3
+fixed       e1, e2, u                   e1, e2, u on 2 vec(e)           6
+=========== =========================== =============================== =====
+
+(u_C the child's axis in world axes, e = q_C o (q_P o r0)^* the rotation error.)  Their
+velocity rows are exact:  t . (v_C(p_C) - v_P(p_C)) for a translation row and r . (omega_C -
+omega_P) for a rotation row (the rotation residuals have these derivatives on the
+constraint manifold, which is what the position projection's Newton iteration needs), so
+J(Q) nu = 0, and differentiating once more with nu' = 0 gives the acceleration terms
+
+    gamma_t = t . (a_C(p_C) - a_P(p_C)) + 2 (omega_P x t) . (v_C(p_C) - v_P(p_C)),
+    gamma_r = r . (alpha_C - alpha_P) + (omega_P x r) . (omega_C - omega_P),
+
+with J nu' = -gamma.  The constrained acceleration is the tree's free acceleration a_f
+(articulated-body recursion) projected in the metric of the joint-space mass matrix K onto
+that affine set: with the singular value decomposition J = U S V^T truncated at the rank r
+the mechanism has (rank-revealing: a planar four-bar of spatial revolute joints has five
+rows of rank two), N = V[:, r:] spans the null space, p = V_r S_r^-1 U_r^T (-gamma) meets the
+rows, and
+
+    nu' = p + N (N^T K N)^-1 N^T K (a_f - p)                     (002 (7)-(11) on the tree).
+
+After each step the coordinates are put back on the constraint manifold by Newton's
+method on the residuals with the least K-norm correction, and the rates by the K-orthogonal
+projection onto J nu = 0 (both :func:`least_k_norm`), so the loop closes to round-off.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rtrigid._jit import jit
+from rtrigid.backends.tree.kinematics import (
+    I_ORDER,
+    I_PARENT,
+    carry_acceleration,
+    cross3,
+    coordinate_rates,
+    geometry,
+    joint_velocities,
+    normalize_coordinates,
+    refresh_bodies,
+)
+from rtrigid.backends.buffers import all_finite
+from rtrigid.backends.tree.dynamics import (
+    add_point_columns,
+    forward_dynamics,
+    mass_matrix,
+    point_jacobian,
+)
+from rtrigid.joints import geometry as joint_geometry
+from rtrigid.maths.quat import qmul_t
+
+# rows per kind: (translation directions, rotation directions, rotation residual)
+_ROWS = {
+    "spherical": ((0, 1, 2), (), None),
+    "revolute": ((0, 1, 2), (0, 1), "axis"),
+    "prismatic": ((0, 1), (0, 1, 2), "frame"),
+    "cylindrical": ((0, 1), (0, 1), "axis"),
+    "planar": ((2,), (0, 1), "axis"),
+    "fixed": ((0, 1, 2), (0, 1, 2), "frame"),
+}
+
+RANK_GAP = 1e-9     # a singular value below this fraction of the largest is round-off
+SINGULAR = 1e-6     # one between RANK_GAP and this is a near-singular configuration
+CLOSED = 1e-13      # position projection stops below this residual (m, rad)
+
+
+def count_rows(kind):
+    t, r, _ = _ROWS[kind]
+    return len(t) + len(r)
+
+# a loop's float row: anchors, the parent's joint frame (rows e1, e2, u), the child axis, r0
+L_AP, L_AC, L_FRAME, L_UC, L_R0, L_WIDTH = 0, 3, 6, 15, 18, 22
+# its int row: parent, child, translation row count and directions, rotation kind, first row
+L_PARENT, L_CHILD, L_NT, L_T, L_ROT, L_ROW, LI_WIDTH = 0, 1, 2, 3, 6, 7, 8
+ROT_NONE, ROT_AXIS, ROT_FRAME = 0, 1, 2
+
+
+@jit
+def _body_point(x, R, b, a0, a1, a2):
+    """World position of body b's point a (body axes, from the centre; world: a itself)."""
+    if b < 0:
+        return a0, a1, a2
+    return (x[b, 0] + R[b, 0, 0] * a0 + R[b, 0, 1] * a1 + R[b, 0, 2] * a2,
+            x[b, 1] + R[b, 1, 0] * a0 + R[b, 1, 1] * a1 + R[b, 1, 2] * a2,
+            x[b, 2] + R[b, 2, 0] * a0 + R[b, 2, 1] * a1 + R[b, 2, 2] * a2)
+
+
+@jit
+def loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, what):
+    """The loops' residual phi (what & 1), Jacobian J (what & 2) and acceleration terms
+    gamma (what & 4) at (Qg, nu): the rows of the module's table.  E: (3, 3), J6: (6, nv)
+    scratch."""
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    if what & 4:
+        joint_velocities(ti, G, nu, V, cb)
+        for i in range(ti.shape[0]):  # accelerations at nu' = 0, root to leaves
+            b = ti[i, I_ORDER]
+            carry_acceleration(G, cb, acc, b, ti[b, I_PARENT])
+    for k in range(li.shape[0]):
+        pb, cbody = li[k, L_PARENT], li[k, L_CHILD]
+        row0, nt, rk = li[k, L_ROW], li[k, L_NT], li[k, L_ROT]
+        pc = _body_point(x, R, cbody, lf[k, L_AC], lf[k, L_AC + 1], lf[k, L_AC + 2])
+        pp = _body_point(x, R, pb, lf[k, L_AP], lf[k, L_AP + 1], lf[k, L_AP + 2])
+        for i in range(3):  # the parent's joint frame in world axes, rows
+            for j in range(3):
+                if pb < 0:
+                    E[i, j] = lf[k, L_FRAME + 3 * i + j]
+                else:
+                    E[i, j] = (R[pb, j, 0] * lf[k, L_FRAME + 3 * i]
+                               + R[pb, j, 1] * lf[k, L_FRAME + 3 * i + 1]
+                               + R[pb, j, 2] * lf[k, L_FRAME + 3 * i + 2])
+        nr = 0 if rk == ROT_NONE else (2 if rk == ROT_AXIS else 3)
+        if what & 1:
+            for r in range(nt):
+                t = li[k, L_T + r]
+                phi[row0 + r] = (E[t, 0] * (pc[0] - pp[0]) + E[t, 1] * (pc[1] - pp[1])
+                                 + E[t, 2] * (pc[2] - pp[2]))
+            if rk == ROT_AXIS:
+                u0 = _body_point(x, R, cbody, lf[k, L_UC], lf[k, L_UC + 1], lf[k, L_UC + 2])
+                uc = (u0[0] - x[cbody, 0], u0[1] - x[cbody, 1], u0[2] - x[cbody, 2])
+                phi[row0 + nt] = -(E[1, 0] * uc[0] + E[1, 1] * uc[1] + E[1, 2] * uc[2])
+                phi[row0 + nt + 1] = E[0, 0] * uc[0] + E[0, 1] * uc[1] + E[0, 2] * uc[2]
+            elif rk == ROT_FRAME:
+                if pb < 0:
+                    qp = (1.0, 0.0, 0.0, 0.0)
+                else:
+                    qp = (q[pb, 0], q[pb, 1], q[pb, 2], q[pb, 3])
+                b0 = qmul_t(qp[0], qp[1], qp[2], qp[3], lf[k, L_R0], lf[k, L_R0 + 1],
+                            lf[k, L_R0 + 2], lf[k, L_R0 + 3])
+                e = qmul_t(q[cbody, 0], q[cbody, 1], q[cbody, 2], q[cbody, 3], b0[0], -b0[1],
+                           -b0[2], -b0[3])
+                s = 2.0 if e[0] >= 0.0 else -2.0
+                for r in range(3):
+                    phi[row0 + nt + r] = s * (E[r, 0] * e[1] + E[r, 1] * e[2] + E[r, 2] * e[3])
+        if what & 2:
+            J6[:, :] = 0.0
+            add_point_columns(ti, G, rj, cbody, pc, 1.0, J6)
+            add_point_columns(ti, G, rj, pb, pc, -1.0, J6)
+            for col in range(J.shape[1]):
+                for r in range(nt):
+                    t = li[k, L_T + r]
+                    J[row0 + r, col] = (E[t, 0] * J6[0, col] + E[t, 1] * J6[1, col]
+                                        + E[t, 2] * J6[2, col])
+                for r in range(nr):
+                    J[row0 + nt + r, col] = (E[r, 0] * J6[3, col] + E[r, 1] * J6[4, col]
+                                             + E[r, 2] * J6[5, col])
+        if what & 4:
+            # each side's (omega, alpha, velocity and acceleration of its point at pc)
+            wc = ac_ = vc = a_c = (0.0, 0.0, 0.0)
+            wp = ap_ = vp = a_p = (0.0, 0.0, 0.0)
+            for side in range(2):
+                b = cbody if side == 0 else pb
+                if b < 0:
+                    continue
+                r = (pc[0] - rj[b, 0], pc[1] - rj[b, 1], pc[2] - rj[b, 2])
+                om = (V[b, 0], V[b, 1], V[b, 2])
+                al = (acc[b, 0], acc[b, 1], acc[b, 2])
+                wr = cross3(om[0], om[1], om[2], r[0], r[1], r[2])
+                ar = cross3(al[0], al[1], al[2], r[0], r[1], r[2])
+                wwr = cross3(om[0], om[1], om[2], wr[0], wr[1], wr[2])
+                vel = (V[b, 3] + wr[0], V[b, 4] + wr[1], V[b, 5] + wr[2])
+                a = (acc[b, 3] + ar[0] + wwr[0], acc[b, 4] + ar[1] + wwr[1],
+                     acc[b, 5] + ar[2] + wwr[2])
+                if side == 0:
+                    wc, ac_, vc, a_c = om, al, vel, a
+                else:
+                    wp, ap_, vp, a_p = om, al, vel, a
+            for r in range(nt):
+                t = li[k, L_T + r]
+                e = (E[t, 0], E[t, 1], E[t, 2])
+                wxt = cross3(wp[0], wp[1], wp[2], e[0], e[1], e[2])
+                s = 0.0
+                for m in range(3):
+                    s += e[m] * (a_c[m] - a_p[m]) + 2.0 * wxt[m] * (vc[m] - vp[m])
+                gam[row0 + r] = s
+            for r in range(nr):
+                e = (E[r, 0], E[r, 1], E[r, 2])
+                wxr = cross3(wp[0], wp[1], wp[2], e[0], e[1], e[2])
+                s = 0.0
+                for m in range(3):
+                    s += e[m] * (ac_[m] - ap_[m]) + wxr[m] * (wc[m] - wp[m])
+                gam[row0 + nt + r] = s
+
+
+@jit
+def null_space_acceleration(J, gam, K, rank, out):
+    """out <- p + N (N^T K N)^-1 N^T K (out - p): out (the free acceleration) projected in
+    the metric K onto J nu' = -gam, N and p from the SVD of J truncated at ``rank``."""
+    m, n = J.shape
+    U, s, Vt = np.linalg.svd(J)
+    p = np.zeros(n)
+    for i in range(rank):
+        c = 0.0
+        for k in range(m):
+            c -= U[k, i] * gam[k]
+        c /= s[i]
+        for j in range(n):
+            p[j] += Vt[i, j] * c
+    if rank == n:
+        out[:] = p
+        return
+    N = np.ascontiguousarray(Vt[rank:].T)
+    KN = K @ N
+    y = np.linalg.solve(N.T @ KN, KN.T @ (out - p))
+    out[:] = p + N @ y
+
+
+@jit
+def least_k_norm(J, K, defect, free, delta):
+    """delta <- the least K-norm change of the ``free`` rates (a bool mask) with
+    J delta = -defect, in the least-squares sense (rank cut at RANK_GAP)."""
+    idx = np.nonzero(free)[0]
+    nf, m = idx.size, J.shape[0]
+    Jf, Kf = np.empty((m, nf)), np.empty((nf, nf))
+    for a in range(nf):
+        for r in range(m):
+            Jf[r, a] = J[r, idx[a]]
+        for b in range(nf):
+            Kf[a, b] = K[idx[a], idx[b]]
+    L = np.linalg.cholesky(Kf)
+    A = np.ascontiguousarray(np.linalg.solve(L, np.ascontiguousarray(Jf.T)).T)  # J L^-T
+    z = np.linalg.solve(np.ascontiguousarray(L.T), -(np.linalg.pinv(A, RANK_GAP) @ defect))
+    delta[:] = 0.0
+    for a in range(nf):
+        delta[idx[a]] = z[a]
+
+
+@jit
+def _max_abs(a):
+    out = 0.0
+    for i in range(a.shape[0]):
+        out = max(out, abs(a[i]))
+    return out
+
+
+@jit
+def close_positions(tf, ti, Qg, lf, li, free, max_iter, x, q, R, rj, G, V, cb, acc, E, J6, phi,
+                    J, gam, IA, I6, F6, K, dQ, delta, nu0):
+    """Newton's method on Phi(Qg) = 0, each correction the least K-norm change of the free
+    rates, retracted to first order (quaternions normalised); the final |Phi|."""
+    for _ in range(max_iter):
+        loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 3)
+        if _max_abs(phi) <= CLOSED:
+            return _max_abs(phi)
+        mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
+        least_k_norm(J, K, phi, free, delta)
+        coordinate_rates(ti, Qg, delta, dQ)
+        for i in range(Qg.shape[0]):
+            Qg[i] += dQ[i]
+        normalize_coordinates(ti, Qg)
+    loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
+    return _max_abs(phi)
+
+
+@jit
+def close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA,
+                I6, F6, K, delta):
+    """nu <- its K-orthogonal projection onto J nu = 0, changing the free rates only; the
+    final |J nu|."""
+    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
+    mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
+    least_k_norm(J, K, J @ nu, free, delta)
+    for i in range(nu.shape[0]):
+        nu[i] += delta[i]
+    return _max_abs(J @ nu)
+
+
+@jit
+def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, lf, li,
+                             rank, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6,
+                             tau, F6, K, E, J6, phi, J, gam, acc2, out):
+    """out <- nu' at (Qg, nu): the tree's free acceleration (articulated recursion) made to
+    meet the loops (:func:`null_space_acceleration`); False if the inertia is singular."""
+    ok = forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, x, q, R, rj,
+                          G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, out)
+    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam, 6)
+    mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
+    null_space_acceleration(J, gam, K, rank, out)
+    return ok
+
+
+@jit
+def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, f_app, t_app,
+              held, lf, li, rank, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, F6,
+              K, E, J6, phi, J, gam, acc2, Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free, dQr, delta,
+              zero):
+    """n RK4 steps with the loops (see :class:`LoopStepper`); the number of steps taken (a
+    failed step leaves the state of the step before it)."""
+    weights = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+    nodes = (0.0, 0.5, 0.5, 1.0)
+    for done in range(n):
+        S_prev[:] = S
+        Q0[:] = Qg
+        nu0[:] = nu
+        ok = True
+        for st in range(4):
+            c = nodes[st] * dt
+            for i in range(Qg.shape[0]):
+                Qs[i] = Q0[i] + c * dQ[i] if st > 0 else Q0[i]
+            for i in range(nu.shape[0]):
+                nus[i] = nu0[i] + c * dnu[i] if st > 0 else nu0[i]
+            coordinate_rates(ti, Qs, nus, dQ)
+            ok &= constrained_acceleration(tf, ti, pf, pi, gravity, Qs, nus, f_app, t_app,
+                                           held, lf, li, rank, x, q, R, rj, G, V, cb, IA, U,
+                                           Dinv, W, pA, acc, fext, I6, tau, F6, K, E, J6, phi, J,
+                                           gam, acc2, dnu)
+            for i in range(Qg.shape[0]):
+                sQ[i] = sQ[i] + weights[st] * dQ[i] if st > 0 else weights[st] * dQ[i]
+            for i in range(nu.shape[0]):
+                snu[i] = snu[i] + weights[st] * dnu[i] if st > 0 else weights[st] * dnu[i]
+        for i in range(Qg.shape[0]):
+            Qg[i] = Q0[i] + dt * sQ[i]
+        for i in range(nu.shape[0]):
+            nu[i] = nu0[i] + dt * snu[i]
+        normalize_coordinates(ti, Qg)
+        err = close_positions(tf, ti, Qg, lf, li, free, 12, x, q, R, rj, G, V, cb, acc2, E,
+                              J6, phi, J, gam, IA, I6, F6, K, dQr, delta, zero)
+        close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J,
+                    gam, IA, I6, F6, K, delta)
+        refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
+        if not (ok and err <= 1e-9 and all_finite(S)):
+            S[:] = S_prev
+            return done
+    return n
+
+
+class Loop:
+    """One cut joint as constraint rows: its kind, bodies and joint frame in the parent."""
+
+    def __init__(self, joint):
+        self.joint = joint
+        self.name = joint.name
+        g = joint_geometry(joint)
+        self.parent, self.child = joint.parent, joint.child
+        self.anchor_parent, self.anchor_child = g.anchor_parent, g.anchor_child
+        self.frame = np.array([g.e1_parent, g.e2_parent, g.axis_parent])  # rows, parent axes
+        self.axis_child = g.axis_child
+        self.r0 = g.r0
+        self.trans, self.rots, self.rot_kind = _ROWS[joint.kind]
+        self.m = len(self.trans) + len(self.rots)
+
+
+class LoopClosure:
+    """The loop constraints of a model on its tree (:class:`~.kinematics.Tree`): residuals,
+    Jacobian, acceleration terms, constrained accelerations and projections."""
+
+    def __init__(self, tree, loop_joints, scratch):
+        self.tree = tree
+        self.loops = [Loop(j) for j in loop_joints]
+        self.m = sum(lp.m for lp in self.loops)
+        self.nv = tree.nv
+        nb = tree.nb
+        self._x, self._q = np.zeros((nb, 3)), np.zeros((nb, 4))
+        self._scr = scratch
+        self._J6 = np.zeros((6, tree.nv))
+        self._M = np.zeros((tree.nv, tree.nv))
+        self._F6 = np.zeros(6)
+        self._acc = np.zeros((nb, 6))
+        self._dQ = np.zeros(tree.nq)
+        self.rank = None  # the mechanism's constraint rank, fixed by :meth:`assemble`
+        # the compiled rows' tables (see loop_rows)
+        self.lf = np.zeros((len(self.loops), L_WIDTH))
+        self.li = np.zeros((len(self.loops), LI_WIDTH), np.int64)
+        row = 0
+        for k, lp in enumerate(self.loops):
+            f, i = self.lf[k], self.li[k]
+            f[L_AP:L_AP + 3], f[L_AC:L_AC + 3] = lp.anchor_parent, lp.anchor_child
+            f[L_FRAME:L_FRAME + 9] = lp.frame.ravel()
+            f[L_UC:L_UC + 3], f[L_R0:L_R0 + 4] = lp.axis_child, lp.r0
+            i[L_PARENT], i[L_CHILD], i[L_NT] = lp.parent, lp.child, len(lp.trans)
+            i[L_T:L_T + len(lp.trans)] = lp.trans
+            i[L_ROT] = {None: ROT_NONE, "axis": ROT_AXIS, "frame": ROT_FRAME}[lp.rot_kind]
+            i[L_ROW] = row
+            row += lp.m
+        self._E, self._J6 = np.zeros((3, 3)), np.zeros((6, tree.nv))
+        self._phi, self._J, self._gam = np.zeros(self.m), np.zeros((self.m, self.nv)), \
+            np.zeros(self.m)
+        self._nu0 = np.zeros(tree.nv)
+
+    def rows(self, Qg, nu=None, what=7):
+        """(phi, J, gamma) at (Qg, nu), computed as ``what`` asks (bits 1, 2, 4; see
+        :func:`loop_rows`); views of scratch, valid until the next call."""
+        R, rj, G, V, cb = self._scr[:5]
+        loop_rows(self.tree.tf, self.tree.ti, Qg, self._nu0 if nu is None else nu, self.lf,
+                  self.li, self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._J6,
+                  self._phi, self._J, self._gam, what)
+        return self._phi, self._J, self._gam
+
+    # -- kinematics of the cut joints -------------------------------------------------------
+    def _geometry(self, Qg):
+        R, rj, G = self._scr[:3]
+        geometry(self.tree.tf, self.tree.ti, Qg, self._x, self._q, R, rj, G)
+
+    def residual(self, Qg):
+        """Phi(Qg): every loop's residual rows (see the module's table); a new array."""
+        return self.rows(Qg, what=1)[0].copy()
+
+    def _point_jacobian(self, b, point_world):
+        """(6, nv) [linear; angular] world velocity of body b's material point at a world
+        point, per unit rate (zero for the world)."""
+        J = np.zeros((6, self.nv))
+        if b < 0:
+            return J
+        R, rj, G = self._scr[:3]
+        local = R[b].T @ (point_world - self._x[b])
+        point_jacobian(self.tree.tf, self.tree.ti, self._Q, b, local, self._x, self._q, R, rj,
+                       G, J)
+        return J
+
+    def jacobian(self, Qg):
+        """J(Qg): (m, nv), J nu = the rows' rates; a new array."""
+        return self.rows(Qg, what=2)[1].copy()
+
+    def mass_matrix(self, Qg):
+        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6 = self._scr[:13]
+        mass_matrix(self.tree.tf, self.tree.ti, Qg, self._x, self._q, R, rj, G, IA, I6,
+                    self._F6, self._M)
+        return self._M
+
+    # -- the null space ---------------------------------------------------------------------
+    def _free(self, free):
+        return np.ones(self.nv, np.bool_) if free is None else np.asarray(free, np.bool_)
+
+    def acceleration(self, Qg, nu, loads, out):
+        """out <- nu' = p + N (N^T K N)^-1 N^T K (a_f - p) (the module's docstring); False
+        if the tree's inertia is singular."""
+        tree = self.tree
+        f_app, t_app, held = loads
+        return constrained_acceleration(
+            tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, Qg, nu, f_app, t_app, held,
+            self.lf, self.li, self.rank, self._x, self._q, *self._scr[:14], self._F6, self._M,
+            self._E, self._J6, self._phi, self._J, self._gam, self._acc, out)
+
+    def retract(self, Qg, delta):
+        """Qg moved by the rate-space increment delta (first order), quaternions normalised."""
+        coordinate_rates(self.tree.ti, Qg, delta, self._dQ)
+        Qg += self._dQ
+        normalize_coordinates(self.tree.ti, Qg)
+
+    def _common(self):
+        R, rj, G, V, cb, IA = self._scr[:6]
+        return (self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._J6, self._phi,
+                self._J, self._gam, IA, self._scr[12], self._F6, self._M)
+
+    def close_positions(self, Qg, free=None, max_iter=12):
+        """Newton's method on Phi(Qg) = 0 with least K-norm corrections of the free rates
+        (a bool mask; None: all); the final |Phi|."""
+        return close_positions(self.tree.tf, self.tree.ti, Qg, self.lf, self.li,
+                               self._free(free), max_iter, *self._common(), self._dQ,
+                               np.zeros(self.nv), self._nu0)
+
+    def close_rates(self, Qg, nu, free=None):
+        """nu <- its K-orthogonal projection onto J nu = 0 (changing only the free rates);
+        the final |J nu|."""
+        return close_rates(self.tree.tf, self.tree.ti, Qg, nu, self.lf, self.li,
+                           self._free(free), *self._common(), np.zeros(self.nv))
+
+    # -- mobility -----------------------------------------------------------------------------
+    def mobility_at(self, Qg):
+        """(singular values of J at Qg, its numerical rank)."""
+        s = np.linalg.svd(self.jacobian(Qg), compute_uv=False)
+        if s.size == 0 or s[0] == 0.0:
+            return s, 0
+        return s, int(np.sum(s > RANK_GAP * s[0]))
+
+    def assemble(self, Qg):
+        """Close the loops from Qg (in place) and fix the mechanism's rank; ``ValueError``
+        if they cannot be closed, if the mechanism is locked (zero mobility) or if Qg is a
+        singular configuration (the rank of J differs from that of nearby closed ones)."""
+        err = self.close_positions(Qg, max_iter=50)
+        if not err <= 1e-9:
+            raise ValueError(f"loop joints: cannot close the loops {self.names()} from the "
+                             f"initial coordinates (residual {err:.3g}); set joint positions "
+                             "near a closed configuration")
+        s, r = self.mobility_at(Qg)
+        dof = self.nv - r
+        if dof == 0:
+            raise ValueError(f"loop joints: the mechanism is locked (zero mobility): its "
+                             f"{self.nv} tree rates are all fixed by the {self.m} loop rows "
+                             f"of {self.names()} (rank {r})")
+        near = [v for v in s if SINGULAR * s[0] >= v > RANK_GAP * s[0]]
+        # a redundant row stays redundant at nearby closed configurations; a singular
+        # configuration is isolated: move along each free direction, close, compare ranks
+        N = np.linalg.svd(self.jacobian(Qg))[2][r:].T
+        ranks = []
+        for k in range(N.shape[1]):
+            Qn = Qg.copy()
+            self.retract(Qn, 1e-3 * N[:, k] / max(1e-300, np.max(np.abs(N[:, k]))))
+            if self.close_positions(Qn, max_iter=50) <= 1e-9:
+                ranks.append(self.mobility_at(Qn)[1])
+        if near or any(rk != r for rk in ranks):
+            raise ValueError(f"loop joints: the configuration is singular for "
+                             f"{self.names()} (constraint rank {r} here, "
+                             f"{sorted(set(ranks))} nearby; singular values "
+                             f"{np.array2string(s / s[0], precision=2)} of the largest); "
+                             "start the mechanism away from its dead points")
+        self.rank = r
+        return dof
+
+    def names(self):
+        return [lp.name for lp in self.loops]
+
+
+class LoopStepper:
+    """``nullspace_rk4`` on a tree with loop joints: classical RK4 on (Qg, nu) with the
+    constrained accelerations of :meth:`LoopClosure.acceleration` at every stage, then the
+    quaternions normalised (002 (63)), the loops closed at position level and the rates
+    projected onto J nu = 0.  The kernel signature ``(n, dt, F, I) -> status`` of
+    :mod:`rtrigid.backends`, on the backend's buffers: one compiled call
+    (:func:`rk4_steps`) runs the n steps, with a dense SVD of the loop rows and a solve with
+    N^T K N per stage (these allocate: numba's linear algebra returns new arrays)."""
+
+    def __init__(self, backend, closure):
+        self.be = backend
+        self.closure = closure
+        nq, nv = backend.tree.nq, backend.tree.nv
+        # Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free (all), dQ of the projection, delta, zero
+        self._arrays = (np.zeros(nq), np.zeros(nv), np.zeros(nq), np.zeros(nv), np.zeros(nq),
+                        np.zeros(nv), np.zeros(nq), np.zeros(nv), np.ones(nv, np.bool_),
+                        np.zeros(nq), np.zeros(nv), np.zeros(nv))
+
+    def __call__(self, n, dt, F, I):
+        from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS
+
+        be, lc = self.be, self.closure
+        tree = be.tree
+        f_app, t_app, held = be.loads()
+        try:
+            done = rk4_steps(n, dt, tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, be.S,
+                             be.S_prev, be.Qg, be.nu, be.x, be.q, be.v, be.w, be._L, f_app,
+                             t_app, held, lc.lf, lc.li, lc.rank, *lc._scr[:14], lc._F6, lc._M,
+                             lc._E, lc._J6, lc._phi, lc._J, lc._gam, lc._acc, *self._arrays)
+        except np.linalg.LinAlgError:  # the step was rolled back to S_prev before it
+            be.S[:] = be.S_prev
+            return NONFINITE
+        be.stats[STAT_STEPS] += done
+        return OK if done == n else NONFINITE
+
+
+class LoopEnergyMomentum:
+    """``energy_momentum`` (and, composed, ``energy_momentum4``) on a tree of revolute,
+    prismatic, cylindrical and planar joints with loop joints: a discrete-gradient step in the
+    tree's coordinates Q and momenta P = K(Q) nu, the loops held at t_{n+1} by the solve.
+
+    H(Q, P) = 1/2 P^T K(Q)^-1 P + V(Q), V gravity, springs, the applied forces at the centres
+    and the held joint forces as potentials.  One step (Gonzalez's discrete gradient, the
+    bar; z = (Q, P), mid = (z0 + z1)/2):
+
+        Q1 - Q0 = h dH_bar/dP,   P1 - P0 = -h dH_bar/dQ + Phi_bar^T lambda,   Phi(Q1) = 0,
+
+    dH_bar = dH(mid) + (H(z1) - H(z0) - dH(mid).dz) dz / |dz|^2 (so dH_bar.dz = H1 - H0
+    exactly) and Phi_bar likewise row by row (so Phi_bar dQ = Phi(Q1) - Phi(Q0) = 0).  Then
+    H1 - H0 = lambda . (Phi(Q1) - Phi(Q0)) / h = 0: the reactions do no work.  The multipliers
+    are eliminated by the discrete null space: the momentum equation is projected onto the
+    null space of Phi_bar (its rank truncated at the mechanism's, so redundant rows are
+    harmless), and the overdetermined, consistent system is solved by Gauss-Newton with a
+    rank-revealing least-squares step.  dH(mid) by central differences; the Newton matrix
+    by forward differences at the step's predictor, kept through the step's iterations (a
+    chord iteration; formed afresh every step, so a restored snapshot repeats bit for bit).  A step
+    whose solve fails is redone as 2, 4, ... sub-steps, as the tree scheme does.  Rates at t_{n+1}:
+    nu1 = K(Q1)^-1 P1, which meets J nu = 0 only to O(h^2) (as the tree scheme's).
+    Applied torques enter as the generalized force of the mean configuration (their work is
+    then not exact).
+    """
+
+    def __init__(self, backend, closure, weights=(1.0,)):
+        self.be, self.lc = backend, closure
+        self.weights = weights
+        tree = backend.tree
+        self.n = tree.nv
+
+    # -- the Hamiltonian ---------------------------------------------------------------------
+    def _potential(self, Q, loads):
+        """V(Q): gravity, point springs, applied forces at the centres, held forces."""
+        from rtrigid.backends.tree.kinematics import spring_point
+
+        tree, lc = self.be.tree, self.lc
+        f_app, t_app, held = loads
+        lc._geometry(Q)
+        x, R = lc._x, lc._scr[0]
+        g = tree.gravity
+        V = -float(np.sum(tree.tf[:, 0] * (x @ g))) - float(np.sum(f_app * x)) - float(held @ Q)
+        for s in range(tree.ns):
+            a, b = tree.pi[s]
+            pa = np.array(spring_point(tree.pf, s, 0, a, x, R))
+            pb = np.array(spring_point(tree.pf, s, 3, b, x, R))
+            V += 0.5 * tree.pf[s, 6] * (np.linalg.norm(pb - pa) - tree.pf[s, 7]) ** 2
+        return V
+
+    def _hamiltonian(self, Q, P, loads):
+        K = self.lc.mass_matrix(Q)
+        return 0.5 * P @ np.linalg.solve(K, P) + self._potential(Q, loads)
+
+    def _torque_force(self, Q, t_app):
+        """The applied torques' generalized force at Q."""
+        out = np.zeros(self.n)
+        lc = self.lc
+        for b in np.flatnonzero(np.any(t_app != 0.0, axis=1)):
+            lc._geometry(Q)
+            lc._Q = Q
+            J = lc._point_jacobian(int(b), lc._x[b])
+            out += J[3:].T @ t_app[b]
+        return out
+
+    def _residual(self, h, Q0, P0, H0, phi0, z1, loads):
+        n, lc = self.n, self.lc
+        Q1, P1 = z1[:n], z1[n:]
+        Qm, Pm = 0.5 * (Q0 + Q1), 0.5 * (P0 + P1)
+        K = lc.mass_matrix(Qm).copy()
+        gP = np.linalg.solve(K, Pm)
+        gQ = np.empty(n)
+        for i in range(n):
+            eps = 1e-6 * max(1.0, abs(Qm[i]))
+            Qa, Qb = Qm.copy(), Qm.copy()
+            Qa[i] += eps
+            Qb[i] -= eps
+            gQ[i] = (self._hamiltonian(Qa, Pm, loads)
+                     - self._hamiltonian(Qb, Pm, loads)) / (2.0 * eps)
+        dQ, dP = Q1 - Q0, P1 - P0
+        dz2 = dQ @ dQ + dP @ dP
+        if dz2 > 0.0:
+            c = (self._hamiltonian(Q1, P1, loads) - H0 - gQ @ dQ - gP @ dP) / dz2
+            gQ, gP = gQ + c * dQ, gP + c * dP
+        phi1 = lc.residual(Q1)
+        Jm = lc.jacobian(Qm)
+        dq2 = dQ @ dQ
+        if dq2 > 0.0:
+            Jm = Jm + np.outer(phi1 - phi0 - Jm @ dQ, dQ) / dq2
+        a = dP + h * gQ - h * self._torque_force(Qm, loads[1])
+        U, s, Vt = np.linalg.svd(Jm)
+        Vr = Vt[:lc.rank].T
+        return np.concatenate([dQ - h * gP, a - Vr @ (Vr.T @ a), phi1])
+
+    def _solve_step(self, h, Q0, P0, z1, loads, max_iter, stats):
+        from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
+
+        n = self.n
+        H0 = self._hamiltonian(Q0, P0, loads)
+        phi0 = self.lc.residual(Q0)
+        res = lambda z: self._residual(h, Q0, P0, H0, phi0, z, loads)  # noqa: E731
+        r = res(z1)
+        A = np.empty((r.size, 2 * n))
+        for k in range(2 * n):
+            eps = 1e-7 * max(1.0, abs(z1[k]))
+            zk = z1.copy()
+            zk[k] += eps
+            A[:, k] = (res(zk) - r) / eps
+        pinv = np.linalg.pinv(A, rcond=RANK_GAP)
+        last = np.inf
+        for it in range(1, max_iter + 1):
+            dz = -pinv @ r
+            z1 = z1 + dz
+            r = res(z1)
+            size = float(np.max(np.abs(dz)) / max(1.0, float(np.max(np.abs(z1)))))
+            norm = float(np.max(np.abs(r)))
+            if size <= 1e-15 or (norm >= 0.9 * last and size <= 1e-13):
+                stats[STAT_ITERS] += it
+                stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
+                return z1, True
+            if not np.isfinite(norm):
+                break
+            last = norm
+        return z1, False
+
+    def _advance(self, Q, nu, dt, loads, max_iter):
+        """(Q, nu) after one step of size dt (every composition stage), or None if a solve
+        fails."""
+        lc, n = self.lc, self.n
+        P = lc.mass_matrix(Q) @ nu
+        try:
+            with np.errstate(all="raise"):
+                for wt in self.weights:
+                    h = wt * dt
+                    z1 = np.concatenate([Q + h * nu, P])  # explicit predictor
+                    z1, ok = self._solve_step(h, Q, P, z1, loads, max_iter, self.be.stats)
+                    if not ok:
+                        return None
+                    Q, P = z1[:n].copy(), z1[n:].copy()
+                    nu = np.linalg.solve(lc.mass_matrix(Q), P)
+        except (FloatingPointError, np.linalg.LinAlgError):
+            return None
+        if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(nu))):
+            return None
+        return Q, nu
+
+    def __call__(self, n_steps, dt, F, I):
+        from rtrigid.backends.buffers import (FAILED, OK, SOLVER_HALVINGS, SOLVER_MAX_ITER,
+                                              STAT_FALLBACKS, STAT_STEPS, USED_FALLBACK)
+
+        be = self.be
+        loads = be.loads()
+        max_iter = int(be.solver[SOLVER_MAX_ITER])
+        status = OK
+        for _ in range(n_steps):
+            be.S_prev[:] = be.S
+            # a step whose solve fails is redone as 2, 4, ... 2**max_halvings sub-steps
+            for k in range(int(be.solver[SOLVER_HALVINGS]) + 1):
+                state = be.Qg.copy(), be.nu.copy()
+                for _ in range(2 ** k):
+                    state = self._advance(*state, dt / 2 ** k, loads, max_iter)
+                    if state is None:
+                        break
+                if state is not None:
+                    break
+            if state is None:
+                be.S[:] = be.S_prev
+                return FAILED | status
+            if k:
+                be.stats[STAT_FALLBACKS] += 1
+                status = USED_FALLBACK
+            be.Qg[:], be.nu[:] = state
+            be._sync(teleport=False)
+            be.stats[STAT_STEPS] += 1
+        return status
+
+
+def stepper(integrator, options, backend):
+    """The step callable (kernel signature) of ``integrator`` for a tree with loop joints;
+    ``ValueError`` naming ``integrator`` for a model its loop scheme cannot step."""
+    closure = backend.loops
+    if integrator == "nullspace_rk4":
+        return LoopStepper(backend, closure)
+    quaternions = [j.name for j in backend.joints if j.kind in ("free", "spherical")]
+    if quaternions:
+        raise ValueError(f"integrator: {integrator} steps loops on trees of revolute, "
+                         f"prismatic, cylindrical and planar joints only (joint "
+                         f"{quaternions[0]!r} has a quaternion); use nullspace_rk4")
+    if integrator == "energy_momentum":
+        return LoopEnergyMomentum(backend, closure)
+    from rtrigid.backends.compositions import COMPOSITIONS
+
+    return LoopEnergyMomentum(backend, closure, COMPOSITIONS[options["composition"]])

@@ -1,0 +1,173 @@
+"""Narrow phase against the ground: the points of a shape below a plane, exactly.
+
+Every collision shape is convex, so its deepest point below a plane of normal n is its support
+point in the direction -n.  A shape resting on a face or an edge touches along a segment or an
+area; it gets the corners of that feature as contact points, so it rests without rocking:
+
+- sphere: the one support point;
+- capsule: each end sphere's support point (two when it lies flat);
+- box: each of its 8 corners;
+- cylinder: on each rim circle the deepest point and the three points 90, 180 and 270 degrees
+  round from it (a flat face gives four, the cylinder on its side one per rim, a tilted one
+  the one exact rim point);
+- cone: the apex, and the base rim as the cylinder's.
+
+The support point is exact for every pose (a tilted disc touches at its exact rim point, a cone
+on its apex at its apex).  A point counts when it lies below the plane (depth > 0).  Shapes sit
+in the body frame at ``offset`` from the centre of mass, axis z (cylinder, capsule, cone: apex at
+-3 height / 4, base centre at +height / 4, as :meth:`rtrigid.Model.add_body` draws it).
+
+Kernels write into the contact table of :mod:`rtrigid.contact` and allocate nothing.
+"""
+import numpy as np
+
+from rtrigid._jit import jit
+from rtrigid.maths.quat import rotate_t
+
+NONE = -1
+SPHERE = 0
+CAPSULE = 1
+BOX = 2
+CYLINDER = 3
+CONE = 4
+SHAPE_CODES = {"sphere": SPHERE, "capsule": CAPSULE, "box": BOX, "cylinder": CYLINDER,
+               "cone": CONE}
+MAX_POINTS = 8  # most ground contacts one shape makes with one plane (box, cylinder)
+
+# per-body geometry row
+G_KIND = 0
+G_P = 1        # 3 shape parameters: sphere r; capsule / cylinder r, half_length; box half
+               # extents; cone r, height
+G_OFFSET = 4   # shape centre from the centre of mass, body axes
+G_MU = 7
+G_E = 8
+G_RADIUS = 9   # radius of a sphere about the shape centre that holds the shape
+G_WIDTH = 10
+
+# per-ground row
+P_NORMAL = 0
+P_HEIGHT = 3
+P_MU = 4
+P_E = 5
+P_WIDTH = 6
+
+# contact table row: what contacts() reports, then the solver's per-contact data
+C_BODY = 0
+C_OTHER = 1    # -1 - g for ground g
+C_POINT = 2
+C_NORMAL = 5   # from the other side into the body
+C_DEPTH = 8
+C_IMPULSE = 9  # world impulse on the body at the point
+C_MU = 12
+C_E = 13
+C_T1 = 14      # tangent basis
+C_T2 = 17
+C_ARM = 20     # point - centre of mass
+C_KN = 23      # 1 / (n K n)
+C_KT = 24      # inverse of the 2x2 tangent block of K, row-major
+C_LAMBDA = 28  # accumulated impulse (normal, t1, t2)
+C_TARGET = 31  # normal velocity the solve aims for
+C_KS = 32      # 1 / the largest eigenvalue of the tangent block of K
+C_AN = 33      # I_w^-1 (r x d) for d = n, t1, t2: the turn a unit impulse along d gives
+C_ARMB = 42    # the other body's arm (point - its centre of mass)
+C_BN = 45      # its turn per unit impulse -d along n, t1, t2
+C_FEATURE = 54  # which feature of the pair made it (a corner, a rim point): warm starts
+C_WIDTH = 55
+
+
+@jit
+def add_point(table, k, body, other, feature, p0, p1, p2, n, depth, mu, e):
+    """Write a contact in row k of the table; returns k + 1."""
+    row = table[k]
+    row[C_FEATURE] = feature
+    row[C_BODY] = body
+    row[C_OTHER] = other
+    row[C_POINT], row[C_POINT + 1], row[C_POINT + 2] = p0, p1, p2
+    row[C_NORMAL], row[C_NORMAL + 1], row[C_NORMAL + 2] = n[0], n[1], n[2]
+    row[C_DEPTH] = depth
+    row[C_MU] = mu
+    row[C_E] = e
+    return k + 1
+
+
+@jit
+def _point(table, k, body, other, f, p0, p1, p2, radius, n, h, mu, e):
+    """A contact at the support point of a sphere of ``radius`` (0: a corner) centred at p, if
+    it lies below the plane n.p = h; returns the next free row."""
+    depth = h - (n[0] * p0 + n[1] * p1 + n[2] * p2) + radius
+    if depth > 0.0:
+        return add_point(table, k, body, other, f, p0 - radius * n[0], p1 - radius * n[1],
+                          p2 - radius * n[2], n, depth, mu, e)
+    return k
+
+
+@jit
+def _circle(table, k, body, other, f, c0, c1, c2, a, ex, radius, n, h, mu, e):
+    """The deepest point of the circle (centre c, unit axis a, radius) below the plane and the
+    three a quarter turn apart from it (ex: a unit vector across a, used when the circle lies
+    flat and has no deepest point)."""
+    d = n[0] * a[0] + n[1] * a[1] + n[2] * a[2]
+    u0, u1, u2 = -n[0] + d * a[0], -n[1] + d * a[1], -n[2] + d * a[2]
+    s = np.sqrt(u0 * u0 + u1 * u1 + u2 * u2)
+    if s > 1e-9:
+        u0, u1, u2 = u0 / s, u1 / s, u2 / s
+    else:
+        u0, u1, u2 = ex
+    v0 = a[1] * u2 - a[2] * u1
+    v1 = a[2] * u0 - a[0] * u2
+    v2 = a[0] * u1 - a[1] * u0
+    k = _point(table, k, body, other, f + 0, c0 + radius * u0, c1 + radius * u1, c2 + radius * u2,
+               0.0, n, h, mu, e)
+    k = _point(table, k, body, other, f + 1, c0 + radius * v0, c1 + radius * v1, c2 + radius * v2,
+               0.0, n, h, mu, e)
+    k = _point(table, k, body, other, f + 2, c0 - radius * u0, c1 - radius * u1, c2 - radius * u2,
+               0.0, n, h, mu, e)
+    return _point(table, k, body, other, f + 3, c0 - radius * v0, c1 - radius * v1, c2 - radius * v2,
+                  0.0, n, h, mu, e)
+
+
+@jit
+def ground_contacts(table, k, b, geom, x, q, g, plane):
+    """Append body b's contacts with ground g (row ``plane``) to the table from row k; returns
+    the next free row.  x, q: the body's centre of mass and orientation."""
+    row = geom[b]
+    kind = int(row[G_KIND])
+    if kind == NONE:
+        return k
+    q0, q1, q2, q3 = q[0], q[1], q[2], q[3]
+    n = (plane[P_NORMAL], plane[P_NORMAL + 1], plane[P_NORMAL + 2])
+    h = plane[P_HEIGHT]
+    mu = np.sqrt(row[G_MU] * plane[P_MU])
+    e = max(row[G_E], plane[P_E])
+    other = -1 - g
+    o = rotate_t(q0, q1, q2, q3, row[G_OFFSET], row[G_OFFSET + 1], row[G_OFFSET + 2], 1.0)
+    c0, c1, c2 = x[0] + o[0], x[1] + o[1], x[2] + o[2]
+    p0, p1, p2 = row[G_P], row[G_P + 1], row[G_P + 2]
+    if kind == SPHERE:
+        return _point(table, k, b, other, 0, c0, c1, c2, p0, n, h, mu, e)
+    if kind == BOX:
+        for i in range(8):
+            s0 = p0 if i & 1 else -p0
+            s1 = p1 if i & 2 else -p1
+            s2 = p2 if i & 4 else -p2
+            r = rotate_t(q0, q1, q2, q3, s0, s1, s2, 1.0)
+            k = _point(table, k, b, other, i, c0 + r[0], c1 + r[1], c2 + r[2], 0.0, n, h, mu, e)
+        return k
+    a = rotate_t(q0, q1, q2, q3, 0.0, 0.0, 1.0, 1.0)
+    if kind == CAPSULE:
+        k = _point(table, k, b, other, 0, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], p0,
+                   n, h, mu, e)
+        return _point(table, k, b, other, 1, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2],
+                      p0,
+                      n, h, mu, e)
+    ex = rotate_t(q0, q1, q2, q3, 1.0, 0.0, 0.0, 1.0)
+    if kind == CYLINDER:
+        k = _circle(table, k, b, other, 0, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], a, ex,
+                    p0, n, h, mu, e)
+        return _circle(table, k, b, other, 4, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2], a,
+                       ex, p0, n, h, mu, e)
+    # cone: apex at -3/4 height, base rim at +1/4 height
+    k = _point(table, k, b, other, 0, c0 - 0.75 * p1 * a[0], c1 - 0.75 * p1 * a[1],
+               c2 - 0.75 * p1 * a[2], 0.0, n, h, mu, e)
+    return _circle(table, k, b, other, 1, c0 + 0.25 * p1 * a[0], c1 + 0.25 * p1 * a[1],
+                   c2 + 0.25 * p1 * a[2], a, ex, p0, n, h, mu, e)

@@ -1,0 +1,265 @@
+"""Narrow phase between two bodies' shapes: spheres, capsules and boxes.
+
+A sphere is a capsule of zero length, so spheres and capsules meet by the closest points of
+their segments (exact).  A sphere meets a box at the box's closest point to its centre (exact;
+from inside, through the nearest face).  A capsule meets a box through its two end spheres (a
+capsule lying across a box's edge with its ends off the box is missed).  Two boxes: the
+separating-axis test on all 15 axes, the contact normal along the face axis of least overlap,
+and as contact points every corner of either box that lies inside the other, each with its
+depth along the normal -- the face-on-face manifold a stack stands on (edge-on-edge contacts
+of two boxes with no corner inside the other are not found).  Cylinders and cones meet only
+the ground so far.
+
+Every contact is written with ``body`` the first body, ``other`` the second, the normal
+pointing from the second into the first.  Nothing is allocated.
+"""
+import numpy as np
+
+from rtrigid._jit import jit
+from rtrigid.contact.geometry import (
+    BOX,
+    CAPSULE,
+    G_E,
+    G_KIND,
+    G_MU,
+    G_OFFSET,
+    G_P,
+    SPHERE,
+    C_POINT,
+    add_point,
+)
+from rtrigid.maths.quat import rotate_t
+
+
+@jit
+def shape_centre(geom, b, x, q):
+    """World centre of body b's shape."""
+    o = rotate_t(q[0], q[1], q[2], q[3], geom[b, G_OFFSET], geom[b, G_OFFSET + 1],
+                 geom[b, G_OFFSET + 2], 1.0)
+    return (x[0] + o[0], x[1] + o[1], x[2] + o[2])
+
+
+@jit
+def _segment(geom, b, x, q):
+    """(end, end, radius) of a sphere (both ends at its centre) or a capsule."""
+    c = shape_centre(geom, b, x, q)
+    if int(geom[b, G_KIND]) == SPHERE:
+        return c, c, geom[b, G_P]
+    hl = geom[b, G_P + 1]
+    a = rotate_t(q[0], q[1], q[2], q[3], 0.0, 0.0, hl, 1.0)
+    return ((c[0] + a[0], c[1] + a[1], c[2] + a[2]), (c[0] - a[0], c[1] - a[1], c[2] - a[2]),
+            geom[b, G_P])
+
+
+@jit
+def _clamp01(t):
+    return min(1.0, max(0.0, t))
+
+
+@jit
+def _closest_on_segments(p1, q1, p2, q2):
+    """Closest points of segments p1q1 and p2q2 (Ericson, Real-Time Collision Detection 5.1.9)."""
+    d1 = (q1[0] - p1[0], q1[1] - p1[1], q1[2] - p1[2])
+    d2 = (q2[0] - p2[0], q2[1] - p2[1], q2[2] - p2[2])
+    r = (p1[0] - p2[0], p1[1] - p2[1], p1[2] - p2[2])
+    a = d1[0] * d1[0] + d1[1] * d1[1] + d1[2] * d1[2]
+    e = d2[0] * d2[0] + d2[1] * d2[1] + d2[2] * d2[2]
+    f = d2[0] * r[0] + d2[1] * r[1] + d2[2] * r[2]
+    if a <= 1e-30 and e <= 1e-30:
+        s, t = 0.0, 0.0
+    elif a <= 1e-30:
+        s, t = 0.0, _clamp01(f / e)
+    else:
+        c = d1[0] * r[0] + d1[1] * r[1] + d1[2] * r[2]
+        if e <= 1e-30:
+            s, t = _clamp01(-c / a), 0.0
+        else:
+            b = d1[0] * d2[0] + d1[1] * d2[1] + d1[2] * d2[2]
+            den = a * e - b * b
+            s = _clamp01((b * f - c * e) / den) if den > 1e-30 else 0.0
+            t = (b * s + f) / e
+            if t < 0.0:
+                s, t = _clamp01(-c / a), 0.0
+            elif t > 1.0:
+                s, t = _clamp01((b - c) / a), 1.0
+    return ((p1[0] + s * d1[0], p1[1] + s * d1[1], p1[2] + s * d1[2]),
+            (p2[0] + t * d2[0], p2[1] + t * d2[1], p2[2] + t * d2[2]))
+
+
+@jit
+def _spheres(table, k, cap, a, b, ca, ra, cb, rb, mu, e):
+    """Sphere (ca, ra) of body a against sphere (cb, rb) of body b."""
+    d0, d1, d2 = ca[0] - cb[0], ca[1] - cb[1], ca[2] - cb[2]
+    dist = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+    depth = ra + rb - dist
+    if depth <= 0.0 or k >= cap:
+        return k
+    if dist > 1e-12:
+        n = (d0 / dist, d1 / dist, d2 / dist)
+    else:
+        n = (0.0, 0.0, 1.0)
+    s = rb - 0.5 * depth
+    return add_point(table, k, a, b, 0, cb[0] + s * n[0], cb[1] + s * n[1], cb[2] + s * n[2], n,
+                      depth, mu, e)
+
+
+@jit
+def _sphere_box(table, k, cap, a, b, f, s, r, cb, qb, ext, flip, mu, e):
+    """Sphere (s, r) against the box (cb, qb, half extents ext); the normal points from the
+    box into the sphere, or the other way with ``flip`` (the box is then body a)."""
+    if k >= cap:
+        return k
+    l = rotate_t(qb[0], qb[1], qb[2], qb[3], s[0] - cb[0], s[1] - cb[1], s[2] - cb[2], -1.0)
+    p0 = min(ext[0], max(-ext[0], l[0]))
+    p1 = min(ext[1], max(-ext[1], l[1]))
+    p2 = min(ext[2], max(-ext[2], l[2]))
+    d0, d1, d2 = l[0] - p0, l[1] - p1, l[2] - p2
+    dist = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+    if dist > 1e-12:
+        depth = r - dist
+        nl = (d0 / dist, d1 / dist, d2 / dist)
+    else:  # the centre is inside: out through the nearest face
+        best, axis = np.inf, 0
+        for i in range(3):
+            gap = ext[i] - abs(l[i])
+            if gap < best:
+                best, axis = gap, i
+        sign = 1.0 if l[axis] >= 0.0 else -1.0
+        nl = (sign if axis == 0 else 0.0, sign if axis == 1 else 0.0, sign if axis == 2 else 0.0)
+        depth = r + best
+        p0 = sign * ext[0] if axis == 0 else l[0]
+        p1 = sign * ext[1] if axis == 1 else l[1]
+        p2 = sign * ext[2] if axis == 2 else l[2]
+    if depth <= 0.0:
+        return k
+    n = rotate_t(qb[0], qb[1], qb[2], qb[3], nl[0], nl[1], nl[2], 1.0)
+    p = rotate_t(qb[0], qb[1], qb[2], qb[3], p0, p1, p2, 1.0)
+    point = (cb[0] + p[0], cb[1] + p[1], cb[2] + p[2])
+    if flip:
+        n = (-n[0], -n[1], -n[2])
+    return add_point(table, k, a, b, f, point[0], point[1], point[2], n, depth, mu, e)
+
+
+@jit
+def _axes(q):
+    """The box's three world axes."""
+    return (rotate_t(q[0], q[1], q[2], q[3], 1.0, 0.0, 0.0, 1.0),
+            rotate_t(q[0], q[1], q[2], q[3], 0.0, 1.0, 0.0, 1.0),
+            rotate_t(q[0], q[1], q[2], q[3], 0.0, 0.0, 1.0, 1.0))
+
+
+@jit
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+@jit
+def _reach(axes, ext, l):
+    """Half the box's extent along the direction l."""
+    return (ext[0] * abs(_dot(axes[0], l)) + ext[1] * abs(_dot(axes[1], l))
+            + ext[2] * abs(_dot(axes[2], l)))
+
+
+@jit
+def _near(table, first, k, v, tol):
+    """Whether a contact of rows first..k-1 sits at v (within tol): aligned boxes of equal
+    faces have each corner inside the other box, at the same place."""
+    for j in range(first, k):
+        if (abs(table[j, C_POINT] - v[0]) <= tol and abs(table[j, C_POINT + 1] - v[1]) <= tol
+                and abs(table[j, C_POINT + 2] - v[2]) <= tol):
+            return True
+    return False
+
+
+@jit
+def _corners_inside(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, sign, mu, e):
+    """Corners of box i (centre ci, axes ai, half extents ei) inside box o, each a contact of
+    depth along n: sign +1 for the corners of body a (the depth below o's support plane
+    along n), -1 for those of body b; a corner where the pair has a contact from row
+    ``first`` on already is skipped."""
+    tol = 1e-9 * (eo[0] + eo[1] + eo[2])
+    reach_o = _reach(ao, eo, n)
+    for i in range(8):
+        s0 = ei[0] if i & 1 else -ei[0]
+        s1 = ei[1] if i & 2 else -ei[1]
+        s2 = ei[2] if i & 4 else -ei[2]
+        v = (ci[0] + s0 * ai[0][0] + s1 * ai[1][0] + s2 * ai[2][0],
+             ci[1] + s0 * ai[0][1] + s1 * ai[1][1] + s2 * ai[2][1],
+             ci[2] + s0 * ai[0][2] + s1 * ai[1][2] + s2 * ai[2][2])
+        r = (v[0] - co[0], v[1] - co[1], v[2] - co[2])
+        if (abs(_dot(r, ao[0])) > eo[0] + tol or abs(_dot(r, ao[1])) > eo[1] + tol
+                or abs(_dot(r, ao[2])) > eo[2] + tol):
+            continue
+        depth = reach_o - sign * _dot(n, r)
+        if depth > 0.0 and k < cap and not _near(table, first, k, v, tol):
+            k = add_point(table, k, a, b, f + i, v[0], v[1], v[2], n, depth, mu, e)
+    return k
+
+
+@jit
+def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e):
+    """Box of body a against box of body b (see the module docstring)."""
+    aa, ab = _axes(qa), _axes(qb)
+    t = (ca[0] - cb[0], ca[1] - cb[1], ca[2] - cb[2])
+    best, n = np.inf, (0.0, 0.0, 1.0)
+    for i in range(6):
+        l = aa[i] if i < 3 else ab[i - 3]
+        gap = _reach(aa, ea, l) + _reach(ab, eb, l) - abs(_dot(t, l))
+        if gap < 0.0:
+            return k
+        if gap < best:
+            best = gap
+            n = l if _dot(t, l) >= 0.0 else (-l[0], -l[1], -l[2])
+    for i in range(3):
+        for j in range(3):
+            u, w = aa[i], ab[j]
+            l = (u[1] * w[2] - u[2] * w[1], u[2] * w[0] - u[0] * w[2], u[0] * w[1] - u[1] * w[0])
+            size = np.sqrt(_dot(l, l))
+            if size < 1e-9:
+                continue
+            l = (l[0] / size, l[1] / size, l[2] / size)
+            if _reach(aa, ea, l) + _reach(ab, eb, l) - abs(_dot(t, l)) < 0.0:
+                return k
+    first = k
+    k = _corners_inside(table, k, cap, a, b, 0, first, ca, aa, ea, cb, ab, eb, n, 1.0, mu, e)
+    return _corners_inside(table, k, cap, a, b, 8, first, cb, ab, eb, ca, aa, ea, n, -1.0,
+                           mu, e)
+
+
+@jit
+def _round_on_box(table, k, cap, a, b, geom, r, xr, qr, o, xo, qo, flip, mu, e):
+    """Sphere or capsule r against box o (the pair a, b; ``flip``: the box is a)."""
+    p, q, radius = _segment(geom, r, xr, qr)
+    centre = shape_centre(geom, o, xo, qo)
+    ext = (geom[o, G_P], geom[o, G_P + 1], geom[o, G_P + 2])
+    k = _sphere_box(table, k, cap, a, b, 0, p, radius, centre, qo, ext, flip, mu, e)
+    if int(geom[r, G_KIND]) == CAPSULE:
+        k = _sphere_box(table, k, cap, a, b, 1, q, radius, centre, qo, ext, flip, mu, e)
+    return k
+
+
+@jit
+def pair_contacts(table, k, cap, a, b, geom, xa, qa, xb, qb):
+    """Append the contacts of bodies a and b (their shapes at poses (xa, qa), (xb, qb)) from
+    row k, at most up to row ``cap``; returns the next free row."""
+    ka, kb = int(geom[a, G_KIND]), int(geom[b, G_KIND])
+    mu = np.sqrt(geom[a, G_MU] * geom[b, G_MU])
+    e = max(geom[a, G_E], geom[b, G_E])
+    round_a = ka == SPHERE or ka == CAPSULE
+    round_b = kb == SPHERE or kb == CAPSULE
+    if round_a and round_b:
+        p1, q1, ra = _segment(geom, a, xa, qa)
+        p2, q2, rb = _segment(geom, b, xb, qb)
+        c1, c2 = _closest_on_segments(p1, q1, p2, q2)
+        return _spheres(table, k, cap, a, b, c1, ra, c2, rb, mu, e)
+    if ka == BOX and kb == BOX:
+        return _boxes(table, k, cap, a, b, shape_centre(geom, a, xa, qa), qa,
+                      (geom[a, G_P], geom[a, G_P + 1], geom[a, G_P + 2]),
+                      shape_centre(geom, b, xb, qb), qb,
+                      (geom[b, G_P], geom[b, G_P + 1], geom[b, G_P + 2]), mu, e)
+    if round_a and kb == BOX:
+        return _round_on_box(table, k, cap, a, b, geom, a, xa, qa, b, xb, qb, False, mu, e)
+    if ka == BOX and round_b:
+        return _round_on_box(table, k, cap, a, b, geom, b, xb, qb, a, xa, qa, True, mu, e)
+    return k
+    return k
