@@ -265,6 +265,9 @@ def print_solver_section(result):
         rows.append([*head, f"{100 * r['fallback_fraction']:.1f} %", f"{r['median_us']:.1f}",
                      f"{r['worst_us']:.1f}", f"{r['worst_over_median']:.1f}",
                      f"{r['mean_iterations']:.1f}", r["max_iterations"]])
+    print("\n".join("  " + line for line in format_table(rows)))
+
+
 def _mujoco_stack(n, dt, size=0.1, mass=1.0, friction=0.5):
     """The ``box_stack`` scenario in MuJoCo (its default soft contacts and solver)."""
     import mujoco
@@ -335,6 +338,9 @@ def print_contact(result):
     for row in result["stacks"]:
         rows.append([row["n"], *(f"{row[k] * 1e3:.3f}" if k.endswith("_m") else f"{row[k]:.2f}"
                                  for k in keys)])
+    print("\n".join("  " + line for line in format_table(rows)))
+
+
 LOOP_SCENARIOS = ("four_bar", "slider_crank", "bennett", "delta_robot")
 
 

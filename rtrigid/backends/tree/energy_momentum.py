@@ -204,6 +204,7 @@ FLOOR_MARGIN = 16.0  # the tolerances never go below this many times the residua
 LAM_MIN = 1.0 / 16.0
 GROWTH = 2.0
 REFRESH = 1e-5
+QUICK = 8  # iterations the cheap start gets before the explicit start is computed
 RK4_WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 SUPPORTED = ("free", "spherical", "revolute", "fixed")
 # After a step nu holds the step's mean rates mu / h (the predictor's input) and the bodies'
@@ -1011,6 +1012,26 @@ def _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, 
 
 
 @jit
+def _extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, Qs, pred):
+    """The cheap start of a step (tried first, see :func:`step`): the last two steps' mean
+    rates extrapolated, 2 nu - nu_prev, when the state before the last step (Qg_prev,
+    nu_prev) and the present one are linked by one step of size dt with the present rates
+    (nothing was set in between); else the present rates.  Both states are in every
+    snapshot, so the start is too."""
+    for j in range(nu.shape[0]):
+        pred[j] = dt * nu[j]
+    _update_coordinates(ti, Qg_prev, pred, Qs)
+    normalize_coordinates(ti, Qs)
+    linked = True
+    for i in range(Qg.shape[0]):
+        if not (abs(Qs[i] - Qg[i]) <= 1e-12 * max(1.0, abs(Qg[i]))):
+            linked = False
+            break
+    for j in range(nu.shape[0]):
+        pred[j] = 2.0 * nu[j] - nu_prev[j] if linked else nu[j]
+
+
+@jit
 def _choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
                   ctrl, pred, change):
     """Of three starts -- the RK4 prediction in ``pred``, the Taylor one nu_t + change/2
@@ -1351,11 +1372,23 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
 
 
 @jit
+def _solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
+           em, jx, pred, stats, act, ctrl, awork):
+    """One step of size h from the start ``pred`` (with the limits if the tree has any)."""
+    if limited:
+        return _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
+                                  v, w, L, scr, em, jx, pred, stats, act, ctrl, awork)
+    return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
+                       scr, em, jx, pred, stats, act, ctrl, awork, 0, True)
+
+
+@jit
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt`` (the kernel contract of rtrigid.backends.buffers)."""
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
+    Qg_prev, nu_prev = state_views(S_prev, nb, nq, nv)[:2]
     scr = carve(work, nb, nq, nv)
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
@@ -1369,26 +1402,29 @@ def step(n, dt, F, I):
     limited = has_limits(tf, ti)
     flags = OK
     for _ in range(n):
+        _extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, em[12], pred)
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1
         while True:
             ok = True
             for _sub in range(m):
+                if m == 1:  # the cheap start first, with a few iterations
+                    ok = _solve(dt, min(QUICK, max_iter), limited, gravity, tf, ti, pf, pi, A,
+                                forces, Qg, nu, x, q, v, w, L, scr, em, jx, pred, stats, act,
+                                ctrl, awork)
+                    if ok:
+                        break
+                    for i in range(S.shape[0]):  # (a failed solve changes no state; exact)
+                        S[i] = S_prev[i]
                 ok = _predict(dt / m, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl,
                               pred, change)
                 if not ok:
                     break
                 _choose_start(dt / m, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L,
                               scr, em, jx, act, ctrl, pred, change)
-                if limited:
-                    ok = _solve_with_limits(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces,
-                                            Qg, nu, x, q, v, w, L, scr, em, jx, pred, stats,
-                                            act, ctrl, awork)
-                else:
-                    ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg,
-                                     nu, x, q, v, w, L, scr, em, jx, pred, stats, act, ctrl,
-                                     awork, 0, True)
+                ok = _solve(dt / m, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg,
+                            nu, x, q, v, w, L, scr, em, jx, pred, stats, act, ctrl, awork)
                 if not ok:
                     break
             ok = ok and all_finite(S)
