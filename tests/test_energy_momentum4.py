@@ -144,15 +144,17 @@ def test_jointed_step_is_symmetric(case, integrator):
     symmetric in the two configurations, and the canonical root of -h's increment is minus
     that of h, so even the joint quaternions come back with their sign.
 
-    Positions come back to 1e-15.  Velocities and momenta to ~1e-13 (measured: 4e-17 to
-    1.2e-13 for one step, up to 8e-13 for the composition's ten solves): the tree's velocity
-    is a difference of positions over h, v1 = 2 (x1 - x0)/h - v0, which carries eps |x| / h,
-    and its Newton iteration stops at that floor."""
+    Positions come back to 1e-15 (1.3e-14 for the composition's ten solves on the mixed
+    tree, each stopping at its round-off floor).  Velocities and momenta to ~1e-13
+    (measured: 4e-17 to 1.2e-13 for one step, up to 8e-13 for the composition): the tree's
+    velocity is a difference of positions over h, v1 = 2 (x1 - x0)/h - v0, which carries
+    eps |x| / h, and its Newton iteration stops at that floor."""
     sim = TREES[case](integrator)
     sim.step(3)
     moved, back = forward_and_back(sim, sim.dt, tree_fields)
     assert max(moved.values()) > 1e-3
-    assert max(back[k] for k in ("Qg", "x", "q")) <= 1e-14, back
+    assert max(back[k] for k in ("Qg", "x", "q")) <= (1e-14 if integrator == "energy_momentum"
+                                                      else 3e-14), back
     assert max(back[k] for k in ("v", "w", "L")) <= (2e-13 if integrator == "energy_momentum"
                                                      else 2e-12), back
 
@@ -318,7 +320,7 @@ def test_stored_rates_are_the_mean_rates_of_the_step():
 def test_jointed_fallback_is_taken_counted_and_conserves_energy():
     """With the smallest Newton cap, lively steps fall back to composed sub-steps; energy and
     h_z are kept through them, and statistics count every stage's iterations."""
-    base = lively(EM4, 1.0 / 60.0)
+    base = lively(EM4, 1.0 / 40.0)  # (at 1/60 three iterations suffice from the predictor)
     sim = Simulation(base.model, EM4, base.dt, max_iter=3)
     for name in base.joint_names:  # the lively state, with the tight cap
         sim.set_joint_position(name, base.joint_position(name))

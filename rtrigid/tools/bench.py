@@ -128,6 +128,7 @@ def collect(steps=20000, repeats=7, with_mujoco=True):
             k: headline[k] / headline["mujoco_rk4"] for k in integrators.names()}
     out = {"steps_per_call": steps, "repeats": repeats, "rows": rows, "summary": summary}
     out["chain"] = chain_section(repeats, with_mujoco)
+    out["solver"] = solver_section()
     out["contact"] = contact_section(repeats, with_mujoco)
     out["loops"] = loop_section(repeats, with_mujoco)
     out["control_ticks"] = control_ticks(repeats, with_mujoco=with_mujoco)
@@ -193,6 +194,78 @@ def chain_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(1, 2, 5, 1
         mujoco_ref.step(model, data, steps)
         drift["mujoco_rk4"] = abs(mujoco_ref.chain_energy(model, data) - e0)
     return {"dt": dt, "scaling_us_per_step": scaling, "energy_drift_10s_n10": drift}
+
+
+def _step_costs(sim, steps, repeats, skip=5):
+    """Per-step wall time (s) of ``steps`` single ``sim.step()`` calls after ``skip`` untimed
+    ones, each step's minimum over ``repeats`` runs from the same snapshot (the runs are bit
+    for bit the same, so the minimum takes out the machine's interruptions, not the solver's
+    work); and the solver statistics of one run."""
+    sim.step(skip)
+    snap = sim.snapshot()
+    stats0 = sim.solver_stats()
+    best = np.full(steps, np.inf)
+    step, clock = sim.step, time.perf_counter
+    for _ in range(repeats):
+        sim.restore(snap)
+        for k in range(steps):
+            start = clock()
+            step()
+            best[k] = min(best[k], clock() - start)
+    stats = sim.solver_stats()
+    stats = {k: stats[k] - stats0[k] for k in ("steps", "newton_iterations", "fallback_steps")} | {
+        "max_iterations": stats["max_iterations"]}
+    return best, stats
+
+
+def solver_section(repeats=3, steps=600, sizes=(10, 20, 50), dts=(1.0 / 60.0, 1.0 / 120.0)):
+    """The energy-momentum solver at game-sized steps on spherical chains: fallbacks and the
+    worst step against the median (issue 14), ``steps`` steps after 5 untimed ones.
+
+    Two states: the scenario's default (links slightly off the vertical, at rest) and the
+    lively chain of :func:`_lively_chain`.  The worst step is the slowest per-step minimum
+    over ``repeats`` identical runs (:func:`_step_costs`).
+    """
+    import warnings
+
+    rows = []
+    for state in ("default", "lively"):
+        for n in sizes:
+            for dt in dts:
+                sim = (scenarios.build("chain", integrator="energy_momentum", dt=dt, n=n)
+                       if state == "default" else _lively_chain(n, "energy_momentum", dt))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # sub-steps are counted
+                    try:
+                        costs, stats = _step_costs(sim, steps, repeats)
+                    except SimulationError:
+                        rows.append({"state": state, "n": n, "dt": dt, "failed": True})
+                        continue
+                median = float(np.median(costs))
+                rows.append({
+                    "state": state, "n": n, "dt": dt, "failed": False,
+                    "median_us": median * 1e6, "worst_us": float(costs.max()) * 1e6,
+                    "worst_over_median": float(costs.max()) / median,
+                    "fallback_fraction": stats["fallback_steps"] / stats["steps"],
+                    "mean_iterations": stats["newton_iterations"] / stats["steps"],
+                    "max_iterations": stats["max_iterations"]})
+    return {"steps": steps, "repeats": repeats, "rows": rows}
+
+
+def print_solver_section(result):
+    print(f"energy_momentum on spherical chains, {result['steps']} steps (worst: the slowest "
+          f"step's minimum over {result['repeats']} identical runs; iterations count sub-steps)")
+    rows = [["state", "links", "1/dt", "fallbacks", "median us", "worst us", "worst/median",
+             "mean iter", "max iter"]]
+    for r in result["rows"]:
+        head = [r["state"], r["n"], f"{1.0 / r['dt']:.0f}"]
+        if r["failed"]:
+            rows.append([*head, "fails", "", "", "", "", ""])
+            continue
+        rows.append([*head, f"{100 * r['fallback_fraction']:.1f} %", f"{r['median_us']:.1f}",
+                     f"{r['worst_us']:.1f}", f"{r['worst_over_median']:.1f}",
+                     f"{r['mean_iterations']:.1f}", r["max_iterations"]])
+    print("\n".join("  " + line for line in format_table(rows)))
 
 
 def _mujoco_stack(n, dt, size=0.1, mass=1.0, friction=0.5):
@@ -508,6 +581,8 @@ def print_table(result):
     print("\n".join("  " + line for line in format_table(rows)))
     print("  |energy drift| over 10 s, n = 10:",
           ", ".join(f"{k} {v:.3g}" for k, v in c["energy_drift_10s_n10"].items()))
+    if "solver" in result:
+        print_solver_section(result["solver"])
     if "contact" in result:
         print_contact(result["contact"])
     if "loops" in result:

@@ -77,11 +77,19 @@ a mid-point frame off by a few per cent feeds the transverse inertia into the ax
 a matrix with the leading gyroscopic term only, at a predicted mid-point, contracted by 0.1
 to 1.9 per iteration on a lively chain (measured): ~80 iterations a step, and sub-steps.
 
-Iteration.  The predictor extrapolates the mean rates of the last two steps, 2 nu - nu_prev,
-when the state before the last step and the present one are linked by one step of size h
-(both are in every snapshot, so restoring one reproduces the run bit for bit); else it takes
-nu.  The matrix is refactored at every iterate until the updates are small (below 1e-5 of
-mu), then reused.  An update that makes the residual more than twice as large is halved
+Iteration.  The predictor (:func:`_predict`, :func:`_choose_start`) takes the explicit
+dynamics from the present state: the rates at t_n (from the bodies' momenta) and the
+accelerations there (the articulated-body recursion), and from them two candidates for the
+step's mean rates -- one RK4 step's increments, and the Taylor estimate nu + h/2 nudot -- and
+starts from the one with the smallest residual among them and the last step's mean rates (which
+win where the explicit dynamics is unstable at the step, e.g. a stiff servo).  It reads the present state only, so a
+restored snapshot reproduces it bit for bit, and it does not care what was set between steps.
+(The previous step's mean rates, or their extrapolation, were too far off at game-sized steps:
+measured on the 50-link chain at dt = 1/60, 0.7 to 9e-2 from the solution against |mu| ~ 0.07,
+and plain Newton diverged from there on most steps; see the README for the figures.)
+
+The matrix is refactored at every iterate until the updates are small (below 1e-5 of mu),
+then reused.  An update that makes the residual more than twice as large is halved
 (at most four times) -- hard steps of a lively chain otherwise wander off.  The iteration
 stops only at the round-off floor: when the error left after the last update, estimated from
 the contraction of the last two updates as theta/(1-theta) |update|, is below 8 eps |mu| and
@@ -91,8 +99,11 @@ only below 1e-9).  The accepted increments are put on the near root of every Cay
 (:func:`_canonical_roots`), so the stored rates never depend on the branch Newton found.
 Failure (no convergence in ``max_iter``, a non-finite value, a singular
 pivot) triggers the same fallback as the single-body scheme: the step is redone as 2, 4,
-..., 2**max_halvings sub-steps; if that fails too the kernel stops before the step, state
-unchanged, status FAILED.
+..., 2**max_halvings sub-steps, each predicted afresh (counted in ``solver_stats()``
+``fallback_steps``; every sub-step is an energy-momentum step, so energy and momenta are kept
+through it); if that fails too the kernel stops before the step, state unchanged bit for bit,
+status FAILED (``SimulationError``).  So the cost of a step is bounded by max_iter
+iterations times 2**(max_halvings + 1) - 1 solves, and no outcome is NaN or gains energy.
 
 Joint limits (revolute joints): :func:`_limited_solve` -- a joint that would end the step
 beyond a limit is locked on it for the step, its reaction doing the exact discrete work
@@ -133,6 +144,9 @@ from rtrigid.backends.tree.kinematics import (
     POSITION,
     actuator_force,
     actuator_views,
+    articulated_factor,
+    articulated_solve,
+    bias_forces,
     FREE6,
     I_KIND,
     I_ORDER,
@@ -157,14 +171,19 @@ from rtrigid.backends.tree.kinematics import (
     base_work_size,
     body_rates,
     carve,
+    coordinate_rates,
     coordinate_slots,
     forward_kinematics,
+    geometry,
+    joint_forces,
     joint_velocities,
     normalize_coordinates,
     nv_of,
     open_buffers,
     quat_to_rot,
+    rk4_stage_input,
     state_views,
+    world_loads,
 )
 from rtrigid.backends import newton
 from rtrigid.backends.tree.dynamics import momentum_rates
@@ -185,6 +204,8 @@ FLOOR_MARGIN = 16.0  # the tolerances never go below this many times the residua
 LAM_MIN = 1.0 / 16.0
 GROWTH = 2.0
 REFRESH = 1e-5
+QUICK = 8  # iterations the cheap start gets before the explicit start is computed
+RK4_WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 SUPPORTED = ("free", "spherical", "revolute", "fixed")
 # After a step nu holds the step's mean rates mu / h (the predictor's input) and the bodies'
 # momenta meet the joints' velocity constraints only to O(h^2): the backend derives the rates
@@ -938,14 +959,65 @@ def _tree_solve(ti, SL, SR, U, W, Dinv, tau, pA, acc, ucol, out):
 
 
 @jit
-def _predict(dt, ti, Qg, nu, Qg_prev, nu_prev, Qs, pred):
-    """Predicted mean rates of the next step into ``pred``.
+def _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, change):
+    """Explicit prediction of a step's mean rates: pred <- the mean rates of one RK4 step of
+    the explicit dynamics from the present state (as ``nullspace_rk4`` steps, with every
+    load acting), change <- h nudot at t_n; False if the inertia is singular or a value is
+    not finite.
 
-    When the state before the last step (Qg_prev, nu_prev) and the present one are linked by
-    one step of size dt with the present rates (so nothing was set in between), the rates are
-    extrapolated linearly, 2 nu - nu_prev; otherwise the present rates are taken.  Both states
-    are part of every snapshot, so the prediction is too.
+    The rates at t_n come from the bodies' momenta; the RK4 step's increments are turned into
+    the solver's unknowns by :func:`mean_rates`.  It depends only on the present state, so a
+    restored snapshot reproduces it.  Why RK4: on hard steps of the lively chains the Newton
+    iteration's reach, not its matrix, limits it, and RK4 lands closer (README, "The
+    energy-momentum solver").
     """
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    nu_t, kQ, Qs, nus = scr[15], scr[16], scr[18], scr[19]
+    dQ, sQ, dnu = kQ[0], kQ[1], scr[20]
+    xs, vs, ws, qs, Q1 = em[3], em[4], em[6], em[9], em[12]  # (free until the solve starts)
+    nb = ti.shape[0]
+    nv = pred.shape[0]
+    nq = Qg.shape[0]
+    if not momentum_rates(tf, ti, Qg, v, L, xs, qs, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
+                          I6, tau, nu_t, vs, ws):
+        return False
+    for st in range(4):
+        rk4_stage_input(st, h, Qg, nu_t, dQ, dnu, Qs, nus)
+        coordinate_rates(ti, Qs, nus, dQ)
+        if st > 0:  # (the first stage's configuration is factored already)
+            geometry(tf, ti, Qs, xs, qs, R, rj, G)
+            if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
+                return False
+        joint_velocities(ti, G, nus, V, cb)
+        world_loads(tf, ti, pf, pi, gravity, xs, R, G, A[0:3 * nb].reshape((nb, 3)),
+                    A[3 * nb:6 * nb].reshape((nb, 3)), fext)
+        bias_forces(tf, ti, R, G, V, fext, pA)
+        joint_forces(tf, ti, Qs, nus, A[6 * nb:6 * nb + nv], tau)
+        for a in range(act.shape[0]):
+            ov = int(act[a, ACT_V])
+            tau[ov] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, Qs[int(act[a, ACT_Q])],
+                                                         nus[ov])
+        articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, dnu)
+        if st == 0:
+            for j in range(nv):
+                change[j] = h * dnu[j]
+        wt = RK4_WEIGHTS[st]
+        for i in range(nq):
+            sQ[i] = sQ[i] + wt * dQ[i] if st > 0 else wt * dQ[i]
+    for i in range(nq):
+        Q1[i] = Qg[i] + h * sQ[i]
+    normalize_coordinates(ti, Q1)
+    mean_rates(ti, Qg, Q1, h, pred)
+    return all_finite(pred) and all_finite(change)
+
+
+@jit
+def _extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, Qs, pred):
+    """The cheap start of a step (tried first, see :func:`step`): the last two steps' mean
+    rates extrapolated, 2 nu - nu_prev, when the state before the last step (Qg_prev,
+    nu_prev) and the present one are linked by one step of size dt with the present rates
+    (nothing was set in between); else the present rates.  Both states are in every
+    snapshot, so the start is too."""
     for j in range(nu.shape[0]):
         pred[j] = dt * nu[j]
     _update_coordinates(ti, Qg_prev, pred, Qs)
@@ -957,6 +1029,61 @@ def _predict(dt, ti, Qg, nu, Qg_prev, nu_prev, Qs, pred):
             break
     for j in range(nu.shape[0]):
         pred[j] = 2.0 * nu[j] - nu_prev[j] if linked else nu[j]
+
+
+@jit
+def _choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
+                  ctrl, pred, change):
+    """Of three starts -- the RK4 prediction in ``pred``, the Taylor one nu_t + change/2
+    (nu_t in scr[15], the rates at t_n) and the stored rates ``nu`` (the last step's mean
+    rates) -- leave in ``pred`` the one whose residual is smallest.  The stored rates win
+    where the explicit dynamics is unstable at this step (a stiff servo, kp h²/m = 1e4)."""
+    x0, v0, L0, q0, mu, alt = em[0], em[1], em[2], em[8], em[13], em[16]
+    nu_t = scr[15]
+    nv = pred.shape[0]
+    _load_start(x, v, L, q, x0, v0, L0, q0, jx[4])
+    for j in range(nv):
+        alt[j] = nu_t[j] + 0.5 * change[j]
+    best = np.inf
+    choice = 0
+    for c in range(3):
+        for j in range(nv):
+            mu[j] = h * (pred[j] if c == 0 else (alt[j] if c == 1 else nu[j]))
+        r = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em, jx, act,
+                      ctrl)[0]
+        if r < best:
+            best = r
+            choice = c
+    if choice > 0:
+        for j in range(nv):
+            pred[j] = alt[j] if choice == 1 else nu[j]
+
+
+@jit
+def mean_rates(ti, Q0, Q1, h, nu):
+    """nu <- the increments from Q0 to Q1 over h: the inverse of ``_update_coordinates``
+    (Cayley increment 4 a on the near root for quaternions)."""
+    for b in range(ti.shape[0]):
+        n, qo, mo = coordinate_slots(ti, b)
+        o = ti[b, I_QOFF]
+        ov = ti[b, I_VOFF]
+        for k in range(n):
+            nu[ov + k] = (Q1[o + k] - Q0[o + k]) / h
+        if qo < 0:
+            continue
+        # d = conj(s0) o s1 = cay(a) = (1 - |a|², 2a)/(1 + |a|²)  =>  a = Im d / (1 + Re d)
+        a0, a1, a2, a3 = Q0[qo], Q0[qo + 1], Q0[qo + 2], Q0[qo + 3]
+        b0, b1, b2, b3 = Q1[qo], Q1[qo + 1], Q1[qo + 2], Q1[qo + 3]
+        d0 = a0 * b0 + a1 * b1 + a2 * b2 + a3 * b3
+        d1 = a0 * b1 - a1 * b0 - a2 * b3 + a3 * b2
+        d2 = a0 * b2 + a1 * b3 - a2 * b0 - a3 * b1
+        d3 = a0 * b3 - a1 * b2 + a2 * b1 - a3 * b0
+        if d0 < 0.0:  # a turn of more than 180 degrees: the near root is that of -d
+            d0, d1, d2, d3 = -d0, -d1, -d2, -d3
+        f = 4.0 / ((1.0 + d0) * h)
+        nu[mo] = d1 * f
+        nu[mo + 1] = d2 * f
+        nu[mo + 2] = d3 * f
 
 
 @jit
@@ -1245,6 +1372,17 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
 
 
 @jit
+def _solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
+           em, jx, pred, stats, act, ctrl, awork):
+    """One step of size h from the start ``pred`` (with the limits if the tree has any)."""
+    if limited:
+        return _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
+                                  v, w, L, scr, em, jx, pred, stats, act, ctrl, awork)
+    return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
+                       scr, em, jx, pred, stats, act, ctrl, awork, 0, True)
+
+
+@jit
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt`` (the kernel contract of rtrigid.backends.buffers)."""
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
@@ -1254,7 +1392,7 @@ def step(n, dt, F, I):
     scr = carve(work, nb, nq, nv)
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
-    pred = jx[9]
+    pred, change = jx[9], scr[17][0]
     act, ctrl, awork = actuator_views(F, I)
     forces = False  # any joint force held (A after the body loads; constant over the call)
     for i in range(6 * nb, 6 * nb + nv):
@@ -1264,21 +1402,29 @@ def step(n, dt, F, I):
     limited = has_limits(tf, ti)
     flags = OK
     for _ in range(n):
-        _predict(dt, ti, Qg, nu, Qg_prev, nu_prev, em[12], pred)
+        _extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, em[12], pred)
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1
         while True:
             ok = True
             for _sub in range(m):
-                if limited:
-                    ok = _solve_with_limits(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces,
-                                            Qg, nu, x, q, v, w, L, scr, em, jx,
-                                            pred if m == 1 else nu, stats, act, ctrl, awork)
-                else:
-                    ok = _solve_step(dt / m, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg,
-                                     nu, x, q, v, w, L, scr, em, jx, pred if m == 1 else nu,
-                                     stats, act, ctrl, awork, 0, True)
+                if m == 1:  # the cheap start first, with a few iterations
+                    ok = _solve(dt, min(QUICK, max_iter), limited, gravity, tf, ti, pf, pi, A,
+                                forces, Qg, nu, x, q, v, w, L, scr, em, jx, pred, stats, act,
+                                ctrl, awork)
+                    if ok:
+                        break
+                    for i in range(S.shape[0]):  # (a failed solve changes no state; exact)
+                        S[i] = S_prev[i]
+                ok = _predict(dt / m, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl,
+                              pred, change)
+                if not ok:
+                    break
+                _choose_start(dt / m, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L,
+                              scr, em, jx, act, ctrl, pred, change)
+                ok = _solve(dt / m, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg,
+                            nu, x, q, v, w, L, scr, em, jx, pred, stats, act, ctrl, awork)
                 if not ok:
                     break
             ok = ok and all_finite(S)

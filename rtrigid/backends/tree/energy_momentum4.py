@@ -11,16 +11,13 @@ keeps the energy and the momenta as the base step does.  Each stage is one solve
 State and rates.  As for the base scheme, ``nu`` after a step holds the mean rates of the
 step (so the module declares ``MEAN_RATES``, and the rates reported at t are derived from the
 bodies' momenta by the backend): the increments from the coordinates at its start to those at its end, divided by h
-(Cayley increments on the near root for quaternions; :func:`_mean_rates`).  So the base
-scheme's predictor works unchanged: it extrapolates 2 nu - nu_prev when the state before the
-last step is linked to the present one by those rates (both are in every snapshot).
+(Cayley increments on the near root for quaternions; :func:`.energy_momentum.mean_rates`).
 
 Stage predictor.  A stage's unknowns are its mean rates, close to the rates at its mid-time.
-The step's predicted mean rate p (the rate at the step's middle) and its change per step
-d = p - nu give a rate line over the step; the first stage starts from p + (c_1 - 1/2) d,
-stage k from the converged mean rate of stage k - 1 plus (c_k - c_{k-1}) d, with c_k the
-mid-time of stage k as a fraction of the step.  In the fallback's sub-steps
-each stage starts from the last stage's rates.
+The base scheme's explicit predictor gives the step's mean rates p (one RK4 step from the
+present state) and the change d = h nudot at its start; the first stage starts from
+p + (c_1 - 1/2) d, stage k from the converged mean rate of stage k - 1 plus (c_k - c_{k-1}) d,
+with c_k the mid-time of stage k as a fraction of the step.  In the fallback's sub-steps each stage starts from the last stage's rates.
 
 Fallback: a step whose solve fails in any stage is redone from its start as 2, 4, ...,
 2**max_halvings composed sub-steps (the base scheme's rule), so a fallback step is still of
@@ -42,9 +39,6 @@ from rtrigid.backends.buffers import (
 )
 from rtrigid.backends.tree import energy_momentum as em
 from rtrigid.backends.tree.kinematics import (
-    I_QOFF,
-    I_VOFF,
-    coordinate_slots,
     open_buffers,
     state_views,
 )
@@ -63,39 +57,12 @@ def work_size(nb, nq, nv):
 
 
 @jit
-def _mean_rates(ti, Q0, Q1, h, nu):
-    """nu <- the increments from Q0 to Q1 over h: the inverse of the base scheme's
-    ``_update_coordinates`` (Cayley increment 4 a on the near root for quaternions)."""
-    for b in range(ti.shape[0]):
-        n, qo, mo = coordinate_slots(ti, b)
-        o = ti[b, I_QOFF]
-        ov = ti[b, I_VOFF]
-        for k in range(n):
-            nu[ov + k] = (Q1[o + k] - Q0[o + k]) / h
-        if qo < 0:
-            continue
-        # d = conj(s0) o s1 = cay(a) = (1 - |a|², 2a)/(1 + |a|²)  =>  a = Im d / (1 + Re d)
-        a0, a1, a2, a3 = Q0[qo], Q0[qo + 1], Q0[qo + 2], Q0[qo + 3]
-        b0, b1, b2, b3 = Q1[qo], Q1[qo + 1], Q1[qo + 2], Q1[qo + 3]
-        d0 = a0 * b0 + a1 * b1 + a2 * b2 + a3 * b3
-        d1 = a0 * b1 - a1 * b0 - a2 * b3 + a3 * b2
-        d2 = a0 * b2 + a1 * b3 - a2 * b0 - a3 * b1
-        d3 = a0 * b3 - a1 * b2 + a2 * b1 - a3 * b0
-        if d0 < 0.0:  # a turn of more than 180 degrees: the near root is that of -d
-            d0, d1, d2, d3 = -d0, -d1, -d2, -d3
-        f = 4.0 / ((1.0 + d0) * h)
-        nu[mo] = d1 * f
-        nu[mo + 1] = d2 * f
-        nu[mo + 2] = d3 * f
-
-
-@jit
 def _run(n, dt, F, I, stages, mids):
     """The step loop: the base scheme's, with a step made of the ``stages``."""
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
-    Qg_prev, nu_prev = state_views(S_prev, nb, nq, nv)[:2]
+    Qg_prev = state_views(S_prev, nb, nq, nv)[0]  # the step's start (S_prev is set first)
     scr, emw, jx, o = em.scratch_views(work, nb, nq, nv)
     forces = False  # any joint force held (A after the body loads; constant over the call)
     for i in range(6 * nb, 6 * nb + nv):
@@ -109,9 +76,9 @@ def _run(n, dt, F, I, stages, mids):
     ns_ = len(stages)
     flags = OK
     for _ in range(n):
-        em.predict_rates(dt, ti, Qg, nu, Qg_prev, nu_prev, emw[12], pred)
-        for j in range(nv):
-            change[j] = pred[j] - nu[j]  # zero when the predictor could not extrapolate
+        if not em.predict_rates(dt, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, emw, act, ctrl,
+                                pred, change):
+            return FAILED | flags
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1
@@ -144,7 +111,7 @@ def _run(n, dt, F, I, stages, mids):
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
             return FAILED | flags
-        _mean_rates(ti, Qg_prev, Qg, dt, nu)
+        em.mean_rates(ti, Qg_prev, Qg, dt, nu)
         if m > 1:
             stats[STAT_FALLBACKS] += 1
             flags = USED_FALLBACK

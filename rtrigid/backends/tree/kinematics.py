@@ -718,6 +718,17 @@ def coordinate_rates(ti, Qg, nu, Qdot):
             Qdot[qo + k] = 0.5 * d[k]
 
 
+@jit_inline
+def rk4_stage_input(st, dt, Q0, nu0, dQ, dnu, Qs, nus):
+    """(Qs, nus) <- the input of classical RK4's stage ``st`` from the start (Q0, nu0) and the
+    previous stage's derivative (dQ, dnu)."""
+    c = 0.0 if st == 0 else (dt if st == 3 else 0.5 * dt)
+    for i in range(Qs.shape[0]):
+        Qs[i] = Q0[i] + c * dQ[i] if st > 0 else Q0[i]
+    for i in range(nus.shape[0]):
+        nus[i] = nu0[i] + c * dnu[i] if st > 0 else nu0[i]
+
+
 @jit
 def normalize_coordinates(ti, Qg):
     """The cheap projection 002 (63) on every quaternion among the coordinates."""

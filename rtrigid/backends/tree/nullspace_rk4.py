@@ -35,6 +35,7 @@ from rtrigid.backends.tree.kinematics import (
     joint_velocities,
     normalize_coordinates,
     open_buffers,
+    rk4_stage_input,
     state_views,
     world_loads,
 )
@@ -83,11 +84,7 @@ def step(n, dt, F, I):
             nu0[i] = nu[i]
         for st in range(4):
             # stage input from the previous stage's derivative (dQ, dnu still hold it)
-            c = 0.0 if st == 0 else (dt if st == 3 else 0.5 * dt)
-            for i in range(nq):
-                Qs[i] = Q0[i] + c * dQ[i] if st > 0 else Q0[i]
-            for i in range(nv):
-                nus[i] = nu0[i] + c * dnu[i] if st > 0 else nu0[i]
+            rk4_stage_input(st, dt, Q0, nu0, dQ, dnu, Qs, nus)
             coordinate_rates(ti, Qs, nus, dQ)
             geometry(tf, ti, Qs, x, q, R, rj, G)
             joint_velocities(ti, G, nus, V, cb)
