@@ -11,7 +11,7 @@ import pytest
 
 from viewer import meshes, scene
 from viewer.camera import OrbitCamera
-from viewer.picking import ray_shape
+from viewer.picking import ray_mesh, ray_shape
 
 SHAPES = [
     ("box", {"half_extents": np.array([0.3, 0.5, 0.2])}, 8 * 0.3 * 0.5 * 0.2),
@@ -27,28 +27,6 @@ def mesh_volume(verts, idx):
     p = verts[:, :3].astype(np.float64)
     a, b, c = p[idx[:, 0]], p[idx[:, 1]], p[idx[:, 2]]
     return np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0
-
-
-def ray_mesh(verts, idx, o, d):
-    """(t, unit triangle normal) of the nearest triangle the ray meets (Moller-Trumbore)."""
-    p = verts[:, :3].astype(np.float64)
-    a, b, c = p[idx[:, 0]], p[idx[:, 1]], p[idx[:, 2]]
-    e1, e2 = b - a, c - a
-    h = np.cross(d, e2)
-    det = np.einsum("ij,ij->i", e1, h)
-    ok = np.abs(det) > 1e-14
-    inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
-    s = o - a
-    u = inv * np.einsum("ij,ij->i", s, h)
-    qv = np.cross(s, e1)
-    v = inv * (qv @ d)
-    t = inv * np.einsum("ij,ij->i", e2, qv)
-    hit = ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (t >= 0)
-    if not hit.any():
-        return None, None
-    k = np.flatnonzero(hit)[np.argmin(t[hit])]
-    n = np.cross(e1[k], e2[k])
-    return float(t[k]), n / np.linalg.norm(n)
 
 
 @pytest.mark.parametrize("kind,params,volume", SHAPES, ids=[s[0] for s in SHAPES])
@@ -81,7 +59,7 @@ def test_ray_cast_agrees_with_the_drawn_mesh(kind, params, volume):
         target = rng.uniform(-size, size, 3)
         d = target - o
         t_exact = ray_shape(kind, params, offset, o, d)
-        t_mesh, normal = ray_mesh(verts, idx, o, d)
+        t_mesh, normal = ray_mesh(verts, idx, o, d, normal=True)
         if t_exact is None and t_mesh is None:
             misses += 1
             continue

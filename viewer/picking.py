@@ -92,10 +92,11 @@ def ray_cone(o, d, radius, z_apex, z_base):
     return _first(side + [_ray_disc(o, d, radius, z_base)])
 
 
-def ray_mesh(verts, idx, o, d):
+def ray_mesh(verts, idx, o, d, normal=False):
     """Smallest t >= 0 where the ray meets a triangle of the mesh (Moller-Trumbore), or None.
 
-    For shapes without an analytic cast (a torus, a mesh loaded from a file).
+    For shapes without an analytic cast (a torus, a mesh loaded from a file).  With
+    ``normal``: (t, the unit normal of the triangle met), or (None, None).
     """
     p = verts[:, :3].astype(np.float64)
     a, b, c = p[idx[:, 0]], p[idx[:, 1]], p[idx[:, 2]]
@@ -110,7 +111,13 @@ def ray_mesh(verts, idx, o, d):
     v = inv * (qv @ d)
     t = inv * np.einsum("ij,ij->i", e2, qv)
     hit = ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (t >= 0)
-    return float(t[hit].min()) if hit.any() else None
+    if not hit.any():
+        return (None, None) if normal else None
+    k = np.flatnonzero(hit)[np.argmin(t[hit])]
+    if not normal:
+        return float(t[k])
+    n = np.cross(e1[k], e2[k])
+    return float(t[k]), n / np.linalg.norm(n)
 
 
 def ray_part(part, o, d):
