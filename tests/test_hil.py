@@ -6,6 +6,7 @@ protocol as documented (struct formats written out again, not taken from rtrigid
 after each the server must answer with the documented error code, stay up, and leave its
 simulation exactly as it was.  Every server is stopped by the test that started it.
 """
+import contextlib
 import json
 import math
 import os
@@ -360,16 +361,29 @@ def test_loads_act_for_their_request_only_and_the_servers_own_loads_stay():
     assert_bits_equal(second, ref)
 
 
-@pytest.mark.parametrize("transport", ["tcp", "unix, spin"])
-def test_cli_serve_process_gives_the_in_process_trajectory(transport, tmp_path):
-    cmd = [sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--integrator",
-           "energy_momentum", "--dt", "0.002"]
-    path = str(tmp_path / "serve.sock")
-    cmd += ["--unix", path, "--spin", "0.002"] if transport != "tcp" else ["--port", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+@contextlib.contextmanager
+def serve_process(*args, **kw):
+    """``rtrigid serve ARGS`` as a process: yields (process, its first line, which names the
+    address it serves on); stopped (SIGTERM) and its pipes closed on exit."""
+    proc = subprocess.Popen([sys.executable, "-m", "rtrigid.cli", "serve", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
     try:
         line = proc.stdout.readline()
         assert "rtrigid serve" in line, proc.stderr.read() if proc.poll() is not None else line
+        yield proc, line
+    finally:
+        proc.terminate()
+        proc.wait(timeout=TIMEOUT)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "unix, spin"])
+def test_cli_serve_process_gives_the_in_process_trajectory(transport, tmp_path):
+    args = ["gyro_top", "--integrator", "energy_momentum", "--dt", "0.002"]
+    path = str(tmp_path / "serve.sock")
+    args += ["--unix", path, "--spin", "0.002"] if transport != "tcp" else ["--port", "0"]
+    with serve_process(*args) as (proc, line):
         ref = scenarios.build("gyro_top", integrator="energy_momentum", dt=0.002)
         if transport == "tcp":
             client = Client("127.0.0.1", int(line.rsplit(":", 1)[1]), timeout=TIMEOUT)
@@ -383,11 +397,6 @@ def test_cli_serve_process_gives_the_in_process_trajectory(transport, tmp_path):
                 reply = client.step(k % 4 + 1, forces={"top": ((0, 0, 0), torque)})
                 in_process_step(ref, k % 4 + 1, {"top": ((0, 0, 0), torque)})
                 assert_bits_equal(reply, ref)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=TIMEOUT)
-        proc.stdout.close()
-        proc.stderr.close()
     assert proc.returncode in (0, -15)
     assert not (tmp_path / "serve.sock").exists()  # the server removed its socket file
 
@@ -415,12 +424,8 @@ def test_cli_serve_takes_a_model_factory_and_drives_its_joints(tmp_path, monkeyp
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])}
     name = "factory_for_serve:pendulum"
-    proc = subprocess.Popen([sys.executable, "-m", "rtrigid.cli", "serve", name, "--set", "n=3",
-                             "--integrator", "nullspace_rk4", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        line = proc.stdout.readline()
-        assert "rtrigid serve" in line, proc.stderr.read() if proc.poll() is not None else line
+    with serve_process(name, "--set", "n=3", "--integrator", "nullspace_rk4", "--port", "0",
+                       env=env) as (proc, line):
         ref = scenarios.build(name, integrator="nullspace_rk4", n=3)
         assert ref.dt == scenarios.FACTORY_DT
         with Client("127.0.0.1", int(line.rsplit(":", 1)[1]), timeout=TIMEOUT) as client:
@@ -435,11 +440,6 @@ def test_cli_serve_takes_a_model_factory_and_drives_its_joints(tmp_path, monkeyp
                 ref.step(k % 3 + 1)
                 assert_joint_state_bits_equal(reply, ref)
             assert np.any(ref.qvel() != 0.0)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=TIMEOUT)
-        proc.stdout.close()
-        proc.stderr.close()
 
 
 @pytest.mark.parametrize("name, says", [
@@ -457,24 +457,13 @@ def test_cli_refuses_a_bad_model_factory_in_one_line(name, says):
 
 def test_cli_serve_limits_its_clients(tmp_path):
     path = str(tmp_path / "serve.sock")
-    proc = subprocess.Popen([sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--unix",
-                             path, "--max-clients", "1", "--idle-timeout", "inf",
-                             "--partial-timeout", "5", "--send-timeout", "0.5",
-                             "--time-slice", "0.001"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert "rtrigid serve" in line, proc.stderr.read() if proc.poll() is not None else line
+    with serve_process("gyro_top", "--unix", path, "--max-clients", "1", "--idle-timeout", "inf",
+                       "--partial-timeout", "5", "--send-timeout", "0.5", "--time-slice", "0.001"):
         with Client(unix=path, timeout=TIMEOUT) as first:
             with pytest.raises(ServerError) as err:
                 Client(unix=path, timeout=TIMEOUT)
             assert err.value.code == 10 and "1 clients already connected" in str(err.value)
             assert first.step(3)["steps"] == 3
-    finally:
-        proc.terminate()
-        proc.wait(timeout=TIMEOUT)
-        proc.stdout.close()
-        proc.stderr.close()
 
 
 @pytest.mark.parametrize("args, field", [
