@@ -63,7 +63,13 @@ if CACHE:
     _locators = numba.core.caching.CacheImpl._locator_classes
     _locators[:0] = [_stamped(c) for c in list(_locators)]
 
-jit = functools.partial(numba.njit, cache=CACHE, fastmath=False, error_model="numpy")
+# nogil: a kernel lets other threads of the process run while it steps.  Without it a thread that
+# steps continuously (the HIL server's thread, a simulation thread beside a viewer) starves every
+# other thread of the process: it drops the GIL only for instants (a select, a send) and takes it
+# straight back, so a waiting thread hardly ever gets it (seen: the main thread of a process
+# serving a long STEP took 4-30 s to run a few lines).  The cost is ~40 ns a call.
+jit = functools.partial(numba.njit, cache=CACHE, fastmath=False, error_model="numpy",
+                        nogil=True)
 
 # Hot helpers that take many arrays are inlined into their caller at the numba-IR level: a
 # real call updates a reference count for every array argument, which cost ~30 ns per array

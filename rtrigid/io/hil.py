@@ -178,11 +178,12 @@ import stat
 import struct
 import threading
 import time
+import warnings
 
 import numpy as np
 
 from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
-from rtrigid.simulation import Simulation
+from rtrigid.simulation import Simulation, SimulationError
 from rtrigid.validate import as_scalar, as_vector
 
 
@@ -507,6 +508,16 @@ class Server:
         self._state_values = np.empty(STATE_WIDTH * sim.nb + sim.nq + sim.nv + n_sensor_values)
         self._state = self._state_values[:STATE_WIDTH * sim.nb].reshape(sim.nb, STATE_WIDTH)
         self._state_head = (sim.nb, sim.nq, sim.nv, n_sensor_values)
+        # compile before serving: numba compiles a kernel on its first call (tens of seconds on
+        # a cold cache), and the first client's first STEP must not wait for it
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a fallback or a failure is the client's to see
+            try:
+                first.step(1)
+            except SimulationError:
+                pass
+        self._pack_state(first)
+        first.restore(self._initial)
         backlog = min(self.max_clients + 16, socket.SOMAXCONN)
         if unix is not None:
             self._listener = _unix_listener(unix, backlog)
