@@ -156,6 +156,7 @@ class Simulation:
         self._joint_child = [j.child for j in model.joints] + [
             b for b in range(self.nb) if b not in explicit]
         self.joint_names = [inbound[b].name for b in self._joint_child]
+        self._loop_names = [j.name for j in loop_joints]
         # qpos / qvel: joint by joint in handle order; where each entry sits in the backend's
         # own coordinates, and where the unit quaternions start (see qpos())
         qidx, vidx, self._quat_at = [], [], []
@@ -766,20 +767,29 @@ class Simulation:
             queries = Queries(self.model)
             if any(queries.slots(b) != self.backend.slots(b) for b in range(self.nb)):
                 raise RuntimeError("the backend's coordinates are not in the tree's order")
+            if queries.loops is not None:  # the mechanism's rank, as the stepper's
+                queries.loops.rank = self.backend.loops.rank
             self._queries = queries
         return self._queries
 
     def mass_matrix(self):
         """The joint-space mass matrix M(qpos), (nv, nv), symmetric positive definite: the
         kinetic energy is qvel^T M qvel / 2 (rates and their order as in :meth:`qpos`).
-        The composite-rigid-body algorithm, O(nv * depth)."""
+        The composite-rigid-body algorithm, O(nv * depth).
+
+        With loop joints (:meth:`Model.add_loop_joint`) it is the spanning tree's matrix in
+        the tree's rates (what MuJoCo's qM is beside its equality constraints): the energy
+        formula holds, and the motion obeys M qacc + bias = tau + J^T lambda with the loops'
+        rows J qvel = 0 and their multipliers lambda (see :meth:`joint_reaction`)."""
         Qg = self.backend.positions()
         return self._dynamics().mass_matrix(Qg)[np.ix_(self._vidx, self._vidx)]
 
     def bias_forces(self):
         """(nv,) Coriolis, centrifugal and gravity forces at the current state: the
         equations of motion are M qacc + bias = tau, tau everything else acting on the rates
-        (joint forces, springs, dampers, applied loads) -- MuJoCo's qfrc_bias."""
+        (joint forces, springs, dampers, applied loads) -- MuJoCo's qfrc_bias.  With loop
+        joints it is the spanning tree's, and the loops' reactions J^T lambda join tau (see
+        :meth:`mass_matrix`)."""
         Qg, nu = self.backend.positions(), self.backend.rates()
         zero = np.zeros(self.nv)
         return self._dynamics().inverse_dynamics(Qg, nu, zero)[self._vidx]
@@ -792,6 +802,11 @@ class Simulation:
         present controls (:meth:`actuator_forces`) are accounted for: holding
         ``joint force + inverse_dynamics(qacc)`` gives qacc.  With none of those acting it
         is M qacc + bias.  The recursive Newton-Euler algorithm, O(nv).
+
+        With loop joints the answer is one of many (adding the loops' reactions J^T lambda
+        changes nothing): the one for which the loops carry no load.  Holding it gives qacc
+        itself when qacc meets the loops' acceleration rows (J qacc = -gamma), and otherwise
+        qacc's projection onto them in the mass metric, which is what the loops let through.
         """
         qacc = as_vector(qacc, self.nv, "qacc")
         nudot = np.empty(self.nv)
@@ -823,7 +838,8 @@ class Simulation:
         from the centre of mass) at t, what an accelerometer there reads: a by forward
         dynamics in the current state with everything that acts (gravity, applied loads,
         springs, joint springs, dampers and held joint forces, and the reaction of a joint
-        limit the joint sits on).  At rest under gravity it reads -g in body axes.
+        limit the joint sits on).  At rest under gravity it reads -g in body axes.  With
+        loop joints a is the motion the loops allow (their reactions act).
         """
         b = self.body_index(body)
         point = as_vector(point_body, 3, "point_body")
@@ -844,7 +860,19 @@ class Simulation:
         reaction while the joint sits on the limit -- by Newton-Euler on the child's
         subtree, the rate of change of its momentum less the external loads on it.  A free
         body's joint transmits nothing (zeros).
+
+        With loop joints the loops' reactions act on the tree's bodies, and ``joint`` may
+        also name a loop joint (:meth:`Model.add_loop_joint`): its reaction on its child,
+        the torque about the child's anchor.  The loops' multipliers are the least-norm ones
+        where their rows are redundant (a planar four-bar of spatial revolute joints): the
+        reactions across a redundant direction are statically indeterminate, and any split
+        gives the same motion.
         """
+        if isinstance(joint, str) and joint in self._loop_names:
+            queries = self._dynamics()
+            self._motion()
+            force, torque = queries.loop_wrenches[self._loop_names.index(joint)]
+            return force.copy(), torque.copy()
         b = self._joint_body(joint)
         if self.backend.joints[b].kind == "free":
             return np.zeros(3), np.zeros(3)
@@ -854,7 +882,8 @@ class Simulation:
     def jacobian(self, body, point_body=(0.0, 0.0, 0.0)):
         """(6, nv): rows [linear; angular] world velocity of a body point per unit rate, so
         ``jacobian(b, p) @ qvel()`` is (velocity of the point, angular velocity), world axes.
-        ``point_body``: body axes, from the centre of mass."""
+        ``point_body``: body axes, from the centre of mass.  With loop joints the same
+        (qvel meets the loops; the columns are the spanning tree's rates)."""
         b = self.body_index(body)
         point = as_vector(point_body, 3, "point_body")
         Qg = self.backend.positions()
