@@ -408,6 +408,7 @@ import rtrigid as rt
 from rtrigid.tools import bench
 sims = [bench._lively_chain(5, i, 1 / 240) for i in ("nullspace_rk4", "energy_momentum")]
 sims += [rt.scenarios.build("gyro_top", integrator=i) for i in ("nullspace_rk4", "energy_momentum")]
+sims += [rt.scenarios.build(s, integrator="nullspace_rk4") for s in ("four_bar", "delta_robot")]
 for sim in sims:
     sim.step(1)
     counts = []
@@ -421,11 +422,12 @@ for sim in sims:
 
 def test_step_kernels_allocate_nothing_per_step():
     """numba's own allocation counter: a call of 500 steps allocates exactly as much as a call
-    of one step (what the Python wrapper needs), so the compiled step loop allocates nothing."""
+    of one step (what the Python wrapper needs), so the compiled step loop allocates nothing
+    (closed loops too: the four-bar and the delta robot under nullspace_rk4)."""
     env = dict(os.environ, NUMBA_NRT_STATS="1")
     out = subprocess.run([sys.executable, "-c", ALLOCATION_PROBE], env=env, check=True,
                          capture_output=True, text=True).stdout.split("\n")
     rows = [tuple(map(int, line.split())) for line in out if line.strip()]
-    assert len(rows) == 4
+    assert len(rows) == 6
     for one, many in rows:
         assert one == many

@@ -36,6 +36,12 @@ rows, and
 
     nu' = p + N (N^T K N)^-1 N^T K (a_f - p)                     (002 (7)-(11) on the tree).
 
+That is the K-orthogonal projection of a_f onto the affine set, computed without the SVD and
+without allocating (:func:`k_correction`): nu' = a_f - K^-1 J^T lambda with
+(J K^-1 J^T) lambda = J a_f + gamma, K by Cholesky and J K^-1 J^T by Cholesky with diagonal
+pivoting stopped at the rank (redundant rows drop out; J^T lambda is unique although lambda
+is not).
+
 After each step the coordinates are put back on the constraint manifold by Newton's
 method on the residuals with the least K-norm correction, and the rates by the K-orthogonal
 projection onto J nu = 0 (both :func:`least_k_norm`), so the loop closes to round-off.
@@ -200,26 +206,82 @@ def loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J,
 
 
 @jit
-def null_space_acceleration(J, gam, K, rank, out):
-    """out <- p + N (N^T K N)^-1 N^T K (out - p): out (the free acceleration) projected in
-    the metric K onto J nu' = -gam, N and p from the SVD of J truncated at ``rank``."""
+def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
+    """out <- K^-1 J^T lam with (J K^-1 J^T) lam = b solved on ``rank`` pivots: the least
+    K-norm change c with J c = b (b consistent with the rows, as the loops' are).  Allocates
+    nothing: K = L L^T (Cholesky), A = L^-1 J^T, G = A^T A factored by Cholesky with
+    diagonal pivoting stopped after ``rank`` pivots (the mechanism's rank: redundant rows drop
+    out), lam on the pivot rows, out = L^-T A lam.  Scratch L (n, n), A (n, m), G (m, m), piv
+    (m,) ints, lam (m,), w (n,).  False if K is not positive definite."""
     m, n = J.shape
-    U, s, Vt = np.linalg.svd(J)
-    p = np.zeros(n)
-    for i in range(rank):
-        c = 0.0
-        for k in range(m):
-            c -= U[k, i] * gam[k]
-        c /= s[i]
-        for j in range(n):
-            p[j] += Vt[i, j] * c
-    if rank == n:
-        out[:] = p
-        return
-    N = np.ascontiguousarray(Vt[rank:].T)
-    KN = K @ N
-    y = np.linalg.solve(N.T @ KN, KN.T @ (out - p))
-    out[:] = p + N @ y
+    for j in range(n):  # Cholesky, lower
+        s = K[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0:
+            return False
+        L[j, j] = np.sqrt(s)
+        for i in range(j + 1, n):
+            t = K[i, j]
+            for k in range(j):
+                t -= L[i, k] * L[j, k]
+            L[i, j] = t / L[j, j]
+    for r in range(m):  # A[:, r] = L^-1 J[r]
+        for i in range(n):
+            t = J[r, i]
+            for k in range(i):
+                t -= L[i, k] * A[k, r]
+            A[i, r] = t / L[i, i]
+    for r in range(m):
+        piv[r] = r
+        for c in range(r + 1):
+            t = 0.0
+            for i in range(n):
+                t += A[i, r] * A[i, c]
+            G[r, c] = t
+            G[c, r] = t
+    for k in range(rank):  # pivoted Cholesky of G (lower part), rank steps
+        best = k
+        for j in range(k + 1, m):
+            if G[j, j] > G[best, best]:
+                best = j
+        if best != k:
+            piv[k], piv[best] = piv[best], piv[k]
+            for c in range(m):
+                G[k, c], G[best, c] = G[best, c], G[k, c]
+            for r in range(m):
+                G[r, k], G[r, best] = G[r, best], G[r, k]
+        if not G[k, k] > 0.0:
+            return False
+        d = np.sqrt(G[k, k])
+        G[k, k] = d
+        for i in range(k + 1, m):
+            G[i, k] /= d
+        for i in range(k + 1, m):
+            for j in range(k + 1, i + 1):
+                G[i, j] -= G[i, k] * G[j, k]
+                G[j, i] = G[i, j]
+    for k in range(rank):  # C y = b on the pivot rows, then C^T z = y
+        t = b[piv[k]]
+        for j in range(k):
+            t -= G[k, j] * lam[j]
+        lam[k] = t / G[k, k]
+    for k in range(rank - 1, -1, -1):
+        t = lam[k]
+        for j in range(k + 1, rank):
+            t -= G[j, k] * lam[j]
+        lam[k] = t / G[k, k]
+    for i in range(n):  # w = A lam (lam in pivot order), out = L^-T w
+        t = 0.0
+        for k in range(rank):
+            t += A[i, piv[k]] * lam[k]
+        w[i] = t
+    for i in range(n - 1, -1, -1):
+        t = w[i]
+        for k in range(i + 1, n):
+            t -= L[k, i] * out[k]
+        out[i] = t / L[i, i]
+    return True
 
 
 @jit
@@ -251,16 +313,47 @@ def _max_abs(a):
 
 
 @jit
-def close_positions(tf, ti, Qg, lf, li, free, max_iter, x, q, R, rj, G, V, cb, acc, E, J6, phi,
-                    J, gam, IA, I6, F6, K, dQ, delta, nu0):
+def _k_change(J, K, defect, free, rank, ws, delta):
+    """delta <- the least K-norm change with J delta = -defect: with ``rank`` >= 0 (the
+    mechanism's, every rate free) by :func:`k_correction` in the scratch ``ws``, allocating
+    nothing; with rank < 0 by :func:`least_k_norm` on the ``free`` rates.  False if K is
+    not positive definite."""
+    if rank < 0:
+        least_k_norm(J, K, defect, free, delta)
+        return True
+    L, A, G, piv, lam, bm, w, c = ws
+    ok = k_correction(J, K, defect, rank, L, A, G, piv, lam, w, delta)
+    for i in range(delta.shape[0]):
+        delta[i] = -delta[i]
+    return ok
+
+
+@jit
+def _rows_times(J, v, out):
+    """out <- J v; |J v|."""
+    big = 0.0
+    for r in range(J.shape[0]):
+        t = 0.0
+        for i in range(J.shape[1]):
+            t += J[r, i] * v[i]
+        out[r] = t
+        big = max(big, abs(t))
+    return big
+
+
+@jit
+def close_positions(tf, ti, Qg, lf, li, free, rank, ws, max_iter, x, q, R, rj, G, V, cb, acc,
+                    E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, nu0):
     """Newton's method on Phi(Qg) = 0, each correction the least K-norm change of the free
-    rates, retracted to first order (quaternions normalised); the final |Phi|."""
+    rates (:func:`_k_change`), retracted to first order (quaternions normalised); the final
+    |Phi|."""
     for _ in range(max_iter):
         loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 3)
         if _max_abs(phi) <= CLOSED:
             return _max_abs(phi)
         mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
-        least_k_norm(J, K, phi, free, delta)
+        if not _k_change(J, K, phi, free, rank, ws, delta):
+            break
         coordinate_rates(ti, Qg, delta, dQ)
         for i in range(Qg.shape[0]):
             Qg[i] += dQ[i]
@@ -270,35 +363,46 @@ def close_positions(tf, ti, Qg, lf, li, free, max_iter, x, q, R, rj, G, V, cb, a
 
 
 @jit
-def close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA,
-                I6, F6, K, delta):
-    """nu <- its K-orthogonal projection onto J nu = 0, changing the free rates only; the
-    final |J nu|."""
+def close_rates(tf, ti, Qg, nu, lf, li, free, rank, ws, x, q, R, rj, G, V, cb, acc, E, J6, phi,
+                J, gam, IA, I6, F6, K, delta):
+    """nu <- its K-orthogonal projection onto J nu = 0, changing the free rates only
+    (:func:`_k_change`); the final |J nu| (phi is overwritten)."""
     loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
-    least_k_norm(J, K, J @ nu, free, delta)
+    _rows_times(J, nu, phi)
+    if not _k_change(J, K, phi, free, rank, ws, delta):
+        return np.inf
     for i in range(nu.shape[0]):
         nu[i] += delta[i]
-    return _max_abs(J @ nu)
+    return _rows_times(J, nu, phi)
 
 
 @jit
 def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, lf, li,
-                             rank, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6,
+                             rank, ws, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6,
                              tau, F6, K, E, J6, phi, J, gam, acc2, out):
-    """out <- nu' at (Qg, nu): the tree's free acceleration (articulated recursion) made to
-    meet the loops (:func:`null_space_acceleration`); False if the inertia is singular."""
+    """out <- nu' at (Qg, nu): the tree's free acceleration a_f (articulated recursion)
+    projected in the metric K onto J nu' = -gamma, a_f - K^-1 J^T lambda with
+    (J K^-1 J^T) lambda = J a_f + gamma (:func:`k_correction`, the mechanism's ``rank``;
+    the module docstring's null-space form, without an SVD).  Allocates nothing (scratch
+    ``ws``); False if the inertia is singular."""
     ok = forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, x, q, R, rj,
                           G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, out)
     loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam, 6)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
-    null_space_acceleration(J, gam, K, rank, out)
+    L, A, Gm, piv, lam, bm, w, c = ws
+    _rows_times(J, out, bm)
+    for r in range(bm.shape[0]):
+        bm[r] += gam[r]
+    ok &= k_correction(J, K, bm, rank, L, A, Gm, piv, lam, w, c)
+    for i in range(out.shape[0]):
+        out[i] -= c[i]
     return ok
 
 
 @jit
 def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, f_app, t_app,
-              held, lf, li, rank, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, F6,
+              held, lf, li, rank, ws, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, F6,
               K, E, J6, phi, J, gam, acc2, Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free, dQr, delta,
               zero):
     """n RK4 steps with the loops (see :class:`LoopStepper`); the number of steps taken (a
@@ -318,9 +422,9 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
                 nus[i] = nu0[i] + c * dnu[i] if st > 0 else nu0[i]
             coordinate_rates(ti, Qs, nus, dQ)
             ok &= constrained_acceleration(tf, ti, pf, pi, gravity, Qs, nus, f_app, t_app,
-                                           held, lf, li, rank, x, q, R, rj, G, V, cb, IA, U,
-                                           Dinv, W, pA, acc, fext, I6, tau, F6, K, E, J6, phi, J,
-                                           gam, acc2, dnu)
+                                           held, lf, li, rank, ws, x, q, R, rj, G, V, cb,
+                                           IA, U, Dinv, W, pA, acc, fext, I6, tau, F6, K, E,
+                                           J6, phi, J, gam, acc2, dnu)
             for i in range(Qg.shape[0]):
                 sQ[i] = sQ[i] + weights[st] * dQ[i] if st > 0 else weights[st] * dQ[i]
             for i in range(nu.shape[0]):
@@ -330,10 +434,10 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
         for i in range(nu.shape[0]):
             nu[i] = nu0[i] + dt * snu[i]
         normalize_coordinates(ti, Qg)
-        err = close_positions(tf, ti, Qg, lf, li, free, 12, x, q, R, rj, G, V, cb, acc2, E,
-                              J6, phi, J, gam, IA, I6, F6, K, dQr, delta, zero)
-        close_rates(tf, ti, Qg, nu, lf, li, free, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J,
-                    gam, IA, I6, F6, K, delta)
+        err = close_positions(tf, ti, Qg, lf, li, free, rank, ws, 12, x, q, R, rj, G, V, cb,
+                              acc2, E, J6, phi, J, gam, IA, I6, F6, K, dQr, delta, zero)
+        ok &= close_rates(tf, ti, Qg, nu, lf, li, free, rank, ws, x, q, R, rj, G, V, cb, acc2,
+                          E, J6, phi, J, gam, IA, I6, F6, K, delta) < np.inf
         refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
         if not (ok and err <= 1e-9 and all_finite(S)):
             S[:] = S_prev
@@ -393,6 +497,10 @@ class LoopClosure:
         self._phi, self._J, self._gam = np.zeros(self.m), np.zeros((self.m, self.nv)), \
             np.zeros(self.m)
         self._nu0 = np.zeros(tree.nv)
+        # k_correction's scratch: L, A, G, pivots, lambda, a right side, w, the correction
+        n, m = self.nv, self.m
+        self.ws = (np.zeros((n, n)), np.zeros((n, m)), np.zeros((m, m)), np.zeros(m, np.int64),
+                   np.zeros(m), np.zeros(m), np.zeros(n), np.zeros(n))
 
     def rows(self, Qg, nu=None, what=7):
         """(phi, J, gamma) at (Qg, nu), computed as ``what`` asks (bits 1, 2, 4; see
@@ -439,14 +547,14 @@ class LoopClosure:
         return np.ones(self.nv, np.bool_) if free is None else np.asarray(free, np.bool_)
 
     def acceleration(self, Qg, nu, loads, out):
-        """out <- nu' = p + N (N^T K N)^-1 N^T K (a_f - p) (the module's docstring); False
-        if the tree's inertia is singular."""
+        """out <- nu' = p + N (N^T K N)^-1 N^T K (a_f - p) (the module's docstring, computed
+        as :func:`constrained_acceleration` does); False if the tree's inertia is singular."""
         tree = self.tree
         f_app, t_app, held = loads
         return constrained_acceleration(
             tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, Qg, nu, f_app, t_app, held,
-            self.lf, self.li, self.rank, self._x, self._q, *self._scr[:14], self._F6, self._M,
-            self._E, self._J6, self._phi, self._J, self._gam, self._acc, out)
+            self.lf, self.li, self.rank, self.ws, self._x, self._q, *self._scr[:14], self._F6,
+            self._M, self._E, self._J6, self._phi, self._J, self._gam, self._acc, out)
 
     def retract(self, Qg, delta):
         """Qg moved by the rate-space increment delta (first order), quaternions normalised."""
@@ -463,14 +571,14 @@ class LoopClosure:
         """Newton's method on Phi(Qg) = 0 with least K-norm corrections of the free rates
         (a bool mask; None: all); the final |Phi|."""
         return close_positions(self.tree.tf, self.tree.ti, Qg, self.lf, self.li,
-                               self._free(free), max_iter, *self._common(), self._dQ,
+                               self._free(free), -1, self.ws, max_iter, *self._common(), self._dQ,
                                np.zeros(self.nv), self._nu0)
 
     def close_rates(self, Qg, nu, free=None):
         """nu <- its K-orthogonal projection onto J nu = 0 (changing only the free rates);
         the final |J nu|."""
         return close_rates(self.tree.tf, self.tree.ti, Qg, nu, self.lf, self.li,
-                           self._free(free), *self._common(), np.zeros(self.nv))
+                           self._free(free), -1, self.ws, *self._common(), np.zeros(self.nv))
 
     # -- mobility -----------------------------------------------------------------------------
     def mobility_at(self, Qg):
@@ -524,8 +632,8 @@ class LoopStepper:
     quaternions normalised (002 (63)), the loops closed at position level and the rates
     projected onto J nu = 0.  The kernel signature ``(n, dt, F, I) -> status`` of
     :mod:`rtrigid.backends`, on the backend's buffers: one compiled call
-    (:func:`rk4_steps`) runs the n steps, with a dense SVD of the loop rows and a solve with
-    N^T K N per stage (these allocate: numba's linear algebra returns new arrays)."""
+    (:func:`rk4_steps`) runs the n steps, allocating nothing (the dense factorizations of
+    :func:`k_correction` work in the closure's scratch ``ws``, carved once)."""
 
     def __init__(self, backend, closure):
         self.be = backend
@@ -545,8 +653,8 @@ class LoopStepper:
         try:
             done = rk4_steps(n, dt, tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, be.S,
                              be.S_prev, be.Qg, be.nu, be.x, be.q, be.v, be.w, be._L, f_app,
-                             t_app, held, lc.lf, lc.li, lc.rank, *lc._scr[:14], lc._F6, lc._M,
-                             lc._E, lc._J6, lc._phi, lc._J, lc._gam, lc._acc, *self._arrays)
+                             t_app, held, lc.lf, lc.li, lc.rank, lc.ws, *lc._scr[:14], lc._F6,
+                             lc._M, lc._E, lc._J6, lc._phi, lc._J, lc._gam, lc._acc, *self._arrays)
         except np.linalg.LinAlgError:  # the step was rolled back to S_prev before it
             be.S[:] = be.S_prev
             return NONFINITE
