@@ -54,6 +54,11 @@ from rtrigid._jit import jit
 from rtrigid.backends.tree.kinematics import (
     I_ORDER,
     I_PARENT,
+    P_A,
+    P_B,
+    P_K,
+    P_REST,
+    T_MASS,
     carry_acceleration,
     cross3,
     coordinate_rates,
@@ -61,6 +66,7 @@ from rtrigid.backends.tree.kinematics import (
     joint_velocities,
     normalize_coordinates,
     refresh_bodies,
+    spring_point,
 )
 from rtrigid.backends.buffers import all_finite
 from rtrigid.backends.tree.dynamics import (
@@ -445,6 +451,85 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
     return n
 
 
+@jit
+def em_hamiltonian(tf, ti, pf, pi, gravity, Q, P, f_app, held, x, q, R, rj, G, IA, I6, F6, K):
+    """H(Q, P) = 1/2 P^T K(Q)^-1 P + V(Q) of :class:`LoopEnergyMomentum`: V gravity, the
+    point springs, the applied forces at the centres and the held joint forces."""
+    mass_matrix(tf, ti, Q, x, q, R, rj, G, IA, I6, F6, K)  # also the bodies' poses
+    H = 0.5 * (P @ np.linalg.solve(K, P))
+    for b in range(ti.shape[0]):
+        for k in range(3):
+            H -= (tf[b, T_MASS] * gravity[k] + f_app[b, k]) * x[b, k]
+    for i in range(Q.shape[0]):
+        H -= held[i] * Q[i]
+    for s in range(pi.shape[0]):
+        pa = spring_point(pf, s, P_A, pi[s, 0], x, R)
+        pb = spring_point(pf, s, P_B, pi[s, 1], x, R)
+        d = np.sqrt((pb[0] - pa[0]) ** 2 + (pb[1] - pa[1]) ** 2 + (pb[2] - pa[2]) ** 2)
+        H += 0.5 * pf[s, P_K] * (d - pf[s, P_REST]) ** 2
+    return H
+
+
+@jit
+def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, held, lf, li,
+                rank, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6, F6, K, out):
+    """out <- the residual of one discrete-gradient step of :class:`LoopEnergyMomentum` at
+    z1 = (Q1, P1): (Q1 - Q0 - h dH_bar/dP, the momentum equation projected off the rows of
+    Phi_bar, Phi(Q1)); dH(mid) by central differences, the applied torques' generalized
+    force at the mean configuration."""
+    n = Q0.shape[0]
+    Q1, P1 = z1[:n], z1[n:]
+    Qm, Pm = 0.5 * (Q0 + Q1), 0.5 * (P0 + P1)
+    mass_matrix(tf, ti, Qm, x, q, R, rj, G, IA, I6, F6, K)
+    gP = np.linalg.solve(K, Pm)
+    gQ = np.empty(n)
+    Qa = Qm.copy()
+    for i in range(n):
+        eps = 1e-6 * max(1.0, abs(Qm[i]))
+        Qa[i] = Qm[i] + eps
+        Hp = em_hamiltonian(tf, ti, pf, pi, gravity, Qa, Pm, f_app, held, x, q, R, rj, G, IA,
+                            I6, F6, K)
+        Qa[i] = Qm[i] - eps
+        Hm = em_hamiltonian(tf, ti, pf, pi, gravity, Qa, Pm, f_app, held, x, q, R, rj, G, IA,
+                            I6, F6, K)
+        Qa[i] = Qm[i]
+        gQ[i] = (Hp - Hm) / (2.0 * eps)
+    dQ, dP = Q1 - Q0, P1 - P0
+    dz2 = dQ @ dQ + dP @ dP
+    if dz2 > 0.0:
+        H1 = em_hamiltonian(tf, ti, pf, pi, gravity, Q1, P1, f_app, held, x, q, R, rj, G, IA,
+                            I6, F6, K)
+        c = (H1 - H0 - gQ @ dQ - gP @ dP) / dz2
+        gQ += c * dQ
+        gP += c * dP
+    # Phi(Q1), then J at the midpoint (the rates, dQ here, are not used for these)
+    loop_rows(tf, ti, Q1, dQ, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
+    m = phi.shape[0]
+    phi1 = phi.copy()
+    loop_rows(tf, ti, Qm, dQ, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
+    Jm = J.copy()
+    dq2 = dQ @ dQ
+    if dq2 > 0.0:
+        corr = phi1 - phi0 - Jm @ dQ
+        for r in range(m):
+            for c2 in range(n):
+                Jm[r, c2] += corr[r] * dQ[c2] / dq2
+    a = dP + h * gQ
+    if np.any(t_app != 0.0):  # the applied torques' generalized force at Qm
+        for b in range(ti.shape[0]):
+            if t_app[b, 0] != 0.0 or t_app[b, 1] != 0.0 or t_app[b, 2] != 0.0:
+                point_jacobian(tf, ti, Qm, b, np.zeros(3), x, q, R, rj, G, J6)
+                for c2 in range(n):
+                    a[c2] -= h * (J6[3, c2] * t_app[b, 0] + J6[4, c2] * t_app[b, 1]
+                                  + J6[5, c2] * t_app[b, 2])
+    U, sv, Vt = np.linalg.svd(Jm)
+    Vr = np.ascontiguousarray(Vt[:rank].T)
+    proj = a - Vr @ (Vr.T @ a)
+    out[:n] = dQ - h * gP
+    out[n:2 * n] = proj
+    out[2 * n:2 * n + m] = phi1
+
+
 class Loop:
     """One cut joint as constraint rows: its kind, bodies and joint frame in the parent."""
 
@@ -519,18 +604,6 @@ class LoopClosure:
     def residual(self, Qg):
         """Phi(Qg): every loop's residual rows (see the module's table); a new array."""
         return self.rows(Qg, what=1)[0].copy()
-
-    def _point_jacobian(self, b, point_world):
-        """(6, nv) [linear; angular] world velocity of body b's material point at a world
-        point, per unit rate (zero for the world)."""
-        J = np.zeros((6, self.nv))
-        if b < 0:
-            return J
-        R, rj, G = self._scr[:3]
-        local = R[b].T @ (point_world - self._x[b])
-        point_jacobian(self.tree.tf, self.tree.ti, self._Q, b, local, self._x, self._q, R, rj,
-                       G, J)
-        return J
 
     def jacobian(self, Qg):
         """J(Qg): (m, nv), J nu = the rows' rates; a new array."""
@@ -685,7 +758,9 @@ class LoopEnergyMomentum:
     whose solve fails is redone as 2, 4, ... sub-steps, as the tree scheme does.  Rates at t_{n+1}:
     nu1 = K(Q1)^-1 P1, which meets J nu = 0 only to O(h^2) (as the tree scheme's).
     Applied torques enter as the generalized force of the mean configuration (their work is
-    then not exact).
+    then not exact).  H and the step's residual are compiled (:func:`em_hamiltonian`,
+    :func:`em_residual`); the Gauss-Newton loop and the Newton matrix's differences around
+    them are Python.
     """
 
     def __init__(self, backend, closure, weights=(1.0,)):
@@ -694,75 +769,36 @@ class LoopEnergyMomentum:
         tree = backend.tree
         self.n = tree.nv
 
-    # -- the Hamiltonian ---------------------------------------------------------------------
-    def _potential(self, Q, loads):
-        """V(Q): gravity, point springs, applied forces at the centres, held forces."""
-        from rtrigid.backends.tree.kinematics import spring_point
-
+    # -- the step ---------------------------------------------------------------------------
+    def _compiled(self, loads):
+        """(hamiltonian(Q, P), residual(h, Q0, P0, H0, phi0, z1)): the compiled
+        :func:`em_hamiltonian` and :func:`em_residual` on this tree and scratch."""
         tree, lc = self.be.tree, self.lc
         f_app, t_app, held = loads
-        lc._geometry(Q)
-        x, R = lc._x, lc._scr[0]
-        g = tree.gravity
-        V = -float(np.sum(tree.tf[:, 0] * (x @ g))) - float(np.sum(f_app * x)) - float(held @ Q)
-        for s in range(tree.ns):
-            a, b = tree.pi[s]
-            pa = np.array(spring_point(tree.pf, s, 0, a, x, R))
-            pb = np.array(spring_point(tree.pf, s, 3, b, x, R))
-            V += 0.5 * tree.pf[s, 6] * (np.linalg.norm(pb - pa) - tree.pf[s, 7]) ** 2
-        return V
+        R, rj, G, V, cb, IA = lc._scr[:6]
+        geo = (lc._x, lc._q, R, rj, G)
+        arrays = (tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity)
+        mm = (IA, lc._scr[12], lc._F6, lc._M)
 
-    def _hamiltonian(self, Q, P, loads):
-        K = self.lc.mass_matrix(Q)
-        return 0.5 * P @ np.linalg.solve(K, P) + self._potential(Q, loads)
+        def hamiltonian(Q, P):
+            return em_hamiltonian(*arrays, Q, P, f_app, held, *geo, *mm)
 
-    def _torque_force(self, Q, t_app):
-        """The applied torques' generalized force at Q."""
-        out = np.zeros(self.n)
-        lc = self.lc
-        for b in np.flatnonzero(np.any(t_app != 0.0, axis=1)):
-            lc._geometry(Q)
-            lc._Q = Q
-            J = lc._point_jacobian(int(b), lc._x[b])
-            out += J[3:].T @ t_app[b]
-        return out
-
-    def _residual(self, h, Q0, P0, H0, phi0, z1, loads):
-        n, lc = self.n, self.lc
-        Q1, P1 = z1[:n], z1[n:]
-        Qm, Pm = 0.5 * (Q0 + Q1), 0.5 * (P0 + P1)
-        K = lc.mass_matrix(Qm).copy()
-        gP = np.linalg.solve(K, Pm)
-        gQ = np.empty(n)
-        for i in range(n):
-            eps = 1e-6 * max(1.0, abs(Qm[i]))
-            Qa, Qb = Qm.copy(), Qm.copy()
-            Qa[i] += eps
-            Qb[i] -= eps
-            gQ[i] = (self._hamiltonian(Qa, Pm, loads)
-                     - self._hamiltonian(Qb, Pm, loads)) / (2.0 * eps)
-        dQ, dP = Q1 - Q0, P1 - P0
-        dz2 = dQ @ dQ + dP @ dP
-        if dz2 > 0.0:
-            c = (self._hamiltonian(Q1, P1, loads) - H0 - gQ @ dQ - gP @ dP) / dz2
-            gQ, gP = gQ + c * dQ, gP + c * dP
-        phi1 = lc.residual(Q1)
-        Jm = lc.jacobian(Qm)
-        dq2 = dQ @ dQ
-        if dq2 > 0.0:
-            Jm = Jm + np.outer(phi1 - phi0 - Jm @ dQ, dQ) / dq2
-        a = dP + h * gQ - h * self._torque_force(Qm, loads[1])
-        U, s, Vt = np.linalg.svd(Jm)
-        Vr = Vt[:lc.rank].T
-        return np.concatenate([dQ - h * gP, a - Vr @ (Vr.T @ a), phi1])
+        def residual(h, Q0, P0, H0, phi0, z1):
+            out = np.empty(2 * self.n + lc.m)
+            em_residual(h, Q0, P0, H0, phi0, z1, *arrays, f_app, t_app, held, lc.lf, lc.li,
+                        lc.rank, *geo, V, cb, lc._acc, lc._E, lc._J6, lc._phi, lc._J, lc._gam,
+                        *mm, out)
+            return out
+        return hamiltonian, residual
 
     def _solve_step(self, h, Q0, P0, z1, loads, max_iter, stats):
         from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
 
+        hamiltonian, residual = self._compiled(loads)
         n = self.n
-        H0 = self._hamiltonian(Q0, P0, loads)
+        H0 = hamiltonian(Q0, P0)
         phi0 = self.lc.residual(Q0)
-        res = lambda z: self._residual(h, Q0, P0, H0, phi0, z, loads)  # noqa: E731
+        res = lambda z: residual(h, Q0, P0, H0, phi0, z)  # noqa: E731
         r = res(z1)
         A = np.empty((r.size, 2 * n))
         for k in range(2 * n):
