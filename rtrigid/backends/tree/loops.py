@@ -272,22 +272,24 @@ def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
         for j in range(k):
             t -= G[k, j] * lam[j]
         lam[k] = t / G[k, k]
-    for k in range(rank - 1, -1, -1):
-        t = lam[k]
-        for j in range(k + 1, rank):
-            t -= G[j, k] * lam[j]
-        lam[k] = t / G[k, k]
+    _solve_lower_t(G, lam, lam, rank)
     for i in range(n):  # w = A lam (lam in pivot order), out = L^-T w
         t = 0.0
         for k in range(rank):
             t += A[i, piv[k]] * lam[k]
         w[i] = t
+    _solve_lower_t(L, w, out, n)
+    return True
+
+
+@jit
+def _solve_lower_t(L, b, out, n):
+    """out[:n] <- L[:n, :n]^-T b[:n], L lower triangular (b may be out)."""
     for i in range(n - 1, -1, -1):
-        t = w[i]
+        t = b[i]
         for k in range(i + 1, n):
             t -= L[k, i] * out[k]
         out[i] = t / L[i, i]
-    return True
 
 
 @jit
