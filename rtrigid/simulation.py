@@ -763,8 +763,9 @@ class Simulation:
         kernels compile then).  Both backends keep their coordinates in that tree's order."""
         if self._queries is None:
             from rtrigid.backends.tree.dynamics import Queries
+            from rtrigid.backends.tree.loops import LoopClosure
 
-            queries = Queries(self.model)
+            queries = Queries(self.model, LoopClosure)
             if any(queries.slots(b) != self.backend.slots(b) for b in range(self.nb)):
                 raise RuntimeError("the backend's coordinates are not in the tree's order")
             if queries.loops is not None:  # the mechanism's rank, as the stepper's

@@ -310,7 +310,7 @@ class Queries:
     that order.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, closure=None):
         self.tree = tree = Tree(model)
         nb, nq, nv = tree.nb, tree.nq, tree.nv
         self.nv = nv
@@ -322,12 +322,12 @@ class Queries:
         self._zero_loads = np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros(nv)
         # closed loops: their rows on this tree (rank set by the simulation, see
         # :meth:`motion`) and, after each motion, every loop joint's reaction on its child
+        # ``closure``: the class that makes them (:class:`~.loops.LoopClosure`, passed in,
+        # since the loops build on this module)
         self.loops = None
         self.loop_wrenches = []
         if getattr(model, "loop_joints", None):
-            from rtrigid.backends.tree.loops import LoopClosure
-
-            self.loops = LoopClosure(tree, model.loop_joints, self._scr)
+            self.loops = closure(tree, model.loop_joints, self._scr)
 
     def slots(self, b):
         """(coordinate slice, rate slice) of body b's joint in the tree's order."""
@@ -416,39 +416,17 @@ class Queries:
     def _loop_reactions(self, Qg, nu, loads, free):
         """The loops' part of :meth:`motion`: (nudot, f_app, t_app) with nudot the
         accelerations the loops allow (:meth:`~.loops.LoopClosure.acceleration`) and the
-        loads plus the loop joints' reactions on the bodies, so that the tree's recursions
-        see every force.  The generalized reaction K (nudot - free) = J^T lambda (free: the
-        tree's own accelerations) gives the multipliers lambda, the least-norm ones where
-        rows are redundant (there the reactions are statically indeterminate); each loop's
-        rows become a force lambda_t t at the child's anchor p_C and a torque lambda_r r on
-        the child, their opposites on the parent.  Sets ``loop_wrenches``: per loop joint
-        (force, torque about p_C) on its child, world axes."""
-        from rtrigid.backends.tree.loops import RANK_GAP
-
+        loads plus the loop joints' reactions on the bodies
+        (:meth:`~.loops.LoopClosure.reactions`), so that the tree's recursions see every
+        force.  Sets ``loop_wrenches``: per loop joint (force, torque about its child's
+        anchor) on its child, world axes."""
         lc = self.loops
         if lc.rank is None:
             lc.rank = lc.mobility_at(Qg)[1]
         nudot = np.empty(self.nv)
         lc.acceleration(Qg, nu, loads, nudot)
-        K = lc.mass_matrix(Qg).copy()
-        J = lc.jacobian(Qg)  # also leaves the bodies' poses in lc._x and R (scratch)
-        lam = np.linalg.lstsq(J.T, K @ (nudot - free), rcond=RANK_GAP)[0]
         f_app, t_app = loads[0].copy(), loads[1].copy()
-        x, R = lc._x, self._scr[0]
-        self.loop_wrenches = []
-        row = 0
-        for lp in lc.loops:
-            pc = x[lp.child] + R[lp.child] @ lp.anchor_child
-            E = lp.frame if lp.parent < 0 else lp.frame @ R[lp.parent].T  # rows, world
-            nt = len(lp.trans)
-            force = lam[row:row + nt] @ E[list(lp.trans)]
-            torque = lam[row + nt:row + lp.m] @ E[:lp.m - nt]
-            row += lp.m
-            self.loop_wrenches.append((force, torque))
-            for b, sign in ((lp.child, 1.0), (lp.parent, -1.0)):
-                if b >= 0:
-                    f_app[b] += sign * force
-                    t_app[b] += sign * (torque + np.cross(pc - x[b], force))
+        self.loop_wrenches = lc.reactions(Qg, nudot - free, f_app, t_app)
         return nudot, f_app, t_app
 
     def jacobian(self, Qg, b, point):

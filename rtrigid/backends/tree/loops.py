@@ -655,6 +655,34 @@ class LoopClosure:
         return close_rates(self.tree.tf, self.tree.ti, Qg, nu, self.lf, self.li,
                            self._free(free), -1, self.ws, *self._common(), np.zeros(self.nv))
 
+    def reactions(self, Qg, dnu, f_app, t_app):
+        """The loop joints' reactions when they change the tree's accelerations by dnu
+        (nudot - the tree's own): K dnu = J^T lambda gives the multipliers lambda, the
+        least-norm ones where rows are redundant (there the reactions are statically
+        indeterminate); each loop's rows are a force lambda_t t at the child's anchor p_C and
+        a torque lambda_r r on the child, their opposites on the parent, added to the loads
+        f_app (at the centres) and t_app in place.  Returns per loop joint (force, torque
+        about p_C) on its child, world axes."""
+        K = self.mass_matrix(Qg).copy()
+        J = self.jacobian(Qg)  # also leaves the bodies' poses in _x and R (scratch)
+        lam = np.linalg.lstsq(J.T, K @ dnu, rcond=RANK_GAP)[0]
+        x, R = self._x, self._scr[0]
+        out = []
+        row = 0
+        for lp in self.loops:
+            pc = x[lp.child] + R[lp.child] @ lp.anchor_child
+            E = lp.frame if lp.parent < 0 else lp.frame @ R[lp.parent].T  # rows, world
+            nt = len(lp.trans)
+            force = lam[row:row + nt] @ E[list(lp.trans)]
+            torque = lam[row + nt:row + lp.m] @ E[:lp.m - nt]
+            row += lp.m
+            out.append((force, torque))
+            for b, sign in ((lp.child, 1.0), (lp.parent, -1.0)):
+                if b >= 0:
+                    f_app[b] += sign * force
+                    t_app[b] += sign * (torque + np.cross(pc - x[b], force))
+        return out
+
     # -- mobility -----------------------------------------------------------------------------
     def mobility_at(self, Qg):
         """(singular values of J at Qg, its numerical rank)."""
