@@ -856,13 +856,7 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
         for i in range(3):
             for j in range(3):
                 Bb[i, j] = R1b[i, 0] * Z[0, j] + R1b[i, 1] * Z[1, j] + R1b[i, 2] * Z[2, j]
-        mtb = (mt[b, 0], mt[b, 1], mt[b, 2])
-        Bb[0, 1] += c * mtb[2]
-        Bb[0, 2] -= c * mtb[1]
-        Bb[1, 0] -= c * mtb[2]
-        Bb[1, 2] += c * mtb[0]
-        Bb[2, 0] += c * mtb[1]
-        Bb[2, 1] -= c * mtb[0]
+        _add_cross(Bb, 0, 0, -c, (mt[b, 0], mt[b, 1], mt[b, 2]))
         # the centre: x_mid x phi with phi = m (v1 - v0) - h f the body's own force residual
         # gives, with y = x_mid - h phi / (4 m), [[- m [y]x [x1]x, m [y]x], [- m [x1]x, m 1]]
         xe = (x1[b, 0], x1[b, 1], x1[b, 2])
@@ -1414,6 +1408,17 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     return True
 
 
+@jit_inline
+def _add_cross(M, r, c, s, v):
+    """M[r:r+3, c:c+3] += s [v]x, [v]x the cross-product matrix of v."""
+    M[r, c + 1] -= s * v[2]
+    M[r, c + 2] += s * v[1]
+    M[r + 1, c] += s * v[2]
+    M[r + 1, c + 2] -= s * v[0]
+    M[r + 2, c] -= s * v[1]
+    M[r + 2, c + 1] += s * v[0]
+
+
 @jit
 def _add_metric(tf, ti, damp, x1, R1, IA):
     """IA[b] += damp times body b's spatial inertia at t_{n+1} about the origin (the blocks of
@@ -1434,19 +1439,8 @@ def _add_metric(tf, ti, damp, x1, R1, IA):
                 Ib[i, j] += damp * s - m * xb[i] * xb[j]
                 Ib[3 + i, 3 + j] += m if i == j else 0.0
             Ib[i, i] += m * xx
-        # m [x]x against v_O, and -m [x]x against theta in the force rows
-        Ib[0, 4] -= m * xb[2]
-        Ib[0, 5] += m * xb[1]
-        Ib[1, 3] += m * xb[2]
-        Ib[1, 5] -= m * xb[0]
-        Ib[2, 3] -= m * xb[1]
-        Ib[2, 4] += m * xb[0]
-        Ib[3, 1] += m * xb[2]
-        Ib[3, 2] -= m * xb[1]
-        Ib[4, 0] -= m * xb[2]
-        Ib[4, 2] += m * xb[0]
-        Ib[5, 0] += m * xb[1]
-        Ib[5, 1] -= m * xb[0]
+        _add_cross(Ib, 0, 3, m, xb)  # m [x]x against v_O
+        _add_cross(Ib, 3, 0, -m, xb)  # and -m [x]x against theta in the force rows
 
 
 @jit
