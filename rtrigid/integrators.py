@@ -109,7 +109,7 @@ REGISTRY = {i.name: i for i in (
                "000 (51)-(54); 003 (180)-(185)", True,
                {BODIES: {(): _B + "energy_momentum:step"},
                 TREE: {(): _T + "energy_momentum:step"}},
-               frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False,
+               _ALL_KINDS, joint_springs=False,
                rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}, limit_bounce=False,
                loops=True),
     Integrator("energy_momentum4", "symmetric composition of the energy-momentum step: order "
@@ -120,7 +120,7 @@ REGISTRY = {i.name: i for i in (
                          ("triple_jump",): _B + "energy_momentum4:step_triple_jump"},
                 TREE: {("suzuki",): _T + "energy_momentum4:step",
                        ("triple_jump",): _T + "energy_momentum4:step_triple_jump"}},
-               frozenset({"free", "spherical", "revolute", "fixed"}), joint_springs=False,
+               _ALL_KINDS, joint_springs=False,
                options={"composition": ("suzuki", "triple_jump")},
                rigid={BODIES: {("suzuki",): _B + "energy_momentum4:step_rigid",
                                ("triple_jump",): _B + "energy_momentum4:step_triple_jump_rigid"}},

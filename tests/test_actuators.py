@@ -308,9 +308,6 @@ def test_arm_scenario_parameters():
     assert np.allclose(sim.qpos(), [0.05] + [-0.08] * 6, atol=1e-3)
     with pytest.raises(ValueError, match="^joint:"):
         rt.scenarios.build("arm", joint="spherical")
-    with pytest.raises(ValueError, match="^integrator: energy_momentum does not support "
-                                         "prismatic"):
-        rt.scenarios.build("arm", joint="prismatic")
 
 
 def test_em_newton_matrix_takes_the_servos():

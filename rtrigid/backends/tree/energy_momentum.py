@@ -23,7 +23,21 @@ lambda acting on each side at the mean arm Rbar a, Rbar = (R0 + R1)/2, a the anc
 Revolute joints add reaction moments across the mean axis Rbar u_C (the same from both
 sides); on the joint manifold the Cayley vectors of child and parent differ by a multiple of
 that axis (compose the parent's Cayley turn with the relative one about the axis), so these
-moments do no work; fixed joints turn both bodies alike.  Total energy is therefore kept
+moments do no work; fixed joints turn both bodies alike.
+
+Slides (prismatic, cylindrical, planar joints).  The child's joint point is the parent's plus
+R_p delta, delta the joint's translation in the parent's frame (linear in the slide
+coordinates), so the two sides' mean joint points differ by (R0_p delta0 + R1_p delta1)/2.
+The reaction force then acts on both sides on one line, through the child's mean joint point
+(no net moment); on the parent it does the work of a force at its mean arm plus the moment of
+the offset, and with (1 - [beta]x) R1_p = (1 + [beta]x) R0_p (beta = R0_p w_p, half the
+parent's spatial Cayley vector) the pair's work is lambda.K (delta1 - delta0),
+K = (1 + [beta]x) R0_p: the reaction does no work when it is orthogonal to m = K t for every
+slide direction t.  That is the linear coordinate's discrete gradient: the slide's row of the
+null space is m.F (F the subtree's force), and a generalized force f along a slide acts as the
+pair lambda = K^-T f, whose work is f (s1 - s0) exactly.  The reaction moments of a prismatic
+joint (both bodies turn alike) and of a cylindrical or planar one (across the mean axis, as
+revolute) do no work, as above.  Total energy is therefore kept
 exactly, and the angular momentum about any fixed point changes only by the moment of the
 external loads (gravity, applied forces and torques, springs to the world), as does the
 linear momentum by their sum.  Spring ends are handled alike: the discrete-gradient force
@@ -41,11 +55,14 @@ on the lively 10-link chain over 10 s.  No choice of arms fixes that within QUAT
 
 Solving.  The unknowns are the joint-coordinate increments mu (nv of them): the new
 configuration z1 = F(z0, mu) is built by forward kinematics (free bodies: x + mu_x and
-q o cay(mu_w / 4); spherical joints: s o cay(mu / 4); revolute: theta + mu), so the joints
+q o cay(mu_w / 4); spherical joints: s o cay(mu / 4); revolute, prismatic, cylindrical and
+planar coordinates: + mu), so the joints
 hold at t_{n+1} by construction.  The multipliers are eliminated by the discrete null space
 P, whose columns are the turns that the reactions cannot resist: about the world axes through
 the mean joint point r_mid = x_mid + Rbar a_C (spherical), about the mean axis Rbar u_C
-through it (revolute), and the free body's translations and turns about x_mid.  The nv
+through it (revolute, and the turn of cylindrical and planar joints), translations along the
+discrete slide directions m (prismatic, cylindrical, planar), and the free body's translations
+and turns about x_mid.  The nv
 equations are P^T r(mu) = 0 with r per body (R1 L1 - R0 L0 - h M, m (v1 - v0) - h F), the
 reactions left out; P^T r is evaluated by one sweep from the leaves to the root, carrying the
 subtree's moment about the joint point from child to parent with the mean arms.
@@ -89,8 +106,16 @@ measured on the 50-link chain at dt = 1/60, 0.7 to 9e-2 from the solution agains
 and plain Newton diverged from there on most steps; see the README for the figures.)
 
 The matrix is refactored at every iterate until the updates are small (below 1e-5 of mu),
-then reused.  An update that makes the residual more than twice as large is halved
-(at most four times) -- hard steps of a lively chain otherwise wander off.  The iteration
+then reused.  An update that makes the residual more than twice as large is rejected -- hard
+steps of a lively chain otherwise wander off -- and replaced by one of the matrix damped in
+the kinetic-energy metric, SL^T (B + d M_b) SR + ... with M_b each body's spatial inertia at
+t_{n+1} (Levenberg-Marquardt, :func:`_add_metric`): B is M_b plus O(h) gyroscopic terms, so the
+damped update is shorter and turned from Newton's direction towards M^-1 r.  d starts at 1/2,
+grows 4x per rejection and shrinks 4x per accepted update (back to plain Newton); past 1e4 the
+solve fails.  Only the path changes: a step is accepted by the same test, so a converged step
+keeps energy and momenta as before.  (It replaced halving the update, at most four times: on
+random chains at dt = 1/120 sub-steps on 2 of 2400 steps instead of 15, lively 20 links at 1/60
+8 % instead of 16 %, 50 links at 1/120 21 % instead of 43 %; see the README.)  The iteration
 stops only at the round-off floor: when the error left after the last update, estimated from
 the contraction of the last two updates as theta/(1-theta) |update|, is below 8 eps |mu| and
 the residual is below 1e-9 (relative to the momenta); or, as before, when the residual has
@@ -105,15 +130,15 @@ through it); if that fails too the kernel stops before the step, state unchanged
 status FAILED (``SimulationError``).  So the cost of a step is bounded by max_iter
 iterations times 2**(max_halvings + 1) - 1 solves, and no outcome is NaN or gains energy.
 
-Joint limits (revolute joints): :func:`_limited_solve` -- a joint that would end the step
+Joint limits (revolute and prismatic joints): :func:`_limited_solve` -- a joint that would end the step
 beyond a limit is locked on it for the step, its reaction doing the exact discrete work
 lambda (theta1 - theta0) <= 0, and an impulse then sets its rate at t_{n+1} to zero (see the
 README; no restitution).
 
-Supported joints: spherical, revolute, fixed, free bodies; gravity, applied loads and
-point-to-point springs (exact discrete gradient through |d|², as for single bodies).  Other
-joint kinds and joint springs/dampers are refused when the Simulation is built (their discrete
-reactions are not worked out for this scheme; see the README).
+Supported joints: every kind (spherical, revolute, prismatic, cylindrical, planar, fixed),
+free bodies; gravity, applied loads, held joint forces, actuators and point-to-point springs
+(exact discrete gradient through |d|², as for single bodies).  Joint springs/dampers are
+refused when the Simulation is built (not worked out for this scheme; see the README).
 """
 import numpy as np
 
@@ -141,7 +166,10 @@ from rtrigid.backends.tree.kinematics import (
     ACT_Q,
     ACT_V,
     MOTOR,
+    PLANAR,
     POSITION,
+    PRISMATIC,
+    CYLINDRICAL,
     actuator_force,
     actuator_views,
     articulated_factor,
@@ -161,11 +189,14 @@ from rtrigid.backends.tree.kinematics import (
     SPHERICAL,
     T_AC,
     T_AP,
+    T_E1P,
+    T_E2P,
     T_HI,
     T_J,
     T_LO,
     T_MASS,
     T_UC,
+    T_UP,
     cross3,
     rot_vec,
     base_work_size,
@@ -201,12 +232,16 @@ EPS = np.finfo(np.float64).eps
 # bench figures were measured with).
 UPDATE_ROUNDOFF = 2.0 * newton.UPDATE_ROUNDOFF
 FLOOR_MARGIN = 16.0  # the tolerances never go below this many times the residual's round-off
-LAM_MIN = 1.0 / 16.0
+# Levenberg-Marquardt damping of a rejected update (see _solve_step): the first damping, its
+# growth per rejection (and shrinking per accepted update), and the most before giving up
+DAMP_FIRST = 0.5
+DAMP_UP = 4.0
+DAMP_MAX = 1e4
 GROWTH = 2.0
 REFRESH = 1e-5
 QUICK = 8  # iterations the cheap start gets before the explicit start is computed
 RK4_WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
-SUPPORTED = ("free", "spherical", "revolute", "fixed")
+SUPPORTED = ("free", "spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed")
 # After a step nu holds the step's mean rates mu / h (the predictor's input) and the bodies'
 # momenta meet the joints' velocity constraints only to O(h^2): the backend derives the rates
 # at t_{n+1} from those momenta (tree.backend.TreeBackend.rates)
@@ -262,7 +297,7 @@ def _em_carve(work, nb, nq, nv):
 
 @jit
 def _jac_carve(work, nb, nq, nv):
-    """Scratch of the Newton matrix: (mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug,
+    """Scratch of the Newton matrix: (mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug,
     kd)."""
     o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv) - _jac_size(nb, nv)
     out = []
@@ -286,8 +321,8 @@ def _jac_carve(work, nb, nq, nv):
     aug = work[o:o + 72].reshape((6, 12))
     o += 72
     kd = work[o:o + nv]
-    mt, Nm, rt, xt = out
-    return mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd
+    mt, Nm, dc, xt = out
+    return mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd
 
 
 @jit
@@ -337,6 +372,103 @@ def _canonical_roots(ti, mu, Q1):
                 mu[mo + k] *= f
             for k in range(4):
                 Q1[qo + k] = -Q1[qo + k]
+
+
+@jit_inline
+def _first_slide(kind):
+    """Column of a joint's first slide (prismatic 0; cylindrical and planar 1, after the
+    turn); a kind without slides gives 6, past its last column."""
+    if kind == PRISMATIC:
+        return 0
+    if kind == CYLINDRICAL or kind == PLANAR:
+        return 1
+    return 6
+
+
+@jit_inline
+def _slide_axis(kind, c):
+    """The tf column of slide column c's direction (the parent's frame)."""
+    if kind == PLANAR:
+        return T_E1P if c == 1 else T_E2P
+    return T_UP
+
+
+@jit_inline
+def _parent_beta(ti, b, R0, u):
+    """beta = R0_p w_p, half the spatial Cayley vector of the turn of body b's parent (0 for
+    the world)."""
+    p = ti[b, I_PARENT]
+    if p < 0:
+        return 0.0, 0.0, 0.0
+    return rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
+
+
+@jit_inline
+def _slide_row(tf, b, p, col, R0, beta):
+    """(n0, m): a slide's direction at t_n (world) and its discrete counterpart
+    m = (1 + [beta]x) n0, along which the reaction force of the slide does no work (see
+    :func:`_residual`)."""
+    if p >= 0:
+        n0 = rot_vec(R0[p], tf[b, col], tf[b, col + 1], tf[b, col + 2])
+    else:
+        n0 = (tf[b, col], tf[b, col + 1], tf[b, col + 2])
+    bx = cross3(beta[0], beta[1], beta[2], n0[0], n0[1], n0[2])
+    return n0, (n0[0] + bx[0], n0[1] + bx[1], n0[2] + bx[2])
+
+
+@jit_inline
+def _parent_arm(tf, ti, b, x0, x1, rot):
+    """From the parent's mean centre to body b's mean joint point (its reactions' point of
+    action on the parent): Rbar_p a_P where the joint has no slide (both sides' mean joint
+    points coincide), else the difference of the two points."""
+    p = ti[b, I_PARENT]
+    if _first_slide(ti[b, I_KIND]) > 5:
+        return rot_vec(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
+    ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+    return (0.5 * (x0[b, 0] + x1[b, 0] - x0[p, 0] - x1[p, 0]) + ac[0],
+            0.5 * (x0[b, 1] + x1[b, 1] - x0[p, 1] - x1[p, 1]) + ac[1],
+            0.5 * (x0[b, 2] + x1[b, 2] - x0[p, 2] - x1[p, 2]) + ac[2])
+
+
+@jit
+def _slide_pair(tf, ti, b, f1, f2, R0, rot, u, x0, x1, fw, Y):
+    """The force pair +-lambda across the slides of joint b (on the child, and on the parent
+    on the same line of action, through the child's mean joint point) that does the work
+    f1 (s1 - s0) + f2 (s1' - s0') over the step exactly, into fw and Y.
+
+    With K = (1 + [beta]x) R0_p the pair's work is lambda.K (delta1 - delta0), delta the
+    joint's translation in the parent's frame (see :func:`_residual`), so
+    lambda = K^-T f = (1 - [beta]x)^-1 R0_p f, f = f1 t1 + f2 t2 the generalized forces along
+    the slides' directions; (1 - [beta]x)^-1 v = (v + beta x v + beta (beta.v))/(1 + |beta|²).
+    The pair has no net moment.
+    """
+    p = ti[b, I_PARENT]
+    kind = ti[b, I_KIND]
+    c = _first_slide(kind)
+    t = _slide_axis(kind, c)
+    f = (f1 * tf[b, t], f1 * tf[b, t + 1], f1 * tf[b, t + 2])
+    if kind == PLANAR:
+        f = (f[0] + f2 * tf[b, T_E2P], f[1] + f2 * tf[b, T_E2P + 1], f[2] + f2 * tf[b, T_E2P + 2])
+    beta = _parent_beta(ti, b, R0, u)
+    if p >= 0:
+        f = rot_vec(R0[p], f[0], f[1], f[2])
+    bx = cross3(beta[0], beta[1], beta[2], f[0], f[1], f[2])
+    bf = beta[0] * f[0] + beta[1] * f[1] + beta[2] * f[2]
+    s = 1.0 / (1.0 + beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2])
+    lam = ((f[0] + bx[0] + bf * beta[0]) * s, (f[1] + bx[1] + bf * beta[1]) * s,
+           (f[2] + bx[2] + bf * beta[2]) * s)
+    ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+    mc = cross3(ac[0], ac[1], ac[2], lam[0], lam[1], lam[2])
+    for k in range(3):
+        fw[b, k] += lam[k]
+        Y[b, k] += mc[k]
+    if p < 0:
+        return
+    ap = _parent_arm(tf, ti, b, x0, x1, rot)
+    mp = cross3(ap[0], ap[1], ap[2], lam[0], lam[1], lam[2])
+    for k in range(3):
+        fw[p, k] -= lam[k]
+        Y[p, k] -= mp[k]
 
 
 @jit
@@ -394,9 +526,9 @@ def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx, 
         if bb >= 0:
             _point_load(pf, sp, P_B, bb, f, -1.0, rot, fw, Y)
     if forces:  # some joint force is held (see step)
-        _joint_force_loads(tf, ti, A, mu, R0, rot, u, fw, Y)
+        _joint_force_loads(tf, ti, A, mu, R0, rot, u, x0, x1, fw, Y)
     if act.shape[0]:
-        _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, Y)
+        _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y)
     # per-body residuals (world): R1 L1 - R0 L0 - h T and m (v1 - v0) - h f
     for b in range(nb):
         m = tf[b, T_MASS]
@@ -428,11 +560,17 @@ def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx, 
         if kind == SPHERICAL:
             for k in range(3):
                 res[ov + k] = mhat[k]
-        elif kind == REVOLUTE:
+        elif kind == REVOLUTE or kind == CYLINDRICAL or kind == PLANAR:
             wt = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
             res[ov] = wt[0] * mhat[0] + wt[1] * mhat[1] + wt[2] * mhat[2]
+        first = _first_slide(kind)
+        if first < 6:
+            beta = _parent_beta(ti, b, R0, u)
+            for c in range(first, nv_of(kind)):
+                mv = _slide_row(tf, b, p, _slide_axis(kind, c), R0, beta)[1]
+                res[ov + c] = mv[0] * f[0] + mv[1] * f[1] + mv[2] * f[2]
         if p >= 0:
-            ap = rot_vec(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
+            ap = _parent_arm(tf, ti, b, x0, x1, rot)
             mp = cross3(ap[0], ap[1], ap[2], f[0], f[1], f[2])
             for k in range(3):
                 Fs[p, 3 + k] += f[k]
@@ -443,7 +581,7 @@ def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx, 
 
 
 @jit_inline
-def _joint_force_loads(tf, ti, A, mu, R0, rot, u, fw, Y):
+def _joint_force_loads(tf, ti, A, mu, R0, rot, u, x0, x1, fw, Y):
     """The held joint forces as equal and opposite loads on child and parent (into fw, Y).
 
     A body's kinetic energy changes over the step by b.T for a torque T (b = 2 R0 w its
@@ -456,6 +594,9 @@ def _joint_force_loads(tf, ti, A, mu, R0, rot, u, fw, Y):
     does the work tau (theta1 - theta0) exactly: a constant joint torque enters the energy
     balance as exact discrete work.  (kappa depends on mu; its derivative, O(h tau), is left
     out of the Newton matrix, like the spring forces'.)
+    Slides (prismatic, cylindrical, planar): the force pair of :func:`_slide_pair`, whose
+    work is the force times the slide's increment, exactly; a cylindrical or planar joint's
+    turn takes the revolute torque pair.
     Spherical joints and a free body's turn: the torque given in child axes acts as Rbar tau
     (its work is tau.Rbar^T (b_c - b_p), the discrete counterpart of tau.omega_rel dt); a free
     body's force acts at its centre of mass (work (x1 - x0).f, exact).
@@ -467,10 +608,16 @@ def _joint_force_loads(tf, ti, A, mu, R0, rot, u, fw, Y):
         kind = ti[b, I_KIND]
         ov = ti[b, I_VOFF]
         p = ti[b, I_PARENT]
-        if kind == REVOLUTE:
+        if kind == REVOLUTE or kind == CYLINDRICAL or kind == PLANAR:
             tau = A[held + ov]
             if tau != 0.0:
                 _revolute_pair(tf, ti, b, tau, mu[ov], R0, rot, u, Y)
+        if kind == PRISMATIC or kind == CYLINDRICAL or kind == PLANAR:
+            c = _first_slide(kind)
+            f1 = A[held + ov + c]
+            f2 = A[held + ov + 2] if kind == PLANAR else 0.0
+            if f1 != 0.0 or f2 != 0.0:
+                _slide_pair(tf, ti, b, f1, f2, R0, rot, u, x0, x1, fw, Y)
         elif kind == SPHERICAL or kind == FREE6:
             n = 6 if kind == FREE6 else 3
             idle = True
@@ -521,8 +668,9 @@ def _servo_state(h, act, a, Q0, mu):
 
 
 @jit
-def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, Y):
-    """Every actuator's force as a revolute torque pair doing exact discrete work (into Y).
+def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y):
+    """Every actuator's force as a revolute torque pair (a prismatic joint's: the slide's
+    force pair) doing exact discrete work (into fw, Y).
 
     The force is taken at the step's mean coordinate c = (c0 + c1)/2 and mean rate
     (c1 - c0)/h.  Its work over the step is then g f (c1 - c0) exactly; for a position servo
@@ -535,8 +683,13 @@ def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, Y):
     for a in range(act.shape[0]):
         ov, c, cdot = _servo_state(h, act, a, Q0, mu)
         gf = act[a, ACT_GEAR] * actuator_force(act, a, ctrl, c, cdot)
-        if gf != 0.0:
-            _revolute_pair(tf, ti, int(act[a, ACT_BODY]), gf, mu[ov], R0, rot, u, Y)
+        b = int(act[a, ACT_BODY])
+        if gf == 0.0:
+            continue
+        if ti[b, I_KIND] == PRISMATIC:
+            _slide_pair(tf, ti, b, gf, 0.0, R0, rot, u, x0, x1, fw, Y)
+        else:
+            _revolute_pair(tf, ti, b, gf, mu[ov], R0, rot, u, Y)
 
 
 @jit
@@ -566,6 +719,9 @@ def _actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
             kp = act[a, ACT_KP] if kind == POSITION else 0.0
             df = -g * (0.5 * kp + act[a, ACT_KV] / h)
         b = int(act[a, ACT_BODY])
+        if ti[b, I_KIND] == PRISMATIC:  # the slide's row holds -h g f exactly (_slide_pair)
+            kd[ov] -= 0.5 * h * h * g * df
+            continue
         p = ti[b, I_PARENT]
         a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
         beta = (0.0, 0.0, 0.0)
@@ -667,7 +823,7 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
     IA = scr[5]
     (x0, v0, L0, x1, v1, L1, u, fw, q0_, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
-    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
+    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     c = 0.5 * h
     Md, Y3, Z = M3[1], M3[2], M3[3]
@@ -700,13 +856,7 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
         for i in range(3):
             for j in range(3):
                 Bb[i, j] = R1b[i, 0] * Z[0, j] + R1b[i, 1] * Z[1, j] + R1b[i, 2] * Z[2, j]
-        mtb = (mt[b, 0], mt[b, 1], mt[b, 2])
-        Bb[0, 1] += c * mtb[2]
-        Bb[0, 2] -= c * mtb[1]
-        Bb[1, 0] -= c * mtb[2]
-        Bb[1, 2] += c * mtb[0]
-        Bb[2, 0] += c * mtb[1]
-        Bb[2, 1] -= c * mtb[0]
+        _add_cross(Bb, 0, 0, -c, (mt[b, 0], mt[b, 1], mt[b, 2]))
         # the centre: x_mid x phi with phi = m (v1 - v0) - h f the body's own force residual
         # gives, with y = x_mid - h phi / (4 m), [[- m [y]x [x1]x, m [y]x], [- m [x1]x, m 1]]
         xe = (x1[b, 0], x1[b, 1], x1[b, 2])
@@ -771,7 +921,7 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
                 _set_column(SL[b], kk, (1.0 if kk == 0 else 0.0, 1.0 if kk == 1 else 0.0,
                                         1.0 if kk == 2 else 0.0), rm)
                 _set_column(SR[b], kk, (Z[0, kk], Z[1, kk], Z[2, kk]), r1)
-        elif kind == REVOLUTE:
+        elif kind == REVOLUTE or kind == CYLINDRICAL or kind == PLANAR:
             wt = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
             n1 = rot_vec(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
             _set_column(SL[b], 0, wt, rm)
@@ -787,6 +937,49 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
             # w.(F x v) = (w x F).v = -(F x w).v
             for j in range(3):
                 E[0, 3 + j] = -e * fxw[j]
+        first = _first_slide(kind)
+        if first < 6:
+            _slide_columns(tf, ti, b, first, R0, R, u, F, e, SL, SR, E, dc)
+
+
+@jit
+def _slide_columns(tf, ti, b, first, R0, R1, u, F, e, SL, SR, E, dc):
+    """The slide columns of joint b in SL (0, m), SR (0, n1: the slide at t_{n+1} moves the
+    child along the parent's axis then) and their E rows, and dc[b] (see :func:`_tree_factor`).
+
+    A slide's row m.F turns with the parent's turn: dm = dbeta x n0 with
+    dbeta = 1/2 (1 - [beta]x + beta beta^T) dtheta_p, so the row's E part is
+    c/2 (g + beta x g + beta (beta.g)).theta_p, g = n0 x F.  E multiplies the child's turn,
+    which is the parent's for a prismatic joint, and the parent's plus n1 dmu_0 (the joint's
+    own turn) for a cylindrical or planar one: that part, E_row.n1, goes into dc[b] to be taken
+    off the matrix in the turn's column again.
+    """
+    p = ti[b, I_PARENT]
+    kind = ti[b, I_KIND]
+    beta = _parent_beta(ti, b, R0, u)
+    nr = rot_vec(R1[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+    for c in range(first, nv_of(kind)):
+        col = _slide_axis(kind, c)
+        n0, mv = _slide_row(tf, b, p, col, R0, beta)
+        if p >= 0:
+            n1 = rot_vec(R1[p], tf[b, col], tf[b, col + 1], tf[b, col + 2])
+        else:
+            n1 = (tf[b, col], tf[b, col + 1], tf[b, col + 2])
+        for i in range(3):
+            SL[b, i, c] = 0.0
+            SR[b, i, c] = 0.0
+            SL[b, 3 + i, c] = mv[i]
+            SR[b, 3 + i, c] = n1[i]
+        dc[b, c] = 0.0
+        if p < 0:
+            continue
+        g = cross3(n0[0], n0[1], n0[2], F[0], F[1], F[2])
+        gx = cross3(beta[0], beta[1], beta[2], g[0], g[1], g[2])
+        gb = beta[0] * g[0] + beta[1] * g[1] + beta[2] * g[2]
+        for j in range(3):
+            E[c, j] = e * (g[j] + gx[j] + gb * beta[j])
+        if kind != PRISMATIC:
+            dc[b, c] = E[c, 0] * nr[0] + E[c, 1] * nr[1] + E[c, 2] * nr[2]
 
 
 @jit
@@ -844,9 +1037,10 @@ def _inverse3(D, out):
 
 
 @jit
-def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug, kd):
-    """Factor SL^T B SR + E SR + diag(kd) (B in IA on entry) leaves to root; False if a pivot
-    is singular.
+def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug, kd, dc):
+    """Factor SL^T B SR + E SR + diag(kd) - dc (B in IA on entry) leaves to root; False if a
+    pivot is singular (dc: the cylindrical and planar slides' rows against their own turn's
+    column, see :func:`_slide_columns`).
 
     The articulated-body recursion with different left and right columns: U = IA SR,
     W = SL^T IA + E, D = W SR + kd (a joint-space diagonal enters the pivot, as armature
@@ -856,7 +1050,8 @@ def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug, kd):
     for i in range(nb - 1, -1, -1):
         b = ti[i, I_ORDER]
         p = ti[b, I_PARENT]
-        k = nv_of(ti[b, I_KIND])
+        kind = ti[b, I_KIND]
+        k = nv_of(kind)
         Ib = IA[b]
         Sr = SR[b]
         Sl = SL[b]
@@ -882,6 +1077,9 @@ def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug, kd):
                     s += Wb[r, m] * Sr[m, col]
                 D[r, col] = s
             D[r, r] += kd[ti[b, I_VOFF] + r]
+        if kind == CYLINDRICAL or kind == PLANAR:
+            for r in range(1, k):
+                D[r, 0] -= dc[b, r]
         if k == 3:
             if not _inverse3(D, Db):
                 return False
@@ -1109,7 +1307,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
      Y) = em
-    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
+    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     nv = mu.shape[0]
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
@@ -1122,7 +1320,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     update = np.inf
     left = np.inf
     prev = np.inf
-    lam = 1.0
+    damp = 0.0
+    damped = False
     done = False
     for it in range(max_iter + 1):
         rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em,
@@ -1131,39 +1330,48 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             rnorm = _free_rows_norm(res, scr[23], nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
         accept = max(ACCEPT, FLOOR_MARGIN * floor)
-        if (not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT and lam > LAM_MIN:
-            # the step made the residual worse: take half of it instead (from the same matrix)
-            lam *= 0.5
+        retry = ((not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT
+                 and damp < DAMP_MAX)
+        if retry:
+            # the update made the residual worse: back to the last iterate, and an update of
+            # the matrix damped in the kinetic-energy metric (Levenberg-Marquardt)
             for j in range(nv):
-                mu[j] -= lam * dmu[j]
-            update *= 0.5
+                mu[j] -= dmu[j]
+            damp = DAMP_FIRST if damp == 0.0 else DAMP_UP * damp
+            _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em, jx, act,
+                      ctrl)
             left = np.inf
-            continue
-        if not np.isfinite(rnorm):
+        elif not np.isfinite(rnorm):
             return False
-        prev = rnorm
-        lam = 1.0
+        if not retry:
+            prev = rnorm
+            if damp > 0.0:
+                damp = 0.0 if damp < DAMP_FIRST * DAMP_UP else damp / DAMP_UP
         size = 1e-300
         for j in range(nv):
             size = max(size, abs(mu[j]))
-        if rnorm < 0.5 * best:
-            best = rnorm
-            stalls = 0
-        else:
-            stalls += 1
-        if rnorm == 0.0 or (best < tight and stalls >= STALLS) or (
-                best < accept and stalls > STALLS) or (
-                rnorm < accept and min(update, left) <= UPDATE_ROUNDOFF * size):
-            stats[STAT_ITERS] += it
-            stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
-            done = True
-            break
+        if not retry:
+            if rnorm < 0.5 * best:
+                best = rnorm
+                stalls = 0
+            else:
+                stalls += 1
+            if rnorm == 0.0 or (best < tight and stalls >= STALLS) or (
+                    best < accept and stalls > STALLS) or (
+                    rnorm < accept and min(update, left) <= UPDATE_ROUNDOFF * size):
+                stats[STAT_ITERS] += it
+                stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
+                done = True
+                break
         if it == max_iter:
             return False
-        if it == 0 or update > REFRESH * size:
+        if it == 0 or retry or damp > 0.0 or damped or update > REFRESH * size:
             _newton_matrix(h, tf, ti, q0, mu, scr, em, jx)
             _actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
-            if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd):
+            if damp > 0.0:
+                _add_metric(tf, ti, damp, x1, R, IA)
+            damped = damp > 0.0
+            if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
                 return False
         for j in range(nv):
             rhs[j] = -0.5 * h * res[j]
@@ -1198,6 +1406,41 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     for j in range(nv):
         nu[j] = mu[j] / h
     return True
+
+
+@jit_inline
+def _add_cross(M, r, c, s, v):
+    """M[r:r+3, c:c+3] += s [v]x, [v]x the cross-product matrix of v."""
+    M[r, c + 1] -= s * v[2]
+    M[r, c + 2] += s * v[1]
+    M[r + 1, c] += s * v[2]
+    M[r + 1, c + 2] -= s * v[0]
+    M[r + 2, c] -= s * v[1]
+    M[r + 2, c + 1] += s * v[0]
+
+
+@jit
+def _add_metric(tf, ti, damp, x1, R1, IA):
+    """IA[b] += damp times body b's spatial inertia at t_{n+1} about the origin (the blocks of
+    B, in the same motion (theta, v_O) and wrench coordinates): the Newton matrix
+    SL^T B SR + ... becomes ~ (1 + damp) times the joint-space mass matrix plus the step's
+    gyroscopic and joint-point terms, whose updates are shorter and turned towards
+    M^-1 r (the kinetic-energy metric's steepest descent)."""
+    for b in range(ti.shape[0]):
+        m = damp * tf[b, T_MASS]
+        xb = (x1[b, 0], x1[b, 1], x1[b, 2])
+        xx = xb[0] * xb[0] + xb[1] * xb[1] + xb[2] * xb[2]
+        Ib = IA[b]
+        for i in range(3):
+            for j in range(3):
+                s = 0.0
+                for k in range(3):
+                    s += R1[b, i, k] * tf[b, T_J + k] * R1[b, j, k]
+                Ib[i, j] += damp * s - m * xb[i] * xb[j]
+                Ib[3 + i, 3 + j] += m if i == j else 0.0
+            Ib[i, i] += m * xx
+        _add_cross(Ib, 0, 3, m, xb)  # m [x]x against v_O
+        _add_cross(Ib, 3, 0, -m, xb)  # and -m [x]x against theta in the force rows
 
 
 @jit
@@ -1262,7 +1505,8 @@ def _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, unit, dmu, nlock, Lc, La
 @jit
 def _limited_solve(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
                    scr, em, jx, rates, stats, act, ctrl, awork):
-    """:func:`_solve_step` with the joint limits (revolute joints; see the README).
+    """:func:`_solve_step` with the joint limits (revolute and prismatic joints; see the
+    README).
 
     The step is solved as if there were no limits; a joint that ends it beyond a limit is
     locked -- its increment fixed so that it lands on the limit, its equation left out, which
@@ -1310,7 +1554,7 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
                 a += 1
         for b in range(nb):
             kind = ti[b, I_KIND]
-            if kind != REVOLUTE:
+            if kind != REVOLUTE and kind != PRISMATIC:
                 continue
             o = ti[b, I_QOFF]
             ov = ti[b, I_VOFF]
@@ -1351,7 +1595,7 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
     for a in range(nlock):  # exactly on the limit (start + increment may miss it by an ulp)
         j = int(Lv[0, a])
         for b in range(nb):
-            if ti[b, I_VOFF] == j and ti[b, I_KIND] == REVOLUTE:
+            if ti[b, I_VOFF] == j and (ti[b, I_KIND] == REVOLUTE or ti[b, I_KIND] == PRISMATIC):
                 Qg[ti[b, I_QOFF]] = tf[b, T_LO] if Lv[1, a] > 0.0 else tf[b, T_HI]
     # the rates at t_{n+1} of the momenta, then the impulse on the locked joints
     if not momentum_rates(tf, ti, Qg, v, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
@@ -1459,7 +1703,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
     x0, v0, L0, q0, mu, res = em[0], em[1], em[2], em[8], em[13], em[15]
-    mt, Nm, rt, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
+    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = mu_in[j]
@@ -1469,7 +1713,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
         res_out[j] = res[j]
     _newton_matrix(dt, tf, ti, q0, mu, scr, em, jx)
     _actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, R0, scr[0], em[6], kd, Cb)
-    if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd):
+    if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
         return False
     _tree_solve(ti, SL, SR, U, W, Dinv, g, pA, acc, ucol, sol_out)
     return True
