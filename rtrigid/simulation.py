@@ -38,6 +38,7 @@ from rtrigid.backends.buffers import (
     STAT_STEPS,
     USED_FALLBACK,
     OK,
+    clamp_into,
 )
 from rtrigid.joints import KINDS, geometry, residual
 from rtrigid.maths import quat
@@ -183,11 +184,8 @@ class Simulation:
         self.na = len(self.actuator_names)
         self._ctrl = getattr(self.backend, "controls", np.zeros(0))
         self._awork = getattr(self.backend, "actuator_work", np.zeros(0))
-        self._ctrl_lo = np.array([a.ctrl_range[0] for a in model.actuators])
-        self._ctrl_hi = np.array([a.ctrl_range[1] for a in model.actuators])
-        self._zero_u = np.zeros(self.na)  # u @ 0 is finite exactly when u is
-        self._ctrl_limited = bool(np.any(np.isfinite(self._ctrl_lo))
-                                  or np.any(np.isfinite(self._ctrl_hi)))
+        self._ctrl_lo = np.array([a.ctrl_range[0] for a in model.actuators], float)
+        self._ctrl_hi = np.array([a.ctrl_range[1] for a in model.actuators], float)
         if self.na and not self.implicit:
             self._check_servo_gains(model)
         # limited coordinates: (rate index, coordinate index) in the backend's order, limits
@@ -684,12 +682,9 @@ class Simulation:
         """Set every actuator's control, ``u`` of length ``na`` in model order
         (``actuator_names``); clamped to each ``ctrl_range`` (see :meth:`set_control`)."""
         if not (type(u) is np.ndarray and u.dtype is _F64 and u.shape == (self.na,)
-                and math.isfinite(u @ self._zero_u)):  # else the full checks (on a copy)
-            u = as_vector(u, self.na, "u")
-        if self._ctrl_limited:
-            np.clip(u, self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
-        else:
-            self._ctrl[:] = u
+                and clamp_into(u, self._ctrl_lo, self._ctrl_hi, self._ctrl)):
+            # the full checks (on a copy; a non-finite entry is refused here)
+            clamp_into(as_vector(u, self.na, "u"), self._ctrl_lo, self._ctrl_hi, self._ctrl)
 
     def controls(self):
         """The controls held now (a copy, model order)."""

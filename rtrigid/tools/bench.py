@@ -431,23 +431,30 @@ def servo_arm(n):
     return m
 
 
-def _median_us(f, repeats, calls):
+def _median_us(f, repeats, calls, timer=time.perf_counter):
     import statistics
     import timeit
 
     f()
-    return statistics.median(timeit.repeat(f, number=calls, repeat=repeats)) / calls * 1e6
+    return statistics.median(timeit.repeat(f, number=calls, repeat=repeats,
+                                           timer=timer)) / calls * 1e6
 
 
-def control_ticks(repeats=7, calls=2000, with_mujoco=True):
+def control_ticks(repeats=7, calls=2000, with_mujoco=True, cpu_time=False):
     """Median microseconds of one control tick on the 2- and 7-link servo arms at dt = 1 ms,
     side by side: rtrigid's ``set_controls(u); step(1); qpos(); qvel()`` per tree integrator
     and MuJoCo's ``d.ctrl[:] = u; mj_step(m, d); d.qpos.copy(); d.qvel.copy()`` with its
     default (Euler) and its RK4 integrator on the same arm (``mujoco_ref.build_tree``), and
-    the ratios; then the per-call cost of the calls a control loop makes."""
+    the ratios; then the per-call cost of the calls a control loop makes.
+
+    ``cpu_time``: time with the thread's CPU clock (``time.thread_time``) instead of the wall
+    clock, both sides alike: on a shared machine under load the wall clock also counts the
+    time other jobs hold the core, several times a 3 us tick (measured here at load 6)."""
     from rtrigid.simulation import Simulation
 
-    out = {"calls": calls, "repeats": repeats, "arms": {}}
+    timer = time.thread_time if cpu_time else time.perf_counter
+
+    out = {"calls": calls, "repeats": repeats, "cpu_time": cpu_time, "arms": {}}
     for n in (2, 7):
         model = servo_arm(n)
         row = {}
@@ -460,7 +467,7 @@ def control_ticks(repeats=7, calls=2000, with_mujoco=True):
                 sim.step(1)
                 sim.qpos()
                 sim.qvel()
-            row[integ] = _median_us(tick, repeats, calls)
+            row[integ] = _median_us(tick, repeats, calls, timer)
         if with_mujoco:
             try:
                 import mujoco
@@ -478,7 +485,7 @@ def control_ticks(repeats=7, calls=2000, with_mujoco=True):
                         mujoco.mj_step(mjm, d)
                         d.qpos.copy()
                         d.qvel.copy()
-                    row[key] = _median_us(mj_tick, repeats, calls)
+                    row[key] = _median_us(mj_tick, repeats, calls, timer)
                 for integ in ("nullspace_rk4", "energy_momentum"):
                     row[f"{integ}/mujoco_euler"] = row[integ] / row["mujoco_euler"]
                     row[f"{integ}/mujoco_rk4"] = row[integ] / row["mujoco_rk4"]
@@ -496,7 +503,7 @@ def control_ticks(repeats=7, calls=2000, with_mujoco=True):
                "apply_torque(b, t)": lambda: sim.apply_torque(1, (0.0, 1e-9, 0.0)),
                "energy()": sim.energy, "qpos()": sim.qpos, "qvel()": sim.qvel,
                "step(1)": lambda: sim.step(1)}
-        calls_us[integ] = {k: _median_us(f, repeats, calls) for k, f in per.items()}
+        calls_us[integ] = {k: _median_us(f, repeats, calls, timer) for k, f in per.items()}
     out["call_us"] = calls_us
     return out
 

@@ -64,9 +64,9 @@ class TreeBackend:
         # the actuators' table, controls (in A) and cumulative work (in S)
         self.act, self.controls, self.actuator_work = actuator_views.py_func(self.F, self.I)
         self._tf, self._ti = tree.tf, tree.ti
-        (self.Qg, self.nu, self.x, self.q, self.v, self.w, self._L) = state_views(
+        (self.Qg, self.nu, self.x, self.q, self.v, self.w, self._L) = state_views.py_func(
             self.S, tree.nb, nq, nv)
-        self.x_prev, self.q_prev = state_views(self.S_prev, tree.nb, nq, nv)[2:4]
+        self.x_prev, self.q_prev = state_views.py_func(self.S_prev, tree.nb, nq, nv)[2:4]
         self.mass = tree.tf[:, T_MASS].copy()
         self.inertia = tree.tf[:, T_J:T_J + 3].copy()
         self.gravity = tree.gravity
@@ -126,7 +126,7 @@ class TreeBackend:
                              f"rates (residual {err:.3g})")
 
     def _scratch(self):
-        return carve(self._work, self.tree.nb, self.tree.nq, self.tree.nv)
+        return carve.py_func(self._work, self.tree.nb, self.tree.nq, self.tree.nv)
 
     def _sync(self, teleport=True):
         """Rewrite the bodies' views from (Qg, nu); a teleport also resets the previous pose."""

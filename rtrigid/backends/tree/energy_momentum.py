@@ -154,6 +154,7 @@ from rtrigid.backends.buffers import (
     STAT_STEPS,
     USED_FALLBACK,
     all_finite,
+    view,
 )
 from rtrigid.backends.tree.kinematics import (
     ACT_BODY,
@@ -263,18 +264,18 @@ def _jac_size(nb, nv):
     return 12 * nb + 9 * nb + 36 * nb * 2 + 36 * nb + 6 * nb + nv + 36 + 72 + nv
 
 
-@jit
+@jit_inline
 def _em_carve(work, nb, nq, nv):
     o = base_work_size(nb, nq, nv)
     out = []
     for _ in range(8):
-        out.append(work[o:o + 3 * nb].reshape((nb, 3)))
+        out.append(view(work, o, (nb, 3)))
         o += 3 * nb
-    q0 = work[o:o + 4 * nb].reshape((nb, 4))
+    q0 = view(work, o, (nb, 4))
     o += 4 * nb
-    q1 = work[o:o + 4 * nb].reshape((nb, 4))
+    q1 = view(work, o, (nb, 4))
     o += 4 * nb
-    rot = work[o:o + 9 * nb].reshape((nb, 3, 3))
+    rot = view(work, o, (nb, 3, 3))
     o += 9 * nb
     smid = work[o:o + nb]
     o += nb
@@ -288,37 +289,37 @@ def _em_carve(work, nb, nq, nv):
     o += nv
     rhs = work[o:o + nv]
     o += nv
-    Fs = work[o:o + 6 * nb].reshape((nb, 6))
+    Fs = view(work, o, (nb, 6))
     o += 6 * nb
-    Y = work[o:o + 6 * nb].reshape((nb, 6))
+    Y = view(work, o, (nb, 6))
     (x0, v0, L0, x1, v1, L1, u, fw) = out
     return x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs, Y
 
 
-@jit
+@jit_inline
 def _jac_carve(work, nb, nq, nv):
     """Scratch of the Newton matrix: (mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug,
     kd)."""
     o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv) - _jac_size(nb, nv)
     out = []
     for _ in range(4):
-        out.append(work[o:o + 3 * nb].reshape((nb, 3)))
+        out.append(view(work, o, (nb, 3)))
         o += 3 * nb
-    R0 = work[o:o + 9 * nb].reshape((nb, 3, 3))
+    R0 = view(work, o, (nb, 3, 3))
     o += 9 * nb
-    SL = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    SL = view(work, o, (nb, 6, 6))
     o += 36 * nb
-    SR = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    SR = view(work, o, (nb, 6, 6))
     o += 36 * nb
-    Cb = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    Cb = view(work, o, (nb, 6, 6))
     o += 36 * nb
-    ucol = work[o:o + 6 * nb].reshape((nb, 6))
+    ucol = view(work, o, (nb, 6))
     o += 6 * nb
     pred = work[o:o + nv]
     o += nv
-    M3 = work[o:o + 36].reshape((4, 3, 3))
+    M3 = view(work, o, (4, 3, 3))
     o += 36
-    aug = work[o:o + 72].reshape((6, 12))
+    aug = view(work, o, (6, 12))
     o += 72
     kd = work[o:o + nv]
     mt, Nm, dc, xt = out
@@ -1187,8 +1188,8 @@ def _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, 
             if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
                 return False
         joint_velocities(ti, G, nus, V, cb)
-        world_loads(tf, ti, pf, pi, gravity, xs, R, G, A[0:3 * nb].reshape((nb, 3)),
-                    A[3 * nb:6 * nb].reshape((nb, 3)), fext)
+        world_loads(tf, ti, pf, pi, gravity, xs, R, G, view(A, 0, (nb, 3)),
+                    view(A, 3 * nb, (nb, 3)), fext)
         bias_forces(tf, ti, R, G, V, fext, pA)
         joint_forces(tf, ti, Qs, nus, A[6 * nb:6 * nb + nv], tau)
         for a in range(act.shape[0]):

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.backends.buffers import sections
+from rtrigid.backends.buffers import sections, view
 from rtrigid.joints import BY_CODE, KINDS
 from rtrigid.joints import geometry as joint_geometry
 from rtrigid.maths.quat import qmul_t
@@ -897,10 +897,10 @@ def applied_size(nb, nv, na):
     return 6 * nb + nv + na
 
 
-@jit
+@jit_inline
 def applied_views(A, nb, nv):
     """(f_app (nb, 3), t_app (nb, 3), held joint forces (nv,)) views of A."""
-    return (A[0:3 * nb].reshape((nb, 3)), A[3 * nb:6 * nb].reshape((nb, 3)),
+    return (view(A, 0, (nb, 3)), view(A, 3 * nb, (nb, 3)),
             A[6 * nb:6 * nb + nv])
 
 
@@ -925,16 +925,16 @@ def work_size(nb, nq, nv):
     return int(base_work_size(nb, nq, nv))
 
 
-@jit
+@jit_inline
 def state_views(S, nb, nq, nv):
     """(Qg, nu, x, q, v, w, L) views into a multibody state array."""
     o = nq + nv
-    return (S[:nq], S[nq:o], S[o:o + 3 * nb].reshape((nb, 3)),
-            S[o + 3 * nb:o + 7 * nb].reshape((nb, 4)), S[o + 7 * nb:o + 10 * nb].reshape((nb, 3)),
-            S[o + 10 * nb:o + 13 * nb].reshape((nb, 3)), S[o + 13 * nb:o + 16 * nb].reshape((nb, 3)))
+    return (S[:nq], S[nq:o], view(S, o, (nb, 3)),
+            view(S, o + 3 * nb, (nb, 4)), view(S, o + 7 * nb, (nb, 3)),
+            view(S, o + 10 * nb, (nb, 3)), view(S, o + 13 * nb, (nb, 3)))
 
 
-@jit
+@jit_inline
 def open_buffers(F, I):
     """Views of the two kernel buffers: (gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats,
     work, sizes) with sizes = (nb, ns, nq, nv)."""
@@ -944,14 +944,14 @@ def open_buffers(F, I):
                                                  state_size(nb, nq, nv, na),
                                                  applied_size(nb, nv, na))
     gravity = F[0:3]
-    tf = F[3:3 + T_WIDTH * nb].reshape((nb, T_WIDTH))
-    pf = F[3 + T_WIDTH * nb:3 + T_WIDTH * nb + P_WIDTH * ns].reshape((ns, P_WIDTH))
-    ti = I[HEADER:HEADER + I_WIDTH * nb].reshape((nb, I_WIDTH))
-    pi = I[HEADER + I_WIDTH * nb:ni_model].reshape((ns, 2))
+    tf = view(F, 3, (nb, T_WIDTH))
+    pf = view(F, 3 + T_WIDTH * nb, (ns, P_WIDTH))
+    ti = view(I, HEADER, (nb, I_WIDTH))
+    pi = view(I, HEADER + I_WIDTH * nb, (ns, 2))
     return gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, (nb, ns, nq, nv)
 
 
-@jit
+@jit_inline
 def actuator_views(F, I):
     """(act (na, ACT_WIDTH) table, controls (na,) in A, cumulative work (na,) in S)."""
     nb, ns, nq, nv, na = I[0], I[1], I[2], I[3], I[4]
@@ -959,39 +959,39 @@ def actuator_views(F, I):
     n_state = state_size(nb, nq, nv, na)
     S, S_prev, A, solver, stats, work = sections(F, I, nf_model, ni_model, n_state,
                                                  applied_size(nb, nv, na))
-    act = F[nf_model - ACT_WIDTH * na:nf_model].reshape((na, ACT_WIDTH))
+    act = view(F, nf_model - ACT_WIDTH * na, (na, ACT_WIDTH))
     return act, A[6 * nb + nv:6 * nb + nv + na], S[n_state - na:n_state]
 
 
-@jit
+@jit_inline
 def carve(work, nb, nq, nv):
     """The scratch arrays of :func:`work_layout`, in that order."""
     o = 0
-    R = work[o:o + 9 * nb].reshape((nb, 3, 3))
+    R = view(work, o, (nb, 3, 3))
     o += 9 * nb
-    rj = work[o:o + 3 * nb].reshape((nb, 3))
+    rj = view(work, o, (nb, 3))
     o += 3 * nb
-    G = work[o:o + 3 * JOINT_ROWS * nb].reshape((nb, JOINT_ROWS, 3))
+    G = view(work, o, (nb, JOINT_ROWS, 3))
     o += 3 * JOINT_ROWS * nb
-    V = work[o:o + 6 * nb].reshape((nb, 6))
+    V = view(work, o, (nb, 6))
     o += 6 * nb
-    cb = work[o:o + 6 * nb].reshape((nb, 6))
+    cb = view(work, o, (nb, 6))
     o += 6 * nb
-    IA = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    IA = view(work, o, (nb, 6, 6))
     o += 36 * nb
-    U = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    U = view(work, o, (nb, 6, 6))
     o += 36 * nb
-    Dinv = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    Dinv = view(work, o, (nb, 6, 6))
     o += 36 * nb
-    W = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    W = view(work, o, (nb, 6, 6))
     o += 36 * nb
-    pA = work[o:o + 6 * nb].reshape((nb, 6))
+    pA = view(work, o, (nb, 6))
     o += 6 * nb
-    acc = work[o:o + 6 * nb].reshape((nb, 6))
+    acc = view(work, o, (nb, 6))
     o += 6 * nb
-    fext = work[o:o + 6 * nb].reshape((nb, 6))
+    fext = view(work, o, (nb, 6))
     o += 6 * nb
-    I6 = work[o:o + 36].reshape((6, 6))
+    I6 = view(work, o, (6, 6))
     o += 36
     tau = work[o:o + nv]
     o += nv
@@ -999,9 +999,9 @@ def carve(work, nb, nq, nv):
     o += nq
     nu0 = work[o:o + nv]
     o += nv
-    kQ = work[o:o + 2 * nq].reshape((2, nq))  # RK4: a stage's derivative, and the sum
+    kQ = view(work, o, (2, nq))  # RK4: a stage's derivative, and the sum
     o += 2 * nq
-    knu = work[o:o + 2 * nv].reshape((2, nv))
+    knu = view(work, o, (2, nv))
     o += 2 * nv
     Qs = work[o:o + nq]
     o += nq
@@ -1011,11 +1011,11 @@ def carve(work, nb, nq, nv):
     o += nv
     # joint limits (see .limits): impulse columns, their k x k matrix, per active joint
     # (rate index, away sign, target rate, aux), the rate jump
-    Lc = work[o:o + nb * nv].reshape((nb, nv))
+    Lc = view(work, o, (nb, nv))
     o += nb * nv
-    La = work[o:o + nb * nb].reshape((nb, nb))
+    La = view(work, o, (nb, nb))
     o += nb * nb
-    Lv = work[o:o + 4 * nb].reshape((4, nb))
+    Lv = view(work, o, (4, nb))
     o += 4 * nb
     Ld = work[o:o + nv]
     return (R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,

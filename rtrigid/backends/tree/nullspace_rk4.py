@@ -14,7 +14,7 @@ the joints so put get the joint-space impulse that sets their rates to zero (or 
 restitution's rebound of the rate they arrived with).
 """
 from rtrigid._jit import jit
-from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS, all_finite
+from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS, all_finite, view
 from rtrigid.backends.tree.kinematics import (
     ACT_GEAR,
     ACT_Q,
@@ -64,8 +64,8 @@ def step(n, dt, F, I):
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
-    f_app = A[0:3 * nb].reshape((nb, 3))
-    t_app = A[3 * nb:6 * nb].reshape((nb, 3))
+    f_app = view(A, 0, (nb, 3))
+    t_app = view(A, 3 * nb, (nb, 3))
     held = A[6 * nb:6 * nb + nv]  # joint forces on the rates, constant over the call
     scratch = carve(work, nb, nq, nv)
     act, ctrl, awork = actuator_views(F, I)
