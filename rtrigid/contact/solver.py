@@ -61,6 +61,7 @@ from rtrigid.contact.geometry import (
     C_T2,
     C_TARGET,
     G_RADIUS,
+    MARGIN,
     MAX_POINTS,
     ground_contacts,
 )
@@ -201,9 +202,11 @@ def _warm_start(table, count, nb, keys, lam, minv, vel):
 
 
 @jit
-def _prepare(table, count, x, q, mass, inertia, vel, rest_speed):
+def _prepare(table, count, x, q, mass, inertia, vel, rest_speed, dt):
     """Per contact: arms, tangents, turn responses, the inverse blocks of K, the normal
-    target; lambda = 0."""
+    target; lambda = 0.  A speculative contact (depth < 0: a gap) may close its gap within
+    the next step and no faster (target depth / dt), unless it is elastic and approaches
+    faster than ``rest_speed`` -- then it is left free, so that it bounces when it touches."""
     for k in range(count):
         row = table[k]
         a, b = int(row[C_BODY]), int(row[C_OTHER])
@@ -247,7 +250,12 @@ def _prepare(table, count, x, q, mass, inertia, vel, rest_speed):
                                                                  -a12 / det, a11 / det)
         row[C_KS] = 1.0 / (0.5 * (a11 + a22) + np.sqrt(0.25 * (a11 - a22) ** 2 + a12 * a12))
         un = _dot(n, _point_velocity(vel, a, b, ra, rb))
-        row[C_TARGET] = -row[C_E] * un if un < -rest_speed else 0.0
+        if row[C_DEPTH] >= 0.0:
+            row[C_TARGET] = -row[C_E] * un if un < -rest_speed else 0.0
+        elif row[C_E] > 0.0 and un < -rest_speed:
+            row[C_TARGET] = -np.inf
+        else:
+            row[C_TARGET] = row[C_DEPTH] / dt
 
 
 @jit
@@ -424,13 +432,13 @@ def _detect(table, x, q, active, geom, grounds, order, rank, sweep, lo, centre):
     for b in range(nb):
         c = shape_centre(geom, b, x[b], q[b])
         centre[b, 0], centre[b, 1], centre[b, 2] = c
-        lo[b] = c[0] - geom[b, G_RADIUS] if active[b] else np.inf
+        lo[b] = c[0] - (1.0 + MARGIN) * geom[b, G_RADIUS] if active[b] else np.inf
     _insertion_sort(sweep, lo, rank)
     for i in range(nb):
         a = sweep[i]
         if not active[a]:
             break  # the inactive ones sort last (lo = inf)
-        hi = centre[a, 0] + geom[a, G_RADIUS]
+        hi = centre[a, 0] + (1.0 + MARGIN) * geom[a, G_RADIUS]
         for j in range(i + 1, nb):
             b = sweep[j]
             if lo[b] > hi:
@@ -438,7 +446,7 @@ def _detect(table, x, q, active, geom, grounds, order, rank, sweep, lo, centre):
             d0 = centre[a, 0] - centre[b, 0]
             d1 = centre[a, 1] - centre[b, 1]
             d2 = centre[a, 2] - centre[b, 2]
-            reach = geom[a, G_RADIUS] + geom[b, G_RADIUS]
+            reach = (1.0 + MARGIN) * (geom[a, G_RADIUS] + geom[b, G_RADIUS])
             if d0 * d0 + d1 * d1 + d2 * d2 > reach * reach:
                 continue
             if rank[a] < rank[b]:
@@ -450,7 +458,7 @@ def _detect(table, x, q, active, geom, grounds, order, rank, sweep, lo, centre):
 
 @jit
 def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, touched, vel,
-            ints, lift, keys, lam, rows, iters, rest_speed):
+            ints, lift, keys, lam, rows, iters, rest_speed, dt):
     """Detect and solve every active body's contacts; returns the number of contacts (rows
     of ``table``).  ``touched[b]`` is set to 1 for a body whose velocities or position
     changed (its momenta must be re-derived), else 0.  Scratch: vel (nb, 16), ints (nb, 4)
@@ -479,7 +487,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             vel[b, 3 + i] = om[i]
             vel[b, 6 + i] = v[b, i]
             vel[b, 9 + i] = om[i]
-    _prepare(table, count, x, q, mass, inertia, vel, rest_speed)
+    _prepare(table, count, x, q, mass, inertia, vel, rest_speed, dt)
     _warm_start(table, count, nb, keys, lam, minv, vel)
     _levels(table, count, ints[:, 4])
     _by_level(table, count, ints[:, 4], rows)
