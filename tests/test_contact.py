@@ -220,6 +220,34 @@ def test_sliding_box_stops_after_v2_over_2_mu_g_and_rests_without_creep(integrat
     assert np.linalg.norm(x[:2] - x_stop[:2]) < 1e-6 and abs(x[2] - 0.1) < 1e-6
 
 
+def test_sliding_box_stops_where_pybullet_stops(require):
+    """Cross-check against an independent engine: the same box (0.2 m, 1 kg, 2 m/s, pair
+    friction 0.5) in PyBullet with its defaults stops 2.9 % short of v^2 / (2 mu g) at
+    dt = 1 ms, rtrigid 0.25 % beyond it; both come to rest."""
+    require("pybullet")
+    from rtrigid.tools import pybullet_ref
+
+    cid, body = pybullet_ref.sliding_box(1e-3)
+    try:
+        pybullet_ref.step(cid, 1000)
+        ref = pybullet_ref.positions(cid, [body])[0]
+        ref_speed = np.linalg.norm(pybullet_ref.velocity(cid, body)[0])
+    finally:
+        pybullet_ref.close(cid)
+    half = (0.1, 0.1, 0.1)
+    m = _one_body("box", {"half_extents": half}, inertia=_box_inertia(1.0, half),
+                  ground={"friction": 0.5}, friction=0.5)
+    sim = rt.Simulation(m, "nullspace_rk4", 1e-3)
+    sim.set_position("b", (0, 0, 0.1))
+    sim.set_velocity("b", (2.0, 0, 0))
+    sim.step(1000)
+    x = sim.pose("b")[0]
+    assert ref_speed < 1e-3 and np.linalg.norm(sim.velocity("b")[0]) < 1e-4
+    assert ref[0] == pytest.approx(2.0 ** 2 / (2 * 0.5 * G), rel=0.05)  # the reference is sane
+    assert x[0] == pytest.approx(ref[0], rel=0.05)
+    assert abs(x[1]) < 1e-6 and abs(ref[1]) < 5e-3  # straight on (PyBullet drifts 0.16 mm)
+
+
 @pytest.mark.parametrize("integrator", CONTACT_SCHEMES)
 def test_ball_rolls_down_a_20_degree_incline_at_five_sevenths_g_sin(integrator):
     th = math.radians(20)
