@@ -9,8 +9,9 @@ move them apart along the contact normals by their depths.
 Per contact (normal n, tangents t1, t2, arms r_a, r_b from the centres of mass) the impulse
 lambda = (ln, lt1, lt2), on the first body and its opposite on the second, changes the
 points' relative velocity by K lambda, K = K_a + K_b, K_i = I/m_i - [r_i]x I_i^-1 [r_i]x.
-Projected Gauss-Seidel over all contacts, at most ``iters`` sweeps (bounded cost; a sweep
-that changes no impulse beyond round-off ends them early): ln <- max(0, ln + (target - u.n) /
+Projected Gauss-Seidel over all contacts, at most ``iters`` sweeps and at most
+``UPDATE_BUDGET`` contact updates (never fewer than ``MIN_SWEEPS`` sweeps: bounded cost; a
+sweep that changes no impulse beyond round-off ends them early): ln <- max(0, ln + (target - u.n) /
 (n K n)), the target 0 (inelastic) or -e u0.n for an approach faster than ``rest_speed``
 (restitution e); then the tangential impulse that stops slip by the 2x2 tangent block of K
 if it lies inside the disc |lt| <= mu ln (sticking; the isotropic friction cone, not a
@@ -69,6 +70,10 @@ from rtrigid.contact.pairs import pair_contacts, shape_centre
 from rtrigid.maths.quat import rotate_t
 
 LIFT_SWEEPS = 16  # Gauss-Seidel sweeps of the position correction
+# the velocity solve's budget: at most this many contact updates per step (so at most
+# ``iters`` sweeps, fewer when there are many contacts, but never fewer than MIN_SWEEPS)
+UPDATE_BUDGET = 128
+MIN_SWEEPS = 4
 
 
 @jit
@@ -496,7 +501,8 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
         if touched[b]:
             scale_ref = max(scale_ref, mass[b] * (abs(vel[b, 6]) + abs(vel[b, 7])
                                                   + abs(vel[b, 8]) + 1e-3))
-    for _ in range(iters):
+    sweeps = min(iters, max(MIN_SWEEPS, (UPDATE_BUDGET + count - 1) // count))
+    for _ in range(sweeps):
         # a sweep that changed no impulse beyond round-off of the momenta ends them
         if _sweep(table, count, rows, minv, vel) <= 1e-15 * scale_ref:
             break
