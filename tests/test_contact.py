@@ -485,6 +485,24 @@ def test_boxes_apart_make_no_contacts_and_capsules_touch_boxes_at_their_ends():
     assert sorted((p["body"], p["other"]) for p in c) == [(0, 6), (2, 6)]
 
 
+def test_boxes_meeting_edge_on_edge_touch_where_the_edges_cross():
+    m = rt.Model(gravity=(0, 0, 0))
+    m.add_ground(height=-10)
+    for name in ("lower", "upper"):
+        m.add_body(name, 1.0, (1, 1, 1), shape=("box", {"half_extents": (0.1, 0.1, 0.1)}))
+    sim = rt.Simulation(m, "nullspace_rk4", 1e-12)
+    s2 = math.sqrt(2) * 0.1
+    sim.set_orientation("lower", _quat((1, 0, 0), math.pi / 4))  # its top edge along x
+    sim.set_orientation("upper", _quat((0, 1, 0), math.pi / 4))  # its bottom edge along y
+    sim.set_position("upper", (0.01, 0.02, 2 * s2 - 1e-3))  # no corner inside the other box
+    sim.step(1)
+    c = sim.contacts()
+    assert len(c) == 1 and (c[0]["body"], c[0]["other"]) == (0, 1)
+    assert np.allclose(c[0]["normal"], (0, 0, -1), atol=1e-9)  # into "lower", the first name
+    assert c[0]["depth"] == pytest.approx(1e-3, abs=1e-9)
+    assert np.allclose(c[0]["point"], (0.01, 0.0, s2 - 5e-4), atol=1e-9)
+
+
 # -- scenarios -----------------------------------------------------------------------------------
 def _axis_z(sim, body):
     q = sim.pose(body)[1]

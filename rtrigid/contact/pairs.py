@@ -4,10 +4,12 @@ A sphere is a capsule of zero length, so spheres and capsules meet by the closes
 their segments (exact).  A sphere meets a box at the box's closest point to its centre (exact;
 from inside, through the nearest face).  A capsule meets a box through its two end spheres (a
 capsule lying across a box's edge with its ends off the box is missed).  Two boxes: the
-separating-axis test on all 15 axes, the contact normal along the face axis of least overlap,
-and as contact points every corner of either box that lies inside the other, each with its
-depth along the normal -- the face-on-face manifold a stack stands on (edge-on-edge contacts
-of two boxes with no corner inside the other are not found).  Cylinders and cones meet only
+separating-axis test on all 15 axes; when a face axis has the least overlap (or an edge axis
+not clearly less: faces are preferred) the contact normal is along it and the contact points
+are every corner of either box that lies inside the other, each with its depth along the
+normal -- the face-on-face manifold a stack stands on; when an edge-edge axis (the cross
+product of an edge of each) has clearly the least overlap, one contact midway between the
+two edges' closest points, with that overlap as its depth.  Cylinders and cones meet only
 the ground so far.
 
 Every test also takes pairs within the speculative margin (``geometry.MARGIN`` times the
@@ -202,6 +204,31 @@ def _corners_inside(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, si
 
 
 @jit
+def _edges(table, k, cap, a, b, ca, aa, ea, i, cb, ab, eb, j, n, depth, mu, e):
+    """Edge on edge: box a's edge along its axis i deepest against n meets box b's edge along
+    its axis j deepest along n; one contact midway between their closest points."""
+    if k >= cap:
+        return k
+    pa = ca
+    pb = cb
+    for m in range(3):
+        if m != i:
+            s = -ea[m] if _dot(aa[m], n) >= 0.0 else ea[m]
+            pa = (pa[0] + s * aa[m][0], pa[1] + s * aa[m][1], pa[2] + s * aa[m][2])
+        if m != j:
+            s = eb[m] if _dot(ab[m], n) >= 0.0 else -eb[m]
+            pb = (pb[0] + s * ab[m][0], pb[1] + s * ab[m][1], pb[2] + s * ab[m][2])
+    u, w = aa[i], ab[j]
+    c1, c2 = _closest_on_segments(
+        (pa[0] - ea[i] * u[0], pa[1] - ea[i] * u[1], pa[2] - ea[i] * u[2]),
+        (pa[0] + ea[i] * u[0], pa[1] + ea[i] * u[1], pa[2] + ea[i] * u[2]),
+        (pb[0] - eb[j] * w[0], pb[1] - eb[j] * w[1], pb[2] - eb[j] * w[2]),
+        (pb[0] + eb[j] * w[0], pb[1] + eb[j] * w[1], pb[2] + eb[j] * w[2]))
+    return add_point(table, k, a, b, 16 + 3 * i + j, 0.5 * (c1[0] + c2[0]),
+                     0.5 * (c1[1] + c2[1]), 0.5 * (c1[2] + c2[2]), n, depth, mu, e)
+
+
+@jit
 def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e, margin):
     """Box of body a against box of body b (see the module docstring)."""
     aa, ab = _axes(qa), _axes(qb)
@@ -215,6 +242,7 @@ def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e, margin):
         if gap < best:
             best = gap
             n = l if _dot(t, l) >= 0.0 else (-l[0], -l[1], -l[2])
+    edge, edge_i, edge_j, edge_n = np.inf, -1, -1, n
     for i in range(3):
         for j in range(3):
             u, w = aa[i], ab[j]
@@ -223,8 +251,17 @@ def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e, margin):
             if size < 1e-9:
                 continue
             l = (l[0] / size, l[1] / size, l[2] / size)
-            if _reach(aa, ea, l) + _reach(ab, eb, l) - abs(_dot(t, l)) < -margin:
+            gap = _reach(aa, ea, l) + _reach(ab, eb, l) - abs(_dot(t, l))
+            if gap < -margin:
                 return k
+            if gap < edge:
+                edge, edge_i, edge_j = gap, i, j
+                edge_n = l if _dot(t, l) >= 0.0 else (-l[0], -l[1], -l[2])
+    # an edge axis wins only clearly (faces are preferred: a face-on-face manifold is stable)
+    size = ea[0] + ea[1] + ea[2] + eb[0] + eb[1] + eb[2]
+    if edge_i >= 0 and edge < best - 0.05 * abs(best) - 1e-6 * size:
+        return _edges(table, k, cap, a, b, ca, aa, ea, edge_i, cb, ab, eb, edge_j, edge_n, edge,
+                      mu, e)
     first = k
     k = _corners_inside(table, k, cap, a, b, 0, first, ca, aa, ea, cb, ab, eb, n, 1.0, mu, e,
                         margin)
