@@ -227,6 +227,9 @@ def build_parser():
     b.add_argument("--accuracy", action="store_true",
                    help="the papers' accuracy comparisons as PNG figures and a markdown table")
     b.add_argument("--no-mujoco", action="store_true", help="skip the MuJoCo comparison")
+    b.add_argument("--contact", action="store_true",
+                   help="only the contact section: box stacks and a sliding box beside MuJoCo "
+                        "and PyBullet")
     b.add_argument("--batch", action="store_true",
                    help="instead: rt.Batch throughput on 1000 arms and 1000 gyro tops beside "
                         "mujoco.rollout, 2 threads each (rtrigid.tools.batch_bench)")

@@ -131,9 +131,13 @@ class Contacts:
         self.table[:], self.keys[:], self.lam[:] = table, keys, lam
 
     def report(self, names):
-        """The contacts of the last step, as :meth:`rtrigid.Simulation.contacts` gives them."""
+        """The contacts of the last step, as :meth:`rtrigid.Simulation.contacts` gives them:
+        those that touch (depth > 0) or pushed (a speculative one, within the margin, that
+        took an impulse)."""
         out = []
         for row in self.table[:self.count]:
+            if row[C_DEPTH] <= 0.0 and not row[C_IMPULSE:C_IMPULSE + 3].any():
+                continue
             other = int(row[C_OTHER])
             out.append({"body": int(row[C_BODY]), "name": names[int(row[C_BODY])],
                         "other": None if other < 0 else other,

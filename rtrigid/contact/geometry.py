@@ -13,7 +13,8 @@ area; it gets the corners of that feature as contact points, so it rests without
 - cone: the apex, and the base rim as the cylinder's.
 
 The support point is exact for every pose (a tilted disc touches at its exact rim point, a cone
-on its apex at its apex).  A point counts when it lies below the plane (depth > 0).  Shapes sit
+on its apex at its apex).  A point counts when it lies below the plane or within the
+speculative margin above it (depth > -``MARGIN`` times the shape's bounding radius).  Shapes sit
 in the body frame at ``offset`` from the centre of mass, axis z (cylinder, capsule, cone: apex at
 -3 height / 4, base centre at +height / 4, as :meth:`rtrigid.Model.add_body` draws it).
 
@@ -33,6 +34,10 @@ CONE = 4
 SHAPE_CODES = {"sphere": SPHERE, "capsule": CAPSULE, "box": BOX, "cylinder": CYLINDER,
                "cone": CONE}
 MAX_POINTS = 8  # most ground contacts one shape makes with one plane (box, cylinder)
+# speculative margin, a fraction of the shape's bounding radius: points this close to a plane
+# (or to another shape) count as contacts before they touch (depth down to -margin), so a
+# resting stack keeps its contacts -- and their warm-started impulses -- from step to step
+MARGIN = 0.01
 
 # per-body geometry row
 G_KIND = 0
@@ -91,18 +96,18 @@ def add_point(table, k, body, other, feature, p0, p1, p2, n, depth, mu, e):
 
 
 @jit
-def _point(table, k, body, other, f, p0, p1, p2, radius, n, h, mu, e):
+def _point(table, k, body, other, f, p0, p1, p2, radius, n, h, mu, e, margin):
     """A contact at the support point of a sphere of ``radius`` (0: a corner) centred at p, if
-    it lies below the plane n.p = h; returns the next free row."""
+    it lies below the plane n.p = h + margin; returns the next free row."""
     depth = h - (n[0] * p0 + n[1] * p1 + n[2] * p2) + radius
-    if depth > 0.0:
+    if depth > -margin:
         return add_point(table, k, body, other, f, p0 - radius * n[0], p1 - radius * n[1],
                           p2 - radius * n[2], n, depth, mu, e)
     return k
 
 
 @jit
-def _circle(table, k, body, other, f, c0, c1, c2, a, ex, radius, n, h, mu, e):
+def _circle(table, k, body, other, f, c0, c1, c2, a, ex, radius, n, h, mu, e, margin):
     """The deepest point of the circle (centre c, unit axis a, radius) below the plane and the
     three a quarter turn apart from it (ex: a unit vector across a, used when the circle lies
     flat and has no deepest point)."""
@@ -117,13 +122,13 @@ def _circle(table, k, body, other, f, c0, c1, c2, a, ex, radius, n, h, mu, e):
     v1 = a[2] * u0 - a[0] * u2
     v2 = a[0] * u1 - a[1] * u0
     k = _point(table, k, body, other, f + 0, c0 + radius * u0, c1 + radius * u1, c2 + radius * u2,
-               0.0, n, h, mu, e)
+               0.0, n, h, mu, e, margin)
     k = _point(table, k, body, other, f + 1, c0 + radius * v0, c1 + radius * v1, c2 + radius * v2,
-               0.0, n, h, mu, e)
+               0.0, n, h, mu, e, margin)
     k = _point(table, k, body, other, f + 2, c0 - radius * u0, c1 - radius * u1, c2 - radius * u2,
-               0.0, n, h, mu, e)
+               0.0, n, h, mu, e, margin)
     return _point(table, k, body, other, f + 3, c0 - radius * v0, c1 - radius * v1, c2 - radius * v2,
-                  0.0, n, h, mu, e)
+                  0.0, n, h, mu, e, margin)
 
 
 @jit
@@ -140,34 +145,35 @@ def ground_contacts(table, k, b, geom, x, q, g, plane):
     mu = np.sqrt(row[G_MU] * plane[P_MU])
     e = max(row[G_E], plane[P_E])
     other = -1 - g
+    margin = MARGIN * row[G_RADIUS]
     o = rotate_t(q0, q1, q2, q3, row[G_OFFSET], row[G_OFFSET + 1], row[G_OFFSET + 2], 1.0)
     c0, c1, c2 = x[0] + o[0], x[1] + o[1], x[2] + o[2]
     p0, p1, p2 = row[G_P], row[G_P + 1], row[G_P + 2]
     if kind == SPHERE:
-        return _point(table, k, b, other, 0, c0, c1, c2, p0, n, h, mu, e)
+        return _point(table, k, b, other, 0, c0, c1, c2, p0, n, h, mu, e, margin)
     if kind == BOX:
         for i in range(8):
             s0 = p0 if i & 1 else -p0
             s1 = p1 if i & 2 else -p1
             s2 = p2 if i & 4 else -p2
             r = rotate_t(q0, q1, q2, q3, s0, s1, s2, 1.0)
-            k = _point(table, k, b, other, i, c0 + r[0], c1 + r[1], c2 + r[2], 0.0, n, h, mu, e)
+            k = _point(table, k, b, other, i, c0 + r[0], c1 + r[1], c2 + r[2], 0.0, n, h, mu,
+                       e, margin)
         return k
     a = rotate_t(q0, q1, q2, q3, 0.0, 0.0, 1.0, 1.0)
     if kind == CAPSULE:
         k = _point(table, k, b, other, 0, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], p0,
-                   n, h, mu, e)
+                   n, h, mu, e, margin)
         return _point(table, k, b, other, 1, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2],
-                      p0,
-                      n, h, mu, e)
+                      p0, n, h, mu, e, margin)
     ex = rotate_t(q0, q1, q2, q3, 1.0, 0.0, 0.0, 1.0)
     if kind == CYLINDER:
         k = _circle(table, k, b, other, 0, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], a, ex,
-                    p0, n, h, mu, e)
+                    p0, n, h, mu, e, margin)
         return _circle(table, k, b, other, 4, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2], a,
-                       ex, p0, n, h, mu, e)
+                       ex, p0, n, h, mu, e, margin)
     # cone: apex at -3/4 height, base rim at +1/4 height
     k = _point(table, k, b, other, 0, c0 - 0.75 * p1 * a[0], c1 - 0.75 * p1 * a[1],
-               c2 - 0.75 * p1 * a[2], 0.0, n, h, mu, e)
+               c2 - 0.75 * p1 * a[2], 0.0, n, h, mu, e, margin)
     return _circle(table, k, b, other, 1, c0 + 0.25 * p1 * a[0], c1 + 0.25 * p1 * a[1],
-                   c2 + 0.25 * p1 * a[2], a, ex, p0, n, h, mu, e)
+                   c2 + 0.25 * p1 * a[2], a, ex, p0, n, h, mu, e, margin)

@@ -4,13 +4,16 @@ A sphere is a capsule of zero length, so spheres and capsules meet by the closes
 their segments (exact).  A sphere meets a box at the box's closest point to its centre (exact;
 from inside, through the nearest face).  A capsule meets a box through its two end spheres (a
 capsule lying across a box's edge with its ends off the box is missed).  Two boxes: the
-separating-axis test on all 15 axes, the contact normal along the face axis of least overlap,
-and as contact points every corner of either box that lies inside the other, each with its
-depth along the normal -- the face-on-face manifold a stack stands on (edge-on-edge contacts
-of two boxes with no corner inside the other are not found).  Cylinders and cones meet only
+separating-axis test on all 15 axes; when a face axis has the least overlap (or an edge axis
+not clearly less: faces are preferred) the contact normal is along it and the contact points
+are every corner of either box that lies inside the other, each with its depth along the
+normal -- the face-on-face manifold a stack stands on; when an edge-edge axis (the cross
+product of an edge of each) has clearly the least overlap, one contact midway between the
+two edges' closest points, with that overlap as its depth.  Cylinders and cones meet only
 the ground so far.
 
-Every contact is written with ``body`` the first body, ``other`` the second, the normal
+Every test also takes pairs within the speculative margin (``geometry.MARGIN`` times the
+smaller bounding radius) as contacts of negative depth.  Every contact is written with ``body`` the first body, ``other`` the second, the normal
 pointing from the second into the first.  Nothing is allocated.
 """
 import numpy as np
@@ -24,6 +27,8 @@ from rtrigid.contact.geometry import (
     G_MU,
     G_OFFSET,
     G_P,
+    G_RADIUS,
+    MARGIN,
     SPHERE,
     C_POINT,
     add_point,
@@ -87,12 +92,12 @@ def _closest_on_segments(p1, q1, p2, q2):
 
 
 @jit
-def _spheres(table, k, cap, a, b, ca, ra, cb, rb, mu, e):
+def _spheres(table, k, cap, a, b, ca, ra, cb, rb, mu, e, margin):
     """Sphere (ca, ra) of body a against sphere (cb, rb) of body b."""
     d0, d1, d2 = ca[0] - cb[0], ca[1] - cb[1], ca[2] - cb[2]
     dist = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
     depth = ra + rb - dist
-    if depth <= 0.0 or k >= cap:
+    if depth <= -margin or k >= cap:
         return k
     if dist > 1e-12:
         n = (d0 / dist, d1 / dist, d2 / dist)
@@ -104,7 +109,7 @@ def _spheres(table, k, cap, a, b, ca, ra, cb, rb, mu, e):
 
 
 @jit
-def _sphere_box(table, k, cap, a, b, f, s, r, cb, qb, ext, flip, mu, e):
+def _sphere_box(table, k, cap, a, b, f, s, r, cb, qb, ext, flip, mu, e, margin):
     """Sphere (s, r) against the box (cb, qb, half extents ext); the normal points from the
     box into the sphere, or the other way with ``flip`` (the box is then body a)."""
     if k >= cap:
@@ -130,7 +135,7 @@ def _sphere_box(table, k, cap, a, b, f, s, r, cb, qb, ext, flip, mu, e):
         p0 = sign * ext[0] if axis == 0 else l[0]
         p1 = sign * ext[1] if axis == 1 else l[1]
         p2 = sign * ext[2] if axis == 2 else l[2]
-    if depth <= 0.0:
+    if depth <= -margin:
         return k
     n = rotate_t(qb[0], qb[1], qb[2], qb[3], nl[0], nl[1], nl[2], 1.0)
     p = rotate_t(qb[0], qb[1], qb[2], qb[3], p0, p1, p2, 1.0)
@@ -172,11 +177,12 @@ def _near(table, first, k, v, tol):
 
 
 @jit
-def _corners_inside(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, sign, mu, e):
-    """Corners of box i (centre ci, axes ai, half extents ei) inside box o, each a contact of
-    depth along n: sign +1 for the corners of body a (the depth below o's support plane
-    along n), -1 for those of body b; a corner where the pair has a contact from row
-    ``first`` on already is skipped."""
+def _corners_inside(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, sign, mu, e,
+                    margin):
+    """Corners of box i (centre ci, axes ai, half extents ei) inside box o grown by ``margin``
+    along n, each a contact of depth along n: sign +1 for the corners of body a (the depth
+    below o's support plane along n), -1 for those of body b; a corner where the pair has a
+    contact from row ``first`` on already is skipped."""
     tol = 1e-9 * (eo[0] + eo[1] + eo[2])
     reach_o = _reach(ao, eo, n)
     for i in range(8):
@@ -187,17 +193,43 @@ def _corners_inside(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, si
              ci[1] + s0 * ai[0][1] + s1 * ai[1][1] + s2 * ai[2][1],
              ci[2] + s0 * ai[0][2] + s1 * ai[1][2] + s2 * ai[2][2])
         r = (v[0] - co[0], v[1] - co[1], v[2] - co[2])
-        if (abs(_dot(r, ao[0])) > eo[0] + tol or abs(_dot(r, ao[1])) > eo[1] + tol
-                or abs(_dot(r, ao[2])) > eo[2] + tol):
+        if (abs(_dot(r, ao[0])) > eo[0] + tol + margin * abs(_dot(ao[0], n))
+                or abs(_dot(r, ao[1])) > eo[1] + tol + margin * abs(_dot(ao[1], n))
+                or abs(_dot(r, ao[2])) > eo[2] + tol + margin * abs(_dot(ao[2], n))):
             continue
         depth = reach_o - sign * _dot(n, r)
-        if depth > 0.0 and k < cap and not _near(table, first, k, v, tol):
+        if depth > -margin and k < cap and not _near(table, first, k, v, tol):
             k = add_point(table, k, a, b, f + i, v[0], v[1], v[2], n, depth, mu, e)
     return k
 
 
 @jit
-def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e):
+def _edges(table, k, cap, a, b, ca, aa, ea, i, cb, ab, eb, j, n, depth, mu, e):
+    """Edge on edge: box a's edge along its axis i deepest against n meets box b's edge along
+    its axis j deepest along n; one contact midway between their closest points."""
+    if k >= cap:
+        return k
+    pa = ca
+    pb = cb
+    for m in range(3):
+        if m != i:
+            s = -ea[m] if _dot(aa[m], n) >= 0.0 else ea[m]
+            pa = (pa[0] + s * aa[m][0], pa[1] + s * aa[m][1], pa[2] + s * aa[m][2])
+        if m != j:
+            s = eb[m] if _dot(ab[m], n) >= 0.0 else -eb[m]
+            pb = (pb[0] + s * ab[m][0], pb[1] + s * ab[m][1], pb[2] + s * ab[m][2])
+    u, w = aa[i], ab[j]
+    c1, c2 = _closest_on_segments(
+        (pa[0] - ea[i] * u[0], pa[1] - ea[i] * u[1], pa[2] - ea[i] * u[2]),
+        (pa[0] + ea[i] * u[0], pa[1] + ea[i] * u[1], pa[2] + ea[i] * u[2]),
+        (pb[0] - eb[j] * w[0], pb[1] - eb[j] * w[1], pb[2] - eb[j] * w[2]),
+        (pb[0] + eb[j] * w[0], pb[1] + eb[j] * w[1], pb[2] + eb[j] * w[2]))
+    return add_point(table, k, a, b, 16 + 3 * i + j, 0.5 * (c1[0] + c2[0]),
+                     0.5 * (c1[1] + c2[1]), 0.5 * (c1[2] + c2[2]), n, depth, mu, e)
+
+
+@jit
+def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e, margin):
     """Box of body a against box of body b (see the module docstring)."""
     aa, ab = _axes(qa), _axes(qb)
     t = (ca[0] - cb[0], ca[1] - cb[1], ca[2] - cb[2])
@@ -205,11 +237,12 @@ def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e):
     for i in range(6):
         l = aa[i] if i < 3 else ab[i - 3]
         gap = _reach(aa, ea, l) + _reach(ab, eb, l) - abs(_dot(t, l))
-        if gap < 0.0:
+        if gap < -margin:
             return k
         if gap < best:
             best = gap
             n = l if _dot(t, l) >= 0.0 else (-l[0], -l[1], -l[2])
+    edge, edge_i, edge_j, edge_n = np.inf, -1, -1, n
     for i in range(3):
         for j in range(3):
             u, w = aa[i], ab[j]
@@ -218,23 +251,33 @@ def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e):
             if size < 1e-9:
                 continue
             l = (l[0] / size, l[1] / size, l[2] / size)
-            if _reach(aa, ea, l) + _reach(ab, eb, l) - abs(_dot(t, l)) < 0.0:
+            gap = _reach(aa, ea, l) + _reach(ab, eb, l) - abs(_dot(t, l))
+            if gap < -margin:
                 return k
+            if gap < edge:
+                edge, edge_i, edge_j = gap, i, j
+                edge_n = l if _dot(t, l) >= 0.0 else (-l[0], -l[1], -l[2])
+    # an edge axis wins only clearly (faces are preferred: a face-on-face manifold is stable)
+    size = ea[0] + ea[1] + ea[2] + eb[0] + eb[1] + eb[2]
+    if edge_i >= 0 and edge < best - 0.05 * abs(best) - 1e-6 * size:
+        return _edges(table, k, cap, a, b, ca, aa, ea, edge_i, cb, ab, eb, edge_j, edge_n, edge,
+                      mu, e)
     first = k
-    k = _corners_inside(table, k, cap, a, b, 0, first, ca, aa, ea, cb, ab, eb, n, 1.0, mu, e)
+    k = _corners_inside(table, k, cap, a, b, 0, first, ca, aa, ea, cb, ab, eb, n, 1.0, mu, e,
+                        margin)
     return _corners_inside(table, k, cap, a, b, 8, first, cb, ab, eb, ca, aa, ea, n, -1.0,
-                           mu, e)
+                           mu, e, margin)
 
 
 @jit
-def _round_on_box(table, k, cap, a, b, geom, r, xr, qr, o, xo, qo, flip, mu, e):
+def _round_on_box(table, k, cap, a, b, geom, r, xr, qr, o, xo, qo, flip, mu, e, margin):
     """Sphere or capsule r against box o (the pair a, b; ``flip``: the box is a)."""
     p, q, radius = _segment(geom, r, xr, qr)
     centre = shape_centre(geom, o, xo, qo)
     ext = (geom[o, G_P], geom[o, G_P + 1], geom[o, G_P + 2])
-    k = _sphere_box(table, k, cap, a, b, 0, p, radius, centre, qo, ext, flip, mu, e)
+    k = _sphere_box(table, k, cap, a, b, 0, p, radius, centre, qo, ext, flip, mu, e, margin)
     if int(geom[r, G_KIND]) == CAPSULE:
-        k = _sphere_box(table, k, cap, a, b, 1, q, radius, centre, qo, ext, flip, mu, e)
+        k = _sphere_box(table, k, cap, a, b, 1, q, radius, centre, qo, ext, flip, mu, e, margin)
     return k
 
 
@@ -245,21 +288,23 @@ def pair_contacts(table, k, cap, a, b, geom, xa, qa, xb, qb):
     ka, kb = int(geom[a, G_KIND]), int(geom[b, G_KIND])
     mu = np.sqrt(geom[a, G_MU] * geom[b, G_MU])
     e = max(geom[a, G_E], geom[b, G_E])
+    margin = MARGIN * min(geom[a, G_RADIUS], geom[b, G_RADIUS])
     round_a = ka == SPHERE or ka == CAPSULE
     round_b = kb == SPHERE or kb == CAPSULE
     if round_a and round_b:
         p1, q1, ra = _segment(geom, a, xa, qa)
         p2, q2, rb = _segment(geom, b, xb, qb)
         c1, c2 = _closest_on_segments(p1, q1, p2, q2)
-        return _spheres(table, k, cap, a, b, c1, ra, c2, rb, mu, e)
+        return _spheres(table, k, cap, a, b, c1, ra, c2, rb, mu, e, margin)
     if ka == BOX and kb == BOX:
         return _boxes(table, k, cap, a, b, shape_centre(geom, a, xa, qa), qa,
                       (geom[a, G_P], geom[a, G_P + 1], geom[a, G_P + 2]),
                       shape_centre(geom, b, xb, qb), qb,
-                      (geom[b, G_P], geom[b, G_P + 1], geom[b, G_P + 2]), mu, e)
+                      (geom[b, G_P], geom[b, G_P + 1], geom[b, G_P + 2]), mu, e, margin)
     if round_a and kb == BOX:
-        return _round_on_box(table, k, cap, a, b, geom, a, xa, qa, b, xb, qb, False, mu, e)
+        return _round_on_box(table, k, cap, a, b, geom, a, xa, qa, b, xb, qb, False, mu, e,
+                             margin)
     if ka == BOX and round_b:
-        return _round_on_box(table, k, cap, a, b, geom, b, xb, qb, a, xa, qa, True, mu, e)
-    return k
+        return _round_on_box(table, k, cap, a, b, geom, b, xb, qb, a, xa, qa, True, mu, e,
+                             margin)
     return k

@@ -9,8 +9,9 @@ move them apart along the contact normals by their depths.
 Per contact (normal n, tangents t1, t2, arms r_a, r_b from the centres of mass) the impulse
 lambda = (ln, lt1, lt2), on the first body and its opposite on the second, changes the
 points' relative velocity by K lambda, K = K_a + K_b, K_i = I/m_i - [r_i]x I_i^-1 [r_i]x.
-Projected Gauss-Seidel over all contacts, at most ``iters`` sweeps (bounded cost; a sweep
-that changes no impulse beyond round-off ends them early): ln <- max(0, ln + (target - u.n) /
+Projected Gauss-Seidel over all contacts, at most ``iters`` sweeps and at most
+``UPDATE_BUDGET`` contact updates (never fewer than ``MIN_SWEEPS`` sweeps: bounded cost; a
+sweep that changes no impulse beyond round-off ends them early): ln <- max(0, ln + (target - u.n) /
 (n K n)), the target 0 (inelastic) or -e u0.n for an approach faster than ``rest_speed``
 (restitution e); then the tangential impulse that stops slip by the 2x2 tangent block of K
 if it lies inside the disc |lt| <= mu ln (sticking; the isotropic friction cone, not a
@@ -61,6 +62,7 @@ from rtrigid.contact.geometry import (
     C_T2,
     C_TARGET,
     G_RADIUS,
+    MARGIN,
     MAX_POINTS,
     ground_contacts,
 )
@@ -68,6 +70,10 @@ from rtrigid.contact.pairs import pair_contacts, shape_centre
 from rtrigid.maths.quat import rotate_t
 
 LIFT_SWEEPS = 16  # Gauss-Seidel sweeps of the position correction
+# the velocity solve's budget: at most this many contact updates per step (so at most
+# ``iters`` sweeps, fewer when there are many contacts, but never fewer than MIN_SWEEPS)
+UPDATE_BUDGET = 128
+MIN_SWEEPS = 4
 
 
 @jit
@@ -201,9 +207,11 @@ def _warm_start(table, count, nb, keys, lam, minv, vel):
 
 
 @jit
-def _prepare(table, count, x, q, mass, inertia, vel, rest_speed):
+def _prepare(table, count, x, q, mass, inertia, vel, rest_speed, dt):
     """Per contact: arms, tangents, turn responses, the inverse blocks of K, the normal
-    target; lambda = 0."""
+    target; lambda = 0.  A speculative contact (depth < 0: a gap) may close its gap within
+    the next step and no faster (target depth / dt), unless it is elastic and approaches
+    faster than ``rest_speed`` -- then it is left free, so that it bounces when it touches."""
     for k in range(count):
         row = table[k]
         a, b = int(row[C_BODY]), int(row[C_OTHER])
@@ -247,7 +255,12 @@ def _prepare(table, count, x, q, mass, inertia, vel, rest_speed):
                                                                  -a12 / det, a11 / det)
         row[C_KS] = 1.0 / (0.5 * (a11 + a22) + np.sqrt(0.25 * (a11 - a22) ** 2 + a12 * a12))
         un = _dot(n, _point_velocity(vel, a, b, ra, rb))
-        row[C_TARGET] = -row[C_E] * un if un < -rest_speed else 0.0
+        if row[C_DEPTH] >= 0.0:
+            row[C_TARGET] = -row[C_E] * un if un < -rest_speed else 0.0
+        elif row[C_E] > 0.0 and un < -rest_speed:
+            row[C_TARGET] = -np.inf
+        else:
+            row[C_TARGET] = row[C_DEPTH] / dt
 
 
 @jit
@@ -424,13 +437,13 @@ def _detect(table, x, q, active, geom, grounds, order, rank, sweep, lo, centre):
     for b in range(nb):
         c = shape_centre(geom, b, x[b], q[b])
         centre[b, 0], centre[b, 1], centre[b, 2] = c
-        lo[b] = c[0] - geom[b, G_RADIUS] if active[b] else np.inf
+        lo[b] = c[0] - (1.0 + MARGIN) * geom[b, G_RADIUS] if active[b] else np.inf
     _insertion_sort(sweep, lo, rank)
     for i in range(nb):
         a = sweep[i]
         if not active[a]:
             break  # the inactive ones sort last (lo = inf)
-        hi = centre[a, 0] + geom[a, G_RADIUS]
+        hi = centre[a, 0] + (1.0 + MARGIN) * geom[a, G_RADIUS]
         for j in range(i + 1, nb):
             b = sweep[j]
             if lo[b] > hi:
@@ -438,7 +451,7 @@ def _detect(table, x, q, active, geom, grounds, order, rank, sweep, lo, centre):
             d0 = centre[a, 0] - centre[b, 0]
             d1 = centre[a, 1] - centre[b, 1]
             d2 = centre[a, 2] - centre[b, 2]
-            reach = geom[a, G_RADIUS] + geom[b, G_RADIUS]
+            reach = (1.0 + MARGIN) * (geom[a, G_RADIUS] + geom[b, G_RADIUS])
             if d0 * d0 + d1 * d1 + d2 * d2 > reach * reach:
                 continue
             if rank[a] < rank[b]:
@@ -450,7 +463,7 @@ def _detect(table, x, q, active, geom, grounds, order, rank, sweep, lo, centre):
 
 @jit
 def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, touched, vel,
-            ints, lift, keys, lam, rows, iters, rest_speed):
+            ints, lift, keys, lam, rows, iters, rest_speed, dt):
     """Detect and solve every active body's contacts; returns the number of contacts (rows
     of ``table``).  ``touched[b]`` is set to 1 for a body whose velocities or position
     changed (its momenta must be re-derived), else 0.  Scratch: vel (nb, 16), ints (nb, 4)
@@ -479,7 +492,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             vel[b, 3 + i] = om[i]
             vel[b, 6 + i] = v[b, i]
             vel[b, 9 + i] = om[i]
-    _prepare(table, count, x, q, mass, inertia, vel, rest_speed)
+    _prepare(table, count, x, q, mass, inertia, vel, rest_speed, dt)
     _warm_start(table, count, nb, keys, lam, minv, vel)
     _levels(table, count, ints[:, 4])
     _by_level(table, count, ints[:, 4], rows)
@@ -488,7 +501,8 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
         if touched[b]:
             scale_ref = max(scale_ref, mass[b] * (abs(vel[b, 6]) + abs(vel[b, 7])
                                                   + abs(vel[b, 8]) + 1e-3))
-    for _ in range(iters):
+    sweeps = min(iters, max(MIN_SWEEPS, (UPDATE_BUDGET + count - 1) // count))
+    for _ in range(sweeps):
         # a sweep that changed no impulse beyond round-off of the momenta ends them
         if _sweep(table, count, rows, minv, vel) <= 1e-15 * scale_ref:
             break

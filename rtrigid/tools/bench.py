@@ -21,7 +21,7 @@ import numpy as np
 
 from rtrigid import integrators, scenarios
 from rtrigid.simulation import SimulationError
-from rtrigid.tools import mujoco_ref
+from rtrigid.tools import mujoco_ref, pybullet_ref
 from rtrigid.tools.diagnostics import format_table
 
 HEADLINE = ("gyro_top", 1e-3)
@@ -292,23 +292,51 @@ def _stack_errors(positions, x0, size):
     return drift, float(max(ground.max(), pairs.max() if pairs.size else 0.0, 0.0))
 
 
-def contact_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(5, 10), seconds=10.0):
+def _trace(step, where, steps):
+    """(steps, n, 3): ``where()`` after each of ``steps`` calls of ``step()``."""
+    first = where()
+    out = np.empty((steps, *first.shape))
+    for k in range(steps):
+        step()
+        out[k] = where()
+    return out
+
+
+def _sliding_box(integrator, dt, speed=2.0, friction=0.5):
+    """rtrigid's sliding box (a 0.2 m cube of 1 kg on the ground, both of ``friction``)."""
+    from rtrigid.model import Model
+    from rtrigid.simulation import Simulation
+
+    half = (0.1, 0.1, 0.1)
+    m = Model()
+    m.add_ground(friction=friction)
+    m.add_body("box", 1.0, (1.0 / 150.0,) * 3, shape=("box", {"half_extents": half}),
+               friction=friction)
+    sim = Simulation(m, integrator, dt)
+    sim.set_position("box", (0.0, 0.0, 0.1))
+    sim.set_velocity("box", (speed, 0.0, 0.0))
+    return sim
+
+
+def contact_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(5, 10), seconds=10.0,
+                    with_pybullet=True):
     """The ``box_stack`` scenario of 5 and 10 boxes at dt = 1/240: median us/step (240 steps
-    from rest, restored between repeats) per contact integrator and MuJoCo (default Euler,
-    soft contacts) side by side, and over ``seconds`` the largest drift and penetration."""
+    from rest, restored between repeats) per contact integrator, MuJoCo (default Euler, soft
+    contacts) and PyBullet (its defaults) side by side, and over ``seconds`` the largest drift
+    and penetration; then a box sliding from 2 m/s at mu = 0.5: us/step over its first 240
+    steps and where it stops after 1 s (v^2 / (2 mu g) = 0.4077 m)."""
     use_mujoco = with_mujoco and mujoco_ref.available()
+    use_pybullet = with_pybullet and pybullet_ref.available()
     rows = []
     steps = int(round(seconds / dt))
+    schemes = ("nullspace_rk4", "energy_momentum")
     for n in sizes:
         row = {"n": n}
-        for integ in ("nullspace_rk4", "energy_momentum"):
+        for integ in schemes:
             sim = scenarios.build("box_stack", integrator=integ, dt=dt, n=n)
             row[integ] = median_step_cost(sim, 240, repeats) * 1e6
             x0 = sim.x.copy()
-            trace = np.empty((steps, n, 3))
-            for k in range(steps):
-                sim.step(1)
-                trace[k] = sim.x
+            trace = _trace(lambda: sim.step(1), lambda: sim.x, steps)
             row[f"{integ}_drift_m"], row[f"{integ}_penetration_m"] = _stack_errors(trace, x0,
                                                                                   0.1)
         if use_mujoco:
@@ -319,15 +347,45 @@ def contact_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(5, 10), 
             model, data = _mujoco_stack(n, dt)
             mujoco.mj_forward(model, data)
             x0 = data.xpos[1:].copy()
-            trace = np.empty((steps, n, 3))
-            for k in range(steps):
-                mujoco.mj_step(model, data)
-                trace[k] = data.xpos[1:]
+            trace = _trace(lambda: mujoco.mj_step(model, data), lambda: data.xpos[1:], steps)
             row["mujoco_drift_m"], row["mujoco_penetration_m"] = _stack_errors(trace, x0, 0.1)
-            for integ in ("nullspace_rk4", "energy_momentum"):
-                row[f"{integ}/mujoco"] = row[integ] / row["mujoco"]
+        if use_pybullet:
+            cid, bodies = pybullet_ref.box_stack(n, dt)
+            row["pybullet"] = pybullet_ref.time_per_step(cid, 240, repeats) * 1e6
+            pybullet_ref.close(cid)
+            cid, bodies = pybullet_ref.box_stack(n, dt)
+            x0 = pybullet_ref.positions(cid, bodies)
+            trace = _trace(lambda: pybullet_ref.step(cid), lambda: pybullet_ref.positions(
+                cid, bodies), steps)
+            pybullet_ref.close(cid)
+            row["pybullet_drift_m"], row["pybullet_penetration_m"] = _stack_errors(trace, x0,
+                                                                                  0.1)
+        for ref in ("mujoco", "pybullet"):
+            if ref in row:
+                for integ in schemes:
+                    row[f"{integ}/{ref}"] = row[integ] / row[ref]
         rows.append(row)
-    return {"dt": dt, "seconds": seconds, "stacks": rows}
+    slide = {}
+    for integ in schemes:
+        sim = _sliding_box(integ, dt)
+        slide[integ] = median_step_cost(sim, 240, repeats) * 1e6
+        sim.step(int(round(1.0 / dt)))
+        slide[f"{integ}_stop_m"] = float(sim.pose("box")[0][0])
+    if use_mujoco:
+        import mujoco
+
+        model, data = _mujoco_stack(1, dt)
+        data.qvel[0] = 2.0
+        slide["mujoco"] = _mujoco_time(model, data, 240, repeats) * 1e6
+        mujoco.mj_step(model, data, int(round(1.0 / dt)))
+        slide["mujoco_stop_m"] = float(data.xpos[1, 0])
+    if use_pybullet:
+        cid, body = pybullet_ref.sliding_box(dt)
+        slide["pybullet"] = pybullet_ref.time_per_step(cid, 240, repeats) * 1e6
+        pybullet_ref.step(cid, int(round(1.0 / dt)))
+        slide["pybullet_stop_m"] = float(pybullet_ref.positions(cid, [body])[0, 0])
+        pybullet_ref.close(cid)
+    return {"dt": dt, "seconds": seconds, "stacks": rows, "sliding_box": slide}
 
 
 def print_contact(result):
@@ -339,6 +397,13 @@ def print_contact(result):
         rows.append([row["n"], *(f"{row[k] * 1e3:.3f}" if k.endswith("_m") else f"{row[k]:.2f}"
                                  for k in keys)])
     print("\n".join("  " + line for line in format_table(rows)))
+    slide = result.get("sliding_box")
+    if slide:
+        print("sliding box, 2 m/s at mu = 0.5, same dt: median us/step (its first 240 steps) and "
+              "where it stops (m; v^2 / (2 mu g) = 0.4077)")
+        rows = [list(slide), [f"{v:.4f}" if k.endswith("_m") else f"{v:.2f}"
+                              for k, v in slide.items()]]
+        print("\n".join("  " + line for line in format_table(rows)))
 
 
 LOOP_SCENARIOS = ("four_bar", "slider_crank", "bennett", "delta_robot")
@@ -599,6 +664,9 @@ def print_table(result):
 
 
 def main(args):
+    if getattr(args, "contact", False):
+        result = {"contact": contact_section(args.repeats, not args.no_mujoco)}
+        return report(result, args, lambda r: print_contact(r["contact"]))
     result = collect(steps=args.steps, repeats=args.repeats, with_mujoco=not args.no_mujoco)
     return report(result, args, print_table)
 

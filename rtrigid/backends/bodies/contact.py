@@ -12,14 +12,14 @@ from rtrigid.contact.solver import resolve
 
 @jit
 def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam,
-               rows, iters, rest_speed):
+               rows, iters, rest_speed, dt):
     """The contact solve after a free-flight step; returns the number of contacts."""
     (gravity, bodyf, bodyi, _, _, S, _, _, _, _, _, _) = open_buffers(F, I)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
     count = resolve(table, x, q, v, w, bodyf[:, B_MASS], bodyf[:, B_INERTIA:B_INERTIA + 3],
                     active, geom, grounds, gravity, touched, vel, ints, lift, keys, lam,
-                    rows, iters, rest_speed)
+                    rows, iters, rest_speed, dt)
     for b in range(nb):
         if touched[b]:
             body_momenta(bodyf, b, q, v, w, P, pq, L)
@@ -58,5 +58,5 @@ def run(kernel, n, dt, F, I, geom, grounds, table, active, touched, vel, ints, l
         if status & ~USED_FALLBACK:
             return status | flags
         count[0] = after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift,
-                              keys, lam, rows, iters, rest_speed)
+                              keys, lam, rows, iters, rest_speed, dt)
     return flags
