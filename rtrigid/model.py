@@ -49,6 +49,13 @@ def check_contact(friction, restitution):
     return mu, e
 
 
+def check_spin_friction(torsional_friction, rolling_friction):
+    """(torsional_friction, rolling_friction) of a body or the ground (lengths, m), checked:
+    finite and >= 0."""
+    return (as_scalar(torsional_friction, "torsional_friction", nonnegative=True),
+            as_scalar(rolling_friction, "rolling_friction", nonnegative=True))
+
+
 def check_inertia(inertia, allow_nonphysical, name="inertia"):
     """Validate principal moments: positive and, unless opted out, the triangle inequality."""
     j = as_vector(inertia, 3, name)
@@ -97,6 +104,8 @@ class Body:
     friction: float = 0.5
     restitution: float = 0.0
     collide: bool = True
+    torsional_friction: float = 0.0
+    rolling_friction: float = 0.0
 
 
 @dataclass
@@ -108,6 +117,8 @@ class Ground:
     normal: np.ndarray
     friction: float
     restitution: float
+    torsional_friction: float = 0.0
+    rolling_friction: float = 0.0
 
 
 @dataclass
@@ -218,7 +229,8 @@ class Model:
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
-                 massless=False, friction=0.5, restitution=0.0, collide=True):
+                 massless=False, friction=0.5, restitution=0.0, collide=True,
+                 torsional_friction=0.0, rolling_friction=0.0):
         """Add a rigid body and return its index.
 
         ``massless=True`` (mass and inertia then 0) adds a link between two joints, as
@@ -239,6 +251,11 @@ class Model:
         ``collide=False`` (a ``visuals`` shape never collides).  ``friction`` (Coulomb's
         coefficient, >= 0) and ``restitution`` (in [0, 1]: the fraction of the approach speed
         it rebounds with) combine with the other side's as sqrt(mu_a mu_b) and max(e_a, e_b).
+        ``torsional_friction`` and ``rolling_friction`` (lengths in m, >= 0, default 0: off)
+        are MuJoCo's condim 4 and 6 options: at each contact a torque about the normal up to
+        torsional_friction x the normal force resists spinning, and a torque about the
+        tangents up to rolling_friction x the normal force resists rolling.  A pair's value
+        is the larger of its two sides' (as MuJoCo's default), so one side alone turns it on.
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"name: expected a non-empty string, got {name!r}")
@@ -252,23 +269,28 @@ class Model:
             mass = as_scalar(mass, "mass", positive=True)
             inertia = check_inertia(inertia, allow_nonphysical_inertia)
         mu, e = check_contact(friction, restitution)
+        mu_t, mu_r = check_spin_friction(torsional_friction, rolling_friction)
         if not isinstance(collide, (bool, np.bool_)):
             raise ValueError(f"collide: expected True or False, got {collide!r}")
         self.bodies.append(Body(name, mass, inertia, self._check_shape(shape), friction=mu,
-                                restitution=e, collide=bool(collide)))
+                                restitution=e, collide=bool(collide),
+                                torsional_friction=mu_t, rolling_friction=mu_r))
         return len(self.bodies) - 1
 
-    def add_ground(self, height=0.0, normal=(0.0, 0.0, 1.0), friction=0.5, restitution=0.0):
+    def add_ground(self, height=0.0, normal=(0.0, 0.0, 1.0), friction=0.5, restitution=0.0,
+                   torsional_friction=0.0, rolling_friction=0.0):
         """Add a ground: the half-space below the plane normal . p = height (world), its
         surface facing ``normal`` (made unit).  Bodies with a collision shape rest on it; a
         tilted normal makes an incline.  ``friction`` and ``restitution`` as for
-        :meth:`add_body` (combined per contact as sqrt(mu_a mu_b), max(e_a, e_b)).  Returns
+        :meth:`add_body` (combined per contact as sqrt(mu_a mu_b), max(e_a, e_b)), and
+        ``torsional_friction``, ``rolling_friction`` too (the pair takes the larger).  Returns
         the ground's index (``contacts()`` reports ground contacts with ``other`` None).
         """
         h = as_scalar(height, "height")
         n = unit_vector(normal, "normal")
         mu, e = check_contact(friction, restitution)
-        self.grounds.append(Ground(h, n, mu, e))
+        mu_t, mu_r = check_spin_friction(torsional_friction, rolling_friction)
+        self.grounds.append(Ground(h, n, mu, e, mu_t, mu_r))
         return len(self.grounds) - 1
 
     def jointed_pairs(self):

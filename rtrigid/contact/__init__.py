@@ -23,6 +23,8 @@ from rtrigid.contact.geometry import (
     G_E,
     G_KIND,
     G_MU,
+    G_MUR,
+    G_MUT,
     G_OFFSET,
     G_P,
     G_RADIUS,
@@ -32,6 +34,8 @@ from rtrigid.contact.geometry import (
     P_E,
     P_HEIGHT,
     P_MU,
+    P_MUR,
+    P_MUT,
     P_NORMAL,
     P_WIDTH,
     SHAPE_CODES,
@@ -79,6 +83,7 @@ class Contacts:
             row = self.geom[b]
             row[G_KIND] = NONE
             row[G_MU], row[G_E] = body.friction, body.restitution
+            row[G_MUT], row[G_MUR] = body.torsional_friction, body.rolling_friction
             if shape is None or not body.collide:
                 continue
             if isinstance(shape, tuple):
@@ -101,6 +106,8 @@ class Contacts:
             self.grounds[g, P_NORMAL:P_NORMAL + 3] = ground.normal
             self.grounds[g, P_HEIGHT] = ground.height
             self.grounds[g, P_MU], self.grounds[g, P_E] = ground.friction, ground.restitution
+            self.grounds[g, P_MUT] = ground.torsional_friction
+            self.grounds[g, P_MUR] = ground.rolling_friction
         # room for every ground contact and PAIR_ROWS pair contacts per body; contacts beyond
         # it are dropped (the cost of a step stays bounded)
         self.table = np.zeros((nb * (len(model.grounds) * MAX_POINTS + PAIR_ROWS), C_WIDTH))

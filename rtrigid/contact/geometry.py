@@ -47,14 +47,18 @@ G_OFFSET = 4   # shape centre from the centre of mass, body axes
 G_MU = 7
 G_E = 8
 G_RADIUS = 9   # radius of a sphere about the shape centre that holds the shape
-G_WIDTH = 10
+G_MUT = 10     # torsional friction (m): a torque about the normal up to G_MUT x normal force
+G_MUR = 11     # rolling friction (m): a torque about the tangents up to G_MUR x normal force
+G_WIDTH = 12
 
 # per-ground row
 P_NORMAL = 0
 P_HEIGHT = 3
 P_MU = 4
 P_E = 5
-P_WIDTH = 6
+P_MUT = 6
+P_MUR = 7
+P_WIDTH = 8
 
 # contact table row: what contacts() reports, then the solver's per-contact data
 C_BODY = 0
@@ -77,7 +81,10 @@ C_AN = 33      # I_w^-1 (r x d) for d = n, t1, t2: the turn a unit impulse along
 C_ARMB = 42    # the other body's arm (point - its centre of mass)
 C_BN = 45      # its turn per unit impulse -d along n, t1, t2
 C_FEATURE = 54  # which feature of the pair made it (a corner, a rim point): warm starts
-C_WIDTH = 55
+C_MUT = 55     # torsional friction of the pair (m): max of the two sides'
+C_MUR = 56     # rolling friction of the pair (m): max of the two sides'
+C_SPIN = 57    # accumulated angular impulse (about n, t1, t2) of the torsional/rolling rows
+C_WIDTH = 60
 
 
 @jit

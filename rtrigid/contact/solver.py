@@ -55,14 +55,21 @@ from rtrigid.contact.geometry import (
     C_KT,
     C_LAMBDA,
     C_MU,
+    C_MUR,
+    C_MUT,
     C_NORMAL,
     C_OTHER,
     C_POINT,
+    C_SPIN,
     C_T1,
     C_T2,
     C_TARGET,
+    G_MUR,
+    G_MUT,
     G_RADIUS,
     MARGIN,
+    P_MUR,
+    P_MUT,
     MAX_POINTS,
     ground_contacts,
 )
@@ -247,6 +254,7 @@ def _prepare(table, count, x, q, mass, inertia, vel, rest_speed, dt):
             row[C_T1 + i] = t1[i]
             row[C_T2 + i] = t2[i]
             row[C_LAMBDA + i] = 0.0
+            row[C_SPIN + i] = 0.0
             row[C_AN + i] = an[i]
             row[C_AN + 3 + i] = a1[i]
             row[C_AN + 6 + i] = a2[i]
@@ -281,9 +289,10 @@ def _by_level(table, count, level, rows):
 
 
 @jit
-def _sweep(table, count, rows, minv, vel):
+def _sweep(table, count, rows, minv, vel, q, inertia):
     """One projected Gauss-Seidel sweep over the contacts in the order ``rows``; returns the
-    largest change of an impulse."""
+    largest change of an impulse (or, for torsional and rolling friction, of an angular
+    impulse)."""
     change = 0.0
     for i in range(count):
         row = table[rows[i]]
@@ -316,6 +325,87 @@ def _sweep(table, count, rows, minv, vel):
         _push(vel, row, a, b, minv, t1, d1, C_AN + 3)
         _push(vel, row, a, b, minv, t2, d2, C_AN + 6)
         change = max(change, abs(dn), abs(d1), abs(d2))
+        if row[C_MUT] > 0.0 or row[C_MUR] > 0.0:
+            change = max(change, _spin(row, a, b, ln, vel, q, inertia))
+    return change
+
+
+@jit
+def _turn(vel, q, inertia, a, b, d, s):
+    """Apply the angular impulse s d to body a and -s d to body b (b < 0: the ground)."""
+    ia = _iw_inv(q[a], 1.0 / inertia[a, 0], 1.0 / inertia[a, 1], 1.0 / inertia[a, 2],
+                 d[0], d[1], d[2])
+    for i in range(3):
+        vel[a, 3 + i] += s * ia[i]
+    if b >= 0:
+        ib = _iw_inv(q[b], 1.0 / inertia[b, 0], 1.0 / inertia[b, 1], 1.0 / inertia[b, 2],
+                     d[0], d[1], d[2])
+        for i in range(3):
+            vel[b, 3 + i] -= s * ib[i]
+
+
+@jit
+def _turn_response(q, inertia, a, b, d, e):
+    """e . (I_a^-1 + I_b^-1) d: the relative turn about e per unit angular impulse along d."""
+    ia = _iw_inv(q[a], 1.0 / inertia[a, 0], 1.0 / inertia[a, 1], 1.0 / inertia[a, 2],
+                 d[0], d[1], d[2])
+    k = _dot(e, ia)
+    if b >= 0:
+        ib = _iw_inv(q[b], 1.0 / inertia[b, 0], 1.0 / inertia[b, 1], 1.0 / inertia[b, 2],
+                     d[0], d[1], d[2])
+        k += _dot(e, ib)
+    return k
+
+
+@jit
+def _relative_turn(vel, a, b, d):
+    """d . (omega_a - omega_b) (b < 0: the ground)."""
+    s = vel[a, 3] * d[0] + vel[a, 4] * d[1] + vel[a, 5] * d[2]
+    if b >= 0:
+        s -= vel[b, 3] * d[0] + vel[b, 4] * d[1] + vel[b, 5] * d[2]
+    return s
+
+
+@jit
+def _spin(row, a, b, ln, vel, q, inertia):
+    """The torsional and rolling friction rows of one contact (MuJoCo's condim 4 and 6):
+    an angular impulse about the normal, |tau_n| <= mu_t ln, that stops the bodies' relative
+    spin about it, and one about the tangents, |(tau_1, tau_2)| <= mu_r ln (a disc), that
+    stops their relative rolling -- each the least-kinetic-energy value on its bound (a
+    projected Gauss-Seidel step, like the sliding friction's).  Returns the largest change."""
+    n, t1, t2 = _row3(row, C_NORMAL), _row3(row, C_T1), _row3(row, C_T2)
+    change = 0.0
+    if row[C_MUT] > 0.0:
+        cap = row[C_MUT] * ln
+        old = row[C_SPIN]
+        tau = old - _relative_turn(vel, a, b, n) / _turn_response(q, inertia, a, b, n, n)
+        tau = min(cap, max(-cap, tau))
+        row[C_SPIN] = tau
+        _turn(vel, q, inertia, a, b, n, tau - old)
+        change = abs(tau - old)
+    if row[C_MUR] > 0.0:
+        cap = row[C_MUR] * ln
+        o1, o2 = row[C_SPIN + 1], row[C_SPIN + 2]
+        a11 = _turn_response(q, inertia, a, b, t1, t1)
+        a12 = _turn_response(q, inertia, a, b, t2, t1)
+        a22 = _turn_response(q, inertia, a, b, t2, t2)
+        u1, u2 = _relative_turn(vel, a, b, t1), _relative_turn(vel, a, b, t2)
+        det = a11 * a22 - a12 * a12
+        l1 = o1 - (a22 * u1 - a12 * u2) / det
+        l2 = o2 - (a11 * u2 - a12 * u1) / det
+        s = np.sqrt(l1 * l1 + l2 * l2)
+        if s > cap:
+            # rolling: the push along -turn (scalar response), cut onto the disc's rim, so
+            # the torque opposes the rolling (as the sliding friction does the slip)
+            ks = 1.0 / (0.5 * (a11 + a22) + np.sqrt(0.25 * (a11 - a22) ** 2 + a12 * a12))
+            l1, l2 = o1 - ks * u1, o2 - ks * u2
+            s = np.sqrt(l1 * l1 + l2 * l2)
+            if s > cap:
+                l1, l2 = l1 * cap / s, l2 * cap / s
+        row[C_SPIN + 1], row[C_SPIN + 2] = l1, l2
+        _turn(vel, q, inertia, a, b, t1, l1 - o1)
+        _turn(vel, q, inertia, a, b, t2, l2 - o2)
+        change = max(change, abs(l1 - o1), abs(l2 - o2))
     return change
 
 
@@ -422,6 +512,13 @@ def _insertion_sort(sweep, lo, rank):
 
 
 @jit
+def _spin_coefficients(table, k0, k, mu_t, mu_r):
+    """Rows k0 to k of one pair: its torsional and rolling friction (the larger side's)."""
+    for c in range(k0, k):
+        table[c, C_MUT], table[c, C_MUR] = mu_t, mu_r
+
+
+@jit
 def _detect(table, x, q, active, geom, grounds, order, rank, sweep, lo, centre):
     """Ground contacts of every active body, then the pairs the sweep over x finds; returns
     the number of contacts."""
@@ -432,7 +529,10 @@ def _detect(table, x, q, active, geom, grounds, order, rank, sweep, lo, centre):
         if active[b]:
             for g in range(grounds.shape[0]):
                 if k + MAX_POINTS <= cap:
+                    k0 = k
                     k = ground_contacts(table, k, b, geom, x[b], q[b], g, grounds[g])
+                    _spin_coefficients(table, k0, k, max(geom[b, G_MUT], grounds[g, P_MUT]),
+                                       max(geom[b, G_MUR], grounds[g, P_MUR]))
     nb = x.shape[0]
     for b in range(nb):
         c = shape_centre(geom, b, x[b], q[b])
@@ -454,10 +554,13 @@ def _detect(table, x, q, active, geom, grounds, order, rank, sweep, lo, centre):
             reach = (1.0 + MARGIN) * (geom[a, G_RADIUS] + geom[b, G_RADIUS])
             if d0 * d0 + d1 * d1 + d2 * d2 > reach * reach:
                 continue
+            k0 = k
             if rank[a] < rank[b]:
                 k = pair_contacts(table, k, cap, a, b, geom, x[a], q[a], x[b], q[b])
             else:
                 k = pair_contacts(table, k, cap, b, a, geom, x[b], q[b], x[a], q[a])
+            _spin_coefficients(table, k0, k, max(geom[a, G_MUT], geom[b, G_MUT]),
+                               max(geom[a, G_MUR], geom[b, G_MUR]))
     return k
 
 
@@ -504,7 +607,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
     sweeps = min(iters, max(MIN_SWEEPS, (UPDATE_BUDGET + count - 1) // count))
     for _ in range(sweeps):
         # a sweep that changed no impulse beyond round-off of the momenta ends them
-        if _sweep(table, count, rows, minv, vel) <= 1e-15 * scale_ref:
+        if _sweep(table, count, rows, minv, vel, q, inertia) <= 1e-15 * scale_ref:
             break
     _islands(table, count, order, rank, island)
     # per island: 0 twice the kinetic energy before, 1 after, 2 elastic, 3 the scale
