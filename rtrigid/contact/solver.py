@@ -68,9 +68,9 @@ from rtrigid.contact.geometry import (
     G_MUT,
     G_RADIUS,
     MARGIN,
+    MAX_POINTS,
     P_MUR,
     P_MUT,
-    MAX_POINTS,
     ground_contacts,
 )
 from rtrigid.contact.pairs import pair_contacts, shape_centre
