@@ -114,3 +114,26 @@ def test_spin_key_spins_the_top_on_the_table(open_viewer):
     for _ in range(30):
         v.update(1 / 60)
     assert sim.contacts() and sim.contacts()[0]["name"] == "top"   # still on its tip
+
+
+def test_loop_joints_are_drawn_where_the_loop_closes(open_viewer, monkeypatch):
+    """four_bar's cut joint (Model.add_loop_joint) is drawn at its anchor, on both links."""
+    from viewer import scene
+
+    sim = scenarios.build("four_bar")
+    v = open_viewer(sim, width=480, height=360, paused=True)
+    loops = v.loop_joints()
+    assert len(loops) == len(sim.model.loop_joints) == 1
+    j = loops[0]
+    assert np.linalg.norm(j["anchor"] - j["anchor_parent"]) < 1e-9   # the loop is closed
+    assert j["kind"] == "revolute" and j["axis"] is not None
+    parts = {"joint": module_colour(monkeypatch, scene, "JOINT_COLOR"),
+             "pin": module_colour(monkeypatch, scene, "JOINT_AXIS_COLOR")}
+    _, covered, _ = drawn(v, parts)
+    tree = [t["anchor"] for t in sim.joints()]
+    assert min(np.linalg.norm(j["anchor"] - a) for a in tree) > 0.05   # no tree joint there
+    assert at(covered["pin"], v.project(j["anchor"]), spread=1)
+    # without the loop joints, nothing is drawn there
+    monkeypatch.setattr(type(v), "loop_joints", lambda self, poses=None: [])
+    _, without, _ = drawn(v, parts)
+    assert not at(without["pin"], v.project(j["anchor"]), spread=1)

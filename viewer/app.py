@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from rtrigid.joints import KINDS
 from viewer import meshes, scene
 from viewer.camera import OrbitCamera, ortho_pixels
 from viewer.monitor import Conservation, FrameTimer, fmt_drift, kept_to
@@ -688,11 +689,31 @@ class Viewer:
             line += ": too fast for the frames, drawn blurred; press - to slow down"
         return [line]
 
+    def loop_joints(self, poses=None):
+        """The model's loop (cut) joints (:meth:`Model.add_loop_joint`) in the form of
+        ``sim.joints()``, at the poses drawn: ``anchor`` and ``axis`` on the child,
+        ``anchor_parent`` the same point on the parent (where the loop closes, the two
+        coincide)."""
+        poses = self.poses() if poses is None else poses
+        out = []
+        for j in getattr(self.sim.model, "loop_joints", ()):
+            xc, qc = poses[j.child]
+            rc = scene.rotation(qc)
+            if j.parent < 0:
+                on_parent = np.asarray(j.anchor_parent, dtype=np.float64)
+            else:
+                xp, qp = poses[j.parent]
+                on_parent = xp + scene.rotation(qp) @ j.anchor_parent
+            out.append({"kind": j.kind, "parent": j.parent, "child": j.child, "name": j.name,
+                        "anchor": xc + rc @ j.anchor_child, "anchor_parent": on_parent,
+                        "axis": rc @ j.axis_child if KINDS[j.kind].axial else None})
+        return out
+
     def _draw_joints(self, poses):
         r = self.renderer
         positions = [x for x, _ in poses]
         segs = []
-        for j in self.sim.joints():
+        for j in self.sim.joints() + self.loop_joints(poses):
             size = self.joint_size or self._joint_marker_size(j)
             for name, model, color in scene.joint_markers(j, size):
                 r.draw(self._unit(name), model, color)
