@@ -7,8 +7,9 @@
         v.update(1 / 60); v.render(); v.screenshot("top.png")
 
 The viewer talks to the simulation only through its public API: ``advance`` (real-time
-stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``apply_impulse``,
-``snapshot``/``restore``.  Its perturbations are impulses, applied once; it never clears
+stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``contacts``,
+``apply_impulse``, ``snapshot``/``restore``, and the model's ``grounds`` (the floor) and
+``loop_joints`` (drawn where the loops close).  Its perturbations are impulses, applied once; it never clears
 forces the user applied, and a reset keeps them.
 
 A *controller* drives the model: ``Viewer(sim, controller=c)`` calls ``c(sim)`` before every
