@@ -94,6 +94,15 @@ demo("double_pendulum", "double_pendulum", "planar double pendulum from large an
      "energy kept")
 demo("gimbal_gyroscope", "gimbal_gyroscope", "spinning rotor in two revolute gimbal rings "
      "precessing under gravity")
+demo("top_on_table", "top_on_table", "cone top spinning on its tip on the table (contact "
+     "and friction): it precesses, its tip sliding; c shows the contact, k kicks, u spins up",
+     show_contacts=True, speed=0.25)
+demo("tippe_top", "tippe_top", "tippe top: sliding friction turns it over onto its stem",
+     show_contacts=True, speed=0.25)
+demo("euler_disk", "euler_disk", "Euler's disk rolling round on its rim, lower and faster",
+     show_contacts=True)
+demo("box_stack", "box_stack", "a stack of five boxes on the ground: drag one to push it, k "
+     "kicks the selected box up", {"n": 5}, show_contacts=True)
 demo("arm", "arm", "two-link arm on position servos: arrows move a servo's target, drag the "
      "red ball and the tip follows; the HUD keeps the energy balance", {"n_links": 2},
      controller=_servo_teleop(tip="link1", tip_point=(0.0, 0.0, -0.15)),

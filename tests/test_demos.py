@@ -34,10 +34,14 @@ def test_demo_runs_headless_and_conserves(name, capsys, tmp_path):
     assert rows, out
     if "applied loads act" in out:   # the quadrotor's rotors: nothing is conserved
         return
-    # joint dampers (the iiwa's URDF has them) take energy out: there is no balance to keep
-    damped = any(j.damping for j in demos.DEMOS[name].build().model.joints)
+    # joint dampers (the iiwa's URDF has them) take energy out: there is no balance to keep;
+    # contacts with a ground take out more (a disk's rim slides: tests/test_contact.py checks
+    # that they never add any), so there only "nothing blew up" is checked
+    model = demos.DEMOS[name].build().model
+    damped = any(j.damping for j in model.joints)
+    bound = 1.0 if model.grounds else 1e-2 if damped else 1e-12
     for label, value in rows.items():
-        assert float(value) < (1e-2 if damped else 1e-12), (label, value)
+        assert float(value) < bound, (label, value)
 
 
 def test_unknown_demo_is_refused(capsys):

@@ -7,8 +7,9 @@
         v.update(1 / 60); v.render(); v.screenshot("top.png")
 
 The viewer talks to the simulation only through its public API: ``advance`` (real-time
-stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``apply_impulse``,
-``snapshot``/``restore``.  Its perturbations are impulses, applied once; it never clears
+stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``contacts``,
+``apply_impulse``, ``snapshot``/``restore``, and the model's ``grounds`` (the floor) and
+``loop_joints`` (drawn where the loops close).  Its perturbations are impulses, applied once; it never clears
 forces the user applied, and a reset keeps them.
 
 A *controller* drives the model: ``Viewer(sim, controller=c)`` calls ``c(sim)`` before every
@@ -36,6 +37,7 @@ import time
 
 import numpy as np
 
+from rtrigid.joints import KINDS
 from viewer import meshes, scene
 from viewer.camera import OrbitCamera, ortho_pixels
 from viewer.monitor import Conservation, FrameTimer, fmt_drift, kept_to
@@ -45,10 +47,11 @@ DEFAULT_KEYS = {
     "pause": "SPACE", "step": "PERIOD", "frame": "COMMA", "slower": "MINUS", "faster": "EQUAL", "reset": "R",
     "hud": "H", "follow": "F", "traces": "T", "omega": "W", "momentum": "L", "kick": "K",
     "spin": "U", "select_next": "TAB", "axes": "A", "camera_home": "HOME", "quit": "ESCAPE",
+    "contacts": "C",
 }
 TARGET_COLOR = (0.9, 0.15, 0.2)
 KEY_HELP = ("space pause   . one step   , one frame   -/= speed   r reset   h hud   f follow\n"
-            "t traces   w omega   l momentum   k kick   u spin up   tab select   esc deselect/quit\n"
+            "t traces   w omega   l momentum   c contacts   k kick   u spin up   tab select   esc deselect/quit\n"
             "drag a body: push   drag elsewhere: orbit   right-drag: pan   wheel: zoom")
 SPEEDS = (1 / 64, 8.0)
 LOOKAHEAD_SECONDS, LOOKAHEAD_STEPS = 5.0, 4000  # the motion the camera and floor are set for
@@ -59,6 +62,8 @@ OMEGA_COLOR = (0.95, 0.80, 0.15)
 TRACE_COLOR = (0.15, 0.20, 0.65)
 MOMENTUM_COLOR = (0.80, 0.25, 0.75)
 LOAD_COLOR = (0.1, 0.65, 0.55)
+CONTACT_COLOR = (0.85, 0.10, 0.10)   # the contact point
+NORMAL_COLOR = (0.10, 0.55, 0.90)    # the contact normal, into the body
 GROUND = (0.86, 0.86, 0.84)
 FLOOR_LIGHT, FLOOR_DARK = (0.93, 0.93, 0.91, 1.0), (0.74, 0.75, 0.77, 1.0)
 SHADOW = (0.55, 0.56, 0.57, 0.55)
@@ -171,6 +176,9 @@ class Viewer:
         Frame rate cap of :meth:`run`.
     axes : bool
         Draw small world axes at the origin (x red, y green, z blue); key A toggles them.
+    show_contacts : bool
+        Draw the last step's contacts (``sim.contacts()``): each point as a red ball and its
+        normal, into the body, as a blue arrow; key C toggles them.
     controller : callable, optional
         ``controller(sim)`` before every physics step (see the module docstring for the
         optional keys, HUD lines and draggable target it may have).
@@ -190,7 +198,7 @@ class Viewer:
                  mouse=True, speed=1.0, paused=False, hud=True, traces=None, show_omega=False,
                  show_momentum=False, follow=None, colors=None, impulse_gain=4.0,
                  interpolate=True, max_fps=60.0, axes=False, controller=None, floor=None,
-                 record=None, msaa=4):
+                 record=None, msaa=4, show_contacts=False):
         for name, value in (("width", width), ("height", height)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 16:
                 raise ValueError(f"{name}: expected an integer >= 16, got {value!r}")
@@ -218,6 +226,7 @@ class Viewer:
         self.show_omega = bool(show_omega)
         self.show_momentum = bool(show_momentum)
         self.show_axes = bool(axes)
+        self.show_contacts = bool(show_contacts)
         self.interpolate = bool(interpolate)
         self.mouse_enabled = bool(mouse)
         self.visuals = scene.body_visuals(sim, colors)
@@ -354,7 +363,9 @@ class Viewer:
 
         The simulation is run ahead (``seconds`` of simulated time, at most ``max_steps``
         steps) from a snapshot and put back exactly; the points the bodies' surfaces sweep in
-        that time decide the rest.  With gravity the floor lies under all of them: through the
+        that time decide the rest.  A model with a level contact ground (``add_ground`` with
+        normal +z) has its floor there.  Otherwise, with gravity the floor lies under all of
+        them: through the
         lowest world joint if nothing goes below it (a top on its tip), else a little below
         the lowest point reached (a hanging chain).  Without gravity there is no ground and no
         floor is drawn.  The camera frames the sphere around the swept points.
@@ -369,8 +380,12 @@ class Viewer:
         self.extent = extent
         self.motion_box = (lo, hi)
         anchors = [float(j["anchor"][2]) for j in sim.joints() if j["parent"] == -1]
+        level = [g.height for g in getattr(sim.model, "grounds", ())
+                 if g.normal[2] > 1.0 - 1e-12]   # a level contact ground is the floor
         if self.floor is not None:
             self.ground_z = self.floor
+        elif level:
+            self.ground_z = float(max(level))
         elif not np.any(sim.gravity):
             self.ground_z = None
         elif anchors and lo[2] >= min(anchors) - 1e-6 * extent:
@@ -549,6 +564,7 @@ class Viewer:
         self._draw_joints(poses)
         self._draw_arrows(poses)
         self._draw_loads(poses)
+        self._draw_contacts()
         self._draw_traces()
         self._draw_target()
         if self._drag is not None:
@@ -674,11 +690,31 @@ class Viewer:
             line += ": too fast for the frames, drawn blurred; press - to slow down"
         return [line]
 
+    def loop_joints(self, poses=None):
+        """The model's loop (cut) joints (:meth:`Model.add_loop_joint`) in the form of
+        ``sim.joints()``, at the poses drawn: ``anchor`` and ``axis`` on the child,
+        ``anchor_parent`` the same point on the parent (where the loop closes, the two
+        coincide)."""
+        poses = self.poses() if poses is None else poses
+        out = []
+        for j in getattr(self.sim.model, "loop_joints", ()):
+            xc, qc = poses[j.child]
+            rc = scene.rotation(qc)
+            if j.parent < 0:
+                on_parent = np.asarray(j.anchor_parent, dtype=np.float64)
+            else:
+                xp, qp = poses[j.parent]
+                on_parent = xp + scene.rotation(qp) @ j.anchor_parent
+            out.append({"kind": j.kind, "parent": j.parent, "child": j.child, "name": j.name,
+                        "anchor": xc + rc @ j.anchor_child, "anchor_parent": on_parent,
+                        "axis": rc @ j.axis_child if KINDS[j.kind].axial else None})
+        return out
+
     def _draw_joints(self, poses):
         r = self.renderer
         positions = [x for x, _ in poses]
         segs = []
-        for j in self.sim.joints():
+        for j in self.sim.joints() + self.loop_joints(poses):
             size = self.joint_size or self._joint_marker_size(j)
             for name, model, color in scene.joint_markers(j, size):
                 r.draw(self._unit(name), model, color)
@@ -746,6 +782,21 @@ class Viewer:
             ref = self.sim.body_mass[b] * g if g > 0.0 else norm
             length = size * min(1.5 * norm / ref, 4.0)
             self._arrow(x, x + force / norm * length, 0.04 * size, LOAD_COLOR)
+
+    def _draw_contacts(self):
+        """The last step's contacts (``sim.contacts()``), drawn over the bodies (they lie on
+        the bodies' undersides): each point as a small red ball, its normal (from the other
+        side into the body) as a blue arrow half the body's radius long."""
+        if not self.show_contacts:
+            return
+        for c in self.sim.contacts():
+            size = self.visuals[self.sim.body_index(c["body"])].radius
+            point = np.asarray(c["point"], dtype=np.float64)
+            ball = max(0.08 * size, 0.004 * self.extent)
+            self.renderer.draw(self._unit("sphere"), scene.placed(point, np.eye(3), (ball,) * 3),
+                               CONTACT_COLOR, on_top=True)
+            self._arrow(point, point + 0.5 * size * np.asarray(c["normal"], dtype=np.float64),
+                        0.25 * ball, NORMAL_COLOR)
 
     def _draw_traces(self):
         """Each traced path as a ribbon facing the camera, a few pixels wide, fading with age."""
@@ -822,7 +873,9 @@ class Viewer:
                                  "of mass (length ∝ N·m·s)"),
             (any(np.any(self.sim.applied(b)[0]) for b in range(self.sim.nb)),
              "green arrow: applied force"),
-            (self.show_traces and bool(self._traces), "blue line: the path of the traced point"))
+            (self.show_traces and bool(self._traces), "blue line: the path of the traced point"),
+            (self.show_contacts, "red ball, blue arrow: a contact point and its normal (last "
+                                 "step)"))
             if show]
         lines += legend
         if self.controller is not None and hasattr(self.controller, "hud_lines"):
@@ -1031,6 +1084,8 @@ class Viewer:
             self.show_momentum = not self.show_momentum
         elif action == "axes":
             self.show_axes = not self.show_axes
+        elif action == "contacts":
+            self.show_contacts = not self.show_contacts
         elif action == "kick":
             self.kick()
         elif action == "spin":

@@ -115,12 +115,14 @@ def add_parser(sub):
 
 
 def add_output_arguments(parser):
-    """--record, --no-hud and --msaa, for rtrigid view and python -m demos."""
+    """--record, --no-hud, --contacts and --msaa, for rtrigid view and python -m demos."""
     parser.add_argument("--record", default=None, metavar="OUT.mp4|OUT.gif",
                         help="write the frames to a video or GIF at the pace shown (needs "
                              "imageio and imageio-ffmpeg: the record extra)")
     parser.add_argument("--no-hud", dest="hud", action="store_false",
                         help="start without the HUD (key h shows it)")
+    parser.add_argument("--contacts", dest="show_contacts", action="store_true",
+                        help="draw the contact points and normals (key c toggles them)")
     parser.add_argument("--msaa", type=int, default=4, choices=(0, 2, 4, 8),
                         help="multisample antialiasing, samples per pixel (0: off; on a "
                              "software renderer 4 costs about half the frame rate)")
@@ -135,7 +137,7 @@ def view_command(args):
         return run_viewer(sim, headless=args.headless, frames=args.frames,
                           screenshot=args.screenshot, width=args.width, height=args.height,
                           speed=args.speed, record=args.record, hud=args.hud,
-                          msaa=args.msaa)
+                          msaa=args.msaa, show_contacts=args.show_contacts)
     except RuntimeError as exc:
         print(f"rtrigid view: {exc}", file=sys.stderr)
         return 2
