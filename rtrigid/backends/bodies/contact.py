@@ -2,10 +2,9 @@
 solve of :mod:`rtrigid.contact.solver` on the free bodies, then their momenta re-derived."""
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, kernel_driver
 from rtrigid.backends.bodies.common import body_momenta, open_buffers, state_view
 from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
-from rtrigid.backends.buffers import OK, USED_FALLBACK
 from rtrigid.contact.geometry import G_KIND, NONE
 from rtrigid.contact.solver import resolve
 
@@ -32,6 +31,7 @@ class ContactStepper:
 
     def __init__(self, kernel, contacts, bodyi, iters, rest_speed):
         self.kernel, self.contacts = kernel, contacts
+        self._run = kernel_driver(_run_source, kernel, imports=_RUN_IMPORTS)
         self.active = ((np.asarray(bodyi) == FREE)
                        & (contacts.geom[:, G_KIND] != NONE)).astype(np.int64)
         self.iters, self.rest_speed = int(iters), float(rest_speed)
@@ -39,24 +39,32 @@ class ContactStepper:
 
     def __call__(self, n, dt, F, I):
         c = self.contacts
-        status = run(self.kernel, n, dt, F, I, c.geom, c.grounds, c.table, self.active,
-                     c.touched, c.vel, c.ints, c.lift, c.keys, c.lam, c.rows, self.iters,
-                     self.rest_speed, self._count)
+        status = self._run(n, dt, F, I, c.geom, c.grounds, c.table, self.active, c.touched,
+                           c.vel, c.ints, c.lift, c.keys, c.lam, c.rows, self.iters,
+                           self.rest_speed, self._count)
         c.count = int(self._count[0])
         return status
 
 
-@jit
-def run(kernel, n, dt, F, I, geom, grounds, table, active, touched, vel, ints, lift, keys,
-        lam, rows, iters, rest_speed, count):
-    """n times one step of ``kernel`` and the contact solve, in one compiled call; count[0]
-    gets the contacts of the last step.  Stops at a step the kernel could not take."""
-    flags = OK
-    for _ in range(n):
-        status = kernel(1, dt, F, I)
-        flags |= status & USED_FALLBACK
-        if status & ~USED_FALLBACK:
-            return status | flags
-        count[0] = after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift,
-                              keys, lam, rows, iters, rest_speed, dt)
-    return flags
+_RUN_IMPORTS = ("from rtrigid.backends.bodies.contact import after_step\n"
+                "from rtrigid.backends.buffers import OK, USED_FALLBACK")
+
+
+def _run_source(kernel):
+    """The source of ``run``, compiled once per kernel with the kernel as a global
+    (:func:`rtrigid._jit.kernel_driver`: numba does not cache a function that takes a kernel
+    as an argument, so every process compiled it again)."""
+    def run(n, dt, F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam,
+            rows, iters, rest_speed, count):
+        """n times one step of ``kernel`` and the contact solve, in one compiled call;
+        count[0] gets the contacts of the last step.  Stops at a step the kernel could not
+        take."""
+        flags = OK
+        for _ in range(n):
+            status = kernel(1, dt, F, I)
+            flags |= status & USED_FALLBACK
+            if status & ~USED_FALLBACK:
+                return status | flags
+            count[0] = after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift,
+                                  keys, lam, rows, iters, rest_speed, dt)
+        return flags
