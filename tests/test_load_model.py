@@ -487,3 +487,14 @@ def test_mjcf_unknown_mesh_is_refused_and_a_missing_file_is_a_placeholder(tmp_pa
     with pytest.warns(UserWarning, match="not found"):
         model = rt.load_model(str(path))
     assert model.bodies[0].shape.params["parts"][0]["missing"]
+
+
+def test_mjcf_mesh_with_inline_vertices_loads_undrawn_with_a_warning(tmp_path):
+    """A mesh asset given by its vertices (no file) is known: a geom naming it is not drawn
+    and says so, rather than being refused as an unknown mesh."""
+    path = tmp_path / "inline.xml"
+    path.write_text(MESHED.replace('file="tet.obj" scale="1 2 1"',
+                                   'vertex="0 0 0  1 0 0  0 1 0  0 0 1"'))
+    with pytest.warns(UserWarning, match="inline vertices not drawn"):
+        model = rt.load_model(str(path))
+    assert model.bodies[0].name == "b" and model.joints[0].name == "j"

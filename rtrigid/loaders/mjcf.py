@@ -63,8 +63,9 @@ class _Reader:
         self.meshes = {}
         for a in root.findall("asset"):
             for m in a.findall("mesh"):
-                if "file" not in m.attrib:
-                    continue  # (vertices given inline: not drawn)
+                if "file" not in m.attrib:  # vertices given inline: known, not drawn
+                    self.meshes[m.attrib.get("name", "")] = None
+                    continue
                 name = m.attrib.get("name",
                                     os.path.splitext(os.path.basename(m.attrib["file"]))[0])
                 path = resolve(folder, m.attrib["file"])
@@ -414,6 +415,9 @@ def _geom_part(r, node, cls):
             name = attrs.get("mesh")
             if name not in r.meshes:
                 raise r.src.error(node, f"mesh {name!r} is not a mesh file of <asset>")
+            if r.meshes[name] is None:
+                r.warn(node, "MJCF meshes with inline vertices not drawn")
+                return []
             part.update(r.meshes[name])
         else:
             return []
