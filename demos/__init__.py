@@ -31,9 +31,12 @@ class Demo:
             return self.builder(integrator, dt)
         return scenarios.build(self.scenario, integrator=integrator, dt=dt, **self.params)
 
-    def viewer_options(self, sim):
-        """Options for :class:`viewer.Viewer` on ``sim`` (built by :meth:`build`)."""
+    def viewer_options(self, sim, show_contacts=False):
+        """Options for :class:`viewer.Viewer` on ``sim`` (built by :meth:`build`);
+        ``show_contacts`` (``--contacts``) turns contact drawing on where the demo has it off."""
         options = dict(self.viewer)
+        if show_contacts:
+            options["show_contacts"] = True
         if self.controller is not None:
             options["controller"] = self.controller(sim)
         return options

@@ -40,8 +40,8 @@ def main(argv=None):
         return run_viewer(sim, headless=args.headless, frames=args.frames,
                           screenshot=args.screenshot, width=args.width, height=args.height,
                           title=f"rtrigid demo: {d.name}", record=args.record,
-                          **{**d.viewer_options(sim), "hud": args.hud, "msaa": args.msaa,
-                             "show_contacts": args.show_contacts})
+                          **{**d.viewer_options(sim, args.show_contacts), "hud": args.hud,
+                             "msaa": args.msaa})
     except (ValueError, RuntimeError) as exc:
         print(f"python -m demos: error: {exc}", file=sys.stderr)
         return 2

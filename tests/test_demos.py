@@ -59,3 +59,15 @@ def test_adding_a_demo_is_one_line():
     finally:
         demos.DEMOS.clear()
         demos.DEMOS.update(before)
+
+
+
+def test_contact_demos_show_their_contacts_and_the_flag_only_adds_them():
+    """A contact demo draws its contacts whether or not --contacts is given (the flag's
+    default once switched the demo's own choice off); elsewhere the flag turns them on."""
+    stack = demos.DEMOS["box_stack"]
+    top = demos.DEMOS["gyro_top"]
+    assert stack.viewer_options(stack.build())["show_contacts"] is True
+    assert stack.viewer_options(stack.build(), show_contacts=False)["show_contacts"] is True
+    assert not top.viewer_options(top.build()).get("show_contacts", False)
+    assert top.viewer_options(top.build(), show_contacts=True)["show_contacts"] is True
