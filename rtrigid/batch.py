@@ -305,9 +305,6 @@ class Batch:
         drive = kernel_driver(_drive_source, self._kernel, options="parallel=True, ")
         drive(k, self.dt, self.F, self.I, U, u_time, self._c0, self._lo, self._hi, K, u0, xref,
               self._xidx, self._status)
-        if controls is not None and self.na:
-            last = U[-1] if u_time else U[0]
-            self.F[:, self._c0:self._c0 + self.na] = np.clip(last, self._lo, self._hi)
         bad = np.nonzero(self._status & FAIL_MASK)[0]
         self._steps += k
         if len(bad):

@@ -212,3 +212,21 @@ def test_simulations_as_sources_start_in_their_state():
     assert b.controls()[0].tolist() == [0.5, -0.8]
     with pytest.raises(ValueError, match="copy 0's Simulation steps nullspace_rk4"):
         rt.Batch(sims[0], n=N, integrator="energy_momentum")
+
+
+def test_zero_steps_with_controls_over_time_change_nothing():
+    """step(0, controls=(0, n, nu)) takes no step and so applies no control row (it raised
+    an IndexError once); step(0) with held controls sets them, as set_controls would."""
+    b = rt.Batch(arm(), n=N, integrator="nullspace_rk4", dt=1e-3)
+    Q, V = _random_start(b)
+    b.set_qpos(Q)
+    b.set_qvel(V)
+    before = b.F.copy()
+    b.step(0, controls=np.zeros((0, N, b.na)))
+    np.testing.assert_array_equal(b.F, before)
+    U = np.full((N, b.na), 0.9)
+    b.step(0, controls=U)
+    for i in range(N):
+        s = _single(b._base_model, "nullspace_rk4", Q[i], V[i])
+        s.set_controls(U[i])  # clamped to the second servo's ctrl_range
+        np.testing.assert_array_equal(b.F[i], s.backend.F)
