@@ -128,7 +128,7 @@ def kernel_driver(source, kernel, *, options="", imports=""):
     compiles them again and adds an entry to the cache index (measured here: a new
     compilation in every process, and once the index held many entries, a crash in numba
     while saving it).  So each (source, kernel) pair gets a module of its own, written once to
-    ``RTRIGID_DRIVER_DIR`` (default ``~/.cache/rtrigid/batch``): the header above, the
+    ``RTRIGID_DRIVER_DIR`` (default ``~/.cache/rtrigid/drivers``): the header above, the
     ``imports`` the function needs, and the body of the one function ``source`` defines, in
     which ``kernel`` is a module global -- numba caches that.  ``options``: further
     ``numba.njit`` arguments, e.g. ``"parallel=True, "``.
@@ -141,11 +141,11 @@ def kernel_driver(source, kernel, *, options="", imports=""):
     key = (source.__module__, source.__qualname__, module, func)
     if key not in _DRIVERS:
         folder = os.environ.get("RTRIGID_DRIVER_DIR") or os.path.join(
-            os.path.expanduser("~"), ".cache", "rtrigid", "batch")
+            os.path.expanduser("~"), ".cache", "rtrigid", "drivers")
         os.makedirs(folder, exist_ok=True)
+        (inner,) = [c.co_name for c in source.__code__.co_consts if inspect.iscode(c)]
         body = textwrap.dedent(inspect.getsource(source))
-        body = body[body.index("def ", body.index(":\n")):]  # the inner function
-        inner = body[4:body.index("(")]
+        body = body[body.index(f"def {inner}("):]
         text = _DRIVER_HEADER.format(digest=package_digest(), imports=imports, module=module,
                                      func=func, options=options, cache=CACHE) + body
         name = "rtrigid_" + "_".join((inner, module, func)).replace(".", "_")

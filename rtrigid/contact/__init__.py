@@ -40,12 +40,10 @@ from rtrigid.contact.geometry import (
     P_WIDTH,
     SHAPE_CODES,
 )
+from rtrigid.model import SHAPES
 
 SWEEPS = 16  # most Gauss-Seidel sweeps over the contacts per step: the solve's budget
 PAIR_ROWS = 16  # table rows per body for contacts between bodies
-_PARAMS = {"sphere": ("radius",), "capsule": ("radius", "half_length"),
-           "box": ("half_extents",), "cylinder": ("radius", "half_length"),
-           "cone": ("radius", "height")}
 
 
 def has_contacts(model) -> bool:
@@ -97,7 +95,7 @@ class Contacts:
                                  "or set collide=False")
             row[G_KIND] = SHAPE_CODES[shape.kind]
             values = np.concatenate([np.atleast_1d(shape.params[k])
-                                     for k in _PARAMS[shape.kind]])
+                                     for k in SHAPES[shape.kind]])
             row[G_P:G_P + len(values)] = values
             row[G_OFFSET:G_OFFSET + 3] = shape.offset
             row[G_RADIUS] = _bounding_radius(shape.kind, values)

@@ -569,8 +569,8 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             ints, lift, keys, lam, rows, iters, rest_speed, dt):
     """Detect and solve every active body's contacts; returns the number of contacts (rows
     of ``table``).  ``touched[b]`` is set to 1 for a body whose velocities or position
-    changed (its momenta must be re-derived), else 0.  Scratch: vel (nb, 16), ints (nb, 4)
-    -- columns order, rank, sweep, island -- and lift (nb, 3).  keys (H, 2), lam (rows, 3):
+    changed (its momenta must be re-derived), else 0.  Scratch: vel (nb, 16), ints (nb, 5)
+    -- columns order, rank, sweep, island, level -- and lift (nb, 3).  keys (H, 2), lam (rows, 3):
     the last step's impulses by contact (see :func:`_remember`), part of the state; rows
     (table rows,) int scratch."""
     nb = x.shape[0]

@@ -436,14 +436,8 @@ def loop_section(repeats=7, with_mujoco=True, dt=1e-3, steps=50, t_closure=1.0):
             model, data, qadr, vadr = mujoco_ref.build_tree(sim.model, dt=dt)
             data.qpos[qadr], data.qvel[vadr] = sim.qpos(), sim.qvel()
             mujoco.mj_forward(model, data)
-            cwd = os.getcwd()
-            with tempfile.TemporaryDirectory() as tmp:
-                os.chdir(tmp)
-                try:
-                    row["us_per_step"]["mujoco_rk4"] = mujoco_ref.time_per_step(
-                        model, data, n=10 * steps, repeats=repeats) * 1e6
-                finally:
-                    os.chdir(cwd)
+            row["us_per_step"]["mujoco_rk4"] = _mujoco_time(model, data, 10 * steps,
+                                                            repeats) * 1e6
             worst = 0.0  # time_per_step left the state where it started
             for _ in range(n):
                 mujoco.mj_step(model, data)

@@ -30,7 +30,7 @@ class ContactStepper:
     contact solve, stopping at a step the kernel could not take."""
 
     def __init__(self, kernel, contacts, bodyi, iters, rest_speed):
-        self.kernel, self.contacts = kernel, contacts
+        self.contacts = contacts
         self._run = kernel_driver(_run_source, kernel, imports=_RUN_IMPORTS)
         self.active = ((np.asarray(bodyi) == FREE)
                        & (contacts.geom[:, G_KIND] != NONE)).astype(np.int64)
