@@ -120,9 +120,9 @@ Turns and time slices
     (``tests/test_hil.py`` checks it against uninterrupted calls).  So a request waits at most one slice for every other
     connection that has work, plus its own work; a slice overruns only when the cost per step
     jumps within a chunk (an implicit integrator's sub-step fallback), by at most that chunk.
-    One thread rather than one per client: the compiled kernels hold the GIL, so threads would
-    not take turns inside a long ``step`` call at all, and their turns would be whatever the
-    operating system gives; a process per client would pay a kernel load and a simulation
+    One thread rather than one per client: the compiled kernels release the GIL, but the
+    Python around them (parsing, packing, the façade) holds it, so threads' turns would be
+    whatever the operating system and the GIL give, not bounded slices; a process per client would pay a kernel load and a simulation
     each, on a machine with few cores.  Slices in one thread give a bound this docstring can
     state.  ``max_steps_per_request`` now bounds the size of a request, not the server's time.
 
@@ -1386,7 +1386,7 @@ def serve_main(args):
     imus = [parse_imu(text) for text in getattr(args, "imu", None) or ()]
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt,
                           **dict(args.set or []))
-    sim.step(0)  # load the compiled kernel before the first client waits on it
+    sim.step(0)  # compile before a real-time priority is taken (the Server compiles too)
     if args.rt_priority:
         from rtrigid.io.realtime import set_fifo_priority
 

@@ -645,9 +645,7 @@ def _revolute_pair(tf, ti, b, tau, dtheta, R0, rot, u, Y):
     p = ti[b, I_PARENT]
     m = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
     a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-    beta = (0.0, 0.0, 0.0)
-    if p >= 0:
-        beta = rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
+    beta = _parent_beta(ti, b, R0, u)
     half = 0.5 * dtheta
     t = np.tan(half)
     ratio = 1.0 if half == 0.0 else half / t
@@ -725,9 +723,7 @@ def _actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
             continue
         p = ti[b, I_PARENT]
         a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-        beta = (0.0, 0.0, 0.0)
-        if p >= 0:
-            beta = rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
+        beta = _parent_beta(ti, b, R0, u)
         bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
         ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
         half = 0.5 * mu[ov]

@@ -66,9 +66,11 @@ from rtrigid.backends.tree.kinematics import (
     joint_velocities,
     normalize_coordinates,
     refresh_bodies,
+    rk4_stage_input,
     spring_point,
 )
 from rtrigid.backends.buffers import all_finite
+from rtrigid.backends.tree.nullspace_rk4 import RK4_WEIGHTS
 from rtrigid.backends.tree.dynamics import (
     add_point_columns,
     forward_dynamics,
@@ -92,10 +94,6 @@ RANK_GAP = 1e-9     # a singular value below this fraction of the largest is rou
 SINGULAR = 1e-6     # one between RANK_GAP and this is a near-singular configuration
 CLOSED = 1e-13      # position projection stops below this residual (m, rad)
 
-
-def count_rows(kind):
-    t, r, _ = _ROWS[kind]
-    return len(t) + len(r)
 
 # a loop's float row: anchors, the parent's joint frame (rows e1, e2, u), the child axis, r0
 L_AP, L_AC, L_FRAME, L_UC, L_R0, L_WIDTH = 0, 3, 6, 15, 18, 22
@@ -415,28 +413,23 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
               zero):
     """n RK4 steps with the loops (see :class:`LoopStepper`); the number of steps taken (a
     failed step leaves the state of the step before it)."""
-    weights = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
-    nodes = (0.0, 0.5, 0.5, 1.0)
     for done in range(n):
         S_prev[:] = S
         Q0[:] = Qg
         nu0[:] = nu
         ok = True
         for st in range(4):
-            c = nodes[st] * dt
-            for i in range(Qg.shape[0]):
-                Qs[i] = Q0[i] + c * dQ[i] if st > 0 else Q0[i]
-            for i in range(nu.shape[0]):
-                nus[i] = nu0[i] + c * dnu[i] if st > 0 else nu0[i]
+            rk4_stage_input(st, dt, Q0, nu0, dQ, dnu, Qs, nus)
             coordinate_rates(ti, Qs, nus, dQ)
             ok &= constrained_acceleration(tf, ti, pf, pi, gravity, Qs, nus, f_app, t_app,
                                            held, lf, li, rank, ws, x, q, R, rj, G, V, cb,
                                            IA, U, Dinv, W, pA, acc, fext, I6, tau, F6, K, E,
                                            J6, phi, J, gam, acc2, dnu)
+            wt = RK4_WEIGHTS[st]
             for i in range(Qg.shape[0]):
-                sQ[i] = sQ[i] + weights[st] * dQ[i] if st > 0 else weights[st] * dQ[i]
+                sQ[i] = sQ[i] + wt * dQ[i] if st > 0 else wt * dQ[i]
             for i in range(nu.shape[0]):
-                snu[i] = snu[i] + weights[st] * dnu[i] if st > 0 else weights[st] * dnu[i]
+                snu[i] = snu[i] + wt * dnu[i] if st > 0 else wt * dnu[i]
         for i in range(Qg.shape[0]):
             Qg[i] = Q0[i] + dt * sQ[i]
         for i in range(nu.shape[0]):
@@ -560,7 +553,6 @@ class LoopClosure:
         nb = tree.nb
         self._x, self._q = np.zeros((nb, 3)), np.zeros((nb, 4))
         self._scr = scratch
-        self._J6 = np.zeros((6, tree.nv))
         self._M = np.zeros((tree.nv, tree.nv))
         self._F6 = np.zeros(6)
         self._acc = np.zeros((nb, 6))
@@ -599,10 +591,6 @@ class LoopClosure:
         return self._phi, self._J, self._gam
 
     # -- kinematics of the cut joints -------------------------------------------------------
-    def _geometry(self, Qg):
-        R, rj, G = self._scr[:3]
-        geometry(self.tree.tf, self.tree.ti, Qg, self._x, self._q, R, rj, G)
-
     def residual(self, Qg):
         """Phi(Qg): every loop's residual rows (see the module's table); a new array."""
         return self.rows(Qg, what=1)[0].copy()
