@@ -114,12 +114,13 @@ def _point(table, k, body, other, f, p0, p1, p2, radius, n, h, mu, e, margin):
 
 
 @jit
-def _circle(table, k, body, other, f, c0, c1, c2, a, ex, radius, n, h, mu, e, margin):
+def _circle(table, k, body, other, f, c0, c1, c2, a, ex, radius, n, h, mu, e, margin, lead):
     """The deepest point of the circle (centre c, unit axis a, radius) below the plane and the
     three a quarter turn apart from it (ex: a unit vector across a, used when the circle lies
-    flat and has no deepest point)."""
-    d = n[0] * a[0] + n[1] * a[1] + n[2] * a[2]
-    u0, u1, u2 = -n[0] + d * a[0], -n[1] + d * a[1], -n[2] + d * a[2]
+    flat and has no deepest point).  ``lead``: the plane's normal as the body will see it half
+    a step ahead (see :func:`ground_contacts`); the deepest point is picked for it."""
+    d = lead[0] * a[0] + lead[1] * a[1] + lead[2] * a[2]
+    u0, u1, u2 = -lead[0] + d * a[0], -lead[1] + d * a[1], -lead[2] + d * a[2]
     s = np.sqrt(u0 * u0 + u1 * u1 + u2 * u2)
     if s > 1e-9:
         u0, u1, u2 = u0 / s, u1 / s, u2 / s
@@ -139,9 +140,37 @@ def _circle(table, k, body, other, f, c0, c1, c2, a, ex, radius, n, h, mu, e, ma
 
 
 @jit
-def ground_contacts(table, k, b, geom, x, q, g, plane):
+def _lead(n, w, ahead):
+    """n turned by -w ahead (Rodrigues): the normal as a body turning at w (world) will see it
+    after ``ahead`` seconds, in today's axes."""
+    s = np.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
+    if s * ahead < 1e-12:
+        return n
+    k0, k1, k2 = w[0] / s, w[1] / s, w[2] / s
+    c, sn = np.cos(s * ahead), -np.sin(s * ahead)
+    kn = k0 * n[0] + k1 * n[1] + k2 * n[2]
+    x0 = k1 * n[2] - k2 * n[1]
+    x1 = k2 * n[0] - k0 * n[2]
+    x2 = k0 * n[1] - k1 * n[0]
+    return (n[0] * c + x0 * sn + k0 * kn * (1.0 - c), n[1] * c + x1 * sn + k1 * kn * (1.0 - c),
+            n[2] * c + x2 * sn + k2 * kn * (1.0 - c))
+
+
+@jit
+def ground_contacts(table, k, b, geom, x, q, g, plane, w, ahead):
     """Append body b's contacts with ground g (row ``plane``) to the table from row k; returns
-    the next free row.  x, q: the body's centre of mass and orientation."""
+    the next free row.  x, q: the body's centre of mass and orientation; w: its angular
+    velocity (world), ahead: half the step.
+
+    A rim (cylinder, cone) rolling on the plane touches it at a point that runs round the rim.
+    Its contact is the rim point that will be lowest half a step ahead (the body turned by
+    w * ahead), not the lowest now: the next free flight then turns the rim about an axis
+    through the middle of the arc it rolls over, which dips into the plane only at third
+    order in dt.  Taking today's lowest point, the free flight's turn about the fixed axis
+    through it dips the next one into the plane by ~ a (w dt)^2 cos^2(alpha) / (2 sin alpha);
+    the push-out lifts the disc by that every step and the energy rule takes the lift's
+    potential energy from its motion: the rolling disc rose and slowed (Euler's disk ran
+    backwards)."""
     row = geom[b]
     kind = int(row[G_KIND])
     if kind == NONE:
@@ -174,13 +203,14 @@ def ground_contacts(table, k, b, geom, x, q, g, plane):
         return _point(table, k, b, other, 1, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2],
                       p0, n, h, mu, e, margin)
     ex = rotate_t(q0, q1, q2, q3, 1.0, 0.0, 0.0, 1.0)
+    lead = _lead(n, w, ahead)
     if kind == CYLINDER:
         k = _circle(table, k, b, other, 0, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], a, ex,
-                    p0, n, h, mu, e, margin)
+                    p0, n, h, mu, e, margin, lead)
         return _circle(table, k, b, other, 4, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2], a,
-                       ex, p0, n, h, mu, e, margin)
+                       ex, p0, n, h, mu, e, margin, lead)
     # cone: apex at -3/4 height, base rim at +1/4 height
     k = _point(table, k, b, other, 0, c0 - 0.75 * p1 * a[0], c1 - 0.75 * p1 * a[1],
                c2 - 0.75 * p1 * a[2], 0.0, n, h, mu, e, margin)
     return _circle(table, k, b, other, 1, c0 + 0.25 * p1 * a[0], c1 + 0.25 * p1 * a[1],
-                   c2 + 0.25 * p1 * a[2], a, ex, p0, n, h, mu, e, margin)
+                   c2 + 0.25 * p1 * a[2], a, ex, p0, n, h, mu, e, margin, lead)
