@@ -721,29 +721,66 @@ def tippe_top(integrator="energy_momentum", dt=5e-4, options=None, mass=0.015, r
     return sim
 
 
-@scenario(dt=5e-4, t_end=5.0)
-def euler_disk(integrator="energy_momentum", dt=5e-4, options=None, mass=0.2, radius=0.04,
-               thickness=0.01, friction=0.3, tilt=0.4, spin=40.0):
-    """Euler's disk: a thick coin on its rim, tilted ``tilt`` rad from upright, spun about the
-    vertical; it rolls round on its rim, lower and faster, until it lies flat."""
+def euler_disk_precession(alpha, radius=0.04, thickness=0.01, g=9.81):
+    """The precession rate (rad/s) of a uniform disc (a cylinder of ``radius`` and
+    ``thickness``) rolling without slipping on its rim round a fixed centre, its face at
+    ``alpha`` (rad) to the table: the steady motion of Euler's disk.
+
+    The centre at rest and the contact point at rest make the angular velocity lie along the
+    line from the centre to the contact point, w = -(Omega sin(alpha) / a) r_c (a the radius,
+    h half the thickness, r_c = a d - h e3, d the face's steepest downward direction, e3 the
+    axis); the contact force is then m g upwards, and its torque turns the angular momentum
+    round the vertical at Omega: Omega^2 = g a c / (sin(alpha) (i1 c - (i3 - i1) h
+    sin(alpha))), c = a cos(alpha) - h sin(alpha), i1 = (3 a^2 + 4 h^2) / 12,
+    i3 = a^2 / 2.  A thin disc (h = 0): Omega^2 = 4 g / (a sin(alpha)), Moffatt's
+    (Nature 404, 2000) Omega^2 alpha = 4 g / a for small alpha."""
+    a, h = radius, 0.5 * thickness
+    i1, i3 = (3 * a * a + 4 * h * h) / 12.0, 0.5 * a * a
+    c = a * np.cos(alpha) - h * np.sin(alpha)
+    return np.sqrt(g * a * c / (np.sin(alpha) * (i1 * c - (i3 - i1) * h * np.sin(alpha))))
+
+
+@scenario(dt=2.5e-4, t_end=7.0)
+def euler_disk(integrator="energy_momentum", dt=2.5e-4, options=None, mass=0.2, radius=0.04,
+               thickness=0.01, friction=0.3, alpha=0.5, rolling_friction=3e-4, spin=None):
+    """Euler's disk: a thick coin rolling round on its rim, its face at ``alpha`` rad to the
+    table, started in the steady rolling of that inclination (centre at rest, precessing at
+    :func:`euler_disk_precession`); ``spin``: instead released spinning at that rate about
+    the vertical through its centre (its rim slips until it rolls).  Rolling friction
+    ``rolling_friction`` (m, on the disc) is what takes its energy: it sinks lower and
+    precesses faster, Omega ~ alpha^-1/2, until it lies flat.  ``info["precession"](alpha)``
+    is the steady rate."""
     mass = as_scalar(mass, "mass", positive=True)
     r = as_scalar(radius, "radius", positive=True)
-    hl = 0.5 * as_scalar(thickness, "thickness", positive=True)
+    thickness = as_scalar(thickness, "thickness", positive=True)
+    hl = 0.5 * thickness
+    alpha = as_scalar(alpha, "alpha")
+    if not 0.0 < alpha < np.pi / 2:
+        raise ValueError("alpha: the face's inclination to the table must lie in (0, pi/2)")
     i3 = 0.5 * mass * r * r
     i1 = mass * (3 * r * r + 4 * hl * hl) / 12.0
     m = Model()
     m.add_ground(friction=friction)
     m.add_body("disk", mass, (i1, i1, i3), shape=("cylinder", {"radius": r, "half_length": hl}),
-               friction=friction)
+               friction=friction, rolling_friction=rolling_friction)
     sim = Simulation(m, integrator, dt, options=options)
-    lean = np.pi / 2 - as_scalar(tilt, "tilt")  # the axis leans this far from vertical
-    q = np.array([np.cos(lean / 2), np.sin(lean / 2), 0.0, 0.0])
-    az = np.cos(lean)
+    # the axis alpha from the vertical, turned about x: the contact point lies along -y
+    q = np.array([np.cos(alpha / 2), np.sin(alpha / 2), 0.0, 0.0])
     sim.set_orientation("disk", q)
-    # on its lowest rim point: the centre r sin(lean) + hl |cos(lean)| above the ground
-    sim.set_position("disk", (0.0, 0.0, r * np.sqrt(1.0 - az * az) + hl * abs(az)))
-    sim.set_angular_velocity("disk", (0.0, 0.0, as_scalar(spin, "spin")))
-    info(sim)["conserved"] = []
+    sim.set_position("disk", (0.0, 0.0, r * np.sin(alpha) + hl * np.cos(alpha)))
+    g = -float(m.gravity[2])
+
+    def precession(a):
+        return euler_disk_precession(a, r, thickness, g)
+
+    if spin is None:
+        e3 = np.array([0.0, -np.sin(alpha), np.cos(alpha)])
+        down = np.array([0.0, -np.cos(alpha), -np.sin(alpha)])
+        sim.set_angular_velocity("disk", -precession(alpha) * np.sin(alpha) / r
+                                 * (r * down - hl * e3))
+    else:
+        sim.set_angular_velocity("disk", (0.0, 0.0, as_scalar(spin, "spin")))
+    info(sim).update(conserved=[], precession=precession)
     return sim
 
 

@@ -732,3 +732,30 @@ def rolling_ball(radius, mass, friction, torsional, rolling, *, dt=1e-3, settle=
     step(model, data, settle)
     data.qvel[:] = 0.0
     return model, data
+
+
+def euler_disk(sim, *, friction=0.3, rolling=3e-4, dt=None):
+    """MuJoCo's twin of the ``euler_disk`` scenario's ``sim`` (its disc's mass, inertia and
+    cylinder, its current pose and velocities): a free cylinder on a plane, MuJoCo's own
+    cylinder-plane collision, condim 6 with ``friction`` sliding and ``rolling`` rolling
+    friction (m) on the disc, elliptic cones, gravity 9.81 down, ``dt`` (default the sim's).
+    Returns (model, data)."""
+    mujoco = _mujoco()
+    body = next(b for b in sim.model.bodies if b.name == "disk")
+    r, hl = body.shape.params["radius"], body.shape.params["half_length"]
+    inertia = np.asarray(body.inertia, float)
+    dt = sim.dt if dt is None else dt
+    xml = (f'<mujoco><option timestep="{_num(dt)}" cone="elliptic" gravity="0 0 -9.81"/>'
+           f'<worldbody><geom type="plane" size="5 5 0.1" condim="6" friction="0 0 0"/>'
+           f'<body><freejoint/><inertial pos="0 0 0" mass="{_num(body.mass)}" '
+           f'diaginertia="{_vec(inertia)}"/><geom type="cylinder" size="{_num(r)} {_num(hl)}" '
+           f'condim="6" friction="{_num(friction)} 0 {_num(rolling)}"/></body>'
+           f"</worldbody></mujoco>")
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    x, q = sim.pose("disk")
+    v, w = sim.velocity("disk", frame="body")
+    data.qpos[:3], data.qpos[3:7] = x, q
+    data.qvel[:3], data.qvel[3:6] = v, w
+    mujoco.mj_forward(model, data)
+    return model, data
