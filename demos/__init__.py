@@ -102,7 +102,9 @@ demo("top_on_table", "top_on_table", "cone top spinning on its tip on the table 
      show_contacts=True, speed=0.25)
 demo("tippe_top", "tippe_top", "tippe top: sliding friction turns it over onto its stem",
      show_contacts=True, speed=0.25)
-demo("euler_disk", "euler_disk", "Euler's disk rolling round on its rim, lower and faster",
+demo("euler_disk", "euler_disk", "Euler's disk rolling round on its rim without slipping; "
+     "rolling friction takes its energy, so it sinks and precesses faster and faster "
+     "(Omega ~ alpha^-1/2) until it lies flat after ~6 s; shown at 1/2 speed", speed=0.5,
      show_contacts=True)
 demo("box_stack", "box_stack", "a stack of five boxes on the ground: drag one to push it, k "
      "kicks the selected box up", {"n": 5}, show_contacts=True)
