@@ -714,21 +714,28 @@ def load_file(path, *, dt=1e-4, floating_base=False, integrator="RK4", fusestati
     return model, mujoco.MjData(model)
 
 
+def _on_plane(dt, body_xml):
+    """(model, data) of ``body_xml`` over a plane whose own friction is 0 (MuJoCo takes the
+    larger per pair), condim 6, elliptic cones (the round cone, as rtrigid's), gravity 9.81
+    down."""
+    mujoco = _mujoco()
+    xml = (f'<mujoco><option timestep="{_num(dt)}" cone="elliptic" gravity="0 0 -9.81"/>'
+           f'<worldbody><geom type="plane" size="5 5 0.1" condim="6" friction="0 0 0"/>'
+           f"{body_xml}</worldbody></mujoco>")
+    model = mujoco.MjModel.from_xml_string(xml)
+    return model, mujoco.MjData(model)
+
+
 def rolling_ball(radius, mass, friction, torsional, rolling, *, dt=1e-3, settle=200):
     """A solid ball (I = 2/5 m r^2) resting on a plane, every contact condim 6 with the
     friction (sliding, torsional, rolling) given on the ball (the plane's are 0; MuJoCo takes
     the larger per pair), elliptic cones (the round cone, as rtrigid's), gravity 9.81 down.
     Returns (model, data) after ``settle`` steps at rest (its soft contact sinks in first);
     set ``data.qvel`` to roll or spin it."""
-    mujoco = _mujoco()
-    xml = (f'<mujoco><option timestep="{_num(dt)}" cone="elliptic" gravity="0 0 -9.81"/>'
-           f'<worldbody><geom type="plane" size="5 5 0.1" condim="6" friction="0 0 0"/>'
-           f'<body pos="0 0 {_num(radius)}"><freejoint/><geom type="sphere" '
-           f'size="{_num(radius)}" mass="{_num(mass)}" condim="6" '
-           f'friction="{_num(friction)} {_num(torsional)} {_num(rolling)}"/></body>'
-           f"</worldbody></mujoco>")
-    model = mujoco.MjModel.from_xml_string(xml)
-    data = mujoco.MjData(model)
+    ball = (f'<body pos="0 0 {_num(radius)}"><freejoint/><geom type="sphere" '
+            f'size="{_num(radius)}" mass="{_num(mass)}" condim="6" '
+            f'friction="{_num(friction)} {_num(torsional)} {_num(rolling)}"/></body>')
+    model, data = _on_plane(dt, ball)
     step(model, data, settle)
     data.qvel[:] = 0.0
     return model, data
@@ -745,14 +752,10 @@ def euler_disk(sim, *, friction=0.3, rolling=3e-4, dt=None):
     r, hl = body.shape.params["radius"], body.shape.params["half_length"]
     inertia = np.asarray(body.inertia, float)
     dt = sim.dt if dt is None else dt
-    xml = (f'<mujoco><option timestep="{_num(dt)}" cone="elliptic" gravity="0 0 -9.81"/>'
-           f'<worldbody><geom type="plane" size="5 5 0.1" condim="6" friction="0 0 0"/>'
-           f'<body><freejoint/><inertial pos="0 0 0" mass="{_num(body.mass)}" '
-           f'diaginertia="{_vec(inertia)}"/><geom type="cylinder" size="{_num(r)} {_num(hl)}" '
-           f'condim="6" friction="{_num(friction)} 0 {_num(rolling)}"/></body>'
-           f"</worldbody></mujoco>")
-    model = mujoco.MjModel.from_xml_string(xml)
-    data = mujoco.MjData(model)
+    disk = (f'<body><freejoint/><inertial pos="0 0 0" mass="{_num(body.mass)}" '
+            f'diaginertia="{_vec(inertia)}"/><geom type="cylinder" size="{_num(r)} {_num(hl)}" '
+            f'condim="6" friction="{_num(friction)} 0 {_num(rolling)}"/></body>')
+    model, data = _on_plane(dt, disk)
     x, q = sim.pose("disk")
     v, w = sim.velocity("disk", frame="body")
     data.qpos[:3], data.qpos[3:7] = x, q
