@@ -61,10 +61,10 @@ def work_size(nb, nq, nv):
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt`` (the kernel contract of rtrigid.backends.buffers).
 
-    The stages call the recursion's passes directly, inlined (their ``inline_copy``: a real
-    call left ~0.7 of the 2-link arm's 1.7 us step in reference counts), on arrays taken out
-    of the buffers once per call: a view made or a tuple of arrays handed on inside the loop costs reference counts
-    (atomic operations) on every stage, which was a third of the step on small chains.  The
+    The stages call the recursion's passes directly, inlined (their ``inline_copy``: real
+    calls left ~0.7 of the 2-link arm's 1.7 us step in reference counts), on arrays taken
+    out of the buffers once per call: a view made or a tuple of arrays handed on inside the
+    loop costs reference counts (atomic operations) on every stage.  The
     stage derivative goes to one pair of arrays (dQ, dnu) and is summed at once with its RK4
     weight, in the order of the textbook formula (so the result is bit for bit the same).
     Actuators act at every stage with the stage's coordinates and rates; their work over a
