@@ -188,9 +188,17 @@ def test_loops_are_refused_by_schemes_without_them():
         if not rt.integrators.get(integrator).loops:
             with pytest.raises(ValueError, match="integrator: .*loop"):
                 rt.Simulation(m, integrator, dt=1e-3)
-    # the conserving schemes' loop step works in plain coordinates: no quaternions
-    with pytest.raises(ValueError, match="integrator: .*quaternion"):
-        rt.Simulation(_parallelogram(0.4, elbow="spherical"), "energy_momentum", dt=1e-3)
+
+
+def test_em_steps_loops_through_a_ball_joint():
+    # the tree's quaternions go through the step's Cayley chart (loops.step_chart)
+    sim = rt.Simulation(_parallelogram(0.4, elbow="spherical"), "energy_momentum", dt=1e-3)
+    sim.set_joint_velocity(0, [2.0])
+    E0 = sim.energy()
+    sim.step(50)
+    assert abs(sim.energy() - E0) <= 1e-12 * abs(E0)
+    assert sim.constraint_error() <= 1e-12
+    assert abs(sim.joint_position(0)[0] - 0.4) > 0.05
 
 
 # -- energy_momentum(4): the discrete-gradient step with the discrete null space ---------------
@@ -218,6 +226,42 @@ def test_em_loops_keep_energy_and_closure(name, integrator):
         sim.step()
         assert sim.constraint_error() <= 1e-12
         assert abs(sim.energy() - E0) <= 1e-12 * abs(E0)
+
+
+def _moving_delta(integrator, dt):
+    """The delta robot with its arms set turning (the loops close the other rates)."""
+    sim = rt.scenarios.build("delta_robot", integrator=integrator, dt=dt)
+    for i, rate in enumerate((1.5, -0.7, 0.4)):
+        sim.set_joint_velocity(f"arm{i}", [rate])
+    return sim
+
+
+@pytest.mark.parametrize("integrator", ["energy_momentum",
+                                        pytest.param("energy_momentum4", marks=pytest.mark.slow)])
+def test_em_delta_robot_keeps_energy_and_closure(integrator):
+    sim = _moving_delta(integrator, 1.0 / 240.0)
+    E0 = sim.energy()
+    for _ in range(12):
+        sim.step()
+        assert sim.constraint_error() <= 1e-12
+        assert abs(sim.energy() - E0) <= 1e-12 * abs(E0)
+        q = sim.pose("platform")[1]
+        assert np.max(np.abs(q[1:])) <= 1e-10  # the parallelograms keep the platform level
+
+
+def _delta_state_at(sim, t_end):
+    sim.step(int(round(t_end / sim.dt)))
+    return np.concatenate([sim.pose("platform")[0]]
+                          + [np.atleast_1d(sim.joint_position(f"arm{i}")) for i in range(3)])
+
+
+def test_em_delta_robot_is_second_order_against_rk4():
+    t_end = 0.05
+    ref = _delta_state_at(_moving_delta("nullspace_rk4", 1.0 / 1920.0), t_end)
+    errs = [np.max(np.abs(_delta_state_at(_moving_delta("energy_momentum", dt), t_end) - ref))
+            for dt in (1.0 / 120.0, 1.0 / 240.0)]
+    order = np.log2(errs[0] / errs[1])
+    assert abs(order - 2.0) < 0.3, (errs, order)
 
 
 def test_em_loops_are_second_and_fourth_order():
