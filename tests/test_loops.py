@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
+from rtrigid.maths import quat
 from rtrigid.model import Model
 from rtrigid.scenarios import bennett_theta2, four_bar_angles
 
@@ -190,6 +191,17 @@ def test_loops_are_refused_by_schemes_without_them():
                 rt.Simulation(m, integrator, dt=1e-3)
 
 
+def test_actuators_and_limits_on_loop_models_are_refused_by_the_registry():
+    m = _parallelogram(0.4)
+    m.add_actuator(0, "motor")
+    for integrator in ("nullspace_rk4", "energy_momentum"):
+        with pytest.raises(ValueError, match="integrator: actuators and joint limits"):
+            rt.Simulation(m, integrator, dt=1e-3)
+    entry = rt.integrators.get("nullspace_rk4")
+    assert entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators)
+    assert entry.refusal("tree", m.inbound_joints(), m.loop_joints) is None
+
+
 def test_em_steps_loops_through_a_ball_joint():
     # the tree's quaternions go through the step's Cayley chart (loops.step_chart)
     sim = rt.Simulation(_parallelogram(0.4, elbow="spherical"), "energy_momentum", dt=1e-3)
@@ -274,6 +286,22 @@ def test_em_loops_are_second_and_fourth_order():
             for dt in dts]
         order = np.log2(errs[0] / errs[1])
         assert abs(order - want) < 0.3, (integrator, errs, order)
+
+
+def test_loop_joints_are_listed_in_their_bodies_frames():
+    sim = rt.scenarios.build("delta_robot", dt=1.0 / 240.0)
+    sim.step(10)
+    loops = sim.loop_joints()
+    assert [j["name"] for j in loops] == [j.name for j in sim.model.loop_joints]
+    for j in loops:
+        assert j["kind"] == "spherical" and j["axis_child"] is None
+        xc, qc = sim.pose(j["child"])
+        xp, qp = sim.pose(j["parent"])
+        on_child = xc + quat.rotate(qc, j["anchor_child"], np.empty(3))
+        on_parent = xp + quat.rotate(qp, j["anchor_parent"], np.empty(3))
+        assert np.max(np.abs(on_child - on_parent)) <= 1e-12  # the loop closes there
+    four = rt.scenarios.build("four_bar").loop_joints()[0]
+    assert four["kind"] == "revolute" and abs(np.linalg.norm(four["axis_child"]) - 1.0) < 1e-12
 
 
 def test_add_joint_points_to_add_loop_joint_and_loop_joints_are_checked():
