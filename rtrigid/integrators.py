@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
+import numpy as np
+
 from rtrigid.backends import BODIES, TREE
 from rtrigid.joints import KINDS
 _B = "rtrigid.backends.bodies."
@@ -60,13 +62,17 @@ class Integrator(NamedTuple):
             out[key] = value
         return out
 
-    def refusal(self, backend, joints, loop_joints=()):
-        """Why this scheme cannot step a model (its backend, inbound joints and loop
-        joints), or None."""
+    def refusal(self, backend, joints, loop_joints=(), actuators=()):
+        """Why this scheme cannot step a model (its backend, inbound joints, loop joints and
+        actuators), or None.  The one place that decides which loop models can be
+        stepped."""
         if loop_joints and not self.loops:
             return (f"{self.name} does not step closed loops (loop joint "
                     f"{loop_joints[0].name!r}); use one of "
                     f"{[i.name for i in REGISTRY.values() if i.loops]}")
+        if loop_joints and (actuators or any(np.isfinite(j.limits).any() for j in joints)):
+            return ("actuators and joint limits on a model with loop joints are not supported "
+                    "yet; drive it with set_joint_force")
         if backend not in self.kernels:
             return (f"{self.name} has no kernel for {backend} models; use one of "
                     f"{[i.name for i in REGISTRY.values() if backend in i.kernels]}")

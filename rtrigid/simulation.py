@@ -125,11 +125,7 @@ class Simulation:
                                             minimum=1)
         kind = select(model)
         loop_joints = getattr(model, "loop_joints", [])
-        why = entry.refusal(kind, model.inbound_joints(), loop_joints)
-        if loop_joints and not why and (model.actuators or any(
-                np.isfinite(j.limits).any() for j in model.joints)):
-            why = ("actuators and joint limits on a model with loop joints are not supported "
-                   "yet; drive it with set_joint_force")
+        why = entry.refusal(kind, model.inbound_joints(), loop_joints, model.actuators)
         massless = [b.name for b in model.bodies if b.mass == 0.0]
         if massless and entry.implicit and not why:
             why = (f"{integrator} cannot step massless bodies ({massless[0]!r}: a link between "
@@ -907,6 +903,21 @@ class Simulation:
             out.append({"kind": j.kind, "parent": j.parent, "child": b, "anchor": anchor,
                         "axis": axis, "name": j.name, "limits": j.limits})
         return out
+
+    def loop_joints(self):
+        """The loop (cut) joints (:meth:`Model.add_loop_joint`), for drawing and inspection: a
+        list of dicts with ``name``, ``kind``, ``parent`` (body index, -1 for the world),
+        ``child``, ``anchor_parent`` and ``anchor_child`` (the joint point in the parent's
+        and the child's frame; the parent's is a world point for the world) and
+        ``axis_child`` (the joint axis in the child's frame, ``None`` where the kind has
+        none).  Constant: place them at any poses (the loop closes where the two anchors
+        meet)."""
+        return [{"name": j.name, "kind": j.kind, "parent": j.parent, "child": j.child,
+                 "anchor_parent": np.array(j.anchor_parent, dtype=np.float64),
+                 "anchor_child": np.array(j.anchor_child, dtype=np.float64),
+                 "axis_child": (np.array(j.axis_child, dtype=np.float64)
+                                if KINDS[j.kind].axial else None)}
+                for j in getattr(self.model, "loop_joints", ())]
 
     # -- diagnostics ----------------------------------------------------------------------
     @property

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
+from rtrigid.maths import quat
 from rtrigid.model import Model
 from rtrigid.scenarios import bennett_theta2, four_bar_angles
 
@@ -188,9 +189,28 @@ def test_loops_are_refused_by_schemes_without_them():
         if not rt.integrators.get(integrator).loops:
             with pytest.raises(ValueError, match="integrator: .*loop"):
                 rt.Simulation(m, integrator, dt=1e-3)
-    # the conserving schemes' loop step works in plain coordinates: no quaternions
-    with pytest.raises(ValueError, match="integrator: .*quaternion"):
-        rt.Simulation(_parallelogram(0.4, elbow="spherical"), "energy_momentum", dt=1e-3)
+
+
+def test_actuators_and_limits_on_loop_models_are_refused_by_the_registry():
+    m = _parallelogram(0.4)
+    m.add_actuator(0, "motor")
+    for integrator in ("nullspace_rk4", "energy_momentum"):
+        with pytest.raises(ValueError, match="integrator: actuators and joint limits"):
+            rt.Simulation(m, integrator, dt=1e-3)
+    entry = rt.integrators.get("nullspace_rk4")
+    assert entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators)
+    assert entry.refusal("tree", m.inbound_joints(), m.loop_joints) is None
+
+
+def test_em_steps_loops_through_a_ball_joint():
+    # the tree's quaternions go through the step's Cayley chart (loops.step_chart)
+    sim = rt.Simulation(_parallelogram(0.4, elbow="spherical"), "energy_momentum", dt=1e-3)
+    sim.set_joint_velocity(0, [2.0])
+    E0 = sim.energy()
+    sim.step(50)
+    assert abs(sim.energy() - E0) <= 1e-12 * abs(E0)
+    assert sim.constraint_error() <= 1e-12
+    assert abs(sim.joint_position(0)[0] - 0.4) > 0.05
 
 
 # -- energy_momentum(4): the discrete-gradient step with the discrete null space ---------------
@@ -220,6 +240,42 @@ def test_em_loops_keep_energy_and_closure(name, integrator):
         assert abs(sim.energy() - E0) <= 1e-12 * abs(E0)
 
 
+def _moving_delta(integrator, dt):
+    """The delta robot with its arms set turning (the loops close the other rates)."""
+    sim = rt.scenarios.build("delta_robot", integrator=integrator, dt=dt)
+    for i, rate in enumerate((1.5, -0.7, 0.4)):
+        sim.set_joint_velocity(f"arm{i}", [rate])
+    return sim
+
+
+@pytest.mark.parametrize("integrator", ["energy_momentum",
+                                        pytest.param("energy_momentum4", marks=pytest.mark.slow)])
+def test_em_delta_robot_keeps_energy_and_closure(integrator):
+    sim = _moving_delta(integrator, 1.0 / 240.0)
+    E0 = sim.energy()
+    for _ in range(12):
+        sim.step()
+        assert sim.constraint_error() <= 1e-12
+        assert abs(sim.energy() - E0) <= 1e-12 * abs(E0)
+        q = sim.pose("platform")[1]
+        assert np.max(np.abs(q[1:])) <= 1e-10  # the parallelograms keep the platform level
+
+
+def _delta_state_at(sim, t_end):
+    sim.step(int(round(t_end / sim.dt)))
+    return np.concatenate([sim.pose("platform")[0]]
+                          + [np.atleast_1d(sim.joint_position(f"arm{i}")) for i in range(3)])
+
+
+def test_em_delta_robot_is_second_order_against_rk4():
+    t_end = 0.05
+    ref = _delta_state_at(_moving_delta("nullspace_rk4", 1.0 / 1920.0), t_end)
+    errs = [np.max(np.abs(_delta_state_at(_moving_delta("energy_momentum", dt), t_end) - ref))
+            for dt in (1.0 / 120.0, 1.0 / 240.0)]
+    order = np.log2(errs[0] / errs[1])
+    assert abs(order - 2.0) < 0.3, (errs, order)
+
+
 def test_em_loops_are_second_and_fourth_order():
     t_end = 0.25
     ref = _crank_angle_at(rt.scenarios.build("four_bar", dt=1.0 / 3200.0), t_end)
@@ -230,6 +286,22 @@ def test_em_loops_are_second_and_fourth_order():
             for dt in dts]
         order = np.log2(errs[0] / errs[1])
         assert abs(order - want) < 0.3, (integrator, errs, order)
+
+
+def test_loop_joints_are_listed_in_their_bodies_frames():
+    sim = rt.scenarios.build("delta_robot", dt=1.0 / 240.0)
+    sim.step(10)
+    loops = sim.loop_joints()
+    assert [j["name"] for j in loops] == [j.name for j in sim.model.loop_joints]
+    for j in loops:
+        assert j["kind"] == "spherical" and j["axis_child"] is None
+        xc, qc = sim.pose(j["child"])
+        xp, qp = sim.pose(j["parent"])
+        on_child = xc + quat.rotate(qc, j["anchor_child"], np.empty(3))
+        on_parent = xp + quat.rotate(qp, j["anchor_parent"], np.empty(3))
+        assert np.max(np.abs(on_child - on_parent)) <= 1e-12  # the loop closes there
+    four = rt.scenarios.build("four_bar").loop_joints()[0]
+    assert four["kind"] == "revolute" and abs(np.linalg.norm(four["axis_child"]) - 1.0) < 1e-12
 
 
 def test_add_joint_points_to_add_loop_joint_and_loop_joints_are_checked():

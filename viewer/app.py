@@ -37,7 +37,6 @@ import time
 
 import numpy as np
 
-from rtrigid.joints import KINDS
 from viewer import meshes, scene
 from viewer.camera import OrbitCamera, ortho_pixels
 from viewer.monitor import Conservation, FrameTimer, fmt_drift, kept_to
@@ -697,17 +696,19 @@ class Viewer:
         coincide)."""
         poses = self.poses() if poses is None else poses
         out = []
-        for j in getattr(self.sim.model, "loop_joints", ()):
-            xc, qc = poses[j.child]
+        for j in self.sim.loop_joints():
+            xc, qc = poses[j["child"]]
             rc = scene.rotation(qc)
-            if j.parent < 0:
-                on_parent = np.asarray(j.anchor_parent, dtype=np.float64)
+            if j["parent"] < 0:
+                on_parent = j["anchor_parent"]
             else:
-                xp, qp = poses[j.parent]
-                on_parent = xp + scene.rotation(qp) @ j.anchor_parent
-            out.append({"kind": j.kind, "parent": j.parent, "child": j.child, "name": j.name,
-                        "anchor": xc + rc @ j.anchor_child, "anchor_parent": on_parent,
-                        "axis": rc @ j.axis_child if KINDS[j.kind].axial else None})
+                xp, qp = poses[j["parent"]]
+                on_parent = xp + scene.rotation(qp) @ j["anchor_parent"]
+            axis = j["axis_child"]
+            out.append({"kind": j["kind"], "parent": j["parent"], "child": j["child"],
+                        "name": j["name"], "anchor": xc + rc @ j["anchor_child"],
+                        "anchor_parent": on_parent,
+                        "axis": None if axis is None else rc @ axis})
         return out
 
     def _draw_joints(self, poses):
