@@ -188,7 +188,7 @@ def build_single_body(
             boundinertia="0" alignfree="false" angle="radian"/>
   <option timestep="{_num(dt)}" integrator="{_INTEGRATORS[key]}"
           gravity="{_vec(gravity)}" density="0" viscosity="0" wind="0 0 0">
-    <flag contact="{'enable' if contacts else 'disable'}" autoreset="disable"/>
+    <flag contact="disable" autoreset="disable"/>
   </option>
   <worldbody>
     <body name="body" pos="{_vec(body_pos)}" quat="1 0 0 0">
