@@ -483,7 +483,7 @@ def build_chain(n, link_length, link_mass, inertia, *, joint="ball", axis=(1.0, 
             angle="radian"/>
   <option timestep="{_num(dt)}" integrator="{_INTEGRATORS[key]}" gravity="{_vec(gravity)}"
           density="0" viscosity="0" wind="0 0 0">
-    <flag contact="{'enable' if contacts else 'disable'}" autoreset="disable"/>
+    <flag contact="disable" autoreset="disable"/>
   </option>
   <worldbody>
     {body}
