@@ -660,6 +660,42 @@ def box_stack(integrator="energy_momentum", dt=1.0 / 240.0, options=None, n=10, 
     return sim
 
 
+def quadruped_model(torso_mass=4.0, leg_mass=0.3, friction=0.8, kp=60.0, kv=1.0):
+    """A simple quadruped on the ground: a box torso (0.4 x 0.2 x 0.1 m) on four capsule legs
+    (0.2 m, 2 cm end caps) hinged about y at its bottom corners, each held upright by a
+    position servo (kp, kv).  Standing, the torso's centre is 0.27 m over the ground.
+    (Under nullspace_rk4 at dt = 1/240 a damper of kv = 2 on these light legs grows an
+    oscillation through the contacts; kv = 1 stands still.)"""
+    half = (0.2, 0.1, 0.05)
+    m = Model()
+    m.add_ground(friction=friction)
+    m.add_body("torso", torso_mass, box_inertia(torso_mass, half),
+               shape=("box", {"half_extents": half}), friction=friction)
+    leg = ("capsule", {"radius": 0.02, "half_length": 0.1})
+    j = leg_mass * 0.2 ** 2 / 12.0
+    for i, (sx, sy) in enumerate(((1, 1), (1, -1), (-1, 1), (-1, -1))):
+        name = f"leg{i}"
+        m.add_body(name, leg_mass, (j, j, 1e-4), shape=leg, friction=friction)
+        m.add_joint("revolute", "torso", name, anchor_parent=(0.15 * sx, 0.12 * sy, -0.05),
+                    anchor_child=(0.0, 0.0, 0.1), axis_parent=(0.0, 1.0, 0.0), name=f"hip{i}")
+        m.add_actuator(f"hip{i}", "position", kp=kp, kv=kv)
+    return m
+
+
+QUADRUPED_STAND = 0.27  # quadruped_model's torso centre over the ground, standing
+
+
+@scenario(dt=1.0 / 240.0, t_end=3.0, integrator="nullspace_rk4")
+def quadruped_on_ground(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, drop=0.02):
+    """A simple quadruped (a box on four servo-held capsule legs) dropped ``drop`` m onto the
+    ground: contacts through joints; it lands and stands on its feet."""
+    m = quadruped_model()
+    sim = Simulation(m, integrator, dt, options=options)
+    sim.set_position("torso", (0.0, 0.0, QUADRUPED_STAND + as_scalar(drop, "drop")))
+    info(sim)["conserved"] = []
+    return sim
+
+
 def _cone_top(integrator, options, dt, mass, radius, height, friction, tilt, spin, name):
     """A solid cone standing on its apex, tilted ``tilt`` about x, spinning ``spin`` about its
     axis, on a ground of ``friction``."""

@@ -214,9 +214,6 @@ class Simulation:
 
         if not has_contacts(model):
             return None
-        if kind != BODIES:
-            raise ValueError("grounds: contacts are stepped for free bodies only so far; this "
-                             "model has joints (the tree backend has no contact step yet)")
         if integrator not in CONTACT_INTEGRATORS:
             raise ValueError(f"integrator: {integrator} does not step contacts; use one of "
                              f"{list(CONTACT_INTEGRATORS)}")
@@ -225,8 +222,31 @@ class Simulation:
         contacts = Contacts(model)
         # an approach slower than two steps' fall is a resting contact: no rebound
         rest_speed = 2.0 * float(np.linalg.norm(model.gravity)) * self.dt
-        self._kernel = ContactStepper(self._kernel, contacts, self.backend.frozen.kind, SWEEPS,
-                                      rest_speed)
+        if kind == BODIES:
+            self._kernel = ContactStepper(self._kernel, contacts, self.backend.frozen.kind,
+                                          SWEEPS, rest_speed)
+            return contacts
+        if getattr(model, "loop_joints", None):
+            raise ValueError("grounds: contacts on a model with loop joints are not stepped "
+                             "yet")
+        spin = [b.name for b in model.bodies
+                if b.torsional_friction > 0.0 or b.rolling_friction > 0.0]
+        if spin or any(g.torsional_friction > 0.0 or g.rolling_friction > 0.0
+                       for g in model.grounds):
+            raise ValueError("torsional_friction: torsional and rolling friction are stepped "
+                             f"for free-body models only so far (bodies {spin}, or a ground)")
+        from rtrigid.backends.tree import contact as tree_contact
+
+        tree = self.backend.tree
+        order = contacts.ints[:, 0]
+        ti, voff = tree.ti, tree_contact.I_VOFF
+        perm = [i for b in order for i in range(
+            ti[b, voff], ti[b, voff] + int(tree_contact.NV[ti[b, tree_contact.I_KIND]]))]
+        xi = np.array([int(self.backend._mean_rates)] + perm, np.int64)
+        xf = np.zeros(tree_contact.scratch_size(len(contacts.table), tree.nb, tree.nq,
+                                                tree.nv))
+        self._kernel = ContactStepper(self._kernel, contacts, None, SWEEPS, rest_speed,
+                                      after=tree_contact.__name__, extra=(xf, xi))
         return contacts
 
     def contacts(self):

@@ -81,7 +81,11 @@ def test_contacts_need_a_scheme_and_a_backend_that_step_them():
         rt.Simulation(m, "midpoint_em", 1e-3)
     m.add_body("c", 1.0, (1, 1, 1))
     m.add_joint("revolute", "b", "c", axis_parent=(1, 0, 0))
-    with pytest.raises(ValueError, match="^grounds:"):
+    rt.Simulation(m, "nullspace_rk4", 1e-3)  # contacts through joints (tests/test_tree_contact)
+    m.add_body("d", 1.0, (1, 1, 1))
+    m.add_joint("revolute", "c", "d", axis_parent=(1, 0, 0))
+    m.add_loop_joint("spherical", "b", "d")
+    with pytest.raises(ValueError, match="^grounds:.*loop joints"):
         rt.Simulation(m, "nullspace_rk4", 1e-3)
 
 

@@ -112,7 +112,7 @@ def _dot(a, b):
 
 
 @jit
-def _tangents(n):
+def tangents(n):
     """Two unit vectors completing n to a right-handed basis (a fixed choice per n)."""
     if abs(n[0]) < 0.57735:
         a = (1.0, 0.0, 0.0)
@@ -164,7 +164,7 @@ def _push(vel, row, a, b, minv, d, s, col):
 
 
 @jit
-def _key(row, nb):
+def contact_key(row, nb):
     """A contact's identity from step to step: its bodies (or body and ground) and feature."""
     other = int(row[C_OTHER])
     if other < 0:
@@ -173,7 +173,7 @@ def _key(row, nb):
 
 
 @jit
-def _slot(keys, key):
+def slot(keys, key):
     """The slot of ``key`` in the open-addressed table ``keys`` (H, 2): its own, or the empty
     one where it would go."""
     mask = keys.shape[0] - 1
@@ -184,14 +184,14 @@ def _slot(keys, key):
 
 
 @jit
-def _remember(table, count, nb, keys, lam):
+def remember(table, count, nb, keys, lam):
     """Keep this step's impulses, by contact identity, to start the next step's solve."""
     for h in range(keys.shape[0]):
         keys[h, 0] = -1
     for k in range(count):
         row = table[k]
-        key = _key(row, nb)
-        h = _slot(keys, key)
+        key = contact_key(row, nb)
+        h = slot(keys, key)
         keys[h, 0], keys[h, 1] = key, k
         for i in range(3):
             lam[k, i] = row[C_LAMBDA + i]
@@ -206,7 +206,7 @@ def _warm_start(table, count, nb, keys, lam, minv, vel):
     from step to step (seen on a box resting on a box)."""
     for k in range(count):
         row = table[k]
-        h = _slot(keys, _key(row, nb))
+        h = slot(keys, contact_key(row, nb))
         if keys[h, 0] == -1:
             continue
         j = keys[h, 1]
@@ -226,7 +226,7 @@ def _prepare(table, count, x, q, mass, inertia, vel, rest_speed, dt):
         row = table[k]
         a, b = int(row[C_BODY]), int(row[C_OTHER])
         n = _row3(row, C_NORMAL)
-        t1, t2 = _tangents(n)
+        t1, t2 = tangents(n)
         ra = (row[C_POINT] - x[a, 0], row[C_POINT + 1] - x[a, 1], row[C_POINT + 2] - x[a, 2])
         inv = (1.0 / inertia[a, 0], 1.0 / inertia[a, 1], 1.0 / inertia[a, 2])
         kn, an = _k_times(q[a], 1.0 / mass[a], inv, ra, n)
@@ -250,7 +250,6 @@ def _prepare(table, count, x, q, mass, inertia, vel, rest_speed, dt):
                 row[C_BN + 3 + i] = b1[i]
                 row[C_BN + 6 + i] = b2[i]
         a11, a12, a22 = _dot(t1, k1v), _dot(t1, k2v), _dot(t2, k2v)
-        det = a11 * a22 - a12 * a12
         for i in range(3):
             row[C_ARM + i] = ra[i]
             row[C_ARMB + i] = rb[i]
@@ -261,21 +260,68 @@ def _prepare(table, count, x, q, mass, inertia, vel, rest_speed, dt):
             row[C_AN + i] = an[i]
             row[C_AN + 3 + i] = a1[i]
             row[C_AN + 6 + i] = a2[i]
-        row[C_KN] = 1.0 / _dot(n, kn)
-        row[C_KT], row[C_KT + 1], row[C_KT + 2], row[C_KT + 3] = (a22 / det, -a12 / det,
-                                                                 -a12 / det, a11 / det)
-        row[C_KS] = 1.0 / (0.5 * (a11 + a22) + np.sqrt(0.25 * (a11 - a22) ** 2 + a12 * a12))
-        un = _dot(n, _point_velocity(vel, a, b, ra, rb))
-        if row[C_DEPTH] >= 0.0:
-            row[C_TARGET] = -row[C_E] * un if un < -rest_speed else 0.0
-        elif row[C_E] > 0.0 and un < -rest_speed:
-            row[C_TARGET] = -np.inf
-        else:
-            row[C_TARGET] = row[C_DEPTH] / dt
+        set_response(row, _dot(n, kn), a11, a12, a22)
+        set_target(row, _dot(n, _point_velocity(vel, a, b, ra, rb)), rest_speed, dt)
 
 
 @jit
-def _by_level(table, count, level, rows):
+def set_response(row, knn, a11, a12, a22):
+    """A contact's inverse responses from its Delassus block K (relative velocity change per
+    unit impulse, in the basis n, t1, t2): 1 / K_nn, the inverse of the tangent 2x2 block
+    (a11, a12; a12, a22), and the scalar sliding response 1 / (its largest eigenvalue)."""
+    det = a11 * a22 - a12 * a12
+    row[C_KN] = 1.0 / knn
+    row[C_KT], row[C_KT + 1], row[C_KT + 2], row[C_KT + 3] = (a22 / det, -a12 / det,
+                                                             -a12 / det, a11 / det)
+    row[C_KS] = 1.0 / (0.5 * (a11 + a22) + np.sqrt(0.25 * (a11 - a22) ** 2 + a12 * a12))
+
+
+@jit
+def set_target(row, un, rest_speed, dt):
+    """The normal velocity the contact aims at, from its normal velocity un before the
+    solve (see :func:`_prepare`)."""
+    if row[C_DEPTH] >= 0.0:
+        row[C_TARGET] = -row[C_E] * un if un < -rest_speed else 0.0
+    elif row[C_E] > 0.0 and un < -rest_speed:
+        row[C_TARGET] = -np.inf
+    else:
+        row[C_TARGET] = row[C_DEPTH] / dt
+
+
+@jit
+def normal_update(row, un):
+    """The projected Gauss-Seidel step of the normal impulse, at normal velocity un: stores
+    the new impulse, returns its change."""
+    ln = max(0.0, row[C_LAMBDA] + (row[C_TARGET] - un) * row[C_KN])
+    dn = ln - row[C_LAMBDA]
+    row[C_LAMBDA] = ln
+    return dn
+
+
+@jit
+def friction_update(row, u1, u2):
+    """The friction impulse's step at tangential velocity (u1, u2), within the disc
+    |lt| <= mu ln of the present normal impulse: stores it, returns its change."""
+    l1 = row[C_LAMBDA + 1] - (row[C_KT] * u1 + row[C_KT + 1] * u2)
+    l2 = row[C_LAMBDA + 2] - (row[C_KT + 2] * u1 + row[C_KT + 3] * u2)
+    cap = row[C_MU] * row[C_LAMBDA]
+    s = np.sqrt(l1 * l1 + l2 * l2)
+    if s > cap:
+        # sliding: the push along -slip (scalar effective mass), onto the cone's rim, so
+        # that where the sweeps settle the friction opposes the slip (Coulomb's maximum
+        # dissipation); the exact 2x2 step, cut radially, would tilt it by K's anisotropy
+        l1 = row[C_LAMBDA + 1] - row[C_KS] * u1
+        l2 = row[C_LAMBDA + 2] - row[C_KS] * u2
+        s = np.sqrt(l1 * l1 + l2 * l2)
+        if s > cap:
+            l1, l2 = l1 * cap / s, l2 * cap / s
+    d1, d2 = l1 - row[C_LAMBDA + 1], l2 - row[C_LAMBDA + 2]
+    row[C_LAMBDA + 1], row[C_LAMBDA + 2] = l1, l2
+    return d1, d2
+
+
+@jit
+def by_level(table, count, level, rows):
     """rows[:count]: the contacts ordered from the one farthest from a ground to the ground
     contacts (by the level of their upper body; a stable counting sort, so ties keep the
     table's order).  Sweeping a stack top down carries its weight to the ground in one
@@ -302,29 +348,12 @@ def _sweep(table, count, rows, minv, vel, q, inertia):
         a, b = int(row[C_BODY]), int(row[C_OTHER])
         n = _row3(row, C_NORMAL)
         ra, rb = _row3(row, C_ARM), _row3(row, C_ARMB)
-        u = _point_velocity(vel, a, b, ra, rb)
-        ln = max(0.0, row[C_LAMBDA] + (row[C_TARGET] - _dot(n, u)) * row[C_KN])
-        dn = ln - row[C_LAMBDA]
-        row[C_LAMBDA] = ln
+        dn = normal_update(row, _dot(n, _point_velocity(vel, a, b, ra, rb)))
+        ln = row[C_LAMBDA]
         _push(vel, row, a, b, minv, n, dn, C_AN)
         t1, t2 = _row3(row, C_T1), _row3(row, C_T2)
         u = _point_velocity(vel, a, b, ra, rb)
-        u1, u2 = _dot(t1, u), _dot(t2, u)
-        l1 = row[C_LAMBDA + 1] - (row[C_KT] * u1 + row[C_KT + 1] * u2)
-        l2 = row[C_LAMBDA + 2] - (row[C_KT + 2] * u1 + row[C_KT + 3] * u2)
-        cap = row[C_MU] * ln
-        s = np.sqrt(l1 * l1 + l2 * l2)
-        if s > cap:
-            # sliding: the push along -slip (scalar effective mass), onto the cone's rim, so
-            # that where the sweeps settle the friction opposes the slip (Coulomb's maximum
-            # dissipation); the exact 2x2 step, cut radially, would tilt it by K's anisotropy
-            l1 = row[C_LAMBDA + 1] - row[C_KS] * u1
-            l2 = row[C_LAMBDA + 2] - row[C_KS] * u2
-            s = np.sqrt(l1 * l1 + l2 * l2)
-            if s > cap:
-                l1, l2 = l1 * cap / s, l2 * cap / s
-        d1, d2 = l1 - row[C_LAMBDA + 1], l2 - row[C_LAMBDA + 2]
-        row[C_LAMBDA + 1], row[C_LAMBDA + 2] = l1, l2
+        d1, d2 = friction_update(row, _dot(t1, u), _dot(t2, u))
         _push(vel, row, a, b, minv, t1, d1, C_AN + 3)
         _push(vel, row, a, b, minv, t2, d2, C_AN + 6)
         change = max(change, abs(dn), abs(d1), abs(d2))
@@ -422,32 +451,32 @@ def _kinetic(q, m, inertia, v):
 
 
 @jit
-def _root(island, b):
+def island_root(island, b):
     while island[b] != b:
         b = island[b]
     return b
 
 
 @jit
-def _islands(table, count, order, rank, island):
+def islands(table, count, order, rank, island):
     """island[b]: the root of b's island of touching bodies (the lowest-ranked body)."""
     for r in range(order.shape[0]):
         island[order[r]] = order[r]
     for k in range(count):
         b = int(table[k, C_OTHER])
         if b >= 0:
-            i, j = _root(island, int(table[k, C_BODY])), _root(island, b)
+            i, j = island_root(island, int(table[k, C_BODY])), island_root(island, b)
             if i != j:
                 if rank[i] < rank[j]:
                     island[j] = i
                 else:
                     island[i] = j
     for r in range(order.shape[0]):
-        island[order[r]] = _root(island, order[r])
+        island[order[r]] = island_root(island, order[r])
 
 
 @jit
-def _levels(table, count, level):
+def levels(table, count, level):
     """level[b]: how many contacts lie between body b and a ground (0: it touches one; nb:
     none of its contacts reaches one)."""
     nb = level.shape[0]
@@ -522,7 +551,7 @@ def _spin_coefficients(table, k0, k, mu_t, mu_r):
 
 
 @jit
-def _detect(table, x, q, w, active, geom, grounds, order, rank, sweep, lo, centre, dt):
+def detect(table, x, q, w, active, geom, grounds, order, rank, sweep, lo, centre, dt):
     """Ground contacts of every active body, then the pairs the sweep over x finds; returns
     the number of contacts.  w: body angular velocities (body axes), for the rims' contact
     points half a step ahead (:func:`.geometry.ground_contacts`)."""
@@ -612,23 +641,83 @@ def _rolling_rims(table, count, geom, keys, nb, island, flag, vel, spent):
 
 
 @jit
+def elastic_islands(table, count, island, sums):
+    """sums (nb, 3) <- 0, and sums[root, 2] = 1 for each island with an elastic contact (one
+    whose target normal velocity is a rebound): the energy rule's per-island sums."""
+    for b in range(sums.shape[0]):
+        sums[b, 0] = 0.0
+        sums[b, 1] = 0.0
+        sums[b, 2] = 0.0
+    for k in range(count):
+        if table[k, C_TARGET] > 0.0:
+            sums[island[int(table[k, C_BODY])], 2] = 1.0
+
+
+@jit
+def scale_impulses(table, count, island, sums):
+    """Each contact's impulses times its island's scale sums[root, 2], and its world impulse
+    (normal and friction parts) into C_IMPULSE."""
+    for k in range(count):
+        row = table[k]
+        s = sums[island[int(row[C_BODY])], 2]
+        for i in range(3):
+            row[C_IMPULSE + i] = s * (row[C_LAMBDA] * row[C_NORMAL + i]
+                                      + row[C_LAMBDA + 1] * row[C_T1 + i]
+                                      + row[C_LAMBDA + 2] * row[C_T2 + i])
+        for i in range(3):
+            row[C_LAMBDA + i] *= s
+
+
+@jit
+def energy_scales(order, touched, island, sums, rolling, spent):
+    """Per touched island (root b), from twice its kinetic energy before the event
+    sums[b, 0], after the impulses sums[b, 1] and the lift's potential energy sums[b, 2]:
+    (velocity scale, lift scale) into sums[b, 0:2] -- the excess of after plus lift over
+    before comes out of the velocities, or, when they do not hold that much, the island stops
+    and its lift is shortened.  An island with rolling[b] == 1 (one body rolling on a rim
+    without slip, :func:`_rolling_rims`) that lost energy gets back what its impulses took
+    beyond the lift and spent[b] (twice its torsional and rolling friction's work), never
+    more than it had.  Returns True if some lift was shortened."""
+    shortened = False
+    for r in range(order.shape[0]):
+        b = order[r]
+        if not touched[b] or island[b] != b:
+            continue
+        excess = sums[b, 1] + sums[b, 2] - sums[b, 0]
+        velocity_scale, lift_scale = 1.0, 1.0
+        if rolling[b] == 1 and excess < 0.0 and sums[b, 1] > 0.0:
+            # a rim rolling without slip: its contact does no work (see _rolling_rims); what
+            # the impulses took beyond the modelled rolling resistance goes back to its motion
+            velocity_scale = np.sqrt(max(0.0, sums[b, 0] - sums[b, 2] - spent[b]) / sums[b, 1])
+            velocity_scale = max(1.0, velocity_scale)
+        elif excess > 0.0:
+            if excess < sums[b, 1]:
+                velocity_scale = np.sqrt((sums[b, 1] - excess) / sums[b, 1])
+            else:
+                velocity_scale, lift_scale = 0.0, sums[b, 0] / sums[b, 2]
+                shortened = True
+        sums[b, 0], sums[b, 1] = velocity_scale, lift_scale
+    return shortened
+
+
+@jit
 def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, touched, vel,
             ints, lift, keys, lam, rows, iters, rest_speed, dt):
     """Detect and solve every active body's contacts; returns the number of contacts (rows
     of ``table``).  ``touched[b]`` is set to 1 for a body whose velocities or position
     changed (its momenta must be re-derived), else 0.  Scratch: vel (nb, 16), ints (nb, 5)
     -- columns order, rank, sweep, island, level -- and lift (nb, 3).  keys (H, 2), lam (rows, 3):
-    the last step's impulses by contact (see :func:`_remember`), part of the state; rows
+    the last step's impulses by contact (see :func:`remember`), part of the state; rows
     (table rows,) int scratch."""
     nb = x.shape[0]
     order, rank, sweep, island = ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3]
     minv = vel[:, 12]
-    count = _detect(table, x, q, w, active, geom, grounds, order, rank, sweep, vel[:, 13],
-                    lift, dt)
+    count = detect(table, x, q, w, active, geom, grounds, order, rank, sweep, vel[:, 13],
+                   lift, dt)
     for b in range(nb):
         touched[b] = 0
     if count == 0:
-        _remember(table, 0, nb, keys, lam)
+        remember(table, 0, nb, keys, lam)
         return 0
     for k in range(count):
         touched[int(table[k, C_BODY])] = 1
@@ -644,8 +733,8 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             vel[b, 9 + i] = om[i]
     _prepare(table, count, x, q, mass, inertia, vel, rest_speed, dt)
     _warm_start(table, count, nb, keys, lam, minv, vel)
-    _levels(table, count, ints[:, 4])
-    _by_level(table, count, ints[:, 4], rows)
+    levels(table, count, ints[:, 4])
+    by_level(table, count, ints[:, 4], rows)
     scale_ref = 0.0
     for b in range(nb):
         if touched[b]:
@@ -656,16 +745,10 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
         # a sweep that changed no impulse beyond round-off of the momenta ends them
         if _sweep(table, count, rows, minv, vel, q, inertia) <= 1e-15 * scale_ref:
             break
-    _islands(table, count, order, rank, island)
+    islands(table, count, order, rank, island)
     # per island: 0 twice the kinetic energy before, 1 after, 2 elastic, 3 the scale
     sums = vel[:, 13:16]
-    for b in range(nb):
-        sums[b, 0] = 0.0
-        sums[b, 1] = 0.0
-        sums[b, 2] = 0.0
-    for k in range(count):
-        if table[k, C_TARGET] > 0.0:
-            sums[island[int(table[k, C_BODY])], 2] = 1.0
+    elastic_islands(table, count, island, sums)
     for r in range(nb):
         b = order[r]
         if touched[b]:
@@ -695,15 +778,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
                 if touched[o] and island[o] == b:
                     sums[b, 1] += _kinetic(q[o], mass[o], inertia[o], vel[o, 0:6])
         sums[b, 2] = scale
-    for k in range(count):
-        row = table[k]
-        s = sums[island[int(row[C_BODY])], 2]
-        for i in range(3):
-            row[C_IMPULSE + i] = s * (row[C_LAMBDA] * row[C_NORMAL + i]
-                                      + row[C_LAMBDA + 1] * row[C_T1 + i]
-                                      + row[C_LAMBDA + 2] * row[C_T2 + i])
-        for i in range(3):
-            row[C_LAMBDA + i] *= s
+    scale_impulses(table, count, island, sums)
     for b in range(nb):
         for i in range(3):
             lift[b, i] = 0.0
@@ -717,23 +792,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             sums[island[b], 2] -= 2.0 * mass[b] * (gravity[0] * lift[b, 0] + gravity[1]
                                                     * lift[b, 1] + gravity[2] * lift[b, 2])
     _rolling_rims(table, count, geom, keys, nb, island, ints[:, 4], vel, minv)
-    for r in range(nb):
-        b = order[r]
-        if not touched[b] or island[b] != b:
-            continue
-        excess = sums[b, 1] + sums[b, 2] - sums[b, 0]
-        velocity_scale, lift_scale = 1.0, 1.0
-        if ints[b, 4] == 1 and excess < 0.0 and sums[b, 1] > 0.0:
-            # a rim rolling without slip: its contact does no work (see _rolling_rims); what
-            # the impulses took beyond the modelled rolling resistance goes back to its motion
-            velocity_scale = np.sqrt(max(0.0, sums[b, 0] - sums[b, 2] - minv[b]) / sums[b, 1])
-            velocity_scale = max(1.0, velocity_scale)
-        elif excess > 0.0:
-            if excess < sums[b, 1]:
-                velocity_scale = np.sqrt((sums[b, 1] - excess) / sums[b, 1])
-            else:
-                velocity_scale, lift_scale = 0.0, sums[b, 0] / sums[b, 2]
-        sums[b, 0], sums[b, 1] = velocity_scale, lift_scale
+    energy_scales(order, touched, island, sums, ints[:, 4], minv)
     for b in range(nb):
         if not touched[b]:
             continue
@@ -744,5 +803,5 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             v[b, i] = velocity_scale * vel[b, i]
             w[b, i] = velocity_scale * wb[i]
             x[b, i] += lift_scale * lift[b, i]
-    _remember(table, count, nb, keys, lam)
+    remember(table, count, nb, keys, lam)
     return count

@@ -385,7 +385,43 @@ def contact_section(repeats=7, with_mujoco=True, dt=1.0 / 240.0, sizes=(5, 10), 
         pybullet_ref.step(cid, int(round(1.0 / dt)))
         slide["pybullet_stop_m"] = float(pybullet_ref.positions(cid, [body])[0, 0])
         pybullet_ref.close(cid)
-    return {"dt": dt, "seconds": seconds, "stacks": rows, "sliding_box": slide}
+    return {"dt": dt, "seconds": seconds, "stacks": rows, "sliding_box": slide,
+            "quadruped": quadruped_case(repeats, use_mujoco, dt)}
+
+
+def quadruped_case(repeats=7, with_mujoco=True, dt=1.0 / 240.0, settle=2.0):
+    """Contacts through joints: the ``quadruped_on_ground`` scenario (a box on four servo
+    legs, 5 bodies, 4 hinges) standing after ``settle`` s: median us/step over 240 steps per
+    contact integrator and MuJoCo's twin (:func:`mujoco_ref.build_tree` with contacts; Euler,
+    soft contacts), the torso's height (m; 0.27 by the geometry) and the feet's total normal
+    force over the weight."""
+    weight = float(np.linalg.norm(scenarios.quadruped_model().gravity)) * 5.2
+    out = {}
+    n = int(round(settle / dt))
+    for integ in ("nullspace_rk4", "energy_momentum"):
+        sim = scenarios.build("quadruped_on_ground", integrator=integ, dt=dt)
+        sim.step(n)
+        out[integ] = median_step_cost(sim, 240, repeats) * 1e6
+        out[f"{integ}_height_m"] = float(sim.x[0, 2])
+        out[f"{integ}_force/mg"] = sum(c["impulse"][2] for c in sim.contacts()) / dt / weight
+    if with_mujoco and mujoco_ref.available():
+        import mujoco
+
+        sim = scenarios.build("quadruped_on_ground", integrator="nullspace_rk4", dt=dt)
+        model, data, qadr, _ = mujoco_ref.build_tree(sim.model, dt=dt, integrator="Euler",
+                                                     contacts=True)
+        data.qpos[qadr] = sim.qpos()
+        mujoco.mj_step(model, data, n)
+        out["mujoco"] = _mujoco_time(model, data, 240, repeats) * 1e6
+        force, total = np.zeros(6), 0.0
+        for i in range(data.ncon):
+            mujoco.mj_contactForce(model, data, i, force)
+            total += force[0]
+        out["mujoco_height_m"] = float(data.xpos[1, 2])
+        out["mujoco_force/mg"] = total / weight
+        for integ in ("nullspace_rk4", "energy_momentum"):
+            out[f"{integ}/mujoco"] = out[integ] / out["mujoco"]
+    return out
 
 
 def print_contact(result):
@@ -403,6 +439,13 @@ def print_contact(result):
               "where it stops (m; v^2 / (2 mu g) = 0.4077)")
         rows = [list(slide), [f"{v:.4f}" if k.endswith("_m") else f"{v:.2f}"
                               for k, v in slide.items()]]
+        print("\n".join("  " + line for line in format_table(rows)))
+    quad = result.get("quadruped")
+    if quad:
+        print("quadruped_on_ground standing (contacts through joints), same dt: median us/step "
+              "(240 steps), torso height (m; 0.27 by the geometry), feet's normal force / m g")
+        rows = [list(quad), [f"{v:.4f}" if k.endswith("_m") or k.endswith("/mg") else
+                             f"{v:.2f}" for k, v in quad.items()]]
         print("\n".join("  " + line for line in format_table(rows)))
 
 

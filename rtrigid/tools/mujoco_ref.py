@@ -576,7 +576,7 @@ def _loop_equalities(model):
     return sites, equality
 
 
-def build_tree(model, *, dt=1e-3, integrator="RK4"):
+def build_tree(model, *, dt=1e-3, integrator="RK4", contacts=False):
     """MuJoCo model of an rtrigid :class:`~rtrigid.model.Model` whose joints are revolute,
     prismatic, spherical or fixed and whose other bodies are free or attached to the world.
 
@@ -598,6 +598,11 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
     MuJoCo equality constraints between sites at their anchors (soft, MuJoCo's default
     solref): a spherical one a ``connect``, a revolute one two ``connect`` a tenth of a
     metre apart along its axis.
+
+    ``contacts``: also each colliding body's sphere, capsule or box (at its offset, friction
+    ``mu 0.005 0.0001``) and each ground as a plane, with MuJoCo's contacts on (its default
+    soft contacts; parent and child do not collide, as in rtrigid).  Other shapes and tilted
+    grounds are refused.
     """
     from rtrigid.joints import geometry
 
@@ -635,12 +640,20 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
                      'frictionloss="0"/>')
         pad = " " * indent
         inner = "".join(body_xml(c, indent + 2) for c in children.get(b, []))
+        if contacts:
+            inner = _geom_xml(body, pad + "  ") + inner
         return (f'{pad}<body name="{body.name}" pos="{_vec(origin)}" quat="{_vec(r0)}">\n'
                 f"{pad}  {joint}\n" + "".join(f"{pad}  {x}\n" for x in sites.get(b, [])) +
                 f'{pad}  <inertial pos="0 0 0" quat="1 0 0 0" mass="{_num(body.mass)}" '
                 f'diaginertia="{_vec(body.inertia)}"/>\n{inner}{pad}</body>\n')
 
     tree = "".join(f"    {x}\n" for x in sites.get(-1, []))
+    if contacts:
+        for g in model.grounds:
+            if not np.allclose(g.normal, (0.0, 0.0, 1.0)):
+                raise ValueError("model: only grounds facing up (+z) have a MuJoCo plane here")
+            tree += (f'    <geom type="plane" pos="0 0 {_num(g.height)}" size="50 50 0.1" '
+                     f'friction="{_num(g.friction)} 0.005 0.0001"/>\n')
     tree += "".join(body_xml(b, 4) for b in children.get(-1, []))
     actuators = "".join(_actuator_xml(model, a) for a in getattr(model, "actuators", []))
     xml = f"""<mujoco model="rtrigid_tree">
@@ -648,7 +661,7 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
             alignfree="false" angle="radian"/>
   <option timestep="{_num(dt)}" integrator="{_INTEGRATORS[key]}"
           gravity="{_vec(model.gravity)}" density="0" viscosity="0" wind="0 0 0">
-    <flag contact="disable" autoreset="disable"/>
+    <flag contact="{'enable' if contacts else 'disable'}" autoreset="disable"/>
   </option>
   <worldbody>
 {tree}  </worldbody>
@@ -678,6 +691,21 @@ def build_tree(model, *, dt=1e-3, integrator="RK4"):
         vadr.extend(range(mjm.jnt_dofadr[jid], mjm.jnt_dofadr[jid] + nv))
     mujoco.mj_forward(mjm, data)
     return mjm, data, np.array(qadr, np.intp), np.array(vadr, np.intp)
+
+
+def _geom_xml(body, pad):
+    """A body's collision shape as a MuJoCo geom ("" without one)."""
+    shape = body.shape
+    if shape is None or not body.collide:
+        return ""
+    p = shape.params
+    sizes = {"sphere": lambda: [p["radius"]],
+             "capsule": lambda: [p["radius"], p["half_length"]],
+             "box": lambda: list(p["half_extents"])}
+    if shape.kind not in sizes:
+        raise ValueError(f"model: body {body.name!r}'s {shape.kind} has no MuJoCo geom here")
+    return (f'{pad}<geom type="{shape.kind}" size="{_vec(sizes[shape.kind]())}" '
+            f'pos="{_vec(shape.offset)}" friction="{_num(body.friction)} 0.005 0.0001"/>\n')
 
 
 def load_file(path, *, dt=1e-4, floating_base=False, integrator="RK4", fusestatic=True):

@@ -11,8 +11,9 @@ from rtrigid.contact.solver import resolve
 
 @jit
 def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam,
-               rows, iters, rest_speed, dt):
-    """The contact solve after a free-flight step; returns the number of contacts."""
+               rows, iters, rest_speed, dt, xf, xi):
+    """The contact solve after a free-flight step; returns the number of contacts (xf, xi:
+    the tree backend's extra scratch, unused here)."""
     (gravity, bodyf, bodyi, _, _, S, _, _, _, _, _, _) = open_buffers(F, I)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
@@ -27,27 +28,35 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
 
 class ContactStepper:
     """``step(n, dt, F, I)`` of the kernel contract: n times one step of ``kernel`` and the
-    contact solve, stopping at a step the kernel could not take."""
+    contact solve, stopping at a step the kernel could not take.
 
-    def __init__(self, kernel, contacts, bodyi, iters, rest_speed):
+    ``bodyi``: the bodies backend's kinds (its free bodies collide), or None: every body with
+    a shape collides.  ``after``: the module whose ``after_step`` solves the contacts (this
+    one, or the tree backend's), ``extra``: its (float, int) scratch."""
+
+    def __init__(self, kernel, contacts, bodyi, iters, rest_speed, *,
+                 after="rtrigid.backends.bodies.contact",
+                 extra=(np.zeros(0), np.zeros(0, np.int64))):
         self.contacts = contacts
-        self._run = kernel_driver(_run_source, kernel, imports=_RUN_IMPORTS)
-        self.active = ((np.asarray(bodyi) == FREE)
-                       & (contacts.geom[:, G_KIND] != NONE)).astype(np.int64)
+        self._run = kernel_driver(_run_source, kernel, imports=(
+            f"from {after} import after_step\n" + _RUN_IMPORTS))
+        shaped = contacts.geom[:, G_KIND] != NONE
+        self.active = (shaped if bodyi is None else (np.asarray(bodyi) == FREE)
+                       & shaped).astype(np.int64)
         self.iters, self.rest_speed = int(iters), float(rest_speed)
+        self.xf, self.xi = extra
         self._count = np.zeros(1, np.int64)
 
     def __call__(self, n, dt, F, I):
         c = self.contacts
         status = self._run(n, dt, F, I, c.geom, c.grounds, c.table, self.active, c.touched,
                            c.vel, c.ints, c.lift, c.keys, c.lam, c.rows, self.iters,
-                           self.rest_speed, self._count)
+                           self.rest_speed, self.xf, self.xi, self._count)
         c.count = int(self._count[0])
         return status
 
 
-_RUN_IMPORTS = ("from rtrigid.backends.bodies.contact import after_step\n"
-                "from rtrigid.backends.buffers import OK, USED_FALLBACK")
+_RUN_IMPORTS = "from rtrigid.backends.buffers import OK, USED_FALLBACK"
 
 
 def _run_source(kernel):
@@ -55,7 +64,7 @@ def _run_source(kernel):
     (:func:`rtrigid._jit.kernel_driver`: numba does not cache a function that takes a kernel
     as an argument, so every process compiled it again)."""
     def run(n, dt, F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam,
-            rows, iters, rest_speed, count):
+            rows, iters, rest_speed, xf, xi, count):
         """n times one step of ``kernel`` and the contact solve, in one compiled call;
         count[0] gets the contacts of the last step.  Stops at a step the kernel could not
         take."""
@@ -66,5 +75,5 @@ def _run_source(kernel):
             if status & ~USED_FALLBACK:
                 return status | flags
             count[0] = after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift,
-                                  keys, lam, rows, iters, rest_speed, dt)
+                                  keys, lam, rows, iters, rest_speed, dt, xf, xi)
         return flags

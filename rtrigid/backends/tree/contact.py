@@ -1,0 +1,413 @@
+"""The tree backend's contact step: contacts through joints.
+
+After each step of the tree scheme, the contacts of every body with a collision shape -- links
+of a tree, pivoted bodies and free bodies alike -- are found by the narrow and broad phases of
+:mod:`rtrigid.contact` (bodies that a joint joins directly are left out) and solved by the
+same impulse laws as the free bodies' (:mod:`rtrigid.contact.solver`: Coulomb's round cone,
+restitution, speculative contacts, warm start, the fixed budget of contact updates), but in
+the tree's rates: a contact k's rows J_k (its normal and two tangents, 3 x nv: the relative
+velocity of its point per unit rate) act on the rates by
+
+    dnu = M^-1 J_k^T lambda_k,        M = T^T M T, the joint-space inertia,
+
+so an impulse on a foot moves the whole mechanism and the joints carry the reactions.  The
+columns W_k = M^-1 J_k^T come from the articulated recursion (three O(n) solves per contact,
+once per step); a contact's Delassus block is J_k W_k, and the Gauss-Seidel sweep re-reads a
+contact's velocity J_k nu from the rates its predecessors changed -- which is how contacts on
+one tree see each other (their coupling J_i W_k).
+
+Energy, as for free bodies: per island (the trees joined by contacts) the event may not end
+with more kinetic energy plus the lift's potential energy than it began with; the excess is
+taken from the island's rate changes (scaled back to their least-energy multiple when all its
+contacts are inelastic), then from its rates, or its lift is shortened.  The kinetic energy
+after is that of the new rates in the lifted configuration: a tree's inertia changes with its
+coordinates (counted at the configuration before the lift, a falling chain whose end rolled
+on the floor gained ~1e-4 of its energy per step).  The position
+correction moves the tree's coordinates, not bodies independently, so the joints stay closed:
+Gauss-Seidel over the contacts' normal rows of the mass-weighted displacement dq = M^-1 J_n^T mu
+(mu >= 0) that takes the depths out, then the coordinates advance by it (quaternions by
+q o (0, dq/2), normalized).
+
+Under a scheme whose rates are the step's mean rates (``MEAN_RATES``: energy_momentum), the
+rates at the step's end are those of the bodies' momenta; a touched island's bodies then get
+the velocities of the new rates, consistent with the joints.  Every sum over rates runs in the
+order of the bodies' names, so results do not depend on the order bodies were added in.
+"""
+import numpy as np
+
+from rtrigid._jit import jit
+from rtrigid.backends.buffers import view
+from rtrigid.backends.tree.dynamics import add_point_columns, momentum_rates
+from rtrigid.backends.tree.kinematics import (
+    I_KIND,
+    I_PARENT,
+    I_QOFF,
+    I_VOFF,
+    NQ,
+    NV,
+    T_J,
+    T_MASS,
+    articulated_factor,
+    articulated_solve,
+    body_rates,
+    carve,
+    coordinate_rates,
+    geometry,
+    joint_velocities,
+    normalize_coordinates,
+    open_buffers,
+    state_views,
+)
+from rtrigid.contact.geometry import (
+    C_BODY,
+    C_DEPTH,
+    C_KN,
+    C_LAMBDA,
+    C_NORMAL,
+    C_OTHER,
+    C_POINT,
+    C_T1,
+    C_T2,
+)
+from rtrigid.contact.solver import (
+    LIFT_SWEEPS,
+    MIN_SWEEPS,
+    UPDATE_BUDGET,
+    by_level,
+    contact_key,
+    detect,
+    elastic_islands,
+    energy_scales,
+    friction_update,
+    island_root,
+    islands,
+    levels,
+    normal_update,
+    remember,
+    scale_impulses,
+    set_response,
+    set_target,
+    slot,
+    tangents,
+)
+
+
+def scratch_size(rows, nb, nq, nv):
+    """Length of the float scratch of :func:`after_step` (see :func:`_carve`)."""
+    return 6 * rows * nv + 3 * nv + 2 * nq + rows + 19 * nb + 6 * nv
+
+
+@jit
+def _carve(xf, rows, nb, nq, nv):
+    o = 0
+    Jc = view(xf, o, (rows, 3, nv))
+    o += 3 * rows * nv
+    Wc = view(xf, o, (rows, 3, nv))
+    o += 3 * rows * nv
+    nu0 = xf[o:o + nv]
+    nu1 = xf[o + nv:o + 2 * nv]
+    dl = xf[o + 2 * nv:o + 3 * nv]
+    o += 3 * nv
+    Qs = xf[o:o + nq]
+    dQ = xf[o + nq:o + 2 * nq]
+    o += 2 * nq
+    mu = xf[o:o + rows]
+    o += rows
+    xk = view(xf, o, (nb, 3))
+    qk = view(xf, o + 3 * nb, (nb, 4))
+    v0 = view(xf, o + 7 * nb, (nb, 3))
+    w0 = view(xf, o + 10 * nb, (nb, 3))
+    v1 = view(xf, o + 13 * nb, (nb, 3))
+    w1 = view(xf, o + 16 * nb, (nb, 3))
+    o += 19 * nb
+    Jp = view(xf, o, (6, nv))
+    return Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp
+
+
+@jit
+def _gdot(a, b, perm):
+    """a . b summed in the order ``perm`` (the rates in the order of their bodies' names)."""
+    s = 0.0
+    for i in range(perm.shape[0]):
+        j = perm[i]
+        s += a[j] * b[j]
+    return s
+
+
+@jit
+def _axpy(y, s, x):
+    for i in range(y.shape[0]):
+        y[i] += s * x[i]
+
+
+@jit
+def _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rhs, out):
+    """out <- M^-1 rhs (the factor of the configuration must be current)."""
+    for i in range(tau.shape[0]):
+        tau[i] = rhs[i]
+    for b in range(ti.shape[0]):
+        for r in range(6):
+            cb[b, r] = 0.0
+            pA[b, r] = 0.0
+    articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, out)
+
+
+@jit
+def _twice_kinetic(tf, b, v, w):
+    return (tf[b, T_MASS] * (v[b, 0] ** 2 + v[b, 1] ** 2 + v[b, 2] ** 2)
+            + tf[b, T_J] * w[b, 0] ** 2 + tf[b, T_J + 1] * w[b, 1] ** 2
+            + tf[b, T_J + 2] * w[b, 2] ** 2)
+
+
+@jit
+def _blend(ti, island, root, s, base, out):
+    """out <- base + s (out - base) on the rates of the island ``root``'s bodies."""
+    for b in range(ti.shape[0]):
+        if island[b] == root:
+            o = ti[b, I_VOFF]
+            for i in range(o, o + NV[ti[b, I_KIND]]):
+                out[i] = base[i] + s * (out[i] - base[i])
+
+
+@jit
+def _drop_jointed(table, count, ti):
+    """Remove the contacts between two bodies a joint joins directly; returns the count."""
+    k = 0
+    for c in range(count):
+        a, b = int(table[c, C_BODY]), int(table[c, C_OTHER])
+        if b >= 0 and (ti[a, I_PARENT] == b or ti[b, I_PARENT] == a):
+            continue
+        if k != c:
+            for i in range(table.shape[1]):
+                table[k, i] = table[c, i]
+        k += 1
+    return k
+
+
+@jit
+def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam, rows,
+               iters, rest_speed, dt, xf, xi):
+    """The contact solve after a step of a tree scheme; returns the number of contacts.
+    ``xf``: float scratch (:func:`scratch_size`); ``xi``: [1 if the scheme keeps mean rates,
+    then the rate indices in the order of their bodies' names]."""
+    gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
+    nb, ns, nq, nv = sizes
+    Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, nb, nq, nv)[:14]
+    cap = table.shape[0]
+    Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp = _carve(xf, cap, nb, nq, nv)
+    mean_rates = xi[0] != 0
+    perm = xi[1:]
+    order, rank, sweep, island = ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3]
+    # no rim look-ahead (dt 0): the rates at the step's end are not known yet under the mean-rate
+    # schemes; see geometry.ground_contacts
+    count = detect(table, x, q, w, active, geom, grounds, order, rank, sweep, vel[:, 13], lift,
+                   0.0)
+    count = _drop_jointed(table, count, ti)
+    for b in range(nb):
+        touched[b] = 0
+    if count == 0:
+        remember(table, 0, nb, keys, lam)
+        return 0
+    # the rates at the step's end and the articulated factor of its configuration
+    if mean_rates:
+        if not momentum_rates(tf, ti, Qg, v, L, xk, qk, R, rj, G, V, cb, IA, U, Dinv, W, pA,
+                              acc, I6, tau, nu0, v0, w0):
+            remember(table, 0, nb, keys, lam)
+            return 0
+    else:
+        for i in range(nv):
+            nu0[i] = nu[i]
+        geometry(tf, ti, Qg, xk, qk, R, rj, G)
+        if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
+            remember(table, 0, nb, keys, lam)
+            return 0
+        joint_velocities(ti, G, nu0, V, cb)
+        body_rates(ti, R, G, V, v0, w0)
+    # per contact: its rows J (normal, tangents), the columns M^-1 J^T, its Delassus block
+    for k in range(count):
+        row = table[k]
+        a, b = int(row[C_BODY]), int(row[C_OTHER])
+        n = (row[C_NORMAL], row[C_NORMAL + 1], row[C_NORMAL + 2])
+        t1, t2 = tangents(n)
+        pw = (row[C_POINT], row[C_POINT + 1], row[C_POINT + 2])
+        for r in range(6):
+            for c in range(nv):
+                Jp[r, c] = 0.0
+        add_point_columns(ti, G, rj, a, pw, 1.0, Jp)
+        if b >= 0:
+            add_point_columns(ti, G, rj, b, pw, -1.0, Jp)
+        for c in range(nv):
+            Jc[k, 0, c] = n[0] * Jp[0, c] + n[1] * Jp[1, c] + n[2] * Jp[2, c]
+            Jc[k, 1, c] = t1[0] * Jp[0, c] + t1[1] * Jp[1, c] + t1[2] * Jp[2, c]
+            Jc[k, 2, c] = t2[0] * Jp[0, c] + t2[1] * Jp[1, c] + t2[2] * Jp[2, c]
+        for r in range(3):
+            _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, Jc[k, r], Wc[k, r])
+        for i in range(3):
+            row[C_T1 + i] = t1[i]
+            row[C_T2 + i] = t2[i]
+            row[C_LAMBDA + i] = 0.0
+        # a tree can lack the freedom to move the point along some direction (a pendulum
+        # along its hinge): the block is then singular.  A regularization far below the
+        # lightest body's own response keeps it invertible; the velocities it acts on lie in
+        # K's range, so the impulses stay bounded.  A point that cannot move along the normal
+        # takes no normal impulse (K_nn below the floor: 1 / inf).
+        heavy = tf[a, T_MASS] if b < 0 else max(tf[a, T_MASS], tf[b, T_MASS])
+        floor = 1e-9 / heavy
+        knn = _gdot(Jc[k, 0], Wc[k, 0], perm)
+        set_response(row, knn if knn > floor else np.inf, _gdot(Jc[k, 1], Wc[k, 1], perm)
+                     + floor, _gdot(Jc[k, 1], Wc[k, 2], perm),
+                     _gdot(Jc[k, 2], Wc[k, 2], perm) + floor)
+        set_target(row, _gdot(Jc[k, 0], nu0, perm), rest_speed, dt)
+    # warm start from the normal impulses the same contacts ended the last step with
+    for i in range(nv):
+        nu1[i] = nu0[i]
+    for k in range(count):
+        h = slot(keys, contact_key(table[k], nb))
+        if keys[h, 0] != -1:
+            ln = lam[keys[h, 1], 0]
+            table[k, C_LAMBDA] = ln
+            _axpy(nu1, ln, Wc[k, 0])
+    levels(table, count, ints[:, 4])
+    by_level(table, count, ints[:, 4], rows)
+    scale_ref = 0.0
+    for k in range(count):
+        for side in (C_BODY, C_OTHER):
+            b = int(table[k, side])
+            if b >= 0:
+                scale_ref = max(scale_ref, tf[b, T_MASS] * (abs(v0[b, 0]) + abs(v0[b, 1])
+                                                            + abs(v0[b, 2]) + 1e-3))
+    sweeps = min(iters, max(MIN_SWEEPS, (UPDATE_BUDGET + count - 1) // count))
+    for _ in range(sweeps):
+        change = 0.0
+        for i in range(count):
+            k = rows[i]
+            row = table[k]
+            dn = normal_update(row, _gdot(Jc[k, 0], nu1, perm))
+            _axpy(nu1, dn, Wc[k, 0])
+            d1, d2 = friction_update(row, _gdot(Jc[k, 1], nu1, perm),
+                                     _gdot(Jc[k, 2], nu1, perm))
+            _axpy(nu1, d1, Wc[k, 1])
+            _axpy(nu1, d2, Wc[k, 2])
+            change = max(change, abs(dn), abs(d1), abs(d2))
+        if change <= 1e-15 * scale_ref:
+            break
+    # islands: bodies joined by contacts or joints; touched: those of an island with contacts
+    islands(table, count, order, rank, island)
+    for b in range(nb):
+        p = ti[b, I_PARENT]
+        if p >= 0:
+            i, j = island_root(island, b), island_root(island, p)
+            if i != j:
+                if rank[i] < rank[j]:
+                    island[j] = i
+                else:
+                    island[i] = j
+    for r in range(nb):
+        island[order[r]] = island_root(island, order[r])
+    for k in range(count):
+        touched[island[int(table[k, C_BODY])]] = 1
+    for b in range(nb):
+        touched[b] = touched[island[b]]
+    # the energy rule on the velocities: per island 0 twice the kinetic energy before,
+    # 1 after, 2 elastic / the scale of its impulses
+    joint_velocities(ti, G, nu1, V, cb)
+    body_rates(ti, R, G, V, v1, w1)
+    sums = vel[:, 13:16]
+    elastic_islands(table, count, island, sums)
+    for r in range(nb):
+        b = order[r]
+        if touched[b]:
+            sums[island[b], 0] += _twice_kinetic(tf, b, v0, w0)
+            sums[island[b], 1] += _twice_kinetic(tf, b, v1, w1)
+    for r in range(nb):
+        b = order[r]
+        if not touched[b] or island[b] != b:
+            continue
+        scale = 1.0
+        if sums[b, 2] == 0.0 and sums[b, 1] > sums[b, 0]:
+            # f(s) = s A + s^2 C: twice the kinetic energy change of s times the impulses
+            c = 0.0
+            for r2 in range(nb):
+                o = order[r2]
+                if island[o] == b:
+                    for i in range(3):
+                        v1[o, i] -= v0[o, i]
+                        w1[o, i] -= w0[o, i]
+                    c += _twice_kinetic(tf, o, v1, w1)
+            a2 = sums[b, 1] - sums[b, 0] - c
+            scale = min(1.0, max(0.0, -a2 / (2.0 * c))) if c > 0.0 else 0.0
+            sums[b, 1] = 0.0
+            for r2 in range(nb):
+                o = order[r2]
+                if island[o] == b:
+                    for i in range(3):
+                        v1[o, i] = v0[o, i] + scale * v1[o, i]
+                        w1[o, i] = w0[o, i] + scale * w1[o, i]
+                    sums[b, 1] += _twice_kinetic(tf, o, v1, w1)
+            _blend(ti, island, b, scale, nu0, nu1)
+        sums[b, 2] = scale
+    scale_impulses(table, count, island, sums)
+    # the lift in the tree's coordinates: dl = M^-1 J_n^T mu, mu >= 0, J_n dl >= depth
+    for i in range(nv):
+        dl[i] = 0.0
+    for k in range(count):
+        mu[k] = 0.0
+    for _ in range(LIFT_SWEEPS):
+        for k in range(count):
+            m = max(0.0, mu[k] + (table[k, C_DEPTH] - _gdot(Jc[k, 0], dl, perm))
+                    * table[k, C_KN])
+            _axpy(dl, m - mu[k], Wc[k, 0])
+            mu[k] = m
+    for i in range(nq):
+        Qs[i] = Qg[i]
+    coordinate_rates(ti, Qs, dl, dQ)
+    for i in range(nq):
+        Qg[i] = Qs[i] + dQ[i]
+    normalize_coordinates(ti, Qg)
+    geometry(tf, ti, Qg, xk, qk, R, rj, G)
+    # the lift's potential energy, per island, paid from its kinetic energy -- that of the
+    # new rates in the lifted configuration (a tree's inertia changes with it)
+    joint_velocities(ti, G, nu1, V, cb)
+    body_rates(ti, R, G, V, v1, w1)
+    for b in range(nb):
+        sums[b, 1] = 0.0
+        sums[b, 2] = 0.0
+    for r in range(nb):
+        b = order[r]
+        if touched[b]:
+            sums[island[b], 1] += _twice_kinetic(tf, b, v1, w1)
+            sums[island[b], 2] -= 2.0 * tf[b, T_MASS] * (
+                gravity[0] * (xk[b, 0] - x[b, 0]) + gravity[1] * (xk[b, 1] - x[b, 1])
+                + gravity[2] * (xk[b, 2] - x[b, 2]))
+    for b in range(nb):
+        ints[b, 4] = 0  # no island rolls on a rim here (solver._rolling_rims: free bodies)
+    if energy_scales(order, touched, island, sums, ints[:, 4], vel[:, 12]):
+        for b in range(nb):
+            if touched[b]:
+                s = sums[island[b], 1]
+                o = ti[b, I_QOFF]
+                for i in range(o, o + NQ[ti[b, I_KIND]]):
+                    Qg[i] = Qs[i] + s * dQ[i]
+        normalize_coordinates(ti, Qg)
+        geometry(tf, ti, Qg, xk, qk, R, rj, G)
+    # write the touched islands' rates and bodies
+    for b in range(nb):
+        if touched[b]:
+            s = sums[island[b], 0]
+            o = ti[b, I_VOFF]
+            for i in range(o, o + NV[ti[b, I_KIND]]):
+                nu[i] = s * nu1[i]
+    joint_velocities(ti, G, nu, V, cb)
+    body_rates(ti, R, G, V, v1, w1)
+    for b in range(nb):
+        if touched[b]:
+            for i in range(3):
+                x[b, i] = xk[b, i]
+                v[b, i] = v1[b, i]
+                w[b, i] = w1[b, i]
+                L[b, i] = tf[b, T_J + i] * w1[b, i]
+            for i in range(4):
+                q[b, i] = qk[b, i]
+    remember(table, count, nb, keys, lam)
+    return count
