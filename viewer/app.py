@@ -9,8 +9,9 @@
 The viewer talks to the simulation only through its public API: ``advance`` (real-time
 stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``contacts``,
 ``apply_impulse``, ``snapshot``/``restore``, and the model's ``grounds`` (the floor, and
-tilted grounds as checkered planes) and ``loop_joints`` (drawn where the loops close).  Its perturbations are impulses, applied once; it never clears
-forces the user applied, and a reset keeps them.
+tilted grounds as checkered planes) and ``loop_joints`` (drawn where the loops close).  Its
+perturbations are impulses, applied once; it never clears forces the user applied, and a reset
+keeps them.
 
 A *controller* drives the model: ``Viewer(sim, controller=c)`` calls ``c(sim)`` before every
 physics step (then the viewer steps one step at a time; without one it calls ``advance``).
