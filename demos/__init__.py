@@ -108,6 +108,9 @@ demo("euler_disk", "euler_disk", "Euler's disk rolling round on its rim without 
      show_contacts=True)
 demo("box_stack", "box_stack", "a stack of five boxes on the ground: drag one to push it, k "
      "kicks the selected box up", {"n": 5}, show_contacts=True)
+demo("ball_on_incline", "ball_on_incline", "a solid ball rolling down a 20 deg slope "
+     "(mu = 0.5) without slipping, at (5/7) g sin 20 deg; the camera follows it, drag it to "
+     "push it, k kicks it up", follow="ball", lookahead=2.0, show_contacts=True)
 demo("arm", "arm", "two-link arm on position servos: arrows move a servo's target, drag the "
      "red ball and the tip follows; the HUD keeps the energy balance", {"n_links": 2},
      controller=_servo_teleop(tip="link1", tip_point=(0.0, 0.0, -0.15)),

@@ -64,20 +64,28 @@ def test_cli_view_contacts_flag(require, capsys, tmp_path):
     assert np.abs(with_contacts - without).max() > 40   # the markers differ from the frame
 
 
-def test_mouse_drag_slides_a_resting_box_and_friction_stops_it(open_viewer):
-    sim = resting_box()
-    v = open_viewer(sim, width=480, height=360, impulse_gain=10.0)
+def push_right(v, body, pixels):
+    """Drag body's centre ``pixels`` to the right with the mouse: the impulse applied is the
+    one the viewer reports, along the screen's right; returns that direction (world)."""
+    sim = v.sim
     v.render()
     left = pyglet.window.mouse.LEFT
-    x0, y0 = (int(c) for c in v.project(sim.pose(0)[0]))
+    x0, y0 = (int(c) for c in v.project(sim.pose(body)[0]))
     right = v.camera.view()[0, :3]
     p0 = sim.momentum()[0]
     dispatch(v, "on_mouse_press", x0, y0, left, 0)
-    dispatch(v, "on_mouse_drag", x0 + 60, y0, 60, 0, left, 0)
-    dispatch(v, "on_mouse_release", x0 + 60, y0, left, 0)
-    body, impulse, _ = v.last_impulse
-    assert body == 0 and impulse @ right > 0
+    dispatch(v, "on_mouse_drag", x0 + pixels, y0, pixels, 0, left, 0)
+    dispatch(v, "on_mouse_release", x0 + pixels, y0, left, 0)
+    pushed, impulse, _ = v.last_impulse
+    assert pushed == sim.body_index(body) and impulse @ right > 0
     assert np.allclose(sim.momentum()[0] - p0, impulse, rtol=1e-12, atol=1e-15)
+    return right
+
+
+def test_mouse_drag_slides_a_resting_box_and_friction_stops_it(open_viewer):
+    sim = resting_box()
+    v = open_viewer(sim, width=480, height=360, impulse_gain=10.0)
+    right = push_right(v, 0, 60)
     start = sim.pose(0)[0]
     for _ in range(120):      # 2 s: it slides, then friction stops it on the ground
         v.update(1 / 60)

@@ -8,9 +8,10 @@
 
 The viewer talks to the simulation only through its public API: ``advance`` (real-time
 stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``contacts``,
-``apply_impulse``, ``snapshot``/``restore``, and the model's ``grounds`` (the floor) and
-``loop_joints`` (drawn where the loops close).  Its perturbations are impulses, applied once; it never clears
-forces the user applied, and a reset keeps them.
+``apply_impulse``, ``snapshot``/``restore``, and the model's ``grounds`` (the floor, and
+tilted grounds as checkered planes) and ``loop_joints`` (drawn where the loops close).  Its
+perturbations are impulses, applied once; it never clears forces the user applied, and a reset
+keeps them.
 
 A *controller* drives the model: ``Viewer(sim, controller=c)`` calls ``c(sim)`` before every
 physics step (then the viewer steps one step at a time; without one it calls ``advance``).
@@ -182,7 +183,10 @@ class Viewer:
         ``controller(sim)`` before every physics step (see the module docstring for the
         optional keys, HUD lines and draggable target it may have).
     floor : None or float
-        Height of the floor; None places it from the motion (none without gravity).
+        Height of the floor; None places it from the motion (none without gravity, none
+        under a model whose contact grounds are all tilted: those are drawn as they lie).
+    lookahead : float
+        Simulated seconds run ahead to place the camera and floor (the motion they frame).
     msaa : int
         Multisample antialiasing: samples per pixel (0 off; 4 by default); a window falls
         back to none if the display offers no multisampled frame buffer.
@@ -197,7 +201,7 @@ class Viewer:
                  mouse=True, speed=1.0, paused=False, hud=True, traces=None, show_omega=False,
                  show_momentum=False, follow=None, colors=None, impulse_gain=4.0,
                  interpolate=True, max_fps=60.0, axes=False, controller=None, floor=None,
-                 record=None, msaa=4, show_contacts=False):
+                 record=None, msaa=4, show_contacts=False, lookahead=LOOKAHEAD_SECONDS):
         for name, value in (("width", width), ("height", height)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 16:
                 raise ValueError(f"{name}: expected an integer >= 16, got {value!r}")
@@ -219,6 +223,7 @@ class Viewer:
         self.speed = self._check_speed(speed)
         self.impulse_gain = self._check_positive(impulse_gain, "impulse_gain")
         self.max_fps = self._check_positive(max_fps, "max_fps")
+        self.lookahead = self._check_positive(lookahead, "lookahead")
         self.headless = bool(headless)
         self.paused = bool(paused)
         self.show_hud = bool(hud)
@@ -243,13 +248,14 @@ class Viewer:
         self._press = None   # where an orbit began: released there, it was a click
         self._mode = None
         self._grid = None
+        self._slope_grids = {}   # the tilted grounds' checkered planes, by where they are
         self.closed = False
         self._home = sim.snapshot()
         sim.step(0)  # load the compiled kernel now rather than in the first frame
         self.monitor = Conservation(sim)
         self.timer = FrameTimer()
         self._reference_rates = self._rates()
-        self._layout_scene()
+        self._layout_scene(self.lookahead)
 
         if Viewer._open is not None:
             # moderngl attaches to the current GL context only while it has no other one
@@ -363,7 +369,9 @@ class Viewer:
         The simulation is run ahead (``seconds`` of simulated time, at most ``max_steps``
         steps) from a snapshot and put back exactly; the points the bodies' surfaces sweep in
         that time decide the rest.  A model with a level contact ground (``add_ground`` with
-        normal +z) has its floor there.  Otherwise, with gravity the floor lies under all of
+        normal +z) has its floor there; its tilted grounds (:attr:`slopes`) are drawn as
+        checkered planes, and with only those there is no floor.  Otherwise, with gravity the
+        floor lies under all of
         them: through the
         lowest world joint if nothing goes below it (a top on its tip), else a little below
         the lowest point reached (a hanging chain).  Without gravity there is no ground and no
@@ -379,12 +387,16 @@ class Viewer:
         self.extent = extent
         self.motion_box = (lo, hi)
         anchors = [float(j["anchor"][2]) for j in sim.joints() if j["parent"] == -1]
-        level = [g.height for g in getattr(sim.model, "grounds", ())
-                 if g.normal[2] > 1.0 - 1e-12]   # a level contact ground is the floor
+        grounds = getattr(sim.model, "grounds", ())
+        level = [g.height for g in grounds if g.normal[2] > 1.0 - 1e-12]   # the floor
+        self.slopes = [(np.array(g.normal, dtype=np.float64), float(g.height))
+                       for g in grounds if g.normal[2] <= 1.0 - 1e-12]
         if self.floor is not None:
             self.ground_z = self.floor
         elif level:
             self.ground_z = float(max(level))
+        elif self.slopes:
+            self.ground_z = None   # the tilted grounds are the ground
         elif not np.any(sim.gravity):
             self.ground_z = None
         elif anchors and lo[2] >= min(anchors) - 1e-6 * extent:
@@ -589,7 +601,8 @@ class Viewer:
 
     def _draw_ground(self, poses):
         """Sky, a checkered floor and the bodies' shadows (light along light_dir); without
-        ground (no gravity) a plain backdrop.  Then the small world axes, if shown.
+        ground (no gravity) a plain backdrop.  Each tilted ground as a checkered plane with
+        the shadows on it.  Then the small world axes, if shown.
 
         The frame is cleared to the ground colour and only the sky above the horizon is
         painted: on a software renderer every full-screen pass costs milliseconds.
@@ -614,19 +627,49 @@ class Viewer:
                                                         self.grid_spacing, z, FLOOR_LIGHT,
                                                         FLOOR_DARK))
             r.lines(self._grid[1], mode=r.ctx.TRIANGLES, depth=False)
-            shadow = scene.shadow_matrix(r.light_dir, z)
-            for v, (x, q) in zip(self.visuals, poses):
-                vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
-                r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), SHADOW)
-            if self.world_visual is not None:
-                vao = r.mesh(("world",), lambda: self.world_visual[0])
-                r.draw_flat(vao, shadow, SHADOW)
+            self._draw_shadows(scene.shadow_matrix(r.light_dir, z), poses)
+        for normal, height in self.slopes:
+            self._draw_slope(normal, height, poses)
         if self.show_axes:
             length = 0.12 * self.extent
             for axis, color in enumerate(((0.85, 0.2, 0.2), (0.2, 0.7, 0.2), (0.2, 0.3, 0.9))):
                 end = np.zeros(3)
                 end[axis] = length
                 self._arrow(np.zeros(3), end, 0.006 * self.extent, color)
+
+    def _draw_shadows(self, shadow, poses):
+        """The bodies' (and the world's) shadows through the 4x4 projection ``shadow``."""
+        r = self.renderer
+        for v, (x, q) in zip(self.visuals, poses):
+            vao = r.mesh(("body", v.index), lambda v=v: v.mesh)
+            r.draw_flat(vao, shadow @ scene.pose_matrix(x, q), SHADOW)
+        if self.world_visual is not None:
+            vao = r.mesh(("world",), lambda: self.world_visual[0])
+            r.draw_flat(vao, shadow, SHADOW)
+
+    def _draw_slope(self, normal, height, poses):
+        """A tilted ground ``normal . p = height``: a checkered plane as the floor is drawn,
+        its tiles along the slope (``u`` uphill) and across it, around the point of the plane
+        under the camera's target (so a followed body never rolls off it), with the bodies'
+        shadows on it."""
+        r = self.renderer
+        u = np.array([0.0, 0.0, 1.0]) - normal[2] * normal
+        u = u / np.linalg.norm(u) if np.linalg.norm(u) > 1e-9 else np.array([1.0, 0.0, 0.0])
+        v = np.cross(normal, u)
+        origin = height * normal
+        ab = np.array([u, v]) @ (self.camera.target - origin)
+        centre = np.round(ab / self.grid_spacing)
+        key = (self.grid_spacing, tuple(normal), height, tuple(centre))
+        cache = self._slope_grids
+        if key not in cache:
+            if len(cache) > 2 * len(self.slopes):
+                cache.clear()
+            cache[key] = meshes.checker_plane(centre * self.grid_spacing,
+                                              24 * self.grid_spacing, self.grid_spacing,
+                                              origin, u, v, FLOOR_LIGHT, FLOOR_DARK)
+        r.lines(cache[key], mode=r.ctx.TRIANGLES, depth=False)
+        if normal @ r.light_dir > 1e-3:   # the light is above the plane
+            self._draw_shadows(scene.shadow_matrix(r.light_dir, height, normal), poses)
 
     def _draw_bodies(self, poses):
         """Each part of each body: in its own colour (a marking, a pin) or the body's."""

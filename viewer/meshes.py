@@ -185,24 +185,33 @@ def arrow_head():
 
 
 def checker_floor(centre_xy, half_size, spacing, z, light, dark):
-    """Triangle-list vertices ``(n, 7)`` (position, RGBA) of a checkered floor in the plane z.
+    """Triangle-list vertices ``(n, 7)`` (position, RGBA) of a checkered floor in the plane z:
+    :func:`checker_plane` with the world x and y axes as the plane's."""
+    return checker_plane(centre_xy, half_size, spacing, (0.0, 0.0, z), (1.0, 0.0, 0.0),
+                         (0.0, 1.0, 0.0), light, dark)
 
-    Tiles of ``spacing`` aligned with the world grid, around ``centre_xy``; their opacity
-    falls off with the distance from the centre, so the floor fades out instead of ending at
-    a hard edge and aliasing in the distance.
+
+def checker_plane(centre_ab, half_size, spacing, origin, u, v, light, dark):
+    """Triangle-list vertices ``(n, 7)`` (position, RGBA) of a checkered plane: the points
+    ``origin + a u + b v`` (``u``, ``v`` orthonormal, in the plane).
+
+    Tiles of ``spacing`` aligned with the plane's (a, b) grid, around ``centre_ab``; their
+    opacity falls off with the distance from the centre, so the plane fades out instead of
+    ending at a hard edge and aliasing in the distance.
     """
     n = int(round(half_size / spacing))
-    cx = np.round(np.asarray(centre_xy, dtype=np.float64) / spacing)
+    cx = np.round(np.asarray(centre_ab, dtype=np.float64) / spacing)
     i, j = np.meshgrid(np.arange(-n, n) + cx[0], np.arange(-n, n) + cx[1], indexing="ij")
     i, j = i.ravel(), j.ravel()
     x0, y0 = i * spacing, j * spacing
+    frame = np.array([u, v, origin], dtype=np.float64)   # (a, b, 1) -> world
     corners = [(0, 0), (1, 0), (1, 1), (0, 0), (1, 1), (0, 1)]
     rows = np.zeros((len(i), 6, 7))
     colour = np.where(((i + j) % 2 == 0)[:, None], np.asarray(light), np.asarray(dark))
     for k, (a, b) in enumerate(corners):
         x, y = x0 + a * spacing, y0 + b * spacing
         r = np.hypot(x - cx[0] * spacing, y - cx[1] * spacing)
-        rows[:, k, :3] = np.stack([x, y, np.full_like(x, z)], axis=1)
+        rows[:, k, :3] = np.stack([x, y, np.ones_like(x)], axis=1) @ frame
         rows[:, k, 3:] = colour
         rows[:, k, 6] *= np.clip(1.0 - r / half_size, 0.0, 1.0) ** 0.7
     return rows.reshape(-1, 7).astype(np.float32)

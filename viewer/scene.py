@@ -227,13 +227,15 @@ def joint_links(joint, positions):
     return segs
 
 
-def shadow_matrix(light_dir, z):
-    """Projects points along ``light_dir`` (towards the light) onto the plane at height z."""
-    lx, ly, lz = light_dir
+def shadow_matrix(light_dir, z, normal=(0.0, 0.0, 1.0)):
+    """Projects points along ``light_dir`` (towards the light) onto the plane
+    ``normal . p = z`` (``normal`` unit; by default the level plane at height z):
+    p -> p - l (n . p - z) / (n . l).  The light must be above the plane (n . l > 0)."""
+    light = np.asarray(light_dir, dtype=np.float64)
+    n = np.asarray(normal, dtype=np.float64)
     m = np.eye(4)
-    m[0, 2], m[0, 3] = -lx / lz, lx * z / lz
-    m[1, 2], m[1, 3] = -ly / lz, ly * z / lz
-    m[2, 2], m[2, 3] = 0.0, z
+    m[:3, :3] -= np.outer(light, n) / (n @ light)
+    m[:3, 3] = light * z / (n @ light)
     return m
 
 
