@@ -623,7 +623,7 @@ def _rolling_rims(table, count, geom, keys, nb, island, flag, vel, spent):
         ln = row[C_LAMBDA]
         stick = ln > 0.0 and (row[C_LAMBDA + 1] ** 2 + row[C_LAMBDA + 2] ** 2
                               < (1.0 - 1e-9) * (row[C_MU] * ln) ** 2)
-        known = keys[_slot(keys, _key(row, nb)), 0] != -1
+        known = keys[slot(keys, contact_key(row, nb)), 0] != -1
         if flag[root] == 2:
             flag[root] = 1
             spent[root] = 0.0
