@@ -54,11 +54,12 @@ class Demo:
 DEMOS: dict[str, Demo] = {}
 
 
-def demo(name, scenario, description, params=None, controller=None, **viewer_options):
+def demo(name, scenario, description, params=None, controller=None,
+         integrator="energy_momentum", **viewer_options):
     """Register a demo: a scenario, its parameters, a controller factory ``controller(sim)``
-    (optional) and options for :class:`viewer.Viewer`."""
+    (optional), its default integrator and options for :class:`viewer.Viewer`."""
     DEMOS[name] = Demo(name, scenario, description, dict(params or {}), viewer_options,
-                       controller)
+                       controller, integrator=integrator)
 
 
 def robot_demo(name, robot, description, builder, controller, integrator, **viewer_options):
@@ -119,6 +120,19 @@ demo("quadrotor", "quadrotor", "quadrotor on its attitude controller: released t
      "levels and holds its place; arrows tilt it, page up/down set the thrust, q/e turn it",
      {"tilt": 0.6}, controller=_quadrotor_pilot,
      follow="frame", floor=0.0, traces={"frame": (0.0, 0.0, 0.0)})
+
+demo("four_bar", "four_bar", "Grashof crank-rocker four-bar with a flywheel on the crank: the "
+     "crank turns round, the rocker swings; the coupler-rocker pin closes the loop (drawn "
+     "as the other pins)", traces={"coupler": (0.0, 0.0, 0.0)})
+demo("slider_crank", "slider_crank", "slider-crank: the flywheel crank drives the rod and the "
+     "slider on its guide; the rod-slider pin closes the loop")
+demo("bennett", "bennett", "Bennett's spatial 4R linkage: four skew revolute joints, one "
+     "degree of freedom; the fourth joint closes the loop", traces={"link2": "+x"})
+demo("delta_robot", "delta_robot", "delta robot: three arms, each joined to the platform by a "
+     "parallelogram (five loop joints); it swings under gravity; drag the platform and "
+     "release: the push moves it through the loops, the platform staying level; "
+     "nullspace_rk4 (the energy-momentum Newton solve fails on this mechanism)",
+     integrator="nullspace_rk4", traces={"platform": (0.0, 0.0, 0.0)})
 
 
 def _robots():
