@@ -224,7 +224,8 @@ def test_chain_at_game_sized_steps_converges_without_sub_steps(state, n, dt):
     """Issue 14: the chain at dt = 1/60 and 1/120 (one simulated second or more).  With the
     previous step's rates as predictor the default 50-link chain fell back to sub-steps on
     41 of 600 steps and needed up to 25 iterations, the lively 10-link chain on 6; from the
-    explicit prediction: none, at most 8 and 13 (measured)."""
+    explicit prediction: none, at most 8 and 13 (measured); with the natural-monotonicity
+    test (a rejected update spends an iteration going back): at most 17."""
     sim = (rt.scenarios.build("chain", integrator="energy_momentum", dt=dt, n=n)
            if state == "default" else lively_chain(n, dt=dt))
     e0 = sim.energy()
@@ -233,7 +234,7 @@ def test_chain_at_game_sized_steps_converges_without_sub_steps(state, n, dt):
         sim.step(int(round(1.5 / dt)) if state == "default" else 120)
     stats = sim.solver_stats()
     assert stats["fallback_steps"] == 0
-    assert stats["max_iterations"] <= 16
+    assert stats["max_iterations"] <= 20
     assert abs(sim.energy() - e0) <= 1e-11 * abs(e0)
 
 
