@@ -242,6 +242,7 @@ from rtrigid.backends.tree.kinematics import (
 from rtrigid.backends import newton
 from rtrigid.backends.tree.dynamics import momentum_rates
 from rtrigid.backends.tree.limits import has_limits, limit_impulse
+from rtrigid.backends.tree.loops import _max_abs
 from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.newton import ACCEPT
 from rtrigid.maths.quat import qmul_t
@@ -1319,15 +1320,6 @@ def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
 
 
 @jit
-def _largest(a):
-    """max |a_j|."""
-    out = 0.0
-    for j in range(a.shape[0]):
-        out = max(out, abs(a[j]))
-    return out
-
-
-@jit
 def _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock, scr, tau):
     """dmu <- the Newton correction -(h/2) M^-1 res with the factored matrix (the locked
     joints kept, see :func:`_keep_locked`); False if that fails."""
@@ -1374,20 +1366,12 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             rnorm = _free_rows_norm(res, scr[23], nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
         accept = max(ACCEPT, FLOOR_MARGIN * floor)
-        if not np.isfinite(rnorm):
-            if it == 0 or rejected or damp >= DAMP_MAX:
-                return False
-            # the update left the domain: back to the last iterate, damped (below)
-            for j in range(nv):
-                mu[j] -= back[j]
-            damp = DAMP_FIRST if damp == 0.0 else DAMP_UP * damp
-            rejected = True
-            left = np.inf
-            continue
-        size = 1e-300
-        for j in range(nv):
-            size = max(size, abs(mu[j]))
-        if not rejected:
+        grew = not np.isfinite(rnorm)  # (then the update left the domain)
+        if grew and (it == 0 or rejected):
+            return False
+        have = False  # dmu holds the correction with the last factored matrix
+        size = max(1e-300, _max_abs(mu))
+        if not grew and not rejected:
             if rnorm < 0.5 * best:
                 best = rnorm
                 stalls = 0
@@ -1403,28 +1387,31 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
                 stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
                 done = True
                 break
+            if it == max_iter:
+                return False
+            if it > 0 and rnorm > accept and rnorm > prev:
+                # the residual grew.  Natural monotonicity (Deuflhard): the correction at the
+                # new iterate with the matrix of the last update must be no larger than that
+                # update; else the update went too far
+                if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu,
+                                   nlock, scr, tau):
+                    return False
+                step = _max_abs(dmu)
+                grew = step > CONTRACTION * update
+                have = True
+        if grew:
+            # back to the iterate before the last update, and an update of the matrix damped
+            # in the kinetic-energy metric (Levenberg-Marquardt) at the next iteration
+            if damp >= DAMP_MAX:
+                return False
+            for j in range(nv):
+                mu[j] -= back[j]
+            damp = DAMP_FIRST if damp == 0.0 else DAMP_UP * damp
+            rejected = True
+            left = np.inf
+            continue
         if it == max_iter:
             return False
-        have = False  # dmu holds the correction with the last factored matrix
-        if not rejected and it > 0 and rnorm > accept and rnorm > prev:
-            # the residual grew.  Natural monotonicity (Deuflhard): the correction at the new
-            # iterate with the matrix of the last update must be no larger than that update;
-            # else the update went too far: back to the iterate before it, and an update of
-            # the matrix damped in the kinetic-energy metric (Levenberg-Marquardt)
-            if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock,
-                               scr, tau):
-                return False
-            step = _largest(dmu)
-            if step > CONTRACTION * update:
-                if damp >= DAMP_MAX:
-                    return False
-                for j in range(nv):
-                    mu[j] -= back[j]
-                damp = DAMP_FIRST if damp == 0.0 else DAMP_UP * damp
-                rejected = True
-                left = np.inf
-                continue
-            have = True
         prev = rnorm
         if not rejected and damp > 0.0:
             damp = 0.0 if damp < DAMP_FIRST * DAMP_UP else damp / DAMP_UP
@@ -1441,7 +1428,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock,
                                scr, tau):
                 return False
-            step = _largest(dmu)
+            step = _max_abs(dmu)
         rejected = False
         last = update
         update = step
