@@ -318,7 +318,10 @@ def test_random_chains_run_ten_seconds_and_keep_energy(dt):
     revolute joints with random axes and offsets, gravity, lively start), 10 s: no
     SimulationError, energy within 1e-9, joint rates matching the bodies' relative motion
     to 1e-9.  (Sub-steps are allowed: these chains spin their slender links at up to ~300
-    rad/s, 2.4 rad a step at 1/120; README, "The energy-momentum solver".)"""
+    rad/s, 2.4 rad a step at 1/120; README, "The energy-momentum solver".)  Sub-steps on
+    188 of 12 000 steps at 1/60 and 3 of 24 000 at 1/120 (1961 and 275 before the
+    continuation in h and the natural-monotonicity test; measured)."""
+    fallbacks = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         for seed in range(20):
@@ -329,3 +332,5 @@ def test_random_chains_run_ten_seconds_and_keep_energy(dt):
                 assert relative_rate_error(sim) <= 1e-9, seed
             assert sim.steps_taken == int(round(10.0 / dt))
             assert abs(sim.energy() - e0) <= 1e-9 * abs(e0), seed
+            fallbacks += sim.solver_stats()["fallback_steps"]
+    assert fallbacks <= (0.02 if dt > 0.01 else 0.001) * 20 * int(round(10.0 / dt))

@@ -242,7 +242,6 @@ from rtrigid.backends.tree.kinematics import (
 from rtrigid.backends import newton
 from rtrigid.backends.tree.dynamics import momentum_rates
 from rtrigid.backends.tree.limits import has_limits, limit_impulse
-from rtrigid.backends.tree.loops import _max_abs
 from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.newton import ACCEPT
 from rtrigid.maths.quat import qmul_t
@@ -1370,7 +1369,9 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
         if grew and (it == 0 or rejected):
             return False
         have = False  # dmu holds the correction with the last factored matrix
-        size = max(1e-300, _max_abs(mu))
+        size = 1e-300
+        for j in range(nv):
+            size = max(size, abs(mu[j]))
         if not grew and not rejected:
             if rnorm < 0.5 * best:
                 best = rnorm
@@ -1396,7 +1397,9 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
                 if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu,
                                    nlock, scr, tau):
                     return False
-                step = _max_abs(dmu)
+                step = 0.0
+                for j in range(nv):
+                    step = max(step, abs(dmu[j]))
                 grew = step > CONTRACTION * update
                 have = True
         if grew:
@@ -1428,13 +1431,13 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock,
                                scr, tau):
                 return False
-            step = _max_abs(dmu)
         rejected = False
         last = update
-        update = step
+        update = 0.0
         for j in range(nv):
             mu[j] += dmu[j]
             back[j] = dmu[j]
+            update = max(update, abs(dmu[j]))
         # error left after this update, estimated from the contraction of the last two
         theta = update / last if last < np.inf else 1.0
         left = theta / (1.0 - theta) * update if theta < 1.0 else np.inf
