@@ -64,14 +64,15 @@ def test_newton_matrix_is_the_jacobian_with_slides(kinds):
 @pytest.mark.filterwarnings("ignore:energy_momentum. Newton did not converge")
 @pytest.mark.parametrize("seed", range(4))
 def test_slide_chains_keep_energy_over_ten_thousand_steps(seed):
-    """Every kind, 1e4 steps at 1/240 s: energy kept at the solver's round-off, as on chains of
-    revolute and spherical joints (measured 2e-12 to 2.7e-10 relative; the same chains with
-    revolute and spherical joints only: 1.5e-12 to 1.1e-10).  Sub-steps are allowed: the
-    springs' derivatives are left out of the Newton matrix, which then converges linearly."""
+    """Every kind, 1e4 steps at 1/240 s: energy within 1e-10 (issue 14).  The springs'
+    derivatives are left out of the Newton matrix, which then converges linearly; the solver
+    counted such a slow contraction as a stall and accepted the step at a residual of up to
+    1e-9 (seed 2 drifted 1.9e-10).  A stall now counts only once the updates stop halving:
+    measured 2.1e-12 to 1.5e-11.  Sub-steps are allowed."""
     sim = slide_chain(seed)
     e0 = sim.energy()
     sim.step(10000)
-    assert abs(sim.energy() - e0) <= 1e-9 * abs(e0)
+    assert abs(sim.energy() - e0) <= 1e-10 * abs(e0)
     assert sim.constraint_error() < 1e-11
 
 

@@ -94,7 +94,11 @@ a mid-point frame off by a few per cent feeds the transverse inertia into the ax
 a matrix with the leading gyroscopic term only, at a predicted mid-point, contracted by 0.1
 to 1.9 per iteration on a lively chain (measured): ~80 iterations a step, and sub-steps.
 
-Iteration.  The predictor (:func:`_predict`, :func:`_choose_start`) takes the explicit
+Iteration.  A step first tries the cheap start (:func:`_extrapolate`): the last two steps'
+mean rates extrapolated, 2 nu - nu_prev (the present rates if something was set between
+steps), for at most QUICK = 8 iterations.  Most steps converge there in 2-4 iterations, at no
+extra cost.  If it fails, the state is put back and the step is solved again, with the full
+``max_iter``, from the explicit start.  The explicit start (:func:`_predict`, :func:`_choose_start`) takes the explicit
 dynamics from the present state: the rates at t_n (from the bodies' momenta) and the
 accelerations there (the articulated-body recursion), and from them two candidates for the
 step's mean rates -- one RK4 step's increments, and the Taylor estimate nu + h/2 nudot -- and
@@ -106,21 +110,28 @@ measured on the 50-link chain at dt = 1/60, 0.7 to 9e-2 from the solution agains
 and plain Newton diverged from there on most steps; see the README for the figures.)
 
 The matrix is refactored at every iterate until the updates are small (below 1e-5 of mu),
-then reused.  An update that makes the residual more than twice as large is rejected -- hard
-steps of a lively chain otherwise wander off -- and replaced by one of the matrix damped in
-the kinetic-energy metric, SL^T (B + d M_b) SR + ... with M_b each body's spatial inertia at
-t_{n+1} (Levenberg-Marquardt, :func:`_add_metric`): B is M_b plus O(h) gyroscopic terms, so the
-damped update is shorter and turned from Newton's direction towards M^-1 r.  d starts at 1/2,
-grows 4x per rejection and shrinks 4x per accepted update (back to plain Newton); past 1e4 the
-solve fails.  Only the path changes: a step is accepted by the same test, so a converged step
-keeps energy and momenta as before.  (It replaced halving the update, at most four times: on
-random chains at dt = 1/120 sub-steps on 2 of 2400 steps instead of 15, lively 20 links at 1/60
-8 % instead of 16 %, 50 links at 1/120 21 % instead of 43 %; see the README.)  The iteration
+then reused.  An update is kept when the residual does not grow, or else when the correction
+it leads to, taken with the matrix of that update (Deuflhard's natural monotonicity test: one
+more back-substitution, only then), is no larger than the update itself; else the solve returns to the iterate before it and takes an update of the
+matrix damped in the kinetic-energy metric, SL^T (B + d M_b) SR + ... with M_b each body's
+spatial inertia at t_{n+1} (Levenberg-Marquardt, :func:`_add_metric`): B is M_b plus O(h)
+gyroscopic terms, so the damped update is shorter and turned from Newton's direction towards
+M^-1 r.  d starts at 1/2, grows 4x per rejection and shrinks 4x per kept update (back to plain
+Newton); a rejection past d = 1e4 fails the solve.  (The test was first on the residual's
+norm, rejecting an update that doubled it.  That norm is a poor measure here: its rows sum the
+loads of whole subtrees, and from a start near the solution on the 50-link chain at dt = 1/60
+the residual grew 1e3-fold on an update after which plain Newton converged in four more; the
+corrections shrank 2.5e-2, 2.7e-3, 2.0e-3, 2e-7.)  Only the path changes: a step is accepted by
+the same test, so a converged step keeps energy and momenta as before.
+
+The iteration
 stops only at the round-off floor: when the error left after the last update, estimated from
 the contraction of the last two updates as theta/(1-theta) |update|, is below 8 eps |mu| and
 the residual is below 1e-9 (relative to the momenta); or, as before, when the residual has
 stalled (the best below 1e-11 and two more iterations have not halved it; three when it is
-only below 1e-9).  The accepted increments are put on the near root of every Cayley map
+only below 1e-9) and the updates no longer halve (a linear convergence, as with springs, whose
+derivatives the matrix leaves out, goes on to the floor: energy over 1e4 steps of the slide
+chains 1.5e-11 instead of 1.9e-10).  The accepted increments are put on the near root of every Cayley map
 (:func:`_canonical_roots`), so the stored rates never depend on the branch Newton found.
 Failure (no convergence in ``max_iter``, a non-finite value, a singular
 pivot) triggers the same fallback as the single-body scheme: the step is redone as 2, 4,
@@ -128,7 +139,18 @@ pivot) triggers the same fallback as the single-body scheme: the step is redone 
 ``fallback_steps``; every sub-step is an energy-momentum step, so energy and momenta are kept
 through it); if that fails too the kernel stops before the step, state unchanged bit for bit,
 status FAILED (``SimulationError``).  So the cost of a step is bounded by max_iter
-iterations times 2**(max_halvings + 1) - 1 solves, and no outcome is NaN or gains energy.
+iterations times 2**(max_halvings + 2) solves (with the continuation below, which adds at most
+one whole solve and one repeat of the sub-steps), and no outcome is NaN or gains energy.
+
+Continuation in h.  A step that needed sub-steps is solved once more whole, from their end (its
+mean rates over the step, :func:`mean_rates`), and that solution is kept if it converges; else
+the sub-steps are redone (bit for bit) and kept.  On the lively chains the explicit start is
+often as far from the solution as the solution from zero (rates of the wrong sign at single
+joints), while the sub-steps' end lies inside Newton's reach: sub-steps on the lively 20-link
+chain at dt = 1/60 on 1.8 % of steps instead of 13 %, 50 links at 1/120 on 11 % instead of 41 %
+(measured side by side, see the README).  The step stays a single energy-momentum step of size
+h when it converges; what the sub-steps add is its start.  It depends only on the state at
+the step's start, so snapshots still reproduce runs bit for bit.
 
 Joint limits (revolute and prismatic joints): :func:`_limited_solve` -- a joint that would end the step
 beyond a limit is locked on it for the step, its reaction doing the exact discrete work
@@ -226,6 +248,7 @@ from rtrigid.maths.quat import qmul_t
 
 TIGHT = 1e-11
 STALLS = 2
+STALL_THETA = 0.5
 EPS = np.finfo(np.float64).eps
 # The rule of rtrigid.backends.newton, extended: its ACCEPT, a tighter bound once the residual
 # stalls twice, a floor at the residual's round-off, and updates measured on the largest joint
@@ -238,9 +261,10 @@ FLOOR_MARGIN = 16.0  # the tolerances never go below this many times the residua
 DAMP_FIRST = 0.5
 DAMP_UP = 4.0
 DAMP_MAX = 1e4
-GROWTH = 2.0
+CONTRACTION = 1.0  # an update is kept when the next Newton correction is no larger
 REFRESH = 1e-5
 QUICK = 8  # iterations the cheap start gets before the explicit start is computed
+CONTINUATION = True  # a step that needed sub-steps is solved again whole from their end
 RK4_WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 SUPPORTED = ("free", "spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed")
 # After a step nu holds the step's mean rates mu / h (the predictor's input) and the bodies'
@@ -1295,6 +1319,17 @@ def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
 
 
 @jit
+def _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock, scr, tau):
+    """dmu <- the Newton correction -(h/2) M^-1 res with the factored matrix (the locked
+    joints kept, see :func:`_keep_locked`); False if that fails."""
+    for j in range(res.shape[0]):
+        rhs[j] = -0.5 * h * res[j]
+    _tree_solve(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
+    return nlock == 0 or _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, tau, dmu, nlock,
+                                      scr[21], scr[22], scr[23], scr[24])
+
+
+@jit
 def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
                 scr, em, jx, rates, stats, act, ctrl, awork, nlock, add_work):
     """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
@@ -1312,13 +1347,16 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
         mu[j] = h * rates[j]
     if nlock > 0:  # (the limit scratch is touched only then: a view costs reference counts)
         _locked_increments(mu, scr[23], nlock)
+    back = scr[15]  # the last update taken (free during the solve: the predictor's nu_t)
     best = np.inf
     stalls = 0
     update = np.inf
     left = np.inf
-    prev = np.inf
     damp = 0.0
     damped = False
+    rejected = False  # mu was just put back before an update that did not contract
+    prev = np.inf  # the residual at the last iterate kept
+    theta = 1.0  # the contraction of the last two updates
     done = False
     for it in range(max_iter + 1):
         rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em,
@@ -1327,42 +1365,60 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             rnorm = _free_rows_norm(res, scr[23], nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
         accept = max(ACCEPT, FLOOR_MARGIN * floor)
-        retry = ((not np.isfinite(rnorm) or rnorm > GROWTH * prev) and prev > ACCEPT
-                 and damp < DAMP_MAX)
-        if retry:
-            # the update made the residual worse: back to the last iterate, and an update of
-            # the matrix damped in the kinetic-energy metric (Levenberg-Marquardt)
-            for j in range(nv):
-                mu[j] -= dmu[j]
-            damp = DAMP_FIRST if damp == 0.0 else DAMP_UP * damp
-            _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em, jx, act,
-                      ctrl)
-            left = np.inf
-        elif not np.isfinite(rnorm):
+        grew = not np.isfinite(rnorm)  # (then the update left the domain)
+        if grew and (it == 0 or rejected):
             return False
-        if not retry:
-            prev = rnorm
-            if damp > 0.0:
-                damp = 0.0 if damp < DAMP_FIRST * DAMP_UP else damp / DAMP_UP
+        have = False  # dmu holds the correction with the last factored matrix
         size = 1e-300
         for j in range(nv):
             size = max(size, abs(mu[j]))
-        if not retry:
+        if not grew and not rejected:
             if rnorm < 0.5 * best:
                 best = rnorm
                 stalls = 0
             else:
                 stalls += 1
-            if rnorm == 0.0 or (best < tight and stalls >= STALLS) or (
-                    best < accept and stalls > STALLS) or (
+            # (a stall counts only once the updates have stopped contracting fast: a linear
+            # convergence, as with springs left out of the matrix, goes on to the floor)
+            stalled = stalls >= STALLS and theta > STALL_THETA
+            if rnorm == 0.0 or (best < tight and stalled) or (
+                    best < accept and stalled and stalls > STALLS) or (
                     rnorm < accept and min(update, left) <= UPDATE_ROUNDOFF * size):
                 stats[STAT_ITERS] += it
                 stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
                 done = True
                 break
+            if it == max_iter:
+                return False
+            if it > 0 and rnorm > accept and rnorm > prev:
+                # the residual grew.  Natural monotonicity (Deuflhard): the correction at the
+                # new iterate with the matrix of the last update must be no larger than that
+                # update; else the update went too far
+                if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu,
+                                   nlock, scr, tau):
+                    return False
+                step = 0.0
+                for j in range(nv):
+                    step = max(step, abs(dmu[j]))
+                grew = step > CONTRACTION * update
+                have = True
+        if grew:
+            # back to the iterate before the last update, and an update of the matrix damped
+            # in the kinetic-energy metric (Levenberg-Marquardt) at the next iteration
+            if damp >= DAMP_MAX:
+                return False
+            for j in range(nv):
+                mu[j] -= back[j]
+            damp = DAMP_FIRST if damp == 0.0 else DAMP_UP * damp
+            rejected = True
+            left = np.inf
+            continue
         if it == max_iter:
             return False
-        if it == 0 or retry or damp > 0.0 or damped or update > REFRESH * size:
+        prev = rnorm
+        if not rejected and damp > 0.0:
+            damp = 0.0 if damp < DAMP_FIRST * DAMP_UP else damp / DAMP_UP
+        if it == 0 or rejected or damp > 0.0 or damped or update > REFRESH * size:
             _newton_matrix(h, tf, ti, q0, mu, scr, em, jx)
             _actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
             if damp > 0.0:
@@ -1370,16 +1426,17 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             damped = damp > 0.0
             if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
                 return False
-        for j in range(nv):
-            rhs[j] = -0.5 * h * res[j]
-        _tree_solve(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
-        if nlock > 0 and not _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, tau, dmu,
-                                          nlock, scr[21], scr[22], scr[23], scr[24]):
-            return False
+            have = False
+        if not have:
+            if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock,
+                               scr, tau):
+                return False
+        rejected = False
         last = update
         update = 0.0
         for j in range(nv):
             mu[j] += dmu[j]
+            back[j] = dmu[j]
             update = max(update, abs(dmu[j]))
         # error left after this update, estimated from the contraction of the last two
         theta = update / last if last < np.inf else 1.0
@@ -1647,6 +1704,7 @@ def step(n, dt, F, I):
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1
+        joined = False  # the full step from the sub-steps' end has been tried
         while True:
             ok = True
             for _sub in range(m):
@@ -1669,6 +1727,20 @@ def step(n, dt, F, I):
                 if not ok:
                     break
             ok = ok and all_finite(S)
+            if ok and m > 1 and CONTINUATION and not joined:
+                # continuation in h: the sub-steps' end predicts the full step, solved again
+                # from the start; kept if it converges, else the sub-steps are redone
+                joined = True
+                mean_rates(ti, Qg_prev, Qg, dt, pred)
+                for i in range(S.shape[0]):
+                    S[i] = S_prev[i]
+                if _solve(dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x,
+                          q, v, w, L, scr, em, jx, pred, stats, act, ctrl, awork) and all_finite(S):
+                    m = 1
+                    break
+                for i in range(S.shape[0]):
+                    S[i] = S_prev[i]
+                continue
             if ok or m >= most:
                 break
             for i in range(S.shape[0]):

@@ -17,7 +17,10 @@ Stage predictor.  A stage's unknowns are its mean rates, close to the rates at i
 The base scheme's explicit predictor gives the step's mean rates p (one RK4 step from the
 present state) and the change d = h nudot at its start; the first stage starts from
 p + (c_1 - 1/2) d, stage k from the converged mean rate of stage k - 1 plus (c_k - c_{k-1}) d,
-with c_k the mid-time of stage k as a fraction of the step.  In the fallback's sub-steps each stage starts from the last stage's rates.
+with c_k the mid-time of stage k as a fraction of the step.  Where the explicit prediction
+fails (a singular inertia or a non-finite value along the RK4 step) the first stage starts
+from the stored rates (the last step's mean rates) and d = 0.  In the fallback's sub-steps
+each stage starts from the last stage's rates.
 
 Fallback: a step whose solve fails in any stage is redone from its start as 2, 4, ...,
 2**max_halvings composed sub-steps (the base scheme's rule), so a fallback step is still of
@@ -78,7 +81,9 @@ def _run(n, dt, F, I, stages, mids):
     for _ in range(n):
         if not em.predict_rates(dt, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, emw, act, ctrl,
                                 pred, change):
-            return FAILED | flags
+            for j in range(nv):  # no explicit prediction: start from the stored rates
+                pred[j] = nu[j]
+                change[j] = 0.0
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1
