@@ -654,6 +654,16 @@ def elastic_islands(table, count, island, sums):
 
 
 @jit
+def least_energy_scale(before, after, change):
+    """The multiple s in [0, 1] of an island's impulses that leaves it the least kinetic
+    energy, from twice its kinetic energy before them, after them, and of their velocity
+    change alone (C): twice the energy change of s times them is f(s) = s A + s^2 C with
+    A = after - before - C."""
+    a = after - before - change
+    return min(1.0, max(0.0, -a / (2.0 * change))) if change > 0.0 else 0.0
+
+
+@jit
 def scale_impulses(table, count, island, sums):
     """Each contact's impulses times its island's scale sums[root, 2], and its world impulse
     (normal and friction parts) into C_IMPULSE."""
@@ -760,22 +770,18 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             continue
         scale = 1.0
         if sums[b, 2] == 0.0 and sums[b, 1] > sums[b, 0]:
-            # f(s) = s A + s^2 C: twice the kinetic energy change of s times the impulses
-            c, a2 = 0.0, 0.0
+            c = 0.0
             for o in range(nb):
                 if touched[o] and island[o] == b:
                     for i in range(6):
                         vel[o, i] -= vel[o, 6 + i]
                     c += _kinetic(q[o], mass[o], inertia[o], vel[o, 0:6])
-            a2 = sums[b, 1] - sums[b, 0] - c
-            scale = min(1.0, max(0.0, -a2 / (2.0 * c))) if c > 0.0 else 0.0
+            scale = least_energy_scale(sums[b, 0], sums[b, 1], c)
+            sums[b, 1] = 0.0
             for o in range(nb):
                 if touched[o] and island[o] == b:
                     for i in range(6):
                         vel[o, i] = vel[o, 6 + i] + scale * vel[o, i]
-            sums[b, 1] = 0.0
-            for o in range(nb):
-                if touched[o] and island[o] == b:
                     sums[b, 1] += _kinetic(q[o], mass[o], inertia[o], vel[o, 0:6])
         sums[b, 2] = scale
     scale_impulses(table, count, island, sums)

@@ -81,6 +81,7 @@ from rtrigid.contact.solver import (
     friction_update,
     island_root,
     islands,
+    least_energy_scale,
     levels,
     normal_update,
     remember,
@@ -326,7 +327,6 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
             continue
         scale = 1.0
         if sums[b, 2] == 0.0 and sums[b, 1] > sums[b, 0]:
-            # f(s) = s A + s^2 C: twice the kinetic energy change of s times the impulses
             c = 0.0
             for r2 in range(nb):
                 o = order[r2]
@@ -335,8 +335,7 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
                         v1[o, i] -= v0[o, i]
                         w1[o, i] -= w0[o, i]
                     c += _twice_kinetic(tf, o, v1, w1)
-            a2 = sums[b, 1] - sums[b, 0] - c
-            scale = min(1.0, max(0.0, -a2 / (2.0 * c))) if c > 0.0 else 0.0
+            scale = least_energy_scale(sums[b, 0], sums[b, 1], c)
             sums[b, 1] = 0.0
             for r2 in range(nb):
                 o = order[r2]
