@@ -94,45 +94,47 @@ a mid-point frame off by a few per cent feeds the transverse inertia into the ax
 a matrix with the leading gyroscopic term only, at a predicted mid-point, contracted by 0.1
 to 1.9 per iteration on a lively chain (measured): ~80 iterations a step, and sub-steps.
 
-Iteration.  A step first tries the cheap start (:func:`_extrapolate`): the last two steps'
-mean rates extrapolated, 2 nu - nu_prev (the present rates if something was set between
-steps), for at most QUICK = 8 iterations.  Most steps converge there in 2-4 iterations, at no
-extra cost.  If it fails, the state is put back and the step is solved again, with the full
-``max_iter``, from the explicit start.  The explicit start (:func:`_predict`, :func:`_choose_start`) takes the explicit
-dynamics from the present state: the rates at t_n (from the bodies' momenta) and the
-accelerations there (the articulated-body recursion), and from them two candidates for the
+Iteration.  A step first tries the cheap start (:func:`_extrapolate`): the last two steps' mean
+rates extrapolated, 2 nu - nu_prev (the present rates if something was set between steps), for
+at most QUICK = 8 iterations.  Most steps converge there in 2-4 iterations, at no extra cost.
+If it fails, the state is put back and the step is solved again, with the full ``max_iter``,
+from the explicit start.  The explicit start (:func:`_predict`, :func:`_choose_start`) takes
+the explicit dynamics from the present state: the rates at t_n (from the bodies' momenta) and
+the accelerations there (the articulated-body recursion), and from them two candidates for the
 step's mean rates -- one RK4 step's increments, and the Taylor estimate nu + h/2 nudot -- and
 starts from the one with the smallest residual among them and the last step's mean rates (which
-win where the explicit dynamics is unstable at the step, e.g. a stiff servo).  It reads the present state only, so a
-restored snapshot reproduces it bit for bit, and it does not care what was set between steps.
-(The previous step's mean rates, or their extrapolation, were too far off at game-sized steps:
-measured on the 50-link chain at dt = 1/60, 0.7 to 9e-2 from the solution against |mu| ~ 0.07,
-and plain Newton diverged from there on most steps; see the README for the figures.)
+win where the explicit dynamics is unstable at the step, e.g. a stiff servo).  It reads the
+present state only, so a restored snapshot reproduces it bit for bit, and it does not care what
+was set between steps. (The previous step's mean rates, or their extrapolation, were too far
+off at game-sized steps: measured on the 50-link chain at dt = 1/60, 0.7 to 9e-2 from the
+solution against |mu| ~ 0.07, and plain Newton diverged from there on most steps; see the
+README for the figures.)
 
-The matrix is refactored at every iterate until the updates are small (below 1e-5 of mu),
-then reused.  An update is kept when the residual does not grow, or else when the correction
-it leads to, taken with the matrix of that update (Deuflhard's natural monotonicity test: one
-more back-substitution, only then), is no larger than the update itself; else the solve returns to the iterate before it and takes an update of the
-matrix damped in the kinetic-energy metric, SL^T (B + d M_b) SR + ... with M_b each body's
-spatial inertia at t_{n+1} (Levenberg-Marquardt, :func:`_add_metric`): B is M_b plus O(h)
-gyroscopic terms, so the damped update is shorter and turned from Newton's direction towards
-M^-1 r.  d starts at 1/2, grows 4x per rejection and shrinks 4x per kept update (back to plain
-Newton); a rejection past d = 1e4 fails the solve.  (The test was first on the residual's
-norm, rejecting an update that doubled it.  That norm is a poor measure here: its rows sum the
-loads of whole subtrees, and from a start near the solution on the 50-link chain at dt = 1/60
-the residual grew 1e3-fold on an update after which plain Newton converged in four more; the
-corrections shrank 2.5e-2, 2.7e-3, 2.0e-3, 2e-7.)  Only the path changes: a step is accepted by
-the same test, so a converged step keeps energy and momenta as before.
+The matrix is refactored at every iterate until the updates are small (below 1e-5 of mu), then
+reused.  An update is kept when the residual does not grow, or else when the correction it
+leads to, taken with the matrix of that update (Deuflhard's natural monotonicity test: one more
+back-substitution, only then), is no larger than the update itself; else the solve returns to
+the iterate before it and takes an update of the matrix damped in the kinetic-energy metric,
+SL^T (B + d M_b) SR + ... with M_b each body's spatial inertia at t_{n+1} (Levenberg-Marquardt,
+:func:`_add_metric`): B is M_b plus O(h) gyroscopic terms, so the damped update is shorter and
+turned from Newton's direction towards M^-1 r.  d starts at 1/2, grows 4x per rejection and
+shrinks 4x per kept update (back to plain Newton); a rejection past d = 1e4 fails the solve.
+(The test was first on the residual's norm, rejecting an update that doubled it.  That norm is
+a poor measure here: its rows sum the loads of whole subtrees, and from a start near the
+solution on the 50-link chain at dt = 1/60 the residual grew 1e3-fold on an update after which
+plain Newton converged in four more; the corrections shrank 2.5e-2, 2.7e-3, 2.0e-3, 2e-7.)
+Only the path changes: a step is accepted by the same test, so a converged step keeps energy
+and momenta as before.
 
-The iteration
-stops only at the round-off floor: when the error left after the last update, estimated from
-the contraction of the last two updates as theta/(1-theta) |update|, is below 8 eps |mu| and
-the residual is below 1e-9 (relative to the momenta); or, as before, when the residual has
-stalled (the best below 1e-11 and two more iterations have not halved it; three when it is
-only below 1e-9) and the updates no longer halve (a linear convergence, as with springs, whose
-derivatives the matrix leaves out, goes on to the floor: energy over 1e4 steps of the slide
-chains 1.5e-11 instead of 1.9e-10).  The accepted increments are put on the near root of every Cayley map
-(:func:`_canonical_roots`), so the stored rates never depend on the branch Newton found.
+The iteration stops only at the round-off floor: when the error left after the last update,
+estimated from the contraction of the last two updates as theta/(1-theta) |update|, is below 8
+eps |mu| and the residual is below 1e-9 (relative to the momenta); or, as before, when the
+residual has stalled (the best below 1e-11 and two more iterations have not halved it; three
+when it is only below 1e-9) and the updates no longer halve (a linear convergence, as with
+springs, whose derivatives the matrix leaves out, goes on to the floor: energy over 1e4 steps
+of the slide chains 1.5e-11 instead of 1.9e-10).  The accepted increments are put on the near
+root of every Cayley map (:func:`_canonical_roots`), so the stored rates never depend on the
+branch Newton found.
 Failure (no convergence in ``max_iter``, a non-finite value, a singular
 pivot) triggers the same fallback as the single-body scheme: the step is redone as 2, 4,
 ..., 2**max_halvings sub-steps, each predicted afresh (counted in ``solver_stats()``
