@@ -83,6 +83,7 @@ LIFT_SWEEPS = 16  # Gauss-Seidel sweeps of the position correction
 # the velocity solve's budget: at most this many contact updates per step (so at most
 # ``iters`` sweeps, fewer when there are many contacts, but never fewer than MIN_SWEEPS)
 UPDATE_BUDGET = 128
+NO_PARENTS = np.empty(0, np.int64)  # free bodies: no joints, every pair may collide
 MIN_SWEEPS = 4
 
 
@@ -551,10 +552,12 @@ def _spin_coefficients(table, k0, k, mu_t, mu_r):
 
 
 @jit
-def detect(table, x, q, w, active, geom, grounds, order, rank, sweep, lo, centre, dt):
+def detect(table, x, q, w, active, parent, geom, grounds, order, rank, sweep, lo, centre, dt):
     """Ground contacts of every active body, then the pairs the sweep over x finds; returns
     the number of contacts.  w: body angular velocities (body axes), for the rims' contact
-    points half a step ahead (:func:`.geometry.ground_contacts`)."""
+    points half a step ahead (:func:`.geometry.ground_contacts`).  parent: each body's parent
+    in its tree (-1 for none), or empty for free bodies: two bodies a joint joins directly do
+    not collide (the pair is skipped before the narrow phase)."""
     cap = table.shape[0]
     k = 0
     for r in range(order.shape[0]):
@@ -583,6 +586,8 @@ def detect(table, x, q, w, active, geom, grounds, order, rank, sweep, lo, centre
             b = sweep[j]
             if lo[b] > hi:
                 break
+            if parent.shape[0] and (parent[a] == b or parent[b] == a):
+                continue
             d0 = centre[a, 0] - centre[b, 0]
             d1 = centre[a, 1] - centre[b, 1]
             d2 = centre[a, 2] - centre[b, 2]
@@ -722,8 +727,8 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
     nb = x.shape[0]
     order, rank, sweep, island = ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3]
     minv = vel[:, 12]
-    count = detect(table, x, q, w, active, geom, grounds, order, rank, sweep, vel[:, 13],
-                   lift, dt)
+    count = detect(table, x, q, w, active, NO_PARENTS, geom, grounds, order, rank, sweep,
+                   vel[:, 13], lift, dt)
     for b in range(nb):
         touched[b] = 0
     if count == 0:

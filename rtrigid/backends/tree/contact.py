@@ -171,21 +171,6 @@ def _blend(ti, island, root, s, base, out):
 
 
 @jit
-def _drop_jointed(table, count, ti):
-    """Remove the contacts between two bodies a joint joins directly; returns the count."""
-    k = 0
-    for c in range(count):
-        a, b = int(table[c, C_BODY]), int(table[c, C_OTHER])
-        if b >= 0 and (ti[a, I_PARENT] == b or ti[b, I_PARENT] == a):
-            continue
-        if k != c:
-            for i in range(table.shape[1]):
-                table[k, i] = table[c, i]
-        k += 1
-    return k
-
-
-@jit
 def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam, rows,
                iters, rest_speed, dt, xf, xi):
     """The contact solve after a step of a tree scheme; returns the number of contacts.
@@ -202,9 +187,8 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
     order, rank, sweep, island = ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3]
     # no rim look-ahead (dt 0): the rates at the step's end are not known yet under the mean-rate
     # schemes; see geometry.ground_contacts
-    count = detect(table, x, q, w, active, geom, grounds, order, rank, sweep, vel[:, 13], lift,
-                   0.0)
-    count = _drop_jointed(table, count, ti)
+    count = detect(table, x, q, w, active, ti[:, I_PARENT], geom, grounds, order, rank, sweep,
+                   vel[:, 13], lift, 0.0)
     for b in range(nb):
         touched[b] = 0
     if count == 0:
