@@ -19,8 +19,6 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
-import numpy as np
-
 from rtrigid.backends import BODIES, TREE
 from rtrigid.joints import KINDS
 _B = "rtrigid.backends.bodies."
@@ -70,9 +68,6 @@ class Integrator(NamedTuple):
             return (f"{self.name} does not step closed loops (loop joint "
                     f"{loop_joints[0].name!r}); use one of "
                     f"{[i.name for i in REGISTRY.values() if i.loops]}")
-        if loop_joints and (actuators or any(np.isfinite(j.limits).any() for j in joints)):
-            return ("actuators and joint limits on a model with loop joints are not supported "
-                    "yet; drive it with set_joint_force")
         if backend not in self.kernels:
             return (f"{self.name} has no kernel for {backend} models; use one of "
                     f"{[i.name for i in REGISTRY.values() if backend in i.kernels]}")

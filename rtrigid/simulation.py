@@ -824,7 +824,13 @@ class Simulation:
         nudot = np.empty(self.nv)
         nudot[self._vidx] = qacc
         be = self.backend
-        Qg, nu = be.positions(), be.rates()
+        return self._dynamics().inverse_dynamics(be.positions(), be.rates(), nudot,
+                                                 self._joint_loads())[self._vidx]
+
+    def _joint_loads(self):
+        """(f_app, t_app, held) now: the applied loads, and the held joint forces with the
+        actuators' forces at the present controls added (backend order)."""
+        be = self.backend
         held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
         if self.na:  # the actuators act too
             held = held.copy()
@@ -832,15 +838,13 @@ class Simulation:
 
             np.add.at(held, be.act[:, ACT_V].astype(np.intp),
                       be.act[:, ACT_GEAR] * self.actuator_forces())
-        loads = (self._f_app, self._t_app, held)
-        return self._dynamics().inverse_dynamics(Qg, nu, nudot, loads)[self._vidx]
+        return self._f_app, self._t_app, held
 
     def _motion(self):
         """The query engine's :meth:`~rtrigid.backends.tree.dynamics.Queries.motion` now."""
         be = self.backend
-        held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
-        return self._dynamics().motion(be.positions(), be.rates(),
-                                       (self._f_app, self._t_app, held), self._limits)
+        return self._dynamics().motion(be.positions(), be.rates(), self._joint_loads(),
+                                       self._limits)
 
     def imu(self, body, point_body=(0.0, 0.0, 0.0)):
         """(gyro, accel) of an inertial measurement unit fixed at a body point, body axes.
