@@ -739,9 +739,17 @@ class Simulation:
         initial state (M the mass matrix); RK4 is stable for |s| dt <= 2.6 in the left half
         plane (the half disk lies in its stability region), and 2.5 is asked for.  Servos on
         several joints and large changes of the configuration change the frequencies, so
-        keep a margin.
+        keep a margin.  With loop joints M^-1 is the map from joint force to acceleration
+        with the loops acting, N (N^T M N)^-1 N^T (N a basis of the rates the loops allow).
         """
-        Minv = np.linalg.inv(self.mass_matrix())
+        lc = getattr(self.backend, "loops", None)
+        if lc is None:
+            Minv = np.linalg.inv(self.mass_matrix())
+        else:  # in the backend's order, then qvel's
+            Qg = self.backend.Qg
+            M = lc.mass_matrix(Qg).copy()
+            N = np.linalg.svd(lc.jacobian(Qg))[2][lc.rank:].T
+            Minv = (N @ np.linalg.solve(N.T @ M @ N, N.T))[np.ix_(self._vidx, self._vidx)]
         for k, a in enumerate(model.actuators):
             if a.kind == "motor":
                 continue
