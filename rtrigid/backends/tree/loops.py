@@ -463,9 +463,9 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
             ok &= close_rates(tf, ti, Qg, nu, lf, li, free, rank, ws, x, q, R, rj, G, V, cb,
                               acc2, E, J6, phi, J, gam, IA, I6, F6, K, delta) < np.inf
         else:
-            err = hold_loop_limits(tf, ti, Qg, nu, Q0, act, ctrl, awork, lf, li, k, Lv, Lnew,
-                                   free, ws, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam,
-                                   IA, I6, F6, K, dQr, delta, zero, Qs)
+            err = hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free,
+                                   ws, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam, IA, I6,
+                                   F6, K, dQr, delta, zero, Qs)
         refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
         if not (ok and err <= 1e-9 and all_finite(S)):
             S[:] = S_prev
@@ -474,11 +474,10 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
 
 
 @jit
-def hold_loop_limits(tf, ti, Qg, nu, Q0, act, ctrl, awork, lf, li, k, Lv, Lnew, free, ws, x, q,
-                     R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, zero,
-                     Qpre):
+def hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free, ws, x, q, R,
+                     rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, zero, Qpre):
     """The joint limits of a step that ended with k coordinates beyond them (put on them by
-    :func:`~.limits.clamp_limits`, recorded in Lv; Q0 is the step's start): the loops closed
+    :func:`~.limits.clamp_limits`, recorded in Lv; Qpre: scratch): the loops closed
     with those coordinates held on their limits (more joints pushed past theirs by the
     closure are put on them too, up to 4 rounds), then the rates projected in the metric K
     onto J nu = 0 and the limited joints' targets at once (:func:`limit_rates`): the limits'
@@ -631,8 +630,9 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     Phi(Q(theta1)), theta1 - the locked increments); dH(mid) by central differences, the
     applied torques' generalized force at the mean configuration, the actuators' of
     :func:`em_actuator_forces`.  ``locks`` (k, 3): rate index and increment of each joint
-    held on a limit for the step (a third column is not read); its reaction e_j mu joins the rows the momentum equation
-    is projected off, doing the discrete work mu theta1_j / h.  out: 2 nv + m + k."""
+    held on a limit for the step (a third column is not read); its reaction e_j mu joins
+    the rows the momentum equation is projected off, doing the discrete work
+    mu theta1_j / h.  out: 2 nv + m + k."""
     n = P0.shape[0]
     th1, p1 = z1[:n], z1[n:]
     thm, pm = 0.5 * th1, 0.5 * (P0 + p1)
