@@ -23,6 +23,7 @@ import copy
 
 import numpy as np
 
+from rtrigid import integrators
 from rtrigid._jit import kernel_driver
 from rtrigid.backends import TREE
 from rtrigid.backends.buffers import FAILED, N_STATS, NONFINITE
@@ -114,10 +115,11 @@ class Batch:
                             options=options, **kwargs)
         self._sims = {}
         base = self._copy_source(first, 0)
-        if base.model.grounds or base.model.loop_joints:
-            raise ValueError("model: a model with a ground (contacts) or loop joints is not "
-                             "batched yet: its contact or loop solve runs outside the kernel a "
-                             "Batch drives")
+        why = integrators.get(base.integrator).refusal(
+            base.backend.name, base.model.inbound_joints(), base.model.loop_joints,
+            base.model.actuators, grounds=base.model.grounds, batched=True)
+        if why:
+            raise ValueError(f"model: {why}")
         self.integrator, self.dt = base.integrator, base.dt
         self.nq, self.nv, self.na = base.nq, base.nv, base.na
         self.actuator_names = base.actuator_names

@@ -19,8 +19,6 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
-import numpy as np
-
 from rtrigid.backends import BODIES, TREE
 from rtrigid.joints import KINDS
 _B = "rtrigid.backends.bodies."
@@ -62,17 +60,20 @@ class Integrator(NamedTuple):
             out[key] = value
         return out
 
-    def refusal(self, backend, joints, loop_joints=(), actuators=()):
-        """Why this scheme cannot step a model (its backend, inbound joints, loop joints and
-        actuators), or None.  The one place that decides which loop models can be
-        stepped."""
+    def refusal(self, backend, joints, loop_joints=(), actuators=(), *, grounds=(),
+                batched=False):
+        """Why this scheme cannot step a model (its backend, inbound joints, loop joints,
+        actuators and grounds), or None; ``batched``: as copies in a :class:`~rtrigid.Batch`.
+        The one place that decides which loop models can be stepped, alone or batched."""
+        if batched and (loop_joints or grounds):
+            return (f"a model with {'loop joints' if loop_joints else 'a ground (contacts)'} "
+                    "is not batched yet: its loop or contact solve runs outside the compiled "
+                    "kernel a Batch drives (Python around compiled passes, on the "
+                    "simulation's own scratch)")
         if loop_joints and not self.loops:
             return (f"{self.name} does not step closed loops (loop joint "
                     f"{loop_joints[0].name!r}); use one of "
                     f"{[i.name for i in REGISTRY.values() if i.loops]}")
-        if loop_joints and (actuators or any(np.isfinite(j.limits).any() for j in joints)):
-            return ("actuators and joint limits on a model with loop joints are not supported "
-                    "yet; drive it with set_joint_force")
         if backend not in self.kernels:
             return (f"{self.name} has no kernel for {backend} models; use one of "
                     f"{[i.name for i in REGISTRY.values() if backend in i.kernels]}")

@@ -990,7 +990,8 @@ def _arc(a, b):
 
 @scenario(dt=1.0 / 240.0, t_end=3.0, integrator="nullspace_rk4")
 def delta_robot(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, base_radius=0.2,
-                platform_radius=0.05, arm=0.2, rod=0.45, spacing=0.06, height=0.4):
+                platform_radius=0.05, arm=0.2, rod=0.45, spacing=0.06, height=0.4, kp=None,
+                kv=None):
     """A delta robot: three hinged arms, each joined to the platform by a parallelogram.
 
     The arms are hinged to a fixed base at 120 degrees; each parallelogram is two rods with
@@ -998,14 +999,19 @@ def delta_robot(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, base_r
     angles from the inverse kinematics, elbows out).  Tree: the arms on revolute joints,
     every rod on a ball at its elbow, the platform on a ball at the end of one rod; the
     other five rod ends are loop joints (15 rows).  Mobility 9: the platform's three translations (the parallelograms keep
-    it level) and each rod's spin about its own axis.  No motors: it swings under gravity;
-    drive it with ``set_joint_force("arm0", tau)``.  Arms 0.3 kg, rods 0.05 kg, platform
-    0.3 kg.
+    it level) and each rod's spin about its own axis.  Without ``kp`` no motors: it swings
+    under gravity; drive it with ``set_joint_force("arm0", tau)``.  With ``kp`` (N m/rad; and
+    ``kv``, N m s/rad, default 0) each arm has a position servo named as its joint, its
+    target the arm's starting angle (:func:`delta_robot_arm_angles` gives the angles that
+    put the platform at another point).  Arms 0.3 kg, rods 0.05 kg, platform 0.3 kg.
     """
     rb, rp, la, lr, w, hz = (as_scalar(v, k, positive=True) for k, v in (
         ("base_radius", base_radius), ("platform_radius", platform_radius), ("arm", arm),
         ("rod", rod), ("spacing", spacing), ("height", height)))
+    if kp is None and kv is not None:
+        raise ValueError("kv: the arms' servos need kp as well")
     centre = np.array([0.0, 0.0, -hz])
+    thetas = delta_robot_arm_angles(centre, rb, rp, la, lr)
     z = np.array([0.0, 0.0, 1.0])
     m = Model()
     m.add_body("platform", 0.3, (0.25 * 0.3 * rp ** 2, 0.25 * 0.3 * rp ** 2, 0.5 * 0.3 * rp ** 2),
@@ -1015,12 +1021,7 @@ def delta_robot(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, base_r
         phi = 2.0 * np.pi * i / 3.0
         r = np.array([np.cos(phi), np.sin(phi), 0.0])
         t = np.array([-np.sin(phi), np.cos(phi), 0.0])
-        d = (rb - rp) * r - centre
-        A, B, C = 2 * la * (d @ r), -2 * la * (d @ z), lr ** 2 - d @ d - la ** 2
-        if not abs(C) < np.hypot(A, B):
-            raise ValueError(f"height: the platform cannot reach {hz} m below the base with "
-                             f"arm {la} and rod {lr}")
-        theta = np.arctan2(B, A) - np.arccos(C / np.hypot(A, B))  # elbows out
+        theta = thetas[i]
         q_arm = quat.mul(_turn(t, theta), _turn(z, phi))
         elbow = rb * r + la * (np.cos(theta) * r - np.sin(theta) * z)
         u = (centre + rp * r - elbow) / lr
@@ -1044,6 +1045,32 @@ def delta_robot(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, base_r
                 m.add_loop_joint("spherical", name, "platform",
                                  anchor_parent=(lr / 2, 0.0, 0.0), anchor_child=at_platform,
                                  name=f"ball{i}{'ab'[k]}")
+    if kp is not None:
+        for i in range(3):
+            m.add_actuator(f"arm{i}", "position", kp=as_scalar(kp, "kp", positive=True),
+                           kv=0.0 if kv is None else as_scalar(kv, "kv"), name=f"arm{i}")
     sim = Simulation(m, integrator, dt, options=options)
+    if kp is not None:
+        sim.set_controls(thetas)
     info(sim)["conserved"] = []
     return sim
+
+
+def delta_robot_arm_angles(centre, base_radius=0.2, platform_radius=0.05, arm=0.2, rod=0.45):
+    """The three arm angles (rad, elbows out) of :func:`delta_robot` that put the platform's
+    centre at ``centre`` (world, m; the base at the origin); ``ValueError`` naming
+    ``centre`` (``height`` from the scenario) if it is out of reach."""
+    rb, rp, la, lr = base_radius, platform_radius, arm, rod
+    centre = np.asarray(centre, float)
+    z = np.array([0.0, 0.0, 1.0])
+    out = np.empty(3)
+    for i in range(3):
+        phi = 2.0 * np.pi * i / 3.0
+        r = np.array([np.cos(phi), np.sin(phi), 0.0])
+        d = (rb - rp) * r - centre
+        A, B, C = 2 * la * (d @ r), -2 * la * (d @ z), lr ** 2 - d @ d - la ** 2
+        if not abs(C) < np.hypot(A, B):
+            raise ValueError(f"height: the platform cannot reach {centre} (base at the "
+                             f"origin) with arm {la} and rod {lr}")
+        out[i] = np.arctan2(B, A) - np.arccos(C / np.hypot(A, B))
+    return out

@@ -739,9 +739,17 @@ class Simulation:
         initial state (M the mass matrix); RK4 is stable for |s| dt <= 2.6 in the left half
         plane (the half disk lies in its stability region), and 2.5 is asked for.  Servos on
         several joints and large changes of the configuration change the frequencies, so
-        keep a margin.
+        keep a margin.  With loop joints M^-1 is the map from joint force to acceleration
+        with the loops acting, N (N^T M N)^-1 N^T (N a basis of the rates the loops allow).
         """
-        Minv = np.linalg.inv(self.mass_matrix())
+        lc = getattr(self.backend, "loops", None)
+        if lc is None:
+            Minv = np.linalg.inv(self.mass_matrix())
+        else:  # in the backend's order, then qvel's
+            Qg = self.backend.Qg
+            M = lc.mass_matrix(Qg).copy()
+            N = np.linalg.svd(lc.jacobian(Qg))[2][lc.rank:].T
+            Minv = (N @ np.linalg.solve(N.T @ M @ N, N.T))[np.ix_(self._vidx, self._vidx)]
         for k, a in enumerate(model.actuators):
             if a.kind == "motor":
                 continue
@@ -824,7 +832,13 @@ class Simulation:
         nudot = np.empty(self.nv)
         nudot[self._vidx] = qacc
         be = self.backend
-        Qg, nu = be.positions(), be.rates()
+        return self._dynamics().inverse_dynamics(be.positions(), be.rates(), nudot,
+                                                 self._joint_loads())[self._vidx]
+
+    def _joint_loads(self):
+        """(f_app, t_app, held) now: the applied loads, and the held joint forces with the
+        actuators' forces at the present controls added (backend order)."""
+        be = self.backend
         held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
         if self.na:  # the actuators act too
             held = held.copy()
@@ -832,15 +846,13 @@ class Simulation:
 
             np.add.at(held, be.act[:, ACT_V].astype(np.intp),
                       be.act[:, ACT_GEAR] * self.actuator_forces())
-        loads = (self._f_app, self._t_app, held)
-        return self._dynamics().inverse_dynamics(Qg, nu, nudot, loads)[self._vidx]
+        return self._f_app, self._t_app, held
 
     def _motion(self):
         """The query engine's :meth:`~rtrigid.backends.tree.dynamics.Queries.motion` now."""
         be = self.backend
-        held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
-        return self._dynamics().motion(be.positions(), be.rates(),
-                                       (self._f_app, self._t_app, held), self._limits)
+        return self._dynamics().motion(be.positions(), be.rates(), self._joint_loads(),
+                                       self._limits)
 
     def imu(self, body, point_body=(0.0, 0.0, 0.0)):
         """(gyro, accel) of an inertial measurement unit fixed at a body point, body axes.

@@ -191,15 +191,16 @@ def test_loops_are_refused_by_schemes_without_them():
                 rt.Simulation(m, integrator, dt=1e-3)
 
 
-def test_actuators_and_limits_on_loop_models_are_refused_by_the_registry():
+def test_batches_of_loop_models_are_refused_by_the_registry():
+    # the one place: Integrator.refusal, which Simulation and Batch both ask
     m = _parallelogram(0.4)
     m.add_actuator(0, "motor")
-    for integrator in ("nullspace_rk4", "energy_momentum"):
-        with pytest.raises(ValueError, match="integrator: actuators and joint limits"):
-            rt.Simulation(m, integrator, dt=1e-3)
     entry = rt.integrators.get("nullspace_rk4")
-    assert entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators)
-    assert entry.refusal("tree", m.inbound_joints(), m.loop_joints) is None
+    assert entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators) is None
+    why = entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators, batched=True)
+    assert "loop joints is not batched" in why
+    with pytest.raises(ValueError, match="model: a model with loop joints is not batched"):
+        rt.Batch(m, n=2, integrator="nullspace_rk4")
 
 
 def test_em_steps_loops_through_a_ball_joint():

@@ -75,3 +75,41 @@ def test_mouse_drag_pushes_the_delta_platform_through_the_loops(open_viewer):
     sim.step(steps - sim.steps_taken)
     unpushed = sim.pose(platform)[0]
     assert (pushed - unpushed) @ right > 0.05
+
+
+def test_holding_the_platform_pulls_it_toward_the_cursor(open_viewer):
+    """Press on the platform and hold the button 80 px to its right: each frame a
+    spring-damper force at the picked point (``apply_force(..., point=...)``) pulls it toward
+    the cursor through the loops, and is taken off after the frame's steps, so the user's own
+    applied force stays as it was."""
+    sim = scenarios.build("delta_robot", integrator="nullspace_rk4")
+    platform = sim.body_index("platform")
+    user = np.array([0.0, 0.3, 0.0])
+    sim.apply_force(platform, user)   # the user's own load: the viewer must leave it be
+    v = open_viewer(sim, width=480, height=360)
+    v.render()
+    x0, y0 = (int(c) for c in v.project(sim.pose(platform)[0]))
+    right = v.camera.view()[0, :3]
+    before = sim.snapshot()
+    left = pyglet.window.mouse.LEFT
+    dispatch(v, "on_mouse_press", x0, y0, left, 0)
+    dispatch(v, "on_mouse_drag", x0 + 80, y0, 80, 0, left, 0)
+    force, point = v.pull_force()
+    assert force @ right > 0
+    start = point @ right
+    gap0 = (v._drag_ends()[1] - point) @ right
+    assert gap0 > 0.02
+    for _ in range(15):   # 0.25 s held
+        v.update(1 / 60)
+        v.render()
+        assert sim.constraint_error() <= 1e-9
+        np.testing.assert_array_equal(sim.applied(platform)[0], user)
+        np.testing.assert_array_equal(sim.applied(platform)[1], np.zeros(3))
+    held_at, steps = v.pull_force()[1], sim.steps_taken
+    gap = (v._drag_ends()[1] - held_at) @ right
+    # pulled more than half the way toward the cursor, not past it
+    assert held_at @ right - start > 0.5 * gap0 and 0.0 <= gap < 0.5 * gap0
+    pulled = sim.pose(platform)[0]
+    sim.restore(before)   # the same time without the hold
+    sim.step(steps - sim.steps_taken)
+    assert (pulled - sim.pose(platform)[0]) @ right > 0.5 * gap0

@@ -10,8 +10,9 @@ The viewer talks to the simulation only through its public API: ``advance`` (rea
 stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``contacts``,
 ``apply_impulse``, ``snapshot``/``restore``, and the model's ``grounds`` (the floor, and
 tilted grounds as checkered planes) and ``loop_joints`` (drawn where the loops close).  Its
-perturbations are impulses, applied once; it never clears forces the user applied, and a reset
-keeps them.
+perturbations are impulses, applied once, and the pull of a held drag (``apply_force`` at
+the picked point for one frame's steps, taken off after them); it never clears forces the
+user applied, and a reset keeps them.
 
 A *controller* drives the model: ``Viewer(sim, controller=c)`` calls ``c(sim)`` before every
 physics step (then the viewer steps one step at a time; without one it calls ``advance``).
@@ -52,7 +53,7 @@ DEFAULT_KEYS = {
 TARGET_COLOR = (0.9, 0.15, 0.2)
 KEY_HELP = ("space pause   . one step   , one frame   -/= speed   r reset   h hud   f follow\n"
             "t traces   w omega   l momentum   c contacts   k kick   u spin up   tab select   esc deselect/quit\n"
-            "drag a body: push   drag elsewhere: orbit   right-drag: pan   wheel: zoom")
+            "drag a body: pull/push   drag elsewhere: orbit   right-drag: pan   wheel: zoom")
 SPEEDS = (1 / 64, 8.0)
 LOOKAHEAD_SECONDS, LOOKAHEAD_STEPS = 5.0, 4000  # the motion the camera and floor are set for
 FEEDBACK_SECONDS = 4.0  # how long the HUD says what a push, kick, spin-up or reset did
@@ -169,7 +170,15 @@ class Viewer:
         Paths drawn behind body points: None traces the far end of bodies joined to the world
         (a top's crown), False none, or {body: body-frame point or axis like "+x"}.
     impulse_gain : float
-        A drag of d metres applies the impulse ``impulse_gain * m * d`` (N s), m the body's mass.
+        A drag of d metres applies the impulse ``impulse_gain * m * d`` (N s) on release, m
+        the body's mass.
+    pull : float
+        While the left button holds a body, a spring-damper pulls the picked point toward the
+        cursor: the force m (pull² d - 2 pull v) at that point (N), d the point's distance to
+        the cursor, v its velocity, m the body's mass -- a critically damped spring of
+        angular frequency ``pull`` (rad/s), MuJoCo's perturbation.  It goes through the
+        public ``apply_force(..., point=...)`` for each frame's steps and is taken off after
+        them, so the user's own forces are never touched.  0 turns it off.
     interpolate : bool
         Draw poses between the last two steps (``sim.alpha``); off draws the current state.
     max_fps : float
@@ -199,7 +208,7 @@ class Viewer:
 
     def __init__(self, sim, width=960, height=600, *, headless=False, title=None, keys=True,
                  mouse=True, speed=1.0, paused=False, hud=True, traces=None, show_omega=False,
-                 show_momentum=False, follow=None, colors=None, impulse_gain=4.0,
+                 show_momentum=False, follow=None, colors=None, impulse_gain=4.0, pull=12.0,
                  interpolate=True, max_fps=60.0, axes=False, controller=None, floor=None,
                  record=None, msaa=4, show_contacts=False, lookahead=LOOKAHEAD_SECONDS):
         for name, value in (("width", width), ("height", height)):
@@ -222,6 +231,7 @@ class Viewer:
         self._record_path, self.recorder, self._record_elapsed = record, None, 0.0
         self.speed = self._check_speed(speed)
         self.impulse_gain = self._check_positive(impulse_gain, "impulse_gain")
+        self.pull = 0.0 if pull == 0 else self._check_positive(pull, "pull")
         self.max_fps = self._check_positive(max_fps, "max_fps")
         self.lookahead = self._check_positive(lookahead, "lookahead")
         self.headless = bool(headless)
@@ -463,10 +473,14 @@ class Viewer:
             return 0
         t0 = self.sim.t
         start = time.perf_counter()
-        if self.controller is None:
-            n = self.sim.advance(elapsed * self.speed)
-        else:
-            n = self._advance_controlled(elapsed * self.speed)
+        held = self._hold_pull()
+        try:
+            if self.controller is None:
+                n = self.sim.advance(elapsed * self.speed)
+            else:
+                n = self._advance_controlled(elapsed * self.speed)
+        finally:
+            self._let_go(held)
         cost = time.perf_counter() - start
         self.timer.advanced(elapsed, self.sim.t - t0, n, cost)
         if n:
@@ -1013,6 +1027,44 @@ class Viewer:
         x, q = self.sim.pose(d["body"])
         start = x + scene.rotation(q) @ d["point_body"]
         return start, self.camera.under_cursor(*d["cursor"], start)
+
+    def pull_force(self):
+        """The force (world, N) and its world point with which the held drag pulls now (see
+        ``pull``), or None when no body is held."""
+        if self._drag is None or self.pull == 0.0:
+            return None
+        start, end = self._drag_ends()
+        b = self._drag["body"]
+        v, w = self.sim.velocity(b)
+        x = self.sim.pose(b)[0]
+        v_point = v + np.cross(w, start - x)
+        m = self.sim.body_mass[b]
+        return m * (self.pull ** 2 * (end - start) - 2.0 * self.pull * v_point), start
+
+    def _hold_pull(self):
+        """Apply the held drag's pull for this frame's steps; what to take off after them."""
+        pull = self.pull_force()
+        if pull is None:
+            return None
+        b = self._drag["body"]
+        f0, t0 = self.sim.applied(b)
+        self.sim.apply_force(b, pull[0], point=pull[1])
+        return (b, f0, t0) + self.sim.applied(b)
+
+    def _let_go(self, held):
+        """Take the frame's pull off again: the body's loads back to what they were, bit for
+        bit, or (if a controller changed them meanwhile) less what the pull added."""
+        if held is None:
+            return
+        b, f0, t0, f1, t1 = held
+        f, t = self.sim.applied(b)
+        if np.array_equal(f, f1) and np.array_equal(t, t1):
+            self.sim.clear_applied(b)
+            self.sim.apply_force(b, f0)
+            self.sim.apply_torque(b, t0)
+        else:
+            self.sim.apply_force(b, f0 - f1)
+            self.sim.apply_torque(b, t0 - t1)
 
     def _end_drag(self):
         start, end = self._drag_ends()

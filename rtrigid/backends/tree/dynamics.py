@@ -375,13 +375,21 @@ class Queries:
         nudot = np.empty(self.nv)
         forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, self._x,
                          self._q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp, nudot)
+        tree_free = nudot
+        if self.loops is not None:  # the limits push against what the loops let through
+            nudot = self._loop_free(Qg, nu, loads)
         touching = []
         for ov, o, lo, hi in limits:
             for lim, sign in ((lo, 1.0), (hi, -1.0)):
                 if abs(Qg[o] - lim) <= 1e-12 * max(1.0, abs(lim)) and sign * nu[ov] <= 1e-9:
                     touching.append((ov, sign))
         if touching:
-            Minv = np.linalg.inv(self.mass_matrix(Qg))
+            K = np.array(self.mass_matrix(Qg))
+            if self.loops is None:
+                Minv = np.linalg.inv(K)
+            else:  # generalized force -> acceleration with the loops acting
+                N = np.linalg.svd(self.loops.jacobian(Qg))[2][self.loops.rank:].T
+                Minv = N @ np.linalg.solve(N.T @ K @ N, N.T)
             free = nudot.copy()
             active = [c for c, (ov, sign) in enumerate(touching) if sign * free[ov] < 0.0]
             push = np.zeros(len(touching))
@@ -406,12 +414,25 @@ class Queries:
                     break
                 active.append(entering[0])
             held = held + gen
+            if self.loops is not None:  # the tree's own accelerations, the limits pushing
+                forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held,
+                                 self._x, self._q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
+                                 fext, I6, tp, tree_free)
         if self.loops is not None:
-            nudot, f_app, t_app = self._loop_reactions(Qg, nu, loads, nudot)
+            nudot, f_app, t_app = self._loop_reactions(Qg, nu, (f_app, t_app, held), tree_free)
         inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held, True,
                          self._x, self._q, R, rj, G, V, cb, IA, pA, acc, fext, tp,
                          np.empty(self.nv))
         return nudot, acc, pA, V, rj, R
+
+    def _loop_free(self, Qg, nu, loads):
+        """The accelerations the loops allow under ``loads``, no limit pushing."""
+        lc = self.loops
+        if lc.rank is None:
+            lc.rank = lc.mobility_at(Qg)[1]
+        out = np.empty(self.nv)
+        lc.acceleration(Qg, nu, loads, out)
+        return out
 
     def _loop_reactions(self, Qg, nu, loads, free):
         """The loops' part of :meth:`motion`: (nudot, f_app, t_app) with nudot the

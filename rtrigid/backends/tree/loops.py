@@ -52,6 +52,9 @@ import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.backends.tree.kinematics import (
+    ACT_GEAR,
+    ACT_Q,
+    ACT_V,
     I_ORDER,
     I_PARENT,
     I_QOFF,
@@ -60,7 +63,11 @@ from rtrigid.backends.tree.kinematics import (
     P_B,
     P_K,
     P_REST,
+    T_HI,
+    T_LO,
     T_MASS,
+    actuator_force,
+    actuator_loads,
     carry_acceleration,
     cross3,
     coordinate_rates,
@@ -73,6 +80,7 @@ from rtrigid.backends.tree.kinematics import (
     spring_point,
 )
 from rtrigid.backends.buffers import all_finite
+from rtrigid.backends.tree.limits import clamp_limits, has_limits
 from rtrigid.backends.tree.nullspace_rk4 import RK4_WEIGHTS
 from rtrigid.backends.tree.dynamics import (
     add_point_columns,
@@ -98,6 +106,8 @@ SINGULAR = 1e-6     # one between RANK_GAP and this is a near-singular configura
 CLOSED = 1e-13      # position projection stops below this residual (m, rad)
 STALLED = 1e-10     # an EM loop step whose residual stalls below this has converged
 REFORMS = 3         # Newton matrices formed afresh in one EM loop step, past the first
+DG_NOISE = 1e-13    # H's relative round-off, below which the discrete gradient's gap is noise
+_NO_LOCKS = np.zeros((0, 3))  # no joint held on a limit (EM loop step; see em_residual)
 
 
 # a loop's float row: anchors, the parent's joint frame (rows e1, e2, u), the child axis, r0
@@ -413,11 +423,14 @@ def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held
 
 @jit
 def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, f_app, t_app,
-              held, lf, li, rank, ws, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, F6,
-              K, E, J6, phi, J, gam, acc2, Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free, dQr, delta,
-              zero):
+              held, act, ctrl, awork, lf, li, rank, ws, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
+              fext, I6, tau, F6, K, E, J6, phi, J, gam, acc2, Lv, Lnew, Q0, nu0, Qs, nus, dQ, dnu,
+              sQ, snu, free, dQr, delta, zero, loads):
     """n RK4 steps with the loops (see :class:`LoopStepper`); the number of steps taken (a
-    failed step leaves the state of the step before it)."""
+    failed step leaves the state of the step before it).  The actuators act at every stage
+    with the stage's coordinates and rates (``loads``: the held joint forces plus theirs);
+    their work is RK4's quadrature of their power, as on trees."""
+    limited = has_limits(tf, ti)
     for done in range(n):
         S_prev[:] = S
         Q0[:] = Qg
@@ -426,8 +439,11 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
         for st in range(4):
             rk4_stage_input(st, dt, Q0, nu0, dQ, dnu, Qs, nus)
             coordinate_rates(ti, Qs, nus, dQ)
+            loads[:] = held
+            if act.shape[0]:
+                actuator_loads(act, ctrl, Qs, nus, loads, awork, dt * RK4_WEIGHTS[st])
             ok &= constrained_acceleration(tf, ti, pf, pi, gravity, Qs, nus, f_app, t_app,
-                                           held, lf, li, rank, ws, x, q, R, rj, G, V, cb,
+                                           loads, lf, li, rank, ws, x, q, R, rj, G, V, cb,
                                            IA, U, Dinv, W, pA, acc, fext, I6, tau, F6, K, E,
                                            J6, phi, J, gam, acc2, dnu)
             wt = RK4_WEIGHTS[st]
@@ -440,15 +456,90 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
         for i in range(nu.shape[0]):
             nu[i] = nu0[i] + dt * snu[i]
         normalize_coordinates(ti, Qg)
-        err = close_positions(tf, ti, Qg, lf, li, free, rank, ws, 12, x, q, R, rj, G, V, cb,
-                              acc2, E, J6, phi, J, gam, IA, I6, F6, K, dQr, delta, zero)
-        ok &= close_rates(tf, ti, Qg, nu, lf, li, free, rank, ws, x, q, R, rj, G, V, cb, acc2,
-                          E, J6, phi, J, gam, IA, I6, F6, K, delta) < np.inf
+        k = clamp_limits(tf, ti, Qg, nu, Lv) if limited else 0
+        if k == 0:
+            err = close_positions(tf, ti, Qg, lf, li, free, rank, ws, 12, x, q, R, rj, G, V,
+                                  cb, acc2, E, J6, phi, J, gam, IA, I6, F6, K, dQr, delta, zero)
+            ok &= close_rates(tf, ti, Qg, nu, lf, li, free, rank, ws, x, q, R, rj, G, V, cb,
+                              acc2, E, J6, phi, J, gam, IA, I6, F6, K, delta) < np.inf
+        else:
+            err = hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free,
+                                   ws, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam, IA, I6,
+                                   F6, K, dQr, delta, zero, Qs)
         refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
         if not (ok and err <= 1e-9 and all_finite(S)):
             S[:] = S_prev
             return done
     return n
+
+
+@jit
+def hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free, ws, x, q, R,
+                     rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, zero, Qpre):
+    """The joint limits of a step that ended with k coordinates beyond them (put on them by
+    :func:`~.limits.clamp_limits`, recorded in Lv; Qpre: scratch): the loops closed
+    with those coordinates held on their limits (more joints pushed past theirs by the
+    closure are put on them too, up to 4 rounds), then the rates projected in the metric K
+    onto J nu = 0 and the limited joints' targets at once (:func:`limit_rates`): the limits'
+    impulse is a joint-space one that respects the loops.  The actuators' work over the
+    motion the clamp and the closure took back is taken back (their force at the end of the
+    step times it: exact for a constant force), as the tree's ``_hold_limits`` does.  The
+    final |Phi| (inf if the rates cannot be projected)."""
+    for i in range(Qg.shape[0]):
+        Qpre[i] = Qg[i]
+    for a in range(k):  # Lv[3]: how far beyond; Qpre the coordinates before the clamp
+        for b in range(ti.shape[0]):
+            if ti[b, I_VOFF] == int(Lv[0, a]):
+                Qpre[ti[b, I_QOFF]] += Lv[3, a]
+    err = np.inf
+    for _ in range(4):
+        for i in range(free.shape[0]):
+            free[i] = True
+        for a in range(k):
+            free[int(Lv[0, a])] = False
+        err = close_positions(tf, ti, Qg, lf, li, free, -1, ws, 12, x, q, R, rj, G, V, cb, acc,
+                              E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, zero)
+        more = clamp_limits(tf, ti, Qg, nu, Lnew)
+        if more == 0 or k + more > Lv.shape[1]:
+            break
+        for a in range(more):
+            for r in range(4):
+                Lv[r, k + a] = Lnew[r, a]
+        k += more
+    for i in range(free.shape[0]):
+        free[i] = True
+    for a in range(act.shape[0]):
+        o, ov = int(act[a, ACT_Q]), int(act[a, ACT_V])
+        awork[a] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, Qpre[o], nu[ov]) * (
+            Qg[o] - Qpre[o])
+    if limit_rates(tf, ti, Qg, nu, lf, li, k, Lv, x, q, R, rj, G, V, cb, acc, E, J6, phi, J,
+                   gam, IA, I6, F6, K, delta) == np.inf:
+        return np.inf
+    return err
+
+
+@jit
+def limit_rates(tf, ti, Qg, nu, lf, li, k, Lv, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam,
+                IA, I6, F6, K, delta):
+    """nu <- its K-orthogonal projection onto J nu = 0 with the k limited rates of Lv at their
+    targets Lv[2]: the least K-norm change, K^-1 (J^T lambda + S^T mu) -- the limits' impulse
+    through the loops (:func:`least_k_norm` on the rows stacked).  With the targets 0 it is
+    the projection onto a subspace, so it never adds kinetic energy.  The final |J nu|."""
+    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
+    mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
+    m, n = J.shape
+    Ja = np.zeros((m + k, n))
+    defect = np.empty(m + k)
+    Ja[:m] = J
+    _rows_times(J, nu, defect[:m])
+    for a in range(k):
+        j = int(Lv[0, a])
+        Ja[m + a, j] = 1.0
+        defect[m + a] = nu[j] - Lv[2, a]
+    least_k_norm(Ja, K, defect, np.ones(n, np.bool_), delta)
+    for i in range(n):
+        nu[i] += delta[i]
+    return _rows_times(J, nu, phi)
 
 
 @jit
@@ -504,13 +595,44 @@ def em_hamiltonian(tf, ti, pf, pi, gravity, Q0, theta, p, f_app, held, Q, T, x, 
 
 
 @jit
-def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, held, lf, li,
-                rank, Q, T, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6, F6, K, out):
+def em_actuator_forces(h, act, ctrl, Q0, theta1, out):
+    """out <- the actuators' generalized forces over a step of :class:`LoopEnergyMomentum`
+    from Q0 by the chart increments theta1 (an actuated joint's coordinate is plain: theta1
+    is its increment), each at the step's mean coordinate and mean rate as the tree scheme
+    takes them (``energy_momentum._servo_state``): its work g f theta1 over the step is then
+    exact, and a servo's is minus the exact change of its spring energy plus its damper's
+    -kv g^2 theta1^2 / h <= 0."""
+    for i in range(out.shape[0]):
+        out[i] = 0.0
+    for a in range(act.shape[0]):
+        o, ov = int(act[a, ACT_Q]), int(act[a, ACT_V])
+        out[ov] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, Q0[o] + 0.5 * theta1[ov],
+                                                     theta1[ov] / h)
+
+
+@jit
+def em_actuator_work(h, act, ctrl, Q0, theta1, work):
+    """work[a] += actuator a's work over the step of :func:`em_actuator_forces`: its force at
+    the mean coordinate and rate times g theta1 (exact)."""
+    for a in range(act.shape[0]):
+        o, ov = int(act[a, ACT_Q]), int(act[a, ACT_V])
+        work[a] += act[a, ACT_GEAR] * actuator_force(
+            act, a, ctrl, Q0[o] + 0.5 * theta1[ov], theta1[ov] / h) * theta1[ov]
+
+
+@jit
+def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, held, act, ctrl,
+                locks, lf, li, rank, Q, T, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6,
+                F6, K, out):
     """out <- the residual of one discrete-gradient step of :class:`LoopEnergyMomentum` at
     z1 = (theta1, p1), the step's chart coordinates and their momenta (theta0 = 0, p0 = P0):
     (theta1 - h dH_bar/dp, the momentum equation projected off the rows of Phi_bar,
-    Phi(Q(theta1))); dH(mid) by central differences, the applied torques' generalized force
-    at the mean configuration."""
+    Phi(Q(theta1)), theta1 - the locked increments); dH(mid) by central differences, the
+    applied torques' generalized force at the mean configuration, the actuators' of
+    :func:`em_actuator_forces`.  ``locks`` (k, 3): rate index and increment of each joint
+    held on a limit for the step (a third column is not read); its reaction e_j mu joins
+    the rows the momentum equation is projected off, doing the discrete work
+    mu theta1_j / h.  out: 2 nv + m + k."""
     n = P0.shape[0]
     th1, p1 = z1[:n], z1[n:]
     thm, pm = 0.5 * th1, 0.5 * (P0 + p1)
@@ -536,9 +658,13 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     if dz2 > 0.0:
         H1 = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, th1, p1, f_app, held, Q, T, x, q, R,
                             rj, G, IA, I6, F6, K)
-        c = (H1 - H0 - gQ @ th1 - gP @ dP) / dz2
-        gQ += c * th1
-        gP += c * dP
+        num = H1 - H0 - gQ @ th1 - gP @ dP
+        # a gap within H's round-off is not corrected: near rest (dz ~ 1e-8, a servo
+        # holding its target) that noise over |dz|^2 swamped the gradient
+        if abs(num) > DG_NOISE * (abs(H0) + abs(H1)):
+            c = num / dz2
+            gQ += c * th1
+            gP += c * dP
     # Phi(Q1), then its chart Jacobian J(Qm) Tm at the midpoint (the rates are not used)
     step_chart(ti, Q0, th1, Q, T)
     loop_rows(tf, ti, Q, th1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
@@ -564,12 +690,31 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
                         t += (J6[3, k] * t_app[b, 0] + J6[4, k] * t_app[b, 1]
                               + J6[5, k] * t_app[b, 2]) * Tm[k, c2]
                     a[c2] -= h * t
+    if act.shape[0]:
+        ga = np.empty(n)
+        em_actuator_forces(h, act, ctrl, Q0, th1, ga)
+        a -= h * ga
+    nk = locks.shape[0]
+    ra = rank
+    if nk:  # the locked joints' rows join the loops'
+        Ja = np.zeros((m + nk, n))
+        Ja[:m] = Jm
+        for r in range(nk):
+            Ja[m + r, int(locks[r, 0])] = 1.0
+        Jm = Ja
     U, sv, Vt = np.linalg.svd(Jm)
-    Vr = np.ascontiguousarray(Vt[:rank].T)
+    if nk:
+        ra = 0
+        for r in range(min(rank + nk, sv.shape[0])):
+            if sv[r] > RANK_GAP * sv[0]:
+                ra += 1
+    Vr = np.ascontiguousarray(Vt[:ra].T)
     proj = a - Vr @ (Vr.T @ a)
     out[:n] = th1 - h * gP
     out[n:2 * n] = proj
     out[2 * n:2 * n + m] = phi1
+    for r in range(nk):
+        out[2 * n + m + r] = th1[int(locks[r, 0])] - locks[r, 1]
 
 
 class Loop:
@@ -771,16 +916,22 @@ class LoopStepper:
     projected onto J nu = 0.  The kernel signature ``(n, dt, F, I) -> status`` of
     :mod:`rtrigid.backends`, on the backend's buffers: one compiled call
     (:func:`rk4_steps`) runs the n steps, allocating nothing (the dense factorizations of
-    :func:`k_correction` work in the closure's scratch ``ws``, carved once)."""
+    :func:`k_correction` work in the closure's scratch ``ws``, carved once).  Actuators and
+    held joint forces enter every stage's constrained acceleration.  Joint limits: a step
+    that ends with a coordinate beyond its limit puts it on the limit, closes the loops with
+    it held there, and projects the rates onto the loops and the limit's target at once
+    (:func:`hold_loop_limits`; such steps allocate, in :func:`least_k_norm`)."""
 
     def __init__(self, backend, closure):
         self.be = backend
         self.closure = closure
         nq, nv = backend.tree.nq, backend.tree.nv
-        # Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free (all), dQ of the projection, delta, zero
+        # Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free (all), dQ of the projection, delta, zero,
+        # the stage's joint loads; the limit scratch (Lv of the tree's, a second one)
         self._arrays = (np.zeros(nq), np.zeros(nv), np.zeros(nq), np.zeros(nv), np.zeros(nq),
                         np.zeros(nv), np.zeros(nq), np.zeros(nv), np.ones(nv, np.bool_),
-                        np.zeros(nq), np.zeros(nv), np.zeros(nv))
+                        np.zeros(nq), np.zeros(nv), np.zeros(nv), np.zeros(nv))
+        self._limits = closure._scr[23], np.zeros_like(closure._scr[23])
 
     def __call__(self, n, dt, F, I):
         from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS
@@ -791,8 +942,9 @@ class LoopStepper:
         try:
             done = rk4_steps(n, dt, tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, be.S,
                              be.S_prev, be.Qg, be.nu, be.x, be.q, be.v, be.w, be._L, f_app,
-                             t_app, held, lc.lf, lc.li, lc.rank, lc.ws, *lc._scr[:14], lc._F6,
-                             lc._M, lc._E, lc._J6, lc._phi, lc._J, lc._gam, lc._acc, *self._arrays)
+                             t_app, held, be.act, be.controls, be.actuator_work, lc.lf, lc.li,
+                             lc.rank, lc.ws, *lc._scr[:14], lc._F6, lc._M, lc._E, lc._J6,
+                             lc._phi, lc._J, lc._gam, lc._acc, *self._limits, *self._arrays)
         except np.linalg.LinAlgError:  # the step was rolled back to S_prev before it
             be.S[:] = be.S_prev
             return NONFINITE
@@ -832,7 +984,15 @@ class LoopEnergyMomentum:
     redone as 2, 4, ... sub-steps, as the tree scheme does.  Rates at t_{n+1}:
     nu1 = K(Q1)^-1 P1, which meets J nu = 0 only to O(h^2) (as the tree scheme's).  Applied
     torques enter as the generalized force of the mean configuration (their work is then not
-    exact), held forces on a quaternion's rates as the potential -held . theta.  H and the
+    exact), held forces on a quaternion's rates as the potential -held . theta.  Actuators
+    (:func:`em_actuator_forces`) act in the momentum equation with their force at the step's
+    mean coordinate and rate, as in the tree scheme: H1 - H0 = g f theta1, their exact work,
+    which :func:`em_actuator_work` adds to ``actuator_work()``; a servo only dissipates.
+    Joint limits (:meth:`_lock_limits`): a joint that ends the step beyond a limit is held on
+    it for the step (its increment fixed, its reaction e_j mu added to the rows the momentum
+    equation is projected off, doing the work mu theta1_j / h <= 0) and the step is solved
+    again; then its rate at t_{n+1} is set to 0 by the projection of :func:`limit_rates`
+    (an impulse through the loops, which never adds kinetic energy).  H and the
     step's residual are compiled (:func:`em_hamiltonian`, :func:`em_residual`); the
     Gauss-Newton loop and the Newton matrix's differences around them are Python.
 
@@ -848,13 +1008,18 @@ class LoopEnergyMomentum:
         tree = backend.tree
         self.n = tree.nv
         self._Q, self._T = np.zeros(tree.nq), np.zeros((tree.nv, tree.nv))  # the chart's
+        # the limited coordinates: (coordinate, rate, lower, upper); rate -> coordinate
+        self.limits = [(int(tree.ti[b, I_QOFF]), int(tree.ti[b, I_VOFF]), tree.tf[b, T_LO],
+                        tree.tf[b, T_HI]) for b in range(tree.nb)
+                       if np.isfinite(tree.tf[b, T_LO]) or np.isfinite(tree.tf[b, T_HI])]
+        self._coordinate = {ov: o for o, ov, _, _ in self.limits}
 
     # -- the step ---------------------------------------------------------------------------
-    def _compiled(self, Q0, loads):
+    def _compiled(self, Q0, loads, locks):
         """(hamiltonian(theta, p), residual(h, P0, H0, phi0, z1)) in the step's chart at Q0:
         the compiled :func:`em_hamiltonian` and :func:`em_residual` on this tree and
-        scratch."""
-        tree, lc = self.be.tree, self.lc
+        scratch, the joints of ``locks`` held on their limits."""
+        be, tree, lc = self.be, self.be.tree, self.lc
         f_app, t_app, held = loads
         R, rj, G, V, cb, IA = lc._scr[:6]
         geo = (self._Q, self._T, lc._x, lc._q, R, rj, G)
@@ -865,17 +1030,17 @@ class LoopEnergyMomentum:
             return em_hamiltonian(*arrays, Q0, theta, p, f_app, held, *geo, *mm)
 
         def residual(h, P0, H0, phi0, z1):
-            out = np.empty(2 * self.n + lc.m)
-            em_residual(h, Q0, P0, H0, phi0, z1, *arrays, f_app, t_app, held, lc.lf, lc.li,
-                        lc.rank, *geo, V, cb, lc._acc, lc._E, lc._J6, lc._phi, lc._J, lc._gam,
-                        *mm, out)
+            out = np.empty(2 * self.n + lc.m + locks.shape[0])
+            em_residual(h, Q0, P0, H0, phi0, z1, *arrays, f_app, t_app, held, be.act,
+                        be.controls, locks, lc.lf, lc.li, lc.rank, *geo, V, cb, lc._acc, lc._E,
+                        lc._J6, lc._phi, lc._J, lc._gam, *mm, out)
             return out
         return hamiltonian, residual
 
-    def _solve_step(self, h, Q0, P0, z1, loads, max_iter, stats):
+    def _solve_step(self, h, Q0, P0, z1, loads, max_iter, stats, locks=_NO_LOCKS):
         from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
 
-        hamiltonian, residual = self._compiled(Q0, loads)
+        hamiltonian, residual = self._compiled(Q0, loads, locks)
         n = self.n
         H0 = hamiltonian(np.zeros(n), P0)
         phi0 = self.lc.residual(Q0)
@@ -918,29 +1083,83 @@ class LoopEnergyMomentum:
         d = 1.0 / np.maximum(np.linalg.norm(A, axis=0), 1e-300)
         return d[:, None] * np.linalg.pinv(A * d, rcond=RANK_GAP)
 
-    def _advance(self, Q, nu, dt, loads, max_iter):
-        """(Q, nu) after one step of size dt (every composition stage), or None if a solve
-        fails."""
-        lc, n = self.lc, self.n
+    def _advance(self, Q, nu, work, dt, loads, max_iter):
+        """(Q, nu, work) after one step of size dt (every composition stage), work the
+        actuators' cumulative work, or None if a solve fails."""
+        lc, n, be = self.lc, self.n, self.be
         P = lc.mass_matrix(Q) @ nu
         try:
             with np.errstate(all="raise"):
                 for wt in self.weights:
                     h = wt * dt
                     z1 = np.concatenate([h * nu, P])  # explicit predictor
-                    z1, ok = self._solve_step(h, Q, P, z1, loads, max_iter, self.be.stats)
+                    z1, ok = self._solve_step(h, Q, P, z1, loads, max_iter, be.stats)
                     if not ok:
                         return None
+                    if self.limits:
+                        z1, locks = self._lock_limits(h, Q, P, z1, loads, max_iter)
+                        if z1 is None:
+                            return None
                     Q1 = np.empty_like(Q)
-                    step_chart(self.be.tree.ti, Q, z1[:n], Q1, self._T)
-                    Q = Q1
+                    step_chart(be.tree.ti, Q, z1[:n], Q1, self._T)
+                    work = work.copy()
+                    em_actuator_work(h, be.act, be.controls, Q, z1[:n], work)
                     P = np.linalg.solve(self._T.T, z1[n:])  # the momenta K nu at Q1
-                    nu = np.linalg.solve(lc.mass_matrix(Q), P)
+                    nu = np.linalg.solve(lc.mass_matrix(Q1), P)
+                    if self.limits and locks.shape[0]:
+                        self._stop_at_limits(Q1, nu, locks)
+                    Q = Q1
         except (FloatingPointError, np.linalg.LinAlgError):
             return None
         if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(nu))):
             return None
-        return Q, nu
+        return Q, nu, work
+
+    def _beyond(self, Q0, Q1, locks):
+        """The limited joints that end a step from Q0 at Q1 beyond a limit and are not yet
+        in ``locks``: rows (rate index, the increment that lands on the limit, the limit)."""
+        out = []
+        held = set(int(j) for j in locks[:, 0])
+        for o, ov, lo, hi in self.limits:
+            if ov not in held and not lo <= Q1[o] <= hi:
+                at = lo if Q1[o] < lo else hi
+                out.append((ov, at - Q0[o], at))
+        return np.array(out, float).reshape(-1, 3)
+
+    def _lock_limits(self, h, Q, P, z1, loads, max_iter):
+        """(z1, locks): the step solved again with each joint that ended it beyond a limit
+        held on it (its increment fixed, its reaction doing the work mu theta1_j / h <= 0:
+        the tree scheme's ``_limited_solve``), up to 6 rounds as more joints go past theirs;
+        (None, None) if a solve fails.  A lock that would pull is kept (not released)."""
+        locks = _NO_LOCKS
+        Q1 = np.empty_like(Q)
+        for _ in range(6):
+            step_chart(self.be.tree.ti, Q, z1[:self.n], Q1, self._T)
+            more = self._beyond(Q, Q1, locks)
+            if not more.shape[0]:
+                break
+            locks = np.concatenate([locks, more])
+            z1, ok = self._solve_step(h, Q, P, z1, loads, max_iter, self.be.stats, locks)
+            # a locked mechanism's solve can stall off the loops (1.6e-8 m, seen on the
+            # four-bar resting on a limit): that is a failed solve (sub-steps follow)
+            step_chart(self.be.tree.ti, Q, z1[:self.n], Q1, self._T)
+            if not (ok and np.max(np.abs(self.lc.residual(Q1)), initial=0.0) <= 1e-10):
+                return None, None
+        return z1, locks
+
+    def _stop_at_limits(self, Q1, nu, locks):
+        """The locked joints put exactly on their limits, and the rates at t_{n+1} projected
+        in the metric K onto J nu = 0 with the locked joints' rates 0 (:func:`limit_rates`:
+        the limits' impulse through the loops, which never adds kinetic energy)."""
+        Lv = np.zeros((4, locks.shape[0]))
+        for a, (ov, _, at) in enumerate(locks):
+            Q1[self._coordinate[int(ov)]] = at
+            Lv[0, a] = ov
+        lc, tree = self.lc, self.be.tree
+        R, rj, G, V, cb, IA = lc._scr[:6]
+        limit_rates(tree.tf, tree.ti, Q1, nu, lc.lf, lc.li, locks.shape[0], Lv, lc._x, lc._q,
+                    R, rj, G, V, cb, lc._acc, lc._E, lc._J6, lc._phi, lc._J, lc._gam, IA,
+                    lc._scr[12], lc._F6, lc._M, np.zeros(self.n))
 
     def __call__(self, n_steps, dt, F, I):
         from rtrigid.backends.buffers import (FAILED, OK, SOLVER_HALVINGS, SOLVER_MAX_ITER,
@@ -954,7 +1173,7 @@ class LoopEnergyMomentum:
             be.S_prev[:] = be.S
             # a step whose solve fails is redone as 2, 4, ... 2**max_halvings sub-steps
             for k in range(int(be.solver[SOLVER_HALVINGS]) + 1):
-                state = be.Qg.copy(), be.nu.copy()
+                state = be.Qg.copy(), be.nu.copy(), be.actuator_work.copy()
                 for _ in range(2 ** k):
                     state = self._advance(*state, dt / 2 ** k, loads, max_iter)
                     if state is None:
@@ -967,7 +1186,7 @@ class LoopEnergyMomentum:
             if k:
                 be.stats[STAT_FALLBACKS] += 1
                 status = USED_FALLBACK
-            be.Qg[:], be.nu[:] = state
+            be.Qg[:], be.nu[:], be.actuator_work[:] = state
             be._sync(teleport=False)
             be.stats[STAT_STEPS] += 1
         return status
