@@ -52,6 +52,7 @@ import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.backends.tree.kinematics import (
+    I_KIND,
     I_ORDER,
     I_PARENT,
     I_QOFF,
@@ -60,7 +61,12 @@ from rtrigid.backends.tree.kinematics import (
     P_B,
     P_K,
     P_REST,
+    SPHERICAL,
+    T_AC,
+    T_AP,
+    T_J,
     T_MASS,
+    T_R0,
     carry_acceleration,
     cross3,
     coordinate_rates,
@@ -81,7 +87,7 @@ from rtrigid.backends.tree.dynamics import (
     point_jacobian,
 )
 from rtrigid.joints import geometry as joint_geometry
-from rtrigid.maths.quat import qmul_t
+from rtrigid.maths.quat import qmul_t, rotate_t
 
 # rows per kind: (translation directions, rotation directions, rotation residual)
 _ROWS = {
@@ -480,13 +486,72 @@ def step_chart(ti, Q0, theta, Q, T):
 
 
 @jit
-def em_hamiltonian(tf, ti, pf, pi, gravity, Q0, theta, p, f_app, held, Q, T, x, q, R, rj, G,
-                   IA, I6, F6, K):
+def spin_chart(Q0, theta, Q, T, sp):
+    """Q, T of :func:`step_chart` changed for the spin-free links ``sp`` (:func:`spin_links`):
+    such a link's quaternion is s0 o c(a) o e(psi) with psi = theta_0 its spin about its axis
+    u and a = (theta_1 v + theta_2 w)/2 across it (c the Cayley map, e(psi) = (cos psi/2,
+    sin psi/2 u); u, v, w orthonormal, body axes), and each of its counter-turned children's
+    is e(-psi, u_c) o (its own chart's), u_c the axis in the child's joint frame; so turning
+    psi moves no point of the model: the spin is cyclic.  T's columns follow:
+    the link's u, R(psi)^T Tc v, R(psi)^T Tc w (Tc of :func:`step_chart`), a child's
+    -R(child's own chart)^T u_c in the column of psi."""
+    sf, si, cf, ci = sp
+    for k in range(si.shape[0]):
+        qo, mo = si[k, 1], si[k, 2]
+        psi = theta[mo]
+        a = (0.5 * (theta[mo + 1] * sf[k, 3] + theta[mo + 2] * sf[k, 6]),
+             0.5 * (theta[mo + 1] * sf[k, 4] + theta[mo + 2] * sf[k, 7]),
+             0.5 * (theta[mo + 1] * sf[k, 5] + theta[mo + 2] * sf[k, 8]))
+        aa = a[0] * a[0] + a[1] * a[1] + a[2] * a[2]
+        s = 1.0 / np.sqrt(1.0 + aa)
+        c = qmul_t(Q0[qo], Q0[qo + 1], Q0[qo + 2], Q0[qo + 3], s, a[0] * s, a[1] * s, a[2] * s)
+        ch, sh = np.cos(0.5 * psi), np.sin(0.5 * psi)
+        e = qmul_t(c[0], c[1], c[2], c[3], ch, sh * sf[k, 0], sh * sf[k, 1], sh * sf[k, 2])
+        for i in range(4):
+            Q[qo + i] = e[i]
+        d = 1.0 / (1.0 + aa)
+        cp, sn = np.cos(psi), np.sin(psi)
+        for col in range(3):
+            x = (sf[k, 3 * col], sf[k, 3 * col + 1], sf[k, 3 * col + 2])
+            if col > 0:  # Tc x = (x - a x x) / (1 + |a|^2), then turned by -psi about u
+                ax = cross3(a[0], a[1], a[2], x[0], x[1], x[2])
+                x = (d * (x[0] - ax[0]), d * (x[1] - ax[1]), d * (x[2] - ax[2]))
+                ux = cross3(sf[k, 0], sf[k, 1], sf[k, 2], x[0], x[1], x[2])
+                du = (1.0 - cp) * (sf[k, 0] * x[0] + sf[k, 1] * x[1] + sf[k, 2] * x[2])
+                x = (cp * x[0] - sn * ux[0] + du * sf[k, 0],
+                     cp * x[1] - sn * ux[1] + du * sf[k, 1],
+                     cp * x[2] - sn * ux[2] + du * sf[k, 2])
+            for i in range(3):
+                T[mo + i, mo + col] = x[i]
+    for j in range(ci.shape[0]):
+        psi = theta[si[ci[j, 0], 2]]
+        qc, mc, mo = ci[j, 1], ci[j, 2], si[ci[j, 0], 2]
+        b = (Q[qc], Q[qc + 1], Q[qc + 2], Q[qc + 3])
+        t = qmul_t(b[0], -b[1], -b[2], -b[3], 0.0, cf[j, 0], cf[j, 1], cf[j, 2])
+        t = qmul_t(t[0], t[1], t[2], t[3], b[0], b[1], b[2], b[3])  # R(b)^T u_c
+        for i in range(3):
+            T[mc + i, mo] = -t[i + 1]
+        ch, sh = np.cos(0.5 * psi), -np.sin(0.5 * psi)
+        e = qmul_t(ch, sh * cf[j, 0], sh * cf[j, 1], sh * cf[j, 2], b[0], b[1], b[2], b[3])
+        for i in range(4):
+            Q[qc + i] = e[i]
+
+
+@jit
+def chart(ti, Q0, theta, Q, T, sp):
+    """Q, T of the EM loop step's chart at Q0: :func:`step_chart`, then :func:`spin_chart`."""
+    step_chart(ti, Q0, theta, Q, T)
+    spin_chart(Q0, theta, Q, T, sp)
+
+
+@jit
+def em_hamiltonian(tf, ti, pf, pi, gravity, Q0, theta, p, f_app, held, Q, T, sp, x, q, R, rj,
+                   G, IA, I6, F6, K):
     """H(theta, p) = 1/2 P^T K(Q)^-1 P + V(Q) of :class:`LoopEnergyMomentum` in the step's
-    chart at Q0 (Q, T of :func:`step_chart`; P = T^-T p the rates' momenta K nu): V gravity,
+    chart at Q0 (Q, T of :func:`chart`; P = T^-T p the rates' momenta K nu): V gravity,
     the point springs, the applied forces at the centres and the held joint forces (as the
     potential -held . theta)."""
-    step_chart(ti, Q0, theta, Q, T)
+    chart(ti, Q0, theta, Q, T, sp)
     mass_matrix(tf, ti, Q, x, q, R, rj, G, IA, I6, F6, K)  # also the bodies' poses
     P = np.linalg.solve(T.T, p)
     H = 0.5 * (P @ np.linalg.solve(K, P))
@@ -505,7 +570,8 @@ def em_hamiltonian(tf, ti, pf, pi, gravity, Q0, theta, p, f_app, held, Q, T, x, 
 
 @jit
 def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, held, lf, li,
-                rank, Q, T, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6, F6, K, out):
+                rank, Q, T, sp, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6, F6, K,
+                out):
     """out <- the residual of one discrete-gradient step of :class:`LoopEnergyMomentum` at
     z1 = (theta1, p1), the step's chart coordinates and their momenta (theta0 = 0, p0 = P0):
     (theta1 - h dH_bar/dp, the momentum equation projected off the rows of Phi_bar,
@@ -514,37 +580,42 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     n = P0.shape[0]
     th1, p1 = z1[:n], z1[n:]
     thm, pm = 0.5 * th1, 0.5 * (P0 + p1)
-    H = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, thm, pm, f_app, held, Q, T, x, q, R, rj,
+    H = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, thm, pm, f_app, held, Q, T, sp, x, q, R, rj,
                        G, IA, I6, F6, K)  # leaves K, T at the midpoint
     Tm = T.copy()
     Km = Tm.T @ K @ Tm  # the chart's mass matrix at the midpoint
     gP = np.linalg.solve(Km, pm)
-    gQ = np.empty(n)
+    gQ = np.zeros(n)
     tha = thm.copy()
+    cyclic = np.zeros(n, np.bool_)  # the spins, which H does not depend on
+    for k in range(sp[1].shape[0]):
+        cyclic[sp[1][k, 2]] = True
     for i in range(n):
+        if cyclic[i]:
+            continue
         eps = 1e-5 * max(1.0, abs(thm[i]))
         tha[i] = thm[i] + eps
-        Hp = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, x, q, R,
+        Hp = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, sp, x, q, R,
                             rj, G, IA, I6, F6, K)
         tha[i] = thm[i] - eps
-        Hm = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, x, q, R,
+        Hm = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, sp, x, q, R,
                             rj, G, IA, I6, F6, K)
         tha[i] = thm[i]
         gQ[i] = (Hp - Hm) / (2.0 * eps)
     dP = p1 - P0
     dz2 = th1 @ th1 + dP @ dP
     if dz2 > 0.0:
-        H1 = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, th1, p1, f_app, held, Q, T, x, q, R,
+        H1 = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, th1, p1, f_app, held, Q, T, sp, x, q, R,
                             rj, G, IA, I6, F6, K)
         c = (H1 - H0 - gQ @ th1 - gP @ dP) / dz2
         gQ += c * th1
         gP += c * dP
     # Phi(Q1), then its chart Jacobian J(Qm) Tm at the midpoint (the rates are not used)
-    step_chart(ti, Q0, th1, Q, T)
+    chart(ti, Q0, th1, Q, T, sp)
     loop_rows(tf, ti, Q, th1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
     m = phi.shape[0]
     phi1 = phi.copy()
-    step_chart(ti, Q0, thm, Q, T)
+    chart(ti, Q0, thm, Q, T, sp)
     loop_rows(tf, ti, Q, th1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
     Jm = J @ Tm
     dq2 = th1 @ th1
@@ -553,6 +624,9 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
         for r in range(m):
             for c2 in range(n):
                 Jm[r, c2] += corr[r] * th1[c2] / dq2
+    for c2 in range(n):  # the spins are no unknowns (their momenta are held), nor the rows'
+        if cyclic[c2]:
+            Jm[:, c2] = 0.0
     a = dP + h * gQ
     if np.any(t_app != 0.0):  # the applied torques' generalized force at the midpoint
         for b in range(ti.shape[0]):
@@ -570,6 +644,67 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     out[:n] = th1 - h * gP
     out[n:2 * n] = proj
     out[2 * n:2 * n + m] = phi1
+
+
+NO_SPINS = (np.zeros((0, 9)), np.zeros((0, 3), np.int64), np.zeros((0, 3)),
+            np.zeros((0, 3), np.int64))
+
+
+def spin_links(tree, loops):
+    """The spin-free links of a tree with loop joints, as :func:`spin_chart`'s tables
+    (sf, si, cf, ci): each body on a spherical joint whose every attachment (its joint, its
+    tree children's joints, the loop joints at it) is a spherical joint anchored on one line
+    through its centre of mass, with its inertia symmetric about that line, and no point
+    spring on it (the delta robot's rods).  Turning such a link about the line (its tree
+    children on spherical joints turned back) moves no point of the model, so its spin is a
+    cyclic coordinate.  sf: (u, v, w) per link, u the line, body axes; si: (body, quaternion
+    offset, rate offset); cf: u in each tree child's joint frame; ci: (link row, the child's
+    quaternion offset, rate offset)."""
+    tf, ti = tree.tf, tree.ti
+    sph = SPHERICAL
+    sf, si, cf, ci = [], [], [], []
+    sprung = set(tree.pi.ravel().tolist())
+    for b in range(ti.shape[0]):
+        if ti[b, I_KIND] != sph or b in sprung:
+            continue
+        children = [c for c in range(ti.shape[0]) if ti[c, I_PARENT] == b]
+        points = [tf[b, T_AC:T_AC + 3]] + [tf[c, T_AP:T_AP + 3] for c in children]
+        kinds = [ti[c, I_KIND] for c in children]
+        for lp in loops:
+            for side, at in ((lp.parent, lp.anchor_parent), (lp.child, lp.anchor_child)):
+                if side == b:
+                    points.append(np.asarray(at, float))
+                    kinds.append(sph if lp.joint.kind == "spherical" else -1)
+        if len(points) < 2 or any(k != sph for k in kinds):
+            continue
+        far = max(points, key=np.linalg.norm)
+        scale = float(np.linalg.norm(far))
+        if scale == 0.0:
+            continue
+        u = far / scale
+        if any(np.linalg.norm(np.cross(pt, u)) > 1e-12 * scale for pt in points):
+            continue
+        Jb = tf[b, T_J:T_J + 3]
+        ax = float(u @ (Jb * u))
+        across = 0.5 * (float(np.sum(Jb)) - ax)
+        sym = across * np.eye(3) + (ax - across) * np.outer(u, u)
+        if np.max(np.abs(np.diag(Jb) - sym)) > 1e-12 * np.max(Jb):
+            continue
+        v = np.cross(u, np.eye(3)[int(np.argmin(np.abs(u)))])
+        v /= np.linalg.norm(v)
+        k = len(si)
+        sf.append(np.concatenate([u, v, np.cross(u, v)]))
+        n, qo, wo = coordinate_slots.py_func(ti, b)
+        si.append((b, qo, wo))
+        for c in children:
+            r0 = tf[c, T_R0:T_R0 + 4]
+            n, qc, wc = coordinate_slots.py_func(ti, c)
+            cf.append(rotate_t.py_func(*r0, *u, -1.0))
+            ci.append((k, qc, wc))
+    if not si:
+        return NO_SPINS
+    return (np.array(sf), np.array(si, np.int64), np.array(cf).reshape(-1, 3),
+            np.array(ci, np.int64).reshape(-1, 3))
 
 
 class Loop:
@@ -836,10 +971,21 @@ class LoopEnergyMomentum:
     step's residual are compiled (:func:`em_hamiltonian`, :func:`em_residual`); the
     Gauss-Newton loop and the Newton matrix's differences around them are Python.
 
-    Light links that spin freely (the delta robot's rods, ball-jointed at both ends, axial
-    inertia 1/1350 of the transverse) make the system badly conditioned: in fast motion
-    (rates ~15 rad/s at dt = 1/240) the residual stalls near 1e-11 and many steps need
-    sub-steps (see the README).
+    Spin-free links (:func:`spin_links`: a link on ball joints all anchored on one line through
+    its centre, its inertia symmetric about it, like the delta robot's rods) are no unknowns
+    of the solve.  Their spins about their own axes would be: light (the rods' axial inertia
+    is 1/1350 of the transverse), they made the Newton system so badly conditioned that the
+    falling delta robot failed at step 293.  The chart (:func:`spin_chart`) makes each such
+    spin psi a cyclic coordinate (turning it moves no point of the model; the link's tree
+    children on ball joints are turned back), so H does not depend on it and its momentum
+    p_psi = I_axial omega . u is conserved: the step holds p_psi, solves for the other
+    unknowns with psi = 0 (the residual's rows do not depend on psi; the momentum equation is
+    projected off Phi_bar's rows without their psi columns, which only round-off and the
+    midpoint's O(h^2) gap make nonzero) and then sets psi1 = h dH_bar/dp_psi.  Energy: the
+    reduced step is the same discrete gradient on (theta without psi, p without p_psi), so
+    H1 = H0 exactly, and psi does not enter H; closure: Phi does not depend on psi.  A link
+    whose spin an applied torque or a held joint force would drive stays an unknown
+    (:meth:`_spins`, per call).
     """
 
     def __init__(self, backend, closure, weights=(1.0,)):
@@ -848,6 +994,27 @@ class LoopEnergyMomentum:
         tree = backend.tree
         self.n = tree.nv
         self._Q, self._T = np.zeros(tree.nq), np.zeros((tree.nv, tree.nv))  # the chart's
+        self._links = spin_links(tree, closure.loops)
+        self._sp = NO_SPINS  # the links whose spin is out of the solve this call
+
+    def _spins(self, loads):
+        """The spin-free links (:func:`spin_links`) whose spin the loads leave cyclic: no
+        applied torque on the link, no held force on its rates or its counter-turned
+        children's; as :func:`spin_chart`'s tables."""
+        sf, si, cf, ci = self._links
+        f_app, t_app, held = loads
+        ok = [k for k in range(si.shape[0])
+              if not (np.any(t_app[si[k, 0]]) or np.any(held[si[k, 2]:si[k, 2] + 3])
+                      or any(np.any(held[ci[j, 2]:ci[j, 2] + 3])
+                             for j in range(ci.shape[0]) if ci[j, 0] == k))]
+        if len(ok) == si.shape[0]:
+            return self._links
+        if not ok:
+            return NO_SPINS
+        rows = [j for j in range(ci.shape[0]) if ci[j, 0] in ok]
+        ci2 = ci[rows].copy()
+        ci2[:, 0] = [ok.index(k) for k in ci2[:, 0]]
+        return sf[ok], si[ok], cf[rows].reshape(-1, 3), ci2.reshape(-1, 3)
 
     # -- the step ---------------------------------------------------------------------------
     def _compiled(self, Q0, loads):
@@ -857,7 +1024,7 @@ class LoopEnergyMomentum:
         tree, lc = self.be.tree, self.lc
         f_app, t_app, held = loads
         R, rj, G, V, cb, IA = lc._scr[:6]
-        geo = (self._Q, self._T, lc._x, lc._q, R, rj, G)
+        geo = (self._Q, self._T, self._sp, lc._x, lc._q, R, rj, G)
         arrays = (tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity)
         mm = (IA, lc._scr[12], lc._F6, lc._M)
 
@@ -872,38 +1039,57 @@ class LoopEnergyMomentum:
             return out
         return hamiltonian, residual
 
-    def _solve_step(self, h, Q0, P0, z1, loads, max_iter, stats):
+    def _solve_step(self, h, Q0, p0, z1, loads, max_iter, stats):
+        """z1 = (theta1, p1) solving the step from (0, p0) in the chart at Q0 (starting from
+        the predictor z1), and whether it converged.  The spins (:meth:`_spins`) are not
+        unknowns: their momenta stay p0's (H does not depend on the spins) and the spin
+        angles are h dH_bar/dp of the converged step, evaluated with the spins at zero
+        (nothing in the residual depends on them)."""
         from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
 
         hamiltonian, residual = self._compiled(Q0, loads)
         n = self.n
-        H0 = hamiltonian(np.zeros(n), P0)
+        H0 = hamiltonian(np.zeros(n), p0)
         phi0 = self.lc.residual(Q0)
-        res = lambda z: residual(h, P0, H0, phi0, z)  # noqa: E731
-        r = res(z1)
-        pinv = self._newton_inverse(res, z1, r)
+        spin = self._sp[1][:, 2]
+        keep = np.setdiff1d(np.arange(n), spin)
+        cols = np.concatenate([keep, n + keep])  # the unknowns
+        rows = np.concatenate([cols, np.arange(2 * n, 2 * n + self.lc.m)])
+        full = z1.copy()
+        full[spin] = 0.0
+        full[n + spin] = p0[spin]
+
+        def res(z):
+            full[cols] = z
+            return residual(h, p0, H0, phi0, full)[rows]
+
+        z = full[cols]
+        r = res(z)
+        pinv = self._newton_inverse(res, z, r)
         last = best = np.inf
         reforms = 0
         for it in range(1, max_iter + 1):
             dz = -pinv @ r
-            z1 = z1 + dz
-            r = res(z1)
-            size = float(np.max(np.abs(dz)) / max(1.0, float(np.max(np.abs(z1)))))
+            z = z + dz
+            r = res(z)
+            size = float(np.max(np.abs(dz)) / max(1.0, float(np.max(np.abs(z)))))
             norm = float(np.max(np.abs(r)))
             # converged: no change left, or the residual stalls at its round-off floor (the
-            # central differences of dH leave ~1e-13, around which it then wanders; a light
-            # rod's spin, barely seen by the residual, still moves by ~1e-10)
+            # central differences of dH leave ~1e-13, around which it then wanders)
             if size <= 1e-15 or (norm >= 0.5 * best and (size <= 1e-13 or norm <= STALLED)):
                 stats[STAT_ITERS] += it
                 stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
-                return z1, True
+                full[cols] = z
+                if spin.size:
+                    full[spin] = -residual(h, p0, H0, phi0, full)[spin]  # theta - h dH/dp
+                return full.copy(), True
             if not np.isfinite(norm):
                 break
             if norm > 0.1 * last and norm > STALLED and reforms < REFORMS:
-                pinv = self._newton_inverse(res, z1, r)  # the chord contracts too slowly
+                pinv = self._newton_inverse(res, z, r)  # the chord contracts too slowly
                 reforms += 1
             last, best = norm, min(best, norm)
-        return z1, False
+        return full, False
 
     def _newton_inverse(self, res, z1, r):
         """The pseudo-inverse (rank-revealing) of the residual's Jacobian at z1 (r = res(z1)),
@@ -927,12 +1113,14 @@ class LoopEnergyMomentum:
             with np.errstate(all="raise"):
                 for wt in self.weights:
                     h = wt * dt
-                    z1 = np.concatenate([h * nu, P])  # explicit predictor
-                    z1, ok = self._solve_step(h, Q, P, z1, loads, max_iter, self.be.stats)
+                    Q1 = np.empty_like(Q)
+                    chart(self.be.tree.ti, Q, np.zeros(n), Q1, self._T, self._sp)
+                    p0 = self._T.T @ P  # the chart's momenta at its base
+                    z1 = np.concatenate([h * np.linalg.solve(self._T, nu), p0])  # predictor
+                    z1, ok = self._solve_step(h, Q, p0, z1, loads, max_iter, self.be.stats)
                     if not ok:
                         return None
-                    Q1 = np.empty_like(Q)
-                    step_chart(self.be.tree.ti, Q, z1[:n], Q1, self._T)
+                    chart(self.be.tree.ti, Q, z1[:n], Q1, self._T, self._sp)
                     Q = Q1
                     P = np.linalg.solve(self._T.T, z1[n:])  # the momenta K nu at Q1
                     nu = np.linalg.solve(lc.mass_matrix(Q), P)
@@ -948,6 +1136,7 @@ class LoopEnergyMomentum:
 
         be = self.be
         loads = be.loads()
+        self._sp = self._spins(loads)
         max_iter = int(be.solver[SOLVER_MAX_ITER])
         status = OK
         for _ in range(n_steps):
