@@ -593,15 +593,14 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     for i in range(n):
         if cyclic[i]:
             continue
-        eps = 1e-5 * max(1.0, abs(thm[i]))
-        tha[i] = thm[i] + eps
-        Hp = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, sp, x, q, R,
-                            rj, G, IA, I6, F6, K)
-        tha[i] = thm[i] - eps
-        Hm = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, sp, x, q, R,
-                            rj, G, IA, I6, F6, K)
+        eps = 1e-3 * max(1.0, abs(thm[i]))
+        g = 0.0
+        for k, wk in ((1.0, 8.0), (-1.0, -8.0), (2.0, -1.0), (-2.0, 1.0)):
+            tha[i] = thm[i] + k * eps
+            g += wk * em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, sp,
+                                     x, q, R, rj, G, IA, I6, F6, K)
         tha[i] = thm[i]
-        gQ[i] = (Hp - Hm) / (2.0 * eps)
+        gQ[i] = g / (12.0 * eps)
     dP = p1 - P0
     dz2 = th1 @ th1 + dP @ dP
     if dz2 > 0.0:
@@ -1065,7 +1064,7 @@ class LoopEnergyMomentum:
 
         z = full[cols]
         r = res(z)
-        pinv = self._newton_inverse(res, z, r)
+        pinv = self._structured_inverse(h, Q0, full, keep)
         last = best = np.inf
         reforms = 0
         for it in range(1, max_iter + 1):
@@ -1090,6 +1089,32 @@ class LoopEnergyMomentum:
                 reforms += 1
             last, best = norm, min(best, norm)
         return full, False
+
+    def _structured_inverse(self, h, Q0, z1, keep):
+        """The pseudo-inverse of the step's Newton matrix without its terms of order h dH'',
+        at the predictor z1 (full): rows theta1 - h dH/dp, P(p1 - p0 + h dH/dtheta), Phi(Q1)
+        (P the projector off the rows of Phi_bar), columns theta1 and p1 on ``keep``:
+
+            [[1, -h/2 K_m^-1], [0, P], [J(Q1) T(theta1), 0]],
+
+        K_m = T^T K T at theta1/2.  Its columns are scaled to unit length before the rank
+        cut, as :meth:`_newton_inverse`'s."""
+        lc, n, ti = self.lc, self.n, self.be.tree.ti
+        k = keep.size
+        Q, T = np.empty_like(Q0), np.empty((n, n))
+        chart(ti, Q0, 0.5 * z1[:n], Q, T, self._sp)
+        Km = T.T @ lc.mass_matrix(Q) @ T
+        Jm = lc.jacobian(Q) @ T
+        chart(ti, Q0, z1[:n], Q, T, self._sp)
+        J1 = lc.jacobian(Q) @ T
+        Vr = np.linalg.svd(Jm[:, keep])[2][:lc.rank].T
+        A = np.zeros((2 * k + lc.m, 2 * k))
+        A[:k, :k] = np.eye(k)
+        A[:k, k:] = -0.5 * h * np.linalg.inv(Km)[np.ix_(keep, keep)]
+        A[k:2 * k, k:] = np.eye(k) - Vr @ Vr.T
+        A[2 * k:, :k] = J1[:, keep]
+        d = 1.0 / np.maximum(np.linalg.norm(A, axis=0), 1e-300)
+        return d[:, None] * np.linalg.pinv(A * d, rcond=RANK_GAP)
 
     def _newton_inverse(self, res, z1, r):
         """The pseudo-inverse (rank-revealing) of the residual's Jacobian at z1 (r = res(z1)),
