@@ -575,8 +575,9 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     """out <- the residual of one discrete-gradient step of :class:`LoopEnergyMomentum` at
     z1 = (theta1, p1), the step's chart coordinates and their momenta (theta0 = 0, p0 = P0):
     (theta1 - h dH_bar/dp, the momentum equation projected off the rows of Phi_bar,
-    Phi(Q(theta1))); dH(mid) by central differences, the applied torques' generalized force
-    at the mean configuration."""
+    Phi(Q(theta1))); dH(mid)/dtheta by a fourth-order central stencil (none for the spins of
+    ``sp``, which H does not depend on; Phi_bar's columns of the spins are dropped), the
+    applied torques' generalized force at the mean configuration."""
     n = P0.shape[0]
     th1, p1 = z1[:n], z1[n:]
     thm, pm = 0.5 * th1, 0.5 * (P0 + p1)
@@ -958,17 +959,22 @@ class LoopEnergyMomentum:
     energy whatever the chart.  The multipliers are eliminated by the discrete null space: the
     momentum equation is projected onto the null space of Phi_bar (its rank truncated at the
     mechanism's, so redundant rows are harmless), and the overdetermined, consistent system is
-    solved by Gauss-Newton with a rank-revealing least-squares step.  dH(mid) by central
-    differences; the Newton matrix by forward differences (columns scaled to unit length
-    before the rank cut) at the step's predictor, kept while the iteration contracts well and
-    formed afresh (at most REFORMS times) when it does not (a chord iteration; formed afresh
-    every step, so a restored snapshot repeats bit for bit).  A step whose solve fails is
+    solved by Gauss-Newton with a rank-revealing least-squares step.  dH(mid)/dtheta by a
+    fourth-order central stencil of step 1e-3 (its round-off noise, ~1e-15/step, is what
+    limits the residual, and with it the energy: ~ nu . (the momentum rows' residual) a
+    step; the second-order stencil at 1e-5 left 1e-11 a step on the whirling delta robot).
+    The Newton matrix is structured (:meth:`_structured_inverse`: the exact rows of the
+    closure, the mass matrix and the mixed second derivative of H, no h^2 d^2H/dtheta^2), at
+    the step's predictor, kept while the iteration contracts well, and replaced by forward
+    differences of the residual (:meth:`_newton_inverse`, at most REFORMS times) when it
+    does not (a chord iteration; formed afresh every step, so a restored snapshot repeats
+    bit for bit).  A step whose solve fails is
     redone as 2, 4, ... sub-steps, as the tree scheme does.  Rates at t_{n+1}:
     nu1 = K(Q1)^-1 P1, which meets J nu = 0 only to O(h^2) (as the tree scheme's).  Applied
     torques enter as the generalized force of the mean configuration (their work is then not
     exact), held forces on a quaternion's rates as the potential -held . theta.  H and the
     step's residual are compiled (:func:`em_hamiltonian`, :func:`em_residual`); the
-    Gauss-Newton loop and the Newton matrix's differences around them are Python.
+    Gauss-Newton loop and the Newton matrix around them are Python (numpy).
 
     Spin-free links (:func:`spin_links`: a link on ball joints all anchored on one line through
     its centre, its inertia symmetric about it, like the delta robot's rods) are no unknowns
@@ -1064,7 +1070,7 @@ class LoopEnergyMomentum:
 
         z = full[cols]
         r = res(z)
-        pinv = self._structured_inverse(h, Q0, full, keep)
+        pinv = self._structured_inverse(h, Q0, p0, full, keep)
         last = best = np.inf
         reforms = 0
         for it in range(1, max_iter + 1):
@@ -1074,7 +1080,7 @@ class LoopEnergyMomentum:
             size = float(np.max(np.abs(dz)) / max(1.0, float(np.max(np.abs(z)))))
             norm = float(np.max(np.abs(r)))
             # converged: no change left, or the residual stalls at its round-off floor (the
-            # central differences of dH leave ~1e-13, around which it then wanders)
+            # differences of dH leave ~1e-13, around which it then wanders)
             if size <= 1e-15 or (norm >= 0.5 * best and (size <= 1e-13 or norm <= STALLED)):
                 stats[STAT_ITERS] += it
                 stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
@@ -1090,28 +1096,41 @@ class LoopEnergyMomentum:
             last, best = norm, min(best, norm)
         return full, False
 
-    def _structured_inverse(self, h, Q0, z1, keep):
-        """The pseudo-inverse of the step's Newton matrix without its terms of order h dH'',
+    def _structured_inverse(self, h, Q0, p0, z1, keep):
+        """The pseudo-inverse of the step's Newton matrix without its terms in h^2 dH/dtheta^2,
         at the predictor z1 (full): rows theta1 - h dH/dp, P(p1 - p0 + h dH/dtheta), Phi(Q1)
         (P the projector off the rows of Phi_bar), columns theta1 and p1 on ``keep``:
 
-            [[1, -h/2 K_m^-1], [0, P], [J(Q1) T(theta1), 0]],
+            [[1 - h/2 D, -h/2 K_m^-1], [0, P (1 + h/2 D^T)], [J(Q1) T(theta1), 0]],
 
-        K_m = T^T K T at theta1/2.  Its columns are scaled to unit length before the rank
-        cut, as :meth:`_newton_inverse`'s."""
+        at the midpoint theta_m = theta1/2, p_m: K_m = T^T K T, D = d(K_m^-1 p_m)/d theta_m (by
+        forward differences of the mass matrix, the mixed second derivative of H).  Its
+        columns are scaled to unit length before the rank cut, as :meth:`_newton_inverse`'s."""
         lc, n, ti = self.lc, self.n, self.be.tree.ti
         k = keep.size
         Q, T = np.empty_like(Q0), np.empty((n, n))
-        chart(ti, Q0, 0.5 * z1[:n], Q, T, self._sp)
-        Km = T.T @ lc.mass_matrix(Q) @ T
+        thm, pm = 0.5 * z1[:n], 0.5 * (p0 + z1[n:])
+
+        def rates(theta):  # K_theta^-1 p_m: dH/dp at (theta, p_m)
+            chart(ti, Q0, theta, Q, T, self._sp)
+            Km = T.T @ lc.mass_matrix(Q) @ T
+            return Km, np.linalg.solve(Km, pm)
+
+        Km, g0 = rates(thm)
         Jm = lc.jacobian(Q) @ T
+        D = np.empty((k, k))
+        for c, j in enumerate(keep):
+            eps = 1e-7 * max(1.0, abs(thm[j]))
+            th = thm.copy()
+            th[j] += eps
+            D[:, c] = (rates(th)[1][keep] - g0[keep]) / eps
         chart(ti, Q0, z1[:n], Q, T, self._sp)
         J1 = lc.jacobian(Q) @ T
         Vr = np.linalg.svd(Jm[:, keep])[2][:lc.rank].T
         A = np.zeros((2 * k + lc.m, 2 * k))
-        A[:k, :k] = np.eye(k)
+        A[:k, :k] = np.eye(k) - 0.5 * h * D
         A[:k, k:] = -0.5 * h * np.linalg.inv(Km)[np.ix_(keep, keep)]
-        A[k:2 * k, k:] = np.eye(k) - Vr @ Vr.T
+        A[k:2 * k, k:] = (np.eye(k) - Vr @ Vr.T) @ (np.eye(k) + 0.5 * h * D.T)
         A[2 * k:, :k] = J1[:, keep]
         d = 1.0 / np.maximum(np.linalg.norm(A, axis=0), 1e-300)
         return d[:, None] * np.linalg.pinv(A * d, rcond=RANK_GAP)
@@ -1119,7 +1138,8 @@ class LoopEnergyMomentum:
     def _newton_inverse(self, res, z1, r):
         """The pseudo-inverse (rank-revealing) of the residual's Jacobian at z1 (r = res(z1)),
         by forward differences, its columns scaled to unit length first: a light rod's spin
-        leaves columns 1e-8 of the largest, which the rank cut would otherwise drop."""
+        (when it is an unknown, see :meth:`_spins`) leaves columns 1e-8 of the largest, which
+        the rank cut would otherwise drop."""
         A = np.empty((r.size, z1.size))
         for k in range(z1.size):
             eps = 1e-7 * max(1.0, abs(z1[k]))
