@@ -266,16 +266,16 @@ def test_em_delta_robot_falls_for_10_s_keeping_energy_and_closure():
     # no motors: it falls and swings, the rods whirling; their free spins are out of the
     # solve (loops.spin_links), which failed at step 293 while they were unknowns
     sim = rt.scenarios.build("delta_robot", integrator="energy_momentum", dt=1.0 / 240.0)
-    E0 = sim.energy()
-    worst_e = worst_c = 0.0
+    E0, x0 = sim.energy(), sim.pose("platform")[0]
+    drift, closure, moved = [], [], []
     for _ in range(2400):
         sim.step()
-        worst_c = max(worst_c, sim.constraint_error())
-        worst_e = max(worst_e, abs(sim.energy() - E0))
-    assert worst_e <= 1e-10 * abs(E0), worst_e / abs(E0)
-    assert worst_c <= 1e-10
+        drift.append(abs(sim.energy() - E0) / abs(E0))
+        closure.append(sim.constraint_error())
+        moved.append(np.linalg.norm(sim.pose("platform")[0] - x0))
+    assert max(drift) <= 1e-10 and max(closure) <= 1e-10, (max(drift), max(closure))
     assert sim.solver_stats()["fallback_steps"] <= 5, sim.solver_stats()
-    assert np.ptp(sim.pose("platform")[0]) > 0.0 and sim.steps_taken == 2400
+    assert max(moved) > 0.05 and sim.steps_taken == 2400
 
 
 def test_em_delta_rods_keep_their_spins():
