@@ -55,6 +55,7 @@ from rtrigid.backends.tree.kinematics import (
     ACT_GEAR,
     ACT_Q,
     ACT_V,
+    I_KIND,
     I_ORDER,
     I_PARENT,
     I_QOFF,
@@ -63,9 +64,14 @@ from rtrigid.backends.tree.kinematics import (
     P_B,
     P_K,
     P_REST,
+    SPHERICAL,
+    T_AC,
+    T_AP,
     T_HI,
+    T_J,
     T_LO,
     T_MASS,
+    T_R0,
     actuator_force,
     actuator_loads,
     carry_acceleration,
@@ -89,7 +95,7 @@ from rtrigid.backends.tree.dynamics import (
     point_jacobian,
 )
 from rtrigid.joints import geometry as joint_geometry
-from rtrigid.maths.quat import qmul_t
+from rtrigid.maths.quat import qmul_t, rotate_t
 
 # rows per kind: (translation directions, rotation directions, rotation residual)
 _ROWS = {
@@ -571,13 +577,72 @@ def step_chart(ti, Q0, theta, Q, T):
 
 
 @jit
-def em_hamiltonian(tf, ti, pf, pi, gravity, Q0, theta, p, f_app, held, Q, T, x, q, R, rj, G,
-                   IA, I6, F6, K):
+def spin_chart(Q0, theta, Q, T, sp):
+    """Q, T of :func:`step_chart` changed for the spin-free links ``sp`` (:func:`spin_links`):
+    such a link's quaternion is s0 o c(a) o e(psi) with psi = theta_0 its spin about its axis
+    u and a = (theta_1 v + theta_2 w)/2 across it (c the Cayley map, e(psi) = (cos psi/2,
+    sin psi/2 u); u, v, w orthonormal, body axes), and each of its counter-turned children's
+    is e(-psi, u_c) o (its own chart's), u_c the axis in the child's joint frame; so turning
+    psi moves no point of the model: the spin is cyclic.  T's columns follow:
+    the link's u, R(psi)^T Tc v, R(psi)^T Tc w (Tc of :func:`step_chart`), a child's
+    -R(child's own chart)^T u_c in the column of psi."""
+    sf, si, cf, ci = sp
+    for k in range(si.shape[0]):
+        qo, mo = si[k, 1], si[k, 2]
+        psi = theta[mo]
+        a = (0.5 * (theta[mo + 1] * sf[k, 3] + theta[mo + 2] * sf[k, 6]),
+             0.5 * (theta[mo + 1] * sf[k, 4] + theta[mo + 2] * sf[k, 7]),
+             0.5 * (theta[mo + 1] * sf[k, 5] + theta[mo + 2] * sf[k, 8]))
+        aa = a[0] * a[0] + a[1] * a[1] + a[2] * a[2]
+        s = 1.0 / np.sqrt(1.0 + aa)
+        c = qmul_t(Q0[qo], Q0[qo + 1], Q0[qo + 2], Q0[qo + 3], s, a[0] * s, a[1] * s, a[2] * s)
+        ch, sh = np.cos(0.5 * psi), np.sin(0.5 * psi)
+        e = qmul_t(c[0], c[1], c[2], c[3], ch, sh * sf[k, 0], sh * sf[k, 1], sh * sf[k, 2])
+        for i in range(4):
+            Q[qo + i] = e[i]
+        d = 1.0 / (1.0 + aa)
+        cp, sn = np.cos(psi), np.sin(psi)
+        for col in range(3):
+            x = (sf[k, 3 * col], sf[k, 3 * col + 1], sf[k, 3 * col + 2])
+            if col > 0:  # Tc x = (x - a x x) / (1 + |a|^2), then turned by -psi about u
+                ax = cross3(a[0], a[1], a[2], x[0], x[1], x[2])
+                x = (d * (x[0] - ax[0]), d * (x[1] - ax[1]), d * (x[2] - ax[2]))
+                ux = cross3(sf[k, 0], sf[k, 1], sf[k, 2], x[0], x[1], x[2])
+                du = (1.0 - cp) * (sf[k, 0] * x[0] + sf[k, 1] * x[1] + sf[k, 2] * x[2])
+                x = (cp * x[0] - sn * ux[0] + du * sf[k, 0],
+                     cp * x[1] - sn * ux[1] + du * sf[k, 1],
+                     cp * x[2] - sn * ux[2] + du * sf[k, 2])
+            for i in range(3):
+                T[mo + i, mo + col] = x[i]
+    for j in range(ci.shape[0]):
+        psi = theta[si[ci[j, 0], 2]]
+        qc, mc, mo = ci[j, 1], ci[j, 2], si[ci[j, 0], 2]
+        b = (Q[qc], Q[qc + 1], Q[qc + 2], Q[qc + 3])
+        t = qmul_t(b[0], -b[1], -b[2], -b[3], 0.0, cf[j, 0], cf[j, 1], cf[j, 2])
+        t = qmul_t(t[0], t[1], t[2], t[3], b[0], b[1], b[2], b[3])  # R(b)^T u_c
+        for i in range(3):
+            T[mc + i, mo] = -t[i + 1]
+        ch, sh = np.cos(0.5 * psi), -np.sin(0.5 * psi)
+        e = qmul_t(ch, sh * cf[j, 0], sh * cf[j, 1], sh * cf[j, 2], b[0], b[1], b[2], b[3])
+        for i in range(4):
+            Q[qc + i] = e[i]
+
+
+@jit
+def chart(ti, Q0, theta, Q, T, sp):
+    """Q, T of the EM loop step's chart at Q0: :func:`step_chart`, then :func:`spin_chart`."""
+    step_chart(ti, Q0, theta, Q, T)
+    spin_chart(Q0, theta, Q, T, sp)
+
+
+@jit
+def em_hamiltonian(tf, ti, pf, pi, gravity, Q0, theta, p, f_app, held, Q, T, sp, x, q, R, rj,
+                   G, IA, I6, F6, K):
     """H(theta, p) = 1/2 P^T K(Q)^-1 P + V(Q) of :class:`LoopEnergyMomentum` in the step's
-    chart at Q0 (Q, T of :func:`step_chart`; P = T^-T p the rates' momenta K nu): V gravity,
+    chart at Q0 (Q, T of :func:`chart`; P = T^-T p the rates' momenta K nu): V gravity,
     the point springs, the applied forces at the centres and the held joint forces (as the
     potential -held . theta)."""
-    step_chart(ti, Q0, theta, Q, T)
+    chart(ti, Q0, theta, Q, T, sp)
     mass_matrix(tf, ti, Q, x, q, R, rj, G, IA, I6, F6, K)  # also the bodies' poses
     P = np.linalg.solve(T.T, p)
     H = 0.5 * (P @ np.linalg.solve(K, P))
@@ -622,41 +687,46 @@ def em_actuator_work(h, act, ctrl, Q0, theta1, work):
 
 @jit
 def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, held, act, ctrl,
-                locks, lf, li, rank, Q, T, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6,
-                F6, K, out):
+                locks, lf, li, rank, Q, T, sp, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA,
+                I6, F6, K, out):
     """out <- the residual of one discrete-gradient step of :class:`LoopEnergyMomentum` at
     z1 = (theta1, p1), the step's chart coordinates and their momenta (theta0 = 0, p0 = P0):
     (theta1 - h dH_bar/dp, the momentum equation projected off the rows of Phi_bar,
-    Phi(Q(theta1)), theta1 - the locked increments); dH(mid) by central differences, the
-    applied torques' generalized force at the mean configuration, the actuators' of
-    :func:`em_actuator_forces`.  ``locks`` (k, 3): rate index and increment of each joint
-    held on a limit for the step (a third column is not read); its reaction e_j mu joins
-    the rows the momentum equation is projected off, doing the discrete work
+    Phi(Q(theta1)), theta1 - the locked increments); dH(mid)/dtheta by a fourth-order central
+    stencil (none for the spins of ``sp``, which H does not depend on; Phi_bar's columns of the
+    spins are dropped), the applied torques' generalized force at the mean configuration, the
+    actuators' of :func:`em_actuator_forces`.  ``locks`` (k, 3): rate index and increment of
+    each joint held on a limit for the step (a third column is not read); its reaction e_j mu
+    joins the rows the momentum equation is projected off, doing the discrete work
     mu theta1_j / h.  out: 2 nv + m + k."""
     n = P0.shape[0]
     th1, p1 = z1[:n], z1[n:]
     thm, pm = 0.5 * th1, 0.5 * (P0 + p1)
-    H = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, thm, pm, f_app, held, Q, T, x, q, R, rj,
+    H = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, thm, pm, f_app, held, Q, T, sp, x, q, R, rj,
                        G, IA, I6, F6, K)  # leaves K, T at the midpoint
     Tm = T.copy()
     Km = Tm.T @ K @ Tm  # the chart's mass matrix at the midpoint
     gP = np.linalg.solve(Km, pm)
-    gQ = np.empty(n)
+    gQ = np.zeros(n)
     tha = thm.copy()
+    cyclic = np.zeros(n, np.bool_)  # the spins, which H does not depend on
+    for k in range(sp[1].shape[0]):
+        cyclic[sp[1][k, 2]] = True
     for i in range(n):
-        eps = 1e-5 * max(1.0, abs(thm[i]))
-        tha[i] = thm[i] + eps
-        Hp = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, x, q, R,
-                            rj, G, IA, I6, F6, K)
-        tha[i] = thm[i] - eps
-        Hm = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, x, q, R,
-                            rj, G, IA, I6, F6, K)
+        if cyclic[i]:
+            continue
+        eps = 1e-3 * max(1.0, abs(thm[i]))
+        g = 0.0
+        for k, wk in ((1.0, 8.0), (-1.0, -8.0), (2.0, -1.0), (-2.0, 1.0)):
+            tha[i] = thm[i] + k * eps
+            g += wk * em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, sp,
+                                     x, q, R, rj, G, IA, I6, F6, K)
         tha[i] = thm[i]
-        gQ[i] = (Hp - Hm) / (2.0 * eps)
+        gQ[i] = g / (12.0 * eps)
     dP = p1 - P0
     dz2 = th1 @ th1 + dP @ dP
     if dz2 > 0.0:
-        H1 = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, th1, p1, f_app, held, Q, T, x, q, R,
+        H1 = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, th1, p1, f_app, held, Q, T, sp, x, q, R,
                             rj, G, IA, I6, F6, K)
         num = H1 - H0 - gQ @ th1 - gP @ dP
         # a gap within H's round-off is not corrected: near rest (dz ~ 1e-8, a servo
@@ -666,11 +736,11 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
             gQ += c * th1
             gP += c * dP
     # Phi(Q1), then its chart Jacobian J(Qm) Tm at the midpoint (the rates are not used)
-    step_chart(ti, Q0, th1, Q, T)
+    chart(ti, Q0, th1, Q, T, sp)
     loop_rows(tf, ti, Q, th1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
     m = phi.shape[0]
     phi1 = phi.copy()
-    step_chart(ti, Q0, thm, Q, T)
+    chart(ti, Q0, thm, Q, T, sp)
     loop_rows(tf, ti, Q, th1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
     Jm = J @ Tm
     dq2 = th1 @ th1
@@ -679,6 +749,9 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
         for r in range(m):
             for c2 in range(n):
                 Jm[r, c2] += corr[r] * th1[c2] / dq2
+    for c2 in range(n):  # the spins are no unknowns (their momenta are held), nor the rows'
+        if cyclic[c2]:
+            Jm[:, c2] = 0.0
     a = dP + h * gQ
     if np.any(t_app != 0.0):  # the applied torques' generalized force at the midpoint
         for b in range(ti.shape[0]):
@@ -715,6 +788,67 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     out[2 * n:2 * n + m] = phi1
     for r in range(nk):
         out[2 * n + m + r] = th1[int(locks[r, 0])] - locks[r, 1]
+
+
+NO_SPINS = (np.zeros((0, 9)), np.zeros((0, 3), np.int64), np.zeros((0, 3)),
+            np.zeros((0, 3), np.int64))
+
+
+def spin_links(tree, loops):
+    """The spin-free links of a tree with loop joints, as :func:`spin_chart`'s tables
+    (sf, si, cf, ci): each body on a spherical joint whose every attachment (its joint, its
+    tree children's joints, the loop joints at it) is a spherical joint anchored on one line
+    through its centre of mass, with its inertia symmetric about that line, and no point
+    spring on it (the delta robot's rods).  Turning such a link about the line (its tree
+    children on spherical joints turned back) moves no point of the model, so its spin is a
+    cyclic coordinate.  sf: (u, v, w) per link, u the line, body axes; si: (body, quaternion
+    offset, rate offset); cf: u in each tree child's joint frame; ci: (link row, the child's
+    quaternion offset, rate offset)."""
+    tf, ti = tree.tf, tree.ti
+    sph = SPHERICAL
+    sf, si, cf, ci = [], [], [], []
+    sprung = set(tree.pi.ravel().tolist())
+    for b in range(ti.shape[0]):
+        if ti[b, I_KIND] != sph or b in sprung:
+            continue
+        children = [c for c in range(ti.shape[0]) if ti[c, I_PARENT] == b]
+        points = [tf[b, T_AC:T_AC + 3]] + [tf[c, T_AP:T_AP + 3] for c in children]
+        kinds = [ti[c, I_KIND] for c in children]
+        for lp in loops:
+            for side, at in ((lp.parent, lp.anchor_parent), (lp.child, lp.anchor_child)):
+                if side == b:
+                    points.append(np.asarray(at, float))
+                    kinds.append(sph if lp.joint.kind == "spherical" else -1)
+        if len(points) < 2 or any(k != sph for k in kinds):
+            continue
+        far = max(points, key=np.linalg.norm)
+        scale = float(np.linalg.norm(far))
+        if scale == 0.0:
+            continue
+        u = far / scale
+        if any(np.linalg.norm(np.cross(pt, u)) > 1e-12 * scale for pt in points):
+            continue
+        Jb = tf[b, T_J:T_J + 3]
+        ax = float(u @ (Jb * u))
+        across = 0.5 * (float(np.sum(Jb)) - ax)
+        sym = across * np.eye(3) + (ax - across) * np.outer(u, u)
+        if np.max(np.abs(np.diag(Jb) - sym)) > 1e-12 * np.max(Jb):
+            continue
+        v = np.cross(u, np.eye(3)[int(np.argmin(np.abs(u)))])
+        v /= np.linalg.norm(v)
+        k = len(si)
+        sf.append(np.concatenate([u, v, np.cross(u, v)]))
+        n, qo, wo = coordinate_slots.py_func(ti, b)
+        si.append((b, qo, wo))
+        for c in children:
+            r0 = tf[c, T_R0:T_R0 + 4]
+            n, qc, wc = coordinate_slots.py_func(ti, c)
+            cf.append(rotate_t.py_func(*r0, *u, -1.0))
+            ci.append((k, qc, wc))
+    if not si:
+        return NO_SPINS
+    return (np.array(sf), np.array(si, np.int64), np.array(cf).reshape(-1, 3),
+            np.array(ci, np.int64).reshape(-1, 3))
 
 
 class Loop:
@@ -976,12 +1110,17 @@ class LoopEnergyMomentum:
     energy whatever the chart.  The multipliers are eliminated by the discrete null space: the
     momentum equation is projected onto the null space of Phi_bar (its rank truncated at the
     mechanism's, so redundant rows are harmless), and the overdetermined, consistent system is
-    solved by Gauss-Newton with a rank-revealing least-squares step.  dH(mid) by central
-    differences; the Newton matrix by forward differences (columns scaled to unit length
-    before the rank cut) at the step's predictor, kept while the iteration contracts well and
-    formed afresh (at most REFORMS times) when it does not (a chord iteration; formed afresh
-    every step, so a restored snapshot repeats bit for bit).  A step whose solve fails is
-    redone as 2, 4, ... sub-steps, as the tree scheme does.  Rates at t_{n+1}:
+    solved by Gauss-Newton with a rank-revealing least-squares step.  dH(mid)/dtheta by a
+    fourth-order central stencil of step 1e-3 (its round-off noise, ~1e-15/step, is what
+    limits the residual, and with it the energy: ~ nu . (the momentum rows' residual) a
+    step; the second-order stencil at 1e-5 left 1e-11 a step on the whirling delta robot).
+    The Newton matrix is structured (:meth:`_structured_inverse`: the exact rows of the
+    closure, the mass matrix and the mixed second derivative of H, no h^2 d^2H/dtheta^2), at
+    the step's predictor, kept while the iteration contracts well, and replaced by forward
+    differences of the residual (:meth:`_newton_inverse`, at most REFORMS times) when it
+    does not (a chord iteration; formed afresh every step, so a restored snapshot repeats
+    bit for bit).  A step whose solve fails is redone as 2, 4, ... sub-steps, as the tree
+    scheme does.  Rates at t_{n+1}:
     nu1 = K(Q1)^-1 P1, which meets J nu = 0 only to O(h^2) (as the tree scheme's).  Applied
     torques enter as the generalized force of the mean configuration (their work is then not
     exact), held forces on a quaternion's rates as the potential -held . theta.  Actuators
@@ -994,12 +1133,23 @@ class LoopEnergyMomentum:
     again; then its rate at t_{n+1} is set to 0 by the projection of :func:`limit_rates`
     (an impulse through the loops, which never adds kinetic energy).  H and the
     step's residual are compiled (:func:`em_hamiltonian`, :func:`em_residual`); the
-    Gauss-Newton loop and the Newton matrix's differences around them are Python.
+    Gauss-Newton loop and the Newton matrix around them are Python (numpy).
 
-    Light links that spin freely (the delta robot's rods, ball-jointed at both ends, axial
-    inertia 1/1350 of the transverse) make the system badly conditioned: in fast motion
-    (rates ~15 rad/s at dt = 1/240) the residual stalls near 1e-11 and many steps need
-    sub-steps (see the README).
+    Spin-free links (:func:`spin_links`: a link on ball joints all anchored on one line through
+    its centre, its inertia symmetric about it, like the delta robot's rods) are no unknowns
+    of the solve.  Their spins about their own axes would be: light (the rods' axial inertia
+    is 1/1350 of the transverse), they made the Newton system so badly conditioned that the
+    falling delta robot failed at step 293.  The chart (:func:`spin_chart`) makes each such
+    spin psi a cyclic coordinate (turning it moves no point of the model; the link's tree
+    children on ball joints are turned back), so H does not depend on it and its momentum
+    p_psi = I_axial omega . u is conserved: the step holds p_psi, solves for the other
+    unknowns with psi = 0 (the residual's rows do not depend on psi; the momentum equation is
+    projected off Phi_bar's rows without their psi columns, which only round-off and the
+    midpoint's O(h^2) gap make nonzero) and then sets psi1 = h dH_bar/dp_psi.  Energy: the
+    reduced step is the same discrete gradient on (theta without psi, p without p_psi), so
+    H1 = H0 exactly, and psi does not enter H; closure: Phi does not depend on psi.  A link
+    whose spin an applied torque or a held joint force would drive stays an unknown
+    (:meth:`_spins`, per call).
     """
 
     def __init__(self, backend, closure, weights=(1.0,)):
@@ -1013,6 +1163,27 @@ class LoopEnergyMomentum:
                         tree.tf[b, T_HI]) for b in range(tree.nb)
                        if np.isfinite(tree.tf[b, T_LO]) or np.isfinite(tree.tf[b, T_HI])]
         self._coordinate = {ov: o for o, ov, _, _ in self.limits}
+        self._links = spin_links(tree, closure.loops)
+        self._sp = NO_SPINS  # the links whose spin is out of the solve this call
+
+    def _spins(self, loads):
+        """The spin-free links (:func:`spin_links`) whose spin the loads leave cyclic: no
+        applied torque on the link, no held force on its rates or its counter-turned
+        children's; as :func:`spin_chart`'s tables."""
+        sf, si, cf, ci = self._links
+        f_app, t_app, held = loads
+        ok = [k for k in range(si.shape[0])
+              if not (np.any(t_app[si[k, 0]]) or np.any(held[si[k, 2]:si[k, 2] + 3])
+                      or any(np.any(held[ci[j, 2]:ci[j, 2] + 3])
+                             for j in range(ci.shape[0]) if ci[j, 0] == k))]
+        if len(ok) == si.shape[0]:
+            return self._links
+        if not ok:
+            return NO_SPINS
+        rows = [j for j in range(ci.shape[0]) if ci[j, 0] in ok]
+        ci2 = ci[rows].copy()
+        ci2[:, 0] = [ok.index(k) for k in ci2[:, 0]]
+        return sf[ok], si[ok], cf[rows].reshape(-1, 3), ci2.reshape(-1, 3)
 
     # -- the step ---------------------------------------------------------------------------
     def _compiled(self, Q0, loads, locks):
@@ -1022,7 +1193,7 @@ class LoopEnergyMomentum:
         be, tree, lc = self.be, self.be.tree, self.lc
         f_app, t_app, held = loads
         R, rj, G, V, cb, IA = lc._scr[:6]
-        geo = (self._Q, self._T, lc._x, lc._q, R, rj, G)
+        geo = (self._Q, self._T, self._sp, lc._x, lc._q, R, rj, G)
         arrays = (tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity)
         mm = (IA, lc._scr[12], lc._F6, lc._M)
 
@@ -1037,43 +1208,106 @@ class LoopEnergyMomentum:
             return out
         return hamiltonian, residual
 
-    def _solve_step(self, h, Q0, P0, z1, loads, max_iter, stats, locks=_NO_LOCKS):
+    def _solve_step(self, h, Q0, p0, z1, loads, max_iter, stats, locks=_NO_LOCKS):
+        """z1 = (theta1, p1) solving the step from (0, p0) in the chart at Q0 (starting from
+        the predictor z1), and whether it converged.  The spins (:meth:`_spins`) are not
+        unknowns: their momenta stay p0's (H does not depend on the spins) and the spin
+        angles are h dH_bar/dp of the converged step, evaluated with the spins at zero
+        (nothing in the residual depends on them).  ``locks``: the joints held on their limits
+        (:meth:`_lock_limits`), one more residual row each."""
         from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
 
         hamiltonian, residual = self._compiled(Q0, loads, locks)
         n = self.n
-        H0 = hamiltonian(np.zeros(n), P0)
+        H0 = hamiltonian(np.zeros(n), p0)
         phi0 = self.lc.residual(Q0)
-        res = lambda z: residual(h, P0, H0, phi0, z)  # noqa: E731
-        r = res(z1)
-        pinv = self._newton_inverse(res, z1, r)
+        spin = self._sp[1][:, 2]
+        keep = np.setdiff1d(np.arange(n), spin)
+        cols = np.concatenate([keep, n + keep])  # the unknowns
+        rows = np.concatenate([cols, np.arange(2 * n, 2 * n + self.lc.m + locks.shape[0])])
+        full = z1.copy()
+        full[spin] = 0.0
+        full[n + spin] = p0[spin]
+
+        def res(z):
+            full[cols] = z
+            return residual(h, p0, H0, phi0, full)[rows]
+
+        z = full[cols]
+        r = res(z)
+        if locks.shape[0]:  # the structured matrix has no lock rows: differences (rare steps)
+            pinv = self._newton_inverse(res, z, r)
+        else:
+            pinv = self._structured_inverse(h, Q0, p0, full, keep)
         last = best = np.inf
         reforms = 0
         for it in range(1, max_iter + 1):
             dz = -pinv @ r
-            z1 = z1 + dz
-            r = res(z1)
-            size = float(np.max(np.abs(dz)) / max(1.0, float(np.max(np.abs(z1)))))
+            z = z + dz
+            r = res(z)
+            size = float(np.max(np.abs(dz)) / max(1.0, float(np.max(np.abs(z)))))
             norm = float(np.max(np.abs(r)))
             # converged: no change left, or the residual stalls at its round-off floor (the
-            # central differences of dH leave ~1e-13, around which it then wanders; a light
-            # rod's spin, barely seen by the residual, still moves by ~1e-10)
+            # differences of dH leave ~1e-13, around which it then wanders)
             if size <= 1e-15 or (norm >= 0.5 * best and (size <= 1e-13 or norm <= STALLED)):
                 stats[STAT_ITERS] += it
                 stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
-                return z1, True
+                full[cols] = z
+                if spin.size:
+                    full[spin] = -residual(h, p0, H0, phi0, full)[spin]  # theta - h dH/dp
+                return full.copy(), True
             if not np.isfinite(norm):
                 break
             if norm > 0.1 * last and norm > STALLED and reforms < REFORMS:
-                pinv = self._newton_inverse(res, z1, r)  # the chord contracts too slowly
+                pinv = self._newton_inverse(res, z, r)  # the chord contracts too slowly
                 reforms += 1
             last, best = norm, min(best, norm)
-        return z1, False
+        return full, False
+
+    def _structured_inverse(self, h, Q0, p0, z1, keep):
+        """The pseudo-inverse of the step's Newton matrix without its terms in h^2 dH/dtheta^2,
+        at the predictor z1 (full): rows theta1 - h dH/dp, P(p1 - p0 + h dH/dtheta), Phi(Q1)
+        (P the projector off the rows of Phi_bar), columns theta1 and p1 on ``keep``:
+
+            [[1 - h/2 D, -h/2 K_m^-1], [0, P (1 + h/2 D^T)], [J(Q1) T(theta1), 0]],
+
+        at the midpoint theta_m = theta1/2, p_m: K_m = T^T K T, D = d(K_m^-1 p_m)/d theta_m (by
+        forward differences of the mass matrix, the mixed second derivative of H).  Its
+        columns are scaled to unit length before the rank cut, as :meth:`_newton_inverse`'s."""
+        lc, n, ti = self.lc, self.n, self.be.tree.ti
+        k = keep.size
+        Q, T = np.empty_like(Q0), np.empty((n, n))
+        thm, pm = 0.5 * z1[:n], 0.5 * (p0 + z1[n:])
+
+        def rates(theta):  # K_theta^-1 p_m: dH/dp at (theta, p_m)
+            chart(ti, Q0, theta, Q, T, self._sp)
+            Km = T.T @ lc.mass_matrix(Q) @ T
+            return Km, np.linalg.solve(Km, pm)
+
+        Km, g0 = rates(thm)
+        Jm = lc.jacobian(Q) @ T
+        D = np.empty((k, k))
+        for c, j in enumerate(keep):
+            eps = 1e-7 * max(1.0, abs(thm[j]))
+            th = thm.copy()
+            th[j] += eps
+            D[:, c] = (rates(th)[1][keep] - g0[keep]) / eps
+        chart(ti, Q0, z1[:n], Q, T, self._sp)
+        J1 = lc.jacobian(Q) @ T
+        Vr = np.linalg.svd(Jm[:, keep])[2][:lc.rank].T
+        A = np.zeros((2 * k + lc.m, 2 * k))
+        A[:k, :k] = np.eye(k) - 0.5 * h * D
+        A[:k, k:] = -0.5 * h * np.linalg.inv(Km)[np.ix_(keep, keep)]
+        A[k:2 * k, k:] = (np.eye(k) - Vr @ Vr.T) @ (np.eye(k) + 0.5 * h * D.T)
+        A[2 * k:, :k] = J1[:, keep]
+        d = 1.0 / np.maximum(np.linalg.norm(A, axis=0), 1e-300)
+        return d[:, None] * np.linalg.pinv(A * d, rcond=RANK_GAP)
 
     def _newton_inverse(self, res, z1, r):
         """The pseudo-inverse (rank-revealing) of the residual's Jacobian at z1 (r = res(z1)),
         by forward differences, its columns scaled to unit length first: a light rod's spin
-        leaves columns 1e-8 of the largest, which the rank cut would otherwise drop."""
+        (when it is an unknown, see :meth:`_spins`) leaves columns 1e-8 of the largest, which
+        the rank cut would otherwise drop."""
         A = np.empty((r.size, z1.size))
         for k in range(z1.size):
             eps = 1e-7 * max(1.0, abs(z1[k]))
@@ -1092,16 +1326,18 @@ class LoopEnergyMomentum:
             with np.errstate(all="raise"):
                 for wt in self.weights:
                     h = wt * dt
-                    z1 = np.concatenate([h * nu, P])  # explicit predictor
-                    z1, ok = self._solve_step(h, Q, P, z1, loads, max_iter, be.stats)
+                    Q1 = np.empty_like(Q)
+                    chart(be.tree.ti, Q, np.zeros(n), Q1, self._T, self._sp)
+                    p0 = self._T.T @ P  # the chart's momenta at its base
+                    z1 = np.concatenate([h * np.linalg.solve(self._T, nu), p0])  # predictor
+                    z1, ok = self._solve_step(h, Q, p0, z1, loads, max_iter, be.stats)
                     if not ok:
                         return None
                     if self.limits:
-                        z1, locks = self._lock_limits(h, Q, P, z1, loads, max_iter)
+                        z1, locks = self._lock_limits(h, Q, p0, z1, loads, max_iter)
                         if z1 is None:
                             return None
-                    Q1 = np.empty_like(Q)
-                    step_chart(be.tree.ti, Q, z1[:n], Q1, self._T)
+                    chart(be.tree.ti, Q, z1[:n], Q1, self._T, self._sp)
                     work = work.copy()
                     em_actuator_work(h, be.act, be.controls, Q, z1[:n], work)
                     P = np.linalg.solve(self._T.T, z1[n:])  # the momenta K nu at Q1
@@ -1126,7 +1362,7 @@ class LoopEnergyMomentum:
                 out.append((ov, at - Q0[o], at))
         return np.array(out, float).reshape(-1, 3)
 
-    def _lock_limits(self, h, Q, P, z1, loads, max_iter):
+    def _lock_limits(self, h, Q, p0, z1, loads, max_iter):
         """(z1, locks): the step solved again with each joint that ended it beyond a limit
         held on it (its increment fixed, its reaction doing the work mu theta1_j / h <= 0:
         the tree scheme's ``_limited_solve``), up to 6 rounds as more joints go past theirs;
@@ -1134,15 +1370,15 @@ class LoopEnergyMomentum:
         locks = _NO_LOCKS
         Q1 = np.empty_like(Q)
         for _ in range(6):
-            step_chart(self.be.tree.ti, Q, z1[:self.n], Q1, self._T)
+            chart(self.be.tree.ti, Q, z1[:self.n], Q1, self._T, self._sp)
             more = self._beyond(Q, Q1, locks)
             if not more.shape[0]:
                 break
             locks = np.concatenate([locks, more])
-            z1, ok = self._solve_step(h, Q, P, z1, loads, max_iter, self.be.stats, locks)
+            z1, ok = self._solve_step(h, Q, p0, z1, loads, max_iter, self.be.stats, locks)
             # a locked mechanism's solve can stall off the loops (1.6e-8 m, seen on the
             # four-bar resting on a limit): that is a failed solve (sub-steps follow)
-            step_chart(self.be.tree.ti, Q, z1[:self.n], Q1, self._T)
+            chart(self.be.tree.ti, Q, z1[:self.n], Q1, self._T, self._sp)
             if not (ok and np.max(np.abs(self.lc.residual(Q1)), initial=0.0) <= 1e-10):
                 return None, None
         return z1, locks
@@ -1167,6 +1403,7 @@ class LoopEnergyMomentum:
 
         be = self.be
         loads = be.loads()
+        self._sp = self._spins(loads)
         max_iter = int(be.solver[SOLVER_MAX_ITER])
         status = OK
         for _ in range(n_steps):
