@@ -37,9 +37,12 @@ def test_demo_runs_headless_and_conserves(name, capsys, tmp_path):
     # joint dampers (the iiwa's URDF has them) take energy out: there is no balance to keep;
     # contacts with a ground take out more (a disk's rim slides: tests/test_contact.py checks
     # that they never add any), so there only "nothing blew up" is checked
-    model = demos.DEMOS[name].build().model
+    # projected RK4 (the delta robot's scheme) keeps energy only to its truncation error
+    d = demos.DEMOS[name]
+    model = d.build().model
     damped = any(j.damping for j in model.joints)
-    bound = 1.0 if model.grounds else 1e-2 if damped else 1e-12
+    bound = (1.0 if model.grounds else 1e-2 if damped else
+             1e-5 if d.integrator == "nullspace_rk4" else 1e-12)
     for label, value in rows.items():
         assert float(value) < bound, (label, value)
 
