@@ -276,7 +276,27 @@ MEAN_RATES = True
 
 
 def work_size(nb, nq, nv):
-    return int(base_work_size(nb, nq, nv)) + int(_em_size(nb, nq, nv))
+    return (int(base_work_size(nb, nq, nv)) + int(_em_size(nb, nq, nv))
+            + int(_path_size(nb, nq, nv)))
+
+
+@jit
+def _path_size(nb, nq, nv):
+    return 2 * nv + _core_size(nb, nq, nv)
+
+
+@jit
+def _core_size(nb, nq, nv):
+    """The part of the state a solve writes: (Qg, nu, x, q, v, w, L)."""
+    return nq + nv + 16 * nb
+
+
+@jit_inline
+def _path_carve(work, nb, nq, nv):
+    """Scratch of the step driver (:func:`step`): (the rates at t_n, a start, a saved state)."""
+    o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv)
+    return (work[o:o + nv], work[o + nv:o + 2 * nv],
+            work[o + 2 * nv:o + 2 * nv + _core_size(nb, nq, nv)])
 
 
 @jit
@@ -1683,6 +1703,53 @@ def _solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, 
 
 
 @jit
+def _explicit_solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
+                    L, scr, em, jx, stats, act, ctrl, awork, pred, change, nu_t):
+    """One step of size h from the explicit start (:func:`_predict`, :func:`_choose_start`);
+    nu_t <- the rates at t_n.  False (state unchanged) if there is none or the solve fails."""
+    if not _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, change):
+        return False
+    for j in range(nu_t.shape[0]):
+        nu_t[j] = scr[15][j]
+    _choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
+                  ctrl, pred, change)
+    return _solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
+                  L, scr, em, jx, pred, stats, act, ctrl, awork)
+
+
+@jit
+def _rejoin(dt, s, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, S, S_prev, Qg, nu, x,
+            q, v, w, L, scr, em, jx, stats, act, ctrl, awork, nu_t, start, saved):
+    """Continuation in h: the whole step from S_prev, started from the sub-steps' state at
+    t_n + s dt in S -- their mean rates nubar(s) extrapolated linearly in s from the rates at
+    t_n, nu_t + (nubar(s) - nu_t) / s.  1: the whole step converged and is in S; 0: it did
+    not, S holds the sub-steps' state as before (bit for bit); -1: S was reset to S_prev."""
+    nq = Qg.shape[0]
+    mean_rates(ti, S_prev[:nq], Qg, s * dt, start)
+    if s < 1.0:
+        for j in range(start.shape[0]):
+            start[j] = nu_t[j] + (start[j] - nu_t[j]) / s
+    for i in range(saved.shape[0]):  # (the actuators' work is not written by a failed solve)
+        saved[i] = S[i]
+        S[i] = S_prev[i]
+    if not _solve(dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
+                  w, L, scr, em, jx, start, stats, act, ctrl, awork):
+        for i in range(saved.shape[0]):
+            S[i] = saved[i]
+        return 0
+    if not all_finite(S):
+        for i in range(S.shape[0]):
+            S[i] = S_prev[i]
+        return -1
+    # the actuators' work of the whole step, from the step's start (as a step taken directly)
+    na = awork.shape[0]
+    for a in range(na):
+        awork[a] = S_prev[S.shape[0] - na + a]
+    _add_actuator_work(dt, act, ctrl, S_prev[:nq], em[13], awork)
+    return 1
+
+
+@jit
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt`` (the kernel contract of rtrigid.backends.buffers)."""
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
@@ -1692,6 +1759,7 @@ def step(n, dt, F, I):
     scr = carve(work, nb, nq, nv)
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
+    nu_t, start, saved = _path_carve(work, nb, nq, nv)
     pred, change = jx[9], scr[17][0]
     act, ctrl, awork = actuator_views(F, I)
     forces = False  # any joint force held (A after the body loads; constant over the call)
@@ -1706,48 +1774,38 @@ def step(n, dt, F, I):
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1
-        joined = False  # the full step from the sub-steps' end has been tried
-        while True:
-            ok = True
-            for _sub in range(m):
-                if m == 1:  # the cheap start first, with a few iterations
-                    ok = _solve(dt, min(QUICK, max_iter), limited, gravity, tf, ti, pf, pi, A,
-                                forces, Qg, nu, x, q, v, w, L, scr, em, jx, pred, stats, act,
-                                ctrl, awork)
-                    if ok:
-                        break
-                    for i in range(S.shape[0]):  # (a failed solve changes no state; exact)
-                        S[i] = S_prev[i]
-                ok = _predict(dt / m, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl,
-                              pred, change)
-                if not ok:
-                    break
-                _choose_start(dt / m, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L,
-                              scr, em, jx, act, ctrl, pred, change)
-                ok = _solve(dt / m, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg,
-                            nu, x, q, v, w, L, scr, em, jx, pred, stats, act, ctrl, awork)
-                if not ok:
-                    break
-            ok = ok and all_finite(S)
-            if ok and m > 1 and CONTINUATION and not joined:
-                # continuation in h: the sub-steps' end predicts the full step, solved again
-                # from the start; kept if it converges, else the sub-steps are redone
-                joined = True
-                mean_rates(ti, Qg_prev, Qg, dt, pred)
-                for i in range(S.shape[0]):
-                    S[i] = S_prev[i]
-                if _solve(dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x,
-                          q, v, w, L, scr, em, jx, pred, stats, act, ctrl, awork) and all_finite(S):
-                    m = 1
-                    break
-                for i in range(S.shape[0]):
-                    S[i] = S_prev[i]
-                continue
-            if ok or m >= most:
-                break
+        # the cheap start first, with a few iterations; then the explicit start
+        ok = _solve(dt, min(QUICK, max_iter), limited, gravity, tf, ti, pf, pi, A, forces, Qg,
+                    nu, x, q, v, w, L, scr, em, jx, pred, stats, act, ctrl, awork)
+        if not ok:
+            for i in range(S.shape[0]):  # (a failed solve changes no state; exact)
+                S[i] = S_prev[i]
+            ok = _explicit_solve(dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg,
+                                 nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork, pred,
+                                 change, nu_t) and all_finite(S)
+        while not ok and m < most:
+            # m sub-steps, each predicted afresh; half-way and at their end the whole step is
+            # tried again from the path they trace (continuation in h, :func:`_rejoin`)
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
             m *= 2
+            ok = True
+            for k in range(1, m + 1):
+                ok = _explicit_solve(dt / m, max_iter, limited, gravity, tf, ti, pf, pi, A,
+                                     forces, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act,
+                                     ctrl, awork, pred, change, nu_t) and all_finite(S)
+                if not ok:
+                    break
+                if CONTINUATION and (2 * k == m or k == m):
+                    joined = _rejoin(dt, k / m, max_iter, limited, gravity, tf, ti, pf, pi, A,
+                                     forces, S, S_prev, Qg, nu, x, q, v, w, L, scr, em, jx,
+                                     stats, act, ctrl, awork, nu_t, start, saved)
+                    if joined == 1:
+                        m = 1
+                        break
+                    if joined < 0:
+                        ok = False
+                        break
         if not ok:
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
@@ -1800,4 +1858,4 @@ def scratch_views(work, nb, nq, nv):
     """(kinematics scratch, solver scratch, Newton-matrix scratch) as :func:`solve_step`
     takes them, and where this scheme's scratch ends in ``work``."""
     return (carve(work, nb, nq, nv), _em_carve(work, nb, nq, nv), _jac_carve(work, nb, nq, nv),
-            base_work_size(nb, nq, nv) + _em_size(nb, nq, nv))
+            base_work_size(nb, nq, nv) + _em_size(nb, nq, nv) + _path_size(nb, nq, nv))
