@@ -266,7 +266,8 @@ DAMP_MAX = 1e4
 CONTRACTION = 1.0  # an update is kept when the next Newton correction is no larger
 REFRESH = 1e-5
 QUICK = 8  # iterations the cheap start gets before the explicit start is computed
-CONTINUATION = True  # a step that needed sub-steps is solved again whole from their end
+CONTINUATION = True  # a step that needed sub-steps is solved again whole from their path
+PATH_SOLVES = 4  # solves along the path of the step's solution in h, at most (see _rejoin)
 RK4_WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 SUPPORTED = ("free", "spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed")
 # After a step nu holds the step's mean rates mu / h (the predictor's input) and the bodies'
@@ -282,7 +283,7 @@ def work_size(nb, nq, nv):
 
 @jit
 def _path_size(nb, nq, nv):
-    return 2 * nv + _core_size(nb, nq, nv)
+    return 4 * nv + _core_size(nb, nq, nv)
 
 
 @jit
@@ -293,10 +294,10 @@ def _core_size(nb, nq, nv):
 
 @jit_inline
 def _path_carve(work, nb, nq, nv):
-    """Scratch of the step driver (:func:`step`): (the rates at t_n, a start, a saved state)."""
+    """Scratch of the step driver (:func:`step`): (path (4, nv), see :func:`_rejoin`; a saved
+    state (Qg, nu, x, q, v, w, L))."""
     o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv)
-    return (work[o:o + nv], work[o + nv:o + 2 * nv],
-            work[o + 2 * nv:o + 2 * nv + _core_size(nb, nq, nv)])
+    return view(work, o, (4, nv)), work[o + 4 * nv:o + 4 * nv + _core_size(nb, nq, nv)]
 
 
 @jit
@@ -1598,13 +1599,14 @@ def _limited_solve(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q
         return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
                            w, L, scr, em, jx, rates, stats, act, ctrl, awork, 0, True)
     return _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
-                              v, w, L, scr, em, jx, rates, stats, act, ctrl, awork)
+                              v, w, L, scr, em, jx, rates, stats, act, ctrl, awork, True)
 
 
 @jit
 def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
-                       L, scr, em, jx, rates, stats, act, ctrl, awork):
-    """:func:`_limited_solve` for a tree with limits."""
+                       L, scr, em, jx, rates, stats, act, ctrl, awork, add_work):
+    """:func:`_limited_solve` for a tree with limits (the actuators' work added to ``awork``
+    with ``add_work``)."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     start, guess, at_t = scr[14], scr[19], scr[20]
     Lc, La, Lv, Ld = scr[21:25]
@@ -1665,7 +1667,8 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
         if not _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
                            w, L, scr, em, jx, guess, stats, act, ctrl, awork, nlock, False):
             return False
-    _add_actuator_work(h, act, ctrl, start, em[13], awork)  # of the step taken, once
+    if add_work:
+        _add_actuator_work(h, act, ctrl, start, em[13], awork)  # of the step taken, once
     if nlock == 0:
         return True
     for a in range(nlock):  # exactly on the limit (start + increment may miss it by an ulp)
@@ -1693,13 +1696,14 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
 
 @jit
 def _solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
-           em, jx, pred, stats, act, ctrl, awork):
-    """One step of size h from the start ``pred`` (with the limits if the tree has any)."""
+           em, jx, pred, stats, act, ctrl, awork, add_work=True):
+    """One step of size h from the start ``pred`` (with the limits if the tree has any); the
+    actuators' work is added to ``awork`` with ``add_work``."""
     if limited:
         return _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
-                                  v, w, L, scr, em, jx, pred, stats, act, ctrl, awork)
+                                  v, w, L, scr, em, jx, pred, stats, act, ctrl, awork, add_work)
     return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
-                       scr, em, jx, pred, stats, act, ctrl, awork, 0, True)
+                       scr, em, jx, pred, stats, act, ctrl, awork, 0, add_work)
 
 
 @jit
@@ -1719,34 +1723,55 @@ def _explicit_solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg
 
 @jit
 def _rejoin(dt, s, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, S, S_prev, Qg, nu, x,
-            q, v, w, L, scr, em, jx, stats, act, ctrl, awork, nu_t, start, saved):
+            q, v, w, L, scr, em, jx, stats, act, ctrl, awork, path, saved):
     """Continuation in h: the whole step from S_prev, started from the sub-steps' state at
-    t_n + s dt in S -- their mean rates nubar(s) extrapolated linearly in s from the rates at
-    t_n, nu_t + (nubar(s) - nu_t) / s.  1: the whole step converged and is in S; 0: it did
-    not, S holds the sub-steps' state as before (bit for bit); -1: S was reset to S_prev."""
+    t_n + s dt in S.  True: the whole step converged and is in S; False: it did not, and S
+    holds the sub-steps' state as before, bit for bit.
+
+    ``path`` holds (the rates at t_n, the start, two points of the path, see below).  The
+    start is the mean rates nubar(s) of the sub-steps so far, extrapolated linearly in s from
+    the rates at t_n.  For s < 1 (then the sub-steps so far are one energy-momentum step of
+    size s dt, a point on the path of the step's solution as h grows) a failed try is
+    followed by steps along that path: solve at a fraction of dt half-way to the last one
+    that failed, each from the line through the last two points, then at dt again; at most
+    PATH_SOLVES solves in all.
+    """
+    nu_t, start, lo, lo2 = path[0], path[1], path[2], path[3]
     nq = Qg.shape[0]
-    mean_rates(ti, S_prev[:nq], Qg, s * dt, start)
-    if s < 1.0:
-        for j in range(start.shape[0]):
-            start[j] = nu_t[j] + (start[j] - nu_t[j]) / s
-    for i in range(saved.shape[0]):  # (the actuators' work is not written by a failed solve)
+    nv = nu.shape[0]
+    core = saved.shape[0]
+    mean_rates(ti, S_prev[:nq], Qg, s * dt, lo)
+    for j in range(nv):
+        lo2[j] = nu_t[j]
+    for i in range(core):
         saved[i] = S[i]
-        S[i] = S_prev[i]
-    if not _solve(dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
-                  w, L, scr, em, jx, start, stats, act, ctrl, awork):
-        for i in range(saved.shape[0]):
-            S[i] = saved[i]
-        return 0
-    if not all_finite(S):
-        for i in range(S.shape[0]):
+    s_lo, s_lo2, target = s, 0.0, 1.0
+    for _ in range(PATH_SOLVES if s < 1.0 else 1):
+        f = (target - s_lo) / (s_lo - s_lo2)
+        for j in range(nv):
+            start[j] = lo[j] + f * (lo[j] - lo2[j])
+        for i in range(core):
             S[i] = S_prev[i]
-        return -1
-    # the actuators' work of the whole step, from the step's start (as a step taken directly)
-    na = awork.shape[0]
-    for a in range(na):
-        awork[a] = S_prev[S.shape[0] - na + a]
-    _add_actuator_work(dt, act, ctrl, S_prev[:nq], em[13], awork)
-    return 1
+        ok = _solve(target * dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu,
+                    x, q, v, w, L, scr, em, jx, start, stats, act, ctrl, awork, False)
+        ok = ok and all_finite(S)
+        if ok and target == 1.0:
+            # the actuators' work of the whole step, from the step's start (as if taken directly)
+            na = awork.shape[0]
+            for a in range(na):
+                awork[a] = S_prev[S.shape[0] - na + a]
+            _add_actuator_work(dt, act, ctrl, S_prev[:nq], em[13], awork)
+            return True
+        if ok:
+            for j in range(nv):
+                lo2[j] = lo[j]
+                lo[j] = nu[j]
+            s_lo2, s_lo, target = s_lo, target, 1.0
+        else:
+            target = 0.5 * (s_lo + target)
+    for i in range(core):
+        S[i] = saved[i]
+    return False
 
 
 @jit
@@ -1759,7 +1784,7 @@ def step(n, dt, F, I):
     scr = carve(work, nb, nq, nv)
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
-    nu_t, start, saved = _path_carve(work, nb, nq, nv)
+    path, saved = _path_carve(work, nb, nq, nv)
     pred, change = jx[9], scr[17][0]
     act, ctrl, awork = actuator_views(F, I)
     forces = False  # any joint force held (A after the body loads; constant over the call)
@@ -1782,7 +1807,7 @@ def step(n, dt, F, I):
                 S[i] = S_prev[i]
             ok = _explicit_solve(dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg,
                                  nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork, pred,
-                                 change, nu_t) and all_finite(S)
+                                 change, path[0]) and all_finite(S)
         while not ok and m < most:
             # m sub-steps, each predicted afresh; half-way and at their end the whole step is
             # tried again from the path they trace (continuation in h, :func:`_rejoin`)
@@ -1793,18 +1818,14 @@ def step(n, dt, F, I):
             for k in range(1, m + 1):
                 ok = _explicit_solve(dt / m, max_iter, limited, gravity, tf, ti, pf, pi, A,
                                      forces, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act,
-                                     ctrl, awork, pred, change, nu_t) and all_finite(S)
+                                     ctrl, awork, pred, change, path[0]) and all_finite(S)
                 if not ok:
                     break
                 if CONTINUATION and (2 * k == m or k == m):
-                    joined = _rejoin(dt, k / m, max_iter, limited, gravity, tf, ti, pf, pi, A,
-                                     forces, S, S_prev, Qg, nu, x, q, v, w, L, scr, em, jx,
-                                     stats, act, ctrl, awork, nu_t, start, saved)
-                    if joined == 1:
+                    if _rejoin(dt, k / m, max_iter, limited, gravity, tf, ti, pf, pi, A, forces,
+                               S, S_prev, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl,
+                               awork, path, saved):
                         m = 1
-                        break
-                    if joined < 0:
-                        ok = False
                         break
         if not ok:
             for i in range(S.shape[0]):
