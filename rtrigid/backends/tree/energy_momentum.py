@@ -140,19 +140,29 @@ pivot) triggers the same fallback as the single-body scheme: the step is redone 
 ..., 2**max_halvings sub-steps, each predicted afresh (counted in ``solver_stats()``
 ``fallback_steps``; every sub-step is an energy-momentum step, so energy and momenta are kept
 through it); if that fails too the kernel stops before the step, state unchanged bit for bit,
-status FAILED (``SimulationError``).  So the cost of a step is bounded by max_iter
-iterations times 2**(max_halvings + 2) solves (with the continuation below, which adds at most
-one whole solve and one repeat of the sub-steps), and no outcome is NaN or gains energy.
+status FAILED (``SimulationError``).  With the continuation below, a step makes at most
+2**(max_halvings + 1) + max_halvings (PATH_SOLVES + 1) solves of at most max_iter iterations
+each (the cheap and the explicit start's solves, the sub-steps of every level, the whole-step
+tries of every level), and no outcome is NaN or gains energy.
 
-Continuation in h.  A step that needed sub-steps is solved once more whole, from their end (its
-mean rates over the step, :func:`mean_rates`), and that solution is kept if it converges; else
-the sub-steps are redone (bit for bit) and kept.  On the lively chains the explicit start is
-often as far from the solution as the solution from zero (rates of the wrong sign at single
-joints), while the sub-steps' end lies inside Newton's reach: sub-steps on the lively 20-link
-chain at dt = 1/60 on 1.8 % of steps instead of 13 %, 50 links at 1/120 on 11 % instead of 41 %
-(measured side by side, see the README).  The step stays a single energy-momentum step of size
-h when it converges; what the sub-steps add is its start.  It depends only on the state at
-the step's start, so snapshots still reproduce runs bit for bit.
+Continuation in h (:func:`_rejoin`).  While a step is being done as m sub-steps, the whole
+step is tried again from the path they trace, and kept if it converges: half-way, from the
+sub-steps' mean rates nubar(1/2) extrapolated linearly in s to s = 1 from the rates at t_n;
+then, if that fails, along the path of the step's own solution as h grows (for m = 2 the
+first sub-step is its point at h/2): a solve at a fraction of dt half-way between the last
+point reached and the last one that failed, each started from the line through the last two
+points, and at dt again after each success, PATH_SOLVES = 4 solves at most; and once more
+from the sub-steps' end (their mean rates over the step, :func:`mean_rates`).  A failed try
+puts back the sub-steps' state, which was saved, so the sub-steps go on where they were
+(bit for bit); a try adds no actuator work (the kept one adds the work of the whole step from
+its start).  On the lively chains the explicit start is often as far from the solution as the
+solution from zero (rates of the wrong sign at single joints), while the path from h/2 stays
+inside Newton's reach: measured side by side (README, "The energy-momentum solver"), sub-steps
+on the lively 50-link chain at dt = 1/120 on 0.5 % of steps (10 % with the try from the
+sub-steps' end only, 41 % without it), on the lively 20-link chain at 1/60 on none (1.8 %,
+13 %).  The step stays a single energy-momentum step of size h when a try converges; what
+the path adds is its start.  It depends only on the state at the step's start, so snapshots
+still reproduce runs bit for bit.
 
 Joint limits (revolute and prismatic joints): :func:`_limited_solve` -- a joint that would end the step
 beyond a limit is locked on it for the step, its reaction doing the exact discrete work
@@ -266,7 +276,8 @@ DAMP_MAX = 1e4
 CONTRACTION = 1.0  # an update is kept when the next Newton correction is no larger
 REFRESH = 1e-5
 QUICK = 8  # iterations the cheap start gets before the explicit start is computed
-CONTINUATION = True  # a step that needed sub-steps is solved again whole from their end
+CONTINUATION = True  # a step that needed sub-steps is solved again whole from their path
+PATH_SOLVES = 4  # solves along the path of the step's solution in h, at most (see _rejoin)
 RK4_WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 SUPPORTED = ("free", "spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed")
 # After a step nu holds the step's mean rates mu / h (the predictor's input) and the bodies'
@@ -276,7 +287,27 @@ MEAN_RATES = True
 
 
 def work_size(nb, nq, nv):
-    return int(base_work_size(nb, nq, nv)) + int(_em_size(nb, nq, nv))
+    return (int(base_work_size(nb, nq, nv)) + int(_em_size(nb, nq, nv))
+            + int(_path_size(nb, nq, nv)))
+
+
+@jit
+def _path_size(nb, nq, nv):
+    return 4 * nv + _core_size(nb, nq, nv)
+
+
+@jit
+def _core_size(nb, nq, nv):
+    """The part of the state a solve writes: (Qg, nu, x, q, v, w, L)."""
+    return nq + nv + 16 * nb
+
+
+@jit_inline
+def _path_carve(work, nb, nq, nv):
+    """Scratch of the step driver (:func:`step`): (path (4, nv), see :func:`_rejoin`; a saved
+    state (Qg, nu, x, q, v, w, L))."""
+    o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv)
+    return view(work, o, (4, nv)), work[o + 4 * nv:o + 4 * nv + _core_size(nb, nq, nv)]
 
 
 @jit
@@ -1578,13 +1609,14 @@ def _limited_solve(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q
         return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
                            w, L, scr, em, jx, rates, stats, act, ctrl, awork, 0, True)
     return _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
-                              v, w, L, scr, em, jx, rates, stats, act, ctrl, awork)
+                              v, w, L, scr, em, jx, rates, stats, act, ctrl, awork, True)
 
 
 @jit
 def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
-                       L, scr, em, jx, rates, stats, act, ctrl, awork):
-    """:func:`_limited_solve` for a tree with limits."""
+                       L, scr, em, jx, rates, stats, act, ctrl, awork, add_work):
+    """:func:`_limited_solve` for a tree with limits (the actuators' work added to ``awork``
+    with ``add_work``)."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     start, guess, at_t = scr[14], scr[19], scr[20]
     Lc, La, Lv, Ld = scr[21:25]
@@ -1645,7 +1677,8 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
         if not _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
                            w, L, scr, em, jx, guess, stats, act, ctrl, awork, nlock, False):
             return False
-    _add_actuator_work(h, act, ctrl, start, em[13], awork)  # of the step taken, once
+    if add_work:
+        _add_actuator_work(h, act, ctrl, start, em[13], awork)  # of the step taken, once
     if nlock == 0:
         return True
     for a in range(nlock):  # exactly on the limit (start + increment may miss it by an ulp)
@@ -1673,13 +1706,82 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
 
 @jit
 def _solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
-           em, jx, pred, stats, act, ctrl, awork):
-    """One step of size h from the start ``pred`` (with the limits if the tree has any)."""
+           em, jx, pred, stats, act, ctrl, awork, add_work=True):
+    """One step of size h from the start ``pred`` (with the limits if the tree has any); the
+    actuators' work is added to ``awork`` with ``add_work``."""
     if limited:
         return _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
-                                  v, w, L, scr, em, jx, pred, stats, act, ctrl, awork)
+                                  v, w, L, scr, em, jx, pred, stats, act, ctrl, awork, add_work)
     return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
-                       scr, em, jx, pred, stats, act, ctrl, awork, 0, True)
+                       scr, em, jx, pred, stats, act, ctrl, awork, 0, add_work)
+
+
+@jit
+def _explicit_solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
+                    L, scr, em, jx, stats, act, ctrl, awork, pred, change, nu_t):
+    """One step of size h from the explicit start (:func:`_predict`, :func:`_choose_start`);
+    nu_t <- the rates at t_n.  False (state unchanged) if there is none or the solve fails."""
+    if not _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, change):
+        return False
+    for j in range(nu_t.shape[0]):
+        nu_t[j] = scr[15][j]
+    _choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
+                  ctrl, pred, change)
+    return _solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
+                  L, scr, em, jx, pred, stats, act, ctrl, awork)
+
+
+@jit
+def _rejoin(dt, s, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, S, S_prev, Qg, nu, x,
+            q, v, w, L, scr, em, jx, stats, act, ctrl, awork, path, saved):
+    """Continuation in h: the whole step from S_prev, started from the sub-steps' state at
+    t_n + s dt in S.  True: the whole step converged and is in S; False: it did not, and S
+    holds the sub-steps' state as before, bit for bit.
+
+    ``path`` holds (the rates at t_n, the start, two points of the path, see below).  The
+    start is the mean rates nubar(s) of the sub-steps so far, extrapolated linearly in s from
+    the rates at t_n.  For s < 1 (then the sub-steps so far are one energy-momentum step of
+    size s dt, a point on the path of the step's solution as h grows) a failed try is
+    followed by steps along that path: solve at a fraction of dt half-way to the last one
+    that failed, each from the line through the last two points, then at dt again; at most
+    PATH_SOLVES solves in all.
+    """
+    nu_t, start, lo, lo2 = path[0], path[1], path[2], path[3]
+    nq = Qg.shape[0]
+    nv = nu.shape[0]
+    core = saved.shape[0]
+    mean_rates(ti, S_prev[:nq], Qg, s * dt, lo)
+    for j in range(nv):
+        lo2[j] = nu_t[j]
+    for i in range(core):
+        saved[i] = S[i]
+    s_lo, s_lo2, target = s, 0.0, 1.0
+    for _ in range(PATH_SOLVES if s < 1.0 else 1):
+        f = (target - s_lo) / (s_lo - s_lo2)
+        for j in range(nv):
+            start[j] = lo[j] + f * (lo[j] - lo2[j])
+        for i in range(core):
+            S[i] = S_prev[i]
+        ok = _solve(target * dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu,
+                    x, q, v, w, L, scr, em, jx, start, stats, act, ctrl, awork, False)
+        ok = ok and all_finite(S)
+        if ok and target == 1.0:
+            # the actuators' work of the whole step, from the step's start (as if taken directly)
+            na = awork.shape[0]
+            for a in range(na):
+                awork[a] = S_prev[S.shape[0] - na + a]
+            _add_actuator_work(dt, act, ctrl, S_prev[:nq], em[13], awork)
+            return True
+        if ok:
+            for j in range(nv):
+                lo2[j] = lo[j]
+                lo[j] = nu[j]
+            s_lo2, s_lo, target = s_lo, target, 1.0
+        else:
+            target = 0.5 * (s_lo + target)
+    for i in range(core):
+        S[i] = saved[i]
+    return False
 
 
 @jit
@@ -1692,6 +1794,7 @@ def step(n, dt, F, I):
     scr = carve(work, nb, nq, nv)
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
+    path, saved = _path_carve(work, nb, nq, nv)
     pred, change = jx[9], scr[17][0]
     act, ctrl, awork = actuator_views(F, I)
     forces = False  # any joint force held (A after the body loads; constant over the call)
@@ -1706,48 +1809,34 @@ def step(n, dt, F, I):
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1
-        joined = False  # the full step from the sub-steps' end has been tried
-        while True:
-            ok = True
-            for _sub in range(m):
-                if m == 1:  # the cheap start first, with a few iterations
-                    ok = _solve(dt, min(QUICK, max_iter), limited, gravity, tf, ti, pf, pi, A,
-                                forces, Qg, nu, x, q, v, w, L, scr, em, jx, pred, stats, act,
-                                ctrl, awork)
-                    if ok:
-                        break
-                    for i in range(S.shape[0]):  # (a failed solve changes no state; exact)
-                        S[i] = S_prev[i]
-                ok = _predict(dt / m, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl,
-                              pred, change)
-                if not ok:
-                    break
-                _choose_start(dt / m, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L,
-                              scr, em, jx, act, ctrl, pred, change)
-                ok = _solve(dt / m, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg,
-                            nu, x, q, v, w, L, scr, em, jx, pred, stats, act, ctrl, awork)
-                if not ok:
-                    break
-            ok = ok and all_finite(S)
-            if ok and m > 1 and CONTINUATION and not joined:
-                # continuation in h: the sub-steps' end predicts the full step, solved again
-                # from the start; kept if it converges, else the sub-steps are redone
-                joined = True
-                mean_rates(ti, Qg_prev, Qg, dt, pred)
-                for i in range(S.shape[0]):
-                    S[i] = S_prev[i]
-                if _solve(dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x,
-                          q, v, w, L, scr, em, jx, pred, stats, act, ctrl, awork) and all_finite(S):
-                    m = 1
-                    break
-                for i in range(S.shape[0]):
-                    S[i] = S_prev[i]
-                continue
-            if ok or m >= most:
-                break
+        # the cheap start first, with a few iterations; then the explicit start
+        ok = _solve(dt, min(QUICK, max_iter), limited, gravity, tf, ti, pf, pi, A, forces, Qg,
+                    nu, x, q, v, w, L, scr, em, jx, pred, stats, act, ctrl, awork) and all_finite(S)
+        if not ok:
+            for i in range(S.shape[0]):  # (a failed solve changes no state; exact)
+                S[i] = S_prev[i]
+            ok = _explicit_solve(dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg,
+                                 nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork, pred,
+                                 change, path[0]) and all_finite(S)
+        while not ok and m < most:
+            # m sub-steps, each predicted afresh; half-way and at their end the whole step is
+            # tried again from the path they trace (continuation in h, :func:`_rejoin`)
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
             m *= 2
+            ok = True
+            for k in range(1, m + 1):
+                ok = _explicit_solve(dt / m, max_iter, limited, gravity, tf, ti, pf, pi, A,
+                                     forces, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act,
+                                     ctrl, awork, pred, change, path[0]) and all_finite(S)
+                if not ok:
+                    break
+                if CONTINUATION and (2 * k == m or k == m):
+                    if _rejoin(dt, k / m, max_iter, limited, gravity, tf, ti, pf, pi, A, forces,
+                               S, S_prev, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl,
+                               awork, path, saved):
+                        m = 1
+                        break
         if not ok:
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
@@ -1800,4 +1889,4 @@ def scratch_views(work, nb, nq, nv):
     """(kinematics scratch, solver scratch, Newton-matrix scratch) as :func:`solve_step`
     takes them, and where this scheme's scratch ends in ``work``."""
     return (carve(work, nb, nq, nv), _em_carve(work, nb, nq, nv), _jac_carve(work, nb, nq, nv),
-            base_work_size(nb, nq, nv) + _em_size(nb, nq, nv))
+            base_work_size(nb, nq, nv) + _em_size(nb, nq, nv) + _path_size(nb, nq, nv))
