@@ -45,6 +45,12 @@ is not).
 After each step the coordinates are put back on the constraint manifold by Newton's
 method on the residuals with the least K-norm correction, and the rates by the K-orthogonal
 projection onto J nu = 0 (both :func:`least_k_norm`), so the loop closes to round-off.
+
+Under ``energy_momentum`` (:class:`LoopEnergyMomentum`) a spin-free link -- one on ball joints
+all anchored on a line through its centre, its inertia symmetric about that line, like the
+delta robot's rods -- has its spin about that line charted as a cyclic coordinate
+(:func:`spin_links`, :func:`spin_chart`): its momentum is held, the spin is no unknown of the
+Newton solve, and energy and closure stay exact.
 """
 from __future__ import annotations
 
