@@ -1,6 +1,6 @@
 """semi_implicit_euler: first order against a fine RK4 reference on both backends, MuJoCo's
 Euler (and implicitfast) to round-off, implicit dampers and the servo range it accepts,
-limits, exact motor work, contacts, and what it refuses."""
+limits, exact motor work, and what it refuses (loops, contacts)."""
 import numpy as np
 import pytest
 
@@ -103,7 +103,7 @@ def _pendulum(**actuator):
 def test_euler_servo_is_stable_at_gains_rk4_refuses():
     """kv implicit: the servo's stable range is kp dt²/m < 4 + 2 kv dt/m, which the
     Simulation accepts up to 0.8 of.  At kv dt/m = 10, kp dt²/m = 18 (RK4 stops at 6.25): the
-    servo settles on its target without oscillating up."""
+    servo settles on its target (the discrete step's eigenvalues are ~0.3 in modulus)."""
     dt = 1e-3
     m_eff = rt.Simulation(_pendulum(), EULER, dt).mass_matrix()[0, 0]
     kv = 10.0 * m_eff / dt
@@ -112,19 +112,21 @@ def test_euler_servo_is_stable_at_gains_rk4_refuses():
         rt.Simulation(_pendulum(kp=kp, kv=kv), "nullspace_rk4", dt)
     sim = rt.Simulation(_pendulum(kp=kp, kv=kv), EULER, dt)
     sim.set_control("servo", 0.5)
-    peak = 0.0
-    for _ in range(400):
+    errors = []
+    for _ in range(40):
         sim.step(1)
-        peak = max(peak, abs(sim.qpos()[0]))
-    assert peak < 0.5 + 1e-9  # overdamped: no overshoot
-    assert sim.qpos()[0] == pytest.approx(0.5, abs=1e-3)
+        errors.append(abs(sim.qpos()[0] - 0.5))
+    assert max(errors) < 0.5  # no overshoot past the start's distance
+    # at rest within 40 steps, off the target by gravity's sag m g l sin(0.5) / kp ~ 1e-6
+    assert errors[-1] < 1e-5 and abs(errors[-1] - errors[-2]) < 1e-12
     with pytest.raises(ValueError, match=r"semi_implicit_euler's stable range.*kp g² dt²/m_eff"):
         rt.Simulation(_pendulum(kp=kp * 1.1, kv=kv), EULER, dt)
 
 
 def test_euler_servo_at_the_edge_of_its_range_does_not_grow():
     """kp dt²/m = 3.1 with kv = 0 (range 3.2): a fast oscillation that Euler keeps bounded
-    (|eigenvalues| = 1 undamped), where kp dt²/m > 4 would grow without bound."""
+    (|eigenvalues| = 1 undamped; its invariant ellipse stretches the angle's swing by up to
+    1/sqrt(1 - 3.1/4) = 2.1x the step's 0.1), where kp dt²/m > 4 would grow without bound."""
     dt = 1e-3
     m_eff = rt.Simulation(_pendulum(), EULER, dt).mass_matrix()[0, 0]
     sim = rt.Simulation(_pendulum(kp=3.1 * m_eff / dt ** 2, kv=0.0), EULER, dt)
@@ -137,7 +139,7 @@ def test_euler_servo_at_the_edge_of_its_range_does_not_grow():
             sim.step(1)
             peak = max(peak, abs(sim.qpos()[0] - 0.1))
         amp.append(peak)
-    assert max(amp) < 0.2 and amp[-1] <= 1.01 * amp[0]
+    assert max(amp) < 0.25 and amp[-1] <= 1.01 * amp[0]
 
 
 def test_euler_motor_work_is_the_force_times_the_turn_and_a_limit_holds():
@@ -159,15 +161,12 @@ def test_euler_motor_work_is_the_force_times_the_turn_and_a_limit_holds():
                                atol=1e-14)
 
 
-def test_euler_steps_contacts():
-    """The contact solve runs after the free flight as for the other schemes: a box stack
-    stands, neither sinking nor gaining energy."""
-    sim = rt.scenarios.build("box_stack", integrator=EULER)
-    z0 = sim.x[:, 2].copy()
-    e0 = sim.energy()
-    sim.step(int(round(1.0 / sim.dt)))
-    assert np.abs(sim.x[:, 2] - z0).max() < 2e-3
-    assert sim.energy() <= e0 + 1e-9 * abs(e0)
+def test_euler_refuses_contacts():
+    """The contact event's energy rule assumes an energy-keeping free flight (see
+    CONTACT_INTEGRATORS in rtrigid.simulation): refused, not stepped wrong."""
+    with pytest.raises(ValueError, match="^integrator: semi_implicit_euler does not step "
+                                         "contacts"):
+        rt.scenarios.build("box_stack", integrator=EULER)
 
 
 def test_euler_refuses_loops():
