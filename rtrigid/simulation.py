@@ -219,7 +219,6 @@ class Simulation:
         b = self.backend
         self.x, self.q = _readonly(b.x), _readonly(b.q)
         self._F, self._I, self._stats = b.F, b.I, b.stats  # step() reads these on every call
-        self._call = self._first_call  # then the kernel's compiled entry point
         # qpos() / qvel(): one copy of the backend's own array where the layouts agree
         tree = b.name != BODIES
         self._qpos_src = (b.positions() if tree and np.array_equal(
@@ -333,6 +332,17 @@ class Simulation:
             raise ValueError(f"n: {n} steps would take the step count past {MAX_STEPS} (2**53, "
                              "where the clock t = steps * dt stops being exact)")
         return n
+
+    @property
+    def _kernel(self):
+        """The step kernel (a numba dispatcher, or a stepper object); setting it makes the
+        next step call it through :meth:`_first_call` again."""
+        return self._kernel_fn
+
+    @_kernel.setter
+    def _kernel(self, kernel):
+        self._kernel_fn = kernel
+        self._call = self._first_call
 
     def _first_call(self, n, dt, F, I):
         """The kernel through numba's dispatcher (which compiles it or loads it from the

@@ -45,6 +45,7 @@ from rtrigid.backends.tree.kinematics import (
     actuator_views,
     applied_views,
     articulated_factor,
+    articulated_solve,
     carve,
     coordinate_slots,
     keep_alive,
@@ -53,16 +54,12 @@ from rtrigid.backends.tree.kinematics import (
 )
 from rtrigid.backends.tree.kinematics import work_size as _mb_work_size
 from rtrigid.backends.tree.limits import has_limits
-from rtrigid.backends.tree.nullspace_rk4 import (
-    _articulated_solve,
-    _end_step,
-    _loads,
-    _start_step,
-)
+from rtrigid.backends.tree.nullspace_rk4 import end_step, loads, start_step
 from rtrigid.maths.quat import turn_t
 
-# the factor with its armature argument, inlined as nullspace_rk4 inlines its passes
-_articulated_factor = inline_copy(articulated_factor)
+# the passes inlined as nullspace_rk4 inlines its own (the factor with its armature argument)
+_articulated_factor, _articulated_solve, _loads, _start_step, _end_step = (
+    inline_copy(k) for k in (articulated_factor, articulated_solve, loads, start_step, end_step))
 
 
 def work_size(nb, nq, nv):
