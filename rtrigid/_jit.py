@@ -88,15 +88,30 @@ def inline_copy(kernel):
     only this loop pays the longer compilation.  The copy has a name of its own
     (``<name>_inline``), so numba's cache never mixes the two.
     """
+    return _recompiled(kernel, "inline", {}, jit_inline)
+
+
+def _recompiled(kernel, suffix, names, decorator, module=None):
+    """``decorator`` applied to a copy of ``kernel``'s Python body named ``<name>_<suffix>``,
+    its module globals ``names`` replaced, said to live in ``module`` (default: kernel's)."""
     import types
 
     f = kernel.py_func
-    g = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_inline", f.__defaults__,
-                           f.__closure__)
-    g.__qualname__ = f.__qualname__ + "_inline"
+    g = types.FunctionType(f.__code__, {**f.__globals__, **names} if names else f.__globals__,
+                           f"{f.__name__}_{suffix}", f.__defaults__, f.__closure__)
+    g.__qualname__ = f"{f.__qualname__}_{suffix}"
     g.__doc__ = f.__doc__
-    g.__module__ = f.__module__
-    return jit_inline(g)
+    g.__module__ = module or f.__module__
+    return decorator(g)
+
+
+def rebind(kernel, suffix, module, **names):
+    """A second compiled form of ``kernel``'s Python body in which the module globals
+    ``names`` are replaced (``name=kernel``): the same loop around other passes, written
+    once.  Named ``<name>_<suffix>`` (numba's cache keeps it apart from the original by that
+    name); ``module`` must bind it under that name, where :func:`kernel_driver` imports
+    it from."""
+    return _recompiled(kernel, suffix, names, jit, module)
 
 
 class _CompileNotice(numba.core.event.Listener):

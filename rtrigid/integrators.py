@@ -111,6 +111,13 @@ REGISTRY = {i.name: i for i in (
                "after each step", "002 (42), (63)", False,
                {BODIES: {(): _B + "nullspace_rk4:step"}, TREE: {(): _T + "nullspace_rk4:step"}},
                _ALL_KINDS, loops=True),
+    Integrator("semi_implicit_euler", "semi-implicit (symplectic) Euler, MuJoCo's default: "
+               "one force evaluation per step, rates then coordinates (quaternions by the "
+               "exact exponential map), joint dampers and servo kv implicit; first order, "
+               "conserves neither energy nor momentum", "issue 12; MuJoCo's Euler", False,
+               {BODIES: {(): _B + "semi_implicit_euler:step"},
+                TREE: {(): _T + "semi_implicit_euler:step"}},
+               _ALL_KINDS),
     Integrator("energy_momentum", "energy-momentum scheme: energy and angular momentum kept "
                "to round-off (QUAT.EM; Cayley step with mean arms for trees)",
                "000 (51)-(54); 003 (180)-(185)", True,

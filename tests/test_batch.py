@@ -53,7 +53,7 @@ def _single(model, integrator, q, v):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("integrator", ["nullspace_rk4", "energy_momentum"])
+@pytest.mark.parametrize("integrator", ["nullspace_rk4", "semi_implicit_euler", "energy_momentum"])
 @pytest.mark.parametrize("make", [arm, top])
 def test_copy_is_a_single_simulation(make, integrator, threads):
     model = make()
@@ -84,7 +84,7 @@ def test_copy_is_a_single_simulation(make, integrator, threads):
     assert len({b.F[i].tobytes() for i in range(N)}) == N  # the copies differ
 
 
-@pytest.mark.parametrize("integrator", ["nullspace_rk4", "energy_momentum"])
+@pytest.mark.parametrize("integrator", ["nullspace_rk4", "semi_implicit_euler", "energy_momentum"])
 def test_copy_with_limits_and_servos_is_a_single_simulation(integrator):
     model = limited_arm()
     b = rt.Batch(model, n=N, integrator=integrator, dt=1e-3)

@@ -102,7 +102,8 @@ def test_list_names_every_scenario_and_integrator(capsys):
             assert f"{key}=" in line
     assert [li.split()[0] for li in integ.splitlines()[1:]] == integrator_names()
     chain = next(r for r in rows if r.startswith("chain "))
-    assert "nullspace_rk4, energy_momentum" in chain and "director" not in chain
+    assert ("nullspace_rk4, semi_implicit_euler, energy_momentum" in chain
+            and "director" not in chain)
 
 
 def test_unknown_scenario_is_an_argparse_error(capsys):

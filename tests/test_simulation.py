@@ -16,6 +16,16 @@ from rtrigid.simulation import Simulation, SimulationError, Snapshot
 
 # the contract: every registered integrator (the bodies backend has a kernel for each)
 INTEGRATORS = rt.integrators.names()
+
+
+def _build(scenario, integrator):
+    """The scenario at its own step, but semi_implicit_euler at a tenth of it: its explicit
+    Euler's equations gain energy every step, and the tumbling free body at dt = 0.02 went
+    non-finite at step 55 (these tests check bit-exactness, not that)."""
+    if integrator == "semi_implicit_euler":
+        return scenarios.build(scenario, integrator=integrator,
+                               dt=0.1 * scenarios.build(scenario).dt)
+    return scenarios.build(scenario, integrator=integrator)
 IMPLICIT = [n for n in INTEGRATORS if rt.integrators.get(n).implicit]
 NAN = float("nan")
 
@@ -68,7 +78,7 @@ def gyro_copy(g, integrator="energy_momentum", dt=None, **kw):
 @pytest.mark.parametrize("integrator", INTEGRATORS)
 @pytest.mark.parametrize("scenario", ["gyro_top", "free_body"])
 def test_snapshot_restore_is_bit_exact(scenario, integrator):
-    sim = scenarios.build(scenario, integrator=integrator)
+    sim = _build(scenario, integrator)
     sim.step(50)
     snap = sim.snapshot()
     assert isinstance(snap, Snapshot)
@@ -103,8 +113,8 @@ def test_restore_brings_back_loads_clock_and_accumulator():
 @pytest.mark.parametrize("integrator", INTEGRATORS)
 @pytest.mark.parametrize("scenario", ["gyro_top", "free_body", "heavy_top"])
 def test_identically_built_simulations_agree_bitwise(scenario, integrator):
-    a = scenarios.build(scenario, integrator=integrator)
-    b = scenarios.build(scenario, integrator=integrator)
+    a = _build(scenario, integrator)
+    b = _build(scenario, integrator)
     a.step(200)
     b.step(200)
     assert np.array_equal(a.backend.S, b.backend.S) and a.t == b.t
@@ -114,8 +124,8 @@ def test_identically_built_simulations_agree_bitwise(scenario, integrator):
 @pytest.mark.parametrize("integrator", INTEGRATORS)
 @pytest.mark.parametrize("scenario", ["gyro_top", "free_body"])
 def test_step_one_at_a_time_equals_one_call(scenario, integrator):
-    a = scenarios.build(scenario, integrator=integrator)
-    b = scenarios.build(scenario, integrator=integrator)
+    a = _build(scenario, integrator)
+    b = _build(scenario, integrator)
     for _ in range(100):
         a.step(1)
     b.step(100)

@@ -38,6 +38,7 @@ from rtrigid.simulation import Simulation, SimulationError
 # (label, integrator, its options or None)
 SCHEMES = [
     ("nullspace_rk4", "nullspace_rk4", None),
+    ("semi_implicit_euler", "semi_implicit_euler", None),
     ("energy_momentum", "energy_momentum", None),
     ("energy_momentum4", "energy_momentum4", None),
     ("energy_momentum4 (triple jump)", "energy_momentum4", {"composition": "triple_jump"}),
@@ -50,7 +51,7 @@ SCHEMES = [
 ]
 EXPLICIT = [n for n in integrators.names() if not integrators.get(n).implicit]
 IMPLICIT = ["energy_momentum", "energy_momentum4", "midpoint_em", "variational"]  # the appd solver is the same scheme
-STYLE = {"nullspace_rk4": "o-", "energy_momentum": "s-", "energy_momentum4": "*-",
+STYLE = {"nullspace_rk4": "o-", "semi_implicit_euler": "o:", "energy_momentum": "s-", "energy_momentum4": "*-",
          "energy_momentum4 (triple jump)": "*--", "midpoint_em": "^-",
          "midpoint_em (iv)": "^--", "variational": "v-", "index1": "D-", "director": "x-",
          "director_nullspace": "+-"}

@@ -544,12 +544,33 @@ def _median_us(f, repeats, calls, timer=time.perf_counter):
                                            timer=timer)) / calls * 1e6
 
 
+TICK_SCHEMES = ("nullspace_rk4", "semi_implicit_euler", "energy_momentum")
+
+
+def _alternated_medians(funcs, repeats, calls, timer):
+    """{key: median us per call} of ``funcs`` (key -> callable), timed in rounds that take
+    each in turn, so a change of the machine's load falls on all of them alike."""
+    import statistics
+
+    for f in funcs.values():
+        f()
+    runs = {k: [] for k in funcs}
+    for _ in range(repeats):
+        for k, f in funcs.items():
+            t0 = timer()
+            for _ in range(calls):
+                f()
+            runs[k].append((timer() - t0) / calls * 1e6)
+    return {k: statistics.median(v) for k, v in runs.items()}
+
+
 def control_ticks(repeats=7, calls=2000, with_mujoco=True, cpu_time=False):
     """Median microseconds of one control tick on the 2- and 7-link servo arms at dt = 1 ms,
     side by side: rtrigid's ``set_controls(u); step(1); qpos(); qvel()`` per tree integrator
-    and MuJoCo's ``d.ctrl[:] = u; mj_step(m, d); d.qpos.copy(); d.qvel.copy()`` with its
-    default (Euler) and its RK4 integrator on the same arm (``mujoco_ref.build_tree``), and
-    the ratios; then the per-call cost of the calls a control loop makes.
+    (:data:`TICK_SCHEMES`) and MuJoCo's ``d.ctrl[:] = u; mj_step(m, d); d.qpos.copy();
+    d.qvel.copy()`` with its default (Euler) and its RK4 integrator on the same arm
+    (``mujoco_ref.build_tree``), and the ratios; then the per-call cost of the calls a
+    control loop makes.  The ticks of one arm are timed in alternating rounds.
 
     ``cpu_time``: time with the thread's CPU clock (``time.thread_time``) instead of the wall
     clock, both sides alike: on a shared machine under load the wall clock also counts the
@@ -561,8 +582,8 @@ def control_ticks(repeats=7, calls=2000, with_mujoco=True, cpu_time=False):
     out = {"calls": calls, "repeats": repeats, "cpu_time": cpu_time, "arms": {}}
     for n in (2, 7):
         model = servo_arm(n)
-        row = {}
-        for integ in ("nullspace_rk4", "energy_momentum"):
+        ticks = {}
+        for integ in TICK_SCHEMES:
             sim = Simulation(model, integ, 1e-3)
             u = np.linspace(0.2, -0.2, sim.na)
 
@@ -571,7 +592,8 @@ def control_ticks(repeats=7, calls=2000, with_mujoco=True, cpu_time=False):
                 sim.step(1)
                 sim.qpos()
                 sim.qvel()
-            row[integ] = _median_us(tick, repeats, calls, timer)
+            ticks[integ] = tick
+        mujoco = None
         if with_mujoco:
             try:
                 import mujoco
@@ -589,13 +611,15 @@ def control_ticks(repeats=7, calls=2000, with_mujoco=True, cpu_time=False):
                         mujoco.mj_step(mjm, d)
                         d.qpos.copy()
                         d.qvel.copy()
-                    row[key] = _median_us(mj_tick, repeats, calls, timer)
-                for integ in ("nullspace_rk4", "energy_momentum"):
-                    row[f"{integ}/mujoco_euler"] = row[integ] / row["mujoco_euler"]
-                    row[f"{integ}/mujoco_rk4"] = row[integ] / row["mujoco_rk4"]
+                    ticks[key] = mj_tick
+        row = _alternated_medians(ticks, repeats, calls, timer)
+        if mujoco is not None:
+            for integ in TICK_SCHEMES:
+                row[f"{integ}/mujoco_euler"] = row[integ] / row["mujoco_euler"]
+                row[f"{integ}/mujoco_rk4"] = row[integ] / row["mujoco_rk4"]
         out["arms"][f"{n}-link"] = row
     calls_us = {}
-    for integ in ("nullspace_rk4", "energy_momentum"):
+    for integ in TICK_SCHEMES:
         sim = Simulation(servo_arm(2), integ, 1e-3)
         u = np.array([0.3, -0.4])
         per = {"set_controls(u)": lambda: sim.set_controls(u),

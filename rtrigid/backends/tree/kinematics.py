@@ -479,8 +479,12 @@ def invert_in_place(A, b, k):
 
 
 @jit
-def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Ia):
+def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Ia, arm=None):
     """Articulated inertias IA, U = IA S, W = S^T IA and D^-1 = (S^T IA S)^-1, leaves to root.
+
+    ``arm`` (nv,), optional: a diagonal joint-space term ("armature") added to D, so the
+    factor is that of T^T M T + diag(arm) -- how ``semi_implicit_euler`` takes its dampers
+    implicitly, (M + h D).  Only the rates of non-spherical joints may carry one.
 
     Everything is taken about each body's joint point, world axes; a child's articulated
     inertia Ia = IA - U D^-1 W reaches its parent as X(d)^T Ia X(d) (``Ia``: a 6x6 scratch).
@@ -531,6 +535,10 @@ def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Ia):
             for c in range(k):
                 Dinv[b, r, c] = (G[b, r, 0] * U[b, o, c] + G[b, r, 1] * U[b, o + 1, c]
                                  + G[b, r, 2] * U[b, o + 2, c])
+        if arm is not None:
+            ov = ti[b, I_VOFF]
+            for r in range(k):
+                Dinv[b, r, r] += arm[ov + r]
         if k > 0 and not invert_in_place(Dinv, b, k):
             ok = False
         if p < 0:

@@ -78,30 +78,19 @@ def step(n, dt, F, I):
     held = A[6 * nb:6 * nb + nv]  # joint forces on the rates, constant over the call
     scratch = carve(work, nb, nq, nv)
     act, ctrl, awork = actuator_views(F, I)
-    na = act.shape[0]
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
     Q0, nu0, kQ, knu, Qs, nus = scratch[14:20]
     dQ, dnu, sQ, snu = kQ[0], knu[0], kQ[1], knu[1]
     limited = has_limits(tf, ti)
     status = OK
     for _ in range(n):
-        for i in range(S.shape[0]):
-            S_prev[i] = S[i]
-        for i in range(nq):
-            Q0[i] = Qg[i]
-        for i in range(nv):
-            nu0[i] = nu[i]
+        _start_step(S, S_prev, Qg, nu, Q0, nu0)
         for st in range(4):
             # stage input from the previous stage's derivative (dQ, dnu still hold it)
             rk4_stage_input(st, dt, Q0, nu0, dQ, dnu, Qs, nus)
             _coordinate_rates(ti, Qs, nus, dQ)
-            _geometry(tf, ti, Qs, x, q, R, rj, G)
-            _joint_velocities(ti, G, nus, V, cb)
-            _world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
-            _bias_forces(tf, ti, R, G, V, fext, pA)
-            _joint_forces(tf, ti, Qs, nus, held, tau)
-            if na:
-                _actuator_loads(act, ctrl, Qs, nus, tau, awork, dt * RK4_WEIGHTS[st])
+            _loads(tf, ti, pf, pi, gravity, Qs, nus, x, q, R, rj, G, V, cb, f_app, t_app, fext,
+                   pA, held, tau, act, ctrl, awork, dt * RK4_WEIGHTS[st])
             if not _articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
                 status = NONFINITE
                 break
@@ -117,28 +106,72 @@ def step(n, dt, F, I):
             for i in range(nv):
                 nu[i] = nu0[i] + dt * snu[i]
             _normalize_coordinates(ti, Qg)
-            if limited and not _hold_limits(F, I):
-                status = NONFINITE
-            # kinematics.refresh_bodies, its passes called here directly: through it they
-            # cost ~0.2 us more per step (reference counts it cannot prune, see keep_alive)
-            _geometry(tf, ti, Qg, x, q, R, rj, G)
-            _joint_velocities(ti, G, nu, V, cb)
-            _body_rates(ti, R, G, V, v, w)
-            for b in range(nb):
-                for k in range(3):
-                    L[b, k] = tf[b, T_J + k] * w[b, k]
-            if not all_finite(S):
-                status = NONFINITE
+        status = _end_step(F, I, status, limited, tf, ti, S, S_prev, stats, Qg, nu, x, q, v, w, L,
+                           R, rj, G, V, cb)
         if status != OK:
-            for i in range(S.shape[0]):  # S_prev holds the whole consistent state
-                S[i] = S_prev[i]
             break
-        stats[STAT_STEPS] += 1
     # one exit, every array used up to it: see kinematics.keep_alive
     keep_alive(gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, Qg, nu, x, q, v, w, L, f_app,
           t_app, held, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, dQ, dnu, sQ,
           snu, Qs, nus, act, ctrl, awork)
     return status
+
+
+@jit
+def loads(tf, ti, pf, pi, gravity, Qg, nu, x, q, R, rj, G, V, cb, f_app, t_app, fext, pA, held,
+          tau, act, ctrl, awork, weight):
+    """The recursion's inputs at (Qg, nu): poses and joint geometry, velocities, each body's
+    bias force less its external load (pA), and the joint forces tau (held, springs, dampers,
+    actuators; awork[a] += weight times actuator a's power)."""
+    _geometry(tf, ti, Qg, x, q, R, rj, G)
+    _joint_velocities(ti, G, nu, V, cb)
+    _world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
+    _bias_forces(tf, ti, R, G, V, fext, pA)
+    _joint_forces(tf, ti, Qg, nu, held, tau)
+    if act.shape[0]:
+        _actuator_loads(act, ctrl, Qg, nu, tau, awork, weight)
+
+
+@jit
+def start_step(S, S_prev, Qg, nu, Q0, nu0):
+    """S_prev <- S (the state a failed step returns to), (Q0, nu0) <- the step's start."""
+    for i in range(S.shape[0]):
+        S_prev[i] = S[i]
+    for i in range(Qg.shape[0]):
+        Q0[i] = Qg[i]
+    for i in range(nu.shape[0]):
+        nu0[i] = nu[i]
+
+
+@jit
+def end_step(F, I, status, limited, tf, ti, S, S_prev, stats, Qg, nu, x, q, v, w, L, R, rj, G, V,
+             cb):
+    """A step's end, after the update of (Qg, nu) if ``status`` is OK: the joint limits, then
+    the bodies' x, q, v, w, L, and the step counted; returns OK, or NONFINITE (a singular
+    limit impulse, a non-finite state, or ``status`` already so) with S put back to S_prev.
+
+    kinematics.refresh_bodies, its passes called here directly: through it they cost ~0.2 us
+    more per step (reference counts it cannot prune, see keep_alive)."""
+    if status == OK:
+        if limited and not _hold_limits(F, I):
+            status = NONFINITE
+        _geometry(tf, ti, Qg, x, q, R, rj, G)
+        _joint_velocities(ti, G, nu, V, cb)
+        _body_rates(ti, R, G, V, v, w)
+        for b in range(ti.shape[0]):
+            for k in range(3):
+                L[b, k] = tf[b, T_J + k] * w[b, k]
+        if not all_finite(S):
+            status = NONFINITE
+    if status != OK:
+        for i in range(S.shape[0]):  # S_prev holds the whole consistent state
+            S[i] = S_prev[i]
+    else:
+        stats[STAT_STEPS] += 1
+    return status
+
+
+_loads, _start_step, _end_step = (inline_copy(k) for k in (loads, start_step, end_step))
 
 
 @jit
