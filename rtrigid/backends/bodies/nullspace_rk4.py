@@ -134,7 +134,7 @@ def _axpy(y, k, h):
 
 
 @jit_inline
-def _settle(c, y):
+def settle_body(c, y):
     """The full 23-scalar state (x, q, v, w, P, pq, L) after a step, from y = (x, q, v, w).
 
     q is renormalised (the cheap projection 002 (63, P)); a pivoted body's x, v follow from
@@ -167,7 +167,7 @@ def _settle(c, y):
 
 
 @jit_inline
-def _all_finite(s, energy2):
+def finite_state(s, energy2):
     """True when energy2 and every entry of the 23-tuple s are finite.
 
     0 * a is 0 for finite a and NaN for NaN or +-inf, so one sum tests them all without a
@@ -191,7 +191,7 @@ def _offsets(nb, b):
 
 
 @jit
-def _load(S, nb, b):
+def load_body(S, nb, b):
     """Body b's 23 state scalars (x, q, v, w, P, pq, L), see common.state_view."""
     x, q, v, w, p, pq, l = _offsets(nb, b)
     return (S[x], S[x + 1], S[x + 2], S[q], S[q + 1], S[q + 2], S[q + 3],
@@ -200,8 +200,8 @@ def _load(S, nb, b):
 
 
 @jit
-def _store(S, nb, b, s):
-    """Inverse of :func:`_load`."""
+def store_body(S, nb, b, s):
+    """Inverse of :func:`load_body`."""
     x, q, v, w, p, pq, l = _offsets(nb, b)
     S[x], S[x + 1], S[x + 2] = s[0], s[1], s[2]
     S[q], S[q + 1], S[q + 2], S[q + 3] = s[3], s[4], s[5], s[6]
@@ -232,7 +232,7 @@ def _advance(c, springs, S, S_prev, nb, b, n, dt):
     """:func:`advance_body` for body b with constants c; springs: see :func:`derivative`."""
     half = 0.5 * dt
     sixth = dt / 6.0
-    s = _load(S, nb, b)
+    s = load_body(S, nb, b)
     prev = s
     taken = 0
     while taken < n:
@@ -241,7 +241,7 @@ def _advance(c, springs, S, S_prev, nb, b, n, dt):
         k2 = derivative(c, springs, b, _axpy(y, k1, half))
         k3 = derivative(c, springs, b, _axpy(y, k2, half))
         k4 = derivative(c, springs, b, _axpy(y, k3, dt))
-        new, energy2 = _settle(c, (
+        new, energy2 = settle_body(c, (
             y[0] + sixth * (k1[0] + 2.0 * (k2[0] + k3[0]) + k4[0]),
             y[1] + sixth * (k1[1] + 2.0 * (k2[1] + k3[1]) + k4[1]),
             y[2] + sixth * (k1[2] + 2.0 * (k2[2] + k3[2]) + k4[2]),
@@ -255,13 +255,13 @@ def _advance(c, springs, S, S_prev, nb, b, n, dt):
             y[10] + sixth * (k1[10] + 2.0 * (k2[10] + k3[10]) + k4[10]),
             y[11] + sixth * (k1[11] + 2.0 * (k2[11] + k3[11]) + k4[11]),
             y[12] + sixth * (k1[12] + 2.0 * (k2[12] + k3[12]) + k4[12])))
-        if not _all_finite(new, energy2):
+        if not finite_state(new, energy2):
             break
         prev = s
         s = new
         taken += 1
-    _store(S, nb, b, s)
-    _store(S_prev, nb, b, prev)
+    store_body(S, nb, b, s)
+    store_body(S_prev, nb, b, prev)
     return taken
 
 

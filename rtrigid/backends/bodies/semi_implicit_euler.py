@@ -7,7 +7,7 @@ F / m, and J^-1 (mu - w x J w) with mu the body-frame moment about the reference
     x_{n+1} = x_n + h v_{n+1},        q_{n+1} = q_n o exp((0, h w_{n+1} / 2)), normalised,
 
 the rotation by the exact exponential map of the new body rate.  A pivoted body's centre
-follows from q as under ``nullspace_rk4`` (its ``_settle``).  First order; energy and angular
+follows from q as under ``nullspace_rk4`` (its ``settle_body``).  First order; energy and angular
 momentum are not conserved (a free spinning body's |L| drifts by O(h) per unit time): see
 the tree module's docstring for when to choose it.
 
@@ -18,10 +18,11 @@ this module's :func:`_advance` in place of RK4's (:func:`rtrigid._jit.rebind`).
 from rtrigid._jit import jit, rebind
 from rtrigid.backends.bodies import nullspace_rk4 as _rk4
 from rtrigid.backends.bodies.nullspace_rk4 import (
-    _all_finite,
-    _load,
-    _settle,
     derivative,
+    finite_state,
+    load_body,
+    settle_body,
+    store_body,
 )
 from rtrigid.maths.quat import turn_t
 
@@ -32,7 +33,7 @@ work_size = _rk4.work_size
 def _advance(c, springs, S, S_prev, nb, b, n, dt):
     """Up to n semi-implicit Euler steps of body b with constants c (the contract of
     ``nullspace_rk4._advance``)."""
-    s = _load(S, nb, b)
+    s = load_body(S, nb, b)
     prev = s
     taken = 0
     while taken < n:
@@ -41,15 +42,15 @@ def _advance(c, springs, S, S_prev, nb, b, n, dt):
         v0, v1, v2 = y[7] + dt * k[7], y[8] + dt * k[8], y[9] + dt * k[9]
         w0, w1, w2 = y[10] + dt * k[10], y[11] + dt * k[11], y[12] + dt * k[12]
         q = turn_t(y[3], y[4], y[5], y[6], w0, w1, w2, dt)
-        new, energy2 = _settle(c, (y[0] + dt * v0, y[1] + dt * v1, y[2] + dt * v2,
+        new, energy2 = settle_body(c, (y[0] + dt * v0, y[1] + dt * v1, y[2] + dt * v2,
                                    q[0], q[1], q[2], q[3], v0, v1, v2, w0, w1, w2))
-        if not _all_finite(new, energy2):
+        if not finite_state(new, energy2):
             break
         prev = s
         s = new
         taken += 1
-    _rk4._store(S, nb, b, s)
-    _rk4._store(S_prev, nb, b, prev)
+    store_body(S, nb, b, s)
+    store_body(S_prev, nb, b, prev)
     return taken
 
 
