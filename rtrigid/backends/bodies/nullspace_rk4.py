@@ -223,38 +223,20 @@ def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, S, S_pre
     c = body_constants(gravity, bodyf, bodyi, springi, f_app, t_app, b)
     nb = bodyi.shape[0]
     if c.springs:
-        return _advance(c, (bodyf, bodyi, springf, springi), S, S_prev, nb, b, n, dt)
-    return _advance(c, None, S, S_prev, nb, b, n, dt)
+        return advance_steps(c, (bodyf, bodyi, springf, springi), S, S_prev, nb, b, n, dt)
+    return advance_steps(c, None, S, S_prev, nb, b, n, dt)
 
 
 @jit
-def _advance(c, springs, S, S_prev, nb, b, n, dt):
-    """:func:`advance_body` for body b with constants c; springs: see :func:`derivative`."""
-    half = 0.5 * dt
-    sixth = dt / 6.0
+def advance_steps(c, springs, S, S_prev, nb, b, n, dt):
+    """:func:`advance_body` for body b with constants c; springs: see :func:`derivative`.
+    One step is :func:`_update` (another scheme compiles this loop again around its own:
+    ``semi_implicit_euler``)."""
     s = load_body(S, nb, b)
     prev = s
     taken = 0
     while taken < n:
-        y = s[:13]
-        k1 = derivative(c, springs, b, y)
-        k2 = derivative(c, springs, b, _axpy(y, k1, half))
-        k3 = derivative(c, springs, b, _axpy(y, k2, half))
-        k4 = derivative(c, springs, b, _axpy(y, k3, dt))
-        new, energy2 = settle_body(c, (
-            y[0] + sixth * (k1[0] + 2.0 * (k2[0] + k3[0]) + k4[0]),
-            y[1] + sixth * (k1[1] + 2.0 * (k2[1] + k3[1]) + k4[1]),
-            y[2] + sixth * (k1[2] + 2.0 * (k2[2] + k3[2]) + k4[2]),
-            y[3] + sixth * (k1[3] + 2.0 * (k2[3] + k3[3]) + k4[3]),
-            y[4] + sixth * (k1[4] + 2.0 * (k2[4] + k3[4]) + k4[4]),
-            y[5] + sixth * (k1[5] + 2.0 * (k2[5] + k3[5]) + k4[5]),
-            y[6] + sixth * (k1[6] + 2.0 * (k2[6] + k3[6]) + k4[6]),
-            y[7] + sixth * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7]),
-            y[8] + sixth * (k1[8] + 2.0 * (k2[8] + k3[8]) + k4[8]),
-            y[9] + sixth * (k1[9] + 2.0 * (k2[9] + k3[9]) + k4[9]),
-            y[10] + sixth * (k1[10] + 2.0 * (k2[10] + k3[10]) + k4[10]),
-            y[11] + sixth * (k1[11] + 2.0 * (k2[11] + k3[11]) + k4[11]),
-            y[12] + sixth * (k1[12] + 2.0 * (k2[12] + k3[12]) + k4[12])))
+        new, energy2 = _update(c, springs, b, s[:13], dt)
         if not finite_state(new, energy2):
             break
         prev = s
@@ -263,6 +245,31 @@ def _advance(c, springs, S, S_prev, nb, b, n, dt):
     store_body(S, nb, b, s)
     store_body(S_prev, nb, b, prev)
     return taken
+
+
+@jit_inline
+def _update(c, springs, b, y, dt):
+    """One RK4 step of body b from y (13 values), settled: (state, |L|^2 or energy)."""
+    half = 0.5 * dt
+    sixth = dt / 6.0
+    k1 = derivative(c, springs, b, y)
+    k2 = derivative(c, springs, b, _axpy(y, k1, half))
+    k3 = derivative(c, springs, b, _axpy(y, k2, half))
+    k4 = derivative(c, springs, b, _axpy(y, k3, dt))
+    return settle_body(c, (
+        y[0] + sixth * (k1[0] + 2.0 * (k2[0] + k3[0]) + k4[0]),
+        y[1] + sixth * (k1[1] + 2.0 * (k2[1] + k3[1]) + k4[1]),
+        y[2] + sixth * (k1[2] + 2.0 * (k2[2] + k3[2]) + k4[2]),
+        y[3] + sixth * (k1[3] + 2.0 * (k2[3] + k3[3]) + k4[3]),
+        y[4] + sixth * (k1[4] + 2.0 * (k2[4] + k3[4]) + k4[4]),
+        y[5] + sixth * (k1[5] + 2.0 * (k2[5] + k3[5]) + k4[5]),
+        y[6] + sixth * (k1[6] + 2.0 * (k2[6] + k3[6]) + k4[6]),
+        y[7] + sixth * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7]),
+        y[8] + sixth * (k1[8] + 2.0 * (k2[8] + k3[8]) + k4[8]),
+        y[9] + sixth * (k1[9] + 2.0 * (k2[9] + k3[9]) + k4[9]),
+        y[10] + sixth * (k1[10] + 2.0 * (k2[10] + k3[10]) + k4[10]),
+        y[11] + sixth * (k1[11] + 2.0 * (k2[11] + k3[11]) + k4[11]),
+        y[12] + sixth * (k1[12] + 2.0 * (k2[12] + k3[12]) + k4[12])))
 
 
 @jit
