@@ -41,7 +41,10 @@ class Integrator(NamedTuple):
     limit_bounce: bool = True   # its joint limits take a restitution (else they are inelastic)
     loops: bool = False         # it steps loop joints (Model.add_loop_joint)
     contacts: bool = False      # it steps models with a ground (the contact solve after its
-                                # free flight assumes one that keeps energy)
+                                # free flight)
+    keeps_energy: bool = True   # its free flight keeps energy (else the contact event's energy
+                                # budget is taken from the step's start: see
+                                # rtrigid.contact.solver.flight_allowance)
 
     def backends(self):
         return tuple(self.kernels)
@@ -116,17 +119,15 @@ REGISTRY = {i.name: i for i in (
                "after each step", "002 (42), (63)", False,
                {BODIES: {(): _B + "nullspace_rk4:step"}, TREE: {(): _T + "nullspace_rk4:step"}},
                _ALL_KINDS, loops=True, contacts=True),
-    # no contacts: the contact event's energy rule (kinetic energy after plus the lift's
-    # potential energy <= kinetic energy before) assumes a free flight that keeps energy;
-    # Euler's drops a resting body by g h^2 with kinetic energy for only half of that, so the
-    # rule halves every lift and a resting stack sinks g h^2/2 a step (measured)
+    # keeps_energy=False: Euler's flight drops a resting body by g h^2 with kinetic energy for
+    # only half of that lift, so the contact event's budget is the step's start energy
     Integrator("semi_implicit_euler", "semi-implicit (symplectic) Euler, MuJoCo's default: "
                "one force evaluation per step, rates then coordinates (quaternions by the "
                "exact exponential map), joint dampers and servo kv implicit; first order, "
                "conserves neither energy nor momentum", "issue 12; MuJoCo's Euler", False,
                {BODIES: {(): _B + "semi_implicit_euler:step"},
                 TREE: {(): _T + "semi_implicit_euler:step"}},
-               _ALL_KINDS),
+               _ALL_KINDS, contacts=True, keeps_energy=False),
     Integrator("energy_momentum", "energy-momentum scheme: energy and angular momentum kept "
                "to round-off (QUAT.EM; Cayley step with mean arms for trees)",
                "000 (51)-(54); 003 (180)-(185)", True,

@@ -238,13 +238,17 @@ class Simulation:
         if not has_contacts(model):
             return None
         from rtrigid.backends.bodies.contact import ContactStepper
+        from rtrigid.contact.solver import START_BUDGET
 
         contacts = Contacts(model)
         # an approach slower than two steps' fall is a resting contact: no rebound
         rest_speed = 2.0 * float(np.linalg.norm(model.gravity)) * self.dt
+        # a flight that does not keep energy: the event's budget from the step's start
+        budget = 0 if integrators.get(integrator).keeps_energy else START_BUDGET
         if kind == BODIES:
             self._kernel = ContactStepper(self._kernel, contacts, self.backend.frozen.kind,
-                                          SWEEPS, rest_speed)
+                                          SWEEPS, rest_speed,
+                                          extra=(np.zeros(0), np.array([budget], np.int64)))
             return contacts
         if getattr(model, "loop_joints", None):
             raise ValueError("grounds: contacts on a model with loop joints are not stepped "
@@ -262,7 +266,7 @@ class Simulation:
         ti, voff = tree.ti, tree_contact.I_VOFF
         perm = [i for b in order for i in range(
             ti[b, voff], ti[b, voff] + int(tree_contact.NV[ti[b, tree_contact.I_KIND]]))]
-        xi = np.array([int(self.backend._mean_rates)] + perm, np.int64)
+        xi = np.array([int(self.backend._mean_rates) or budget] + perm, np.int64)
         xf = np.zeros(tree_contact.scratch_size(len(contacts.table), tree.nb, tree.nq,
                                                 tree.nv))
         self._kernel = ContactStepper(self._kernel, contacts, None, SWEEPS, rest_speed,

@@ -535,8 +535,8 @@ def _axis_z(sim, body):
 
 def test_contact_scenarios_offer_the_schemes_that_step_contacts():
     for name in ("ball_on_incline", "box_stack", "top_on_table", "tippe_top", "euler_disk"):
-        assert rt.scenarios.integrators_for(name) == ["nullspace_rk4", "energy_momentum",
-                                                      "energy_momentum4"]
+        assert rt.scenarios.integrators_for(name) == ["nullspace_rk4", "semi_implicit_euler",
+                                                      "energy_momentum", "energy_momentum4"]
 
 
 def test_ball_on_incline_follows_its_analytic_rolling():
@@ -571,7 +571,8 @@ def test_fast_top_on_table_stays_up_with_its_tip_on_the_table():
     assert _axis_z(slow, "top") < 0.5  # below its critical spin it falls over
 
 
-@pytest.mark.parametrize("integrator", ("nullspace_rk4", "energy_momentum"))
+@pytest.mark.parametrize("integrator", ("nullspace_rk4", "semi_implicit_euler",
+                                        "energy_momentum"))
 @pytest.mark.parametrize("n", (5, 10))
 def test_box_stack_stands_ten_seconds_within_a_millimetre(n, integrator):
     """The must-show: over 10 s at dt = 1/240 no box centre drifts more than 1 mm, no box sinks

@@ -161,14 +161,6 @@ def test_euler_motor_work_is_the_force_times_the_turn_and_a_limit_holds():
                                atol=1e-14)
 
 
-def test_euler_refuses_contacts():
-    """The contact event's energy rule assumes an energy-keeping free flight (see
-    the registry's ``contacts`` flag): refused, not stepped wrong."""
-    with pytest.raises(ValueError, match="^integrator: semi_implicit_euler does not step "
-                                         "contacts"):
-        rt.scenarios.build("box_stack", integrator=EULER)
-
-
 def test_euler_refuses_loops():
     with pytest.raises(ValueError, match="^integrator: semi_implicit_euler does not step closed"):
         rt.scenarios.build("four_bar", integrator=EULER)

@@ -111,7 +111,7 @@ class Contacts:
         self.table = np.zeros((nb * (len(model.grounds) * MAX_POINTS + PAIR_ROWS), C_WIDTH))
         self.count = 0
         self.touched = np.zeros(nb, np.int64)
-        self.vel = np.zeros((nb, 16))
+        self.vel = np.zeros((nb, 17))  # solver scratch; column 16: the flight gap
         self.lift = np.zeros((nb, 3))
         # order, rank (by body name: results do not depend on the order bodies were added
         # in), the broad phase's sweep order, islands, levels (see contact.solver)

@@ -31,7 +31,12 @@ almost no impulse): so the whole event is made dissipative -- per island, kineti
 after plus the lift's potential energy may not exceed the kinetic energy before; the excess
 is taken from the island's velocities (scaled down together), or, when they do not hold that
 much, the island stops and its lift is shortened.  Gravity's potential is counted; springs'
-is not.
+is not.  Under a scheme whose free flight does not keep energy (``semi_implicit_euler``: its
+flight lowers a resting body by g h^2 while its kinetic energy pays for only half of that
+lift, so this rule alone let a resting stack sink g h^2 / 2 a step) the budget is taken from
+the step's start: the event may end the step with the energy the step started with or the
+flight left, whichever is more (:func:`flight_allowance`).  It adds no energy to the step,
+and the flight's own error is not its to bound.
 
 Order.  Every loop over bodies or contacts runs in the order of the bodies' names (``order``,
 ``rank``), and the broad phase's sweep breaks ties by it, so the result does not depend on the
@@ -85,6 +90,9 @@ LIFT_SWEEPS = 16  # Gauss-Seidel sweeps of the position correction
 UPDATE_BUDGET = 128
 NO_PARENTS = np.empty(0, np.int64)  # free bodies: no joints, every pair may collide
 MIN_SWEEPS = 4
+# a backend's after_step flag (its int scratch's first entry): the scheme's free flight does
+# not keep energy, so the event's energy budget is taken from the step's start
+START_BUDGET = 2
 
 
 @jit
@@ -716,11 +724,47 @@ def energy_scales(order, touched, island, sums, rolling, spent):
 
 
 @jit
+def flight_gap(mass, inertia, gravity, x0, v0, w0, x1, v1, w1, gap):
+    """gap[b] <- twice body b's energy at the step's start (x0, v0, w0: its centre, velocity
+    and body angular velocity) minus twice that at the free flight's end (x1, v1, w1): kinetic
+    plus gravity's potential, what the energy rule counts (the input of
+    :func:`flight_allowance` under a scheme whose free flight does not keep energy)."""
+    for b in range(gap.shape[0]):
+        e = 0.0
+        for i in range(3):
+            e += (mass[b] * (v0[b, i] ** 2 - v1[b, i] ** 2) + inertia[b, i]
+                  * (w0[b, i] ** 2 - w1[b, i] ** 2)
+                  - 2.0 * mass[b] * gravity[i] * (x0[b, i] - x1[b, i]))
+        gap[b] = e
+
+
+@jit
+def flight_allowance(order, touched, island, sums, gap):
+    """The energy budget taken from the step's start.  gap[b]: twice the energy body b lost
+    in the free flight (:func:`flight_gap`; zero under a scheme whose flight keeps energy);
+    per touched island, the positive part of its bodies' sum is added to sums[root, 0], twice
+    its kinetic energy before the event.  So the event may end the step with the energy the
+    step started with or the flight left, whichever is more: it never adds energy to the
+    step, and does not bound the flight's own error (semi-implicit Euler's flight lowers a
+    resting body by g h^2 with kinetic energy for only half of that lift)."""
+    for r in range(order.shape[0]):
+        b = order[r]
+        if touched[b] and island[b] != b:
+            gap[island[b]] += gap[b]
+    for r in range(order.shape[0]):
+        b = order[r]
+        if touched[b] and island[b] == b and gap[b] > 0.0:
+            sums[b, 0] += gap[b]
+
+
+@jit
 def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, touched, vel,
             ints, lift, keys, lam, rows, iters, rest_speed, dt):
     """Detect and solve every active body's contacts; returns the number of contacts (rows
     of ``table``).  ``touched[b]`` is set to 1 for a body whose velocities or position
-    changed (its momenta must be re-derived), else 0.  Scratch: vel (nb, 16), ints (nb, 5)
+    changed (its momenta must be re-derived), else 0.  Scratch: vel (nb, 17), whose column 16
+    the caller fills with each body's flight gap (:func:`flight_gap`, or zeros: the budget of
+    an energy-keeping flight), ints (nb, 5)
     -- columns order, rank, sweep, island, level -- and lift (nb, 3).  keys (H, 2), lam (rows, 3):
     the last step's impulses by contact (see :func:`remember`), part of the state; rows
     (table rows,) int scratch."""
@@ -803,6 +847,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             sums[island[b], 2] -= 2.0 * mass[b] * (gravity[0] * lift[b, 0] + gravity[1]
                                                     * lift[b, 1] + gravity[2] * lift[b, 2])
     _rolling_rims(table, count, geom, keys, nb, island, ints[:, 4], vel, minv)
+    flight_allowance(order, touched, island, sums, vel[:, 16])
     energy_scales(order, touched, island, sums, ints[:, 4], minv)
     for b in range(nb):
         if not touched[b]:

@@ -6,20 +6,28 @@ from rtrigid._jit import jit, kernel_driver
 from rtrigid.backends.bodies.common import body_momenta, open_buffers, state_view
 from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
 from rtrigid.contact.geometry import G_KIND, NONE
-from rtrigid.contact.solver import resolve
+from rtrigid.contact.solver import START_BUDGET, flight_gap, resolve
 
 
 @jit
 def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam,
                rows, iters, rest_speed, dt, xf, xi):
-    """The contact solve after a free-flight step; returns the number of contacts (xf, xi:
-    the tree backend's extra scratch, unused here)."""
-    (gravity, bodyf, bodyi, _, _, S, _, _, _, _, _, _) = open_buffers(F, I)
+    """The contact solve after a free-flight step; returns the number of contacts (xf: the
+    tree backend's extra scratch, unused here; xi: empty, or [``START_BUDGET``] under a scheme
+    whose flight does not keep energy -- the energy budget is then taken from the step's
+    start, S_prev, see :func:`rtrigid.contact.solver.flight_allowance`)."""
+    (gravity, bodyf, bodyi, _, _, S, S_prev, _, _, _, _, _) = open_buffers(F, I)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
-    count = resolve(table, x, q, v, w, bodyf[:, B_MASS], bodyf[:, B_INERTIA:B_INERTIA + 3],
-                    active, geom, grounds, gravity, touched, vel, ints, lift, keys, lam,
-                    rows, iters, rest_speed, dt)
+    mass, inertia = bodyf[:, B_MASS], bodyf[:, B_INERTIA:B_INERTIA + 3]
+    gap = vel[:, 16]
+    if xi.shape[0] > 0 and xi[0] == START_BUDGET:
+        x0, _, v0, w0 = state_view(S_prev, nb)[:4]
+        flight_gap(mass, inertia, gravity, x0, v0, w0, x, v, w, gap)
+    else:
+        gap[:] = 0.0
+    count = resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, touched,
+                    vel, ints, lift, keys, lam, rows, iters, rest_speed, dt)
     for b in range(nb):
         if touched[b]:
             body_momenta(bodyf, b, q, v, w, P, pq, L)

@@ -74,10 +74,13 @@ from rtrigid.contact.solver import (
     MIN_SWEEPS,
     UPDATE_BUDGET,
     by_level,
+    START_BUDGET,
     contact_key,
     detect,
     elastic_islands,
     energy_scales,
+    flight_allowance,
+    flight_gap,
     friction_update,
     island_root,
     islands,
@@ -175,14 +178,17 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
                iters, rest_speed, dt, xf, xi):
     """The contact solve after a step of a tree scheme; returns the number of contacts.
     ``xf``: float scratch (:func:`scratch_size`); ``xi``: [1 if the scheme keeps mean rates,
-    then the rate indices in the order of their bodies' names]."""
+    ``START_BUDGET`` if its flight does not keep energy (the energy budget is then taken from
+    the step's start, S_prev: :func:`rtrigid.contact.solver.flight_allowance`), else 0; then
+    the rate indices in the order of their bodies' names]."""
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, nb, nq, nv)[:14]
     cap = table.shape[0]
     Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp = _carve(xf, cap, nb, nq, nv)
-    mean_rates = xi[0] != 0
+    mean_rates = xi[0] == 1
+    start_budget = xi[0] == START_BUDGET
     perm = xi[1:]
     order, rank, sweep, island = ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3]
     # no rim look-ahead (dt 0): the rates at the step's end are not known yet under the mean-rate
@@ -194,6 +200,10 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
     if count == 0:
         remember(table, 0, nb, keys, lam)
         return 0
+    if start_budget:  # before the solve changes the state
+        x0, _, v0s, w0s = state_views(S_prev, nb, nq, nv)[2:6]
+        flight_gap(tf[:, T_MASS], tf[:, T_J:T_J + 3], gravity, x0, v0s, w0s, x, v, w,
+                   vel[:, 16])
     # the rates at the step's end and the articulated factor of its configuration
     if mean_rates:
         if not momentum_rates(tf, ti, Qg, v, L, xk, qk, R, rj, G, V, cb, IA, U, Dinv, W, pA,
@@ -365,6 +375,8 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
                 + gravity[2] * (xk[b, 2] - x[b, 2]))
     for b in range(nb):
         ints[b, 4] = 0  # no island rolls on a rim here (solver._rolling_rims: free bodies)
+    if start_budget:
+        flight_allowance(order, touched, island, sums, vel[:, 16])
     if energy_scales(order, touched, island, sums, ints[:, 4], vel[:, 12]):
         for b in range(nb):
             if touched[b]:
