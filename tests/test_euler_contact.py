@@ -3,14 +3,15 @@ flight, with the event's energy budget taken from the step's start
 (:func:`rtrigid.contact.solver.flight_allowance`): a resting box stays exactly at rest, a
 sliding box stops where Coulomb's law says, a bouncing ball keeps e^2 of its energy per bounce,
 and no contact event ends a step with more energy than the step began with or the flight
-left; the stack, the quadruped and a falling chain come to rest; PyBullet (semi-implicit
-Euler too) agrees on the sliding box."""
-import math
-
+left; a falling chain comes to rest.  (The stack and the quadruped stand, and the sliding
+box stops where PyBullet's semi-implicit Euler stops, in tests/test_contact.py and
+tests/test_tree_contact.py, parametrized with the scheme.)"""
 import numpy as np
 import pytest
 
 import rtrigid as rt
+from tests.test_contact import _random_drop
+from tests.test_tree_contact import _random_chain
 
 G = 9.81
 EULER = "semi_implicit_euler"
@@ -137,32 +138,16 @@ def _copy_body(sim, twin):
 
 
 def test_contact_events_never_add_energy_on_random_drops_of_free_bodies():
-    """Random shapes (sphere, capsule, box, cylinder, cone), spins and steps: every contact
-    step ends with no more energy than max(the step's start, its free flight's end), to
-    round-off; the free flight is that of a twin model without the ground."""
+    """Random shapes (sphere, capsule, box, cylinder, cone), spins and steps (1/60, 1/240,
+    1 ms): every contact step ends with no more energy than max(the step's start, its free
+    flight's end), to round-off; the free flight is that of a twin model without the
+    ground."""
     rng = np.random.default_rng(23)
     worst = -np.inf
     for _ in range(12):
-        kind = ("sphere", "capsule", "box", "cylinder", "cone")[rng.integers(5)]
-        r, hl, mass = rng.uniform(0.03, 0.2), rng.uniform(0.02, 0.2), rng.uniform(0.1, 5.0)
-        params = {"sphere": {"radius": r}, "capsule": {"radius": r, "half_length": hl},
-                  "box": {"half_extents": rng.uniform(0.02, 0.2, 3)},
-                  "cylinder": {"radius": r, "half_length": hl},
-                  "cone": {"radius": r, "height": 2 * hl}}[kind]
-        inertia = np.sort(mass * rng.uniform(0.005, 0.01, 3))
-        inertia[2] = min(inertia[2], inertia[0] + inertia[1])
-        m = rt.Model(gravity=(0.0, 0.0, -G))
-        m.add_ground(friction=rng.uniform(0, 1), restitution=rng.choice([0.0, 0.5]))
-        m.add_body("b", mass, inertia, shape=(kind, params), friction=rng.uniform(0, 1.5))
-        dt = float(rng.choice([1 / 240, 1e-3]))
-        sim = rt.Simulation(m, EULER, dt)
-        twin = rt.Simulation(_flight_twin(m), EULER, dt)
-        sim.set_position("b", (0, 0, rng.uniform(0.3, 0.6)))
-        q = rng.normal(size=4)
-        sim.set_orientation("b", q / np.linalg.norm(q))
-        sim.set_velocity("b", rng.normal(size=3))
-        sim.set_angular_velocity("b", 5 * rng.normal(size=3))
-        worst = max(worst, _worst_event_gain(sim, twin, int(0.6 / dt), _copy_body))
+        sim = _random_drop(rng, EULER)
+        twin = rt.Simulation(_flight_twin(sim.model), EULER, sim.dt)
+        worst = max(worst, _worst_event_gain(sim, twin, int(0.6 / sim.dt), _copy_body))
     assert -np.inf < worst < 1e-12
 
 
@@ -171,33 +156,13 @@ def _copy_tree(sim, twin):
     twin.set_qvel(sim.qvel())
 
 
-def _chain(rng):
-    """A floating chain of 3 random capsules and boxes joined by hinges or ball joints."""
-    m = rt.Model(gravity=(0.0, 0.0, -G))
-    m.add_ground(friction=float(rng.uniform(0.1, 1.0)))
-    parent = None
-    for i in range(3):
-        size = rng.uniform(0.03, 0.1, 3)
-        shape = (("capsule", {"radius": size[0], "half_length": size[1]}) if i % 2 else
-                 ("box", {"half_extents": size}))
-        mass = float(rng.uniform(0.2, 2.0))
-        m.add_body(f"b{i}", mass, mass * rng.uniform(0.003, 0.006, 3), shape=shape)
-        if parent is not None:
-            kind = str(rng.choice(["revolute", "spherical"]))
-            axis = tuple(rng.normal(size=3)) if kind == "revolute" else None
-            m.add_joint(kind, parent, f"b{i}", anchor_parent=(0.0, 0.0, -0.12),
-                        anchor_child=(0.0, 0.0, 0.12), axis_parent=axis)
-        parent = f"b{i}"
-    return m
-
-
 def test_contact_events_never_add_energy_on_random_drops_of_chains():
-    """The same rule through joints (the tree backend): floating chains dropped with random
-    spins at dt = 1/240."""
+    """The same rule through joints (the tree backend): floating chains of 2-3 random shapes
+    joined by random hinges or ball joints, dropped with random spins at dt = 1/240."""
     rng = np.random.default_rng(5)
     worst = -np.inf
     for _ in range(4):
-        m = _chain(rng)
+        m = _random_chain(rng)
         sim = rt.Simulation(m, EULER, 1 / 240)
         twin = rt.Simulation(_flight_twin(m), EULER, 1 / 240)
         q = rng.normal(size=4)
@@ -237,27 +202,3 @@ def test_a_chain_falling_on_the_floor_comes_to_rest_lying_on_it():
     assert np.max(np.abs(sim.qvel())) < 1e-12 and sim.constraint_error() < 1e-12
     np.testing.assert_allclose(sim.x[:, 2], 0.03, rtol=0, atol=1e-12)  # flat on the floor
     assert sim.energy() < e0
-
-
-def test_the_sliding_box_stops_where_pybullet_s_semi_implicit_euler_stops(require):
-    """PyBullet steps semi-implicit Euler too: the same box (0.2 m, 1 kg, 2 m/s, pair
-    friction 0.5) at dt = 1 ms stops 2.9 % short of v^2 / (2 mu g) in PyBullet with its
-    defaults, 0.25 % beyond it here: within 5 % of each other, both at rest."""
-    require("pybullet")
-    from rtrigid.tools import pybullet_ref
-
-    cid, body = pybullet_ref.sliding_box(1e-3)
-    try:
-        pybullet_ref.step(cid, 1000)
-        ref = pybullet_ref.positions(cid, [body])[0]
-        ref_speed = np.linalg.norm(pybullet_ref.velocity(cid, body)[0])
-    finally:
-        pybullet_ref.close(cid)
-    sim = _box(1e-3)
-    sim.set_velocity("b", (2.0, 0.0, 0.0))
-    sim.step(1000)
-    x = sim.pose("b")[0]
-    assert ref_speed < 1e-3 and np.linalg.norm(sim.velocity("b")[0]) < 1e-12
-    assert ref[0] == pytest.approx(2.0 ** 2 / (2 * 0.5 * G), rel=0.05)  # the reference is sane
-    assert x[0] == pytest.approx(ref[0], rel=0.05)
-    assert math.isclose(x[2], 0.1, abs_tol=1e-6) and abs(ref[2] - 0.1) < 2e-3

@@ -22,7 +22,9 @@ taken from the island's rate changes (scaled back to their least-energy multiple
 contacts are inelastic), then from its rates, or its lift is shortened.  The kinetic energy
 after is that of the new rates in the lifted configuration: a tree's inertia changes with its
 coordinates (counted at the configuration before the lift, a falling chain whose end rolled
-on the floor gained ~1e-4 of its energy per step).  The position
+on the floor gained ~1e-4 of its energy per step).  Under a scheme whose flight does not
+keep energy (``semi_implicit_euler``) the budget is taken from the step's start (S_prev), as
+for free bodies (:func:`rtrigid.contact.solver.flight_allowance`).  The position
 correction moves the tree's coordinates, not bodies independently, so the joints stay closed:
 Gauss-Seidel over the contacts' normal rows of the mass-weighted displacement dq = M^-1 J_n^T mu
 (mu >= 0) that takes the depths out, then the coordinates advance by it (quaternions by
