@@ -74,9 +74,9 @@ from rtrigid.contact.geometry import (
 from rtrigid.contact.solver import (
     LIFT_SWEEPS,
     MIN_SWEEPS,
+    START_BUDGET,
     UPDATE_BUDGET,
     by_level,
-    START_BUDGET,
     contact_key,
     detect,
     elastic_islands,
