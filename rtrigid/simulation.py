@@ -1181,22 +1181,20 @@ class Simulation:
     # -- snapshots --------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """Everything that determines the future: state, previous state, loads, clock,
-        counters, what the scheme keeps between steps (the jointed energy_momentum's factored
-        Newton matrix) -- and the integrator with its options, which a restore checks."""
+        counters -- and the integrator with its options, which a restore checks."""
         be = self.backend
         c = self._contacts
         table = None if c is None else c.state()
-        keep = getattr(be, "keep", None)
         return Snapshot((be.S.copy(), be.S_prev.copy(), be.A.copy(), self._steps,
                          self._accumulator, self.dropped_time, be.stats.copy(),
-                         self._fingerprint, table, None if keep is None else keep.copy()))
+                         self._fingerprint, table))
 
     def restore(self, snap: Snapshot):
         """Return to a snapshot taken from this simulation, bit for bit."""
         be = self.backend
         if not isinstance(snap, Snapshot):
             raise ValueError(f"snap: expected a Snapshot, got {type(snap).__name__}")
-        S, S_prev, A, steps, acc, dropped, stats, fingerprint, table, keep = snap._data
+        S, S_prev, A, steps, acc, dropped, stats, fingerprint, table = snap._data
         if fingerprint != self._fingerprint:
             raise ValueError("snap: taken from a simulation of another model, integrator, "
                              "option or step; this one cannot continue it")
@@ -1204,8 +1202,6 @@ class Simulation:
         be.S_prev[:] = S_prev
         be.A[:] = A
         be.stats[:] = stats
-        if keep is not None:
-            be.keep[:] = keep
         self._steps = steps
         self._accumulator = acc
         self.dropped_time = dropped

@@ -108,31 +108,6 @@ def test_restore_reproduces_the_run_bit_for_bit():
     assert np.array_equal(b.backend.S, a)
 
 
-def test_restore_while_the_factored_matrix_is_kept_repeats_bit_for_bit():
-    # the cheap start takes its first update with the last step's factored Newton matrix,
-    # which the snapshot holds: a restore, into this simulation or a fresh one (whose scratch
-    # keeps no matrix), repeats the run
-    sim = lively_chain(10)
-    sim.step(40)
-    assert sim.backend.keep[0] == multibody_em.KEPT  # a matrix is kept for the next step
-    snap = sim.snapshot()
-    sim.step(60)
-    a, stats = sim.backend.S.copy(), sim.solver_stats()
-    other = lively_chain(10)
-    other.restore(snap)
-    other.step(60)
-    assert np.array_equal(other.backend.S, a) and other.solver_stats() == stats
-    sim.restore(snap)
-    sim.step(60)
-    assert np.array_equal(sim.backend.S, a)
-    # the kept matrix is part of what the snapshot must hold: dropped, the path differs
-    sim.restore(snap)
-    sim.backend.keep[0] = multibody_em.EMPTY
-    sim.step(60)
-    assert not np.array_equal(sim.backend.S, a)
-    assert sim.backend.S == pytest.approx(a, rel=1e-9, abs=1e-9)
-
-
 def test_setters_and_impulses_between_steps_do_not_mislead_the_predictor():
     sim = lively_chain(5)
     sim.step(20)

@@ -61,10 +61,6 @@ class TreeBackend:
         self.S, self.S_prev, self.A, self.solver, self.stats, self._work = sections.py_func(
             self.F, self.I, len(mf), len(mi), n_state, n_applied)
         self.joint_forces = applied_views.py_func(self.A, tree.nb, nv)[2]
-        # what a scheme keeps in its scratch from one step for the next (energy_momentum's
-        # factored Newton matrix): part of the state a snapshot holds
-        kept = getattr(module, "keep_range", None)
-        self.keep = self._work[slice(*kept(tree.nb, nq, nv)) if kept else slice(0, 0)]
         # the actuators' table, controls (in A) and cumulative work (in S)
         self.act, self.controls, self.actuator_work = actuator_views.py_func(self.F, self.I)
         self._tf, self._ti = tree.tf, tree.ti

@@ -286,12 +286,6 @@ CONTRACTION = 1.0  # an update is kept when the next Newton correction is no lar
 REFRESH = 1e-5
 CHORD = 0.05  # a kept matrix is refreshed when an update shrank by less than this
 CHORD_FIRST = 1e-3  # a first update below this fraction of mu keeps the matrix
-# the flag of the factored matrix kept between steps (keep[0], see _solve_step and step): none,
-# one (undamped, factored at h = keep[1]), one offered to the next solve
-EMPTY = 0.0
-KEPT = 1.0
-OFFERED = 2.0
-REUSE = True  # the cheap start takes its first update with the last step's factored matrix
 QUICK = 8  # iterations the cheap start gets before the explicit start is computed
 CONTINUATION = True  # a step that needed sub-steps is solved again whole from their path
 PATH_SOLVES = 4  # solves along the path of the step's solution in h, at most (see _rejoin)
@@ -335,21 +329,7 @@ def _em_size(nb, nq, nv):
 
 @jit
 def _jac_size(nb, nv):
-    return 12 * nb + 9 * nb + 36 * nb + 6 * nb + nv + 36 + 72 + nv + _keep_size(nb)
-
-
-@jit
-def _keep_size(nb):
-    """The factored Newton matrix a step leaves for the next (see :func:`_solve_step`): (flag,
-    the h it was factored at, SL, SR, U, W, Dinv), 2 + 180 per body."""
-    return 2 + 5 * 36 * nb
-
-
-def keep_range(nb, nq, nv):
-    """(start, stop) in the kernel's scratch of the factored Newton matrix kept between steps:
-    part of what determines the next step, so snapshots hold it (the backend's ``keep``)."""
-    stop = int(base_work_size(nb, nq, nv)) + int(_em_size(nb, nq, nv))
-    return stop - int(_keep_size(nb)), stop
+    return 12 * nb + 9 * nb + 36 * nb * 2 + 36 * nb + 6 * nb + nv + 36 + 72 + nv
 
 
 @jit_inline
@@ -387,7 +367,7 @@ def _em_carve(work, nb, nq, nv):
 @jit_inline
 def _jac_carve(work, nb, nq, nv):
     """Scratch of the Newton matrix: (mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug,
-    kd, keep); SL and SR are views into ``keep`` (:func:`_keep_size`, :func:`_kept`)."""
+    kd)."""
     o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv) - _jac_size(nb, nv)
     out = []
     for _ in range(4):
@@ -395,6 +375,10 @@ def _jac_carve(work, nb, nq, nv):
         o += 3 * nb
     R0 = view(work, o, (nb, 3, 3))
     o += 9 * nb
+    SL = view(work, o, (nb, 6, 6))
+    o += 36 * nb
+    SR = view(work, o, (nb, 6, 6))
+    o += 36 * nb
     Cb = view(work, o, (nb, 6, 6))
     o += 36 * nb
     ucol = view(work, o, (nb, 6))
@@ -406,20 +390,8 @@ def _jac_carve(work, nb, nq, nv):
     aug = view(work, o, (6, 12))
     o += 72
     kd = work[o:o + nv]
-    o += nv
-    keep = work[o:o + _keep_size(nb)]
-    SL = view(keep, 2, (nb, 6, 6))
-    SR = view(keep, 2 + 36 * nb, (nb, 6, 6))
     mt, Nm, dc, xt = out
-    return mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd, keep
-
-
-@jit_inline
-def _kept(keep, nb):
-    """The factored matrix's (U, W, Dinv) in ``keep`` (after SL, SR)."""
-    o = 2 + 72 * nb
-    return (view(keep, o, (nb, 6, 6)), view(keep, o + 36 * nb, (nb, 6, 6)),
-            view(keep, o + 72 * nb, (nb, 6, 6)))
+    return mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd
 
 
 @jit
@@ -916,7 +888,7 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
     IA = scr[5]
     (x0, v0, L0, x1, v1, L1, u, fw, q0_, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
-    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx[:13]
+    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     c = 0.5 * h
     Md, Y3, Z = M3[1], M3[2], M3[3]
@@ -1308,7 +1280,7 @@ def _extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, Qs, pred):
     rates extrapolated, 2 nu - nu_prev, when the state before the last step (Qg_prev,
     nu_prev) and the present one are linked by one step of size dt with the present rates
     (nothing was set in between); else the present rates.  Both states are in every
-    snapshot, so the start is too.  Returns whether they were linked."""
+    snapshot, so the start is too."""
     for j in range(nu.shape[0]):
         pred[j] = dt * nu[j]
     _update_coordinates(ti, Qg_prev, pred, Qs)
@@ -1320,7 +1292,6 @@ def _extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, Qs, pred):
             break
     for j in range(nu.shape[0]):
         pred[j] = 2.0 * nu[j] - nu_prev[j] if linked else nu[j]
-    return linked
 
 
 @jit
@@ -1412,16 +1383,9 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
      Y) = em
-    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd, keep = jx
+    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     nv = mu.shape[0]
-    U, W, Dinv = _kept(keep, nb)  # the factored matrix, kept for the next step
-    # a matrix the step driver offers (the last step's, factored at this h): the first update
-    # is taken with it, without factoring (see :func:`step`)
-    primed = keep[0] == OFFERED
-    if primed:
-        keep[0] = KEPT
-    own = primed  # the factored matrix in keep is undamped and of this h
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = h * rates[j]
@@ -1506,15 +1470,11 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
         # chord Newton: the factored matrix is also kept when the iteration already contracts
         # fast (an update below 1/20 of the one before, or a first update below 1e-3 of mu),
         # until a rejected or damped update or a slow contraction with the kept matrix
-        # (after a first update with an offered matrix, the step goes on as plain Newton: the
-        # matrix is refactored unless that update was below REFRESH)
         fresh = it == 0 or rejected or damp > 0.0 or damped
         chord = chord and not (fresh and it > 0) and not (reused and theta > CHORD)
-        reused = primed if it == 0 else not fresh and (update <= REFRESH * size or chord and (
+        reused = not fresh and (update <= REFRESH * size or chord and (
             theta <= CHORD if last < np.inf else update <= CHORD_FIRST * size))
         if not reused:
-            keep[0] = EMPTY  # (until the factorization below is taken undamped)
-            keep[1] = h
             _newton_matrix(h, tf, ti, q0, mu, scr, em, jx)
             _actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
             if damp > 0.0:
@@ -1522,7 +1482,6 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             damped = damp > 0.0
             if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
                 return False
-            own = not damped
             have = False
         if not have:
             if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock,
@@ -1542,7 +1501,6 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
         return False
     # accept: coordinates, poses, momenta; nu holds the mean rates mu / h of the step, on the
     # near root of every Cayley increment (independent of the branch Newton converged to)
-    keep[0] = KEPT if own else EMPTY
     _canonical_roots(ti, mu, Q1)
     if add_work:
         _add_actuator_work(h, act, ctrl, Qg, mu, awork)
@@ -1869,15 +1827,8 @@ def step(n, dt, F, I):
     most = 2 ** int(solver[SOLVER_HALVINGS])
     limited = has_limits(tf, ti)
     flags = OK
-    keep = jx[13]
     for _ in range(n):
-        linked = _extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, em[12], pred)
-        # the last step's factored matrix, if it was factored at this step size and nothing
-        # was set since, is offered to the cheap start (a write between steps drops it)
-        if not linked:
-            keep[0] = EMPTY
-        elif REUSE and keep[0] == KEPT and keep[1] == dt:
-            keep[0] = OFFERED
+        _extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, em[12], pred)
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1
@@ -1935,8 +1886,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
     x0, v0, L0, q0, mu, res = em[0], em[1], em[2], em[8], em[13], em[15]
-    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd, keep = jx
-    keep[0] = EMPTY  # (SL, SR are the kept matrix's: overwritten here)
+    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = mu_in[j]

@@ -54,11 +54,6 @@ _SUZUKI_MIDS = mid_times(SUZUKI)
 _TRIPLE_JUMP_MIDS = mid_times(TRIPLE_JUMP)
 
 
-# the base scheme's factored matrix kept between steps (snapshots hold it; see
-# energy_momentum.keep_range)
-keep_range = em.keep_range
-
-
 def work_size(nb, nq, nv):
     """The base scheme's scratch and two rate vectors (change per step, stage rates)."""
     return em.work_size(nb, nq, nv) + 2 * nv
