@@ -324,6 +324,31 @@ def test_em_newton_matrix_takes_the_servos():
 
 
 # -- the control loop's fast paths keep the checks ----------------------------------------------
+def test_set_controls_compiled_path_reads_every_float64_vector_right():
+    """After its first call set_controls clamps through the compiled entry point, which reads
+    its arrays as contiguous: a strided or read-only float64 vector must give the same
+    controls as a list, and a bad vector is still refused with the controls unchanged."""
+    sim = rt.Simulation(chain(3, "motor", ctrl_range=(-5.0, 5.0)), "semi_implicit_euler", 1e-3)
+    for _ in range(2):  # the first call compiles and takes the entry point, the second uses it
+        sim.set_controls(np.array([0.1, 0.2, 0.3]))
+        assert sim.controls().tolist() == [0.1, 0.2, 0.3]
+    sim.set_controls(np.arange(6.0)[::2])
+    assert sim.controls().tolist() == [0.0, 2.0, 4.0]
+    sim.set_controls(np.arange(12.0).reshape(3, 4)[:, 3])
+    assert sim.controls().tolist() == [3.0, 5.0, 5.0]
+    ro = np.array([-1.0, -7.0, 1.5])
+    ro.flags.writeable = False
+    sim.set_controls(ro)
+    assert sim.controls().tolist() == [-1.0, -5.0, 1.5]
+    for bad in (np.array([1.0, np.nan, 2.0]), np.array([1.0, 2.0]), np.zeros((3, 1)),
+                np.array([0.0, 1.0, np.inf, 2.0, 0.0, 3.0])[::2]):
+        with pytest.raises(ValueError, match="^u:"):
+            sim.set_controls(bad)
+        assert sim.controls().tolist() == [-1.0, -5.0, 1.5]
+    sim.set_controls(np.array([1, 2, 3], np.float32))  # converted, as by the checks
+    assert sim.controls().tolist() == [1.0, 2.0, 3.0]
+
+
 def test_fast_paths_still_refuse_what_the_checks_refuse():
     sim = rt.Simulation(chain(2, "motor"), "nullspace_rk4", 1e-3)
     before = sim.snapshot()

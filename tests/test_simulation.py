@@ -653,6 +653,15 @@ def test_fallback_is_taken_reported_and_conserves_energy(integrator):
     assert stats["max_iterations"] <= max_iter
     assert abs(sim.energy() - e0) <= 1e-10 * abs(e0)
     assert abs(sim.momentum()[1][2] - lz0) <= 1e-10 * np.linalg.norm(sim.momentum()[1])
+    # a call of one step that falls back counts its step too (step(1) counts it from the
+    # status, not from the step counter)
+    for k in range(100):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sim.step(1)
+        if caught:
+            break
+    assert caught and sim.steps_taken == 101 + k == sim.solver_stats()["steps"]
     # without the cap no step falls back, and no warning is emitted
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)

@@ -104,17 +104,22 @@ def _view_kernel(buf, offset, shape):
 
 @jit_inline
 def sections(F, I, nf_model, ni_model, n_state, n_applied):
-    """(S, S_prev, A, solver, stats, work) views of the buffers, in the order above."""
+    """(S, S_prev, A, solver, stats, work) views of the buffers, in the order above.
+
+    Built by :func:`view` (no reference counts in a kernel, see there), like every view a
+    kernel carves: a slice holds a reference, and a kernel that calls a pass with such arrays
+    pays two atomic operations per slice on entry and exit (the tree kernels' set-up, measured
+    on the 7-link arm under ``semi_implicit_euler``: kernel(0) 0.35 -> 0.17 us)."""
     o = nf_model
-    S = F[o:o + n_state]
+    S = view(F, o, (n_state,))
     o += n_state
-    S_prev = F[o:o + n_state]
+    S_prev = view(F, o, (n_state,))
     o += n_state
-    A = F[o:o + n_applied]
+    A = view(F, o, (n_applied,))
     o += n_applied
-    solver = F[o:o + N_SOLVER]
+    solver = view(F, o, (N_SOLVER,))
     o += N_SOLVER
-    return S, S_prev, A, solver, I[ni_model:ni_model + N_STATS], F[o:]
+    return S, S_prev, A, solver, view(I, ni_model, (N_STATS,)), view(F, o, (F.shape[0] - o,))
 
 
 def allocate(mf, mi, n_state, n_applied, n_work):

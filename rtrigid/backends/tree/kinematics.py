@@ -908,8 +908,7 @@ def applied_size(nb, nv, na):
 @jit_inline
 def applied_views(A, nb, nv):
     """(f_app (nb, 3), t_app (nb, 3), held joint forces (nv,)) views of A."""
-    return (view(A, 0, (nb, 3)), view(A, 3 * nb, (nb, 3)),
-            A[6 * nb:6 * nb + nv])
+    return view(A, 0, (nb, 3)), view(A, 3 * nb, (nb, 3)), view(A, 6 * nb, (nv,))
 
 
 @jit
@@ -937,7 +936,7 @@ def work_size(nb, nq, nv):
 def state_views(S, nb, nq, nv):
     """(Qg, nu, x, q, v, w, L) views into a multibody state array."""
     o = nq + nv
-    return (S[:nq], S[nq:o], view(S, o, (nb, 3)),
+    return (view(S, 0, (nq,)), view(S, nq, (nv,)), view(S, o, (nb, 3)),
             view(S, o + 3 * nb, (nb, 4)), view(S, o + 7 * nb, (nb, 3)),
             view(S, o + 10 * nb, (nb, 3)), view(S, o + 13 * nb, (nb, 3)))
 
@@ -951,7 +950,7 @@ def open_buffers(F, I):
     S, S_prev, A, solver, stats, work = sections(F, I, nf_model, ni_model,
                                                  state_size(nb, nq, nv, na),
                                                  applied_size(nb, nv, na))
-    gravity = F[0:3]
+    gravity = view(F, 0, (3,))
     tf = view(F, 3, (nb, T_WIDTH))
     pf = view(F, 3 + T_WIDTH * nb, (ns, P_WIDTH))
     ti = view(I, HEADER, (nb, I_WIDTH))
@@ -968,7 +967,7 @@ def actuator_views(F, I):
     S, S_prev, A, solver, stats, work = sections(F, I, nf_model, ni_model, n_state,
                                                  applied_size(nb, nv, na))
     act = view(F, nf_model - ACT_WIDTH * na, (na, ACT_WIDTH))
-    return act, A[6 * nb + nv:6 * nb + nv + na], S[n_state - na:n_state]
+    return act, view(A, 6 * nb + nv, (na,)), view(S, n_state - na, (na,))
 
 
 @jit_inline
@@ -1001,21 +1000,21 @@ def carve(work, nb, nq, nv):
     o += 6 * nb
     I6 = view(work, o, (6, 6))
     o += 36
-    tau = work[o:o + nv]
+    tau = view(work, o, (nv,))
     o += nv
-    Q0 = work[o:o + nq]
+    Q0 = view(work, o, (nq,))
     o += nq
-    nu0 = work[o:o + nv]
+    nu0 = view(work, o, (nv,))
     o += nv
     kQ = view(work, o, (2, nq))  # RK4: a stage's derivative, and the sum
     o += 2 * nq
     knu = view(work, o, (2, nv))
     o += 2 * nv
-    Qs = work[o:o + nq]
+    Qs = view(work, o, (nq,))
     o += nq
-    nus = work[o:o + nv]
+    nus = view(work, o, (nv,))
     o += nv
-    nudot = work[o:o + nv]
+    nudot = view(work, o, (nv,))
     o += nv
     # joint limits (see .limits): impulse columns, their k x k matrix, per active joint
     # (rate index, away sign, target rate, aux), the rate jump
@@ -1025,7 +1024,7 @@ def carve(work, nb, nq, nv):
     o += nb * nb
     Lv = view(work, o, (4, nb))
     o += 4 * nb
-    Ld = work[o:o + nv]
+    Ld = view(work, o, (nv,))
     return (R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
             nudot, Lc, La, Lv, Ld)
 
