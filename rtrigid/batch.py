@@ -12,6 +12,11 @@ model (it freezes the model and validates it), its buffers are copied into the r
 write to copy i (``set_qpos``, ``set_qvel``, reads of energy) runs that Simulation's own code on
 a copy of row i, then copies the row back.
 
+A model with a ground is stepped by its contact step (``ContactStepper.rows``): the same
+compiled ``run`` the Simulation calls, on rows that hold the Simulation's buffers followed by
+its contact arrays (shapes and grounds, the table, the warm start, the solve's scratch), so a
+copy's contacts are its own and it too is bit for bit its single Simulation.
+
 Controls in the loop, without Python per copy: arrays over time (``controls=``), or a linear
 feedback ``u = u0 - K (x - x_ref)`` with x = (joint coordinates, joint rates) of the kernel's
 state (tree models; under ``energy_momentum`` the rates are the scheme's own mean rates of the

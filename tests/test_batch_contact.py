@@ -203,7 +203,3 @@ def test_a_failed_copy_stops_alone():
         s.step(40)
     assert np.all(np.isfinite(b.F[2]))
 
-
-def test_loop_models_stay_refused():
-    with pytest.raises(ValueError, match="model: a model with loop joints is not batched"):
-        rt.Batch(rt.scenarios.build("four_bar"), n=N)
