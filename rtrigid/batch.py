@@ -12,6 +12,11 @@ model (it freezes the model and validates it), its buffers are copied into the r
 write to copy i (``set_qpos``, ``set_qvel``, reads of energy) runs that Simulation's own code on
 a copy of row i, then copies the row back.
 
+A model with a ground is stepped by its contact step (``ContactStepper.rows``): the same
+compiled ``run`` the Simulation calls, on rows that hold the Simulation's buffers followed by
+its contact arrays (shapes and grounds, the table, the warm start, the solve's scratch), so a
+copy's contacts are its own and it too is bit for bit its single Simulation.
+
 Controls in the loop, without Python per copy: arrays over time (``controls=``), or a linear
 feedback ``u = u0 - K (x - x_ref)`` with x = (joint coordinates, joint rates) of the kernel's
 state (tree models; under ``energy_momentum`` the rates are the scheme's own mean rates of the
@@ -76,12 +81,29 @@ def _offset(F, view):
     return (view.__array_interface__["data"][0] - F.__array_interface__["data"][0]) // 8
 
 
+def _stepped(sim):
+    """(kernel, F, I): what a batch steps for copy ``sim``: its kernel on its buffers, or,
+    with a ground, its contact step on its buffers followed by its contact arrays (the
+    shapes, the table, the warm start, ...: ``ContactStepper.rows``)."""
+    b = sim.backend
+    if sim._contacts is None:
+        return sim._kernel, b.F, b.I
+    return sim._kernel.rows(b.F, b.I)
+
+
+def _digest(sim):
+    """What tells two copies' models apart: the frozen model, and its contact model."""
+    c = sim._contacts
+    return sim.backend.model_digest + (b"" if c is None else c.digest)
+
+
 def _structure(sim):
-    """What copies of a batch must share: the kernel, the buffers' sizes and the model's
+    """What copies of a batch must share: the kernel, the rows' sizes and the model's
     integer part (topology, kinds, sizes)."""
     b = sim.backend
-    return (sim._kernel, b.F.shape, b.I.shape, b.I[:len(b.I) - N_STATS].tobytes(), sim.nq,
-            sim.nv, sim.na, sim.dt)
+    kernel, F, I = _stepped(sim)
+    return (kernel, F.shape, I.shape, b.I[:len(b.I) - N_STATS].tobytes(), sim.nq, sim.nv,
+            sim.na, sim.dt)
 
 
 class Batch:
@@ -123,14 +145,16 @@ class Batch:
         self.integrator, self.dt = base.integrator, base.dt
         self.nq, self.nv, self.na = base.nq, base.nv, base.na
         self.actuator_names = base.actuator_names
-        self._kernel, self._key = base._kernel, _structure(base)
+        self._kernel, Fx, Ix = _stepped(base)
+        self._key = _structure(base)
         self._tree = base.backend.name == TREE
-        self._sims = {base.backend.model_digest: base}
-        self._which = [base.backend.model_digest] * self.n
-        self.F = np.empty((self.n,) + base.backend.F.shape)
-        self.I = np.empty((self.n,) + base.backend.I.shape, np.int64)
-        self.F[:] = _buffers(first, base)[0]
-        self.I[:] = _buffers(first, base)[1]
+        # a row is the Simulation's F (I), then with a ground its contact arrays
+        self._nf, self._ni = len(base.backend.F), len(base.backend.I)
+        self._sims = {_digest(base): base}
+        self._which = [_digest(base)] * self.n
+        self.F = np.empty((self.n,) + Fx.shape)
+        self.I = np.empty((self.n,) + Ix.shape, np.int64)
+        self.F[:], self.I[:] = _buffers(first, base)
         self._base_model = base.model
         if factory is not None:
             for i in range(1, self.n):
@@ -162,7 +186,7 @@ class Batch:
                 raise ValueError(f"{field}: copy {i}'s Simulation steps {source.integrator} "
                                  f"at dt {source.dt:g}, the batch {kw['integrator']} at dt "
                                  f"{kw['dt']:g}")
-            d = source.backend.model_digest
+            d = _digest(source)
             if d in self._sims:
                 return self._sims[d]
             model = source.model
@@ -184,7 +208,7 @@ class Batch:
             raise ValueError(f"{field}: copy {i}'s model does not share the batch's structure "
                              "(bodies, joints, kinds, actuators, springs and integrator must be "
                              "those of copy 0; only parameters may differ)")
-        d = sim.backend.model_digest
+        d = _digest(sim)
         self._sims.setdefault(d, sim)
         self._which[i] = d
         self.F[i], self.I[i] = _buffers(source, sim)
@@ -192,8 +216,8 @@ class Batch:
     def _sim(self, i):
         """The Simulation of copy i's model, holding copy i's row (copy it back after a write)."""
         sim = self._sims[self._which[i]]
-        sim.backend.F[:] = self.F[i]
-        sim.backend.I[:] = self.I[i]
+        sim.backend.F[:] = self.F[i, :self._nf]
+        sim.backend.I[:] = self.I[i, :self._ni]
         return sim
 
     def _per_copy(self, X, width, field, write):
@@ -205,12 +229,12 @@ class Batch:
         F = self.F.copy()
         for i in range(self.n):
             sim = self._sim(i)
-            sim.backend.F[:] = F[i]
+            sim.backend.F[:] = F[i, :self._nf]
             try:
                 write(sim, X[i])
             except ValueError as e:
                 raise ValueError(f"{field}: copy {i}: {e}") from None
-            F[i] = sim.backend.F
+            F[i, :self._nf] = sim.backend.F
         self.F[:] = F
 
     # -- interface ------------------------------------------------------------------------------
@@ -226,10 +250,12 @@ class Batch:
     def set_params(self, **params):
         """Per-copy parameters that do not change structure, each an array over copies
         (or one value for all): ``mass`` (n, nb), ``inertia`` (n, nb, 3), ``gravity``
-        (n, 3), ``damping`` / ``stiffness`` (n, njoints), ``kp`` / ``kv`` (n, na).  Each copy
+        (n, 3), ``damping`` / ``stiffness`` (n, njoints), ``kp`` / ``kv`` (n, na), ``friction`` /
+        ``restitution`` (n, nb) of the bodies' contacts (a ground's stay).  Each copy
         is rebuilt from the batch's model with its parameters (re-frozen by a Simulation) and
         restarts from that model's initial state.  All or nothing."""
-        known = ("mass", "inertia", "gravity", "damping", "stiffness", "kp", "kv")
+        known = ("mass", "inertia", "gravity", "damping", "stiffness", "kp", "kv", "friction",
+                 "restitution")
         for k in params:
             if k not in known:
                 raise ValueError(f"{k}: unknown parameter; known: {list(known)}")
@@ -237,7 +263,8 @@ class Batch:
         shapes = {"mass": (len(base.bodies),), "inertia": (len(base.bodies), 3),
                   "gravity": (3,), "damping": (len(base.joints),),
                   "stiffness": (len(base.joints),), "kp": (len(base.actuators),),
-                  "kv": (len(base.actuators),)}
+                  "kv": (len(base.actuators),), "friction": (len(base.bodies),),
+                  "restitution": (len(base.bodies),)}
         arrays = {}
         for k, v in params.items():
             a = np.asarray(v, dtype=float)
@@ -252,6 +279,8 @@ class Batch:
                 raise ValueError(f"{k}: must be > 0")
             if k != "gravity" and not np.all(a >= 0):
                 raise ValueError(f"{k}: must be >= 0")
+            if k == "restitution" and not np.all(a <= 1):
+                raise ValueError(f"{k}: must be in [0, 1]")
             arrays[k] = a
         saved = (self.F.copy(), self.I.copy(), list(self._which), dict(self._sims))
         try:
@@ -365,8 +394,7 @@ class Batch:
 
 def _buffers(source, sim):
     """The (F, I) rows copy i starts from: a Simulation source's own, else ``sim``'s."""
-    b = (source if isinstance(source, Simulation) else sim).backend
-    return b.F, b.I
+    return _stepped(source if isinstance(source, Simulation) else sim)[1:]
 
 
 def _rows(a, n, width, field):
@@ -391,6 +419,9 @@ def _set_param(m, k, v):
             b.inertia = np.array(x, dtype=float)
     elif k == "gravity":
         m.gravity = np.array(v, dtype=float)
+    elif k in ("friction", "restitution"):
+        for b, x in zip(m.bodies, v):
+            setattr(b, k, float(x))
     elif k in ("damping", "stiffness"):
         for j, x in zip(m.joints, v):
             setattr(j, k, float(x))

@@ -70,11 +70,10 @@ class Integrator(NamedTuple):
         """Why this scheme cannot step a model (its backend, inbound joints, loop joints,
         actuators and grounds), or None; ``batched``: as copies in a :class:`~rtrigid.Batch`.
         The one place that decides which loop models can be stepped, alone or batched."""
-        if batched and (loop_joints or grounds):
-            return (f"a model with {'loop joints' if loop_joints else 'a ground (contacts)'} "
-                    "is not batched yet: its loop or contact solve runs outside the compiled "
-                    "kernel a Batch drives (Python around compiled passes, on the "
-                    "simulation's own scratch)")
+        if batched and loop_joints:
+            return ("a model with loop joints is not batched yet: its loop solve is Python "
+                    "around compiled passes (backends/tree/loops.py), not one compiled step a "
+                    "Batch can run per copy (contacts are: a ground is batched)")
         if grounds and not self.contacts:
             return (f"{self.name} does not step contacts; use one of "
                     f"{[i.name for i in REGISTRY.values() if i.contacts]}")

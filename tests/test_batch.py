@@ -188,8 +188,6 @@ def test_validation_refuses_and_keeps_the_state():
         rt.Batch("arm", n=N)
     with pytest.raises(ValueError, match="n"):
         rt.Batch(arm(), n=0)
-    with pytest.raises(ValueError, match="ground"):  # its contacts are solved outside the kernel
-        rt.Batch(rt.scenarios.build("ball_on_incline"), n=N)
     with pytest.raises(ValueError, match="loop joints"):
         rt.Batch(rt.scenarios.build("four_bar"), n=N)
 

@@ -1,5 +1,6 @@
 """Batch throughput beside ``mujoco.rollout``: copy-steps per second on 1000 2-link arms with
-position servos and on 1000 gyro tops, the same models, the same threads, medians of repeats.
+position servos, on 1000 gyro tops and on 1000 copies of two contact scenes (a stack of 5 boxes,
+the quadruped standing on the ground), the same models, the same threads, medians of repeats.
 
     PYTHONPATH=$PWD python3 -m rtrigid.tools.batch_bench [--n 1000] [--steps 200] [--repeats 5]
         [--threads 2]          (rtrigid bench --batch [--repeats N]: the defaults)
@@ -8,6 +9,12 @@ rtrigid: :class:`rtrigid.Batch` with controls given per step (k, n, nu); MuJoCo:
 twin of the same model (:func:`rtrigid.tools.mujoco_ref.build_tree`, the servos as MuJoCo
 position actuators with the same kp, kv), ``mujoco.rollout.rollout`` with one MjData per
 thread and the same controls (n, k, nu).  Both from random joint states.
+
+Contact scenes (:func:`measure_contact`): the scenario (``box_stack`` with 5 boxes,
+``quadruped_on_ground``) at its dt 1/240, every copy dropped from a random height of 0 to 1 cm
+(its lifted bodies raised), 200 steps with the controls held (the quadruped's servos at 0);
+MuJoCo: the twin from :func:`rtrigid.tools.mujoco_ref.build_tree` with contacts (the boxes and
+the plane, MuJoCo's default soft contacts) under MuJoCo's default Euler, from the same states.
 """
 import argparse
 import copy
@@ -51,9 +58,6 @@ def _median(fn, repeats):
 
 def measure(make, integrator, n, steps, repeats, threads, seed=0):
     """{'rtrigid': copy-steps/s, 'mujoco': copy-steps/s} of n copies of make() over steps."""
-    import mujoco
-    from mujoco import rollout
-
     dt = 1e-3
     model = make()
     rng = np.random.default_rng(seed)
@@ -65,20 +69,36 @@ def measure(make, integrator, n, steps, repeats, threads, seed=0):
         Q = Q.copy()
     else:
         Q = Q + rng.uniform(-0.5, 0.5, Q.shape)
+    U = rng.uniform(-0.5, 0.5, (steps, n, b.na))
+    t_rt = _batch_seconds(b, Q, V, U if b.na else None, steps, repeats, threads)
+    mjm, qadr, vadr = _mujoco_twin(model, dt)
+    ctrl = np.ascontiguousarray(np.transpose(U, (1, 0, 2))) if b.na else None
+    t_mj = _mujoco_seconds(mjm, qadr, vadr, Q, V, ctrl, steps, repeats, threads)
+    return {"rtrigid": n * steps / t_rt, "mujoco": n * steps / t_mj}
+
+
+def _batch_seconds(b, Q, V, controls, steps, repeats, threads):
+    """Median seconds of ``b.step(steps, controls=controls)`` from the states (Q, V)."""
     b.set_qpos(Q)
     b.set_qvel(V)
     F0, I0 = b.F.copy(), b.I.copy()
-    U = rng.uniform(-0.5, 0.5, (steps, n, b.na))
-    controls = U if b.na else None
     numba.set_num_threads(threads)
-    b.step(1, controls=None if controls is None else U[:1])  # warm (compile or load)
+    b.step(1, controls=None if controls is None else controls[:1])  # warm (compile or load)
 
     def run_batch():
         b.F[:], b.I[:] = F0, I0
         b.step(steps, controls=controls)
 
-    t_rt = _median(run_batch, repeats)
-    mjm, qadr, vadr = _mujoco_twin(model, dt)
+    return _median(run_batch, repeats)
+
+
+def _mujoco_seconds(mjm, qadr, vadr, Q, V, ctrl, steps, repeats, threads):
+    """Median seconds of ``mujoco.rollout.rollout`` of ``steps`` steps from the joint states
+    (Q, V) (rtrigid's layout, placed by qadr, vadr), one MjData per thread."""
+    import mujoco
+    from mujoco import rollout
+
+    n = len(Q)
     datas = [mujoco.MjData(mjm) for _ in range(threads)]
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     d = datas[0]
@@ -88,13 +108,43 @@ def measure(make, integrator, n, steps, repeats, threads, seed=0):
         d.qpos[qadr] = Q[i]
         d.qvel[vadr] = V[i]
         mujoco.mj_getState(mjm, d, x0[i], spec)
-    ctrl = np.ascontiguousarray(np.transpose(U, (1, 0, 2))) if b.na else None
     rollout.rollout(mjm, datas, x0, ctrl, nstep=steps)  # warm
 
     def run_mujoco():
         rollout.rollout(mjm, datas, x0, ctrl, nstep=steps)
 
-    t_mj = _median(run_mujoco, repeats)
+    return _median(run_mujoco, repeats)
+
+
+CONTACT_SCENES = {"box_stack": ({"n": 5}, range(5)), "quadruped_on_ground": ({}, (0,))}
+
+
+def _heights(sim, bodies):
+    """The qpos entries that raise ``bodies`` (their free joints' z), found by raising them
+    1 m in ``sim`` (which is restored)."""
+    snap, q0 = sim.snapshot(), sim.qpos()
+    for k in bodies:
+        sim.set_position(k, sim.pose(k)[0] + (0.0, 0.0, 1.0))
+    moved = np.flatnonzero(np.isclose(sim.qpos() - q0, 1.0))
+    sim.restore(snap)
+    assert len(moved) == len(bodies)
+    return moved
+
+
+def measure_contact(scene, integrator, n, steps, repeats, threads, seed=0):
+    """{'rtrigid': copy-steps/s, 'mujoco': copy-steps/s} of n copies of a contact scene
+    (:data:`CONTACT_SCENES`: its parameters and the bodies a copy's drop raises) over steps."""
+    kw, lifted = CONTACT_SCENES[scene]
+    sim = scenarios.build(scene, integrator=integrator, **kw)
+    rng = np.random.default_rng(seed)
+    b = rt.Batch(sim, n=n)
+    Q = np.tile(sim.qpos(), (n, 1))
+    V = np.tile(sim.qvel(), (n, 1))
+    Q[:, _heights(sim, lifted)] += rng.uniform(0.0, 0.01, (n, 1))
+    t_rt = _batch_seconds(b, Q, V, None, steps, repeats, threads)
+    mjm, _, qadr, vadr = mujoco_ref.build_tree(sim.model, dt=sim.dt, integrator="Euler",
+                                               contacts=True)
+    t_mj = _mujoco_seconds(mjm, qadr, vadr, Q, V, None, steps, repeats, threads)
     return {"rtrigid": n * steps / t_rt, "mujoco": n * steps / t_mj}
 
 
@@ -105,14 +155,19 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args(argv)
-    print(f"{a.n} copies x {a.steps} steps, dt 1 ms, {a.threads} threads, median of "
-          f"{a.repeats}; copy-steps per second")
-    print(f"{'model':<10} {'rtrigid integrator':<20} {'rtrigid':>12} {'mujoco RK4':>12} "
+    print(f"{a.n} copies x {a.steps} steps, {a.threads} threads, median of {a.repeats}; "
+          "copy-steps per second; arm and top at dt 1 ms beside MuJoCo's RK4, the contact "
+          "scenes at 1/240 beside its Euler")
+    print(f"{'model':<20} {'rtrigid integrator':<20} {'rtrigid':>12} {'mujoco':>12} "
           f"{'ratio':>7}")
-    for name, make in (("arm", arm), ("gyro_top", top)):
+    for name, make in (("arm", arm), ("gyro_top", top)) + tuple(
+            (scene, None) for scene in CONTACT_SCENES):
         for integ in ("nullspace_rk4", "energy_momentum"):
-            r = measure(make, integ, a.n, a.steps, a.repeats, a.threads)
-            print(f"{name:<10} {integ:<20} {r['rtrigid']:>12.4g} {r['mujoco']:>12.4g} "
+            if make is None:
+                r = measure_contact(name, integ, a.n, a.steps, a.repeats, a.threads)
+            else:
+                r = measure(make, integ, a.n, a.steps, a.repeats, a.threads)
+            print(f"{name:<20} {integ:<20} {r['rtrigid']:>12.4g} {r['mujoco']:>12.4g} "
                   f"{r['rtrigid'] / r['mujoco']:>7.2f}", flush=True)
 
 

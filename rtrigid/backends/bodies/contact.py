@@ -63,8 +63,75 @@ class ContactStepper:
         c.count = int(self._count[0])
         return status
 
+    def rows(self, F, I):
+        """This contact step as a kernel of the contract on longer rows, for
+        :class:`rtrigid.Batch`: ``(step, Fx, Ix)``, ``step(n, dt, Fx, Ix)`` the same compiled
+        ``run`` on the Simulation's ``F``, ``I`` and the contact arrays carved from the rows'
+        tails.  Fx = F followed by geom, grounds, table, vel, lift, lam, xf, rest_speed;
+        Ix = I followed by active, touched, ints, keys, rows, xi, count and the sizes
+        (:data:`ROW_SIZES` of them, at the end).  A copy's contacts (its warm start, the
+        table of its last step) and its shapes, friction and gravity are thus its own."""
+        c = self.contacts
+        assert (c.vel.shape[1], c.ints.shape[1], c.keys.shape[1]) == (16, 5, 2)
+        step = kernel_driver(_rows_source, self._run, imports=_ROWS_IMPORTS)
+        sizes = (len(F), len(I), len(c.geom), len(c.grounds), len(c.table), len(c.keys),
+                 len(self.xf), len(self.xi), self.iters)
+        Fx = np.concatenate([F] + [a.ravel() for a in (
+            c.geom, c.grounds, c.table, c.vel, c.lift, c.lam, self.xf)] + [[self.rest_speed]])
+        Ix = np.concatenate([I] + [a.ravel() for a in (
+            self.active, c.touched, c.ints, c.keys, c.rows, self.xi, self._count)]
+            + [sizes]).astype(np.int64)
+        return step, Fx, Ix
+
 
 _RUN_IMPORTS = "from rtrigid.backends.buffers import OK, USED_FALLBACK"
+
+
+ROW_SIZES = 9
+_ROWS_IMPORTS = ("from rtrigid.backends.bodies.contact import ROW_SIZES\n"
+                 "from rtrigid.backends.buffers import view\n"
+                 "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, P_WIDTH")
+
+
+def _rows_source(run):
+    """The source of ``step``, the contact step on a Batch's rows (:meth:`ContactStepper.rows`),
+    compiled once per ``run`` with it as the global ``kernel``."""
+    def step(n, dt, F, I):
+        """``run`` on the arrays carved from the rows F, I (see ContactStepper.rows)."""
+        m = I.shape[0] - ROW_SIZES
+        nf, ni, nb, ng, nr, nh, nxf, nxi, iters = (I[m], I[m + 1], I[m + 2], I[m + 3],
+                                                   I[m + 4], I[m + 5], I[m + 6], I[m + 7],
+                                                   I[m + 8])
+        o = nf
+        geom = view(F, o, (nb, G_WIDTH))
+        o += nb * G_WIDTH
+        grounds = view(F, o, (ng, P_WIDTH))
+        o += ng * P_WIDTH
+        table = view(F, o, (nr, C_WIDTH))
+        o += nr * C_WIDTH
+        vel = view(F, o, (nb, 16))
+        o += nb * 16
+        lift = view(F, o, (nb, 3))
+        o += nb * 3
+        lam = view(F, o, (nr, 3))
+        o += nr * 3
+        xf = view(F, o, (nxf,))
+        rest_speed = F[o + nxf]
+        o = ni
+        active = view(I, o, (nb,))
+        touched = view(I, o + nb, (nb,))
+        o += 2 * nb
+        ints = view(I, o, (nb, 5))
+        o += nb * 5
+        keys = view(I, o, (nh, 2))
+        o += nh * 2
+        rows = view(I, o, (nr,))
+        o += nr
+        xi = view(I, o, (nxi,))
+        count = view(I, o + nxi, (1,))
+        return kernel(n, dt, view(F, 0, (nf,)), view(I, 0, (ni,)), geom, grounds, table,
+                      active, touched, vel, ints, lift, keys, lam, rows, iters, rest_speed, xf,
+                      xi, count)
 
 
 def _run_source(kernel):
