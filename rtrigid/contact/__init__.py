@@ -40,6 +40,7 @@ from rtrigid.contact.geometry import (
     P_WIDTH,
     SHAPE_CODES,
 )
+from rtrigid.contact.solver import VEL_WIDTH
 from rtrigid.model import SHAPES
 
 SWEEPS = 16  # most Gauss-Seidel sweeps over the contacts per step: the solve's budget
@@ -111,7 +112,7 @@ class Contacts:
         self.table = np.zeros((nb * (len(model.grounds) * MAX_POINTS + PAIR_ROWS), C_WIDTH))
         self.count = 0
         self.touched = np.zeros(nb, np.int64)
-        self.vel = np.zeros((nb, 17))  # solver scratch; column 16: the flight gap
+        self.vel = np.zeros((nb, VEL_WIDTH))  # solver scratch; its last column: the flight gap
         self.lift = np.zeros((nb, 3))
         # order, rank (by body name: results do not depend on the order bodies were added
         # in), the broad phase's sweep order, islands, levels (see contact.solver)

@@ -93,6 +93,8 @@ MIN_SWEEPS = 4
 # a backend's after_step flag (its int scratch's first entry): the scheme's free flight does
 # not keep energy, so the event's energy budget is taken from the step's start
 START_BUDGET = 2
+# columns of the solver's per-body scratch ``vel`` (see :func:`resolve`; the last: the flight gap)
+VEL_WIDTH = 17
 
 
 @jit

@@ -6,7 +6,7 @@ from rtrigid._jit import jit, kernel_driver
 from rtrigid.backends.bodies.common import body_momenta, open_buffers, state_view
 from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
 from rtrigid.contact.geometry import G_KIND, NONE
-from rtrigid.contact.solver import START_BUDGET, flight_gap, resolve
+from rtrigid.contact.solver import START_BUDGET, VEL_WIDTH, flight_gap, resolve
 
 
 @jit
@@ -72,7 +72,7 @@ class ContactStepper:
         (:data:`ROW_SIZES` of them, at the end).  A copy's contacts (its warm start, the
         table of its last step) and its shapes, friction and gravity are thus its own."""
         c = self.contacts
-        assert (c.vel.shape[1], c.ints.shape[1], c.keys.shape[1]) == (16, 5, 2)
+        assert (c.vel.shape[1], c.ints.shape[1], c.keys.shape[1]) == (VEL_WIDTH, 5, 2)
         step = kernel_driver(_rows_source, self._run, imports=_ROWS_IMPORTS)
         sizes = (len(F), len(I), len(c.geom), len(c.grounds), len(c.table), len(c.keys),
                  len(self.xf), len(self.xi), self.iters)
@@ -90,7 +90,8 @@ _RUN_IMPORTS = "from rtrigid.backends.buffers import OK, USED_FALLBACK"
 ROW_SIZES = 9
 _ROWS_IMPORTS = ("from rtrigid.backends.bodies.contact import ROW_SIZES\n"
                  "from rtrigid.backends.buffers import view\n"
-                 "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, P_WIDTH")
+                 "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, P_WIDTH\n"
+                 "from rtrigid.contact.solver import VEL_WIDTH")
 
 
 def _rows_source(run):
@@ -109,8 +110,8 @@ def _rows_source(run):
         o += ng * P_WIDTH
         table = view(F, o, (nr, C_WIDTH))
         o += nr * C_WIDTH
-        vel = view(F, o, (nb, 16))
-        o += nb * 16
+        vel = view(F, o, (nb, VEL_WIDTH))
+        o += nb * VEL_WIDTH
         lift = view(F, o, (nb, 3))
         o += nb * 3
         lam = view(F, o, (nr, 3))
