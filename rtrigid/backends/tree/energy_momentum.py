@@ -218,7 +218,6 @@ from rtrigid.backends.tree.kinematics import (
     actuator_views,
     articulated_factor,
     articulated_solve,
-    bias_forces,
     FREE6,
     I_KIND,
     I_ORDER,
@@ -249,8 +248,6 @@ from rtrigid.backends.tree.kinematics import (
     coordinate_rates,
     coordinate_slots,
     forward_kinematics,
-    geometry,
-    joint_forces,
     joint_velocities,
     normalize_coordinates,
     nv_of,
@@ -258,10 +255,10 @@ from rtrigid.backends.tree.kinematics import (
     quat_to_rot,
     rk4_stage_input,
     state_views,
-    world_loads,
 )
 from rtrigid.backends import newton
 from rtrigid.backends.tree.dynamics import momentum_rates
+from rtrigid.backends.tree.nullspace_rk4 import loads as rk4_loads
 from rtrigid.backends.tree.limits import has_limits, limit_impulse
 from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.newton import ACCEPT
@@ -1247,15 +1244,13 @@ def _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, 
     for st in range(4):
         rk4_stage_input(st, h, Qg, nu_t, dQ, dnu, Qs, nus)
         coordinate_rates(ti, Qs, nus, dQ)
-        if st > 0:  # (the first stage's configuration is factored already)
-            geometry(tf, ti, Qs, xs, qs, R, rj, G)
-            if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
-                return False
-        joint_velocities(ti, G, nus, V, cb)
-        world_loads(tf, ti, pf, pi, gravity, xs, R, G, view(A, 0, (nb, 3)),
-                    view(A, 3 * nb, (nb, 3)), fext)
-        bias_forces(tf, ti, R, G, V, fext, pA)
-        joint_forces(tf, ti, Qs, nus, A[6 * nb:6 * nb + nv], tau)
+        # nullspace_rk4's stage inputs; the actuators below, as their work is not wanted here
+        rk4_loads(tf, ti, pf, pi, gravity, Qs, nus, xs, qs, R, rj, G, V, cb,
+                  view(A, 0, (nb, 3)), view(A, 3 * nb, (nb, 3)), fext, pA,
+                  A[6 * nb:6 * nb + nv], tau, act[:0], ctrl, ctrl, 0.0)
+        # (the first stage's configuration is factored already)
+        if st > 0 and not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
+            return False
         for a in range(act.shape[0]):
             ov = int(act[a, ACT_V])
             tau[ov] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, Qs[int(act[a, ACT_Q])],
