@@ -3,13 +3,13 @@ how far from resolved the motion is, whether the step's discrete equations have 
 reached from h = 0, and how far candidate starts lie from it.
 
 ``python3 -m rtrigid.tools.em_hard_steps [links] [1/dt] [hard steps]`` (default 50 60 20):
-the chain of ``bench._lively_chain`` for 600 steps after 5; on the first ``hard steps`` steps
-that needed sub-steps the path of the step's solution mu(h), h from 0 to dt, is traced by plain
-Newton (``energy_momentum.newton_probe``: residual and Newton solve at any h) from the line
-through its last two points, with K = 16, 64 equal steps; the smallest singular value of
-(h/2) dres/dmu along it tells whether the path turns (a fold) or ends; and candidate starts
-(the rates at t_n, the last mean rates, RK4 with 1, 2, 4, 8 sub-steps of ``nullspace_rk4``)
-are measured against the end point mu(dt).
+the lively chain of ``rtrigid bench``'s solver section (:func:`lively_chain`) for 600 steps
+after 5; on the first ``hard steps`` steps that needed sub-steps, the path of the step's
+solution mu(h), h from 0 to dt, is traced by plain Newton (``energy_momentum.newton_probe``:
+residual and Newton solve at any h) from the line through its last two points, with K = 16
+and 64 equal steps; the smallest singular value of (h/2) dres/dmu along it tells whether the
+path turns (a fold); and candidate starts (the rates at t_n, the last mean rates, RK4 with 1,
+2, 4, 8 sub-steps of ``nullspace_rk4``) are measured against the end point mu(dt).
 """
 import sys
 import warnings
@@ -18,7 +18,16 @@ import numpy as np
 
 from rtrigid.backends.tree import energy_momentum as em
 from rtrigid.simulation import SimulationError
-from rtrigid.tools import bench
+from rtrigid import scenarios
+from rtrigid.maths import quat
+
+
+def lively_chain(n, integrator, dt, seed=0):
+    """The solver section's lively chain: links tilted ~0.5 rad, random ~1 rad/s."""
+    rng = np.random.default_rng(seed)
+    q0 = [quat.from_rotvec(rng.normal(scale=0.5, size=3)) for _ in range(n)]
+    return scenarios.build("chain", integrator=integrator, dt=dt, n=n, q0=q0,
+                           omega0=rng.normal(size=(n, 3)))
 
 
 def newton(sim, h, mu, iters=25):
@@ -85,8 +94,8 @@ def increments(n, q0, q1, h):
 
 def study(n=50, inv_dt=60, hard=20):
     dt = 1.0 / inv_dt
-    sim = bench._lively_chain(n, "energy_momentum", dt)
-    rk = {m: bench._lively_chain(n, "nullspace_rk4", dt / m) for m in (1, 2, 4, 8)}
+    sim = lively_chain(n, "energy_momentum", dt)
+    rk = {m: lively_chain(n, "nullspace_rk4", dt / m) for m in (1, 2, 4, 8)}
     rk0 = {m: r.snapshot() for m, r in rk.items()}
     sim.step(5)
     turns, tips, fallbacks, found = [], [], 0, []
