@@ -155,8 +155,9 @@ each (the cheap and the explicit start's solves, the sub-steps of every level, t
 tries of every level), and no outcome is NaN or gains energy.
 
 Continuation in h (:func:`_rejoin`).  While a step is being done as m sub-steps, the whole
-step is tried again from the path they trace, and kept if it converges: half-way, from the
-sub-steps' mean rates nubar(1/2) extrapolated linearly in s to s = 1 from the rates at t_n;
+step is tried again from the path they trace, and kept if it converges: half-way (on the
+first level, m = 2, only: on later levels those tries failed and cost half the time of the
+lively 50-link chain at dt = 1/60, README), from the sub-steps' mean rates nubar(1/2) extrapolated linearly in s to s = 1 from the rates at t_n;
 then, if that fails, along the path of the step's own solution as h grows (for m = 2 the
 first sub-step is its point at h/2): a solve at a fraction of dt half-way between the last
 point reached and the last one that failed, each started from the line through the last two
@@ -218,7 +219,6 @@ from rtrigid.backends.tree.kinematics import (
     actuator_views,
     articulated_factor,
     articulated_solve,
-    bias_forces,
     FREE6,
     I_KIND,
     I_ORDER,
@@ -249,8 +249,6 @@ from rtrigid.backends.tree.kinematics import (
     coordinate_rates,
     coordinate_slots,
     forward_kinematics,
-    geometry,
-    joint_forces,
     joint_velocities,
     normalize_coordinates,
     nv_of,
@@ -258,10 +256,10 @@ from rtrigid.backends.tree.kinematics import (
     quat_to_rot,
     rk4_stage_input,
     state_views,
-    world_loads,
 )
 from rtrigid.backends import newton
 from rtrigid.backends.tree.dynamics import momentum_rates
+from rtrigid.backends.tree.nullspace_rk4 import loads as rk4_loads
 from rtrigid.backends.tree.limits import has_limits, limit_impulse
 from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.newton import ACCEPT
@@ -1247,15 +1245,13 @@ def _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, 
     for st in range(4):
         rk4_stage_input(st, h, Qg, nu_t, dQ, dnu, Qs, nus)
         coordinate_rates(ti, Qs, nus, dQ)
-        if st > 0:  # (the first stage's configuration is factored already)
-            geometry(tf, ti, Qs, xs, qs, R, rj, G)
-            if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
-                return False
-        joint_velocities(ti, G, nus, V, cb)
-        world_loads(tf, ti, pf, pi, gravity, xs, R, G, view(A, 0, (nb, 3)),
-                    view(A, 3 * nb, (nb, 3)), fext)
-        bias_forces(tf, ti, R, G, V, fext, pA)
-        joint_forces(tf, ti, Qs, nus, A[6 * nb:6 * nb + nv], tau)
+        # nullspace_rk4's stage inputs; the actuators below, as their work is not wanted here
+        rk4_loads(tf, ti, pf, pi, gravity, Qs, nus, xs, qs, R, rj, G, V, cb,
+                  view(A, 0, (nb, 3)), view(A, 3 * nb, (nb, 3)), fext, pA,
+                  A[6 * nb:6 * nb + nv], tau, act[:0], ctrl, ctrl, 0.0)
+        # (the first stage's configuration is factored already)
+        if st > 0 and not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
+            return False
         for a in range(act.shape[0]):
             ov = int(act[a, ACT_V])
             tau[ov] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, Qs[int(act[a, ACT_Q])],
@@ -1842,8 +1838,8 @@ def step(n, dt, F, I):
                                  nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork, pred,
                                  change, path[0]) and all_finite(S)
         while not ok and m < most:
-            # m sub-steps, each predicted afresh; half-way and at their end the whole step is
-            # tried again from the path they trace (continuation in h, :func:`_rejoin`)
+            # m sub-steps, each predicted afresh; half-way (for m = 2) and at their end the
+            # whole step is tried again from the path they trace (continuation in h, _rejoin)
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
             m *= 2
@@ -1854,7 +1850,7 @@ def step(n, dt, F, I):
                                      ctrl, awork, pred, change, path[0]) and all_finite(S)
                 if not ok:
                     break
-                if CONTINUATION and (2 * k == m or k == m):
+                if CONTINUATION and ((2 * k == m and m == 2) or k == m):
                     if _rejoin(dt, k / m, max_iter, limited, gravity, tf, ti, pf, pi, A, forces,
                                S, S_prev, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl,
                                awork, path, saved):
