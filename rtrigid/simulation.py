@@ -1137,8 +1137,8 @@ class Simulation:
             if q is not None:
                 r = _rotate(q, p)
             else:
-                x = self.x[b]
-                r = p[0] - x.item(0), p[1] - x.item(1), p[2] - x.item(2)
+                x = self.x
+                r = p[0] - x.item(b, 0), p[1] - x.item(b, 1), p[2] - x.item(b, 2)
             t0 += r[1] * f[2] - r[2] * f[1]
             t1 += r[2] * f[0] - r[0] * f[2]
             t2 += r[0] * f[1] - r[1] * f[0]
