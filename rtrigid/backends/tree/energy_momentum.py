@@ -85,7 +85,9 @@ y = x_mid - h phi / (4 m), the blocks (h/2 scaled) [[-m [y]x [x1]x, m [y]x], [-m
 joint row: the mean joint point moves by half the motion of the joint point at t_{n+1}, against
 the subtree's force F; a revolute row's mean axis turns by half the child's turn against the
 subtree's moment N.  The recursion is the usual one with U = IA SR, W = SL^T IA + E and
-D = W SR.  Applied forces and torques are constant in the world frame and drop out.  Left
+D = W SR; a spherical joint's columns of SL are (e_k, r_mid x e_k), and the factorization and
+the solve leave out their exact zeros and unit (the same sums in the same order, so the same
+numbers).  Applied forces and torques are constant in the world frame and drop out.  Left
 out (the iteration then converges linearly, fast): the derivatives of the spring forces and of
 their arms.  Checked against finite differences in the tests (models without springs).
 
