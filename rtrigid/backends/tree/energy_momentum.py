@@ -85,7 +85,9 @@ y = x_mid - h phi / (4 m), the blocks (h/2 scaled) [[-m [y]x [x1]x, m [y]x], [-m
 joint row: the mean joint point moves by half the motion of the joint point at t_{n+1}, against
 the subtree's force F; a revolute row's mean axis turns by half the child's turn against the
 subtree's moment N.  The recursion is the usual one with U = IA SR, W = SL^T IA + E and
-D = W SR.  Applied forces and torques are constant in the world frame and drop out.  Left
+D = W SR; a spherical joint's columns of SL are (e_k, r_mid x e_k), and the factorization and
+the solve leave out their exact zeros and unit (the same sums in the same order, so the same
+numbers).  Applied forces and torques are constant in the world frame and drop out.  Left
 out (the iteration then converges linearly, fast): the derivatives of the spring forces and of
 their arms.  Checked against finite differences in the tests (models without springs).
 
@@ -948,7 +950,7 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
         F = (Fs[b, 3], Fs[b, 4], Fs[b, 5])
         r1 = (rj[b, 0], rj[b, 1], rj[b, 2])
         E = Cb[b]
-        for i in range(6):
+        for i in range(nv_of(kind)):  # (the factor reads a joint's rows only)
             for j in range(6):
                 E[i, j] = 0.0
         e = 0.5 * c
@@ -1099,6 +1101,21 @@ def _inverse3(D, out):
     return True
 
 
+@jit_inline
+def _spherical_w(Sl, Ib, col, Wb):
+    """Wb[col] <- Sl[:, col]^T Ib for a spherical joint's column (e_col, rm x e_col) of SL
+    (see :func:`_newton_matrix`): the sum of :func:`_tree_factor`'s dense product in the same
+    order, its terms with the column's exact zeros (the unit's other two entries and the
+    moment's entry col) left out and the unit's 1.0 * x taken as x -- the same value (up to
+    the sign of an exact zero), 6 multiply-adds where the dense product takes 18."""
+    for r in range(6):
+        t = Ib[col, r]
+        for m in range(3, 6):
+            if m != 3 + col:
+                t += Sl[m, col] * Ib[m, r]
+        Wb[col, r] = t
+
+
 @jit
 def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug, kd, dc):
     """Factor SL^T B SR + E SR + diag(kd) - dc (B in IA on entry) leaves to root; False if a
@@ -1125,12 +1142,17 @@ def _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, D, aug, kd, dc):
         for col in range(k):
             for r in range(6):
                 s = 0.0
-                t = 0.0
                 for m in range(6):
                     s += Ib[r, m] * Sr[m, col]
-                    t += Sl[m, col] * Ib[m, r]
                 Ub[r, col] = s
-                Wb[col, r] = t
+            if kind == SPHERICAL:
+                _spherical_w(Sl, Ib, col, Wb)
+            else:
+                for r in range(6):
+                    t = 0.0
+                    for m in range(6):
+                        t += Sl[m, col] * Ib[m, r]
+                    Wb[col, r] = t
             for r in range(6):
                 Wb[col, r] += Cbb[col, r]
         for r in range(k):
@@ -1179,20 +1201,30 @@ def _tree_solve(ti, SL, SR, U, W, Dinv, tau, pA, acc, ucol, out):
         p = ti[b, I_PARENT]
         k = nv_of(ti[b, I_KIND])
         o = ti[b, I_VOFF]
+        spherical = ti[b, I_KIND] == SPHERICAL
         for col in range(k):
             s = tau[o + col]
-            for m in range(6):
-                s -= SL[b, m, col] * pA[b, m]
+            if spherical:  # SL's column (e_col, rm x e_col): its exact zeros and unit left out
+                s -= pA[b, col]
+                for m in range(3, 6):
+                    if m != 3 + col:
+                        s -= SL[b, m, col] * pA[b, m]
+            else:
+                for m in range(6):
+                    s -= SL[b, m, col] * pA[b, m]
             ucol[b, col] = s
         if p < 0:
             continue
+        # t = D^-1 ucol once, into acc[b] (free until the second pass sets it from acc[p])
+        for col in range(k):
+            t = 0.0
+            for m in range(k):
+                t += Dinv[b, col, m] * ucol[b, m]
+            acc[b, col] = t
         for r in range(6):
             s = pA[b, r]
             for col in range(k):
-                t = 0.0
-                for m in range(k):
-                    t += Dinv[b, col, m] * ucol[b, m]
-                s += U[b, r, col] * t
+                s += U[b, r, col] * acc[b, col]
             pA[p, r] += s
     for i in range(nb):
         b = ti[i, I_ORDER]
