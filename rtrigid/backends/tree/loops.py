@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.tree.kinematics import (
     ACT_GEAR,
     ACT_Q,
@@ -251,18 +251,8 @@ def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
     out), lam on the pivot rows, out = L^-T A lam.  Scratch L (n, n), A (n, m), G (m, m), piv
     (m,) ints, lam (m,), w (n,).  False if K is not positive definite."""
     m, n = J.shape
-    for j in range(n):  # Cholesky, lower
-        s = K[j, j]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
-        if not s > 0.0:
-            return False
-        L[j, j] = np.sqrt(s)
-        for i in range(j + 1, n):
-            t = K[i, j]
-            for k in range(j):
-                t -= L[i, k] * L[j, k]
-            L[i, j] = t / L[j, j]
+    if not _cholesky(K, L, n):
+        return False
     for r in range(m):  # A[:, r] = L^-1 J[r]
         for i in range(n):
             t = J[r, i]
@@ -313,6 +303,25 @@ def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
     return True
 
 
+@jit_inline
+def _cholesky(K, L, n):
+    """L[:n, :n] <- the lower Cholesky factor of K[:n, :n]; False if K is not positive
+    definite."""
+    for j in range(n):
+        s = K[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0:
+            return False
+        L[j, j] = np.sqrt(s)
+        for i in range(j + 1, n):
+            t = K[i, j]
+            for k in range(j):
+                t -= L[i, k] * L[j, k]
+            L[i, j] = t / L[j, j]
+    return True
+
+
 @jit
 def _solve_lower_t(L, b, out, n):
     """out[:n] <- L[:n, :n]^-T b[:n], L lower triangular (b may be out)."""
@@ -333,24 +342,17 @@ def least_k_norm(J, K, defect, free, delta, ws):
     are orthogonal, A = U W with W's rows orthogonal: pinv(A) = W^T diag(1/|w_i|^2) U^T),
     then delta_f = L^-T y.  False (delta untouched) if K_f is not positive definite."""
     m, n = J.shape
-    idx, Lf, A, U, g, y = ws[8], ws[9], ws[10], ws[11], ws[12], ws[13]
+    idx, Lf, A, U, g, y, Kf = ws[8], ws[9], ws[10], ws[11], ws[12], ws[13], ws[17]
     nf = 0
     for i in range(n):
         if free[i]:
             idx[nf] = i
             nf += 1
-    for a in range(nf):  # Cholesky of K_f, lower
-        s = K[idx[a], idx[a]]
-        for k in range(a):
-            s -= Lf[a, k] * Lf[a, k]
-        if not s > 0.0:
-            return False
-        Lf[a, a] = np.sqrt(s)
-        for b in range(a + 1, nf):
-            t = K[idx[b], idx[a]]
-            for k in range(a):
-                t -= Lf[b, k] * Lf[a, k]
-            Lf[b, a] = t / Lf[a, a]
+    for a in range(nf):
+        for b in range(nf):
+            Kf[a, b] = K[idx[a], idx[b]]
+    if not _cholesky(Kf, Lf, nf):
+        return False
     for r in range(m):  # A[r] = L^-1 J_f[r]
         for a in range(nf):
             t = J[r, idx[a]]
@@ -372,7 +374,11 @@ def least_k_norm(J, K, defect, free, delta, ws):
                     continue
                 turned = True
                 zeta = (be - al) / (2.0 * ga)
-                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + np.sqrt(1.0 + zeta * zeta))
+                if abs(zeta) > 1e150:  # (the root below, without squaring zeta)
+                    t = 0.5 / zeta
+                else:
+                    t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta)
+                                                          + np.sqrt(1.0 + zeta * zeta))
                 c = 1.0 / np.sqrt(1.0 + t * t)
                 sn = c * t
                 for a in range(nf):
@@ -567,7 +573,7 @@ XI_HEAD = 3  # the loop scratch's int part starts with m (rows), the loops' coun
 def loop_scratch_size(nb, nq, nv, m, nl):
     """(float, int) lengths of the loop stepper's scratch (:func:`carve_loop`)."""
     M = m + nb
-    nxf = (nl * L_WIDTH + 3 * nv * nv + nv * m + m * m + 2 * m + 3 * nv + 2 * M * nv + M * M
+    nxf = (nl * L_WIDTH + 4 * nv * nv + nv * m + m * m + 2 * m + 3 * nv + 2 * M * nv + M * M
            + 2 * M + 6 + 9 + 6 * nv + 2 * m + m * nv + 6 * nb + 4 * nb + 5 * nq + 7 * nv)
     return nxf, XI_HEAD + nl * LI_WIDTH + m + 3 * nv
 
@@ -579,68 +585,43 @@ def carve_loop(xf, xi, nb, nq, nv):
     nu0, Qs, nus, dQ, dnu, sQ, snu, free, dQr, delta, zero, loads) as :func:`rk4_steps` takes
     them.  ``ws``: :func:`k_correction`'s scratch L, A, G, pivots, lambda, a right side, w,
     the correction, then :func:`least_k_norm`'s (rate indices, L_f, A, U, g, y) and
-    :func:`limit_rates`' (the stacked rows, their defect, a mask of every rate), for up to
-    m + nb rows.  From Python call ``carve_loop.py_func`` (see ``buffers.view``)."""
+    :func:`limit_rates`' (the stacked rows, their defect, a mask of every rate), then K_f, for
+    up to m + nb rows.  From Python call ``carve_loop.py_func`` (see ``buffers.view``)."""
     m, nl, rank = xi[0], xi[1], xi[2]
     M = m + nb
-    o = 0
-    lf = view(xf, o, (nl, L_WIDTH))
-    o += nl * L_WIDTH
-    L = view(xf, o, (nv, nv))
-    o += nv * nv
-    A = view(xf, o, (nv, m))
-    o += nv * m
-    Gm = view(xf, o, (m, m))
-    o += m * m
-    lam = view(xf, o, (m,))
-    bm = view(xf, o + m, (m,))
-    o += 2 * m
-    w = view(xf, o, (nv,))
-    c = view(xf, o + nv, (nv,))
-    y = view(xf, o + 2 * nv, (nv,))
-    o += 3 * nv
-    Lf = view(xf, o, (nv, nv))
-    o += nv * nv
-    Af = view(xf, o, (M, nv))
-    o += M * nv
-    Ja = view(xf, o, (M, nv))
-    o += M * nv
-    U = view(xf, o, (M, M))
-    o += M * M
-    g = view(xf, o, (M,))
-    dfc = view(xf, o + M, (M,))
-    o += 2 * M
-    F6 = view(xf, o, (6,))
-    E = view(xf, o + 6, (3, 3))
+    lf = view(xf, 0, (nl, L_WIDTH))
+    o = nl * L_WIDTH
+    square = view(xf, o, (4, nv, nv))
+    L, Lf, K, Kf = square[0], square[1], square[2], square[3]
+    o += 4 * nv * nv
+    A, Gm = view(xf, o, (nv, m)), view(xf, o + nv * m, (m, m))
+    o += (nv + m) * m
+    by_row = view(xf, o, (4, m))
+    lam, bm, phi, gam = by_row[0], by_row[1], by_row[2], by_row[3]
+    o += 4 * m
+    stacked = view(xf, o, (2, M, nv))
+    Af, Ja = stacked[0], stacked[1]
+    o += 2 * M * nv
+    U, g, dfc = view(xf, o, (M, M)), view(xf, o + M * M, (M,)), view(xf, o + M * M + M, (M,))
+    o += M * M + 2 * M
+    F6, E = view(xf, o, (6,)), view(xf, o + 6, (3, 3))
     o += 15
-    K = view(xf, o, (nv, nv))
-    o += nv * nv
-    J6 = view(xf, o, (6, nv))
-    o += 6 * nv
-    phi = view(xf, o, (m,))
-    gam = view(xf, o + m, (m,))
-    o += 2 * m
-    J = view(xf, o, (m, nv))
-    o += m * nv
-    acc = view(xf, o, (nb, 6))
-    o += 6 * nb
-    Lnew = view(xf, o, (4, nb))
-    o += 4 * nb
-    Q0, Qs, dQ, sQ, dQr = (view(xf, o, (nq,)), view(xf, o + nq, (nq,)),
-                           view(xf, o + 2 * nq, (nq,)), view(xf, o + 3 * nq, (nq,)),
-                           view(xf, o + 4 * nq, (nq,)))
-    o += 5 * nq
-    nu0, nus, dnu, snu, delta, zero, loads = (
-        view(xf, o, (nv,)), view(xf, o + nv, (nv,)), view(xf, o + 2 * nv, (nv,)),
-        view(xf, o + 3 * nv, (nv,)), view(xf, o + 4 * nv, (nv,)), view(xf, o + 5 * nv, (nv,)),
-        view(xf, o + 6 * nv, (nv,)))
-    o = XI_HEAD
-    li = view(xi, o, (nl, LI_WIDTH))
-    o += nl * LI_WIDTH
+    J6, J = view(xf, o, (6, nv)), view(xf, o + 6 * nv, (m, nv))
+    o += (6 + m) * nv
+    acc, Lnew = view(xf, o, (nb, 6)), view(xf, o + 6 * nb, (4, nb))
+    o += 10 * nb
+    coords = view(xf, o, (5, nq))
+    Q0, Qs, dQ, sQ, dQr = coords[0], coords[1], coords[2], coords[3], coords[4]
+    rates = view(xf, o + 5 * nq, (10, nv))
+    w, c, y, nu0, nus, dnu, snu, delta, zero, loads = (rates[0], rates[1], rates[2], rates[3],
+                                                       rates[4], rates[5], rates[6], rates[7],
+                                                       rates[8], rates[9])
+    li = view(xi, XI_HEAD, (nl, LI_WIDTH))
+    o = XI_HEAD + nl * LI_WIDTH
     piv = view(xi, o, (m,))
-    o += m
-    idx, every, free = view(xi, o, (nv,)), view(xi, o + nv, (nv,)), view(xi, o + 2 * nv, (nv,))
-    ws = (L, A, Gm, piv, lam, bm, w, c, idx, Lf, Af, U, g, y, Ja, dfc, every)
+    masks = view(xi, o + m, (3, nv))
+    idx, every, free = masks[0], masks[1], masks[2]
+    ws = (L, A, Gm, piv, lam, bm, w, c, idx, Lf, Af, U, g, y, Ja, dfc, every, Kf)
     return (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc, Lnew, Q0, nu0, Qs, nus, dQ, dnu,
             sQ, snu, free, dQr, delta, zero, loads)
 
