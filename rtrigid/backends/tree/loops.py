@@ -373,10 +373,11 @@ def least_k_norm(J, K, defect, free, delta, ws):
                 if not abs(ga) > 1e-15 * np.sqrt(al * be):
                     continue
                 turned = True
-                zeta = (be - al) / (2.0 * ga)
-                if abs(zeta) > 1e150:  # (the root below, without squaring zeta)
-                    t = 0.5 / zeta
+                d = be - al
+                if abs(d) > 1e150 * abs(ga):  # t = 1 / (2 zeta), zeta neither squared nor formed
+                    t = ga / d
                 else:
+                    zeta = d / (2.0 * ga)
                     t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta)
                                                           + np.sqrt(1.0 + zeta * zeta))
                 c = 1.0 / np.sqrt(1.0 + t * t)
