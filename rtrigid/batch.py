@@ -83,18 +83,21 @@ def _offset(F, view):
 
 def _stepped(sim):
     """(kernel, F, I): what a batch steps for copy ``sim``: its kernel on its buffers, or,
-    with a ground, its contact step on its buffers followed by its contact arrays (the
-    shapes, the table, the warm start, ...: ``ContactStepper.rows``)."""
+    for a stepper object (a ground's contact step, the loops' step), its ``rows``: the same
+    compiled step on its buffers followed by its own arrays (the contacts' shapes, table and
+    warm start: ``ContactStepper.rows``; the loops' tables and scratch: ``LoopStepper.rows``)."""
     b = sim.backend
-    if sim._contacts is None:
+    rows = getattr(sim._kernel, "rows", None)
+    if rows is None:
         return sim._kernel, b.F, b.I
-    return sim._kernel.rows(b.F, b.I)
+    return rows(b.F, b.I)
 
 
 def _digest(sim):
-    """What tells two copies' models apart: the frozen model, and its contact model."""
-    c = sim._contacts
-    return sim.backend.model_digest + (b"" if c is None else c.digest)
+    """What tells two copies' models apart: the frozen model, its contact model, its loops."""
+    c, lc = sim._contacts, getattr(sim.backend, "loops", None)
+    return (sim.backend.model_digest + (b"" if c is None else c.digest)
+            + (b"" if lc is None else lc.lf.tobytes() + lc.li.tobytes()))
 
 
 def _structure(sim):

@@ -231,8 +231,9 @@ def build_parser():
                    help="only the contact section: box stacks and a sliding box beside MuJoCo "
                         "and PyBullet")
     b.add_argument("--batch", action="store_true",
-                   help="instead: rt.Batch throughput on 1000 arms, gyro tops, box stacks and "
-                        "quadrupeds on the ground beside mujoco.rollout, 2 threads each "
+                   help="instead: rt.Batch throughput on 1000 arms, gyro tops, box stacks, "
+                        "quadrupeds on the ground, four-bars and delta robots beside "
+                        "mujoco.rollout, 2 threads each "
                         "(rtrigid.tools.batch_bench)")
     b.add_argument("--realtime", action="store_true",
                    help="instead: paced 1 kHz gyro top (idle and with a busy core) and the "

@@ -40,6 +40,8 @@ class Integrator(NamedTuple):
                                 # which compiles less}
     limit_bounce: bool = True   # its joint limits take a restitution (else they are inelastic)
     loops: bool = False         # it steps loop joints (Model.add_loop_joint)
+    batched_loops: bool = False  # its loop step is one compiled kernel (LoopStepper.rows) that
+                                 # a Batch runs per copy
     contacts: bool = False      # it steps models with a ground (the contact solve after its
                                 # free flight)
     keeps_energy: bool = True   # its free flight keeps energy (else the contact event's energy
@@ -70,10 +72,6 @@ class Integrator(NamedTuple):
         """Why this scheme cannot step a model (its backend, inbound joints, loop joints,
         actuators and grounds), or None; ``batched``: as copies in a :class:`~rtrigid.Batch`.
         The one place that decides which loop models can be stepped, alone or batched."""
-        if batched and loop_joints:
-            return ("a model with loop joints is not batched yet: its loop solve is Python "
-                    "around compiled passes (backends/tree/loops.py), not one compiled step a "
-                    "Batch can run per copy (contacts are: a ground is batched)")
         if grounds and not self.contacts:
             return (f"{self.name} does not step contacts; use one of "
                     f"{[i.name for i in REGISTRY.values() if i.contacts]}")
@@ -81,6 +79,12 @@ class Integrator(NamedTuple):
             return (f"{self.name} does not step closed loops (loop joint "
                     f"{loop_joints[0].name!r}); use one of "
                     f"{[i.name for i in REGISTRY.values() if i.loops]}")
+        if batched and loop_joints and not self.batched_loops:
+            return (f"{self.name} does not batch loop joints (loop joint "
+                    f"{loop_joints[0].name!r}): its loop step is a Newton solve in Python "
+                    "around compiled residuals (backends/tree/loops.py, LoopEnergyMomentum), "
+                    "not one compiled step a Batch can run per copy; batched: "
+                    f"{[i.name for i in REGISTRY.values() if i.batched_loops]}")
         if backend not in self.kernels:
             return (f"{self.name} has no kernel for {backend} models; use one of "
                     f"{[i.name for i in REGISTRY.values() if backend in i.kernels]}")
@@ -117,7 +121,7 @@ REGISTRY = {i.name: i for i in (
     Integrator("nullspace_rk4", "RK4 on the quaternion null-space equations, normalised "
                "after each step", "002 (42), (63)", False,
                {BODIES: {(): _B + "nullspace_rk4:step"}, TREE: {(): _T + "nullspace_rk4:step"}},
-               _ALL_KINDS, loops=True, contacts=True),
+               _ALL_KINDS, loops=True, batched_loops=True, contacts=True),
     # keeps_energy=False: Euler's flight drops a resting body by g h^2 with kinetic energy for
     # only half of that lift, so the contact event's budget is the step's start energy
     Integrator("semi_implicit_euler", "semi-implicit (symplectic) Euler, MuJoCo's default: "

@@ -71,6 +71,16 @@ def _with_threads(threads, f):
         numba.set_num_threads(old)
 
 
+def _feedback(s, K, u0):
+    """The batch's feedback u = u0 - K (x - 0) on Simulation s's x = (qpos, qvel), summed in
+    the batch's order (bit for bit)."""
+    x = np.concatenate([s.qpos(), s.qvel()])
+    u = u0.copy()
+    for j in range(len(x)):
+        u -= K[:, j] * (x[j] - 0.0)
+    return u
+
+
 @pytest.mark.parametrize("integrator", [
     pytest.param(i, marks=pytest.mark.slow) if i == "energy_momentum4" else i
     for i in CONTACT_SCHEMES])
@@ -133,11 +143,7 @@ def test_quadruped_controls_feedback_and_rollout(threads):
             s.set_controls(per_step[t, i])
             s.step(1)
         for t in range(15):
-            x = np.concatenate([s.qpos(), s.qvel()])
-            u = u0[i].copy()
-            for j in range(len(x)):  # the order of the batch's sum (bit for bit)
-                u -= K[i, :, j] * (x[j] - 0.0)
-            s.set_controls(u)
+            s.set_controls(_feedback(s, K[i], u0[i]))
             s.step(1)
             np.testing.assert_array_equal(traj["qpos"][t, i], s.qpos())
             np.testing.assert_array_equal(traj["qvel"][t, i], s.qvel())

@@ -191,16 +191,22 @@ def test_loops_are_refused_by_schemes_without_them():
                 rt.Simulation(m, integrator, dt=1e-3)
 
 
-def test_batches_of_loop_models_are_refused_by_the_registry():
-    # the one place: Integrator.refusal, which Simulation and Batch both ask
+def test_batches_of_loop_models_are_decided_by_the_registry():
+    # the one place: Integrator.refusal, which Simulation and Batch both ask; nullspace_rk4's
+    # loop step is one compiled kernel a Batch runs (tests/test_batch_loops.py), the EM
+    # schemes' a Newton solve in Python
     m = _parallelogram(0.4)
     m.add_actuator(0, "motor")
     entry = rt.integrators.get("nullspace_rk4")
     assert entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators) is None
-    why = entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators, batched=True)
-    assert "loop joints is not batched" in why
-    with pytest.raises(ValueError, match="model: a model with loop joints is not batched"):
-        rt.Batch(m, n=2, integrator="nullspace_rk4")
+    assert entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators,
+                         batched=True) is None
+    em = rt.integrators.get("energy_momentum")
+    assert em.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators) is None
+    why = em.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators, batched=True)
+    assert "does not batch loop joints" in why and "'nullspace_rk4'" in why
+    with pytest.raises(ValueError, match="model: energy_momentum does not batch loop joints"):
+        rt.Batch(m, n=2, integrator="energy_momentum")
 
 
 def test_em_steps_loops_through_a_ball_joint():

@@ -1,6 +1,7 @@
 """Batch throughput beside ``mujoco.rollout``: copy-steps per second on 1000 2-link arms with
-position servos, on 1000 gyro tops and on 1000 copies of two contact scenes (a stack of 5 boxes,
-the quadruped standing on the ground), the same models, the same threads, medians of repeats.
+position servos, on 1000 gyro tops, on 1000 copies of two contact scenes (a stack of 5 boxes,
+the quadruped standing on the ground) and of two loop scenes (the four-bar, the delta robot),
+the same models, the same threads, medians of repeats.
 
     PYTHONPATH=$PWD python3 -m rtrigid.tools.batch_bench [--n 1000] [--steps 200] [--repeats 5]
         [--threads 2]          (rtrigid bench --batch [--repeats N]: the defaults)
@@ -15,6 +16,13 @@ Contact scenes (:func:`measure_contact`): the scenario (``box_stack`` with 5 box
 (its lifted bodies raised), 200 steps with the controls held (the quadruped's servos at 0);
 MuJoCo: the twin from :func:`rtrigid.tools.mujoco_ref.build_tree` with contacts (the boxes and
 the plane, MuJoCo's default soft contacts) under MuJoCo's default Euler, from the same states.
+
+Loop models (:func:`measure_loops`): the scenario (``four_bar``; ``delta_robot`` with its arms'
+servos, kp 20, kv 0.5) under ``nullspace_rk4`` at its dt 1/240, the four-bar's copies turning at
+0.5 to 1.5 times its starting rate, the delta robots' servos held at their starting angles plus
+up to +-0.2 rad, 200 steps; MuJoCo: the twin from :func:`rtrigid.tools.mujoco_ref.build_tree`
+(the loop joints as its soft equality constraints) under its RK4, from the same states with the
+same controls.
 """
 import argparse
 import copy
@@ -78,12 +86,14 @@ def measure(make, integrator, n, steps, repeats, threads, seed=0):
 
 
 def _batch_seconds(b, Q, V, controls, steps, repeats, threads):
-    """Median seconds of ``b.step(steps, controls=controls)`` from the states (Q, V)."""
+    """Median seconds of ``b.step(steps, controls=controls)`` from the states (Q, V);
+    ``controls``: None, held (n, nu) or per step (steps, n, nu)."""
     b.set_qpos(Q)
     b.set_qvel(V)
     F0, I0 = b.F.copy(), b.I.copy()
     numba.set_num_threads(threads)
-    b.step(1, controls=None if controls is None else controls[:1])  # warm (compile or load)
+    warm = controls if controls is None or controls.ndim == 2 else controls[:1]  # held or not
+    b.step(1, controls=warm)  # warm (compile or load)
 
     def run_batch():
         b.F[:], b.I[:] = F0, I0
@@ -148,6 +158,25 @@ def measure_contact(scene, integrator, n, steps, repeats, threads, seed=0):
     return {"rtrigid": n * steps / t_rt, "mujoco": n * steps / t_mj}
 
 
+LOOP_SCENES = {"four_bar": {}, "delta_robot": {"kp": 20.0, "kv": 0.5}}
+
+
+def measure_loops(scene, n, steps, repeats, threads, seed=0):
+    """{'rtrigid': copy-steps/s, 'mujoco': copy-steps/s} of n copies of a loop scenario
+    (:data:`LOOP_SCENES`) under nullspace_rk4 over steps (see the module docstring)."""
+    sim = scenarios.build(scene, integrator="nullspace_rk4", **LOOP_SCENES[scene])
+    rng = np.random.default_rng(seed)
+    b = rt.Batch(sim, n=n)
+    Q = np.tile(sim.qpos(), (n, 1))
+    V = np.tile(sim.qvel(), (n, 1)) * rng.uniform(0.5, 1.5, (n, 1))  # J V = 0 still
+    U = sim.controls() + rng.uniform(-0.2, 0.2, (n, b.na))
+    t_rt = _batch_seconds(b, Q, V, U if b.na else None, steps, repeats, threads)
+    mjm, qadr, vadr = _mujoco_twin(sim.model, sim.dt)
+    ctrl = np.ascontiguousarray(np.repeat(U[:, None], steps, axis=1)) if b.na else None
+    t_mj = _mujoco_seconds(mjm, qadr, vadr, Q, V, ctrl, steps, repeats, threads)
+    return {"rtrigid": n * steps / t_rt, "mujoco": n * steps / t_mj}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=1000)
@@ -157,7 +186,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     print(f"{a.n} copies x {a.steps} steps, {a.threads} threads, median of {a.repeats}; "
           "copy-steps per second; arm and top at dt 1 ms beside MuJoCo's RK4, the contact "
-          "scenes at 1/240 beside its Euler")
+          "scenes at 1/240 beside its Euler, the loop scenes at 1/240 beside its RK4")
     print(f"{'model':<20} {'rtrigid integrator':<20} {'rtrigid':>12} {'mujoco':>12} "
           f"{'ratio':>7}")
     for name, make in (("arm", arm), ("gyro_top", top)) + tuple(
@@ -169,6 +198,10 @@ def main(argv=None):
                 r = measure(make, integ, a.n, a.steps, a.repeats, a.threads)
             print(f"{name:<20} {integ:<20} {r['rtrigid']:>12.4g} {r['mujoco']:>12.4g} "
                   f"{r['rtrigid'] / r['mujoco']:>7.2f}", flush=True)
+    for scene in LOOP_SCENES:  # nullspace_rk4 only: the EM schemes' loop step is not batched
+        r = measure_loops(scene, a.n, a.steps, a.repeats, a.threads)
+        print(f"{scene:<20} {'nullspace_rk4':<20} {r['rtrigid']:>12.4g} {r['mujoco']:>12.4g} "
+              f"{r['rtrigid'] / r['mujoco']:>7.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.tree.kinematics import (
     ACT_GEAR,
     ACT_Q,
@@ -80,18 +80,23 @@ from rtrigid.backends.tree.kinematics import (
     T_R0,
     actuator_force,
     actuator_loads,
+    actuator_views,
+    applied_views,
     carry_acceleration,
+    carve,
     cross3,
     coordinate_rates,
     coordinate_slots,
     geometry,
     joint_velocities,
     normalize_coordinates,
+    open_buffers,
     refresh_bodies,
     rk4_stage_input,
     spring_point,
+    state_views,
 )
-from rtrigid.backends.buffers import all_finite
+from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS, all_finite, view
 from rtrigid.backends.tree.limits import clamp_limits, has_limits
 from rtrigid.backends.tree.nullspace_rk4 import RK4_WEIGHTS
 from rtrigid.backends.tree.dynamics import (
@@ -119,6 +124,7 @@ CLOSED = 1e-13      # position projection stops below this residual (m, rad)
 STALLED = 1e-10     # an EM loop step whose residual stalls below this has converged
 REFORMS = 3         # Newton matrices formed afresh in one EM loop step, past the first
 DG_NOISE = 1e-13    # H's relative round-off, below which the discrete gradient's gap is noise
+JACOBI_SWEEPS = 60  # least_k_norm's Jacobi sweeps (a few suffice: convergence is quadratic)
 _NO_LOCKS = np.zeros((0, 3))  # no joint held on a limit (EM loop step; see em_residual)
 
 
@@ -245,18 +251,8 @@ def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
     out), lam on the pivot rows, out = L^-T A lam.  Scratch L (n, n), A (n, m), G (m, m), piv
     (m,) ints, lam (m,), w (n,).  False if K is not positive definite."""
     m, n = J.shape
-    for j in range(n):  # Cholesky, lower
-        s = K[j, j]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
-        if not s > 0.0:
-            return False
-        L[j, j] = np.sqrt(s)
-        for i in range(j + 1, n):
-            t = K[i, j]
-            for k in range(j):
-                t -= L[i, k] * L[j, k]
-            L[i, j] = t / L[j, j]
+    if not _cholesky(K, L, n):
+        return False
     for r in range(m):  # A[:, r] = L^-1 J[r]
         for i in range(n):
             t = J[r, i]
@@ -307,6 +303,25 @@ def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
     return True
 
 
+@jit_inline
+def _cholesky(K, L, n):
+    """L[:n, :n] <- the lower Cholesky factor of K[:n, :n]; False if K is not positive
+    definite."""
+    for j in range(n):
+        s = K[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0:
+            return False
+        L[j, j] = np.sqrt(s)
+        for i in range(j + 1, n):
+            t = K[i, j]
+            for k in range(j):
+                t -= L[i, k] * L[j, k]
+            L[i, j] = t / L[j, j]
+    return True
+
+
 @jit
 def _solve_lower_t(L, b, out, n):
     """out[:n] <- L[:n, :n]^-T b[:n], L lower triangular (b may be out)."""
@@ -318,23 +333,91 @@ def _solve_lower_t(L, b, out, n):
 
 
 @jit
-def least_k_norm(J, K, defect, free, delta):
-    """delta <- the least K-norm change of the ``free`` rates (a bool mask) with
-    J delta = -defect, in the least-squares sense (rank cut at RANK_GAP)."""
-    idx = np.nonzero(free)[0]
-    nf, m = idx.size, J.shape[0]
-    Jf, Kf = np.empty((m, nf)), np.empty((nf, nf))
+def least_k_norm(J, K, defect, free, delta, ws):
+    """delta <- the least K-norm change of the ``free`` rates (a mask) with J delta = -defect,
+    in the least-squares sense (rank cut at RANK_GAP of the largest singular value, as
+    numpy's ``pinv``).  Allocates nothing: the scratch is ``ws``'s tail (see
+    :func:`loop_scratch`).  K_f = L L^T (Cholesky), A = J_f L^-T, and the minimum-norm
+    solution of A y = -defect from a one-sided Jacobi SVD of A^T (its rows turned until they
+    are orthogonal, A = U W with W's rows orthogonal: pinv(A) = W^T diag(1/|w_i|^2) U^T),
+    then delta_f = L^-T y.  False (delta untouched) if K_f is not positive definite."""
+    m, n = J.shape
+    idx, Lf, A, U, g, y, Kf = ws[8], ws[9], ws[10], ws[11], ws[12], ws[13], ws[17]
+    nf = 0
+    for i in range(n):
+        if free[i]:
+            idx[nf] = i
+            nf += 1
     for a in range(nf):
-        for r in range(m):
-            Jf[r, a] = J[r, idx[a]]
         for b in range(nf):
             Kf[a, b] = K[idx[a], idx[b]]
-    L = np.linalg.cholesky(Kf)
-    A = np.ascontiguousarray(np.linalg.solve(L, np.ascontiguousarray(Jf.T)).T)  # J L^-T
-    z = np.linalg.solve(np.ascontiguousarray(L.T), -(np.linalg.pinv(A, RANK_GAP) @ defect))
-    delta[:] = 0.0
+    if not _cholesky(Kf, Lf, nf):
+        return False
+    for r in range(m):  # A[r] = L^-1 J_f[r]
+        for a in range(nf):
+            t = J[r, idx[a]]
+            for k in range(a):
+                t -= Lf[a, k] * A[r, k]
+            A[r, a] = t / Lf[a, a]
+        for c in range(m):
+            U[r, c] = 1.0 if r == c else 0.0
+    for _ in range(JACOBI_SWEEPS):
+        turned = False
+        for p in range(m - 1):
+            for o in range(p + 1, m):
+                al, be, ga = 0.0, 0.0, 0.0
+                for a in range(nf):
+                    al += A[p, a] * A[p, a]
+                    be += A[o, a] * A[o, a]
+                    ga += A[p, a] * A[o, a]
+                if not abs(ga) > 1e-15 * np.sqrt(al * be):
+                    continue
+                turned = True
+                d = be - al
+                if abs(d) > 1e150 * abs(ga):  # t = 1 / (2 zeta), zeta neither squared nor formed
+                    t = ga / d
+                else:
+                    zeta = d / (2.0 * ga)
+                    t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta)
+                                                          + np.sqrt(1.0 + zeta * zeta))
+                c = 1.0 / np.sqrt(1.0 + t * t)
+                sn = c * t
+                for a in range(nf):
+                    ap, ao = A[p, a], A[o, a]
+                    A[p, a] = c * ap - sn * ao
+                    A[o, a] = sn * ap + c * ao
+                for r in range(m):
+                    up, uo = U[r, p], U[r, o]
+                    U[r, p] = c * up - sn * uo
+                    U[r, o] = sn * up + c * uo
+        if not turned:
+            break
+    big = 0.0
+    for r in range(m):  # g = diag(1/|w_r|^2) U^T (-defect), rows below the cut dropped
+        s = 0.0
+        for a in range(nf):
+            s += A[r, a] * A[r, a]
+        g[r] = s
+        big = max(big, s)
+    cut = RANK_GAP * RANK_GAP * big
+    for r in range(m):
+        s = 0.0
+        if g[r] > cut:
+            for k in range(m):
+                s -= U[k, r] * defect[k]
+            s /= g[r]
+        g[r] = s
+    for a in range(nf):  # y = W^T g
+        t = 0.0
+        for r in range(m):
+            t += A[r, a] * g[r]
+        y[a] = t
+    _solve_lower_t(Lf, y, y, nf)
+    for i in range(n):
+        delta[i] = 0.0
     for a in range(nf):
-        delta[idx[a]] = z[a]
+        delta[idx[a]] = y[a]
+    return True
 
 
 @jit
@@ -352,10 +435,8 @@ def _k_change(J, K, defect, free, rank, ws, delta):
     nothing; with rank < 0 by :func:`least_k_norm` on the ``free`` rates.  False if K is
     not positive definite."""
     if rank < 0:
-        least_k_norm(J, K, defect, free, delta)
-        return True
-    L, A, G, piv, lam, bm, w, c = ws
-    ok = k_correction(J, K, defect, rank, L, A, G, piv, lam, w, delta)
+        return least_k_norm(J, K, defect, free, delta, ws)
+    ok = k_correction(J, K, defect, rank, ws[0], ws[1], ws[2], ws[3], ws[4], ws[6], delta)
     for i in range(delta.shape[0]):
         delta[i] = -delta[i]
     return ok
@@ -379,13 +460,15 @@ def close_positions(tf, ti, Qg, lf, li, free, rank, ws, max_iter, x, q, R, rj, G
                     E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, nu0):
     """Newton's method on Phi(Qg) = 0, each correction the least K-norm change of the free
     rates (:func:`_k_change`), retracted to first order (quaternions normalised); the final
-    |Phi|."""
+    |Phi|, or inf if K is not positive definite on the free rates (``rank`` < 0)."""
     for _ in range(max_iter):
         loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 3)
         if _max_abs(phi) <= CLOSED:
             return _max_abs(phi)
         mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
         if not _k_change(J, K, phi, free, rank, ws, delta):
+            if rank < 0:
+                return np.inf
             break
         coordinate_rates(ti, Qg, delta, dQ)
         for i in range(Qg.shape[0]):
@@ -423,11 +506,11 @@ def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held
                           G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, out)
     loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam, 6)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
-    L, A, Gm, piv, lam, bm, w, c = ws
+    bm, c = ws[5], ws[7]
     _rows_times(J, out, bm)
     for r in range(bm.shape[0]):
         bm[r] += gam[r]
-    ok &= k_correction(J, K, bm, rank, L, A, Gm, piv, lam, w, c)
+    ok &= k_correction(J, K, bm, rank, ws[0], ws[1], ws[2], ws[3], ws[4], ws[6], c)
     for i in range(out.shape[0]):
         out[i] -= c[i]
     return ok
@@ -485,6 +568,102 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
     return n
 
 
+XI_HEAD = 3  # the loop scratch's int part starts with m (rows), the loops' count, the rank
+
+
+def loop_scratch_size(nb, nq, nv, m, nl):
+    """(float, int) lengths of the loop stepper's scratch (:func:`carve_loop`)."""
+    M = m + nb
+    nxf = (nl * L_WIDTH + 4 * nv * nv + nv * m + m * m + 2 * m + 3 * nv + 2 * M * nv + M * M
+           + 2 * M + 6 + 9 + 6 * nv + 2 * m + m * nv + 6 * nb + 4 * nb + 5 * nq + 7 * nv)
+    return nxf, XI_HEAD + nl * LI_WIDTH + m + 3 * nv
+
+
+@jit
+def carve_loop(xf, xi, nb, nq, nv):
+    """The loop stepper's arrays, views of its float scratch ``xf`` and int scratch ``xi``
+    (:func:`loop_scratch_size`): (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc, Lnew, Q0,
+    nu0, Qs, nus, dQ, dnu, sQ, snu, free, dQr, delta, zero, loads) as :func:`rk4_steps` takes
+    them.  ``ws``: :func:`k_correction`'s scratch L, A, G, pivots, lambda, a right side, w,
+    the correction, then :func:`least_k_norm`'s (rate indices, L_f, A, U, g, y) and
+    :func:`limit_rates`' (the stacked rows, their defect, a mask of every rate), then K_f, for
+    up to m + nb rows.  From Python call ``carve_loop.py_func`` (see ``buffers.view``)."""
+    m, nl, rank = xi[0], xi[1], xi[2]
+    M = m + nb
+    lf = view(xf, 0, (nl, L_WIDTH))
+    o = nl * L_WIDTH
+    square = view(xf, o, (4, nv, nv))
+    L, Lf, K, Kf = square[0], square[1], square[2], square[3]
+    o += 4 * nv * nv
+    A, Gm = view(xf, o, (nv, m)), view(xf, o + nv * m, (m, m))
+    o += (nv + m) * m
+    by_row = view(xf, o, (4, m))
+    lam, bm, phi, gam = by_row[0], by_row[1], by_row[2], by_row[3]
+    o += 4 * m
+    stacked = view(xf, o, (2, M, nv))
+    Af, Ja = stacked[0], stacked[1]
+    o += 2 * M * nv
+    U, g, dfc = view(xf, o, (M, M)), view(xf, o + M * M, (M,)), view(xf, o + M * M + M, (M,))
+    o += M * M + 2 * M
+    F6, E = view(xf, o, (6,)), view(xf, o + 6, (3, 3))
+    o += 15
+    J6, J = view(xf, o, (6, nv)), view(xf, o + 6 * nv, (m, nv))
+    o += (6 + m) * nv
+    acc, Lnew = view(xf, o, (nb, 6)), view(xf, o + 6 * nb, (4, nb))
+    o += 10 * nb
+    coords = view(xf, o, (5, nq))
+    Q0, Qs, dQ, sQ, dQr = coords[0], coords[1], coords[2], coords[3], coords[4]
+    rates = view(xf, o + 5 * nq, (10, nv))
+    w, c, y, nu0, nus, dnu, snu, delta, zero, loads = (rates[0], rates[1], rates[2], rates[3],
+                                                       rates[4], rates[5], rates[6], rates[7],
+                                                       rates[8], rates[9])
+    li = view(xi, XI_HEAD, (nl, LI_WIDTH))
+    o = XI_HEAD + nl * LI_WIDTH
+    piv = view(xi, o, (m,))
+    masks = view(xi, o + m, (3, nv))
+    idx, every, free = masks[0], masks[1], masks[2]
+    ws = (L, A, Gm, piv, lam, bm, w, c, idx, Lf, Af, U, g, y, Ja, dfc, every, Kf)
+    return (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc, Lnew, Q0, nu0, Qs, nus, dQ, dnu,
+            sQ, snu, free, dQr, delta, zero, loads)
+
+
+@jit
+def loop_step(n, dt, F, I, xf, xi):
+    """``nullspace_rk4`` with the loops: n steps of :func:`rk4_steps` on the Simulation's
+    buffers F, I and the loop scratch xf, xi (:func:`carve_loop`); OK, or NONFINITE with the
+    state of the step before the one that failed (a singular factorization, a loop that
+    would not close, a non-finite state).  Raises nothing and allocates nothing."""
+    gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
+    nb, ns, nq, nv = sizes
+    Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
+    f_app, t_app, held = applied_views(A, nb, nv)
+    act, ctrl, awork = actuator_views(F, I)
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, nb, nq, nv)[:14]
+    Lv = carve(work, nb, nq, nv)[23]
+    (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc2, Lnew, Q0, nu0, Qs, nus, dQ, dnu, sQ,
+     snu, free, dQr, delta, zero, loads) = carve_loop(xf, xi, nb, nq, nv)
+    done = rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, f_app,
+                     t_app, held, act, ctrl, awork, lf, li, rank, ws, R, rj, G, V, cb, IA, U,
+                     Dinv, W, pA, acc, fext, I6, tau, F6, K, E, J6, phi, J, gam, acc2, Lv, Lnew,
+                     Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free, dQr, delta, zero, loads)
+    stats[STAT_STEPS] += done
+    return OK if done == n else NONFINITE
+
+
+LOOP_ROW_SIZES = 2
+
+
+@jit
+def loop_rows_step(n, dt, F, I):
+    """:func:`loop_step` as a kernel of the contract on a Batch's longer rows
+    (:meth:`LoopStepper.rows`): F = the Simulation's F then the loop scratch xf, I = its I,
+    the int scratch xi, then len F and len I."""
+    m = I.shape[0] - LOOP_ROW_SIZES
+    nf, ni = I[m], I[m + 1]
+    return loop_step(n, dt, view(F, 0, (nf,)), view(I, 0, (ni,)),
+                     view(F, nf, (F.shape[0] - nf,)), view(I, ni, (m - ni,)))
+
+
 @jit
 def hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free, ws, x, q, R,
                      rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, zero, Qpre):
@@ -511,6 +690,8 @@ def hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free
             free[int(Lv[0, a])] = False
         err = close_positions(tf, ti, Qg, lf, li, free, -1, ws, 12, x, q, R, rj, G, V, cb, acc,
                               E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, zero)
+        if err == np.inf:  # singular: the step fails (its caller puts S back)
+            return err
         more = clamp_limits(tf, ti, Qg, nu, Lnew)
         if more == 0 or k + more > Lv.shape[1]:
             break
@@ -525,30 +706,34 @@ def hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free
         awork[a] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, Qpre[o], nu[ov]) * (
             Qg[o] - Qpre[o])
     if limit_rates(tf, ti, Qg, nu, lf, li, k, Lv, x, q, R, rj, G, V, cb, acc, E, J6, phi, J,
-                   gam, IA, I6, F6, K, delta) == np.inf:
+                   gam, IA, I6, F6, K, delta, ws) == np.inf:
         return np.inf
     return err
 
 
 @jit
 def limit_rates(tf, ti, Qg, nu, lf, li, k, Lv, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam,
-                IA, I6, F6, K, delta):
+                IA, I6, F6, K, delta, ws):
     """nu <- its K-orthogonal projection onto J nu = 0 with the k limited rates of Lv at their
     targets Lv[2]: the least K-norm change, K^-1 (J^T lambda + S^T mu) -- the limits' impulse
     through the loops (:func:`least_k_norm` on the rows stacked).  With the targets 0 it is
-    the projection onto a subspace, so it never adds kinetic energy.  The final |J nu|."""
+    the projection onto a subspace, so it never adds kinetic energy.  The final |J nu|, or
+    inf (nu untouched) if K is not positive definite.  Scratch: ``ws`` (:func:`loop_scratch`;
+    the stacked rows in its tail), allocating nothing."""
     loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
     m, n = J.shape
-    Ja = np.zeros((m + k, n))
-    defect = np.empty(m + k)
-    Ja[:m] = J
-    _rows_times(J, nu, defect[:m])
+    Ja, defect, every = ws[14][:m + k], ws[15][:m + k], ws[16]
+    for r in range(m + k):
+        for c in range(n):
+            Ja[r, c] = J[r, c] if r < m else 0.0
+    _rows_times(J, nu, defect)
     for a in range(k):
         j = int(Lv[0, a])
         Ja[m + a, j] = 1.0
         defect[m + a] = nu[j] - Lv[2, a]
-    least_k_norm(Ja, K, defect, np.ones(n, np.bool_), delta)
+    if not least_k_norm(Ja, K, defect, every, delta, ws):
+        return np.inf
     for i in range(n):
         nu[i] += delta[i]
     return _rows_times(J, nu, phi)
@@ -857,6 +1042,16 @@ def spin_links(tree, loops):
             np.array(ci, np.int64).reshape(-1, 3))
 
 
+def _raising(err):
+    """err, or ``LinAlgError`` for the inf the compiled projections return when the mass
+    matrix is not positive definite on the rates they may change (the Python-side calls
+    report it as numpy's factorizations do)."""
+    if err == np.inf:
+        raise np.linalg.LinAlgError("the joint-space inertia is not positive definite on the "
+                                    "free rates")
+    return err
+
+
 class Loop:
     """One cut joint as constraint rows: its kind, bodies and joint frame in the parent."""
 
@@ -908,10 +1103,22 @@ class LoopClosure:
         self._phi, self._J, self._gam = np.zeros(self.m), np.zeros((self.m, self.nv)), \
             np.zeros(self.m)
         self._nu0 = np.zeros(tree.nv)
-        # k_correction's scratch: L, A, G, pivots, lambda, a right side, w, the correction
-        n, m = self.nv, self.m
-        self.ws = (np.zeros((n, n)), np.zeros((n, m)), np.zeros((m, m)), np.zeros(m, np.int64),
-                   np.zeros(m), np.zeros(m), np.zeros(n), np.zeros(n))
+        # the dense solves' scratch (k_correction's, least_k_norm's: carve_loop's ws)
+        self.ws = self.scratch()[1][3]
+
+    def scratch(self):
+        """(xf, xi, arrays): a new loop scratch for this closure's tree -- the float and
+        int buffers of :func:`carve_loop`, its sizes, tables and rank written in, the masks
+        set to every rate -- and the arrays carved from it."""
+        tree = self.tree
+        nxf, nxi = loop_scratch_size(tree.nb, tree.nq, tree.nv, self.m, len(self.loops))
+        xf, xi = np.zeros(nxf), np.zeros(nxi, np.int64)
+        xi[:XI_HEAD] = self.m, len(self.loops), -1 if self.rank is None else self.rank
+        arrays = carve_loop.py_func(xf, xi, tree.nb, tree.nq, tree.nv)
+        arrays[0][:], arrays[1][:] = self.lf, self.li
+        arrays[3][16][:] = 1
+        arrays[21][:] = 1
+        return (xf, xi), arrays
 
     def rows(self, Qg, nu=None, what=7):
         """(phi, J, gamma) at (Qg, nu), computed as ``what`` asks (bits 1, 2, 4; see
@@ -939,7 +1146,8 @@ class LoopClosure:
 
     # -- the null space ---------------------------------------------------------------------
     def _free(self, free):
-        return np.ones(self.nv, np.bool_) if free is None else np.asarray(free, np.bool_)
+        """The mask of the rates a projection may change, as the kernels take it (int64)."""
+        return np.ones(self.nv, np.int64) if free is None else np.asarray(free, np.int64)
 
     def acceleration(self, Qg, nu, loads, out):
         """out <- nu' = p + N (N^T K N)^-1 N^T K (a_f - p) (the module's docstring, computed
@@ -964,16 +1172,18 @@ class LoopClosure:
 
     def close_positions(self, Qg, free=None, max_iter=12):
         """Newton's method on Phi(Qg) = 0 with least K-norm corrections of the free rates
-        (a bool mask; None: all); the final |Phi|."""
-        return close_positions(self.tree.tf, self.tree.ti, Qg, self.lf, self.li,
-                               self._free(free), -1, self.ws, max_iter, *self._common(), self._dQ,
-                               np.zeros(self.nv), self._nu0)
+        (a bool mask; None: all); the final |Phi|.  ``LinAlgError`` if the mass matrix is not
+        positive definite on the free rates."""
+        return _raising(close_positions(self.tree.tf, self.tree.ti, Qg, self.lf, self.li,
+                                        self._free(free), -1, self.ws, max_iter, *self._common(),
+                                        self._dQ, np.zeros(self.nv), self._nu0))
 
     def close_rates(self, Qg, nu, free=None):
         """nu <- its K-orthogonal projection onto J nu = 0 (changing only the free rates);
-        the final |J nu|."""
-        return close_rates(self.tree.tf, self.tree.ti, Qg, nu, self.lf, self.li,
-                           self._free(free), -1, self.ws, *self._common(), np.zeros(self.nv))
+        the final |J nu|; ``LinAlgError`` as :meth:`close_positions`."""
+        return _raising(close_rates(self.tree.tf, self.tree.ti, Qg, nu, self.lf, self.li,
+                                    self._free(free), -1, self.ws, *self._common(),
+                                    np.zeros(self.nv)))
 
     def reactions(self, Qg, dnu, f_app, t_app):
         """The loop joints' reactions when they change the tree's accelerations by dnu
@@ -1054,42 +1264,33 @@ class LoopStepper:
     constrained accelerations of :meth:`LoopClosure.acceleration` at every stage, then the
     quaternions normalised (002 (63)), the loops closed at position level and the rates
     projected onto J nu = 0.  The kernel signature ``(n, dt, F, I) -> status`` of
-    :mod:`rtrigid.backends`, on the backend's buffers: one compiled call
-    (:func:`rk4_steps`) runs the n steps, allocating nothing (the dense factorizations of
-    :func:`k_correction` work in the closure's scratch ``ws``, carved once).  Actuators and
-    held joint forces enter every stage's constrained acceleration.  Joint limits: a step
-    that ends with a coordinate beyond its limit puts it on the limit, closes the loops with
-    it held there, and projects the rates onto the loops and the limit's target at once
-    (:func:`hold_loop_limits`; such steps allocate, in :func:`least_k_norm`)."""
+    :mod:`rtrigid.backends`, on the backend's buffers and the stepper's loop scratch: one
+    compiled call (:func:`loop_step`, :func:`rk4_steps`) runs the n steps, raising nothing
+    and allocating nothing (the dense factorizations of :func:`k_correction` and
+    :func:`least_k_norm` work in the scratch, carved once; a singular one fails the step:
+    NONFINITE, the state of the step before).  Actuators and held joint forces enter every
+    stage's constrained acceleration.  Joint limits: a step that ends with a coordinate
+    beyond its limit puts it on the limit, closes the loops with it held there, and projects
+    the rates onto the loops and the limit's target at once (:func:`hold_loop_limits`)."""
 
     def __init__(self, backend, closure):
         self.be = backend
         self.closure = closure
-        nq, nv = backend.tree.nq, backend.tree.nv
-        # Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free (all), dQ of the projection, delta, zero,
-        # the stage's joint loads; the limit scratch (Lv of the tree's, a second one)
-        self._arrays = (np.zeros(nq), np.zeros(nv), np.zeros(nq), np.zeros(nv), np.zeros(nq),
-                        np.zeros(nv), np.zeros(nq), np.zeros(nv), np.ones(nv, np.bool_),
-                        np.zeros(nq), np.zeros(nv), np.zeros(nv), np.zeros(nv))
-        self._limits = closure._scr[23], np.zeros_like(closure._scr[23])
+        (self._xf, self._xi), _ = closure.scratch()
 
     def __call__(self, n, dt, F, I):
-        from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS
+        return loop_step(n, dt, F, I, self._xf, self._xi)
 
-        be, lc = self.be, self.closure
-        tree = be.tree
-        f_app, t_app, held = be.loads()
-        try:
-            done = rk4_steps(n, dt, tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, be.S,
-                             be.S_prev, be.Qg, be.nu, be.x, be.q, be.v, be.w, be._L, f_app,
-                             t_app, held, be.act, be.controls, be.actuator_work, lc.lf, lc.li,
-                             lc.rank, lc.ws, *lc._scr[:14], lc._F6, lc._M, lc._E, lc._J6,
-                             lc._phi, lc._J, lc._gam, lc._acc, *self._limits, *self._arrays)
-        except np.linalg.LinAlgError:  # the step was rolled back to S_prev before it
-            be.S[:] = be.S_prev
-            return NONFINITE
-        be.stats[STAT_STEPS] += done
-        return OK if done == n else NONFINITE
+    def rows(self, F, I):
+        """This step as a kernel of the contract on longer rows, for :class:`rtrigid.Batch`:
+        ``(step, Fx, Ix)`` with ``step(n, dt, Fx, Ix)`` = :func:`loop_rows_step`, Fx = F
+        followed by the loop scratch (the tables lf, the dense solves' scratch, the RK4
+        stages), Ix = I followed by the int scratch (sizes, rank, li, pivots, masks) and
+        len F, len I.  The same compiled :func:`loop_step` runs on a copy's row as on the
+        Simulation's buffers."""
+        Fx = np.concatenate([F, self._xf])
+        Ix = np.concatenate([I, self._xi, [len(F), len(I)]]).astype(np.int64)
+        return loop_rows_step, Fx, Ix
 
 
 class LoopEnergyMomentum:
@@ -1399,9 +1600,9 @@ class LoopEnergyMomentum:
             Lv[0, a] = ov
         lc, tree = self.lc, self.be.tree
         R, rj, G, V, cb, IA = lc._scr[:6]
-        limit_rates(tree.tf, tree.ti, Q1, nu, lc.lf, lc.li, locks.shape[0], Lv, lc._x, lc._q,
-                    R, rj, G, V, cb, lc._acc, lc._E, lc._J6, lc._phi, lc._J, lc._gam, IA,
-                    lc._scr[12], lc._F6, lc._M, np.zeros(self.n))
+        _raising(limit_rates(tree.tf, tree.ti, Q1, nu, lc.lf, lc.li, locks.shape[0], Lv, lc._x,
+                             lc._q, R, rj, G, V, cb, lc._acc, lc._E, lc._J6, lc._phi, lc._J,
+                             lc._gam, IA, lc._scr[12], lc._F6, lc._M, np.zeros(self.n), lc.ws))
 
     def __call__(self, n_steps, dt, F, I):
         from rtrigid.backends.buffers import (FAILED, OK, SOLVER_HALVINGS, SOLVER_MAX_ITER,
