@@ -120,14 +120,17 @@ def test_step_budget_must_be_a_positive_integer(bad):
         rt.Simulation(model, "energy_momentum", DT, step_budget=bad)
 
 
-def test_default_chain_never_takes_the_budget_outcome():
-    """The default budget is not reached by the scenario's chain (nor by the lively and
-    random chains' ordinary steps; README, "The step budget")."""
+def test_scenario_chain_never_takes_the_budget_outcome():
+    """A real-time budget (40, README "The step budget") is not reached by the scenario's
+    chain as built: its steps are the unbudgeted ones."""
     for n in (10, 20):
         sim = rt.scenarios.build("chain", integrator="energy_momentum", dt=DT, n=n)
+        assert sim.step_budget is None  # (the default)
+        sim = rt.Simulation(sim.model, "energy_momentum", DT, step_budget=40)
         sim.step(60)
         stats = sim.solver_stats()
         assert stats["budget_steps"] == 0 and stats["fallback_steps"] == 0
+        assert stats["charged_iterations"] <= 40 * 60
 
 
 def test_no_budget_is_the_unbudgeted_solver():
