@@ -47,6 +47,8 @@ class Integrator(NamedTuple):
     keeps_energy: bool = True   # its free flight keeps energy (else the contact event's energy
                                 # budget is taken from the step's start: see
                                 # rtrigid.contact.solver.flight_allowance)
+    step_budget: bool = False   # its tree kernel (loop models aside) keeps Simulation's
+                                # step_budget (the budget outcome of tree.energy_momentum)
 
     def backends(self):
         return tuple(self.kernels)
@@ -138,7 +140,7 @@ REGISTRY = {i.name: i for i in (
                 TREE: {(): _T + "energy_momentum:step"}},
                _ALL_KINDS, joint_springs=False,
                rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}, limit_bounce=False,
-               loops=True, contacts=True),
+               loops=True, contacts=True, step_budget=True),
     Integrator("energy_momentum4", "symmetric composition of the energy-momentum step: order "
                "4, energy and angular momentum kept as by energy_momentum; option composition "
                "('suzuki': 5 stages, 'triple_jump': 3)",
@@ -151,7 +153,7 @@ REGISTRY = {i.name: i for i in (
                options={"composition": ("suzuki", "triple_jump")},
                rigid={BODIES: {("suzuki",): _B + "energy_momentum4:step_rigid",
                                ("triple_jump",): _B + "energy_momentum4:step_triple_jump_rigid"}},
-               limit_bounce=False, loops=True, contacts=True),
+               limit_bounce=False, loops=True, contacts=True, step_budget=True),
     Integrator("energy_momentum_appd", "the same scheme solved as 000 App. D does (7 or 10 "
                "unknowns): the reference solver", "000 (52)-(54), App. D", True,
                {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset()),

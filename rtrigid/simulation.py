@@ -30,12 +30,16 @@ from rtrigid import integrators
 from rtrigid.backends import BODIES, select
 from rtrigid.backends.buffers import (
     FAILED,
+    SOLVER_BUDGET,
     SOLVER_HALVINGS,
     SOLVER_MAX_ITER,
+    STAT_BUDGET,
     STAT_FALLBACKS,
     STAT_ITERS,
     STAT_MAX_ITERS,
+    STAT_SPENT,
     STAT_STEPS,
+    USED_BUDGET,
     USED_FALLBACK,
     OK,
     clamp_into,
@@ -48,6 +52,9 @@ from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
 
 MAX_STEPS = 2 ** 53
+# Simulation's default step_budget: none (README, "The step budget": a budget low enough for
+# real time is reached by the random chains and stiff servos the scheme must keep exactly)
+STEP_BUDGET = None
 RK4_SERVO_LIMIT = 2.5  # |s| dt a servo may reach under nullspace_rk4 (_check_servo_gains)
 EULER_SERVO_MARGIN = 0.8  # of semi_implicit_euler's stable kp range (_check_servo_gains)
 _TWO_THREADS = ("Simulation: entered from a second thread while another thread steps it; a "
@@ -117,13 +124,27 @@ class Simulation:
     max_halvings : int
         Fallback depth of implicit schemes: a step whose Newton solve fails is redone as
         2, 4, ..., 2**max_halvings sub-steps before the step is declared failed.
+    step_budget : int or None
+        The real-time contract of the jointed ``energy_momentum`` and ``energy_momentum4``
+        (trees without loop joints; the registry's ``step_budget``): the Newton iterations
+        one step may spend over all its solves (cheap start, explicit start, sub-steps and
+        the continuation; a failed solve counts all it was handed, an explicit start 4).  A step that runs out
+        takes the budget outcome: the explicit dynamics' motion over the step (RK4), its
+        kinetic energy capped so that the energy does not grow by more than the loads'
+        work -- never NaN, never an energy gain, but not an energy-momentum step (counted in
+        ``solver_stats()["budget_steps"]``, warned about once).  None (the default): no
+        budget (a step is bounded by ``max_iter`` and ``max_halvings`` alone).  Other schemes
+        and models ignore it.  See the README, "The step budget" (40-60 keep the worst step of
+        the bench's chains within 5x the median; 250 is never reached by the issue's random
+        chains).
     max_steps_per_advance : int
         :meth:`advance` never runs more steps than this in one call; the rest of the elapsed
         time is dropped (and counted in ``dropped_time``) so a slow frame cannot snowball.
     """
 
     def __init__(self, model: Model, integrator="energy_momentum", dt=0.01, *, options=None,
-                 max_iter=25, max_halvings=6, max_steps_per_advance=64):
+                 max_iter=25, max_halvings=6, step_budget=STEP_BUDGET,
+                 max_steps_per_advance=64):
         if not isinstance(model, Model):
             raise ValueError(f"model: expected an rtrigid Model, got {type(model).__name__}")
         if not model.bodies:
@@ -136,6 +157,8 @@ class Simulation:
             # Newton stops only on a stalled residual: two updates and one more residual
             raise ValueError(f"max_iter: must be >= 3 to see a residual stall, got {max_iter}")
         max_halvings = as_int(max_halvings, "max_halvings", minimum=0)
+        if step_budget is not None:
+            step_budget = as_int(step_budget, "step_budget", minimum=1)
         self.max_steps_per_advance = as_int(max_steps_per_advance, "max_steps_per_advance",
                                             minimum=1)
         kind = select(model)
@@ -157,6 +180,11 @@ class Simulation:
         self._contacts = self._contact_setup(model, kind, integrator)
         self.backend.solver[SOLVER_MAX_ITER] = max_iter
         self.backend.solver[SOLVER_HALVINGS] = max_halvings
+        # (0: none; the kernels that keep a budget read it, see integrators.Integrator)
+        self.backend.solver[SOLVER_BUDGET] = step_budget or 0
+        self.step_budget = step_budget
+        self._budgeted = entry.step_budget and kind != BODIES and not loop_joints
+        self._budget_warned = False
         self.model = copy.deepcopy(model)  # what was simulated, whatever the caller edits later
         self.integrator = integrator
         self.implicit = entry.implicit
@@ -367,7 +395,7 @@ class Simulation:
         control tick skips reading the counter: ~0.04 us), which completed unless its status
         is a failure (FAILED or NONFINITE, USED_FALLBACK aside)."""
         if before < 0:
-            self._steps += 0 if status & ~USED_FALLBACK else 1
+            self._steps += 0 if status & ~(USED_FALLBACK | USED_BUDGET) else 1
         else:
             self._steps += int(self._stats[STAT_STEPS] - before)
         if status & USED_FALLBACK:
@@ -375,6 +403,15 @@ class Simulation:
                 f"{self.integrator}: Newton did not converge on some step(s); they were redone "
                 "as sub-steps (counts in solver_stats())", RuntimeWarning, stacklevel=3)
             status &= ~USED_FALLBACK
+        if status & USED_BUDGET:
+            if not self._budget_warned:  # once per simulation: a hard motion hits it often
+                self._budget_warned = True
+                warnings.warn(
+                    f"{self.integrator}: some step(s) ran out of step_budget "
+                    f"({self.step_budget} Newton iterations) and took the budget outcome, an "
+                    "explicit step whose energy is capped: not an energy-momentum step "
+                    "(counts in solver_stats()['budget_steps'])", RuntimeWarning, stacklevel=3)
+            status &= ~USED_BUDGET
         if status != OK:
             what = ("Newton failed even with 2**max_halvings sub-steps" if status == FAILED
                     else "the state became non-finite")
@@ -385,7 +422,11 @@ class Simulation:
                 f"the state is that of the last completed step; try {hint}")
 
     def solver_stats(self) -> dict:
-        """Counters since construction: steps, Newton iterations, fallbacks."""
+        """Counters since construction: steps, Newton iterations (of converged solves),
+        fallbacks; where a step budget is kept (see ``step_budget``), also
+        ``charged_iterations`` (what the budgets counted: every converged solve's iterations,
+        every failed one's cap, and 4 per explicit start) and ``budget_steps`` (steps that took the budget
+        outcome; not counted in ``fallback_steps``)."""
         s = self.backend.stats
         steps = int(s[STAT_STEPS])
         out = {"steps": steps}
@@ -396,6 +437,8 @@ class Simulation:
                 max_iterations=int(s[STAT_MAX_ITERS]),
                 fallback_steps=int(s[STAT_FALLBACKS]),
             )
+        if self.implicit and self._budgeted:
+            out.update(charged_iterations=int(s[STAT_SPENT]), budget_steps=int(s[STAT_BUDGET]))
         return out
 
     # -- real-time stepping ----------------------------------------------------------------

@@ -18,11 +18,12 @@ S_prev:  the state at the start of the last step (render interpolation reads it;
 A:       applied loads, (6 nb,): (nb, 3) world force at the centre of mass, (nb, 3) world
          torque; the tree backend adds (nv,) generalized forces held on the joint rates;
          constant over a call
-solver:  [max_iter, max_halvings] of implicit schemes
+solver:  [max_iter, max_halvings, step_budget] of implicit schemes (step_budget 0: none)
 work:    scratch, sized by the kernel module's ``work_size``
 stats:   int64 counters STAT_*
 status:  OK, or FAILED / NONFINITE with the state rolled back to the start of the failed
-         step; USED_FALLBACK or-ed in if any step needed the sub-step fallback.
+         step; USED_FALLBACK or-ed in if any step needed the sub-step fallback,
+         USED_BUDGET if any step ran out of its step budget (the budget outcome).
 """
 import hashlib
 
@@ -38,16 +39,20 @@ OK = 0
 FAILED = 1
 NONFINITE = 2
 USED_FALLBACK = 4  # or-ed into the status when an implicit step needed its sub-step fallback
+USED_BUDGET = 8  # or-ed in when a step ran out of its step budget and took the budget outcome
 
 STAT_STEPS = 0
 STAT_ITERS = 1
 STAT_MAX_ITERS = 2
 STAT_FALLBACKS = 3
-N_STATS = 4
+STAT_SPENT = 4  # Newton iterations handed out: a converged solve's, and a failed one's cap
+STAT_BUDGET = 5  # steps that ran out of their step budget
+N_STATS = 6
 
 SOLVER_MAX_ITER = 0
 SOLVER_HALVINGS = 1
-N_SOLVER = 2
+SOLVER_BUDGET = 2
+N_SOLVER = 3
 
 
 def view(buf, offset, shape):

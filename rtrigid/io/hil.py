@@ -411,6 +411,7 @@ def _replica(sim):
     return Simulation(sim.model, sim.integrator, sim.dt, options=sim.options,
                       max_iter=int(sim.backend.solver[SOLVER_MAX_ITER]),
                       max_halvings=int(sim.backend.solver[SOLVER_HALVINGS]),
+                      step_budget=sim.step_budget,
                       max_steps_per_advance=sim.max_steps_per_advance)
 
 

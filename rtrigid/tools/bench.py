@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from rtrigid import integrators, scenarios
-from rtrigid.simulation import SimulationError
+from rtrigid.simulation import STEP_BUDGET, Simulation, SimulationError
 from rtrigid.tools import mujoco_ref, pybullet_ref
 from rtrigid.tools.diagnostics import format_table
 
@@ -200,10 +200,11 @@ def _step_costs(sim, steps, repeats, skip=5):
     """Per-step wall time (s) of ``steps`` single ``sim.step()`` calls after ``skip`` untimed
     ones, each step's minimum over ``repeats`` runs from the same snapshot (the runs are bit
     for bit the same, so the minimum takes out the machine's interruptions, not the solver's
-    work); and the solver statistics of one run."""
+    work); the solver statistics of one run, and its energy change relative to |energy|."""
     sim.step(skip)
     snap = sim.snapshot()
     stats0 = sim.solver_stats()
+    e0 = sim.energy()
     best = np.full(steps, np.inf)
     step, clock = sim.step, time.perf_counter
     for _ in range(repeats):
@@ -213,14 +214,27 @@ def _step_costs(sim, steps, repeats, skip=5):
             step()
             best[k] = min(best[k], clock() - start)
     stats = sim.solver_stats()
-    stats = {k: stats[k] - stats0[k] for k in ("steps", "newton_iterations", "fallback_steps")} | {
-        "max_iterations": stats["max_iterations"]}
+    keys = ("steps", "newton_iterations", "fallback_steps", "charged_iterations", "budget_steps")
+    stats = {k: stats[k] - stats0[k] for k in keys if k in stats} | {
+        "max_iterations": stats["max_iterations"], "drift": (sim.energy() - e0) / abs(e0)}
     return best, stats
 
 
-def solver_section(repeats=3, steps=600, sizes=(10, 20, 50), dts=(1.0 / 60.0, 1.0 / 120.0)):
-    """The energy-momentum solver at game-sized steps on spherical chains: fallbacks and the
-    worst step against the median (issue 14), ``steps`` steps after 5 untimed ones.
+def _with_budget(sim, step_budget):
+    """``sim`` with another ``step_budget``: the same model and scheme, its state copied bit for
+    bit (a snapshot would be refused: the solver settings are part of its fingerprint)."""
+    twin = Simulation(sim.model, sim.integrator, sim.dt, options=sim.options,
+                      step_budget=step_budget)
+    twin.backend.S[:] = sim.backend.S
+    twin.backend.S_prev[:] = sim.backend.S_prev
+    return twin
+
+
+def solver_section(repeats=3, steps=600, sizes=(10, 20, 50), dts=(1.0 / 60.0, 1.0 / 120.0),
+                   step_budget=STEP_BUDGET):
+    """The energy-momentum solver at game-sized steps on spherical chains: fallbacks, budget
+    outcomes and the worst step against the median (issue 14), ``steps`` steps after 5
+    untimed ones, with Simulation's ``step_budget`` (default: its default).
 
     Two states: the scenario's default (links slightly off the vertical, at rest) and the
     lively chain of :func:`_lively_chain`.  The worst step is the slowest per-step minimum
@@ -234,8 +248,11 @@ def solver_section(repeats=3, steps=600, sizes=(10, 20, 50), dts=(1.0 / 60.0, 1.
             for dt in dts:
                 sim = (scenarios.build("chain", integrator="energy_momentum", dt=dt, n=n)
                        if state == "default" else _lively_chain(n, "energy_momentum", dt))
+                if step_budget != sim.step_budget:
+                    sim = _with_budget(sim, step_budget)
                 with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)  # sub-steps are counted
+                    # sub-steps and budget outcomes are counted
+                    warnings.simplefilter("ignore", RuntimeWarning)
                     try:
                         costs, stats = _step_costs(sim, steps, repeats)
                     except SimulationError:
@@ -247,24 +264,31 @@ def solver_section(repeats=3, steps=600, sizes=(10, 20, 50), dts=(1.0 / 60.0, 1.
                     "median_us": median * 1e6, "worst_us": float(costs.max()) * 1e6,
                     "worst_over_median": float(costs.max()) / median,
                     "fallback_fraction": stats["fallback_steps"] / stats["steps"],
+                    "budget_fraction": stats["budget_steps"] / stats["steps"],
+                    "energy_drift": stats["drift"],
                     "mean_iterations": stats["newton_iterations"] / stats["steps"],
+                    "mean_charged": stats["charged_iterations"] / stats["steps"],
                     "max_iterations": stats["max_iterations"]})
-    return {"steps": steps, "repeats": repeats, "rows": rows}
+    return {"steps": steps, "repeats": repeats, "step_budget": step_budget, "rows": rows}
 
 
 def print_solver_section(result):
-    print(f"energy_momentum on spherical chains, {result['steps']} steps (worst: the slowest "
-          f"step's minimum over {result['repeats']} identical runs; iterations count sub-steps)")
-    rows = [["state", "links", "1/dt", "fallbacks", "median us", "worst us", "worst/median",
-             "mean iter", "max iter"]]
+    print(f"energy_momentum on spherical chains, {result['steps']} steps, step_budget "
+          f"{result.get('step_budget')} (worst: the slowest step's minimum over "
+          f"{result['repeats']} identical runs; iterations count sub-steps; charged: every "
+          "solve's, failed ones at their cap; drift: energy change / |energy|)")
+    rows = [["state", "links", "1/dt", "fallbacks", "budget", "median us", "worst us",
+             "worst/median", "mean iter", "charged", "max iter", "drift"]]
     for r in result["rows"]:
         head = [r["state"], r["n"], f"{1.0 / r['dt']:.0f}"]
         if r["failed"]:
-            rows.append([*head, "fails", "", "", "", "", ""])
+            rows.append([*head, "fails", "", "", "", "", "", "", "", ""])
             continue
-        rows.append([*head, f"{100 * r['fallback_fraction']:.1f} %", f"{r['median_us']:.1f}",
+        rows.append([*head, f"{100 * r['fallback_fraction']:.1f} %",
+                     f"{100 * r['budget_fraction']:.1f} %", f"{r['median_us']:.1f}",
                      f"{r['worst_us']:.1f}", f"{r['worst_over_median']:.1f}",
-                     f"{r['mean_iterations']:.1f}", r["max_iterations"]])
+                     f"{r['mean_iterations']:.1f}", f"{r['mean_charged']:.1f}",
+                     r["max_iterations"], f"{r['energy_drift']:.1e}"])
     print("\n".join("  " + line for line in format_table(rows)))
 
 

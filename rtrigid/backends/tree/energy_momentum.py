@@ -156,6 +156,18 @@ status FAILED (``SimulationError``).  With the continuation below, a step makes 
 each (the cheap and the explicit start's solves, the sub-steps of every level, the whole-step
 tries of every level), and no outcome is NaN or gains energy.
 
+Step budget (``Simulation(step_budget=...)``, the real-time contract).  The step's solves
+share a budget of Newton iterations, counted in stats[STAT_SPENT] (``charged_iterations``): a
+solve is handed min(max_iter, what is left) (:func:`_solve`), and charged what it made if it
+converged, all it was handed if not; an explicit start is charged PREDICT_CHARGE.  A step whose solves run out takes the budget outcome
+(:func:`out_of_budget`, :func:`_budget_outcome`): the explicit dynamics' motion over the step
+by RK4, its kinetic energy capped at the start's plus the loads' work by this scheme's rule,
+so the energy never grows by more than that work (for a conservative model: never).  It is
+not an energy-momentum step (momenta are not kept; energy is lost where RK4 loses it),
+counted in stats[STAT_BUDGET] (``budget_steps``, not a fallback), and it depends only on the
+state at the step's start, so snapshots reproduce it bit for bit.  ``energy_momentum4``
+shares it.
+
 Continuation in h (:func:`_rejoin`).  While a step is being done as m sub-steps, the whole
 step is tried again from the path they trace, and kept if it converges: half-way (on the
 first level, m = 2, only: on later levels those tries failed and cost half the time of the
@@ -176,8 +188,8 @@ sub-steps' end only, 41 % without it), on the lively 20-link chain at 1/60 on no
 the path adds is its start.  It depends only on the state at the step's start, so snapshots
 still reproduce runs bit for bit.
 
-Joint limits (revolute and prismatic joints): :func:`_limited_solve` -- a joint that would end the step
-beyond a limit is locked on it for the step, its reaction doing the exact discrete work
+Joint limits (revolute and prismatic joints): :func:`_solve_with_limits` -- a joint that would
+end the step beyond a limit is locked on it for the step, its reaction doing the exact discrete work
 lambda (theta1 - theta0) <= 0, and an impulse then sets its rate at t_{n+1} to zero (see the
 README; no restitution).
 
@@ -192,12 +204,16 @@ from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.buffers import (
     FAILED,
     OK,
+    SOLVER_BUDGET,
     SOLVER_HALVINGS,
     SOLVER_MAX_ITER,
+    STAT_BUDGET,
     STAT_FALLBACKS,
     STAT_ITERS,
     STAT_MAX_ITERS,
+    STAT_SPENT,
     STAT_STEPS,
+    USED_BUDGET,
     USED_FALLBACK,
     all_finite,
     view,
@@ -251,6 +267,7 @@ from rtrigid.backends.tree.kinematics import (
     coordinate_rates,
     coordinate_slots,
     forward_kinematics,
+    geometry,
     joint_velocities,
     normalize_coordinates,
     nv_of,
@@ -262,7 +279,7 @@ from rtrigid.backends.tree.kinematics import (
 from rtrigid.backends import newton
 from rtrigid.backends.tree.dynamics import momentum_rates
 from rtrigid.backends.tree.nullspace_rk4 import loads as rk4_loads
-from rtrigid.backends.tree.limits import has_limits, limit_impulse
+from rtrigid.backends.tree.limits import clamp_limits, has_limits, limit_impulse
 from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.newton import ACCEPT
 from rtrigid.maths.quat import qmul_t
@@ -289,6 +306,12 @@ CHORD_FIRST = 1e-3  # a first update below this fraction of mu keeps the matrix
 QUICK = 8  # iterations the cheap start gets before the explicit start is computed
 CONTINUATION = True  # a step that needed sub-steps is solved again whole from their path
 PATH_SOLVES = 4  # solves along the path of the step's solution in h, at most (see _rejoin)
+BUDGET_RK4 = 4  # RK4 steps the budget outcome takes over a step (see _budget_outcome)
+# what an explicit start (_predict, _choose_start: five articulated-body factorisations and
+# three residuals) is charged to the step budget, in Newton iterations: sub-steps that
+# converge in a few iterations each are paid mostly in starts (README, "The step budget")
+PREDICT_CHARGE = 4
+UNBUDGETED = 1 << 62  # the end of a step's iterations without a step budget (never reached)
 RK4_WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 SUPPORTED = ("free", "spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed")
 # After a step nu holds the step's mean rates mu / h (the predictor's input) and the bodies'
@@ -1265,24 +1288,45 @@ def _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, 
     energy-momentum solver").
     """
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
-    nu_t, kQ, Qs, nus = scr[15], scr[16], scr[18], scr[19]
-    dQ, sQ, dnu = kQ[0], kQ[1], scr[20]
+    nu_t = scr[15]
     xs, vs, ws, qs, Q1 = em[3], em[4], em[6], em[9], em[12]  # (free until the solve starts)
-    nb = ti.shape[0]
-    nv = pred.shape[0]
-    nq = Qg.shape[0]
     if not momentum_rates(tf, ti, Qg, v, L, xs, qs, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
                           I6, tau, nu_t, vs, ws):
         return False
+    # (the end rates go to pred, which the mean rates then overwrite)
+    if not _rk4_step(h, True, gravity, tf, ti, pf, pi, A, Qg, nu_t, Q1, pred, scr, em, act,
+                     ctrl, change):
+        return False
+    normalize_coordinates(ti, Q1)
+    mean_rates(ti, Qg, Q1, h, pred)
+    return all_finite(pred) and all_finite(change)
+
+
+@jit
+def _rk4_step(h, factored, gravity, tf, ti, pf, pi, A, Q0, nu0, Q1, nu1, scr, em, act, ctrl,
+              change):
+    """One RK4 step of size h of the explicit dynamics from (Q0, nu0), every load acting (as
+    ``nullspace_rk4`` steps it, its stage inputs from ``nullspace_rk4.loads``): (Q1, nu1) <-
+    its end (Q1 not yet normalised), change <- h nudot at the start; False if the inertia is
+    singular.  ``factored``: the recursion is factored at Q0 already (by ``momentum_rates``).
+    The actuators act at every stage; their work is not added here (the caller counts it by
+    this scheme's rule)."""
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    kQ, Qs, nus = scr[16], scr[18], scr[19]
+    dQ, sQ, dnu, snu = kQ[0], kQ[1], scr[20], scr[17][1]
+    xs, qs = em[3], em[9]
+    nb = ti.shape[0]
+    nv = nu0.shape[0]
+    nq = Q0.shape[0]
     for st in range(4):
-        rk4_stage_input(st, h, Qg, nu_t, dQ, dnu, Qs, nus)
+        rk4_stage_input(st, h, Q0, nu0, dQ, dnu, Qs, nus)
         coordinate_rates(ti, Qs, nus, dQ)
         # nullspace_rk4's stage inputs; the actuators below, as their work is not wanted here
         rk4_loads(tf, ti, pf, pi, gravity, Qs, nus, xs, qs, R, rj, G, V, cb,
                   view(A, 0, (nb, 3)), view(A, 3 * nb, (nb, 3)), fext, pA,
                   A[6 * nb:6 * nb + nv], tau, act[:0], ctrl, ctrl, 0.0)
-        # (the first stage's configuration is factored already)
-        if st > 0 and not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
+        if (st > 0 or not factored) and not articulated_factor(tf, ti, R, G, IA, U, Dinv, W,
+                                                                 I6):
             return False
         for a in range(act.shape[0]):
             ov = int(act[a, ACT_V])
@@ -1295,11 +1339,13 @@ def _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, 
         wt = RK4_WEIGHTS[st]
         for i in range(nq):
             sQ[i] = sQ[i] + wt * dQ[i] if st > 0 else wt * dQ[i]
+        for j in range(nv):
+            snu[j] = snu[j] + wt * dnu[j] if st > 0 else wt * dnu[j]
     for i in range(nq):
-        Q1[i] = Qg[i] + h * sQ[i]
-    normalize_coordinates(ti, Q1)
-    mean_rates(ti, Qg, Q1, h, pred)
-    return all_finite(pred) and all_finite(change)
+        Q1[i] = Q0[i] + h * sQ[i]
+    for j in range(nv):
+        nu1[j] = nu0[j] + h * snu[j]
+    return True
 
 
 @jit
@@ -1406,7 +1452,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
                 scr, em, jx, rates, stats, act, ctrl, awork, nlock, add_work):
     """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
     False on failure.  The first ``nlock`` joints of the limit scratch Lv are locked: their
-    increments are Lv[2] and their equations are left out (see :func:`_limited_solve`).
+    increments are Lv[2] and their equations are left out (see :func:`_solve_with_limits`).
     With ``add_work`` the actuators' work over the step is added to ``awork``."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
@@ -1641,39 +1687,29 @@ def _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, unit, dmu, nlock, Lc, La
 
 
 @jit
-def _limited_solve(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
-                   scr, em, jx, rates, stats, act, ctrl, awork):
+def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
+                       L, scr, em, jx, rates, stats, act, ctrl, awork, add_work):
     """:func:`_solve_step` with the joint limits (revolute and prismatic joints; see the
-    README).
+    README); the actuators' work over the step taken is added to ``awork`` with ``add_work``.
 
     The step is solved as if there were no limits; a joint that ends it beyond a limit is
     locked -- its increment fixed so that it lands on the limit, its equation left out, which
     is the exact step with an extra torque lambda on that joint, whose discrete work is
     lambda (theta1 - theta0) (as a held torque's: :func:`_joint_force_loads`) -- and the step
     is solved again; a locked joint whose lambda would pull (the sign of its equation's
-    residual times h) is released.  At most six rounds.  Then the locked joints' rates at
-    t_{n+1} (from the momenta) are set to 0 by a joint-space impulse, which only takes energy
-    out (the limits are inelastic: the registry refuses a restitution for this scheme).
-    The actuators' work is added once, for the step finally taken.
+    residual times h) is released.  At most six rounds, which share the ``max_iter``
+    iterations (so a solve's cap, and the step budget, hold with limits too).  Then the locked
+    joints' rates at t_{n+1} (from the momenta) are set to 0 by a joint-space impulse, which
+    only takes energy out (the limits are inelastic: the registry refuses a restitution for
+    this scheme).  The actuators' work is added once, for the step finally taken.
     """
-    if not has_limits(tf, ti):
-        return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
-                           w, L, scr, em, jx, rates, stats, act, ctrl, awork, 0, True)
-    return _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
-                              v, w, L, scr, em, jx, rates, stats, act, ctrl, awork, True)
-
-
-@jit
-def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
-                       L, scr, em, jx, rates, stats, act, ctrl, awork, add_work):
-    """:func:`_limited_solve` for a tree with limits (the actuators' work added to ``awork``
-    with ``add_work``)."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     start, guess, at_t = scr[14], scr[19], scr[20]
     Lc, La, Lv, Ld = scr[21:25]
     x0, v0, L0, x1, u, q0, res = em[0], em[1], em[2], em[3], em[6], em[8], em[15]
     nb = ti.shape[0]
     nv = nu.shape[0]
+    made = stats[STAT_ITERS]
     for i in range(Qg.shape[0]):
         start[i] = Qg[i]
     if not _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
@@ -1725,8 +1761,10 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
                 w[b, k] = L0[b, k] / tf[b, T_J + k]
             for k in range(4):
                 q[b, k] = q0[b, k]
-        if not _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
-                           w, L, scr, em, jx, guess, stats, act, ctrl, awork, nlock, False):
+        left = max_iter - (stats[STAT_ITERS] - made)
+        if left < 1 or not _solve_step(h, left, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x,
+                                       q, v, w, L, scr, em, jx, guess, stats, act, ctrl, awork,
+                                       nlock, False):
             return False
     if add_work:
         _add_actuator_work(h, act, ctrl, start, em[13], awork)  # of the step taken, once
@@ -1756,35 +1794,51 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
 
 
 @jit
-def _solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
-           em, jx, pred, stats, act, ctrl, awork, add_work=True):
+def _solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
+           scr, em, jx, pred, stats, act, ctrl, awork, add_work=True):
     """One step of size h from the start ``pred`` (with the limits if the tree has any); the
-    actuators' work is added to ``awork`` with ``add_work``."""
+    actuators' work is added to ``awork`` with ``add_work``.
+
+    At most ``max_iter`` iterations, and no more than the step budget leaves: the iterations
+    handed out (stats[STAT_SPENT]) never pass ``end``.  A converged solve is charged the
+    iterations it made, a failed one all it was handed (what it made, at most)."""
+    cap = min(max_iter, end - stats[STAT_SPENT])
+    if cap < 1:
+        return False
+    made = stats[STAT_ITERS]
     if limited:
-        return _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
-                                  v, w, L, scr, em, jx, pred, stats, act, ctrl, awork, add_work)
-    return _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
-                       scr, em, jx, pred, stats, act, ctrl, awork, 0, add_work)
+        ok = _solve_with_limits(h, cap, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
+                                L, scr, em, jx, pred, stats, act, ctrl, awork, add_work)
+    else:
+        ok = _solve_step(h, cap, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
+                         em, jx, pred, stats, act, ctrl, awork, 0, add_work)
+    stats[STAT_SPENT] += stats[STAT_ITERS] - made if ok else cap
+    return ok
 
 
 @jit
-def _explicit_solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
-                    L, scr, em, jx, stats, act, ctrl, awork, pred, change, nu_t):
+def _explicit_solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
+                    v, w, L, scr, em, jx, stats, act, ctrl, awork, pred, change, nu_t):
     """One step of size h from the explicit start (:func:`_predict`, :func:`_choose_start`);
-    nu_t <- the rates at t_n.  False (state unchanged) if there is none or the solve fails."""
+    nu_t <- the rates at t_n.  False (state unchanged) if there is none, the step budget is
+    spent or the solve fails.  The start is charged PREDICT_CHARGE iterations, and made only
+    if the budget leaves more."""
+    if end - stats[STAT_SPENT] <= PREDICT_CHARGE:
+        return False
+    stats[STAT_SPENT] += PREDICT_CHARGE
     if not _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, change):
         return False
     for j in range(nu_t.shape[0]):
         nu_t[j] = scr[15][j]
     _choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
                   ctrl, pred, change)
-    return _solve(h, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
-                  L, scr, em, jx, pred, stats, act, ctrl, awork)
+    return _solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
+                  w, L, scr, em, jx, pred, stats, act, ctrl, awork)
 
 
 @jit
-def _rejoin(dt, s, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, S, S_prev, Qg, nu, x,
-            q, v, w, L, scr, em, jx, stats, act, ctrl, awork, path, saved):
+def _rejoin(dt, s, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, S, S_prev, Qg, nu,
+            x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork, path, saved):
     """Continuation in h: the whole step from S_prev, started from the sub-steps' state at
     t_n + s dt in S.  True: the whole step converged and is in S; False: it did not, and S
     holds the sub-steps' state as before, bit for bit.
@@ -1808,13 +1862,15 @@ def _rejoin(dt, s, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, S, S_p
         saved[i] = S[i]
     s_lo, s_lo2, target = s, 0.0, 1.0
     for _ in range(PATH_SOLVES if s < 1.0 else 1):
+        if stats[STAT_SPENT] >= end:
+            break
         f = (target - s_lo) / (s_lo - s_lo2)
         for j in range(nv):
             start[j] = lo[j] + f * (lo[j] - lo2[j])
         for i in range(core):
             S[i] = S_prev[i]
-        ok = _solve(target * dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu,
-                    x, q, v, w, L, scr, em, jx, start, stats, act, ctrl, awork, False)
+        ok = _solve(target * dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg,
+                    nu, x, q, v, w, L, scr, em, jx, start, stats, act, ctrl, awork, False)
         ok = ok and all_finite(S)
         if ok and target == 1.0:
             # the actuators' work of the whole step, from the step's start (as if taken directly)
@@ -1853,23 +1909,27 @@ def step(n, dt, F, I):
         forces = forces or A[i] != 0.0
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
+    budget = int(solver[SOLVER_BUDGET])
     limited = has_limits(tf, ti)
     flags = OK
     for _ in range(n):
+        # the step's solves may hand out iterations until stats[STAT_SPENT] reaches end
+        end = stats[STAT_SPENT] + (budget if budget > 0 else UNBUDGETED)
         _extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, em[12], pred)
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1
         # the cheap start first, with a few iterations; then the explicit start
-        ok = _solve(dt, min(QUICK, max_iter), limited, gravity, tf, ti, pf, pi, A, forces, Qg,
-                    nu, x, q, v, w, L, scr, em, jx, pred, stats, act, ctrl, awork) and all_finite(S)
+        ok = _solve(dt, min(QUICK, max_iter), end, limited, gravity, tf, ti, pf, pi, A, forces,
+                    Qg, nu, x, q, v, w, L, scr, em, jx, pred, stats, act, ctrl,
+                    awork) and all_finite(S)
         if not ok:
             for i in range(S.shape[0]):  # (a failed solve changes no state; exact)
                 S[i] = S_prev[i]
-            ok = _explicit_solve(dt, max_iter, limited, gravity, tf, ti, pf, pi, A, forces, Qg,
-                                 nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork, pred,
-                                 change, path[0]) and all_finite(S)
-        while not ok and m < most:
+            ok = _explicit_solve(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces,
+                                 Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork,
+                                 pred, change, path[0]) and all_finite(S)
+        while not ok and m < most and not _spent(stats, end):
             # m sub-steps, each predicted afresh; half-way (for m = 2) and at their end the
             # whole step is tried again from the path they trace (continuation in h, _rejoin)
             for i in range(S.shape[0]):
@@ -1877,26 +1937,182 @@ def step(n, dt, F, I):
             m *= 2
             ok = True
             for k in range(1, m + 1):
-                ok = _explicit_solve(dt / m, max_iter, limited, gravity, tf, ti, pf, pi, A,
+                ok = _explicit_solve(dt / m, max_iter, end, limited, gravity, tf, ti, pf, pi, A,
                                      forces, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act,
                                      ctrl, awork, pred, change, path[0]) and all_finite(S)
                 if not ok:
                     break
                 if CONTINUATION and ((2 * k == m and m == 2) or k == m):
-                    if _rejoin(dt, k / m, max_iter, limited, gravity, tf, ti, pf, pi, A, forces,
-                               S, S_prev, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl,
-                               awork, path, saved):
+                    if _rejoin(dt, k / m, max_iter, end, limited, gravity, tf, ti, pf, pi, A,
+                               forces, S, S_prev, Qg, nu, x, q, v, w, L, scr, em, jx, stats,
+                               act, ctrl, awork, path, saved):
                         m = 1
                         break
+        if not ok and _spent(stats, end):
+            out_of_budget(dt, gravity, tf, ti, pf, pi, A, forces, limited, S, S_prev, Qg_prev,
+                          Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork)
+            flags |= USED_BUDGET
+            ok = True
+            m = 1
         if not ok:
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
             return FAILED | flags
         if m > 1:
             stats[STAT_FALLBACKS] += 1
-            flags = USED_FALLBACK
+            flags |= USED_FALLBACK
         stats[STAT_STEPS] += 1
     return flags
+
+
+@jit_inline
+def _spent(stats, end):
+    """The step budget is spent: what it leaves pays for no explicit start and a solve."""
+    return end - stats[STAT_SPENT] <= PREDICT_CHARGE
+
+
+@jit
+def out_of_budget(dt, gravity, tf, ti, pf, pi, A, forces, limited, S, S_prev, Q_start, Qg, nu, x,
+                  q, v, w, L, scr, em, jx, stats, act, ctrl, awork):
+    """A step that ran out of its budget (``step_budget``): from its start (S_prev, whose
+    coordinates are Q_start) it takes the budget outcome (:func:`_budget_outcome`), or, if
+    that has none, stops at its start: every rate and momentum zero, the configuration kept
+    (the energy can only drop).  Counted in stats[STAT_BUDGET]."""
+    for i in range(S.shape[0]):
+        S[i] = S_prev[i]
+    if not (_budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg, nu, x,
+                            q, v, w, L, scr, em, jx, act, ctrl, awork) and all_finite(S)):
+        for i in range(S.shape[0]):
+            S[i] = S_prev[i]
+        for j in range(nu.shape[0]):
+            nu[j] = 0.0
+        for b in range(v.shape[0]):
+            for k in range(3):
+                v[b, k] = 0.0
+                w[b, k] = 0.0
+                L[b, k] = 0.0
+    stats[STAT_BUDGET] += 1
+
+
+@jit
+def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg, nu, x, q, v, w,
+                    L, scr, em, jx, act, ctrl, awork):
+    """The budget outcome of a step from the state at its start (in the state arrays; its
+    coordinates also in Q_start): the explicit dynamics' motion over the step, its kinetic
+    energy capped so that the energy does not grow by more than the loads' work.  False (the
+    state arrays then undefined) if the explicit steps meet a singular inertia or a
+    non-finite value, or if no kinetic energy meets the cap.
+
+    The motion: BUDGET_RK4 RK4 steps of dt / BUDGET_RK4 (``nullspace_rk4``'s steps, every
+    load acting) from the rates at t_n, coordinates (Q1) and rates (nu1) at t_{n+1}; a
+    limited joint beyond its limit is put on it at rest.  The rates at t_n are the bodies'
+    momenta projected on the joints (``momentum_rates``), scaled to the momenta's kinetic
+    energy: the projection drops the part of the momenta that the mean-rate state leaves off
+    the joints, up to ~6 % of the kinetic energy on hard steps (measured on the lively
+    20-link chain at 1/60), which the outcome would otherwise lose.  Its increments mu (from Q_start to
+    Q1, :func:`mean_rates`) give the step as this scheme's: the configuration is that of mu
+    (Q1 to round-off), nu its mean rates mu / dt, the momenta those of nu1 there.
+
+    The loads' work: W = sum over bodies of (x1 - x0).F + b.M with F, M every load on the
+    body as :func:`_residual` takes them at mu (gravity, springs, applied forces and torques,
+    held joint forces and actuators, at their mean arms) and b = 2 R0 w the body's spatial
+    Cayley vector: by the identity of the module docstring, the change of kinetic energy an
+    energy-momentum step with these increments would have.  Gravity's and the springs' part
+    is minus the change of their potential energy exactly (discrete gradients), so the cap
+    T1 <= T0 + W is: energy(t_{n+1}) <= energy(t_n) + the work of the other loads over the
+    step by this scheme's rule -- a constant force's F.(x1 - x0), a constant torque's M.b
+    (b = 2 tan(phi/2) n for a turn phi about n: the exact work phi n.M to O(phi^3)), a
+    revolute or slide joint's held force f (s1 - s0), a spherical joint's held torque
+    tau.Rbar^T (b_c - b_p), an actuator's g f (c1 - c0) at the mean coordinate and rate,
+    which is added to its work as a converged step adds it.  Joint damping and joint springs
+    are refused by this scheme.  When T1 exceeds the cap, the momenta are scaled by
+    sqrt(cap / T1); T0 + W < 0 (the explicit motion climbs higher than the energy allows) has
+    no outcome.
+    """
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    Q0, nu0, Lv = scr[14], scr[15], scr[23]
+    x0, v0, L0, x1, v1, L1, u, fw, q0, q1 = em[:10]
+    mu, Y = em[13], em[18]
+    R0 = jx[4]
+    nb = ti.shape[0]
+    nv = nu.shape[0]
+    nq = Qg.shape[0]
+    _load_start(x, v, L, q, x0, v0, L0, q0, R0)
+    t0 = _kinetic(tf, v0, L0)
+    ok = momentum_rates(tf, ti, Qg, v, L, x1, q1, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, I6,
+                        tau, nu, v1, u)
+    # the momenta's projection on the joints drops the part that the mean-rate state leaves
+    # off them (O(h^2), up to ~6 % of the kinetic energy on the hard steps of the lively
+    # chains): the rates are scaled back to the momenta's kinetic energy
+    tp = 0.0
+    for b in range(nb):
+        for k in range(3):
+            tp += tf[b, T_MASS] * v1[b, k] * v1[b, k] + tf[b, T_J + k] * u[b, k] * u[b, k]
+    if 0.0 < 0.5 * tp < t0:
+        f = np.sqrt(t0 / (0.5 * tp))
+        for j in range(nv):
+            nu[j] *= f
+    h = dt / BUDGET_RK4
+    for k in range(BUDGET_RK4):
+        if not ok:
+            return False
+        for i in range(nq):
+            Q0[i] = Qg[i]
+        for j in range(nv):
+            nu0[j] = nu[j]
+        ok = _rk4_step(h, k == 0, gravity, tf, ti, pf, pi, A, Q0, nu0, Qg, nu, scr, em, act,
+                       ctrl, scr[17][0])
+        normalize_coordinates(ti, Qg)
+        ok = ok and all_finite(Qg) and all_finite(nu)
+    if not ok:
+        return False
+    if limited:
+        for a in range(clamp_limits(tf, ti, Qg, nu, Lv)):
+            nu[int(Lv[0, a])] = 0.0
+    mean_rates(ti, Q_start, Qg, dt, mu)
+    for j in range(nv):
+        mu[j] *= dt
+    _residual(dt, gravity, tf, ti, pf, pi, A, forces, Q_start, mu, x, q, scr, em, jx, act, ctrl)
+    work = 0.0
+    for b in range(nb):
+        bw = rot_vec(R0[b], u[b, 0], u[b, 1], u[b, 2])
+        for k in range(3):
+            work += (x1[b, k] - x0[b, k]) * fw[b, k] + 2.0 * bw[k] * Y[b, k]
+    cap = t0 + work
+    if not (cap >= 0.0 and np.isfinite(cap)):
+        return False
+    # the configuration of mu (the energy-momentum step's convention), the momenta of nu1
+    for i in range(nq):
+        Qg[i] = em[12][i]
+    normalize_coordinates(ti, Qg)
+    geometry(tf, ti, Qg, x, q, R, rj, G)
+    joint_velocities(ti, G, nu, V, cb)
+    body_rates(ti, R, G, V, v, w)
+    for b in range(nb):
+        for k in range(3):
+            L[b, k] = tf[b, T_J + k] * w[b, k]
+    t1 = _kinetic(tf, v, L)
+    if t1 > cap:
+        f = np.sqrt(cap / t1)
+        for b in range(nb):
+            for k in range(3):
+                v[b, k] *= f
+                w[b, k] *= f
+                L[b, k] *= f
+    for j in range(nv):
+        nu[j] = mu[j] / dt
+    _add_actuator_work(dt, act, ctrl, Q_start, mu, awork)
+    return True
+
+
+@jit_inline
+def _kinetic(tf, v, L):
+    """The kinetic energy of the momenta: m |v|²/2 + L.J^-1 L/2 per body (L in body axes)."""
+    t = 0.0
+    for b in range(v.shape[0]):
+        for k in range(3):
+            t += tf[b, T_MASS] * v[b, k] * v[b, k] + L[b, k] * L[b, k] / tf[b, T_J + k]
+    return 0.5 * t
 
 
 @jit
@@ -1931,7 +2147,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
 
 
 # -- the pieces of one step, public for the composed scheme of .energy_momentum4 -------------
-solve_step = _limited_solve
+solve_step = _solve
 predict_rates = _predict
 
 

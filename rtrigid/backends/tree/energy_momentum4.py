@@ -25,6 +25,9 @@ each stage starts from the last stage's rates.
 Fallback: a step whose solve fails in any stage is redone from its start as 2, 4, ...,
 2**max_halvings composed sub-steps (the base scheme's rule), so a fallback step is still of
 order 4; if that fails too the state is left at the start of the step and FAILED returned.
+The step budget (``step_budget``) is the base scheme's: the stages' solves of one step, sub-steps
+included, share it, and a step that runs out of it takes the base scheme's budget outcome
+(:func:`.energy_momentum.out_of_budget`, an explicit step with its energy capped).
 """
 import numpy as np
 
@@ -33,10 +36,13 @@ from rtrigid.backends.compositions import SUZUKI, TRIPLE_JUMP, mid_times
 from rtrigid.backends.buffers import (
     FAILED,
     OK,
+    SOLVER_BUDGET,
     SOLVER_HALVINGS,
     SOLVER_MAX_ITER,
     STAT_FALLBACKS,
+    STAT_SPENT,
     STAT_STEPS,
+    USED_BUDGET,
     USED_FALLBACK,
     all_finite,
 )
@@ -45,6 +51,7 @@ from rtrigid.backends.tree.kinematics import (
     open_buffers,
     state_views,
 )
+from rtrigid.backends.tree.limits import has_limits
 
 
 # nu holds the step's mean rates (see the module docstring): the backend derives the rates at
@@ -76,11 +83,18 @@ def _run(n, dt, F, I, stages, mids):
     rates = work[o + nv:o + 2 * nv]
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
+    budget = int(solver[SOLVER_BUDGET])
+    limited = has_limits(tf, ti)
     ns_ = len(stages)
     flags = OK
     for _ in range(n):
-        if not em.predict_rates(dt, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, emw, act, ctrl,
-                                pred, change):
+        end = stats[STAT_SPENT] + (budget if budget > 0 else em.UNBUDGETED)
+        # the prediction is charged to the step budget, and made only if it leaves some
+        afford = end - stats[STAT_SPENT] > em.PREDICT_CHARGE
+        if afford:
+            stats[STAT_SPENT] += em.PREDICT_CHARGE
+        if not (afford and em.predict_rates(dt, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, emw,
+                                            act, ctrl, pred, change)):
             for j in range(nv):  # no explicit prediction: start from the stored rates
                 pred[j] = nu[j]
                 change[j] = 0.0
@@ -101,17 +115,23 @@ def _run(n, dt, F, I, stages, mids):
                 else:
                     for j in range(nv):
                         rates[j] = nu[j] + (mids[k] - mids[k - 1]) * change[j]
-                ok = em.solve_step(stages[k] * hm, max_iter, gravity, tf, ti, pf, pi, A, forces,
-                                   Qg, nu, x, q, v, w, L, scr, emw, jx, rates, stats, act,
-                                   ctrl, awork)
+                ok = em.solve_step(stages[k] * hm, max_iter, end, limited, gravity, tf, ti, pf, pi,
+                                   A, forces, Qg, nu, x, q, v, w, L, scr, emw, jx, rates, stats,
+                                   act, ctrl, awork)
                 if not ok:
                     break
             ok = ok and all_finite(S)
-            if ok or m >= most:
+            if ok or m >= most or stats[STAT_SPENT] >= end:
                 break
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
             m *= 2
+        if not ok and stats[STAT_SPENT] >= end:
+            em.out_of_budget(dt, gravity, tf, ti, pf, pi, A, forces, limited, S, S_prev, Qg_prev,
+                             Qg, nu, x, q, v, w, L, scr, emw, jx, stats, act, ctrl, awork)
+            flags |= USED_BUDGET
+            ok = True
+            m = 1
         if not ok:
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
@@ -119,7 +139,7 @@ def _run(n, dt, F, I, stages, mids):
         em.mean_rates(ti, Qg_prev, Qg, dt, nu)
         if m > 1:
             stats[STAT_FALLBACKS] += 1
-            flags = USED_FALLBACK
+            flags |= USED_FALLBACK
         stats[STAT_STEPS] += 1
     return flags
 

@@ -6,7 +6,7 @@ keep it in two moves (how each uses them is in its module and in the README):
 - position: a joint that ends a step beyond a limit is put on it -- ``nullspace_rk4`` clamps
   the coordinate after its explicit step (:func:`clamp_limits`); ``energy_momentum`` redoes
   the step with the coordinate's increment fixed so that it lands on the limit, the limit's
-  reaction taking the place of that joint's equation (``energy_momentum._limited_solve``);
+  reaction taking the place of that joint's equation (``energy_momentum._solve_with_limits``);
 - velocity: the joints put on a limit get an impulse in joint space, Δν = K⁻¹ Sᵀ λ with
   K = TᵀMT the joint-space inertia, that sets their rates to the targets (0, or the
   restitution's rebound): :func:`limit_impulse`.  For one joint the kinetic energy changes by

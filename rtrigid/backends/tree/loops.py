@@ -1572,7 +1572,7 @@ class LoopEnergyMomentum:
     def _lock_limits(self, h, Q, p0, z1, loads, max_iter):
         """(z1, locks): the step solved again with each joint that ended it beyond a limit
         held on it (its increment fixed, its reaction doing the work mu theta1_j / h <= 0:
-        the tree scheme's ``_limited_solve``), up to 6 rounds as more joints go past theirs;
+        the tree scheme's ``_solve_with_limits``), up to 6 rounds as more joints go past theirs;
         (None, None) if a solve fails.  A lock that would pull is kept (not released)."""
         locks = _NO_LOCKS
         Q1 = np.empty_like(Q)
