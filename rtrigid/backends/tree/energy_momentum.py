@@ -267,12 +267,12 @@ from rtrigid.backends.tree.kinematics import (
     coordinate_rates,
     coordinate_slots,
     forward_kinematics,
-    geometry,
     joint_velocities,
     normalize_coordinates,
     nv_of,
     open_buffers,
     quat_to_rot,
+    refresh_bodies,
     rk4_stage_input,
     state_views,
 )
@@ -2085,12 +2085,7 @@ def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg
     for i in range(nq):
         Qg[i] = em[12][i]
     normalize_coordinates(ti, Qg)
-    geometry(tf, ti, Qg, x, q, R, rj, G)
-    joint_velocities(ti, G, nu, V, cb)
-    body_rates(ti, R, G, V, v, w)
-    for b in range(nb):
-        for k in range(3):
-            L[b, k] = tf[b, T_J + k] * w[b, k]
+    refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
     t1 = _kinetic(tf, v, L)
     if t1 > cap:
         f = np.sqrt(cap / t1)
