@@ -393,7 +393,7 @@ class Simulation:
 
         ``before``: the step counter before the call, or -1 for a call of one step (a
         control tick skips reading the counter: ~0.04 us), which completed unless its status
-        is a failure (FAILED or NONFINITE, USED_FALLBACK aside)."""
+        is a failure (FAILED or NONFINITE; USED_FALLBACK and USED_BUDGET aside)."""
         if before < 0:
             self._steps += 0 if status & ~(USED_FALLBACK | USED_BUDGET) else 1
         else:
