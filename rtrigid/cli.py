@@ -99,6 +99,8 @@ def _print_run(r):
         rows.append(("Newton iterations per step (mean/max)",
                      f"{solver['mean_iterations']:.2f} / {solver['max_iterations']}"))
         rows.append(("steps that needed the sub-step fallback", solver["fallback_steps"]))
+    if "budget_steps" in solver:
+        rows.append(("steps that took the budget outcome", solver["budget_steps"]))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
@@ -109,6 +111,8 @@ def cmd_run(args):
 
     params = dict(args.set or [])
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt, **params)
+    if args.step_budget is not None:
+        sim.set_step_budget(args.step_budget)
     t_end = scenarios.info(sim)["t_end"] if args.t_end is None else args.t_end
     if args.realtime:
         from rtrigid.io.realtime import run_main
@@ -209,6 +213,10 @@ def build_parser():
     add_scenario_arguments(r)
     r.add_argument("--t-end", type=float, default=None, help="simulated duration in seconds")
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
+    r.add_argument("--step-budget", type=int, default=None, metavar="N",
+                   help="Newton iterations one step of the jointed energy-momentum schemes may "
+                   "spend; a step that runs out takes the counted budget outcome (README, "
+                   "\"The step budget\"; default: none)")
     r.add_argument("--realtime", action="store_true",
                    help="pace the run to the wall clock (one step per dt) and report deadlines")
     r.add_argument("--duration", type=float, default=None,

@@ -249,14 +249,31 @@ class Simulation:
             self._qidx, np.arange(len(b.positions()))) else None)
         self._qvel_src = (b.nu if tree and not b._mean_rates and np.array_equal(
             self._vidx, np.arange(len(b.nu))) else None)
-        # what a snapshot must match: the frozen model, the integrator with its options, the
-        # step and the solver settings
+        self._fingerprint = self._make_fingerprint()
+
+    def _make_fingerprint(self):
+        """What a snapshot must match: the frozen model, the integrator with its options, the
+        step and the solver settings."""
+        b = self.backend
         loops = getattr(b, "loops", None)
-        self._fingerprint = hashlib.sha256(b"".join((
+        return hashlib.sha256(b"".join((
             b.model_digest, b.solver.tobytes(),
             self._contacts.digest if self._contacts is not None else b"",
             b"" if loops is None else loops.lf.tobytes() + loops.li.tobytes(),
-            repr((integrator, sorted(self.options.items()), self.dt)).encode()))).hexdigest()
+            repr((self.integrator, sorted(self.options.items()), self.dt)).encode()))).hexdigest()
+
+    def set_step_budget(self, step_budget):
+        """Set ``step_budget`` (see the class docstring; None: no budget) from the next step on.
+
+        The budget is one of the solver settings a snapshot records: a snapshot taken before
+        the change is refused by :meth:`restore` after it (its steps would not repeat).
+        ``ValueError`` naming ``step_budget`` for a bad value (the budget is then unchanged).
+        """
+        if step_budget is not None:
+            step_budget = as_int(step_budget, "step_budget", minimum=1)
+        self.backend.solver[SOLVER_BUDGET] = step_budget or 0
+        self.step_budget = step_budget
+        self._fingerprint = self._make_fingerprint()
 
     def _contact_setup(self, model, kind, integrator):
         """The contact model (None without a ground), and the step kernel that solves the
@@ -1262,7 +1279,8 @@ class Simulation:
         S, S_prev, A, steps, acc, dropped, stats, fingerprint, table = snap._data
         if fingerprint != self._fingerprint:
             raise ValueError("snap: taken from a simulation of another model, integrator, "
-                             "option or step; this one cannot continue it")
+                             "option, step or solver setting (max_iter, max_halvings, "
+                             "step_budget); this one cannot continue it")
         be.S[:] = S
         be.S_prev[:] = S_prev
         be.A[:] = A

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,13 @@ from rtrigid.integrators import names as integrator_names
 ROOT = Path(__file__).resolve().parents[1]
 JSON_KEYS = {"steps", "us_per_step", "max_rel_energy_drift", "max_rel_momentum_drift",
              "max_constraint_error", "max_unit_quaternion_error", "max_rel_reference_error"}
+
+
+def _errors(err):
+    """stderr without the line that says numba is compiling: it comes before whichever command
+    first compiles a kernel in this process (a cold cache), not from the command's outcome."""
+    return "".join(line for line in err.splitlines(True)
+                   if not line.startswith("rtrigid: compiling numba kernels"))
 
 
 def run_json(capsys, *argv):
@@ -136,10 +144,28 @@ def test_malformed_command_lines_exit_2(capsys, argv):
 def test_bad_values_exit_2_naming_the_field(capsys, argv, field):
     code = cli.main(["run", "gyro_top", *argv])
     out, err = capsys.readouterr()
+    err = _errors(err)
     assert code == 2
     assert out == ""
     assert re.match(rf"rtrigid: error: {field}\b", err), err
     assert err.count("\n") == 1  # one line, no traceback
+
+
+def test_run_step_budget_counts_the_budget_outcomes(capsys):
+    """--step-budget reaches the Simulation: with 1 iteration a step no chain step can
+    converge, so steps take the budget outcome, which the JSON counts and the table shows."""
+    argv = ["chain", "--dt", "0.02", "--t-end", "0.2", "--step-budget", "1"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = run_json(capsys, *argv)
+        assert r["steps"] == 10 and r["solver"]["budget_steps"] > 0
+        assert r["max_rel_energy_drift"] < 1.0  # the outcome's energy is capped, never NaN
+        assert cli.main(["run", *argv]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"steps that took the budget outcome +{r['solver']['budget_steps']}\n", out)
+    code = cli.main(["run", "chain", "--step-budget", "0"])
+    err = _errors(capsys.readouterr().err)
+    assert code == 2 and re.match(r"rtrigid: error: step_budget\b", err) and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("value", ["inf", "nan"])
@@ -147,7 +173,7 @@ def test_non_finite_t_end_exits_2_naming_t_end(capsys, value):
     """Regression: run_measured did int(round(t_end / dt)) before checking t_end, so inf
     escaped as an OverflowError traceback and nan did not name t_end."""
     code = cli.main(["run", "gyro_top", "--t-end", value])
-    err = capsys.readouterr().err
+    err = _errors(capsys.readouterr().err)
     assert code == 2
     assert re.match(r"rtrigid: error: t_end\b", err), err
 

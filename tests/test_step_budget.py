@@ -144,3 +144,31 @@ def test_no_budget_is_the_unbudgeted_solver():
         runs.append((sim.qpos(), sim.solver_stats()))
     assert np.array_equal(runs[0][0], runs[1][0]) and runs[0][1] == runs[1][1]
     assert runs[0][1]["budget_steps"] == 0
+
+
+def test_set_step_budget_steps_as_the_constructor_budget():
+    """set_step_budget(B) on a built Simulation steps bit for bit as Simulation(...,
+    step_budget=B); None takes it off again.  A bad value is a ValueError naming step_budget
+    and changes nothing; a snapshot taken before a change is refused after it."""
+    a = random_chain(3, DT, step_budget=TIGHT)
+    b = random_chain(3, DT)
+    snap = b.snapshot()
+    for bad in (0, -3, 2.5, "2", True):
+        with pytest.raises(ValueError, match="^step_budget"):
+            b.set_step_budget(bad)
+    assert b.step_budget is None
+    b.restore(snap)  # the failed calls changed no setting
+    b.set_step_budget(TIGHT)
+    assert b.step_budget == TIGHT
+    with pytest.raises(ValueError, match="^snap: .*step_budget"):
+        b.restore(snap)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        a.step(30)
+        b.step(30)
+    assert np.array_equal(a.qpos(), b.qpos()) and np.array_equal(a.qvel(), b.qvel())
+    assert a.solver_stats() == b.solver_stats() and b.solver_stats()["budget_steps"] > 0
+    b.set_step_budget(None)
+    before = b.solver_stats()["budget_steps"]
+    b.step(10)
+    assert b.solver_stats()["budget_steps"] == before
