@@ -95,6 +95,7 @@ MIN_SWEEPS = 4
 START_BUDGET = 2
 # columns of the solver's per-body scratch ``vel`` (see :func:`resolve`; the last: the flight gap)
 VEL_WIDTH = 17
+GAP = VEL_WIDTH - 1  # the flight gap's column
 
 
 @jit
@@ -849,7 +850,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             sums[island[b], 2] -= 2.0 * mass[b] * (gravity[0] * lift[b, 0] + gravity[1]
                                                     * lift[b, 1] + gravity[2] * lift[b, 2])
     _rolling_rims(table, count, geom, keys, nb, island, ints[:, 4], vel, minv)
-    flight_allowance(order, touched, island, sums, vel[:, 16])
+    flight_allowance(order, touched, island, sums, vel[:, GAP])
     energy_scales(order, touched, island, sums, ints[:, 4], minv)
     for b in range(nb):
         if not touched[b]:

@@ -6,7 +6,7 @@ from rtrigid._jit import jit, kernel_driver
 from rtrigid.backends.bodies.common import body_momenta, open_buffers, state_view
 from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
 from rtrigid.contact.geometry import G_KIND, NONE
-from rtrigid.contact.solver import START_BUDGET, VEL_WIDTH, flight_gap, resolve
+from rtrigid.contact.solver import GAP, START_BUDGET, VEL_WIDTH, flight_gap, resolve
 
 
 @jit
@@ -20,7 +20,7 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
     mass, inertia = bodyf[:, B_MASS], bodyf[:, B_INERTIA:B_INERTIA + 3]
-    gap = vel[:, 16]
+    gap = vel[:, GAP]
     if xi.shape[0] > 0 and xi[0] == START_BUDGET:
         x0, _, v0, w0 = state_view(S_prev, nb)[:4]
         flight_gap(mass, inertia, gravity, x0, v0, w0, x, v, w, gap)

@@ -72,6 +72,7 @@ from rtrigid.contact.geometry import (
     C_T2,
 )
 from rtrigid.contact.solver import (
+    GAP,
     LIFT_SWEEPS,
     MIN_SWEEPS,
     START_BUDGET,
@@ -205,7 +206,7 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
     if start_budget:  # before the solve changes the state
         x0, _, v0s, w0s = state_views(S_prev, nb, nq, nv)[2:6]
         flight_gap(tf[:, T_MASS], tf[:, T_J:T_J + 3], gravity, x0, v0s, w0s, x, v, w,
-                   vel[:, 16])
+                   vel[:, GAP])
     # the rates at the step's end and the articulated factor of its configuration
     if mean_rates:
         if not momentum_rates(tf, ti, Qg, v, L, xk, qk, R, rj, G, V, cb, IA, U, Dinv, W, pA,
@@ -378,7 +379,7 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
     for b in range(nb):
         ints[b, 4] = 0  # no island rolls on a rim here (solver._rolling_rims: free bodies)
     if start_budget:
-        flight_allowance(order, touched, island, sums, vel[:, 16])
+        flight_allowance(order, touched, island, sums, vel[:, GAP])
     if energy_scales(order, touched, island, sums, ints[:, 4], vel[:, 12]):
         for b in range(nb):
             if touched[b]:
