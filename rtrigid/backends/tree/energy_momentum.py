@@ -341,7 +341,7 @@ def _path_carve(work, nb, nq, nv):
     """Scratch of the step driver (:func:`step`): (path (4, nv), see :func:`_rejoin`; a saved
     state (Qg, nu, x, q, v, w, L))."""
     o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv)
-    return view(work, o, (4, nv)), work[o + 4 * nv:o + 4 * nv + _core_size(nb, nq, nv)]
+    return view(work, o, (4, nv)), view(work, o + 4 * nv, (_core_size(nb, nq, nv),))
 
 
 @jit
@@ -368,17 +368,17 @@ def _em_carve(work, nb, nq, nv):
     o += 4 * nb
     rot = view(work, o, (nb, 3, 3))
     o += 9 * nb
-    smid = work[o:o + nb]
+    smid = view(work, o, (nb,))
     o += nb
-    Q1 = work[o:o + nq]
+    Q1 = view(work, o, (nq,))
     o += nq
-    mu = work[o:o + nv]
+    mu = view(work, o, (nv,))
     o += nv
-    dmu = work[o:o + nv]
+    dmu = view(work, o, (nv,))
     o += nv
-    res = work[o:o + nv]
+    res = view(work, o, (nv,))
     o += nv
-    rhs = work[o:o + nv]
+    rhs = view(work, o, (nv,))
     o += nv
     Fs = view(work, o, (nb, 6))
     o += 6 * nb
@@ -406,13 +406,13 @@ def _jac_carve(work, nb, nq, nv):
     o += 36 * nb
     ucol = view(work, o, (nb, 6))
     o += 6 * nb
-    pred = work[o:o + nv]
+    pred = view(work, o, (nv,))
     o += nv
     M3 = view(work, o, (4, 3, 3))
     o += 36
     aug = view(work, o, (6, 12))
     o += 72
-    kd = work[o:o + nv]
+    kd = view(work, o, (nv,))
     mt, Nm, dc, xt = out
     return mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd
 
