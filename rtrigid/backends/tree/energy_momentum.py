@@ -571,7 +571,11 @@ def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx, 
     rotation matrices at t_n in R0.  Returns the scaled norm and the scaled round-off floor
     of the translational rows: m (v1 - v0) takes x1 - x0 between positions of size |x|, which
     carries eps |x| 2m/h per body into the subtree sums (a long chain far from its root has a
-    floor above a fixed relative tolerance)."""
+    floor above a fixed relative tolerance).
+
+    ``scr`` and ``jx``: the first 2 and 5 of the kinematics and Newton-matrix scratch tuples
+    (callers pass no more: numba copies every array argument's fields on every call, which
+    on a small tree costs more than the arithmetic)."""
     R, rj = scr[0], scr[1]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
@@ -905,7 +909,8 @@ def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
     dres/dmu = SL^T B SR + E SR over the tree: SL the joint columns of the residual (axes at
     the mean joint points), SR the motion of the t_{n+1} poses per unit of mu, B per body, E
     per joint row.  Written: B into IA, SL, SR, and E into Cb (a 6x6 block per joint, its
-    rows the joint's residual rows).
+    rows the joint's residual rows).  ``scr``: the first 6 of the kinematics scratch tuple
+    (see :func:`_residual`).
     """
     R, rj = scr[0], scr[1]
     IA = scr[5]
@@ -1386,8 +1391,8 @@ def _choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr
     for c in range(3):
         for j in range(nv):
             mu[j] = h * (pred[j] if c == 0 else (alt[j] if c == 1 else nu[j]))
-        r = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em, jx, act,
-                      ctrl)[0]
+        r = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr[:2], em, jx[:5],
+                      act, ctrl)[0]
         if r < best:
             best = r
             choice = c
@@ -1437,14 +1442,15 @@ def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
 
 
 @jit
-def _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock, scr, tau):
+def _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock, lim, tau):
     """dmu <- the Newton correction -(h/2) M^-1 res with the factored matrix (the locked
-    joints kept, see :func:`_keep_locked`); False if that fails."""
+    joints kept, see :func:`_keep_locked`); False if that fails.  ``lim``: the limit scratch
+    (Lc, La, Lv, Ld) = scr[21:25]."""
     for j in range(res.shape[0]):
         rhs[j] = -0.5 * h * res[j]
     _tree_solve(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
     return nlock == 0 or _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, tau, dmu, nlock,
-                                      scr[21], scr[22], scr[23], scr[24])
+                                      lim[0], lim[1], lim[2], lim[3])
 
 
 @jit
@@ -1482,8 +1488,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     reused = False  # the last update was taken with a matrix factored at an earlier iterate
     done = False
     for it in range(max_iter + 1):
-        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em,
-                                 jx, act, ctrl)
+        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr[:2],
+                                 em, jx[:5], act, ctrl)
         if nlock > 0:
             rnorm = _free_rows_norm(res, scr[23], nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
@@ -1518,7 +1524,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
                 # new iterate with the matrix of the last update must be no larger than that
                 # update; else the update went too far
                 if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu,
-                                   nlock, scr, tau):
+                                   nlock, scr[21:25], tau):
                     return False
                 step = 0.0
                 for j in range(nv):
@@ -1549,7 +1555,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
         reused = not fresh and (update <= REFRESH * size or chord and (
             theta <= CHORD if last < np.inf else update <= CHORD_FIRST * size))
         if not reused:
-            _newton_matrix(h, tf, ti, q0, mu, scr, em, jx)
+            _newton_matrix(h, tf, ti, q0, mu, scr[:6], em, jx)
             _actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
             if damp > 0.0:
                 _add_metric(tf, ti, damp, x1, R, IA)
@@ -1559,7 +1565,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             have = False
         if not have:
             if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock,
-                               scr, tau):
+                               scr[21:25], tau):
                 return False
         rejected = False
         last = update
@@ -1793,7 +1799,7 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
     return True
 
 
-@jit
+@jit_inline
 def _solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
            scr, em, jx, pred, stats, act, ctrl, awork, add_work=True):
     """One step of size h from the start ``pred`` (with the limits if the tree has any); the
@@ -1801,7 +1807,8 @@ def _solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu
 
     At most ``max_iter`` iterations, and no more than the step budget leaves: the iterations
     handed out (stats[STAT_SPENT]) never pass ``end``.  A converged solve is charged the
-    iterations it made, a failed one all it was handed (what it made, at most)."""
+    iterations it made, a failed one all it was handed (what it made, at most).  Inlined
+    into its callers: a call would copy its ~60 arrays once more per solve."""
     cap = min(max_iter, end - stats[STAT_SPENT])
     if cap < 1:
         return False
@@ -2072,7 +2079,8 @@ def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg
     mean_rates(ti, Q_start, Qg, dt, mu)
     for j in range(nv):
         mu[j] *= dt
-    _residual(dt, gravity, tf, ti, pf, pi, A, forces, Q_start, mu, x, q, scr, em, jx, act, ctrl)
+    _residual(dt, gravity, tf, ti, pf, pi, A, forces, Q_start, mu, x, q, scr[:2], em, jx[:5],
+              act, ctrl)
     work = 0.0
     for b in range(nb):
         bw = rot_vec(R0[b], u[b, 0], u[b, 1], u[b, 2])
@@ -2130,10 +2138,10 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     for j in range(nv):
         mu[j] = mu_in[j]
     act, ctrl = actuator_views(F, I)[:2]
-    _residual(dt, gravity, tf, ti, pf, pi, A, True, Qg, mu, x, q, scr, em, jx, act, ctrl)
+    _residual(dt, gravity, tf, ti, pf, pi, A, True, Qg, mu, x, q, scr[:2], em, jx[:5], act, ctrl)
     for j in range(nv):
         res_out[j] = res[j]
-    _newton_matrix(dt, tf, ti, q0, mu, scr, em, jx)
+    _newton_matrix(dt, tf, ti, q0, mu, scr[:6], em, jx)
     _actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, R0, scr[0], em[6], kd, Cb)
     if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
         return False
