@@ -139,6 +139,39 @@ def _view_kernel(buf, offset, shape):
     return lambda buf, offset, shape: _c_view(buf, offset, shape)
 
 
+def flat(a, n):
+    """The 1-d view of the ``n`` entries of memory from ``a``'s first one: the buffer a view
+    ``a`` was carved from, from ``a``'s offset on (a kernel's passes take their scratch
+    buffer, not the ~40 views carved from it, and carve them themselves).  Like
+    :func:`view`, no bounds are checked in a kernel and the view holds no reference."""
+    return np.lib.stride_tricks.as_strided(a, shape=(n,), strides=(a.itemsize,))
+
+
+@intrinsic
+def _c_flat(typingctx, a, n):
+    retty = ViewArray(a.dtype, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        av, nv = args
+        src = make_array(sig.args[0])(context, builder, av)
+        out = make_array(retty)(context, builder)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(
+            context.get_data_type(a.dtype)))
+        populate_array(out, data=src.data, shape=[context.cast(builder, nv, sig.args[1],
+                                                               types.intp)],
+                       strides=[itemsize], itemsize=itemsize, meminfo=None)
+        return out._getvalue()
+
+    return retty(a, n), codegen
+
+
+@overload(flat, inline="always")
+def _flat_kernel(a, n):
+    if not (isinstance(a, types.Array) and a.layout == "C"):
+        return None
+    return lambda a, n: _c_flat(a, n)
+
+
 @jit_inline
 def sections(F, I, nf_model, ni_model, n_state, n_applied):
     """(S, S_prev, A, solver, stats, work) views of the buffers, in the order above.

@@ -216,6 +216,7 @@ from rtrigid.backends.buffers import (
     USED_BUDGET,
     USED_FALLBACK,
     all_finite,
+    flat,
     view,
 )
 from rtrigid.backends.tree.kinematics import (
@@ -564,7 +565,7 @@ def _slide_pair(tf, ti, b, f1, f2, R0, rot, u, x0, x1, fw, Y):
 
 
 @jit
-def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx, act, ctrl):
+def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, work, act, ctrl):
     """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, w (into ``u``), the mean rotation
     matrices Rbar = (R0 + R1)/2 (into ``rot``), and for the Newton matrix each body's R1 L1
     (mt) and the moment about its joint point of its subtree's residuals (Nm).  Needs the
@@ -573,9 +574,12 @@ def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx, 
     carries eps |x| 2m/h per body into the subtree sums (a long chain far from its root has a
     floor above a fixed relative tolerance).
 
-    ``scr`` and ``jx``: the first 2 and 5 of the kinematics and Newton-matrix scratch tuples
-    (callers pass no more: numba copies every array argument's fields on every call, which
-    on a small tree costs more than the arithmetic)."""
+    ``work``: the flat scratch (:func:`_work_of`), carved here: numba copies every field of
+    every array argument into a call, and the ~40 views of the scratch cost more than the
+    arithmetic of a small tree that way (the profile of the 2-link arm)."""
+    scr = carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
+    em = _em_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
+    jx = _jac_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
     R, rj = scr[0], scr[1]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
@@ -903,15 +907,18 @@ def _turn_axes(q1, b, mu, mo, out):
 
 
 @jit
-def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
+def _newton_matrix(h, tf, ti, q0, mu, work, nq):
     """Blocks of the Newton matrix (h/2) dres/dmu at the last residual evaluation.
 
     dres/dmu = SL^T B SR + E SR over the tree: SL the joint columns of the residual (axes at
     the mean joint points), SR the motion of the t_{n+1} poses per unit of mu, B per body, E
     per joint row.  Written: B into IA, SL, SR, and E into Cb (a 6x6 block per joint, its
-    rows the joint's residual rows).  ``scr``: the first 6 of the kinematics scratch tuple
-    (see :func:`_residual`).
+    rows the joint's residual rows).  ``work``: the flat scratch (see :func:`_residual`), the
+    configuration's size ``nq``.
     """
+    scr = carve(work, ti.shape[0], nq, mu.shape[0])
+    em = _em_carve(work, ti.shape[0], nq, mu.shape[0])
+    jx = _jac_carve(work, ti.shape[0], nq, mu.shape[0])
     R, rj = scr[0], scr[1]
     IA = scr[5]
     (x0, v0, L0, x1, v1, L1, u, fw, q0_, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
@@ -1391,14 +1398,23 @@ def _choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr
     for c in range(3):
         for j in range(nv):
             mu[j] = h * (pred[j] if c == 0 else (alt[j] if c == 1 else nu[j]))
-        r = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr[:2], em, jx[:5],
-                      act, ctrl)[0]
+        r = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, _work_of(scr), act,
+                      ctrl)[0]
         if r < best:
             best = r
             choice = c
     if choice > 0:
         for j in range(nv):
             pred[j] = alt[j] if choice == 1 else nu[j]
+
+
+@jit_inline
+def _work_of(scr):
+    """The flat scratch that the kinematics scratch ``scr`` (and the solver's tuples after it)
+    was carved from: :func:`kinematics.carve` puts scr[0] at its start."""
+    nb, nv, nq = scr[0].shape[0], scr[13].shape[0], scr[14].shape[0]
+    return flat(scr[0], base_work_size(nb, nq, nv) + _em_size(nb, nq, nv)
+                + _path_size(nb, nq, nv))
 
 
 @jit
@@ -1466,6 +1482,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     nv = mu.shape[0]
+    work = _work_of(scr)
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = h * rates[j]
@@ -1488,8 +1505,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     reused = False  # the last update was taken with a matrix factored at an earlier iterate
     done = False
     for it in range(max_iter + 1):
-        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr[:2],
-                                 em, jx[:5], act, ctrl)
+        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, work, act,
+                                 ctrl)
         if nlock > 0:
             rnorm = _free_rows_norm(res, scr[23], nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
@@ -1555,7 +1572,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
         reused = not fresh and (update <= REFRESH * size or chord and (
             theta <= CHORD if last < np.inf else update <= CHORD_FIRST * size))
         if not reused:
-            _newton_matrix(h, tf, ti, q0, mu, scr[:6], em, jx)
+            _newton_matrix(h, tf, ti, q0, mu, work, Qg.shape[0])
             _actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
             if damp > 0.0:
                 _add_metric(tf, ti, damp, x1, R, IA)
@@ -2079,8 +2096,8 @@ def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg
     mean_rates(ti, Q_start, Qg, dt, mu)
     for j in range(nv):
         mu[j] *= dt
-    _residual(dt, gravity, tf, ti, pf, pi, A, forces, Q_start, mu, x, q, scr[:2], em, jx[:5],
-              act, ctrl)
+    _residual(dt, gravity, tf, ti, pf, pi, A, forces, Q_start, mu, x, q, _work_of(scr), act,
+              ctrl)
     work = 0.0
     for b in range(nb):
         bw = rot_vec(R0[b], u[b, 0], u[b, 1], u[b, 2])
@@ -2138,10 +2155,10 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     for j in range(nv):
         mu[j] = mu_in[j]
     act, ctrl = actuator_views(F, I)[:2]
-    _residual(dt, gravity, tf, ti, pf, pi, A, True, Qg, mu, x, q, scr[:2], em, jx[:5], act, ctrl)
+    _residual(dt, gravity, tf, ti, pf, pi, A, True, Qg, mu, x, q, work, act, ctrl)
     for j in range(nv):
         res_out[j] = res[j]
-    _newton_matrix(dt, tf, ti, q0, mu, scr[:6], em, jx)
+    _newton_matrix(dt, tf, ti, q0, mu, work, nq)
     _actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, R0, scr[0], em[6], kd, Cb)
     if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
         return False
