@@ -359,10 +359,16 @@ def _jac_size(nb, nv):
 @jit_inline
 def _em_carve(work, nb, nq, nv):
     o = base_work_size(nb, nq, nv)
-    out = []
-    for _ in range(8):
-        out.append(view(work, o, (nb, 3)))
-        o += 3 * nb
+    # (no list: the passes carve this on every call, and a list is allocated)
+    x0 = view(work, o, (nb, 3))
+    v0 = view(work, o + 3 * nb, (nb, 3))
+    L0 = view(work, o + 6 * nb, (nb, 3))
+    x1 = view(work, o + 9 * nb, (nb, 3))
+    v1 = view(work, o + 12 * nb, (nb, 3))
+    L1 = view(work, o + 15 * nb, (nb, 3))
+    u = view(work, o + 18 * nb, (nb, 3))
+    fw = view(work, o + 21 * nb, (nb, 3))
+    o += 24 * nb
     q0 = view(work, o, (nb, 4))
     o += 4 * nb
     q1 = view(work, o, (nb, 4))
@@ -384,7 +390,6 @@ def _em_carve(work, nb, nq, nv):
     Fs = view(work, o, (nb, 6))
     o += 6 * nb
     Y = view(work, o, (nb, 6))
-    (x0, v0, L0, x1, v1, L1, u, fw) = out
     return x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs, Y
 
 
@@ -393,10 +398,11 @@ def _jac_carve(work, nb, nq, nv):
     """Scratch of the Newton matrix: (mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug,
     kd)."""
     o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv) - _jac_size(nb, nv)
-    out = []
-    for _ in range(4):
-        out.append(view(work, o, (nb, 3)))
-        o += 3 * nb
+    mt = view(work, o, (nb, 3))
+    Nm = view(work, o + 3 * nb, (nb, 3))
+    dc = view(work, o + 6 * nb, (nb, 3))
+    xt = view(work, o + 9 * nb, (nb, 3))
+    o += 12 * nb
     R0 = view(work, o, (nb, 3, 3))
     o += 9 * nb
     SL = view(work, o, (nb, 6, 6))
@@ -414,7 +420,6 @@ def _jac_carve(work, nb, nq, nv):
     aug = view(work, o, (6, 12))
     o += 72
     kd = view(work, o, (nv,))
-    mt, Nm, dc, xt = out
     return mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd
 
 
