@@ -200,7 +200,7 @@ refused when the Simulation is built (not worked out for this scheme; see the RE
 """
 import numpy as np
 
-from rtrigid._jit import jit, jit_inline
+from rtrigid._jit import inline_copy, jit, jit_inline
 from rtrigid.backends.buffers import (
     FAILED,
     OK,
@@ -1462,14 +1462,36 @@ def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
         quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R0[b])
 
 
+_tree_factor_inline = inline_copy(_tree_factor)
+_tree_solve_inline = inline_copy(_tree_solve)
+
+
 @jit
-def _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock, lim, tau):
+def _factor(ti, work, nq, nv):
+    """:func:`_tree_factor` of the Newton matrix in the flat scratch ``work`` (carved here,
+    see :func:`_residual`; the factorization inlined)."""
+    scr = carve(work, ti.shape[0], nq, nv)
+    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = _jac_carve(work, ti.shape[0], nq,
+                                                                           nv)
+    return _tree_factor_inline(ti, SL, SR, Cb, scr[5], scr[6], scr[8], scr[7], scr[12], aug,
+                               kd, dc)
+
+
+@jit
+def _correction(h, ti, work, nq, nv, nlock):
     """dmu <- the Newton correction -(h/2) M^-1 res with the factored matrix (the locked
-    joints kept, see :func:`_keep_locked`); False if that fails.  ``lim``: the limit scratch
-    (Lc, La, Lv, Ld) = scr[21:25]."""
+    joints kept, see :func:`_keep_locked`); False if that fails.  ``work``: the flat scratch
+    (carved here, see :func:`_residual`; the solve inlined)."""
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, ti.shape[0], nq,
+                                                                    nv)[:14]
+    lim = carve(work, ti.shape[0], nq, nv)[21:25]
+    em = _em_carve(work, ti.shape[0], nq, nv)
+    res, rhs, dmu = em[15], em[16], em[14]
+    jx = _jac_carve(work, ti.shape[0], nq, nv)
+    SL, SR, ucol = jx[5], jx[6], jx[8]
     for j in range(res.shape[0]):
         rhs[j] = -0.5 * h * res[j]
-    _tree_solve(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
+    _tree_solve_inline(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
     return nlock == 0 or _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, tau, dmu, nlock,
                                       lim[0], lim[1], lim[2], lim[3])
 
@@ -1545,8 +1567,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
                 # the residual grew.  Natural monotonicity (Deuflhard): the correction at the
                 # new iterate with the matrix of the last update must be no larger than that
                 # update; else the update went too far
-                if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu,
-                                   nlock, scr[21:25], tau):
+                if not _correction(h, ti, work, Qg.shape[0], nv, nlock):
                     return False
                 step = 0.0
                 for j in range(nv):
@@ -1582,12 +1603,11 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
             if damp > 0.0:
                 _add_metric(tf, ti, damp, x1, R, IA)
             damped = damp > 0.0
-            if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
+            if not _factor(ti, work, Qg.shape[0], nv):
                 return False
             have = False
         if not have:
-            if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock,
-                               scr[21:25], tau):
+            if not _correction(h, ti, work, Qg.shape[0], nv, nlock):
                 return False
         rejected = False
         last = update
