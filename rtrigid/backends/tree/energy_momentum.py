@@ -770,7 +770,7 @@ def _servo_state(h, act, a, Q0, mu):
     return ov, Q0[o] + 0.5 * mu[ov], mu[ov] / h
 
 
-@jit
+@jit_inline
 def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y):
     """Every actuator's force as a revolute torque pair (a prismatic joint's: the slide's
     force pair) doing exact discrete work (into fw, Y).
@@ -781,7 +781,8 @@ def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y):
     kp (u - g c)²/2 (a discrete gradient), and the damper's -kv g² (c1 - c0)²/h is never
     positive: with a fixed target, energy plus servo spring energy never increases, at any
     gain and step.  A saturated force (force_range) is a constant force, whose work is exact
-    too, but the spring energy is then no longer the servo's potential.
+    too, but the spring energy is then no longer the servo's potential.  Inlined into
+    :func:`_residual`, its one caller (a call copies its 13 arrays field by field).
     """
     for a in range(act.shape[0]):
         ov, c, cdot = _servo_state(h, act, a, Q0, mu)
