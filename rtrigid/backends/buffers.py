@@ -29,6 +29,7 @@ import hashlib
 
 import numpy as np
 from numba.core import cgutils, types
+from numba.core.datamodel import models, register_default
 from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, overload
 from numba.np.arrayobj import make_array, populate_array
@@ -75,9 +76,40 @@ def view(buf, offset, shape):
     return buf[offset:offset + size].reshape(shape)
 
 
+class ViewArray(types.Array):
+    """The numba type of a kernel's :func:`view`: an array that holds no reference.
+
+    A view's memory is its caller's buffer (its meminfo is NULL), so numba's reference
+    counting of it is a call of ``NRT_incref``/``NRT_decref`` on a null pointer that does
+    nothing.  numba still emits those calls for every array a function takes, on entry and at
+    every exit, and cannot prune most of them (a pass taking ~60 arrays: ~100 calls; the
+    profile of the 2-link arm under ``energy_momentum``: ~20 % of the step in the call
+    sequences and ``NRT_incref``).  This type's data model lists no member to count, so numba
+    emits none.  Everything else is ``types.Array``'s (same layout, same operations); a slice
+    or an element row of a view is an ordinary array again.
+    """
+
+    def __init__(self, dtype, ndim, layout):
+        super().__init__(dtype, ndim, layout, name=f"view({dtype}, {ndim}d, {layout})")
+
+
+@register_default(ViewArray)
+class _ViewArrayModel(models.ArrayModel):
+    """``types.Array``'s layout with nothing for the reference counting to visit."""
+
+    def traverse(self, builder):
+        return []
+
+    def traverse_types(self):
+        return []
+
+    def has_nrt_meminfo(self):
+        return False
+
+
 @intrinsic
 def _c_view(typingctx, buf, offset, shape):
-    retty = types.Array(buf.dtype, len(shape), "C")
+    retty = ViewArray(buf.dtype, len(shape), "C")
 
     def codegen(context, builder, sig, args):
         bufv, off, shp = args
@@ -105,6 +137,39 @@ def _view_kernel(buf, offset, shape):
             and isinstance(shape, types.BaseTuple)):
         return None
     return lambda buf, offset, shape: _c_view(buf, offset, shape)
+
+
+def flat(a, n):
+    """The 1-d view of the ``n`` entries of memory from ``a``'s first one: the buffer a view
+    ``a`` was carved from, from ``a``'s offset on (a kernel's passes take their scratch
+    buffer, not the ~40 views carved from it, and carve them themselves).  Like
+    :func:`view`, no bounds are checked in a kernel and the view holds no reference."""
+    return np.lib.stride_tricks.as_strided(a, shape=(n,), strides=(a.itemsize,))
+
+
+@intrinsic
+def _c_flat(typingctx, a, n):
+    retty = ViewArray(a.dtype, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        av, nv = args
+        src = make_array(sig.args[0])(context, builder, av)
+        out = make_array(retty)(context, builder)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(
+            context.get_data_type(a.dtype)))
+        populate_array(out, data=src.data, shape=[context.cast(builder, nv, sig.args[1],
+                                                               types.intp)],
+                       strides=[itemsize], itemsize=itemsize, meminfo=None)
+        return out._getvalue()
+
+    return retty(a, n), codegen
+
+
+@overload(flat, inline="always")
+def _flat_kernel(a, n):
+    if not (isinstance(a, types.Array) and a.layout == "C"):
+        return None
+    return lambda a, n: _c_flat(a, n)
 
 
 @jit_inline

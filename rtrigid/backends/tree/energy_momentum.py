@@ -200,7 +200,7 @@ refused when the Simulation is built (not worked out for this scheme; see the RE
 """
 import numpy as np
 
-from rtrigid._jit import jit, jit_inline
+from rtrigid._jit import inline_copy, jit, jit_inline
 from rtrigid.backends.buffers import (
     FAILED,
     OK,
@@ -216,6 +216,7 @@ from rtrigid.backends.buffers import (
     USED_BUDGET,
     USED_FALLBACK,
     all_finite,
+    flat,
     view,
 )
 from rtrigid.backends.tree.kinematics import (
@@ -341,7 +342,7 @@ def _path_carve(work, nb, nq, nv):
     """Scratch of the step driver (:func:`step`): (path (4, nv), see :func:`_rejoin`; a saved
     state (Qg, nu, x, q, v, w, L))."""
     o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv)
-    return view(work, o, (4, nv)), work[o + 4 * nv:o + 4 * nv + _core_size(nb, nq, nv)]
+    return view(work, o, (4, nv)), view(work, o + 4 * nv, (_core_size(nb, nq, nv),))
 
 
 @jit
@@ -358,32 +359,37 @@ def _jac_size(nb, nv):
 @jit_inline
 def _em_carve(work, nb, nq, nv):
     o = base_work_size(nb, nq, nv)
-    out = []
-    for _ in range(8):
-        out.append(view(work, o, (nb, 3)))
-        o += 3 * nb
+    # (no list: the passes carve this on every call, and a list is allocated)
+    x0 = view(work, o, (nb, 3))
+    v0 = view(work, o + 3 * nb, (nb, 3))
+    L0 = view(work, o + 6 * nb, (nb, 3))
+    x1 = view(work, o + 9 * nb, (nb, 3))
+    v1 = view(work, o + 12 * nb, (nb, 3))
+    L1 = view(work, o + 15 * nb, (nb, 3))
+    u = view(work, o + 18 * nb, (nb, 3))
+    fw = view(work, o + 21 * nb, (nb, 3))
+    o += 24 * nb
     q0 = view(work, o, (nb, 4))
     o += 4 * nb
     q1 = view(work, o, (nb, 4))
     o += 4 * nb
     rot = view(work, o, (nb, 3, 3))
     o += 9 * nb
-    smid = work[o:o + nb]
+    smid = view(work, o, (nb,))
     o += nb
-    Q1 = work[o:o + nq]
+    Q1 = view(work, o, (nq,))
     o += nq
-    mu = work[o:o + nv]
+    mu = view(work, o, (nv,))
     o += nv
-    dmu = work[o:o + nv]
+    dmu = view(work, o, (nv,))
     o += nv
-    res = work[o:o + nv]
+    res = view(work, o, (nv,))
     o += nv
-    rhs = work[o:o + nv]
+    rhs = view(work, o, (nv,))
     o += nv
     Fs = view(work, o, (nb, 6))
     o += 6 * nb
     Y = view(work, o, (nb, 6))
-    (x0, v0, L0, x1, v1, L1, u, fw) = out
     return x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs, Y
 
 
@@ -392,10 +398,11 @@ def _jac_carve(work, nb, nq, nv):
     """Scratch of the Newton matrix: (mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug,
     kd)."""
     o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv) - _jac_size(nb, nv)
-    out = []
-    for _ in range(4):
-        out.append(view(work, o, (nb, 3)))
-        o += 3 * nb
+    mt = view(work, o, (nb, 3))
+    Nm = view(work, o + 3 * nb, (nb, 3))
+    dc = view(work, o + 6 * nb, (nb, 3))
+    xt = view(work, o + 9 * nb, (nb, 3))
+    o += 12 * nb
     R0 = view(work, o, (nb, 3, 3))
     o += 9 * nb
     SL = view(work, o, (nb, 6, 6))
@@ -406,14 +413,13 @@ def _jac_carve(work, nb, nq, nv):
     o += 36 * nb
     ucol = view(work, o, (nb, 6))
     o += 6 * nb
-    pred = work[o:o + nv]
+    pred = view(work, o, (nv,))
     o += nv
     M3 = view(work, o, (4, 3, 3))
     o += 36
     aug = view(work, o, (6, 12))
     o += 72
-    kd = work[o:o + nv]
-    mt, Nm, dc, xt = out
+    kd = view(work, o, (nv,))
     return mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd
 
 
@@ -564,14 +570,21 @@ def _slide_pair(tf, ti, b, f1, f2, R0, rot, u, x0, x1, fw, Y):
 
 
 @jit
-def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, scr, em, jx, act, ctrl):
+def _residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, work, act, ctrl):
     """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, w (into ``u``), the mean rotation
     matrices Rbar = (R0 + R1)/2 (into ``rot``), and for the Newton matrix each body's R1 L1
     (mt) and the moment about its joint point of its subtree's residuals (Nm).  Needs the
     rotation matrices at t_n in R0.  Returns the scaled norm and the scaled round-off floor
     of the translational rows: m (v1 - v0) takes x1 - x0 between positions of size |x|, which
     carries eps |x| 2m/h per body into the subtree sums (a long chain far from its root has a
-    floor above a fixed relative tolerance)."""
+    floor above a fixed relative tolerance).
+
+    ``work``: the flat scratch (:func:`_work_of`), carved here: numba copies every field of
+    every array argument into a call, and the ~40 views of the scratch cost more than the
+    arithmetic of a small tree that way (the profile of the 2-link arm)."""
+    scr = carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
+    em = _em_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
+    jx = _jac_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
     R, rj = scr[0], scr[1]
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
@@ -757,7 +770,7 @@ def _servo_state(h, act, a, Q0, mu):
     return ov, Q0[o] + 0.5 * mu[ov], mu[ov] / h
 
 
-@jit
+@jit_inline
 def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y):
     """Every actuator's force as a revolute torque pair (a prismatic joint's: the slide's
     force pair) doing exact discrete work (into fw, Y).
@@ -768,7 +781,8 @@ def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y):
     kp (u - g c)²/2 (a discrete gradient), and the damper's -kv g² (c1 - c0)²/h is never
     positive: with a fixed target, energy plus servo spring energy never increases, at any
     gain and step.  A saturated force (force_range) is a constant force, whose work is exact
-    too, but the spring energy is then no longer the servo's potential.
+    too, but the spring energy is then no longer the servo's potential.  Inlined into
+    :func:`_residual`, its one caller (a call copies its 13 arrays field by field).
     """
     for a in range(act.shape[0]):
         ov, c, cdot = _servo_state(h, act, a, Q0, mu)
@@ -899,14 +913,18 @@ def _turn_axes(q1, b, mu, mo, out):
 
 
 @jit
-def _newton_matrix(h, tf, ti, q0, mu, scr, em, jx):
+def _newton_matrix(h, tf, ti, q0, mu, work, nq):
     """Blocks of the Newton matrix (h/2) dres/dmu at the last residual evaluation.
 
     dres/dmu = SL^T B SR + E SR over the tree: SL the joint columns of the residual (axes at
     the mean joint points), SR the motion of the t_{n+1} poses per unit of mu, B per body, E
     per joint row.  Written: B into IA, SL, SR, and E into Cb (a 6x6 block per joint, its
-    rows the joint's residual rows).
+    rows the joint's residual rows).  ``work``: the flat scratch (see :func:`_residual`), the
+    configuration's size ``nq``.
     """
+    scr = carve(work, ti.shape[0], nq, mu.shape[0])
+    em = _em_carve(work, ti.shape[0], nq, mu.shape[0])
+    jx = _jac_carve(work, ti.shape[0], nq, mu.shape[0])
     R, rj = scr[0], scr[1]
     IA = scr[5]
     (x0, v0, L0, x1, v1, L1, u, fw, q0_, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
@@ -1386,7 +1404,7 @@ def _choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr
     for c in range(3):
         for j in range(nv):
             mu[j] = h * (pred[j] if c == 0 else (alt[j] if c == 1 else nu[j]))
-        r = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em, jx, act,
+        r = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, _work_of(scr), act,
                       ctrl)[0]
         if r < best:
             best = r
@@ -1394,6 +1412,15 @@ def _choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr
     if choice > 0:
         for j in range(nv):
             pred[j] = alt[j] if choice == 1 else nu[j]
+
+
+@jit_inline
+def _work_of(scr):
+    """The flat scratch that the kinematics scratch ``scr`` (and the solver's tuples after it)
+    was carved from: :func:`kinematics.carve` puts scr[0] at its start."""
+    nb, nv, nq = scr[0].shape[0], scr[13].shape[0], scr[14].shape[0]
+    return flat(scr[0], base_work_size(nb, nq, nv) + _em_size(nb, nq, nv)
+                + _path_size(nb, nq, nv))
 
 
 @jit
@@ -1436,15 +1463,38 @@ def _load_start(x, v, L, q, x0, v0, L0, q0, R0):
         quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R0[b])
 
 
+_tree_factor_inline = inline_copy(_tree_factor)
+_tree_solve_inline = inline_copy(_tree_solve)
+
+
 @jit
-def _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock, scr, tau):
+def _factor(ti, work, nq, nv):
+    """:func:`_tree_factor` of the Newton matrix in the flat scratch ``work`` (carved here,
+    see :func:`_residual`; the factorization inlined)."""
+    scr = carve(work, ti.shape[0], nq, nv)
+    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = _jac_carve(work, ti.shape[0], nq,
+                                                                           nv)
+    return _tree_factor_inline(ti, SL, SR, Cb, scr[5], scr[6], scr[8], scr[7], scr[12], aug,
+                               kd, dc)
+
+
+@jit
+def _correction(h, ti, work, nq, nv, nlock):
     """dmu <- the Newton correction -(h/2) M^-1 res with the factored matrix (the locked
-    joints kept, see :func:`_keep_locked`); False if that fails."""
+    joints kept, see :func:`_keep_locked`); False if that fails.  ``work``: the flat scratch
+    (carved here, see :func:`_residual`; the solve inlined)."""
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, ti.shape[0], nq,
+                                                                    nv)[:14]
+    lim = carve(work, ti.shape[0], nq, nv)[21:25]
+    em = _em_carve(work, ti.shape[0], nq, nv)
+    res, rhs, dmu = em[15], em[16], em[14]
+    jx = _jac_carve(work, ti.shape[0], nq, nv)
+    SL, SR, ucol = jx[5], jx[6], jx[8]
     for j in range(res.shape[0]):
         rhs[j] = -0.5 * h * res[j]
-    _tree_solve(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
+    _tree_solve_inline(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
     return nlock == 0 or _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, tau, dmu, nlock,
-                                      scr[21], scr[22], scr[23], scr[24])
+                                      lim[0], lim[1], lim[2], lim[3])
 
 
 @jit
@@ -1460,6 +1510,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     nv = mu.shape[0]
+    work = _work_of(scr)
     _load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = h * rates[j]
@@ -1482,8 +1533,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     reused = False  # the last update was taken with a matrix factored at an earlier iterate
     done = False
     for it in range(max_iter + 1):
-        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, scr, em,
-                                 jx, act, ctrl)
+        rnorm, floor = _residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, work, act,
+                                 ctrl)
         if nlock > 0:
             rnorm = _free_rows_norm(res, scr[23], nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
@@ -1517,8 +1568,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
                 # the residual grew.  Natural monotonicity (Deuflhard): the correction at the
                 # new iterate with the matrix of the last update must be no larger than that
                 # update; else the update went too far
-                if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu,
-                                   nlock, scr, tau):
+                if not _correction(h, ti, work, Qg.shape[0], nv, nlock):
                     return False
                 step = 0.0
                 for j in range(nv):
@@ -1549,17 +1599,16 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
         reused = not fresh and (update <= REFRESH * size or chord and (
             theta <= CHORD if last < np.inf else update <= CHORD_FIRST * size))
         if not reused:
-            _newton_matrix(h, tf, ti, q0, mu, scr, em, jx)
+            _newton_matrix(h, tf, ti, q0, mu, work, Qg.shape[0])
             _actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
             if damp > 0.0:
                 _add_metric(tf, ti, damp, x1, R, IA)
             damped = damp > 0.0
-            if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
+            if not _factor(ti, work, Qg.shape[0], nv):
                 return False
             have = False
         if not have:
-            if not _correction(h, ti, SL, SR, U, W, Dinv, pA, acc, ucol, res, rhs, dmu, nlock,
-                               scr, tau):
+            if not _correction(h, ti, work, Qg.shape[0], nv, nlock):
                 return False
         rejected = False
         last = update
@@ -1793,7 +1842,7 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
     return True
 
 
-@jit
+@jit_inline
 def _solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
            scr, em, jx, pred, stats, act, ctrl, awork, add_work=True):
     """One step of size h from the start ``pred`` (with the limits if the tree has any); the
@@ -1801,7 +1850,8 @@ def _solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu
 
     At most ``max_iter`` iterations, and no more than the step budget leaves: the iterations
     handed out (stats[STAT_SPENT]) never pass ``end``.  A converged solve is charged the
-    iterations it made, a failed one all it was handed (what it made, at most)."""
+    iterations it made, a failed one all it was handed (what it made, at most).  Inlined
+    into its callers: a call would copy its ~60 arrays once more per solve."""
     cap = min(max_iter, end - stats[STAT_SPENT])
     if cap < 1:
         return False
@@ -2072,7 +2122,8 @@ def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg
     mean_rates(ti, Q_start, Qg, dt, mu)
     for j in range(nv):
         mu[j] *= dt
-    _residual(dt, gravity, tf, ti, pf, pi, A, forces, Q_start, mu, x, q, scr, em, jx, act, ctrl)
+    _residual(dt, gravity, tf, ti, pf, pi, A, forces, Q_start, mu, x, q, _work_of(scr), act,
+              ctrl)
     work = 0.0
     for b in range(nb):
         bw = rot_vec(R0[b], u[b, 0], u[b, 1], u[b, 2])
@@ -2130,10 +2181,10 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     for j in range(nv):
         mu[j] = mu_in[j]
     act, ctrl = actuator_views(F, I)[:2]
-    _residual(dt, gravity, tf, ti, pf, pi, A, True, Qg, mu, x, q, scr, em, jx, act, ctrl)
+    _residual(dt, gravity, tf, ti, pf, pi, A, True, Qg, mu, x, q, work, act, ctrl)
     for j in range(nv):
         res_out[j] = res[j]
-    _newton_matrix(dt, tf, ti, q0, mu, scr, em, jx)
+    _newton_matrix(dt, tf, ti, q0, mu, work, nq)
     _actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, R0, scr[0], em[6], kd, Cb)
     if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
         return False
