@@ -359,15 +359,8 @@ def least_k_norm(J, K, defect, free, delta, ws):
                 t -= Lf[a, k] * A[r, k]
             A[r, a] = t / Lf[a, a]
     jacobi_rows(A, m, nf, U)
-    big = 0.0
+    cut = rank_cut(A, m, nf, g)
     for r in range(m):  # g = diag(1/|w_r|^2) U^T (-defect), rows below the cut dropped
-        s = 0.0
-        for a in range(nf):
-            s += A[r, a] * A[r, a]
-        g[r] = s
-        big = max(big, s)
-    cut = RANK_GAP * RANK_GAP * big
-    for r in range(m):
         s = 0.0
         if g[r] > cut:
             for k in range(m):
@@ -427,6 +420,21 @@ def jacobi_rows(A, m, n, U):
                     U[r, o] = sn * up + c * uo
         if not turned:
             break
+
+
+@jit
+def rank_cut(W, m, n, g):
+    """g[:m] <- the squared norms of W[:m, :n]'s rows (orthogonal: :func:`jacobi_rows`' W, so
+    the squared singular values); the cut below which one is round-off (RANK_GAP of the
+    largest singular value, as numpy's ``pinv``)."""
+    big = 0.0
+    for r in range(m):
+        s = 0.0
+        for a in range(n):
+            s += W[r, a] * W[r, a]
+        g[r] = s
+        big = max(big, s)
+    return RANK_GAP * RANK_GAP * big
 
 
 @jit
@@ -874,11 +882,7 @@ def lu_solve(LU, piv, b, out, n):
         for k in range(i):
             t -= LU[i, k] * out[k]
         out[i] = t
-    for i in range(n - 1, -1, -1):
-        t = out[i]
-        for k in range(i + 1, n):
-            t -= LU[i, k] * out[k]
-        out[i] = t / LU[i, i]
+    _solve_lower_t(LU.T, out, out, n)  # U x = y
 
 
 @jit
@@ -963,6 +967,13 @@ def em_actuator_work(h, act, ctrl, Q0, theta1, work):
 
 
 @jit
+def chart_mass_matrix(K, T, tmp, out, n):
+    """out <- T^T K T, the chart's mass matrix (tmp: (n, n) scratch)."""
+    _chart_product(K, T, tmp, n, n)
+    _chart_product(T.T, tmp, out, n, n)
+
+
+@jit
 def _chart_product(J, T, out, m, n):
     """out[:m, :n] <- J T (T: (n, n))."""
     for r in range(m):
@@ -977,12 +988,9 @@ def _chart_product(J, T, out, m, n):
 def row_space_projector(W, nr, n, ra, g, sel):
     """g[:nr] <- the squared norms of W[:nr, :n]'s rows (orthogonal: :func:`jacobi_rows`'
     W), sel[:nr] <- 1 on the ``ra`` largest (nonzero) of them, 0 elsewhere: the rows that
-    span the leading ra-dimensional row space."""
+    span the leading ra-dimensional row space; :func:`rank_cut`'s cut."""
+    cut = rank_cut(W, nr, n, g)
     for r in range(nr):
-        s = 0.0
-        for a in range(n):
-            s += W[r, a] * W[r, a]
-        g[r] = s
         sel[r] = 0
     for _ in range(ra):
         best = -1
@@ -992,6 +1000,7 @@ def row_space_projector(W, nr, n, ra, g, sel):
         if best < 0:
             break
         sel[best] = 1
+    return cut
 
 
 @jit
@@ -1022,19 +1031,7 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     em_hamiltonian(tf, ti, pf, pi, gravity, Q0, thm, pm, f_app, held, Q, T, sp, x, q, R, rj, G,
                    IA, I6, F6, K, hs)  # leaves K, T at the midpoint
     Tm[:, :] = T
-    for r in range(n):  # the chart's mass matrix at the midpoint, Tm^T K Tm
-        for c in range(n):
-            t = 0.0
-            for k in range(n):
-                t += K[r, k] * Tm[k, c]
-            Km[r, c] = t  # K Tm, for now
-    for r in range(n):
-        for c in range(n):
-            t = 0.0
-            for k in range(n):
-                t += Tm[k, r] * Km[k, c]
-            L[r, c] = t
-    Km[:, :] = L
+    chart_mass_matrix(K, Tm, L, Km, n)  # at the midpoint
     if not spd_solve(Km, L, pm, gP, n):
         out[:] = np.nan
         return
@@ -1122,13 +1119,10 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     jacobi_rows(Jm, m + nk, n, Ub)
     ra = rank
     if nk:
-        row_space_projector(Jm, m + nk, n, min(rank + nk, m + nk, n), g, sel)
-        big = 0.0
-        for r in range(m + nk):
-            big = max(big, g[r])
+        cut = row_space_projector(Jm, m + nk, n, min(rank + nk, m + nk, n), g, sel)
         ra = 0
         for r in range(m + nk):
-            if sel[r] and np.sqrt(g[r]) > RANK_GAP * np.sqrt(big):
+            if sel[r] and g[r] > cut:
                 ra += 1
     row_space_projector(Jm, m + nk, n, ra, g, sel)
     for i in range(n):

@@ -18,11 +18,12 @@ from rtrigid.backends.tree.kinematics import (I_QOFF, I_VOFF, T_HI, T_LO, actuat
                                               applied_views, carve, open_buffers,
                                               refresh_bodies, state_views)
 from rtrigid.backends.tree.limits import has_limits
-from rtrigid.backends.tree.loops import (RANK_GAP, REFORMS, STALLED, _chart_product, _cholesky,
-                                         carve_loop, chart, cholesky_solve, em_actuator_work,
-                                         em_hamiltonian, em_residual, jacobi_rows, limit_rates,
-                                         loop_rows, lu_factor, lu_solve, row_space_projector,
-                                         spd_solve, spin_links)
+from rtrigid.backends.tree.loops import (REFORMS, STALLED, _chart_product, _cholesky,
+                                         carve_loop, chart, chart_mass_matrix, cholesky_solve,
+                                         em_actuator_work, em_hamiltonian, em_residual,
+                                         jacobi_rows, limit_rates, loop_rows, lu_factor,
+                                         lu_solve, rank_cut, row_space_projector, spd_solve,
+                                         spin_links)
 
 EI_HEAD = 3  # the EM scratch's int part starts with the spin links', their children's and
 #              the composition's weights' counts
@@ -150,14 +151,7 @@ def _pinv_factor(Bt, nc, nr, U, g):
     orthogonal (A D = W^T U^T, :func:`jacobi_rows`) and g <- 1/|w|^2 on the rows above the
     rank cut (RANK_GAP of the largest singular value, as numpy's ``pinv``), 0 below."""
     jacobi_rows(Bt, nc, nr, U)
-    big = 0.0
-    for c in range(nc):
-        s = 0.0
-        for a in range(nr):
-            s += Bt[c, a] * Bt[c, a]
-        g[c] = s
-        big = max(big, s)
-    cut = RANK_GAP * RANK_GAP * big
+    cut = rank_cut(Bt, nc, nr, g)
     for c in range(nc):
         g[c] = 1.0 / g[c] if g[c] > cut else 0.0
 
@@ -446,13 +440,7 @@ def _rates(Q0, theta, pm, geo, Km, tmp, out):
     n = pm.shape[0]
     chart(ti, Q0, theta, Qc, Tc, sp)
     mass_matrix(tf, ti, Qc, x, q, R, rj, G, IA, I6, F6, K)
-    _chart_product(K, Tc, tmp, n, n)
-    for r in range(n):
-        for c in range(n):
-            t = 0.0
-            for k in range(n):
-                t += Tc[k, r] * tmp[k, c]
-            Km[r, c] = t
+    chart_mass_matrix(K, Tc, tmp, Km, n)
     return spd_solve(Km, L, pm, out, n)
 
 
