@@ -250,7 +250,7 @@ def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
     out), lam on the pivot rows, out = L^-T A lam.  Scratch L (n, n), A (n, m), G (m, m), piv
     (m,) ints, lam (m,), w (n,).  False if K is not positive definite."""
     m, n = J.shape
-    if not _cholesky(K, L, n):
+    if not cholesky(K, L, n):
         return False
     for r in range(m):  # A[:, r] = L^-1 J[r]
         for i in range(n):
@@ -303,7 +303,7 @@ def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
 
 
 @jit_inline
-def _cholesky(K, L, n):
+def cholesky(K, L, n):
     """L[:n, :n] <- the lower Cholesky factor of K[:n, :n]; False if K is not positive
     definite."""
     for j in range(n):
@@ -350,7 +350,7 @@ def least_k_norm(J, K, defect, free, delta, ws):
     for a in range(nf):
         for b in range(nf):
             Kf[a, b] = K[idx[a], idx[b]]
-    if not _cholesky(Kf, Lf, nf):
+    if not cholesky(Kf, Lf, nf):
         return False
     for r in range(m):  # A[r] = L^-1 J_f[r]
         for a in range(nf):
@@ -889,7 +889,7 @@ def lu_solve(LU, piv, b, out, n):
 def spd_solve(K, L, b, out, n):
     """out[:n] <- K^-1 b[:n] by Cholesky (L: scratch; b may be out); False if K is not
     positive definite."""
-    if not _cholesky(K, L, n):
+    if not cholesky(K, L, n):
         return False
     cholesky_solve(L, b, out, n)
     return True
@@ -969,12 +969,12 @@ def em_actuator_work(h, act, ctrl, Q0, theta1, work):
 @jit
 def chart_mass_matrix(K, T, tmp, out, n):
     """out <- T^T K T, the chart's mass matrix (tmp: (n, n) scratch)."""
-    _chart_product(K, T, tmp, n, n)
-    _chart_product(T.T, tmp, out, n, n)
+    chart_product(K, T, tmp, n, n)
+    chart_product(T.T, tmp, out, n, n)
 
 
 @jit
-def _chart_product(J, T, out, m, n):
+def chart_product(J, T, out, m, n):
     """out[:m, :n] <- J T (T: (n, n))."""
     for r in range(m):
         for c in range(n):
@@ -1082,7 +1082,7 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     phi1[:] = phi
     chart(ti, Q0, thm, Q, T, sp)
     loop_rows(tf, ti, Q, z1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
-    _chart_product(J, Tm, Jm, m, n)
+    chart_product(J, Tm, Jm, m, n)
     if dq2 > 0.0:
         for r in range(m):
             t = phi1[r] - phi0[r]
@@ -1452,113 +1452,3 @@ class LoopStepper:
         Fx = np.concatenate([F, self._xf])
         Ix = np.concatenate([I, self._xi, [len(F), len(I)]]).astype(np.int64)
         return loop_rows_step, Fx, Ix
-
-
-class LoopEnergyMomentum:
-    """``energy_momentum`` (and, composed, ``energy_momentum4``) on a tree with loop joints: a
-    discrete-gradient step in a chart of the tree's coordinates at the step's start and the
-    chart's momenta, the loops held at t_{n+1} by the solve.
-
-    The chart (:func:`step_chart`): theta (nv of them) added to the plain coordinates, and
-    each unit quaternion (spherical and free joints) turned as s0 o (1, theta/2)/|.| (a
-    Cayley map), so Q(theta) is a unit-quaternion configuration for every theta and
-    nu = T(theta) theta_dot, T = 1 at theta = 0; its momenta are p = T^T K nu, so p0 = P0 =
-    K(Q0) nu0 and, after the step, P1 = T(theta1)^-T p1, nu1 = K(Q1)^-1 P1.  On a tree of
-    plain coordinates theta = Q - Q0 and this is the step in the tree's coordinates.
-
-    H(theta, p) = 1/2 p^T K_theta^-1 p + V(Q(theta)), K_theta = T^T K T, V gravity, springs,
-    the applied forces at the centres and the held joint forces as potentials.  One step
-    (Gonzalez's discrete gradient, the bar; z = (theta, p), mid = z1/2 + z0/2, z0 = (0, P0)):
-
-        theta1 = h dH_bar/dp,   p1 - P0 = -h dH_bar/dtheta + Phi_bar^T lambda,   Phi(Q1) = 0,
-
-    dH_bar = dH(mid) + (H(z1) - H(z0) - dH(mid).dz) dz / |dz|^2 (so dH_bar.dz = H1 - H0
-    exactly) and Phi_bar likewise row by row (so Phi_bar theta1 = Phi(Q1) - Phi(Q0) = 0).  Then
-    H1 - H0 = lambda . (Phi(Q1) - Phi(Q0)) / h = 0: the reactions do no work, and H is the
-    energy whatever the chart.  The multipliers are eliminated by the discrete null space: the
-    momentum equation is projected onto the null space of Phi_bar (its rank truncated at the
-    mechanism's, so redundant rows are harmless), and the overdetermined, consistent system is
-    solved by Gauss-Newton with a rank-revealing least-squares step.  dH(mid)/dtheta by a
-    fourth-order central stencil of step 1e-3 (its round-off noise, ~1e-15/step, is what
-    limits the residual, and with it the energy: ~ nu . (the momentum rows' residual) a
-    step; the second-order stencil at 1e-5 left 1e-11 a step on the whirling delta robot).
-    The Newton matrix is structured (:func:`~.loops_em._structured_inverse`: the exact rows of the
-    closure, the mass matrix and the mixed second derivative of H, no h^2 d^2H/dtheta^2), at
-    the step's predictor, kept while the iteration contracts well, and replaced by forward
-    differences of the residual (:func:`~.loops_em._newton_inverse`, at most REFORMS times) when it
-    does not (a chord iteration; formed afresh every step, so a restored snapshot repeats
-    bit for bit).  A step whose solve fails is redone as 2, 4, ... sub-steps, as the tree
-    scheme does.  Rates at t_{n+1}:
-    nu1 = K(Q1)^-1 P1, which meets J nu = 0 only to O(h^2) (as the tree scheme's).  Applied
-    torques enter as the generalized force of the mean configuration (their work is then not
-    exact), held forces on a quaternion's rates as the potential -held . theta.  Actuators
-    (:func:`em_actuator_forces`) act in the momentum equation with their force at the step's
-    mean coordinate and rate, as in the tree scheme: H1 - H0 = g f theta1, their exact work,
-    which :func:`em_actuator_work` adds to ``actuator_work()``; a servo only dissipates.
-    Joint limits (:func:`~.loops_em._lock_limits`): a joint that ends the step beyond a limit
-    is held on it for the step (its increment fixed, its reaction e_j mu added to the rows the
-    momentum equation is projected off, doing the work mu theta1_j / h <= 0) and the step is
-    solved again; then its rate at t_{n+1} is set to 0 by the projection of :func:`limit_rates`
-    (an impulse through the loops, which never adds kinetic energy), and a later stage of a
-    composition starts from the momenta of those stopped rates.  The whole step is one
-    compiled kernel (:func:`~.loops_em.em_loop_step`; H and the residual are
-    :func:`em_hamiltonian`, :func:`em_residual`), allocation-free in its scratch: the dense
-    solves are Cholesky, LU with partial pivoting and one-sided Jacobi (the rank-revealing
-    SVD of the null-space projection and of the pseudo-inverses, :func:`jacobi_rows`), and a
-    failed solve is a status (FAILED, the state of the step before), so a :class:`rtrigid.Batch`
-    runs it per copy (:meth:`rows`) and copy i is its single Simulation bit for bit.
-
-    Spin-free links (:func:`spin_links`: a link on ball joints all anchored on one line through
-    its centre, its inertia symmetric about it, like the delta robot's rods) are no unknowns
-    of the solve.  Their spins about their own axes would be: light (the rods' axial inertia
-    is 1/1350 of the transverse), they made the Newton system so badly conditioned that the
-    falling delta robot failed at step 293.  The chart (:func:`spin_chart`) makes each such
-    spin psi a cyclic coordinate (turning it moves no point of the model; the link's tree
-    children on ball joints are turned back), so H does not depend on it and its momentum
-    p_psi = I_axial omega . u is conserved: the step holds p_psi, solves for the other
-    unknowns with psi = 0 (the residual's rows do not depend on psi; the momentum equation is
-    projected off Phi_bar's rows without their psi columns, which only round-off and the
-    midpoint's O(h^2) gap make nonzero) and then sets psi1 = h dH_bar/dp_psi.  Energy: the
-    reduced step is the same discrete gradient on (theta without psi, p without p_psi), so
-    H1 = H0 exactly, and psi does not enter H; closure: Phi does not depend on psi.  A link
-    whose spin an applied torque or a held joint force would drive stays an unknown
-    (:func:`~.loops_em.spins_of_loads`, per call).
-    """
-
-    def __init__(self, backend, closure, weights=(1.0,)):
-        from rtrigid.backends.tree.loops_em import em_scratch
-
-        self.be, self.lc = backend, closure
-        (self._xf, self._xi), _ = closure.scratch()
-        self._ef, self._ei = em_scratch(backend.tree, closure, weights)
-
-    def __call__(self, n, dt, F, I):
-        from rtrigid.backends.tree.loops_em import em_loop_step
-
-        return em_loop_step(n, dt, F, I, self._xf, self._xi, self._ef, self._ei)
-
-    def rows(self, F, I):
-        """This step as a kernel of the contract on longer rows, for :class:`rtrigid.Batch`:
-        ``(step, Fx, Ix)`` with ``step`` = :func:`~.loops_em.em_loop_rows_step`, Fx = F, the
-        loop scratch, the EM scratch; Ix = I, their int scratch, then len F, len I and the
-        loop scratch's lengths.  The same compiled :func:`~.loops_em.em_loop_step` runs on
-        a copy's row as on the Simulation's buffers."""
-        from rtrigid.backends.tree.loops_em import em_loop_rows_step
-
-        Fx = np.concatenate([F, self._xf, self._ef])
-        Ix = np.concatenate([I, self._xi, self._ei,
-                             [len(F), len(I), len(self._xf), len(self._xi)]]).astype(np.int64)
-        return em_loop_rows_step, Fx, Ix
-
-
-def stepper(integrator, options, backend):
-    """The step callable (kernel signature) of ``integrator`` for a tree with loop joints;
-    ``ValueError`` naming ``integrator`` for a model its loop scheme cannot step."""
-    closure = backend.loops
-    if integrator == "nullspace_rk4":
-        return LoopStepper(backend, closure)
-    if integrator == "energy_momentum":
-        return LoopEnergyMomentum(backend, closure)
-    from rtrigid.backends.compositions import COMPOSITIONS
-
-    return LoopEnergyMomentum(backend, closure, COMPOSITIONS[options["composition"]])

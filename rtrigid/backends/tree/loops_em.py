@@ -1,10 +1,10 @@
-"""The compiled step of :class:`~.loops.LoopEnergyMomentum`: ``energy_momentum`` (and, composed,
+"""The compiled step of :class:`LoopEnergyMomentum`: ``energy_momentum`` (and, composed,
 ``energy_momentum4``) on a tree with loop joints, n steps in one call on the Simulation's
 buffers F, I, the loop scratch (:func:`~.loops.carve_loop`) and this module's scratch
 (:func:`carve_em`).  It raises nothing and allocates nothing: the dense solves are Cholesky,
 LU with partial pivoting and one-sided Jacobi (:func:`~.loops.jacobi_rows`) in the scratch, and
 a solve that fails is a status (the sub-step fallback first, then FAILED with the state of the
-step before).  The mathematics is :class:`~.loops.LoopEnergyMomentum`'s docstring; the same
+step before).  The mathematics is :class:`LoopEnergyMomentum`'s docstring; the same
 kernel runs on a copy's row of a :class:`rtrigid.Batch` (:func:`em_loop_rows_step`).
 """
 import numpy as np
@@ -18,7 +18,7 @@ from rtrigid.backends.tree.kinematics import (I_QOFF, I_VOFF, T_HI, T_LO, actuat
                                               applied_views, carve, open_buffers,
                                               refresh_bodies, state_views)
 from rtrigid.backends.tree.limits import has_limits
-from rtrigid.backends.tree.loops import (REFORMS, STALLED, _chart_product, _cholesky,
+from rtrigid.backends.tree.loops import (REFORMS, STALLED, LoopStepper, chart_product, cholesky,
                                          carve_loop, chart, chart_mass_matrix, cholesky_solve,
                                          em_actuator_work, em_hamiltonian, em_residual,
                                          jacobi_rows, limit_rates, loop_rows, lu_factor,
@@ -187,7 +187,7 @@ def _scale_columns(Bt, nc, nr, d):
 def em_loop_steps(n_steps, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, xb, qb, vb, wb, Lb,
                   f_app, t_app, held, act, ctrl, awork, solver, stats, lf, li, rank, ws, R, rj,
                   G, V, cb, IA, I6, F6, K, E, J6, phi, J, gam, acc, Lv, em):
-    """n_steps of :class:`~.loops.LoopEnergyMomentum` (its docstring); OK (| USED_FALLBACK
+    """n_steps of :class:`LoopEnergyMomentum` (its docstring); OK (| USED_FALLBACK
     if a step needed sub-steps), or FAILED with the state of the step before the failed
     one.  ``em``: :func:`carve_em`'s arrays."""
     (weights, spins, sp2, x, q, hs, rs, sel, selm, solve, structured, advance, Qs, nus, aws,
@@ -470,7 +470,7 @@ def _structured_inverse(h, Q0, p0, full, geo):
     if not _rates(Q0, thm, pm, geo, Km0, Pn, g0):
         return False
     loop_rows(tf, ti, Qc, p0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
-    _chart_product(J, Tc, J1, m, n)
+    chart_product(J, Tc, J1, m, n)
     for r in range(m):
         for c in range(k):
             Jmk[r, c] = J1[r, keep[c]]
@@ -485,7 +485,7 @@ def _structured_inverse(h, Q0, p0, full, geo):
             D[i, c] = (gt[keep[i]] - g0[keep[i]]) / eps
     chart(ti, Q0, full[:n], Qc, Tc, sp)
     loop_rows(tf, ti, Qc, p0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
-    _chart_product(J, Tc, J1, m, n)
+    chart_product(J, Tc, J1, m, n)
     jacobi_rows(Jmk, m, k, Um)
     row_space_projector(Jmk, m, k, rank, g, selm)
     for i in range(k):  # Pn = 1 - Vr Vr^T
@@ -495,7 +495,7 @@ def _structured_inverse(h, Q0, p0, full, geo):
                 if selm[r]:
                     t -= Jmk[r, i] * Jmk[r, j] / g[r]
             Pn[i, j] = t
-    if not _cholesky(Km0, L, n):
+    if not cholesky(Km0, L, n):
         return False
     for c in range(k):  # K_m^-1's columns on keep
         for i in range(n):
@@ -590,7 +590,7 @@ def _lock_limits(h, Q, p0, z1, geo, Q1, T):
 
 @jit
 def em_loop_step(n, dt, F, I, xf, xi, ef, ei):
-    """:class:`~.loops.LoopEnergyMomentum`'s n steps (:func:`em_loop_steps`) on the
+    """:class:`LoopEnergyMomentum`'s n steps (:func:`em_loop_steps`) on the
     Simulation's buffers F, I, the loop scratch xf, xi (:func:`~.loops.carve_loop`) and the
     EM scratch ef, ei (:func:`carve_em`).  Raises nothing and allocates nothing."""
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
@@ -614,7 +614,7 @@ EM_ROW_SIZES = 4
 @jit
 def em_loop_rows_step(n, dt, F, I):
     """:func:`em_loop_step` as a kernel of the contract on a Batch's longer rows
-    (:meth:`~.loops.LoopEnergyMomentum.rows`): F = the Simulation's F, the loop scratch xf,
+    (:meth:`LoopEnergyMomentum.rows`): F = the Simulation's F, the loop scratch xf,
     the EM scratch ef; I = its I, xi, ei, then len F, len I, len xf, len xi."""
     m = I.shape[0] - EM_ROW_SIZES
     nf, ni, nxf, nxi = I[m], I[m + 1], I[m + 2], I[m + 3]
@@ -637,3 +637,107 @@ def em_scratch(tree, closure, weights):
     for a, b in zip(arrays[1], tables):
         a[:] = b
     return ef, ei
+
+
+class LoopEnergyMomentum:
+    """``energy_momentum`` (and, composed, ``energy_momentum4``) on a tree with loop joints: a
+    discrete-gradient step in a chart of the tree's coordinates at the step's start and the
+    chart's momenta, the loops held at t_{n+1} by the solve.
+
+    The chart (:func:`~.loops.step_chart`): theta (nv of them) added to the plain coordinates, and
+    each unit quaternion (spherical and free joints) turned as s0 o (1, theta/2)/|.| (a
+    Cayley map), so Q(theta) is a unit-quaternion configuration for every theta and
+    nu = T(theta) theta_dot, T = 1 at theta = 0; its momenta are p = T^T K nu, so p0 = P0 =
+    K(Q0) nu0 and, after the step, P1 = T(theta1)^-T p1, nu1 = K(Q1)^-1 P1.  On a tree of
+    plain coordinates theta = Q - Q0 and this is the step in the tree's coordinates.
+
+    H(theta, p) = 1/2 p^T K_theta^-1 p + V(Q(theta)), K_theta = T^T K T, V gravity, springs,
+    the applied forces at the centres and the held joint forces as potentials.  One step
+    (Gonzalez's discrete gradient, the bar; z = (theta, p), mid = z1/2 + z0/2, z0 = (0, P0)):
+
+        theta1 = h dH_bar/dp,   p1 - P0 = -h dH_bar/dtheta + Phi_bar^T lambda,   Phi(Q1) = 0,
+
+    dH_bar = dH(mid) + (H(z1) - H(z0) - dH(mid).dz) dz / |dz|^2 (so dH_bar.dz = H1 - H0
+    exactly) and Phi_bar likewise row by row (so Phi_bar theta1 = Phi(Q1) - Phi(Q0) = 0).  Then
+    H1 - H0 = lambda . (Phi(Q1) - Phi(Q0)) / h = 0: the reactions do no work, and H is the
+    energy whatever the chart.  The multipliers are eliminated by the discrete null space: the
+    momentum equation is projected onto the null space of Phi_bar (its rank truncated at the
+    mechanism's, so redundant rows are harmless), and the overdetermined, consistent system is
+    solved by Gauss-Newton with a rank-revealing least-squares step.  dH(mid)/dtheta by a
+    fourth-order central stencil of step 1e-3 (its round-off noise, ~1e-15/step, is what
+    limits the residual, and with it the energy: ~ nu . (the momentum rows' residual) a
+    step; the second-order stencil at 1e-5 left 1e-11 a step on the whirling delta robot).
+    The Newton matrix is structured (:func:`_structured_inverse`: the exact rows of the
+    closure, the mass matrix and the mixed second derivative of H, no h^2 d^2H/dtheta^2), at
+    the step's predictor, kept while the iteration contracts well, and replaced by forward
+    differences of the residual (:func:`_newton_inverse`, at most REFORMS times) when it
+    does not (a chord iteration; formed afresh every step, so a restored snapshot repeats
+    bit for bit).  A step whose solve fails is redone as 2, 4, ... sub-steps, as the tree
+    scheme does.  Rates at t_{n+1}:
+    nu1 = K(Q1)^-1 P1, which meets J nu = 0 only to O(h^2) (as the tree scheme's).  Applied
+    torques enter as the generalized force of the mean configuration (their work is then not
+    exact), held forces on a quaternion's rates as the potential -held . theta.  Actuators
+    (:func:`em_actuator_forces`) act in the momentum equation with their force at the step's
+    mean coordinate and rate, as in the tree scheme: H1 - H0 = g f theta1, their exact work,
+    which :func:`em_actuator_work` adds to ``actuator_work()``; a servo only dissipates.
+    Joint limits (:func:`_lock_limits`): a joint that ends the step beyond a limit
+    is held on it for the step (its increment fixed, its reaction e_j mu added to the rows the
+    momentum equation is projected off, doing the work mu theta1_j / h <= 0) and the step is
+    solved again; then its rate at t_{n+1} is set to 0 by the projection of :func:`limit_rates`
+    (an impulse through the loops, which never adds kinetic energy), and a later stage of a
+    composition starts from the momenta of those stopped rates.  The whole step is one
+    compiled kernel (:func:`em_loop_step`; H and the residual are
+    :func:`em_hamiltonian`, :func:`em_residual`), allocation-free in its scratch: the dense
+    solves are Cholesky, LU with partial pivoting and one-sided Jacobi (the rank-revealing
+    SVD of the null-space projection and of the pseudo-inverses, :func:`jacobi_rows`), and a
+    failed solve is a status (FAILED, the state of the step before), so a :class:`rtrigid.Batch`
+    runs it per copy (:meth:`rows`) and copy i is its single Simulation bit for bit.
+
+    Spin-free links (:func:`~.loops.spin_links`: a link on ball joints all anchored on one line through
+    its centre, its inertia symmetric about it, like the delta robot's rods) are no unknowns
+    of the solve.  Their spins about their own axes would be: light (the rods' axial inertia
+    is 1/1350 of the transverse), they made the Newton system so badly conditioned that the
+    falling delta robot failed at step 293.  The chart (:func:`~.loops.spin_chart`) makes each such
+    spin psi a cyclic coordinate (turning it moves no point of the model; the link's tree
+    children on ball joints are turned back), so H does not depend on it and its momentum
+    p_psi = I_axial omega . u is conserved: the step holds p_psi, solves for the other
+    unknowns with psi = 0 (the residual's rows do not depend on psi; the momentum equation is
+    projected off Phi_bar's rows without their psi columns, which only round-off and the
+    midpoint's O(h^2) gap make nonzero) and then sets psi1 = h dH_bar/dp_psi.  Energy: the
+    reduced step is the same discrete gradient on (theta without psi, p without p_psi), so
+    H1 = H0 exactly, and psi does not enter H; closure: Phi does not depend on psi.  A link
+    whose spin an applied torque or a held joint force would drive stays an unknown
+    (:func:`spins_of_loads`, per call).
+    """
+
+    def __init__(self, backend, closure, weights=(1.0,)):
+        self.be, self.lc = backend, closure
+        (self._xf, self._xi), _ = closure.scratch()
+        self._ef, self._ei = em_scratch(backend.tree, closure, weights)
+
+    def __call__(self, n, dt, F, I):
+        return em_loop_step(n, dt, F, I, self._xf, self._xi, self._ef, self._ei)
+
+    def rows(self, F, I):
+        """This step as a kernel of the contract on longer rows, for :class:`rtrigid.Batch`:
+        ``(step, Fx, Ix)`` with ``step`` = :func:`em_loop_rows_step`, Fx = F, the
+        loop scratch, the EM scratch; Ix = I, their int scratch, then len F, len I and the
+        loop scratch's lengths.  The same compiled :func:`em_loop_step` runs on
+        a copy's row as on the Simulation's buffers."""
+        Fx = np.concatenate([F, self._xf, self._ef])
+        Ix = np.concatenate([I, self._xi, self._ei,
+                             [len(F), len(I), len(self._xf), len(self._xi)]]).astype(np.int64)
+        return em_loop_rows_step, Fx, Ix
+
+
+def stepper(integrator, options, backend):
+    """The step callable (kernel signature) of ``integrator`` for a tree with loop joints;
+    ``ValueError`` naming ``integrator`` for a model its loop scheme cannot step."""
+    closure = backend.loops
+    if integrator == "nullspace_rk4":
+        return LoopStepper(backend, closure)
+    if integrator == "energy_momentum":
+        return LoopEnergyMomentum(backend, closure)
+    from rtrigid.backends.compositions import COMPOSITIONS
+
+    return LoopEnergyMomentum(backend, closure, COMPOSITIONS[options["composition"]])
