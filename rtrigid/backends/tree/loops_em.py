@@ -693,8 +693,8 @@ class LoopEnergyMomentum:
     failed solve is a status (FAILED, the state of the step before), so a :class:`rtrigid.Batch`
     runs it per copy (:meth:`rows`) and copy i is its single Simulation bit for bit.
 
-    Spin-free links (:func:`~.loops.spin_links`: a link on ball joints all anchored on one line through
-    its centre, its inertia symmetric about it, like the delta robot's rods) are no unknowns
+    Spin-free links (:func:`~.loops.spin_links`: a link on ball joints all anchored on one
+    line through its centre, its inertia symmetric about it, like the delta robot's rods) are no unknowns
     of the solve.  Their spins about their own axes would be: light (the rods' axial inertia
     is 1/1350 of the transverse), they made the Newton system so badly conditioned that the
     falling delta robot failed at step 293.  The chart (:func:`~.loops.spin_chart`) makes each such
