@@ -85,7 +85,8 @@ def _stepped(sim):
     """(kernel, F, I): what a batch steps for copy ``sim``: its kernel on its buffers, or,
     for a stepper object (a ground's contact step, the loops' step), its ``rows``: the same
     compiled step on its buffers followed by its own arrays (the contacts' shapes, table and
-    warm start: ``ContactStepper.rows``; the loops' tables and scratch: ``LoopStepper.rows``)."""
+    warm start: ``ContactStepper.rows``; the loops' tables and scratch: ``LoopStepper.rows``,
+    ``LoopEnergyMomentum.rows``)."""
     b = sim.backend
     rows = getattr(sim._kernel, "rows", None)
     if rows is None:

@@ -40,8 +40,8 @@ class Integrator(NamedTuple):
                                 # which compiles less}
     limit_bounce: bool = True   # its joint limits take a restitution (else they are inelastic)
     loops: bool = False         # it steps loop joints (Model.add_loop_joint)
-    batched_loops: bool = False  # its loop step is one compiled kernel (LoopStepper.rows) that
-                                 # a Batch runs per copy
+    batched_loops: bool = False  # its loop step is one compiled kernel (LoopStepper.rows,
+                                 # LoopEnergyMomentum.rows) that a Batch runs per copy
     contacts: bool = False      # it steps models with a ground (the contact solve after its
                                 # free flight)
     keeps_energy: bool = True   # its free flight keeps energy (else the contact event's energy
@@ -83,9 +83,8 @@ class Integrator(NamedTuple):
                     f"{[i.name for i in REGISTRY.values() if i.loops]}")
         if batched and loop_joints and not self.batched_loops:
             return (f"{self.name} does not batch loop joints (loop joint "
-                    f"{loop_joints[0].name!r}): its loop step is a Newton solve in Python "
-                    "around compiled residuals (backends/tree/loops.py, LoopEnergyMomentum), "
-                    "not one compiled step a Batch can run per copy; batched: "
+                    f"{loop_joints[0].name!r}): its loop step is not one compiled kernel a "
+                    "Batch can run per copy; batched: "
                     f"{[i.name for i in REGISTRY.values() if i.batched_loops]}")
         if backend not in self.kernels:
             return (f"{self.name} has no kernel for {backend} models; use one of "
@@ -140,7 +139,7 @@ REGISTRY = {i.name: i for i in (
                 TREE: {(): _T + "energy_momentum:step"}},
                _ALL_KINDS, joint_springs=False,
                rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}, limit_bounce=False,
-               loops=True, contacts=True, step_budget=True),
+               loops=True, batched_loops=True, contacts=True, step_budget=True),
     Integrator("energy_momentum4", "symmetric composition of the energy-momentum step: order "
                "4, energy and angular momentum kept as by energy_momentum; option composition "
                "('suzuki': 5 stages, 'triple_jump': 3)",
@@ -153,7 +152,8 @@ REGISTRY = {i.name: i for i in (
                options={"composition": ("suzuki", "triple_jump")},
                rigid={BODIES: {("suzuki",): _B + "energy_momentum4:step_rigid",
                                ("triple_jump",): _B + "energy_momentum4:step_triple_jump_rigid"}},
-               limit_bounce=False, loops=True, contacts=True, step_budget=True),
+               limit_bounce=False, loops=True, batched_loops=True, contacts=True,
+               step_budget=True),
     Integrator("energy_momentum_appd", "the same scheme solved as 000 App. D does (7 or 10 "
                "unknowns): the reference solver", "000 (52)-(54), App. D", True,
                {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset()),

@@ -174,7 +174,7 @@ class Simulation:
         module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))
         self.backend = _create_backend(kind, model, module)
         if loop_joints:
-            from rtrigid.backends.tree.loops import stepper
+            from rtrigid.backends.tree.loops_em import stepper
 
             self._kernel = stepper(integrator, self.options, self.backend)
         self._contacts = self._contact_setup(model, kind, integrator)

@@ -188,8 +188,8 @@ def test_validation_refuses_and_keeps_the_state():
         rt.Batch("arm", n=N)
     with pytest.raises(ValueError, match="n"):
         rt.Batch(arm(), n=0)
-    with pytest.raises(ValueError, match="loop joints"):  # (nullspace_rk4 batches them)
-        rt.Batch(rt.scenarios.build("four_bar").model, n=N, integrator="energy_momentum")
+    with pytest.raises(ValueError, match="closed loops"):  # (the loop schemes batch them)
+        rt.Batch(rt.scenarios.build("four_bar").model, n=N, integrator="semi_implicit_euler")
 
 
 def test_simulations_as_sources_start_in_their_state():

@@ -1,41 +1,57 @@
-"""rt.Batch of models with loop joints (closed kinematic loops) under nullspace_rk4: copy i is
-bit for bit the single Simulation of that copy, with 1 and 2 threads -- a four-bar with a
-motor on its crank and the crank's upper limit, and the delta robot with its arms' servos
-and a limit on one arm, copies starting in different states and hitting their limits;
-held and per-step controls, feedback, rollout; a copy whose step fails stops alone; the
-schemes whose loop step is not one compiled kernel are refused naming ``model``.  The
-allocation-free least K-norm solve of the limit steps against numpy's pseudo-inverse."""
+"""rt.Batch of models with loop joints (closed kinematic loops) under nullspace_rk4,
+energy_momentum and energy_momentum4: copy i is bit for bit the single Simulation of that
+copy, with 1 and 2 threads -- a four-bar with a motor on its crank and the crank's upper
+limit, and the delta robot with its arms' servos and a limit on one arm, copies starting in
+different states and hitting their limits; held and per-step controls, feedback, rollout; a
+copy whose step fails stops alone; a scheme without a loop step is refused.  The
+allocation-free least K-norm solve of the limit steps against numpy's pseudo-inverse; the
+compiled EM loop step's energy balance (E - W kept to round-off through motor and limit)."""
+import functools
+
 import numpy as np
 import pytest
 
 import rtrigid as rt
 from rtrigid import integrators, scenarios
 from rtrigid.backends.tree import loops
-from tests.test_batch_contact import _assert_copy_is, _feedback, _with_threads
+from tests.test_batch_contact import _feedback, _rows, _with_threads
 
 N = 4
 DT = 1.0 / 240.0
 
 
-def four_bar(i, omega=None):
+SCHEMES = [i.name for i in integrators.REGISTRY.values() if i.batched_loops]
+
+
+# energy_momentum4's loop step fails pushed onto a loop joint's limit (its Newton solve, with
+# and without the sub-steps, as the numpy solve before it did): its copies are not limited
+LIMITED = {"nullspace_rk4": True, "energy_momentum": True, "energy_momentum4": False}
+
+
+def four_bar(i, omega=None, integrator="nullspace_rk4"):
     """Copy i: the four-bar scenario from crank angle 0.5 + 0.2 i turning at i rad/s (or
-    ``omega``), a motor ``drive`` on the crank, the crank's upper limit at 1 + 0.3 i rad."""
+    ``omega``), a motor ``drive`` on the crank, the crank's upper limit at 1 + 0.3 i rad
+    (if the scheme holds loops on limits, :data:`LIMITED`)."""
     m = scenarios.build("four_bar", theta0=0.5 + 0.2 * i).model
-    m.joints[0].limits = (-np.inf, 1.0 + 0.3 * i)
+    if LIMITED[integrator]:
+        m.joints[0].limits = (-np.inf, 1.0 + 0.3 * i)
     m.add_actuator("crank", "motor", name="drive")
-    s = rt.Simulation(m, "nullspace_rk4", DT)
+    s = rt.Simulation(m, integrator, DT)
     s.set_joint_velocity("crank", [float(i) if omega is None else omega])
     return s
 
 
-def delta(i):
+def delta(i, integrator="nullspace_rk4"):
     """Copy i: the delta robot's platform 0.38 + 0.01 i m below the base, its three arm
-    servos (kp 20, kv 0.5) holding it there; arm 0 limited to 0.1 rad above its start."""
+    servos (kp 20, kv 0.5) holding it there; arm 0 limited to 0.1 rad above its start (as
+    :func:`four_bar`)."""
     h = 0.38 + 0.01 * i
     thetas = scenarios.delta_robot_arm_angles((0.0, 0.0, -h))
     m = scenarios.build("delta_robot", kp=20.0, kv=0.5, height=h).model
-    next(j for j in m.joints if j.name == "arm0").limits = (thetas[0] - 0.4, thetas[0] + 0.1)
-    s = rt.Simulation(m, "nullspace_rk4", DT)
+    if LIMITED[integrator]:
+        next(j for j in m.joints if j.name == "arm0").limits = (thetas[0] - 0.4,
+                                                                thetas[0] + 0.1)
+    s = rt.Simulation(m, integrator, DT)
     s.set_controls(thetas)
     return s
 
@@ -53,14 +69,42 @@ def _controls(make, spread, k, seed):
     return held, held[None] + rng.uniform(-0.5, 0.5, (k,) + base.shape) * spread
 
 
+def _assert_copies_are(batches, sims, saved=None, read=False):
+    """Copy i of each batch is sims[i], for every i: the whole rows (``saved``: the batches'
+    rows taken before their reads; the sims' taken here before theirs -- under a mean-rate
+    scheme a read writes the row's tree scratch, which the EM loop step does not read back;
+    ``read``: the sims were read between steps, so that section is not compared), then what
+    the façade reads."""
+    mine = [_rows(s) for s in sims]
+    saved = saved or [(b.F.copy(), b.I.copy()) for b in batches]
+    if read:
+        be = sims[0].backend
+        o = (be._work.__array_interface__["data"][0] - be.F.__array_interface__["data"][0]) // 8
+        saved = [(F.copy(), I) for F, I in saved]
+        for F, _ in saved + mine:
+            F[..., o:o + be._work.size] = 0.0
+    for F, I in saved:
+        for i, (Fs, Is) in enumerate(mine):
+            np.testing.assert_array_equal(F[i], Fs, err_msg=f"copy {i}")
+            np.testing.assert_array_equal(I[i], Is, err_msg=f"copy {i}")
+    for b in batches:
+        for i, s in enumerate(sims):
+            np.testing.assert_array_equal(b.qpos()[i], s.qpos())
+            np.testing.assert_array_equal(b.qvel()[i], s.qvel())
+            assert b.energy()[i] == s.energy()
+
+
+@pytest.mark.parametrize("integrator", [
+    s if s != "energy_momentum4" else pytest.param(s, marks=pytest.mark.slow) for s in SCHEMES])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_loop_copy_is_a_single_simulation(name):
+def test_loop_copy_is_a_single_simulation(name, integrator):
     make, joint, spread, k1, k2 = MODELS[name]
+    make = functools.partial(make, integrator=integrator)
     held, per_step = _controls(make, spread, k2, 3)
     batches = []
     for threads in (1, 2):
         b = rt.Batch(make, n=N)
-        assert b.integrator == "nullspace_rk4"
+        assert b.integrator == integrator
 
         def run():
             b.step(k1, controls=held)
@@ -68,34 +112,44 @@ def test_loop_copy_is_a_single_simulation(name):
 
         _with_threads(threads, run)
         batches.append(b)
-    hits = []
+    saved = [(b.F.copy(), b.I.copy()) for b in batches]
+    hits, sims = [], []
+    probe = make(0)  # the joint's slot in qpos (joint_position writes a mean-rate scheme's
+    names = probe.joint_names  # scratch in F, which a batch copy never reads: not read below)
+    slot = sum(len(probe.joint_position(j)) for j in names[:names.index(joint)])
     for i in range(N):
         s = make(i)
-        upper = s.model.joints[[j.name for j in s.model.joints].index(joint)].limits[1]
+        lim = s.model.joints[[j.name for j in s.model.joints].index(joint)].limits
+        upper = lim[1] if lim is not None else np.inf
         s.set_controls(held[i])
         hit = None
         for t in range(k1 + k2):
             if t >= k1:
                 s.set_controls(per_step[t - k1, i])
             s.step(1)
-            if hit is None and s.joint_position(joint)[0] == upper:
+            if hit is None and s.qpos()[slot] == upper:
                 hit = t
         hits.append(hit)
-        assert s.constraint_error() <= 1e-12
-        for b in batches:
-            _assert_copy_is(b, i, s)
-    assert None not in hits and len(set(hits)) > 1  # every copy hit its limit, not together
+        sims.append(s)
+    _assert_copies_are(batches, sims, saved)
+    assert all(s.constraint_error() <= 1e-12 for s in sims)
+    if LIMITED[integrator]:  # every copy hit its limit, not all together
+        assert None not in hits and len(set(hits)) > 1
     assert len({b.F[i].tobytes() for i in range(N)}) == N
 
 
+@pytest.mark.parametrize("integrator", SCHEMES)
 @pytest.mark.parametrize("threads", [1, 2])
-def test_four_bar_feedback_and_rollout(threads):
+def test_four_bar_feedback_and_rollout(threads, integrator):
     rng = np.random.default_rng(7)
-    b = rt.Batch(four_bar, n=N)
+    make = functools.partial(four_bar, integrator=integrator)
+    b = rt.Batch(make, n=N)
     U = rng.uniform(-0.5, 0.5, (25, N, b.na))
     K = np.zeros((N, b.na, b.nq + b.nv))  # the motor on the crank's angle and rate
     K[:, 0, 0] = rng.uniform(0.5, 2.0, N)
     K[:, 0, b.nq] = rng.uniform(0.05, 0.2, N)
+    if integrator != "nullspace_rk4":  # the batch's feedback reads an EM scheme's mean rates
+        K[:, 0, b.nq] = 0.0           # (rt.batch's docstring), qvel() the rates at t
     u0 = rng.uniform(-0.2, 0.2, (N, b.na))
 
     def run():
@@ -105,9 +159,12 @@ def test_four_bar_feedback_and_rollout(threads):
         return first
 
     traj = _with_threads(threads, run)
+    rows = b.F.copy(), b.I.copy()
     assert traj["qpos"].shape == (25, N, b.nq) and traj["energy"].shape == (25, N)
+    sims = []
     for i in range(N):
-        s = four_bar(i)
+        s = make(i)
+        sims.append(s)
         for t in range(25):
             s.set_controls(U[t, i])
             s.step(1)
@@ -117,41 +174,40 @@ def test_four_bar_feedback_and_rollout(threads):
         for _ in range(30):
             s.set_controls(_feedback(s, K[i], u0[i]))
             s.step(1)
-        _assert_copy_is(b, i, s)
+    _assert_copies_are([b], sims, [rows], read=integrator != "nullspace_rk4")
 
 
-def test_a_failed_loop_copy_stops_alone():
-    """Copy 2 spun at 1000 rad/s: its step moves the crank ~4 rad, the loop cannot be closed
-    after it, and the step fails (NONFINITE, rolled back) -- in the batch that copy alone
-    stops (``failed``), at the step its single Simulation fails at (which raises, as
-    before), and the others go on, each its single Simulation."""
-    make = lambda i: four_bar(i, omega=1000.0 if i == 2 else None)  # noqa: E731
+# a crank rate at which the scheme's step fails (the EM schemes' sub-steps carry 1000 rad/s)
+FAILING = {"nullspace_rk4": 1000.0, "energy_momentum": 1e4, "energy_momentum4": 3e4}
+
+
+@pytest.mark.parametrize("integrator", SCHEMES)
+def test_a_failed_loop_copy_stops_alone(integrator):
+    """Copy 2 spun fast: under nullspace_rk4 (1000 rad/s) its step moves the crank ~4 rad,
+    the loop cannot be closed after it, and the step fails (NONFINITE, rolled back); under
+    the EM schemes the Newton solve fails even on sub-steps (FAILED, rolled back) -- in the
+    batch that copy alone stops (``failed``), at the step its single Simulation fails at
+    (which raises, as before), and the others go on, each its single Simulation."""
+    make = lambda i: four_bar(i, omega=FAILING[integrator] if i == 2 else None,  # noqa: E731
+                              integrator=integrator)
     b = rt.Batch(make, n=N)
     with pytest.raises(RuntimeError, match=r"copies \[2\]"):
         b.step(40)
     assert b.failed.tolist() == [False, False, True, False]
-    for i in range(N):
-        s = make(i)
+    sims = [make(i) for i in range(N)]
+    for i, s in enumerate(sims):
         if i == 2:
             with pytest.raises(rt.SimulationError, match="not taken"):
                 s.step(40)
         else:
             s.step(40)
-        _assert_copy_is(b, i, s)
+    _assert_copies_are([b], sims)
     assert np.all(np.isfinite(b.qpos()[2])) and np.all(np.isfinite(b.qvel()[2]))
 
 
-@pytest.mark.parametrize("integrator", [i.name for i in integrators.REGISTRY.values()
-                                        if i.loops and not i.batched_loops])
-def test_schemes_whose_loop_step_is_python_are_refused(integrator):
-    m = scenarios.build("four_bar").model
-    with pytest.raises(ValueError, match=f"model: {integrator} does not batch loop joints"):
-        rt.Batch(m, n=N, integrator=integrator, dt=DT)
-
-
 def test_batched_loop_schemes_are_named_by_the_registry():
-    assert [i.name for i in integrators.REGISTRY.values() if i.batched_loops] == [
-        "nullspace_rk4"]
+    assert SCHEMES == [i.name for i in integrators.REGISTRY.values() if i.loops] == [
+        "nullspace_rk4", "energy_momentum", "energy_momentum4"]
     with pytest.raises(ValueError, match="semi_implicit_euler does not step closed loops"):
         rt.Batch(scenarios.build("four_bar").model, n=N, integrator="semi_implicit_euler",
                  dt=DT)
@@ -207,7 +263,7 @@ import numpy as np
 from numba.core.runtime import rtsys
 import rtrigid as rt
 from tests.test_batch_loops import four_bar
-b = rt.Batch(four_bar, n=4)
+b = rt.Batch(lambda i: four_bar(i, integrator=INTEGRATOR), n=4)
 U = np.full((4, 1), 0.5)  # the motors push every crank onto its limit, then hold it there
 b.step(200, controls=U)
 counts = []
@@ -219,7 +275,8 @@ print(*counts)
 """
 
 
-def test_batch_loop_steps_allocate_nothing_per_step():
+@pytest.mark.parametrize("integrator", SCHEMES[:2])
+def test_batch_loop_steps_allocate_nothing_per_step(integrator):
     """numba's allocation counter: a batch call of 500 steps (every copy on its limit, each
     step a limit step) allocates exactly as much as one of 1 step."""
     import os
@@ -227,7 +284,33 @@ def test_batch_loop_steps_allocate_nothing_per_step():
     import sys
 
     env = dict(os.environ, NUMBA_NRT_STATS="1")
-    out = subprocess.run([sys.executable, "-c", BATCH_ALLOCATION_PROBE], env=env, check=True,
+    probe = BATCH_ALLOCATION_PROBE.replace("INTEGRATOR", repr(integrator))
+    out = subprocess.run([sys.executable, "-c", probe], env=env, check=True,
                          capture_output=True, text=True).stdout.split()
     one, many = map(int, out)
     assert one == many
+
+
+@pytest.mark.parametrize("integrator", SCHEMES[1:])
+def test_compiled_em_loop_step_keeps_energy_less_work_through_motor_and_limit(integrator):
+    """The four-bar driven by its motor (into the crank's limit and held there, where the
+    scheme holds limits: :data:`LIMITED`): E - W (W the motor's work) is kept to round-off
+    step by step (the numpy solve's figure before: 1e-12 of E, tests/test_loop_drive.py) but
+    at the limit's hits, which only take energy; and the loop stays closed to 1e-10."""
+    s = four_bar(1, integrator=integrator)
+    s.set_controls([0.4])
+    E0 = s.energy()
+    limit = s.model.joints[0].limits[1] if LIMITED[integrator] else np.inf
+    before = s.energy() - s.actuator_work()[0]
+    hits = 0
+    for _ in range(150):
+        s.step(1)
+        now = s.energy() - s.actuator_work()[0]
+        if s.joint_position("crank")[0] == limit:
+            hits += 1
+            assert now <= before + 1e-12 * abs(E0)
+        else:
+            assert abs(now - before) <= 1e-12 * abs(E0), (now - before) / abs(E0)
+        assert s.constraint_error() <= 1e-10
+        before = now
+    assert hits > 10 or not LIMITED[integrator]

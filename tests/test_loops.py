@@ -192,21 +192,21 @@ def test_loops_are_refused_by_schemes_without_them():
 
 
 def test_batches_of_loop_models_are_decided_by_the_registry():
-    # the one place: Integrator.refusal, which Simulation and Batch both ask; nullspace_rk4's
-    # loop step is one compiled kernel a Batch runs (tests/test_batch_loops.py), the EM
-    # schemes' a Newton solve in Python
+    # the one place: Integrator.refusal, which Simulation and Batch both ask; every scheme
+    # that steps loops runs them as one compiled kernel a Batch runs per copy
+    # (tests/test_batch_loops.py); a scheme without a loop step is refused alone and batched
     m = _parallelogram(0.4)
     m.add_actuator(0, "motor")
-    entry = rt.integrators.get("nullspace_rk4")
-    assert entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators) is None
-    assert entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators,
-                         batched=True) is None
-    em = rt.integrators.get("energy_momentum")
-    assert em.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators) is None
-    why = em.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators, batched=True)
-    assert "does not batch loop joints" in why and "'nullspace_rk4'" in why
-    with pytest.raises(ValueError, match="model: energy_momentum does not batch loop joints"):
-        rt.Batch(m, n=2, integrator="energy_momentum")
+    for name in ("nullspace_rk4", "energy_momentum", "energy_momentum4"):
+        entry = rt.integrators.get(name)
+        assert entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators) is None
+        assert entry.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators,
+                             batched=True) is None
+    euler = rt.integrators.get("semi_implicit_euler")
+    why = euler.refusal("tree", m.inbound_joints(), m.loop_joints, m.actuators, batched=True)
+    assert "does not step closed loops" in why and "'energy_momentum'" in why
+    with pytest.raises(ValueError, match="semi_implicit_euler does not step closed loops"):
+        rt.Batch(m, n=2, integrator="semi_implicit_euler")
 
 
 def test_em_steps_loops_through_a_ball_joint():

@@ -409,14 +409,16 @@ import rtrigid as rt
 from rtrigid.tools import bench
 sims = [bench._lively_chain(5, i, 1 / 240) for i in ("nullspace_rk4", "energy_momentum")]
 sims += [rt.scenarios.build("gyro_top", integrator=i) for i in ("nullspace_rk4", "energy_momentum")]
-sims += [rt.scenarios.build(s, integrator="nullspace_rk4") for s in ("four_bar", "delta_robot")]
+sims += [rt.scenarios.build(s, integrator=i) for s in ("four_bar", "delta_robot")
+         for i in ("nullspace_rk4", "energy_momentum")]
 m = rt.scenarios.build("four_bar").model  # a motor holds the crank on its limit: every step
 m.joints[0].limits = (-float("inf"), 1.0)  # is a limit step (the loops closed with it held)
 m.add_actuator("crank", "motor")
-sims.append(rt.Simulation(m, "nullspace_rk4", 1 / 240))
-sims[-1].set_controls([0.5])
-sims[-1].step(200)
-assert sims[-1].joint_position("crank")[0] == 1.0
+for i in ("nullspace_rk4", "energy_momentum"):
+    sims.append(rt.Simulation(m, i, 1 / 240))
+    sims[-1].set_controls([0.5])
+    sims[-1].step(200)
+    assert sims[-1].joint_position("crank")[0] == 1.0
 for sim in sims:
     sim.step(1)
     counts = []
@@ -431,12 +433,13 @@ for sim in sims:
 def test_step_kernels_allocate_nothing_per_step():
     """numba's own allocation counter: a call of 500 steps allocates exactly as much as a call
     of one step (what the Python wrapper needs), so the compiled step loop allocates nothing
-    (closed loops too: the four-bar and the delta robot under nullspace_rk4, and the four-bar
-    resting on a joint limit, whose every step is a limit step)."""
+    (closed loops too: the four-bar and the delta robot under nullspace_rk4 and
+    energy_momentum, and the four-bar resting on a joint limit, whose every step is a limit
+    step)."""
     env = dict(os.environ, NUMBA_NRT_STATS="1")
     out = subprocess.run([sys.executable, "-c", ALLOCATION_PROBE], env=env, check=True,
                          capture_output=True, text=True).stdout.split("\n")
     rows = [tuple(map(int, line.split())) for line in out if line.strip()]
-    assert len(rows) == 7
+    assert len(rows) == 10
     for one, many in rows:
         assert one == many

@@ -18,7 +18,8 @@ MuJoCo: the twin from :func:`rtrigid.tools.mujoco_ref.build_tree` with contacts 
 the plane, MuJoCo's default soft contacts) under MuJoCo's default Euler, from the same states.
 
 Loop models (:func:`measure_loops`): the scenario (``four_bar``; ``delta_robot`` with its arms'
-servos, kp 20, kv 0.5) under ``nullspace_rk4`` at its dt 1/240, the four-bar's copies turning at
+servos, kp 20, kv 0.5) under ``nullspace_rk4`` or ``energy_momentum`` at its dt 1/240, the
+four-bar's copies turning at
 0.5 to 1.5 times its starting rate, the delta robots' servos held at their starting angles plus
 up to +-0.2 rad, 200 steps; MuJoCo: the twin from :func:`rtrigid.tools.mujoco_ref.build_tree`
 (the loop joints as its soft equality constraints) under its RK4, from the same states with the
@@ -161,10 +162,11 @@ def measure_contact(scene, integrator, n, steps, repeats, threads, seed=0):
 LOOP_SCENES = {"four_bar": {}, "delta_robot": {"kp": 20.0, "kv": 0.5}}
 
 
-def measure_loops(scene, n, steps, repeats, threads, seed=0):
+def measure_loops(scene, n, steps, repeats, threads, seed=0, integrator="nullspace_rk4"):
     """{'rtrigid': copy-steps/s, 'mujoco': copy-steps/s} of n copies of a loop scenario
-    (:data:`LOOP_SCENES`) under nullspace_rk4 over steps (see the module docstring)."""
-    sim = scenarios.build(scene, integrator="nullspace_rk4", **LOOP_SCENES[scene])
+    (:data:`LOOP_SCENES`) under ``integrator`` over steps (see the module docstring); MuJoCo
+    under its RK4 whatever the scheme."""
+    sim = scenarios.build(scene, integrator=integrator, **LOOP_SCENES[scene])
     rng = np.random.default_rng(seed)
     b = rt.Batch(sim, n=n)
     Q = np.tile(sim.qpos(), (n, 1))
@@ -198,10 +200,11 @@ def main(argv=None):
                 r = measure(make, integ, a.n, a.steps, a.repeats, a.threads)
             print(f"{name:<20} {integ:<20} {r['rtrigid']:>12.4g} {r['mujoco']:>12.4g} "
                   f"{r['rtrigid'] / r['mujoco']:>7.2f}", flush=True)
-    for scene in LOOP_SCENES:  # nullspace_rk4 only: the EM schemes' loop step is not batched
-        r = measure_loops(scene, a.n, a.steps, a.repeats, a.threads)
-        print(f"{scene:<20} {'nullspace_rk4':<20} {r['rtrigid']:>12.4g} {r['mujoco']:>12.4g} "
-              f"{r['rtrigid'] / r['mujoco']:>7.2f}", flush=True)
+    for scene in LOOP_SCENES:
+        for integ in ("nullspace_rk4", "energy_momentum"):
+            r = measure_loops(scene, a.n, a.steps, a.repeats, a.threads, integrator=integ)
+            print(f"{scene:<20} {integ:<20} {r['rtrigid']:>12.4g} {r['mujoco']:>12.4g} "
+                  f"{r['rtrigid'] / r['mujoco']:>7.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ class TreeBackend:
             if kind in (REVOLUTE, PRISMATIC) and self._tf[b, T_K]:
                 self._joint_springs.append((qs.start, self._tf[b, T_K], self._tf[b, T_REST]))
         # closed loops (Model.add_loop_joint): constraint rows on Qg, closed from the initial
-        # coordinates here; the simulation steps them with .loops.stepper
+        # coordinates here; the simulation steps them with .loops_em.stepper
         self.loops = None
         if getattr(model, "loop_joints", None):
             from rtrigid.backends.tree.loops import LoopClosure

@@ -125,7 +125,6 @@ STALLED = 1e-10     # an EM loop step whose residual stalls below this has conve
 REFORMS = 3         # Newton matrices formed afresh in one EM loop step, past the first
 DG_NOISE = 1e-13    # H's relative round-off, below which the discrete gradient's gap is noise
 JACOBI_SWEEPS = 60  # least_k_norm's Jacobi sweeps (a few suffice: convergence is quadratic)
-_NO_LOCKS = np.zeros((0, 3))  # no joint held on a limit (EM loop step; see em_residual)
 
 
 # a loop's float row: anchors, the parent's joint frame (rows e1, e2, u), the child axis, r0
@@ -251,7 +250,7 @@ def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
     out), lam on the pivot rows, out = L^-T A lam.  Scratch L (n, n), A (n, m), G (m, m), piv
     (m,) ints, lam (m,), w (n,).  False if K is not positive definite."""
     m, n = J.shape
-    if not _cholesky(K, L, n):
+    if not cholesky(K, L, n):
         return False
     for r in range(m):  # A[:, r] = L^-1 J[r]
         for i in range(n):
@@ -304,7 +303,7 @@ def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
 
 
 @jit_inline
-def _cholesky(K, L, n):
+def cholesky(K, L, n):
     """L[:n, :n] <- the lower Cholesky factor of K[:n, :n]; False if K is not positive
     definite."""
     for j in range(n):
@@ -351,7 +350,7 @@ def least_k_norm(J, K, defect, free, delta, ws):
     for a in range(nf):
         for b in range(nf):
             Kf[a, b] = K[idx[a], idx[b]]
-    if not _cholesky(Kf, Lf, nf):
+    if not cholesky(Kf, Lf, nf):
         return False
     for r in range(m):  # A[r] = L^-1 J_f[r]
         for a in range(nf):
@@ -359,48 +358,9 @@ def least_k_norm(J, K, defect, free, delta, ws):
             for k in range(a):
                 t -= Lf[a, k] * A[r, k]
             A[r, a] = t / Lf[a, a]
-        for c in range(m):
-            U[r, c] = 1.0 if r == c else 0.0
-    for _ in range(JACOBI_SWEEPS):
-        turned = False
-        for p in range(m - 1):
-            for o in range(p + 1, m):
-                al, be, ga = 0.0, 0.0, 0.0
-                for a in range(nf):
-                    al += A[p, a] * A[p, a]
-                    be += A[o, a] * A[o, a]
-                    ga += A[p, a] * A[o, a]
-                if not abs(ga) > 1e-15 * np.sqrt(al * be):
-                    continue
-                turned = True
-                d = be - al
-                if abs(d) > 1e150 * abs(ga):  # t = 1 / (2 zeta), zeta neither squared nor formed
-                    t = ga / d
-                else:
-                    zeta = d / (2.0 * ga)
-                    t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta)
-                                                          + np.sqrt(1.0 + zeta * zeta))
-                c = 1.0 / np.sqrt(1.0 + t * t)
-                sn = c * t
-                for a in range(nf):
-                    ap, ao = A[p, a], A[o, a]
-                    A[p, a] = c * ap - sn * ao
-                    A[o, a] = sn * ap + c * ao
-                for r in range(m):
-                    up, uo = U[r, p], U[r, o]
-                    U[r, p] = c * up - sn * uo
-                    U[r, o] = sn * up + c * uo
-        if not turned:
-            break
-    big = 0.0
+    jacobi_rows(A, m, nf, U)
+    cut = rank_cut(A, m, nf, g)
     for r in range(m):  # g = diag(1/|w_r|^2) U^T (-defect), rows below the cut dropped
-        s = 0.0
-        for a in range(nf):
-            s += A[r, a] * A[r, a]
-        g[r] = s
-        big = max(big, s)
-    cut = RANK_GAP * RANK_GAP * big
-    for r in range(m):
         s = 0.0
         if g[r] > cut:
             for k in range(m):
@@ -418,6 +378,63 @@ def least_k_norm(J, K, defect, free, delta, ws):
     for a in range(nf):
         delta[idx[a]] = y[a]
     return True
+
+
+@jit
+def jacobi_rows(A, m, n, U):
+    """One-sided Jacobi: the rows of A[:m, :n] turned in pairs until they are orthogonal,
+    A_in = U W (U[:m, :m] orthogonal, accumulated; W the rows left in A), so |w_r| are the
+    singular values and the rows with |w_r| > 0 span A_in's row space.  In place, allocating
+    nothing."""
+    for r in range(m):
+        for c in range(m):
+            U[r, c] = 1.0 if r == c else 0.0
+    for _ in range(JACOBI_SWEEPS):
+        turned = False
+        for p in range(m - 1):
+            for o in range(p + 1, m):
+                al, be, ga = 0.0, 0.0, 0.0
+                for a in range(n):
+                    al += A[p, a] * A[p, a]
+                    be += A[o, a] * A[o, a]
+                    ga += A[p, a] * A[o, a]
+                if not abs(ga) > 1e-15 * np.sqrt(al * be):
+                    continue
+                turned = True
+                d = be - al
+                if abs(d) > 1e150 * abs(ga):  # t = 1 / (2 zeta), zeta neither squared nor formed
+                    t = ga / d
+                else:
+                    zeta = d / (2.0 * ga)
+                    t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta)
+                                                          + np.sqrt(1.0 + zeta * zeta))
+                c = 1.0 / np.sqrt(1.0 + t * t)
+                sn = c * t
+                for a in range(n):
+                    ap, ao = A[p, a], A[o, a]
+                    A[p, a] = c * ap - sn * ao
+                    A[o, a] = sn * ap + c * ao
+                for r in range(m):
+                    up, uo = U[r, p], U[r, o]
+                    U[r, p] = c * up - sn * uo
+                    U[r, o] = sn * up + c * uo
+        if not turned:
+            break
+
+
+@jit
+def rank_cut(W, m, n, g):
+    """g[:m] <- the squared norms of W[:m, :n]'s rows (orthogonal: :func:`jacobi_rows`' W, so
+    the squared singular values); the cut below which one is round-off (RANK_GAP of the
+    largest singular value, as numpy's ``pinv``)."""
+    big = 0.0
+    for r in range(m):
+        s = 0.0
+        for a in range(n):
+            s += W[r, a] * W[r, a]
+        g[r] = s
+        big = max(big, s)
+    return RANK_GAP * RANK_GAP * big
 
 
 @jit
@@ -827,20 +844,93 @@ def chart(ti, Q0, theta, Q, T, sp):
 
 
 @jit
+def lu_factor(A, transpose, LU, piv, n):
+    """LU[:n, :n], piv <- the LU factors with partial pivoting of A (or A^T if ``transpose``);
+    False if A is singular."""
+    for i in range(n):
+        for j in range(n):
+            LU[i, j] = A[j, i] if transpose else A[i, j]
+    for k in range(n):
+        best = k
+        for i in range(k + 1, n):
+            if abs(LU[i, k]) > abs(LU[best, k]):
+                best = i
+        piv[k] = best
+        if best != k:
+            for j in range(n):
+                LU[k, j], LU[best, j] = LU[best, j], LU[k, j]
+        if not LU[k, k] != 0.0:
+            return False
+        for i in range(k + 1, n):
+            LU[i, k] /= LU[k, k]
+            for j in range(k + 1, n):
+                LU[i, j] -= LU[i, k] * LU[k, j]
+    return True
+
+
+@jit
+def lu_solve(LU, piv, b, out, n):
+    """out[:n] <- A^-1 b[:n] from :func:`lu_factor`'s LU, piv (b may be out)."""
+    for i in range(n):
+        out[i] = b[i]
+    for k in range(n):
+        j = piv[k]
+        if j != k:
+            out[k], out[j] = out[j], out[k]
+    for i in range(n):
+        t = out[i]
+        for k in range(i):
+            t -= LU[i, k] * out[k]
+        out[i] = t
+    _solve_lower_t(LU.T, out, out, n)  # U x = y
+
+
+@jit
+def spd_solve(K, L, b, out, n):
+    """out[:n] <- K^-1 b[:n] by Cholesky (L: scratch; b may be out); False if K is not
+    positive definite."""
+    if not cholesky(K, L, n):
+        return False
+    cholesky_solve(L, b, out, n)
+    return True
+
+
+@jit
+def cholesky_solve(L, b, out, n):
+    """out[:n] <- (L L^T)^-1 b[:n] (b may be out)."""
+    for i in range(n):
+        t = b[i]
+        for k in range(i):
+            t -= L[i, k] * out[k]
+        out[i] = t / L[i, i]
+    _solve_lower_t(L, out, out, n)
+
+
+@jit
 def em_hamiltonian(tf, ti, pf, pi, gravity, Q0, theta, p, f_app, held, Q, T, sp, x, q, R, rj,
-                   G, IA, I6, F6, K):
+                   G, IA, I6, F6, K, hs):
     """H(theta, p) = 1/2 P^T K(Q)^-1 P + V(Q) of :class:`LoopEnergyMomentum` in the step's
     chart at Q0 (Q, T of :func:`chart`; P = T^-T p the rates' momenta K nu): V gravity,
     the point springs, the applied forces at the centres and the held joint forces (as the
-    potential -held . theta)."""
+    potential -held . theta).  hs: scratch (LU (n, n), L (n, n), P (n,), y (n,), pivots
+    (n,)); NaN if T or K is singular."""
+    LU, L, P, y, piv = hs
+    n = theta.shape[0]
     chart(ti, Q0, theta, Q, T, sp)
     mass_matrix(tf, ti, Q, x, q, R, rj, G, IA, I6, F6, K)  # also the bodies' poses
-    P = np.linalg.solve(T.T, p)
-    H = 0.5 * (P @ np.linalg.solve(K, P))
+    if not lu_factor(T, True, LU, piv, n):
+        return np.nan
+    lu_solve(LU, piv, p, P, n)
+    if not spd_solve(K, L, P, y, n):
+        return np.nan
+    H = 0.0
+    for i in range(n):
+        H += P[i] * y[i]
+    H *= 0.5
     for b in range(ti.shape[0]):
         for k in range(3):
             H -= (tf[b, T_MASS] * gravity[k] + f_app[b, k]) * x[b, k]
-    for i in range(theta.shape[0]):
+    for i in range(n):
         H -= held[i] * theta[i]
     for s in range(pi.shape[0]):
         pa = spring_point(pf, s, P_A, pi[s, 0], x, R)
@@ -877,9 +967,46 @@ def em_actuator_work(h, act, ctrl, Q0, theta1, work):
 
 
 @jit
+def chart_mass_matrix(K, T, tmp, out, n):
+    """out <- T^T K T, the chart's mass matrix (tmp: (n, n) scratch)."""
+    chart_product(K, T, tmp, n, n)
+    chart_product(T.T, tmp, out, n, n)
+
+
+@jit
+def chart_product(J, T, out, m, n):
+    """out[:m, :n] <- J T (T: (n, n))."""
+    for r in range(m):
+        for c in range(n):
+            t = 0.0
+            for k in range(n):
+                t += J[r, k] * T[k, c]
+            out[r, c] = t
+
+
+@jit
+def row_space_projector(W, nr, n, ra, g, sel):
+    """g[:nr] <- the squared norms of W[:nr, :n]'s rows (orthogonal: :func:`jacobi_rows`'
+    W), sel[:nr] <- 1 on the ``ra`` largest (nonzero) of them, 0 elsewhere: the rows that
+    span the leading ra-dimensional row space; :func:`rank_cut`'s cut."""
+    cut = rank_cut(W, nr, n, g)
+    for r in range(nr):
+        sel[r] = 0
+    for _ in range(ra):
+        best = -1
+        for r in range(nr):
+            if sel[r] == 0 and g[r] > 0.0 and (best < 0 or g[r] > g[best]):
+                best = r
+        if best < 0:
+            break
+        sel[best] = 1
+    return cut
+
+
+@jit
 def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, held, act, ctrl,
                 locks, lf, li, rank, Q, T, sp, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA,
-                I6, F6, K, out):
+                I6, F6, K, hs, rs, sel, out):
     """out <- the residual of one discrete-gradient step of :class:`LoopEnergyMomentum` at
     z1 = (theta1, p1), the step's chart coordinates and their momenta (theta0 = 0, p0 = P0):
     (theta1 - h dH_bar/dp, the momentum equation projected off the rows of Phi_bar,
@@ -889,96 +1016,130 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     actuators' of :func:`em_actuator_forces`.  ``locks`` (k, 3): rate index and increment of
     each joint held on a limit for the step (a third column is not read); its reaction e_j mu
     joins the rows the momentum equation is projected off, doing the discrete work
-    mu theta1_j / h.  out: 2 nv + m + k."""
+    mu theta1_j / h.  The projection: Phi_bar's rows (with the locks') turned orthogonal
+    (:func:`jacobi_rows`), the leading ``rank`` (with locks: those of the leading rank + k
+    above RANK_GAP of the largest) spanning its row space.  out: 2 nv + m + k.  Allocates
+    nothing: hs is :func:`em_hamiltonian`'s scratch, rs = (Tm, Km, L, thm, pm, gP, gQ, tha,
+    dP, a, ga, phi1, corr, Jm (m + nb, nv), U (m + nb, m + nb), g (m + nb,), p3 (3,)), sel
+    (m + nb,) ints."""
+    Tm, Km, L, thm, pm, gP, gQ, tha, dP, a, ga, phi1, corr, Jm, Ub, g, p3 = rs
     n = P0.shape[0]
-    th1, p1 = z1[:n], z1[n:]
-    thm, pm = 0.5 * th1, 0.5 * (P0 + p1)
-    H = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, thm, pm, f_app, held, Q, T, sp, x, q, R, rj,
-                       G, IA, I6, F6, K)  # leaves K, T at the midpoint
-    Tm = T.copy()
-    Km = Tm.T @ K @ Tm  # the chart's mass matrix at the midpoint
-    gP = np.linalg.solve(Km, pm)
-    gQ = np.zeros(n)
-    tha = thm.copy()
-    cyclic = np.zeros(n, np.bool_)  # the spins, which H does not depend on
-    for k in range(sp[1].shape[0]):
-        cyclic[sp[1][k, 2]] = True
+    m = phi.shape[0]
     for i in range(n):
-        if cyclic[i]:
+        thm[i] = 0.5 * z1[i]
+        pm[i] = 0.5 * (P0[i] + z1[n + i])
+    em_hamiltonian(tf, ti, pf, pi, gravity, Q0, thm, pm, f_app, held, Q, T, sp, x, q, R, rj, G,
+                   IA, I6, F6, K, hs)  # leaves K, T at the midpoint
+    Tm[:, :] = T
+    chart_mass_matrix(K, Tm, L, Km, n)  # at the midpoint
+    if not spd_solve(Km, L, pm, gP, n):
+        out[:] = np.nan
+        return
+    nsp = sp[1].shape[0]
+    for i in range(n):
+        gQ[i] = 0.0
+        tha[i] = thm[i]
+    for i in range(n):
+        cyclic = False  # the spins, which H does not depend on
+        for k in range(nsp):
+            cyclic |= sp[1][k, 2] == i
+        if cyclic:
             continue
         eps = 1e-3 * max(1.0, abs(thm[i]))
-        g = 0.0
-        for k, wk in ((1.0, 8.0), (-1.0, -8.0), (2.0, -1.0), (-2.0, 1.0)):
-            tha[i] = thm[i] + k * eps
-            g += wk * em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T, sp,
-                                     x, q, R, rj, G, IA, I6, F6, K)
+        gs = 0.0
+        for st in range(4):
+            kk = (1.0, -1.0, 2.0, -2.0)[st]
+            wk = (8.0, -8.0, -1.0, 1.0)[st]
+            tha[i] = thm[i] + kk * eps
+            gs += wk * em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T,
+                                      sp, x, q, R, rj, G, IA, I6, F6, K, hs)
         tha[i] = thm[i]
-        gQ[i] = g / (12.0 * eps)
-    dP = p1 - P0
-    dz2 = th1 @ th1 + dP @ dP
+        gQ[i] = gs / (12.0 * eps)
+    dz2 = 0.0
+    dq2 = 0.0
+    for i in range(n):
+        dP[i] = z1[n + i] - P0[i]
+        dq2 += z1[i] * z1[i]
+    for i in range(n):
+        dz2 += dP[i] * dP[i]
+    dz2 += dq2
     if dz2 > 0.0:
-        H1 = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, th1, p1, f_app, held, Q, T, sp, x, q, R,
-                            rj, G, IA, I6, F6, K)
-        num = H1 - H0 - gQ @ th1 - gP @ dP
+        H1 = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, z1[:n], z1[n:], f_app, held, Q, T, sp,
+                            x, q, R, rj, G, IA, I6, F6, K, hs)
+        num = H1 - H0
+        for i in range(n):
+            num -= gQ[i] * z1[i] + gP[i] * dP[i]
         # a gap within H's round-off is not corrected: near rest (dz ~ 1e-8, a servo
         # holding its target) that noise over |dz|^2 swamped the gradient
         if abs(num) > DG_NOISE * (abs(H0) + abs(H1)):
             c = num / dz2
-            gQ += c * th1
-            gP += c * dP
+            for i in range(n):
+                gQ[i] += c * z1[i]
+                gP[i] += c * dP[i]
     # Phi(Q1), then its chart Jacobian J(Qm) Tm at the midpoint (the rates are not used)
-    chart(ti, Q0, th1, Q, T, sp)
-    loop_rows(tf, ti, Q, th1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
-    m = phi.shape[0]
-    phi1 = phi.copy()
+    chart(ti, Q0, z1[:n], Q, T, sp)
+    loop_rows(tf, ti, Q, z1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
+    phi1[:] = phi
     chart(ti, Q0, thm, Q, T, sp)
-    loop_rows(tf, ti, Q, th1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
-    Jm = J @ Tm
-    dq2 = th1 @ th1
+    loop_rows(tf, ti, Q, z1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
+    chart_product(J, Tm, Jm, m, n)
     if dq2 > 0.0:
-        corr = phi1 - phi0 - Jm @ th1
+        for r in range(m):
+            t = phi1[r] - phi0[r]
+            for c2 in range(n):
+                t -= Jm[r, c2] * z1[c2]
+            corr[r] = t
         for r in range(m):
             for c2 in range(n):
-                Jm[r, c2] += corr[r] * th1[c2] / dq2
-    for c2 in range(n):  # the spins are no unknowns (their momenta are held), nor the rows'
-        if cyclic[c2]:
-            Jm[:, c2] = 0.0
-    a = dP + h * gQ
-    if np.any(t_app != 0.0):  # the applied torques' generalized force at the midpoint
-        for b in range(ti.shape[0]):
-            if t_app[b, 0] != 0.0 or t_app[b, 1] != 0.0 or t_app[b, 2] != 0.0:
-                point_jacobian(tf, ti, Q, b, np.zeros(3), x, q, R, rj, G, J6)
-                for c2 in range(n):
-                    t = 0.0
-                    for k in range(n):
-                        t += (J6[3, k] * t_app[b, 0] + J6[4, k] * t_app[b, 1]
-                              + J6[5, k] * t_app[b, 2]) * Tm[k, c2]
-                    a[c2] -= h * t
+                Jm[r, c2] += corr[r] * z1[c2] / dq2
+    for k in range(nsp):  # the spins are no unknowns (their momenta are held), nor the rows'
+        for r in range(m):
+            Jm[r, sp[1][k, 2]] = 0.0
+    for i in range(n):
+        a[i] = dP[i] + h * gQ[i]
+    p3[:] = 0.0
+    for b in range(ti.shape[0]):  # the applied torques' generalized force at the midpoint
+        if t_app[b, 0] != 0.0 or t_app[b, 1] != 0.0 or t_app[b, 2] != 0.0:
+            point_jacobian(tf, ti, Q, b, p3, x, q, R, rj, G, J6)
+            for c2 in range(n):
+                t = 0.0
+                for k in range(n):
+                    t += (J6[3, k] * t_app[b, 0] + J6[4, k] * t_app[b, 1]
+                          + J6[5, k] * t_app[b, 2]) * Tm[k, c2]
+                a[c2] -= h * t
     if act.shape[0]:
-        ga = np.empty(n)
-        em_actuator_forces(h, act, ctrl, Q0, th1, ga)
-        a -= h * ga
+        em_actuator_forces(h, act, ctrl, Q0, z1[:n], ga)
+        for i in range(n):
+            a[i] -= h * ga[i]
     nk = locks.shape[0]
+    for r in range(nk):  # the locked joints' rows join the loops'
+        for c2 in range(n):
+            Jm[m + r, c2] = 0.0
+        Jm[m + r, int(locks[r, 0])] = 1.0
+    jacobi_rows(Jm, m + nk, n, Ub)
     ra = rank
-    if nk:  # the locked joints' rows join the loops'
-        Ja = np.zeros((m + nk, n))
-        Ja[:m] = Jm
-        for r in range(nk):
-            Ja[m + r, int(locks[r, 0])] = 1.0
-        Jm = Ja
-    U, sv, Vt = np.linalg.svd(Jm)
     if nk:
+        cut = row_space_projector(Jm, m + nk, n, min(rank + nk, m + nk, n), g, sel)
         ra = 0
-        for r in range(min(rank + nk, sv.shape[0])):
-            if sv[r] > RANK_GAP * sv[0]:
+        for r in range(m + nk):
+            if sel[r] and g[r] > cut:
                 ra += 1
-    Vr = np.ascontiguousarray(Vt[:ra].T)
-    proj = a - Vr @ (Vr.T @ a)
-    out[:n] = th1 - h * gP
-    out[n:2 * n] = proj
-    out[2 * n:2 * n + m] = phi1
+    row_space_projector(Jm, m + nk, n, ra, g, sel)
+    for i in range(n):
+        out[i] = z1[i] - h * gP[i]
+        out[n + i] = a[i]
+    for r in range(m + nk):  # a projected off the row space
+        if sel[r]:
+            t = 0.0
+            for c2 in range(n):
+                t += Jm[r, c2] * a[c2]
+            t /= g[r]
+            for c2 in range(n):
+                out[n + c2] -= Jm[r, c2] * t
+    for r in range(m):
+        out[2 * n + r] = phi1[r]
     for r in range(nk):
-        out[2 * n + m + r] = th1[int(locks[r, 0])] - locks[r, 1]
+        out[2 * n + m + r] = z1[int(locks[r, 0])] - locks[r, 1]
 
 
 NO_SPINS = (np.zeros((0, 9)), np.zeros((0, 3), np.int64), np.zeros((0, 3)),
@@ -1291,359 +1452,3 @@ class LoopStepper:
         Fx = np.concatenate([F, self._xf])
         Ix = np.concatenate([I, self._xi, [len(F), len(I)]]).astype(np.int64)
         return loop_rows_step, Fx, Ix
-
-
-class LoopEnergyMomentum:
-    """``energy_momentum`` (and, composed, ``energy_momentum4``) on a tree with loop joints: a
-    discrete-gradient step in a chart of the tree's coordinates at the step's start and the
-    chart's momenta, the loops held at t_{n+1} by the solve.
-
-    The chart (:func:`step_chart`): theta (nv of them) added to the plain coordinates, and
-    each unit quaternion (spherical and free joints) turned as s0 o (1, theta/2)/|.| (a
-    Cayley map), so Q(theta) is a unit-quaternion configuration for every theta and
-    nu = T(theta) theta_dot, T = 1 at theta = 0; its momenta are p = T^T K nu, so p0 = P0 =
-    K(Q0) nu0 and, after the step, P1 = T(theta1)^-T p1, nu1 = K(Q1)^-1 P1.  On a tree of
-    plain coordinates theta = Q - Q0 and this is the step in the tree's coordinates.
-
-    H(theta, p) = 1/2 p^T K_theta^-1 p + V(Q(theta)), K_theta = T^T K T, V gravity, springs,
-    the applied forces at the centres and the held joint forces as potentials.  One step
-    (Gonzalez's discrete gradient, the bar; z = (theta, p), mid = z1/2 + z0/2, z0 = (0, P0)):
-
-        theta1 = h dH_bar/dp,   p1 - P0 = -h dH_bar/dtheta + Phi_bar^T lambda,   Phi(Q1) = 0,
-
-    dH_bar = dH(mid) + (H(z1) - H(z0) - dH(mid).dz) dz / |dz|^2 (so dH_bar.dz = H1 - H0
-    exactly) and Phi_bar likewise row by row (so Phi_bar theta1 = Phi(Q1) - Phi(Q0) = 0).  Then
-    H1 - H0 = lambda . (Phi(Q1) - Phi(Q0)) / h = 0: the reactions do no work, and H is the
-    energy whatever the chart.  The multipliers are eliminated by the discrete null space: the
-    momentum equation is projected onto the null space of Phi_bar (its rank truncated at the
-    mechanism's, so redundant rows are harmless), and the overdetermined, consistent system is
-    solved by Gauss-Newton with a rank-revealing least-squares step.  dH(mid)/dtheta by a
-    fourth-order central stencil of step 1e-3 (its round-off noise, ~1e-15/step, is what
-    limits the residual, and with it the energy: ~ nu . (the momentum rows' residual) a
-    step; the second-order stencil at 1e-5 left 1e-11 a step on the whirling delta robot).
-    The Newton matrix is structured (:meth:`_structured_inverse`: the exact rows of the
-    closure, the mass matrix and the mixed second derivative of H, no h^2 d^2H/dtheta^2), at
-    the step's predictor, kept while the iteration contracts well, and replaced by forward
-    differences of the residual (:meth:`_newton_inverse`, at most REFORMS times) when it
-    does not (a chord iteration; formed afresh every step, so a restored snapshot repeats
-    bit for bit).  A step whose solve fails is redone as 2, 4, ... sub-steps, as the tree
-    scheme does.  Rates at t_{n+1}:
-    nu1 = K(Q1)^-1 P1, which meets J nu = 0 only to O(h^2) (as the tree scheme's).  Applied
-    torques enter as the generalized force of the mean configuration (their work is then not
-    exact), held forces on a quaternion's rates as the potential -held . theta.  Actuators
-    (:func:`em_actuator_forces`) act in the momentum equation with their force at the step's
-    mean coordinate and rate, as in the tree scheme: H1 - H0 = g f theta1, their exact work,
-    which :func:`em_actuator_work` adds to ``actuator_work()``; a servo only dissipates.
-    Joint limits (:meth:`_lock_limits`): a joint that ends the step beyond a limit is held on
-    it for the step (its increment fixed, its reaction e_j mu added to the rows the momentum
-    equation is projected off, doing the work mu theta1_j / h <= 0) and the step is solved
-    again; then its rate at t_{n+1} is set to 0 by the projection of :func:`limit_rates`
-    (an impulse through the loops, which never adds kinetic energy).  H and the
-    step's residual are compiled (:func:`em_hamiltonian`, :func:`em_residual`); the
-    Gauss-Newton loop and the Newton matrix around them are Python (numpy).
-
-    Spin-free links (:func:`spin_links`: a link on ball joints all anchored on one line through
-    its centre, its inertia symmetric about it, like the delta robot's rods) are no unknowns
-    of the solve.  Their spins about their own axes would be: light (the rods' axial inertia
-    is 1/1350 of the transverse), they made the Newton system so badly conditioned that the
-    falling delta robot failed at step 293.  The chart (:func:`spin_chart`) makes each such
-    spin psi a cyclic coordinate (turning it moves no point of the model; the link's tree
-    children on ball joints are turned back), so H does not depend on it and its momentum
-    p_psi = I_axial omega . u is conserved: the step holds p_psi, solves for the other
-    unknowns with psi = 0 (the residual's rows do not depend on psi; the momentum equation is
-    projected off Phi_bar's rows without their psi columns, which only round-off and the
-    midpoint's O(h^2) gap make nonzero) and then sets psi1 = h dH_bar/dp_psi.  Energy: the
-    reduced step is the same discrete gradient on (theta without psi, p without p_psi), so
-    H1 = H0 exactly, and psi does not enter H; closure: Phi does not depend on psi.  A link
-    whose spin an applied torque or a held joint force would drive stays an unknown
-    (:meth:`_spins`, per call).
-    """
-
-    def __init__(self, backend, closure, weights=(1.0,)):
-        self.be, self.lc = backend, closure
-        self.weights = weights
-        tree = backend.tree
-        self.n = tree.nv
-        self._Q, self._T = np.zeros(tree.nq), np.zeros((tree.nv, tree.nv))  # the chart's
-        # the limited coordinates: (coordinate, rate, lower, upper); rate -> coordinate
-        self.limits = [(int(tree.ti[b, I_QOFF]), int(tree.ti[b, I_VOFF]), tree.tf[b, T_LO],
-                        tree.tf[b, T_HI]) for b in range(tree.nb)
-                       if np.isfinite(tree.tf[b, T_LO]) or np.isfinite(tree.tf[b, T_HI])]
-        self._coordinate = {ov: o for o, ov, _, _ in self.limits}
-        self._links = spin_links(tree, closure.loops)
-        self._sp = NO_SPINS  # the links whose spin is out of the solve this call
-
-    def _spins(self, loads):
-        """The spin-free links (:func:`spin_links`) whose spin the loads leave cyclic: no
-        applied torque on the link, no held force on its rates or its counter-turned
-        children's; as :func:`spin_chart`'s tables."""
-        sf, si, cf, ci = self._links
-        f_app, t_app, held = loads
-        ok = [k for k in range(si.shape[0])
-              if not (np.any(t_app[si[k, 0]]) or np.any(held[si[k, 2]:si[k, 2] + 3])
-                      or any(np.any(held[ci[j, 2]:ci[j, 2] + 3])
-                             for j in range(ci.shape[0]) if ci[j, 0] == k))]
-        if len(ok) == si.shape[0]:
-            return self._links
-        if not ok:
-            return NO_SPINS
-        rows = [j for j in range(ci.shape[0]) if ci[j, 0] in ok]
-        ci2 = ci[rows].copy()
-        ci2[:, 0] = [ok.index(k) for k in ci2[:, 0]]
-        return sf[ok], si[ok], cf[rows].reshape(-1, 3), ci2.reshape(-1, 3)
-
-    # -- the step ---------------------------------------------------------------------------
-    def _compiled(self, Q0, loads, locks):
-        """(hamiltonian(theta, p), residual(h, P0, H0, phi0, z1)) in the step's chart at Q0:
-        the compiled :func:`em_hamiltonian` and :func:`em_residual` on this tree and
-        scratch, the joints of ``locks`` held on their limits."""
-        be, tree, lc = self.be, self.be.tree, self.lc
-        f_app, t_app, held = loads
-        R, rj, G, V, cb, IA = lc._scr[:6]
-        geo = (self._Q, self._T, self._sp, lc._x, lc._q, R, rj, G)
-        arrays = (tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity)
-        mm = (IA, lc._scr[12], lc._F6, lc._M)
-
-        def hamiltonian(theta, p):
-            return em_hamiltonian(*arrays, Q0, theta, p, f_app, held, *geo, *mm)
-
-        def residual(h, P0, H0, phi0, z1):
-            out = np.empty(2 * self.n + lc.m + locks.shape[0])
-            em_residual(h, Q0, P0, H0, phi0, z1, *arrays, f_app, t_app, held, be.act,
-                        be.controls, locks, lc.lf, lc.li, lc.rank, *geo, V, cb, lc._acc, lc._E,
-                        lc._J6, lc._phi, lc._J, lc._gam, *mm, out)
-            return out
-        return hamiltonian, residual
-
-    def _solve_step(self, h, Q0, p0, z1, loads, max_iter, stats, locks=_NO_LOCKS):
-        """z1 = (theta1, p1) solving the step from (0, p0) in the chart at Q0 (starting from
-        the predictor z1), and whether it converged.  The spins (:meth:`_spins`) are not
-        unknowns: their momenta stay p0's (H does not depend on the spins) and the spin
-        angles are h dH_bar/dp of the converged step, evaluated with the spins at zero
-        (nothing in the residual depends on them).  ``locks``: the joints held on their limits
-        (:meth:`_lock_limits`), one more residual row each."""
-        from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS
-
-        hamiltonian, residual = self._compiled(Q0, loads, locks)
-        n = self.n
-        H0 = hamiltonian(np.zeros(n), p0)
-        phi0 = self.lc.residual(Q0)
-        spin = self._sp[1][:, 2]
-        keep = np.setdiff1d(np.arange(n), spin)
-        cols = np.concatenate([keep, n + keep])  # the unknowns
-        rows = np.concatenate([cols, np.arange(2 * n, 2 * n + self.lc.m + locks.shape[0])])
-        full = z1.copy()
-        full[spin] = 0.0
-        full[n + spin] = p0[spin]
-
-        def res(z):
-            full[cols] = z
-            return residual(h, p0, H0, phi0, full)[rows]
-
-        z = full[cols]
-        r = res(z)
-        if locks.shape[0]:  # the structured matrix has no lock rows: differences (rare steps)
-            pinv = self._newton_inverse(res, z, r)
-        else:
-            pinv = self._structured_inverse(h, Q0, p0, full, keep)
-        last = best = np.inf
-        reforms = 0
-        for it in range(1, max_iter + 1):
-            dz = -pinv @ r
-            z = z + dz
-            r = res(z)
-            size = float(np.max(np.abs(dz)) / max(1.0, float(np.max(np.abs(z)))))
-            norm = float(np.max(np.abs(r)))
-            # converged: no change left, or the residual stalls at its round-off floor (the
-            # differences of dH leave ~1e-13, around which it then wanders)
-            if size <= 1e-15 or (norm >= 0.5 * best and (size <= 1e-13 or norm <= STALLED)):
-                stats[STAT_ITERS] += it
-                stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
-                full[cols] = z
-                if spin.size:
-                    full[spin] = -residual(h, p0, H0, phi0, full)[spin]  # theta - h dH/dp
-                return full.copy(), True
-            if not np.isfinite(norm):
-                break
-            if norm > 0.1 * last and norm > STALLED and reforms < REFORMS:
-                pinv = self._newton_inverse(res, z, r)  # the chord contracts too slowly
-                reforms += 1
-            last, best = norm, min(best, norm)
-        return full, False
-
-    def _structured_inverse(self, h, Q0, p0, z1, keep):
-        """The pseudo-inverse of the step's Newton matrix without its terms in h^2 dH/dtheta^2,
-        at the predictor z1 (full): rows theta1 - h dH/dp, P(p1 - p0 + h dH/dtheta), Phi(Q1)
-        (P the projector off the rows of Phi_bar), columns theta1 and p1 on ``keep``:
-
-            [[1 - h/2 D, -h/2 K_m^-1], [0, P (1 + h/2 D^T)], [J(Q1) T(theta1), 0]],
-
-        at the midpoint theta_m = theta1/2, p_m: K_m = T^T K T, D = d(K_m^-1 p_m)/d theta_m (by
-        forward differences of the mass matrix, the mixed second derivative of H).  Its
-        columns are scaled to unit length before the rank cut, as :meth:`_newton_inverse`'s."""
-        lc, n, ti = self.lc, self.n, self.be.tree.ti
-        k = keep.size
-        Q, T = np.empty_like(Q0), np.empty((n, n))
-        thm, pm = 0.5 * z1[:n], 0.5 * (p0 + z1[n:])
-
-        def rates(theta):  # K_theta^-1 p_m: dH/dp at (theta, p_m)
-            chart(ti, Q0, theta, Q, T, self._sp)
-            Km = T.T @ lc.mass_matrix(Q) @ T
-            return Km, np.linalg.solve(Km, pm)
-
-        Km, g0 = rates(thm)
-        Jm = lc.jacobian(Q) @ T
-        D = np.empty((k, k))
-        for c, j in enumerate(keep):
-            eps = 1e-7 * max(1.0, abs(thm[j]))
-            th = thm.copy()
-            th[j] += eps
-            D[:, c] = (rates(th)[1][keep] - g0[keep]) / eps
-        chart(ti, Q0, z1[:n], Q, T, self._sp)
-        J1 = lc.jacobian(Q) @ T
-        Vr = np.linalg.svd(Jm[:, keep])[2][:lc.rank].T
-        A = np.zeros((2 * k + lc.m, 2 * k))
-        A[:k, :k] = np.eye(k) - 0.5 * h * D
-        A[:k, k:] = -0.5 * h * np.linalg.inv(Km)[np.ix_(keep, keep)]
-        A[k:2 * k, k:] = (np.eye(k) - Vr @ Vr.T) @ (np.eye(k) + 0.5 * h * D.T)
-        A[2 * k:, :k] = J1[:, keep]
-        d = 1.0 / np.maximum(np.linalg.norm(A, axis=0), 1e-300)
-        return d[:, None] * np.linalg.pinv(A * d, rcond=RANK_GAP)
-
-    def _newton_inverse(self, res, z1, r):
-        """The pseudo-inverse (rank-revealing) of the residual's Jacobian at z1 (r = res(z1)),
-        by forward differences, its columns scaled to unit length first: a light rod's spin
-        (when it is an unknown, see :meth:`_spins`) leaves columns 1e-8 of the largest, which
-        the rank cut would otherwise drop."""
-        A = np.empty((r.size, z1.size))
-        for k in range(z1.size):
-            eps = 1e-7 * max(1.0, abs(z1[k]))
-            zk = z1.copy()
-            zk[k] += eps
-            A[:, k] = (res(zk) - r) / eps
-        d = 1.0 / np.maximum(np.linalg.norm(A, axis=0), 1e-300)
-        return d[:, None] * np.linalg.pinv(A * d, rcond=RANK_GAP)
-
-    def _advance(self, Q, nu, work, dt, loads, max_iter):
-        """(Q, nu, work) after one step of size dt (every composition stage), work the
-        actuators' cumulative work, or None if a solve fails."""
-        lc, n, be = self.lc, self.n, self.be
-        P = lc.mass_matrix(Q) @ nu
-        try:
-            with np.errstate(all="raise"):
-                for wt in self.weights:
-                    h = wt * dt
-                    Q1 = np.empty_like(Q)
-                    chart(be.tree.ti, Q, np.zeros(n), Q1, self._T, self._sp)
-                    p0 = self._T.T @ P  # the chart's momenta at its base
-                    z1 = np.concatenate([h * np.linalg.solve(self._T, nu), p0])  # predictor
-                    z1, ok = self._solve_step(h, Q, p0, z1, loads, max_iter, be.stats)
-                    if not ok:
-                        return None
-                    if self.limits:
-                        z1, locks = self._lock_limits(h, Q, p0, z1, loads, max_iter)
-                        if z1 is None:
-                            return None
-                    chart(be.tree.ti, Q, z1[:n], Q1, self._T, self._sp)
-                    work = work.copy()
-                    em_actuator_work(h, be.act, be.controls, Q, z1[:n], work)
-                    P = np.linalg.solve(self._T.T, z1[n:])  # the momenta K nu at Q1
-                    nu = np.linalg.solve(lc.mass_matrix(Q1), P)
-                    if self.limits and locks.shape[0]:
-                        self._stop_at_limits(Q1, nu, locks)
-                    Q = Q1
-        except (FloatingPointError, np.linalg.LinAlgError):
-            return None
-        if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(nu))):
-            return None
-        return Q, nu, work
-
-    def _beyond(self, Q0, Q1, locks):
-        """The limited joints that end a step from Q0 at Q1 beyond a limit and are not yet
-        in ``locks``: rows (rate index, the increment that lands on the limit, the limit)."""
-        out = []
-        held = set(int(j) for j in locks[:, 0])
-        for o, ov, lo, hi in self.limits:
-            if ov not in held and not lo <= Q1[o] <= hi:
-                at = lo if Q1[o] < lo else hi
-                out.append((ov, at - Q0[o], at))
-        return np.array(out, float).reshape(-1, 3)
-
-    def _lock_limits(self, h, Q, p0, z1, loads, max_iter):
-        """(z1, locks): the step solved again with each joint that ended it beyond a limit
-        held on it (its increment fixed, its reaction doing the work mu theta1_j / h <= 0:
-        the tree scheme's ``_solve_with_limits``), up to 6 rounds as more joints go past theirs;
-        (None, None) if a solve fails.  A lock that would pull is kept (not released)."""
-        locks = _NO_LOCKS
-        Q1 = np.empty_like(Q)
-        for _ in range(6):
-            chart(self.be.tree.ti, Q, z1[:self.n], Q1, self._T, self._sp)
-            more = self._beyond(Q, Q1, locks)
-            if not more.shape[0]:
-                break
-            locks = np.concatenate([locks, more])
-            z1, ok = self._solve_step(h, Q, p0, z1, loads, max_iter, self.be.stats, locks)
-            # a locked mechanism's solve can stall off the loops (1.6e-8 m, seen on the
-            # four-bar resting on a limit): that is a failed solve (sub-steps follow)
-            chart(self.be.tree.ti, Q, z1[:self.n], Q1, self._T, self._sp)
-            if not (ok and np.max(np.abs(self.lc.residual(Q1)), initial=0.0) <= 1e-10):
-                return None, None
-        return z1, locks
-
-    def _stop_at_limits(self, Q1, nu, locks):
-        """The locked joints put exactly on their limits, and the rates at t_{n+1} projected
-        in the metric K onto J nu = 0 with the locked joints' rates 0 (:func:`limit_rates`:
-        the limits' impulse through the loops, which never adds kinetic energy)."""
-        Lv = np.zeros((4, locks.shape[0]))
-        for a, (ov, _, at) in enumerate(locks):
-            Q1[self._coordinate[int(ov)]] = at
-            Lv[0, a] = ov
-        lc, tree = self.lc, self.be.tree
-        R, rj, G, V, cb, IA = lc._scr[:6]
-        _raising(limit_rates(tree.tf, tree.ti, Q1, nu, lc.lf, lc.li, locks.shape[0], Lv, lc._x,
-                             lc._q, R, rj, G, V, cb, lc._acc, lc._E, lc._J6, lc._phi, lc._J,
-                             lc._gam, IA, lc._scr[12], lc._F6, lc._M, np.zeros(self.n), lc.ws))
-
-    def __call__(self, n_steps, dt, F, I):
-        from rtrigid.backends.buffers import (FAILED, OK, SOLVER_HALVINGS, SOLVER_MAX_ITER,
-                                              STAT_FALLBACKS, STAT_STEPS, USED_FALLBACK)
-
-        be = self.be
-        loads = be.loads()
-        self._sp = self._spins(loads)
-        max_iter = int(be.solver[SOLVER_MAX_ITER])
-        status = OK
-        for _ in range(n_steps):
-            be.S_prev[:] = be.S
-            # a step whose solve fails is redone as 2, 4, ... 2**max_halvings sub-steps
-            for k in range(int(be.solver[SOLVER_HALVINGS]) + 1):
-                state = be.Qg.copy(), be.nu.copy(), be.actuator_work.copy()
-                for _ in range(2 ** k):
-                    state = self._advance(*state, dt / 2 ** k, loads, max_iter)
-                    if state is None:
-                        break
-                if state is not None:
-                    break
-            if state is None:
-                be.S[:] = be.S_prev
-                return FAILED | status
-            if k:
-                be.stats[STAT_FALLBACKS] += 1
-                status = USED_FALLBACK
-            be.Qg[:], be.nu[:], be.actuator_work[:] = state
-            be._sync(teleport=False)
-            be.stats[STAT_STEPS] += 1
-        return status
-
-
-def stepper(integrator, options, backend):
-    """The step callable (kernel signature) of ``integrator`` for a tree with loop joints;
-    ``ValueError`` naming ``integrator`` for a model its loop scheme cannot step."""
-    closure = backend.loops
-    if integrator == "nullspace_rk4":
-        return LoopStepper(backend, closure)
-    if integrator == "energy_momentum":
-        return LoopEnergyMomentum(backend, closure)
-    from rtrigid.backends.compositions import COMPOSITIONS
-
-    return LoopEnergyMomentum(backend, closure, COMPOSITIONS[options["composition"]])
