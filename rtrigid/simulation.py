@@ -34,6 +34,7 @@ from rtrigid.backends.buffers import (
     SOLVER_HALVINGS,
     SOLVER_MAX_ITER,
     STAT_BUDGET,
+    STAT_PATH,
     STAT_FALLBACKS,
     STAT_ITERS,
     STAT_MAX_ITERS,
@@ -455,7 +456,8 @@ class Simulation:
                 fallback_steps=int(s[STAT_FALLBACKS]),
             )
         if self.implicit and self._budgeted:
-            out.update(charged_iterations=int(s[STAT_SPENT]), budget_steps=int(s[STAT_BUDGET]))
+            out.update(charged_iterations=int(s[STAT_SPENT]), budget_steps=int(s[STAT_BUDGET]),
+                       path_steps=int(s[STAT_PATH]))
         return out
 
     # -- real-time stepping ----------------------------------------------------------------

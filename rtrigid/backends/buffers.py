@@ -48,7 +48,8 @@ STAT_MAX_ITERS = 2
 STAT_FALLBACKS = 3
 STAT_SPENT = 4  # Newton iterations handed out: a converged solve's, and a failed one's cap
 STAT_BUDGET = 5  # steps that ran out of their step budget
-N_STATS = 6
+STAT_PATH = 6  # steps solved whole by following the path of their solution in h
+N_STATS = 7
 
 SOLVER_MAX_ITER = 0
 SOLVER_HALVINGS = 1

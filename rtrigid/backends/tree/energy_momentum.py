@@ -211,6 +211,7 @@ from rtrigid.backends.buffers import (
     STAT_FALLBACKS,
     STAT_ITERS,
     STAT_MAX_ITERS,
+    STAT_PATH,
     STAT_SPENT,
     STAT_STEPS,
     USED_BUDGET,
@@ -305,8 +306,16 @@ REFRESH = 1e-5
 CHORD = 0.05  # a kept matrix is refreshed when an update shrank by less than this
 CHORD_FIRST = 1e-3  # a first update below this fraction of mu keeps the matrix
 QUICK = 8  # iterations the cheap start gets before the explicit start is computed
-CONTINUATION = True  # a step that needed sub-steps is solved again whole from their path
-PATH_SOLVES = 4  # solves along the path of the step's solution in h, at most (see _rejoin)
+# path-following of a step whose explicit start failed (see _follow): on or off, the most
+# solves, iterations per solve, the first step in s = h / dt and the smallest, and the
+# iterations below (above) which the step in s doubles (halves)
+FOLLOW = True
+FOLLOW_SOLVES = 64
+FOLLOW_ITER = 16
+FOLLOW_FIRST = 0.5
+FOLLOW_MIN = 1.0 / 4096.0
+FOLLOW_EASY = 4
+FOLLOW_HARD = 7
 BUDGET_RK4 = 4  # RK4 steps the budget outcome takes over a step (see _budget_outcome)
 # what an explicit start (_predict, _choose_start: five articulated-body factorisations and
 # three residuals) is charged to the step budget, in Newton iterations: sub-steps that
@@ -328,7 +337,7 @@ def work_size(nb, nq, nv):
 
 @jit
 def _path_size(nb, nq, nv):
-    return 4 * nv + _core_size(nb, nq, nv)
+    return 4 * nv
 
 
 @jit
@@ -339,10 +348,9 @@ def _core_size(nb, nq, nv):
 
 @jit_inline
 def _path_carve(work, nb, nq, nv):
-    """Scratch of the step driver (:func:`step`): (path (4, nv), see :func:`_rejoin`; a saved
-    state (Qg, nu, x, q, v, w, L))."""
+    """Scratch of the step driver (:func:`step`): the path (4, nv) of :func:`_follow`."""
     o = base_work_size(nb, nq, nv) + _em_size(nb, nq, nv)
-    return view(work, o, (4, nv)), view(work, o + 4 * nv, (_core_size(nb, nq, nv),))
+    return view(work, o, (4, nv))
 
 
 @jit
@@ -1867,77 +1875,104 @@ def _solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu
 
 
 @jit
-def _explicit_solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
-                    v, w, L, scr, em, jx, stats, act, ctrl, awork, pred, change, nu_t):
-    """One step of size h from the explicit start (:func:`_predict`, :func:`_choose_start`);
-    nu_t <- the rates at t_n.  False (state unchanged) if there is none, the step budget is
-    spent or the solve fails.  The start is charged PREDICT_CHARGE iterations, and made only
-    if the budget leaves more."""
+def _explicit_start(h, end, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx,
+                    stats, act, ctrl, pred, change, path):
+    """The explicit start of a step of size h (:func:`_predict`, :func:`_choose_start`) in
+    ``pred``; path[0] <- the rates at t_n, path[3] <- nu_t - h nudot / 2, the point at s = -1
+    of the tangent at t_n of the path of the step's mean rates in s = h / dt (see
+    :func:`_follow`).  False if there is none or the step budget leaves too little; the start
+    is charged PREDICT_CHARGE iterations, and made only if the budget leaves more."""
     if end - stats[STAT_SPENT] <= PREDICT_CHARGE:
         return False
     stats[STAT_SPENT] += PREDICT_CHARGE
     if not _predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, change):
         return False
+    nu_t, back = path[0], path[3]
     for j in range(nu_t.shape[0]):
         nu_t[j] = scr[15][j]
+        back[j] = nu_t[j] - 0.5 * change[j]
     _choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
                   ctrl, pred, change)
-    return _solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v,
-                  w, L, scr, em, jx, pred, stats, act, ctrl, awork)
+    return True
 
 
 @jit
-def _rejoin(dt, s, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, S, S_prev, Qg, nu,
-            x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork, path, saved):
-    """Continuation in h: the whole step from S_prev, started from the sub-steps' state at
-    t_n + s dt in S.  True: the whole step converged and is in S; False: it did not, and S
-    holds the sub-steps' state as before, bit for bit.
+def _explicit_solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
+                    v, w, L, scr, em, jx, stats, act, ctrl, awork, pred, change, path):
+    """One step of size h from the explicit start (:func:`_explicit_start`).  False (state
+    unchanged) if there is none, the step budget is spent or the solve fails."""
+    return _explicit_start(h, end, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr,
+                           em, jx, stats, act, ctrl, pred, change, path) and _solve(
+        h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
+        em, jx, pred, stats, act, ctrl, awork)
 
-    ``path`` holds (the rates at t_n, the start, two points of the path, see below).  The
-    start is the mean rates nubar(s) of the sub-steps so far, extrapolated linearly in s from
-    the rates at t_n.  For s < 1 (then the sub-steps so far are one energy-momentum step of
-    size s dt, a point on the path of the step's solution as h grows) a failed try is
-    followed by steps along that path: solve at a fraction of dt half-way to the last one
-    that failed, each from the line through the last two points, then at dt again; at most
-    PATH_SOLVES solves in all.
+
+@jit
+def _whole_step_work(dt, act, ctrl, S, S_prev, nq, mu, awork):
+    """A whole step of size dt kept after tries that added no actuator work (:func:`_follow`):
+    ``awork`` <- the work at the step's start plus the step's, as if the
+    step had been taken directly (mu its increments)."""
+    na = awork.shape[0]
+    for a in range(na):
+        awork[a] = S_prev[S.shape[0] - na + a]
+    _add_actuator_work(dt, act, ctrl, S_prev[:nq], mu, awork)
+
+
+@jit
+def _follow(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, S, S_prev, Qg, nu,
+            x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork, path):
+    """The whole step of size dt from S_prev by following the path of its solution in h from
+    h = 0 (path-following continuation); True: it converged and is in S, False: it did not
+    and S is S_prev.
+
+    The path is that of the step's mean rates nubar(s) = mu(s dt) / (s dt), s in [0, 1], from
+    nubar(0) = the rates at t_n with the tangent dt nudot / 2 there (both from the explicit
+    start, :func:`_explicit_start`, in path[0] and path[3]).  Each point is a solve of size
+    s dt from the line through the last two points, with at most min(FOLLOW_ITER,
+    ``max_iter``) iterations; the step in s starts at FOLLOW_FIRST, doubles after a point that
+    took at most FOLLOW_EASY iterations and halves after one that took more than FOLLOW_HARD
+    or failed; at most FOLLOW_SOLVES solves, and none once the step in s is below FOLLOW_MIN
+    or the budget is spent.  The kept step is one energy-momentum step of size dt, accepted by
+    the same test as any other; the tries add no actuator work (the kept one adds the whole
+    step's).
     """
     nu_t, start, lo, lo2 = path[0], path[1], path[2], path[3]
     nq = Qg.shape[0]
     nv = nu.shape[0]
-    core = saved.shape[0]
-    mean_rates(ti, S_prev[:nq], Qg, s * dt, lo)
+    core = _core_size(ti.shape[0], nq, nv)
     for j in range(nv):
-        lo2[j] = nu_t[j]
-    for i in range(core):
-        saved[i] = S[i]
-    s_lo, s_lo2, target = s, 0.0, 1.0
-    for _ in range(PATH_SOLVES if s < 1.0 else 1):
-        if stats[STAT_SPENT] >= end:
+        lo[j] = nu_t[j]
+    s_lo, s_lo2, sigma = 0.0, -1.0, FOLLOW_FIRST
+    for _ in range(FOLLOW_SOLVES):
+        if stats[STAT_SPENT] >= end or sigma < FOLLOW_MIN:
             break
+        target = min(1.0, s_lo + sigma)
         f = (target - s_lo) / (s_lo - s_lo2)
         for j in range(nv):
             start[j] = lo[j] + f * (lo[j] - lo2[j])
         for i in range(core):
             S[i] = S_prev[i]
-        ok = _solve(target * dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg,
-                    nu, x, q, v, w, L, scr, em, jx, start, stats, act, ctrl, awork, False)
-        ok = ok and all_finite(S)
+        made = stats[STAT_ITERS]
+        ok = _solve(target * dt, min(FOLLOW_ITER, max_iter), end, limited, gravity, tf, ti, pf,
+                    pi, A, forces, Qg, nu, x, q, v, w, L, scr, em, jx, start, stats, act, ctrl,
+                    awork, False) and all_finite(S)
         if ok and target == 1.0:
-            # the actuators' work of the whole step, from the step's start (as if taken directly)
-            na = awork.shape[0]
-            for a in range(na):
-                awork[a] = S_prev[S.shape[0] - na + a]
-            _add_actuator_work(dt, act, ctrl, S_prev[:nq], em[13], awork)
+            _whole_step_work(dt, act, ctrl, S, S_prev, nq, em[13], awork)
             return True
         if ok:
             for j in range(nv):
                 lo2[j] = lo[j]
                 lo[j] = nu[j]
-            s_lo2, s_lo, target = s_lo, target, 1.0
+            s_lo2, s_lo = s_lo, target
+            made = stats[STAT_ITERS] - made
+            if made <= FOLLOW_EASY:
+                sigma *= 2.0
+            elif made > FOLLOW_HARD:
+                sigma *= 0.5
         else:
-            target = 0.5 * (s_lo + target)
+            sigma *= 0.5
     for i in range(core):
-        S[i] = saved[i]
+        S[i] = S_prev[i]
     return False
 
 
@@ -1951,7 +1986,7 @@ def step(n, dt, F, I):
     scr = carve(work, nb, nq, nv)
     em = _em_carve(work, nb, nq, nv)
     jx = _jac_carve(work, nb, nq, nv)
-    path, saved = _path_carve(work, nb, nq, nv)
+    path = _path_carve(work, nb, nq, nv)
     pred, change = jx[9], scr[17][0]
     act, ctrl, awork = actuator_views(F, I)
     forces = False  # any joint force held (A after the body loads; constant over the call)
@@ -1976,28 +2011,29 @@ def step(n, dt, F, I):
         if not ok:
             for i in range(S.shape[0]):  # (a failed solve changes no state; exact)
                 S[i] = S_prev[i]
-            ok = _explicit_solve(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces,
-                                 Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork,
-                                 pred, change, path[0]) and all_finite(S)
+            started = _explicit_start(dt, end, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
+                                      v, L, scr, em, jx, stats, act, ctrl, pred, change, path)
+            ok = started and _solve(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A,
+                                    forces, Qg, nu, x, q, v, w, L, scr, em, jx, pred, stats, act,
+                                    ctrl, awork) and all_finite(S)
+            if not ok and started and FOLLOW:
+                ok = _follow(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, S,
+                             S_prev, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork,
+                             path)
+                if ok:
+                    stats[STAT_PATH] += 1
         while not ok and m < most and not _spent(stats, end):
-            # m sub-steps, each predicted afresh; half-way (for m = 2) and at their end the
-            # whole step is tried again from the path they trace (continuation in h, _rejoin)
+            # m sub-steps, each predicted afresh
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
             m *= 2
             ok = True
-            for k in range(1, m + 1):
+            for k in range(m):
                 ok = _explicit_solve(dt / m, max_iter, end, limited, gravity, tf, ti, pf, pi, A,
                                      forces, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act,
-                                     ctrl, awork, pred, change, path[0]) and all_finite(S)
+                                     ctrl, awork, pred, change, path) and all_finite(S)
                 if not ok:
                     break
-                if CONTINUATION and ((2 * k == m and m == 2) or k == m):
-                    if _rejoin(dt, k / m, max_iter, end, limited, gravity, tf, ti, pf, pi, A,
-                               forces, S, S_prev, Qg, nu, x, q, v, w, L, scr, em, jx, stats,
-                               act, ctrl, awork, path, saved):
-                        m = 1
-                        break
         if not ok and _spent(stats, end):
             out_of_budget(dt, gravity, tf, ti, pf, pi, A, forces, limited, S, S_prev, Qg_prev,
                           Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork)
