@@ -128,13 +128,14 @@ class Simulation:
     step_budget : int or None
         The real-time contract of the jointed ``energy_momentum`` and ``energy_momentum4``
         (trees without loop joints; the registry's ``step_budget``): the Newton iterations
-        one step may spend over all its solves (cheap start, explicit start, sub-steps and
-        the continuation; a failed solve counts all it was handed, an explicit start 4).  A step that runs out
-        takes the budget outcome: the explicit dynamics' motion over the step (RK4), its
-        kinetic energy capped so that the energy does not grow by more than the loads'
-        work -- never NaN, never an energy gain, but not an energy-momentum step (counted in
-        ``solver_stats()["budget_steps"]``, warned about once).  None (the default): no
-        budget (a step is bounded by ``max_iter`` and ``max_halvings`` alone).  Other schemes
+        one step may spend over all its solves (cheap start, explicit start, the path
+        following, sub-steps; a failed solve counts all it was handed, an explicit start 4).
+        A step that runs out takes the budget outcome: the explicit dynamics' motion over
+        the step (RK4), its kinetic energy capped so that the energy does not grow by more
+        than the loads' work -- never NaN, never an energy gain, but not an energy-momentum
+        step (counted in ``solver_stats()["budget_steps"]``, warned about once).  None (the
+        default): no budget (a step is bounded by ``max_iter``, ``max_halvings`` and the path
+        following's 64 solves alone).  Other schemes
         and models ignore it.  See the README, "The step budget" (40-60 keep the worst step of
         the bench's chains within 5x the median; 250 is never reached by the issue's random
         chains).
@@ -443,8 +444,10 @@ class Simulation:
         """Counters since construction: steps, Newton iterations (of converged solves),
         fallbacks; where a step budget is kept (see ``step_budget``), also
         ``charged_iterations`` (what the budgets counted: every converged solve's iterations,
-        every failed one's cap, and 4 per explicit start) and ``budget_steps`` (steps that took the budget
-        outcome; not counted in ``fallback_steps``)."""
+        every failed one's cap, and 4 per explicit start), ``budget_steps`` (steps that took
+        the budget outcome; not counted in ``fallback_steps``) and ``path_steps`` (steps taken
+        whole along the path of their solution in h, the jointed ``energy_momentum``'s; not
+        fallbacks either)."""
         s = self.backend.stats
         steps = int(s[STAT_STEPS])
         out = {"steps": steps}

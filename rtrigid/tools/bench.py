@@ -214,7 +214,8 @@ def _step_costs(sim, steps, repeats, skip=5):
             step()
             best[k] = min(best[k], clock() - start)
     stats = sim.solver_stats()
-    keys = ("steps", "newton_iterations", "fallback_steps", "charged_iterations", "budget_steps")
+    keys = ("steps", "newton_iterations", "fallback_steps", "charged_iterations", "budget_steps",
+            "path_steps")
     stats = {k: stats[k] - stats0[k] for k in keys if k in stats} | {
         "max_iterations": stats["max_iterations"], "drift": (sim.energy() - e0) / abs(e0)}
     return best, stats
@@ -264,6 +265,7 @@ def solver_section(repeats=3, steps=600, sizes=(10, 20, 50), dts=(1.0 / 60.0, 1.
                     "median_us": median * 1e6, "worst_us": float(costs.max()) * 1e6,
                     "worst_over_median": float(costs.max()) / median,
                     "fallback_fraction": stats["fallback_steps"] / stats["steps"],
+                    "path_fraction": stats.get("path_steps", 0) / stats["steps"],
                     "budget_fraction": stats["budget_steps"] / stats["steps"],
                     "energy_drift": stats["drift"],
                     "mean_iterations": stats["newton_iterations"] / stats["steps"],
@@ -275,16 +277,18 @@ def solver_section(repeats=3, steps=600, sizes=(10, 20, 50), dts=(1.0 / 60.0, 1.
 def print_solver_section(result):
     print(f"energy_momentum on spherical chains, {result['steps']} steps, step_budget "
           f"{result.get('step_budget')} (worst: the slowest step's minimum over "
-          f"{result['repeats']} identical runs; iterations count sub-steps; charged: every "
-          "solve's, failed ones at their cap; drift: energy change / |energy|)")
-    rows = [["state", "links", "1/dt", "fallbacks", "budget", "median us", "worst us",
+          f"{result['repeats']} identical runs; path: steps taken whole along the path of their "
+          "solution in h; iterations count sub-steps; charged: every solve's, failed ones at "
+          "their cap; drift: energy change / |energy|)")
+    rows = [["state", "links", "1/dt", "fallbacks", "path", "budget", "median us", "worst us",
              "worst/median", "mean iter", "charged", "max iter", "drift"]]
     for r in result["rows"]:
         head = [r["state"], r["n"], f"{1.0 / r['dt']:.0f}"]
         if r["failed"]:
-            rows.append([*head, "fails", "", "", "", "", "", "", "", ""])
+            rows.append([*head, "fails", "", "", "", "", "", "", "", "", ""])
             continue
         rows.append([*head, f"{100 * r['fallback_fraction']:.1f} %",
+                     f"{100 * r.get('path_fraction', 0.0):.1f} %",
                      f"{100 * r['budget_fraction']:.1f} %", f"{r['median_us']:.1f}",
                      f"{r['worst_us']:.1f}", f"{r['worst_over_median']:.1f}",
                      f"{r['mean_iterations']:.1f}", f"{r['mean_charged']:.1f}",

@@ -100,7 +100,7 @@ Iteration.  A step first tries the cheap start (:func:`_extrapolate`): the last 
 rates extrapolated, 2 nu - nu_prev (the present rates if something was set between steps), for
 at most QUICK = 8 iterations.  Most steps converge there in 2-4 iterations, at no extra cost.
 If it fails, the state is put back and the step is solved again, with the full ``max_iter``,
-from the explicit start.  The explicit start (:func:`_predict`, :func:`_choose_start`) takes
+from the explicit start; if that fails too, along the path of its solution in h (below).  The explicit start (:func:`_predict`, :func:`_choose_start`) takes
 the explicit dynamics from the present state: the rates at t_n (from the bodies' momenta) and
 the accelerations there (the articulated-body recursion), and from them two candidates for the
 step's mean rates -- one RK4 step's increments, and the Taylor estimate nu + h/2 nudot -- and
@@ -118,7 +118,7 @@ contracts fast (an update below 1/20 of the one before, or a first update below 
 iteration is then a residual and a back-substitution, without the matrix and its factorization
 (~2.6 of ~3.8 us on the lively 10-link chain).  A kept matrix whose update shrank by less than
 1/20, a rejected or a damped update end that for the step.  This is done on the cheap start's
-QUICK iterations only: the solves from the explicit start, of sub-steps and of the continuation
+QUICK iterations only: the solves from the explicit start, of sub-steps and along the path
 keep plain Newton (with it there too, the random chains at dt = 1/60 needed sub-steps on 254 of
 12 000 steps instead of 188).  Only the path changes: a step is accepted by the same test
 either way.  An update is kept when the residual does not grow, or
@@ -146,15 +146,15 @@ springs, whose derivatives the matrix leaves out, goes on to the floor: energy o
 of the slide chains 1.5e-11 instead of 1.9e-10).  The accepted increments are put on the near
 root of every Cayley map (:func:`_canonical_roots`), so the stored rates never depend on the
 branch Newton found.
-Failure (no convergence in ``max_iter``, a non-finite value, a singular
+Failure of the path too (no convergence in ``max_iter``, a non-finite value, a singular
 pivot) triggers the same fallback as the single-body scheme: the step is redone as 2, 4,
 ..., 2**max_halvings sub-steps, each predicted afresh (counted in ``solver_stats()``
 ``fallback_steps``; every sub-step is an energy-momentum step, so energy and momenta are kept
 through it); if that fails too the kernel stops before the step, state unchanged bit for bit,
-status FAILED (``SimulationError``).  With the continuation below, a step makes at most
-2**(max_halvings + 1) + max_halvings (PATH_SOLVES + 1) solves of at most max_iter iterations
-each (the cheap and the explicit start's solves, the sub-steps of every level, the whole-step
-tries of every level), and no outcome is NaN or gains energy.
+status FAILED (``SimulationError``).  With the path following below, a step makes at most
+2**(max_halvings + 1) + FOLLOW_SOLVES solves of at most max_iter iterations each (the cheap
+and the explicit start's solves, the path's, the sub-steps of every level), and no outcome is
+NaN or gains energy.
 
 Step budget (``Simulation(step_budget=...)``, the real-time contract).  The step's solves
 share a budget of Newton iterations, counted in stats[STAT_SPENT] (``charged_iterations``): a
@@ -168,25 +168,23 @@ counted in stats[STAT_BUDGET] (``budget_steps``, not a fallback), and it depends
 state at the step's start, so snapshots reproduce it bit for bit.  ``energy_momentum4``
 shares it.
 
-Continuation in h (:func:`_rejoin`).  While a step is being done as m sub-steps, the whole
-step is tried again from the path they trace, and kept if it converges: half-way (on the
-first level, m = 2, only: on later levels those tries failed and cost half the time of the
-lively 50-link chain at dt = 1/60, README), from the sub-steps' mean rates nubar(1/2) extrapolated linearly in s to s = 1 from the rates at t_n;
-then, if that fails, along the path of the step's own solution as h grows (for m = 2 the
-first sub-step is its point at h/2): a solve at a fraction of dt half-way between the last
-point reached and the last one that failed, each started from the line through the last two
-points, and at dt again after each success, PATH_SOLVES = 4 solves at most; and once more
-from the sub-steps' end (their mean rates over the step, :func:`mean_rates`).  A failed try
-puts back the sub-steps' state, which was saved, so the sub-steps go on where they were
-(bit for bit); a try adds no actuator work (the kept one adds the work of the whole step from
-its start).  On the lively chains the explicit start is often as far from the solution as the
-solution from zero (rates of the wrong sign at single joints), while the path from h/2 stays
-inside Newton's reach: measured side by side (README, "The energy-momentum solver"), sub-steps
-on the lively 50-link chain at dt = 1/120 on 0.5 % of steps (10 % with the try from the
-sub-steps' end only, 41 % without it), on the lively 20-link chain at 1/60 on none (1.8 %,
-13 %).  The step stays a single energy-momentum step of size h when a try converges; what
-the path adds is its start.  It depends only on the state at the step's start, so snapshots
-still reproduce runs bit for bit.
+Path following (:func:`_follow`).  A step whose explicit start fails is solved whole by
+following the path of its own solution as h grows from 0, where it is known: the step's mean
+rates nubar(s) = mu(s dt) / (s dt) start at the rates at t_n, with the tangent dt nudot / 2
+(both from the explicit start).  Each point of the path is a solve of size s dt from the line
+through the last two; the step in s starts at 1/2, doubles after a point that converged in
+at most FOLLOW_EASY = 4 iterations, halves after one that took more than FOLLOW_HARD = 7 or
+failed; at most FOLLOW_SOLVES = 64 solves of at most FOLLOW_ITER = 16 iterations (and
+``max_iter``).  The kept step is one energy-momentum step of size dt, accepted by the same
+round-off test as any other; it is counted in stats[STAT_PATH] (``path_steps``), not as a
+fallback.  Why: on the lively chains the explicit start is often as far from the solution as
+the solution from zero (rates of the wrong sign at single joints), yet the path from h = 0 is
+smooth (no fold: the smallest singular value of (h/2) dr/dmu stays at 3e-4 along it, README,
+"How far from resolved the hard steps are"), and from a point on it Newton reaches the next
+in a few iterations.  Sub-steps on the lively 50-link chain at dt = 1/60: 78.5 % of steps
+before (with the whole step tried again from the sub-steps' path, which it replaces), 0.5 %
+now; at 1/120 0.7 % -> 0 (README, "Path following").  It depends only on the state at the
+step's start, so snapshots still reproduce runs bit for bit.
 
 Joint limits (revolute and prismatic joints): :func:`_solve_with_limits` -- a joint that would
 end the step beyond a limit is locked on it for the step, its reaction doing the exact discrete work
