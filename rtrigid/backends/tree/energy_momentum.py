@@ -172,7 +172,7 @@ Path following (:func:`_follow`).  A step whose explicit start fails is solved w
 following the path of its own solution as h grows from 0, where it is known: the step's mean
 rates nubar(s) = mu(s dt) / (s dt) start at the rates at t_n, with the tangent dt nudot / 2
 (both from the explicit start).  Each point of the path is a solve of size s dt from the line
-through the last two; the step in s starts at 1/2, doubles after a point that converged in
+through the last two; the step in s starts at 1/4, doubles after a point that converged in
 at most FOLLOW_EASY = 4 iterations, halves after one that took more than FOLLOW_HARD = 7 or
 failed; at most FOLLOW_SOLVES = 64 solves of at most FOLLOW_ITER = 16 iterations (and
 ``max_iter``).  The kept step is one energy-momentum step of size dt, accepted by the same
@@ -310,7 +310,7 @@ QUICK = 8  # iterations the cheap start gets before the explicit start is comput
 FOLLOW = True
 FOLLOW_SOLVES = 64
 FOLLOW_ITER = 16
-FOLLOW_FIRST = 0.5
+FOLLOW_FIRST = 0.25
 FOLLOW_MIN = 1.0 / 4096.0
 FOLLOW_EASY = 4
 FOLLOW_HARD = 7
