@@ -137,7 +137,7 @@ class Simulation:
         default): no budget (a step is bounded by ``max_iter``, ``max_halvings`` and the path
         following's 64 solves alone).  Other schemes
         and models ignore it.  See the README, "The step budget" (40-60 keep the worst step of
-        the bench's chains within 5x the median; the issue's random chains charge up to 351
+        the bench's chains within 5x the median; the issue's random chains charge up to 340
         on a step).
     max_steps_per_advance : int
         :meth:`advance` never runs more steps than this in one call; the rest of the elapsed

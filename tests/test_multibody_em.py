@@ -358,8 +358,8 @@ def test_random_chains_run_ten_seconds_and_keep_energy(dt):
     SimulationError, energy within 1e-9, joint rates matching the bodies' relative motion
     to 1e-9.  (Sub-steps are allowed: these chains spin their slender links at up to ~300
     rad/s, 2.4 rad a step at 1/120; README, "The energy-momentum solver".)  Sub-steps on
-    19 of 12 000 steps at 1/60 and 3 of 24 000 at 1/120 with the path following (1703 and
-    241 steps taken along the path); 103 and 1 with the continuation from the sub-steps' path
+    21 of 12 000 steps at 1/60 and 3 of 24 000 at 1/120 with the path following (1665 and
+    291 steps taken along the path); 103 and 1 with the continuation from the sub-steps' path
     before it, 188 and 3 with the whole step tried from the sub-steps' end only, 1961 and 275
     before that and the natural-monotonicity test (measured)."""
     fallbacks = 0

@@ -182,7 +182,7 @@ the solution from zero (rates of the wrong sign at single joints), yet the path 
 smooth (no fold: the smallest singular value of (h/2) dr/dmu stays at 3e-4 along it, README,
 "How far from resolved the hard steps are"), and from a point on it Newton reaches the next
 in a few iterations.  Sub-steps on the lively 50-link chain at dt = 1/60: 78.5 % of steps
-before (with the whole step tried again from the sub-steps' path, which it replaces), 0.5 %
+before (with the whole step tried again from the sub-steps' path, which it replaces), 0.3 %
 now; at 1/120 0.7 % -> 0 (README, "Path following").  It depends only on the state at the
 step's start, so snapshots still reproduce runs bit for bit.
 
