@@ -100,7 +100,8 @@ Iteration.  A step first tries the cheap start (:func:`_extrapolate`): the last 
 rates extrapolated, 2 nu - nu_prev (the present rates if something was set between steps), for
 at most QUICK = 8 iterations.  Most steps converge there in 2-4 iterations, at no extra cost.
 If it fails, the state is put back and the step is solved again, with the full ``max_iter``,
-from the explicit start; if that fails too, along the path of its solution in h (below).  The explicit start (:func:`_predict`, :func:`_choose_start`) takes
+from the explicit start; if that fails too, along the path of its solution in h (below).
+The explicit start (:func:`_predict`, :func:`_choose_start`) takes
 the explicit dynamics from the present state: the rates at t_n (from the bodies' momenta) and
 the accelerations there (the articulated-body recursion), and from them two candidates for the
 step's mean rates -- one RK4 step's increments, and the Taylor estimate nu + h/2 nudot -- and
@@ -1908,8 +1909,8 @@ def _explicit_solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, force
 @jit
 def _whole_step_work(dt, act, ctrl, S, S_prev, nq, mu, awork):
     """A whole step of size dt kept after tries that added no actuator work (:func:`_follow`):
-    ``awork`` <- the work at the step's start plus the step's, as if the
-    step had been taken directly (mu its increments)."""
+    ``awork`` <- the work at the step's start plus the step's, as if the step had been taken
+    directly (mu its increments)."""
     na = awork.shape[0]
     for a in range(na):
         awork[a] = S_prev[S.shape[0] - na + a]
