@@ -135,10 +135,9 @@ class Simulation:
         than the loads' work -- never NaN, never an energy gain, but not an energy-momentum
         step (counted in ``solver_stats()["budget_steps"]``, warned about once).  None (the
         default): no budget (a step is bounded by ``max_iter``, ``max_halvings`` and the path
-        following's 64 solves alone).  Other schemes
-        and models ignore it.  See the README, "The step budget" (40-60 keep the worst step of
-        the bench's chains within 5x the median; the issue's random chains charge up to 340
-        on a step).
+        following's 64 solves alone).  Other schemes and models ignore it.  See the README,
+        "The step budget" (40-60 keep the worst step of the bench's chains within 5x the
+        median; the issue's random chains charge up to 340 on a step).
     max_steps_per_advance : int
         :meth:`advance` never runs more steps than this in one call; the rest of the elapsed
         time is dropped (and counted in ``dropped_time``) so a slow frame cannot snowball.
