@@ -1,0 +1,463 @@
+"""The residual of the jointed ``energy_momentum`` step: the Cayley update of the coordinates,
+the joint reactions at the mean arms (slides, revolute pairs), held joint forces, actuators and
+point-to-point springs (see :mod:`.energy_momentum` for the scheme).
+"""
+
+import numpy as np
+from rtrigid._jit import jit, jit_inline
+from rtrigid.backends.tree.kinematics import (
+    ACT_BODY,
+    ACT_GEAR,
+    ACT_Q,
+    ACT_V,
+    CYLINDRICAL,
+    FREE6,
+    I_KIND,
+    I_ORDER,
+    I_PARENT,
+    I_QOFF,
+    I_VOFF,
+    PLANAR,
+    PRISMATIC,
+    P_A,
+    P_B,
+    P_K,
+    P_REST,
+    REVOLUTE,
+    SPHERICAL,
+    T_AC,
+    T_AP,
+    T_E1P,
+    T_E2P,
+    T_J,
+    T_MASS,
+    T_UC,
+    T_UP,
+    actuator_force,
+    carve,
+    coordinate_slots,
+    cross3,
+    forward_kinematics,
+    nv_of,
+    quat_to_rot,
+    rot_vec,
+)
+from rtrigid.maths.quat import qmul_t
+from rtrigid.backends.tree.em_workspace import em_carve, jac_carve
+
+EPS = np.finfo(np.float64).eps
+
+
+@jit
+def _cay(a0, a1, a2):
+    """Cayley map: the unit quaternion (1 - |a|², 2a) / (1 + |a|²), a rotation by ~4|a|."""
+    aa = a0 * a0 + a1 * a1 + a2 * a2
+    n = 1.0 / (1.0 + aa)
+    return (1.0 - aa) * n, 2.0 * a0 * n, 2.0 * a1 * n, 2.0 * a2 * n
+
+
+@jit
+def update_coordinates(ti, Q0, mu, Q1):
+    """Q1 = F(Q0, mu) of the module docstring."""
+    for b in range(ti.shape[0]):
+        n, qo, mo = coordinate_slots(ti, b)
+        o = ti[b, I_QOFF]
+        ov = ti[b, I_VOFF]
+        for k in range(n):
+            Q1[o + k] = Q0[o + k] + mu[ov + k]
+        if qo < 0:
+            continue
+        c = _cay(0.25 * mu[mo], 0.25 * mu[mo + 1], 0.25 * mu[mo + 2])
+        s = qmul_t(Q0[qo], Q0[qo + 1], Q0[qo + 2], Q0[qo + 3], c[0], c[1], c[2], c[3])
+        for k in range(4):
+            Q1[qo + k] = s[k]
+
+
+@jit
+def canonical_roots(ti, mu, Q1):
+    """Every Cayley increment a = mu/4 of a quaternion coordinate on its near root |a| <= 1.
+
+    cay is 2-to-1: a and -a/|a|² give the same rotation (the quaternion negated), and Newton
+    may converge to either.  The step is the same physically, but the stored rates mu/h seed
+    the next predictor and the fallback, and the far root's are huge (|a| > 1 means a turn of
+    more than 180 degrees in one step); the near root also keeps the coordinate's quaternion
+    in the hemisphere of the previous one.  Q1 = F(Q0, mu) is kept: its quaternion is negated
+    with the root, so both stay consistent.
+    """
+    for b in range(ti.shape[0]):
+        _, qo, mo = coordinate_slots(ti, b)
+        if qo < 0:
+            continue
+        aa = (0.0625 * (mu[mo] * mu[mo] + mu[mo + 1] * mu[mo + 1] + mu[mo + 2] * mu[mo + 2]))
+        if aa > 1.0:
+            f = -1.0 / aa
+            for k in range(3):
+                mu[mo + k] *= f
+            for k in range(4):
+                Q1[qo + k] = -Q1[qo + k]
+
+
+@jit_inline
+def first_slide(kind):
+    """Column of a joint's first slide (prismatic 0; cylindrical and planar 1, after the
+    turn); a kind without slides gives 6, past its last column."""
+    if kind == PRISMATIC:
+        return 0
+    if kind == CYLINDRICAL or kind == PLANAR:
+        return 1
+    return 6
+
+
+@jit_inline
+def slide_axis(kind, c):
+    """The tf column of slide column c's direction (the parent's frame)."""
+    if kind == PLANAR:
+        return T_E1P if c == 1 else T_E2P
+    return T_UP
+
+
+@jit_inline
+def parent_beta(ti, b, R0, u):
+    """beta = R0_p w_p, half the spatial Cayley vector of the turn of body b's parent (0 for
+    the world)."""
+    p = ti[b, I_PARENT]
+    if p < 0:
+        return 0.0, 0.0, 0.0
+    return rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
+
+
+@jit_inline
+def slide_row(tf, b, p, col, R0, beta):
+    """(n0, m): a slide's direction at t_n (world) and its discrete counterpart
+    m = (1 + [beta]x) n0, along which the reaction force of the slide does no work (see
+    :func:`residual`)."""
+    if p >= 0:
+        n0 = rot_vec(R0[p], tf[b, col], tf[b, col + 1], tf[b, col + 2])
+    else:
+        n0 = (tf[b, col], tf[b, col + 1], tf[b, col + 2])
+    bx = cross3(beta[0], beta[1], beta[2], n0[0], n0[1], n0[2])
+    return n0, (n0[0] + bx[0], n0[1] + bx[1], n0[2] + bx[2])
+
+
+@jit_inline
+def _parent_arm(tf, ti, b, x0, x1, rot):
+    """From the parent's mean centre to body b's mean joint point (its reactions' point of
+    action on the parent): Rbar_p a_P where the joint has no slide (both sides' mean joint
+    points coincide), else the difference of the two points."""
+    p = ti[b, I_PARENT]
+    if first_slide(ti[b, I_KIND]) > 5:
+        return rot_vec(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
+    ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+    return (0.5 * (x0[b, 0] + x1[b, 0] - x0[p, 0] - x1[p, 0]) + ac[0],
+            0.5 * (x0[b, 1] + x1[b, 1] - x0[p, 1] - x1[p, 1]) + ac[1],
+            0.5 * (x0[b, 2] + x1[b, 2] - x0[p, 2] - x1[p, 2]) + ac[2])
+
+
+@jit
+def _slide_pair(tf, ti, b, f1, f2, R0, rot, u, x0, x1, fw, Y):
+    """The force pair +-lambda across the slides of joint b (on the child, and on the parent
+    on the same line of action, through the child's mean joint point) that does the work
+    f1 (s1 - s0) + f2 (s1' - s0') over the step exactly, into fw and Y.
+
+    With K = (1 + [beta]x) R0_p the pair's work is lambda.K (delta1 - delta0), delta the
+    joint's translation in the parent's frame (see :func:`residual`), so
+    lambda = K^-T f = (1 - [beta]x)^-1 R0_p f, f = f1 t1 + f2 t2 the generalized forces along
+    the slides' directions; (1 - [beta]x)^-1 v = (v + beta x v + beta (beta.v))/(1 + |beta|²).
+    The pair has no net moment.
+    """
+    p = ti[b, I_PARENT]
+    kind = ti[b, I_KIND]
+    c = first_slide(kind)
+    t = slide_axis(kind, c)
+    f = (f1 * tf[b, t], f1 * tf[b, t + 1], f1 * tf[b, t + 2])
+    if kind == PLANAR:
+        f = (f[0] + f2 * tf[b, T_E2P], f[1] + f2 * tf[b, T_E2P + 1], f[2] + f2 * tf[b, T_E2P + 2])
+    beta = parent_beta(ti, b, R0, u)
+    if p >= 0:
+        f = rot_vec(R0[p], f[0], f[1], f[2])
+    bx = cross3(beta[0], beta[1], beta[2], f[0], f[1], f[2])
+    bf = beta[0] * f[0] + beta[1] * f[1] + beta[2] * f[2]
+    s = 1.0 / (1.0 + beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2])
+    lam = ((f[0] + bx[0] + bf * beta[0]) * s, (f[1] + bx[1] + bf * beta[1]) * s,
+           (f[2] + bx[2] + bf * beta[2]) * s)
+    ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+    mc = cross3(ac[0], ac[1], ac[2], lam[0], lam[1], lam[2])
+    for k in range(3):
+        fw[b, k] += lam[k]
+        Y[b, k] += mc[k]
+    if p < 0:
+        return
+    ap = _parent_arm(tf, ti, b, x0, x1, rot)
+    mp = cross3(ap[0], ap[1], ap[2], lam[0], lam[1], lam[2])
+    for k in range(3):
+        fw[p, k] -= lam[k]
+        Y[p, k] -= mp[k]
+
+
+@jit
+def residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, work, act, ctrl):
+    """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, w (into ``u``), the mean rotation
+    matrices Rbar = (R0 + R1)/2 (into ``rot``), and for the Newton matrix each body's R1 L1
+    (mt) and the moment about its joint point of its subtree's residuals (Nm).  Needs the
+    rotation matrices at t_n in R0.  Returns the scaled norm and the scaled round-off floor
+    of the translational rows: m (v1 - v0) takes x1 - x0 between positions of size |x|, which
+    carries eps |x| 2m/h per body into the subtree sums (a long chain far from its root has a
+    floor above a fixed relative tolerance).
+
+    ``work``: the flat scratch (:func:`work_of`), carved here: numba copies every field of
+    every array argument into a call, and the ~40 views of the scratch cost more than the
+    arithmetic of a small tree that way (the profile of the 2-link arm)."""
+    scr = carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
+    em = em_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
+    jx = jac_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
+    R, rj = scr[0], scr[1]
+    (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
+     Y) = em
+    mt, Nm, R0 = jx[0], jx[1], jx[4]
+    nb = ti.shape[0]
+    update_coordinates(ti, Q0, mu, Q1)
+    forward_kinematics(tf, ti, Q1, x1, q1, R, rj)
+    inv_h = 1.0 / h
+    scale = 1e-300
+    floor = 0.0
+    for b in range(nb):
+        # w = tan(phi/2) n of the turn q0* o q1 (body frame); Cayley vector 2 w = h/2 J^-1 (L0+L1)
+        c = qmul_t(q0[b, 0], -q0[b, 1], -q0[b, 2], -q0[b, 3], q1[b, 0], q1[b, 1], q1[b, 2],
+                   q1[b, 3])
+        d = 1.0 / c[0]
+        m = tf[b, T_MASS]
+        for k in range(3):
+            u[b, k] = c[1 + k] * d
+            L1[b, k] = 4.0 * inv_h * tf[b, T_J + k] * u[b, k] - L0[b, k]
+            v1[b, k] = 2.0 * (x1[b, k] - x0[b, k]) * inv_h - v0[b, k]
+            fw[b, k] = m * gravity[k] + A[3 * b + k]  # A: applied loads (kinematics.applied_views)
+            Y[b, k] = A[3 * (nb + b) + k]
+        for i in range(3):
+            for k in range(3):
+                rot[b, i, k] = 0.5 * (R0[b, i, k] + R[b, i, k])
+        floor += 2.0 * m * inv_h * EPS * (max(abs(x0[b, 0]), abs(x0[b, 1]), abs(x0[b, 2]))
+                                          + max(abs(x1[b, 0]), abs(x1[b, 1]), abs(x1[b, 2])))
+        scale = max(scale, m * max(abs(v0[b, 0]), abs(v0[b, 1]), abs(v0[b, 2])),
+                    max(abs(L0[b, 0]), abs(L0[b, 1]), abs(L0[b, 2])),
+                    h * max(abs(fw[b, 0]), abs(fw[b, 1]), abs(fw[b, 2])))
+    # springs: discrete-gradient force on each end (pulling the ends together), at the mean arm
+    for sp in range(pi.shape[0]):
+        a, bb = pi[sp, 0], pi[sp, 1]
+        d0 = _spring_vec(pf, sp, a, bb, x0, q0)
+        d1 = _spring_vec(pf, sp, a, bb, x1, q1)
+        l0 = np.sqrt(d0[0] ** 2 + d0[1] ** 2 + d0[2] ** 2)
+        l1 = np.sqrt(d1[0] ** 2 + d1[1] ** 2 + d1[2] ** 2)
+        rest = pf[sp, P_REST]
+        coef = pf[sp, P_K] * (1.0 - 2.0 * rest / (l0 + l1)) if rest > 0.0 else pf[sp, P_K]
+        f = (0.5 * coef * (d0[0] + d1[0]), 0.5 * coef * (d0[1] + d1[1]),
+             0.5 * coef * (d0[2] + d1[2]))  # on end a, towards b
+        if a >= 0:
+            _point_load(pf, sp, P_A, a, f, 1.0, rot, fw, Y)
+        if bb >= 0:
+            _point_load(pf, sp, P_B, bb, f, -1.0, rot, fw, Y)
+    if forces:  # some joint force is held (see step)
+        _joint_force_loads(tf, ti, A, mu, R0, rot, u, x0, x1, fw, Y)
+    if act.shape[0]:
+        _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y)
+    # per-body residuals (world): R1 L1 - R0 L0 - h T and m (v1 - v0) - h f
+    for b in range(nb):
+        m = tf[b, T_MASS]
+        a1 = rot_vec(R[b], L1[b, 0], L1[b, 1], L1[b, 2])
+        a0 = rot_vec(R0[b], L0[b, 0], L0[b, 1], L0[b, 2])
+        for k in range(3):
+            Fs[b, 3 + k] = m * (v1[b, k] - v0[b, k]) - h * fw[b, k]
+            Fs[b, k] = a1[k] - a0[k] - h * Y[b, k]
+            mt[b, k] = a1[k]
+    # P^T r: leaves to root, the reactions' arms Rbar a from the centres to the joint points
+    rnorm = 0.0
+    for i in range(nb - 1, -1, -1):
+        b = ti[i, I_ORDER]
+        p = ti[b, I_PARENT]
+        kind = ti[b, I_KIND]
+        ov = ti[b, I_VOFF]
+        ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
+        f = (Fs[b, 3], Fs[b, 4], Fs[b, 5])
+        mc = cross3(ac[0], ac[1], ac[2], f[0], f[1], f[2])
+        mhat = (Fs[b, 0] - mc[0], Fs[b, 1] - mc[1], Fs[b, 2] - mc[2])
+        if kind == FREE6:
+            for k in range(3):
+                res[ov + k] = f[k]
+                res[ov + 3 + k] = Fs[b, k]
+                Nm[b, k] = Fs[b, k]
+        else:
+            for k in range(3):
+                Nm[b, k] = mhat[k]
+        if kind == SPHERICAL:
+            for k in range(3):
+                res[ov + k] = mhat[k]
+        elif kind == REVOLUTE or kind == CYLINDRICAL or kind == PLANAR:
+            wt = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+            res[ov] = wt[0] * mhat[0] + wt[1] * mhat[1] + wt[2] * mhat[2]
+        first = first_slide(kind)
+        if first < 6:
+            beta = parent_beta(ti, b, R0, u)
+            for c in range(first, nv_of(kind)):
+                mv = slide_row(tf, b, p, slide_axis(kind, c), R0, beta)[1]
+                res[ov + c] = mv[0] * f[0] + mv[1] * f[1] + mv[2] * f[2]
+        if p >= 0:
+            ap = _parent_arm(tf, ti, b, x0, x1, rot)
+            mp = cross3(ap[0], ap[1], ap[2], f[0], f[1], f[2])
+            for k in range(3):
+                Fs[p, 3 + k] += f[k]
+                Fs[p, k] += mhat[k] + mp[k]
+    for j in range(res.shape[0]):
+        rnorm = max(rnorm, abs(res[j]))
+    return rnorm / scale, floor / scale
+
+
+@jit_inline
+def _joint_force_loads(tf, ti, A, mu, R0, rot, u, x0, x1, fw, Y):
+    """The held joint forces as equal and opposite loads on child and parent (into fw, Y).
+
+    A body's kinetic energy changes over the step by b.T for a torque T (b = 2 R0 w its
+    spatial Cayley vector), so a torque pair +-T does the work T.(b_c - b_p), and has no net
+    moment.  Revolute: the child turns by C_p Rot(a0, dtheta), a0 = R0_c u_C the axis at t_n;
+    composing Cayley vectors (beta = b/2 = R0 w, Rot(a0, dtheta) = Cay(t a0), t = tan(dtheta/2))
+    gives b_c - b_p = 2 t (1 + |beta_p|²) / (1 - t beta_p.a0) mbar along the mean axis
+    mbar = Rbar u_C.  So the pair kappa mbar with
+        kappa = tau (dtheta/2) / tan(dtheta/2) (1 - t beta_p.a0) / ((1 + |beta_p|²) |mbar|²)
+    does the work tau (theta1 - theta0) exactly: a constant joint torque enters the energy
+    balance as exact discrete work.  (kappa depends on mu; its derivative, O(h tau), is left
+    out of the Newton matrix, like the spring forces'.)
+    Slides (prismatic, cylindrical, planar): the force pair of :func:`_slide_pair`, whose
+    work is the force times the slide's increment, exactly; a cylindrical or planar joint's
+    turn takes the revolute torque pair.
+    Spherical joints and a free body's turn: the torque given in child axes acts as Rbar tau
+    (its work is tau.Rbar^T (b_c - b_p), the discrete counterpart of tau.omega_rel dt); a free
+    body's force acts at its centre of mass (work (x1 - x0).f, exact).
+    """
+    nb = ti.shape[0]
+    held = 6 * nb  # where the held joint forces start in A (they are read in place: a view
+    # passed along costs reference counts in every residual evaluation, measurable here)
+    for b in range(nb):
+        kind = ti[b, I_KIND]
+        ov = ti[b, I_VOFF]
+        p = ti[b, I_PARENT]
+        if kind == REVOLUTE or kind == CYLINDRICAL or kind == PLANAR:
+            tau = A[held + ov]
+            if tau != 0.0:
+                _revolute_pair(tf, ti, b, tau, mu[ov], R0, rot, u, Y)
+        if kind == PRISMATIC or kind == CYLINDRICAL or kind == PLANAR:
+            c = first_slide(kind)
+            f1 = A[held + ov + c]
+            f2 = A[held + ov + 2] if kind == PLANAR else 0.0
+            if f1 != 0.0 or f2 != 0.0:
+                _slide_pair(tf, ti, b, f1, f2, R0, rot, u, x0, x1, fw, Y)
+        elif kind == SPHERICAL or kind == FREE6:
+            n = 6 if kind == FREE6 else 3
+            idle = True
+            for k in range(n):
+                idle = idle and A[held + ov + k] == 0.0
+            if idle:
+                continue
+            o = ov
+            if kind == FREE6:
+                for k in range(3):
+                    fw[b, k] += A[held + ov + k]
+                o = ov + 3
+            T = rot_vec(rot[b], A[held + o], A[held + o + 1], A[held + o + 2])
+            for k in range(3):
+                Y[b, k] += T[k]
+                if p >= 0:
+                    Y[p, k] -= T[k]
+
+
+@jit_inline
+def _revolute_pair(tf, ti, b, tau, dtheta, R0, rot, u, Y):
+    """The torque pair +-kappa mbar across revolute joint b (child b, its parent) that does
+    the work tau dtheta over the step (see :func:`_joint_force_loads`), into Y."""
+    p = ti[b, I_PARENT]
+    m = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+    a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+    beta = parent_beta(ti, b, R0, u)
+    half = 0.5 * dtheta
+    t = np.tan(half)
+    ratio = 1.0 if half == 0.0 else half / t
+    mm = m[0] * m[0] + m[1] * m[1] + m[2] * m[2]
+    bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
+    ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
+    kappa = tau * ratio * (1.0 - t * ba) / ((1.0 + bb) * mm)
+    for k in range(3):
+        Y[b, k] += kappa * m[k]
+        if p >= 0:
+            Y[p, k] -= kappa * m[k]
+
+
+@jit_inline
+def servo_state(h, act, a, Q0, mu):
+    """(joint, mean coordinate, mean rate) of actuator a over the step of increments mu."""
+    o, ov = int(act[a, ACT_Q]), int(act[a, ACT_V])
+    return ov, Q0[o] + 0.5 * mu[ov], mu[ov] / h
+
+
+@jit_inline
+def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y):
+    """Every actuator's force as a revolute torque pair (a prismatic joint's: the slide's
+    force pair) doing exact discrete work (into fw, Y).
+
+    The force is taken at the step's mean coordinate c = (c0 + c1)/2 and mean rate
+    (c1 - c0)/h.  Its work over the step is then g f (c1 - c0) exactly; for a position servo
+    kp g (u - g c)(c1 - c0) is minus the exact change of the spring energy
+    kp (u - g c)²/2 (a discrete gradient), and the damper's -kv g² (c1 - c0)²/h is never
+    positive: with a fixed target, energy plus servo spring energy never increases, at any
+    gain and step.  A saturated force (force_range) is a constant force, whose work is exact
+    too, but the spring energy is then no longer the servo's potential.  Inlined into
+    :func:`residual`, its one caller (a call copies its 13 arrays field by field).
+    """
+    for a in range(act.shape[0]):
+        ov, c, cdot = servo_state(h, act, a, Q0, mu)
+        gf = act[a, ACT_GEAR] * actuator_force(act, a, ctrl, c, cdot)
+        b = int(act[a, ACT_BODY])
+        if gf == 0.0:
+            continue
+        if ti[b, I_KIND] == PRISMATIC:
+            _slide_pair(tf, ti, b, gf, 0.0, R0, rot, u, x0, x1, fw, Y)
+        else:
+            _revolute_pair(tf, ti, b, gf, mu[ov], R0, rot, u, Y)
+
+
+@jit
+def _spring_vec(pf, sp, a, bb, x, q):
+    """d = (end b) - (end a), world, with R(q) for the given quaternions."""
+    pa = _spring_end(pf, sp, P_A, a, x, q)
+    pb = _spring_end(pf, sp, P_B, bb, x, q)
+    return pb[0] - pa[0], pb[1] - pa[1], pb[2] - pa[2]
+
+
+@jit
+def _spring_end(pf, sp, col, b, x, q):
+    if b < 0:
+        return pf[sp, col], pf[sp, col + 1], pf[sp, col + 2]
+    c = qmul_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], 0.0, pf[sp, col], pf[sp, col + 1],
+               pf[sp, col + 2])
+    c = qmul_t(c[0], c[1], c[2], c[3], q[b, 0], -q[b, 1], -q[b, 2], -q[b, 3])
+    return x[b, 0] + c[1], x[b, 1] + c[2], x[b, 2] + c[3]
+
+
+@jit
+def _point_load(pf, sp, col, b, f, sign, rot, fw, Y):
+    """A world force sign*f at body b's spring point: into fw, its moment at the mean arm
+    Rbar a (Rbar = (R0 + R1)/2 in ``rot``) into Y."""
+    a = rot_vec(rot[b], pf[sp, col], pf[sp, col + 1], pf[sp, col + 2])
+    m = cross3(a[0], a[1], a[2], sign * f[0], sign * f[1], sign * f[2])
+    for k in range(3):
+        fw[b, k] += sign * f[k]
+        Y[b, k] += m[k]
+
+
+@jit
+def load_start(x, v, L, q, x0, v0, L0, q0, R0):
+    """The state at t_n, copied where the residual and the Newton matrix read it."""
+    for b in range(x.shape[0]):
+        for k in range(3):
+            x0[b, k] = x[b, k]
+            v0[b, k] = v[b, k]
+            L0[b, k] = L[b, k]
+        for k in range(4):
+            q0[b, k] = q[b, k]
+        quat_to_rot(q[b, 0], q[b, 1], q[b, 2], q[b, 3], R0[b])

@@ -1,0 +1,486 @@
+"""The Newton solve of one jointed ``energy_momentum`` step: damped, chord-refreshed iterations
+with round-off-aware acceptance, joint limits locked as they are reached, and the explicit
+start's solve.
+"""
+
+import numpy as np
+from rtrigid._jit import jit, jit_inline
+from rtrigid.backends.buffers import STAT_ITERS, STAT_MAX_ITERS, STAT_SPENT
+from rtrigid.backends.tree.kinematics import (
+    ACT_GEAR,
+    I_KIND,
+    I_QOFF,
+    I_VOFF,
+    PRISMATIC,
+    REVOLUTE,
+    T_HI,
+    T_J,
+    T_LO,
+    T_MASS,
+    actuator_force,
+    body_rates,
+    carve,
+    forward_kinematics,
+    joint_velocities,
+    normalize_coordinates,
+)
+from rtrigid.backends import newton
+from rtrigid.backends.tree.dynamics import momentum_rates
+from rtrigid.backends.tree.limits import limit_impulse
+from rtrigid.maths.linalg import solve_inplace
+from rtrigid.backends.newton import ACCEPT
+from rtrigid.backends.tree.em_workspace import em_carve, jac_carve
+from rtrigid.backends.tree.em_residual import canonical_roots, load_start, residual, servo_state
+from rtrigid.backends.tree.em_newton import (
+    actuator_stiffness,
+    add_cross,
+    newton_matrix,
+    tree_factor_inline,
+    tree_solve,
+    tree_solve_inline,
+)
+from rtrigid.backends.tree.em_start import choose_start, predict, work_of
+
+TIGHT = 1e-11
+STALLS = 2
+STALL_THETA = 0.5
+# The rule of rtrigid.backends.newton, extended: its ACCEPT, a tighter bound once the residual
+# stalls twice, a floor at the residual's round-off, and updates measured on the largest joint
+# increment against twice the single bodies' round-off bound (what the chain tests and the
+# bench figures were measured with).
+UPDATE_ROUNDOFF = 2.0 * newton.UPDATE_ROUNDOFF
+FLOOR_MARGIN = 16.0  # the tolerances never go below this many times the residual's round-off
+# Levenberg-Marquardt damping of a rejected update (see _solve_step): the first damping, its
+# growth per rejection (and shrinking per accepted update), and the most before giving up
+DAMP_FIRST = 0.5
+DAMP_UP = 4.0
+DAMP_MAX = 1e4
+CONTRACTION = 1.0  # an update is kept when the next Newton correction is no larger
+REFRESH = 1e-5
+CHORD = 0.05  # a kept matrix is refreshed when an update shrank by less than this
+CHORD_FIRST = 1e-3  # a first update below this fraction of mu keeps the matrix
+QUICK = 8  # iterations the cheap start gets before the explicit start is computed
+# what an explicit start (predict, choose_start: five articulated-body factorisations and
+# three residuals) is charged to the step budget, in Newton iterations: sub-steps that
+# converge in a few iterations each are paid mostly in starts (README, "The step budget")
+PREDICT_CHARGE = 4
+
+
+@jit
+def _factor(ti, work, nq, nv):
+    """:func:`_tree_factor` of the Newton matrix in the flat scratch ``work`` (carved here,
+    see :func:`residual`; the factorization inlined)."""
+    scr = carve(work, ti.shape[0], nq, nv)
+    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jac_carve(work, ti.shape[0], nq, nv)
+    return tree_factor_inline(ti, SL, SR, Cb, scr[5], scr[6], scr[8], scr[7], scr[12], aug,
+                              kd, dc)
+
+
+@jit
+def _correction(h, ti, work, nq, nv, nlock):
+    """dmu <- the Newton correction -(h/2) M^-1 res with the factored matrix (the locked
+    joints kept, see :func:`_keep_locked`); False if that fails.  ``work``: the flat scratch
+    (carved here, see :func:`residual`; the solve inlined)."""
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, ti.shape[0], nq,
+                                                                    nv)[:14]
+    lim = carve(work, ti.shape[0], nq, nv)[21:25]
+    em = em_carve(work, ti.shape[0], nq, nv)
+    res, rhs, dmu = em[15], em[16], em[14]
+    jx = jac_carve(work, ti.shape[0], nq, nv)
+    SL, SR, ucol = jx[5], jx[6], jx[8]
+    for j in range(res.shape[0]):
+        rhs[j] = -0.5 * h * res[j]
+    tree_solve_inline(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
+    return nlock == 0 or _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, tau, dmu, nlock,
+                                      lim[0], lim[1], lim[2], lim[3])
+
+
+@jit
+def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
+                scr, em, jx, rates, stats, act, ctrl, awork, nlock, add_work):
+    """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
+    False on failure.  The first ``nlock`` joints of the limit scratch Lv are locked: their
+    increments are Lv[2] and their equations are left out (see :func:`_solve_with_limits`).
+    With ``add_work`` the actuators' work over the step is added to ``awork``."""
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
+     Y) = em
+    mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
+    nb = ti.shape[0]
+    nv = mu.shape[0]
+    work = work_of(scr)
+    load_start(x, v, L, q, x0, v0, L0, q0, R0)
+    for j in range(nv):
+        mu[j] = h * rates[j]
+    if nlock > 0:  # (the limit scratch is touched only then: a view costs reference counts)
+        _locked_increments(mu, scr[23], nlock)
+    back = scr[15]  # the last update taken (free during the solve: the predictor's nu_t)
+    best = np.inf
+    stalls = 0
+    update = np.inf
+    left = np.inf
+    damp = 0.0
+    damped = False
+    rejected = False  # mu was just put back before an update that did not contract
+    prev = np.inf  # the residual at the last iterate kept
+    theta = 1.0  # the contraction of the last two updates
+    last = np.inf  # the update before the last
+    # the matrix may be kept while the iteration contracts fast (see below): on the cheap
+    # start's few iterations only, so the solves of hard steps keep plain Newton
+    chord = max_iter <= QUICK
+    reused = False  # the last update was taken with a matrix factored at an earlier iterate
+    done = False
+    for it in range(max_iter + 1):
+        rnorm, floor = residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, work, act,
+                                ctrl)
+        if nlock > 0:
+            rnorm = _free_rows_norm(res, scr[23], nlock, rnorm)
+        tight = max(TIGHT, FLOOR_MARGIN * floor)
+        accept = max(ACCEPT, FLOOR_MARGIN * floor)
+        grew = not np.isfinite(rnorm)  # (then the update left the domain)
+        if grew and (it == 0 or rejected):
+            return False
+        have = False  # dmu holds the correction with the last factored matrix
+        size = 1e-300
+        for j in range(nv):
+            size = max(size, abs(mu[j]))
+        if not grew and not rejected:
+            if rnorm < 0.5 * best:
+                best = rnorm
+                stalls = 0
+            else:
+                stalls += 1
+            # (a stall counts only once the updates have stopped contracting fast: a linear
+            # convergence, as with springs left out of the matrix, goes on to the floor)
+            stalled = stalls >= STALLS and theta > STALL_THETA
+            if rnorm == 0.0 or (best < tight and stalled) or (
+                    best < accept and stalled and stalls > STALLS) or (
+                    rnorm < accept and min(update, left) <= UPDATE_ROUNDOFF * size):
+                stats[STAT_ITERS] += it
+                stats[STAT_MAX_ITERS] = max(stats[STAT_MAX_ITERS], it)
+                done = True
+                break
+            if it == max_iter:
+                return False
+            if it > 0 and rnorm > accept and rnorm > prev:
+                # the residual grew.  Natural monotonicity (Deuflhard): the correction at the
+                # new iterate with the matrix of the last update must be no larger than that
+                # update; else the update went too far
+                if not _correction(h, ti, work, Qg.shape[0], nv, nlock):
+                    return False
+                step = 0.0
+                for j in range(nv):
+                    step = max(step, abs(dmu[j]))
+                grew = step > CONTRACTION * update
+                have = True
+        if grew:
+            # back to the iterate before the last update, and an update of the matrix damped
+            # in the kinetic-energy metric (Levenberg-Marquardt) at the next iteration
+            if damp >= DAMP_MAX:
+                return False
+            for j in range(nv):
+                mu[j] -= back[j]
+            damp = DAMP_FIRST if damp == 0.0 else DAMP_UP * damp
+            rejected = True
+            left = np.inf
+            continue
+        if it == max_iter:
+            return False
+        prev = rnorm
+        if not rejected and damp > 0.0:
+            damp = 0.0 if damp < DAMP_FIRST * DAMP_UP else damp / DAMP_UP
+        # chord Newton: the factored matrix is also kept when the iteration already contracts
+        # fast (an update below 1/20 of the one before, or a first update below 1e-3 of mu),
+        # until a rejected or damped update or a slow contraction with the kept matrix
+        fresh = it == 0 or rejected or damp > 0.0 or damped
+        chord = chord and not (fresh and it > 0) and not (reused and theta > CHORD)
+        reused = not fresh and (update <= REFRESH * size or chord and (
+            theta <= CHORD if last < np.inf else update <= CHORD_FIRST * size))
+        if not reused:
+            newton_matrix(h, tf, ti, q0, mu, work, Qg.shape[0])
+            actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
+            if damp > 0.0:
+                _add_metric(tf, ti, damp, x1, R, IA)
+            damped = damp > 0.0
+            if not _factor(ti, work, Qg.shape[0], nv):
+                return False
+            have = False
+        if not have:
+            if not _correction(h, ti, work, Qg.shape[0], nv, nlock):
+                return False
+        rejected = False
+        last = update
+        update = 0.0
+        for j in range(nv):
+            mu[j] += dmu[j]
+            back[j] = dmu[j]
+            update = max(update, abs(dmu[j]))
+        # error left after this update, estimated from the contraction of the last two
+        theta = update / last if last < np.inf else 1.0
+        left = theta / (1.0 - theta) * update if theta < 1.0 else np.inf
+    if not done:
+        return False
+    # accept: coordinates, poses, momenta; nu holds the mean rates mu / h of the step, on the
+    # near root of every Cayley increment (independent of the branch Newton converged to)
+    canonical_roots(ti, mu, Q1)
+    if add_work:
+        add_actuator_work(h, act, ctrl, Qg, mu, awork)
+    for i in range(Q1.shape[0]):
+        Qg[i] = Q1[i]
+    normalize_coordinates(ti, Qg)
+    forward_kinematics(tf, ti, Qg, x, q, R, rj)
+    for b in range(nb):
+        for k in range(3):
+            v[b, k] = v1[b, k]
+            L[b, k] = L1[b, k]
+            w[b, k] = L1[b, k] / tf[b, T_J + k]
+    for j in range(nv):
+        nu[j] = mu[j] / h
+    return True
+
+
+@jit
+def _add_metric(tf, ti, damp, x1, R1, IA):
+    """IA[b] += damp times body b's spatial inertia at t_{n+1} about the origin (the blocks of
+    B, in the same motion (theta, v_O) and wrench coordinates): the Newton matrix
+    SL^T B SR + ... becomes ~ (1 + damp) times the joint-space mass matrix plus the step's
+    gyroscopic and joint-point terms, whose updates are shorter and turned towards
+    M^-1 r (the kinetic-energy metric's steepest descent)."""
+    for b in range(ti.shape[0]):
+        m = damp * tf[b, T_MASS]
+        xb = (x1[b, 0], x1[b, 1], x1[b, 2])
+        xx = xb[0] * xb[0] + xb[1] * xb[1] + xb[2] * xb[2]
+        Ib = IA[b]
+        for i in range(3):
+            for j in range(3):
+                s = 0.0
+                for k in range(3):
+                    s += R1[b, i, k] * tf[b, T_J + k] * R1[b, j, k]
+                Ib[i, j] += damp * s - m * xb[i] * xb[j]
+                Ib[3 + i, 3 + j] += m if i == j else 0.0
+            Ib[i, i] += m * xx
+        add_cross(Ib, 0, 3, m, xb)  # m [x]x against v_O
+        add_cross(Ib, 3, 0, -m, xb)  # and -m [x]x against theta in the force rows
+
+
+@jit
+def add_actuator_work(h, act, ctrl, Q0, mu, awork):
+    """Add each actuator's work over a step from Q0 with increments mu (exact: the force at
+    the mean coordinate and rate times the increment)."""
+    for a in range(act.shape[0]):
+        ov, c, cdot = servo_state(h, act, a, Q0, mu)
+        awork[a] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, c, cdot) * mu[ov]
+
+
+@jit
+def _locked_increments(mu, Lv, nlock):
+    """The locked joints' increments (Lv[2]) into mu."""
+    for a in range(nlock):
+        mu[int(Lv[0, a])] = Lv[2, a]
+
+
+@jit
+def _free_rows_norm(res, Lv, nlock, rnorm):
+    """The residual norm ``rnorm`` (of every row) rescaled to the rows of unlocked joints."""
+    full = 0.0
+    for j in range(res.shape[0]):
+        full = max(full, abs(res[j]))
+    if full == 0.0:
+        return rnorm
+    free = 0.0
+    for j in range(res.shape[0]):
+        locked = False
+        for a in range(nlock):
+            locked = locked or int(Lv[0, a]) == j
+        if not locked:
+            free = max(free, abs(res[j]))
+    return rnorm * free / full
+
+
+@jit
+def _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, unit, dmu, nlock, Lc, La, Lv, rhs):
+    """Make the Newton update ``dmu`` of the full system that of the system without the
+    locked joints' rows and columns: dmu - Z c, Z the full inverse's columns of the locked
+    joints, c such that the locked increments stay (dmu - Z c = 0 there)."""
+    nv = dmu.shape[0]
+    for a in range(nlock):
+        for i in range(nv):
+            unit[i] = 0.0
+        unit[int(Lv[0, a])] = 1.0
+        tree_solve(ti, SL, SR, U, W, Dinv, unit, pA, acc, ucol, Lc[a])
+    for r in range(nlock):
+        for c in range(nlock):
+            La[r, c] = Lc[c, int(Lv[0, r])]
+        rhs[r] = dmu[int(Lv[0, r])]
+    if not solve_inplace(La, rhs, nlock):  # (La is not symmetric: partial pivoting)
+        return False
+    for a in range(nlock):
+        for i in range(nv):
+            dmu[i] -= rhs[a] * Lc[a, i]
+    for a in range(nlock):
+        dmu[int(Lv[0, a])] = 0.0
+    return True
+
+
+@jit
+def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
+                       L, scr, em, jx, rates, stats, act, ctrl, awork, add_work):
+    """:func:`_solve_step` with the joint limits (revolute and prismatic joints; see the
+    README); the actuators' work over the step taken is added to ``awork`` with ``add_work``.
+
+    The step is solved as if there were no limits; a joint that ends it beyond a limit is
+    locked -- its increment fixed so that it lands on the limit, its equation left out, which
+    is the exact step with an extra torque lambda on that joint, whose discrete work is
+    lambda (theta1 - theta0) (as a held torque's: :func:`_joint_force_loads`) -- and the step
+    is solved again; a locked joint whose lambda would pull (the sign of its equation's
+    residual times h) is released.  At most six rounds, which share the ``max_iter``
+    iterations (so a solve's cap, and the step budget, hold with limits too).  Then the locked
+    joints' rates at t_{n+1} (from the momenta) are set to 0 by a joint-space impulse, which
+    only takes energy out (the limits are inelastic: the registry refuses a restitution for
+    this scheme).  The actuators' work is added once, for the step finally taken.
+    """
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    start, guess, at_t = scr[14], scr[19], scr[20]
+    Lc, La, Lv, Ld = scr[21:25]
+    x0, v0, L0, x1, u, q0, res = em[0], em[1], em[2], em[3], em[6], em[8], em[15]
+    nb = ti.shape[0]
+    nv = nu.shape[0]
+    made = stats[STAT_ITERS]
+    for i in range(Qg.shape[0]):
+        start[i] = Qg[i]
+    if not _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
+                       scr, em, jx, rates, stats, act, ctrl, awork, 0, False):
+        return False
+    nlock = 0
+    for _ in range(6):
+        changed = False
+        a = 0
+        while a < nlock:  # release a lock that pulls
+            if Lv[1, a] * res[int(Lv[0, a])] * h < 0.0:
+                nlock -= 1
+                for r in range(4):
+                    Lv[r, a] = Lv[r, nlock]
+                changed = True
+            else:
+                a += 1
+        for b in range(nb):
+            kind = ti[b, I_KIND]
+            if kind != REVOLUTE and kind != PRISMATIC:
+                continue
+            o = ti[b, I_QOFF]
+            ov = ti[b, I_VOFF]
+            sign = 1.0 if Qg[o] < tf[b, T_LO] else (-1.0 if Qg[o] > tf[b, T_HI] else 0.0)
+            if sign == 0.0:
+                continue
+            known = False
+            for a in range(nlock):
+                known = known or int(Lv[0, a]) == ov
+            if known:
+                continue
+            Lv[0, nlock] = ov
+            Lv[1, nlock] = sign
+            Lv[2, nlock] = (tf[b, T_LO] if sign > 0.0 else tf[b, T_HI]) - start[o]
+            nlock += 1
+            changed = True
+        if not changed:
+            break
+        # again from the start of the step, from the last solution's rates
+        for i in range(Qg.shape[0]):
+            Qg[i] = start[i]
+        for j in range(nv):
+            guess[j] = nu[j]
+        for b in range(nb):
+            for k in range(3):
+                x[b, k] = x0[b, k]
+                v[b, k] = v0[b, k]
+                L[b, k] = L0[b, k]
+                w[b, k] = L0[b, k] / tf[b, T_J + k]
+            for k in range(4):
+                q[b, k] = q0[b, k]
+        left = max_iter - (stats[STAT_ITERS] - made)
+        if left < 1 or not _solve_step(h, left, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x,
+                                       q, v, w, L, scr, em, jx, guess, stats, act, ctrl, awork,
+                                       nlock, False):
+            return False
+    if add_work:
+        add_actuator_work(h, act, ctrl, start, em[13], awork)  # of the step taken, once
+    if nlock == 0:
+        return True
+    for a in range(nlock):  # exactly on the limit (start + increment may miss it by an ulp)
+        j = int(Lv[0, a])
+        for b in range(nb):
+            if ti[b, I_VOFF] == j and (ti[b, I_KIND] == REVOLUTE or ti[b, I_KIND] == PRISMATIC):
+                Qg[ti[b, I_QOFF]] = tf[b, T_LO] if Lv[1, a] > 0.0 else tf[b, T_HI]
+    # the rates at t_{n+1} of the momenta, then the impulse on the locked joints
+    if not momentum_rates(tf, ti, Qg, v, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
+                          I6, tau, at_t, x1, u):
+        return False
+    for a in range(nlock):
+        Lv[2, a] = 0.0
+    if not limit_impulse(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nlock, Lc, La, Lv, at_t, Ld):
+        return False
+    joint_velocities(ti, G, Ld, V, cb)
+    body_rates(ti, R, G, V, x1, u)
+    for b in range(nb):
+        for k in range(3):
+            v[b, k] += x1[b, k]
+            L[b, k] += tf[b, T_J + k] * u[b, k]
+            w[b, k] = L[b, k] / tf[b, T_J + k]
+    return True
+
+
+@jit_inline
+def solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
+          scr, em, jx, pred, stats, act, ctrl, awork, add_work=True):
+    """One step of size h from the start ``pred`` (with the limits if the tree has any); the
+    actuators' work is added to ``awork`` with ``add_work``.
+
+    At most ``max_iter`` iterations, and no more than the step budget leaves: the iterations
+    handed out (stats[STAT_SPENT]) never pass ``end``.  A converged solve is charged the
+    iterations it made, a failed one all it was handed (what it made, at most).  Inlined
+    into its callers: a call would copy its ~60 arrays once more per solve."""
+    cap = min(max_iter, end - stats[STAT_SPENT])
+    if cap < 1:
+        return False
+    made = stats[STAT_ITERS]
+    if limited:
+        ok = _solve_with_limits(h, cap, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
+                                L, scr, em, jx, pred, stats, act, ctrl, awork, add_work)
+    else:
+        ok = _solve_step(h, cap, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
+                         em, jx, pred, stats, act, ctrl, awork, 0, add_work)
+    stats[STAT_SPENT] += stats[STAT_ITERS] - made if ok else cap
+    return ok
+
+
+@jit
+def explicit_start(h, end, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx,
+                   stats, act, ctrl, pred, change, path):
+    """The explicit start of a step of size h (:func:`predict`, :func:`choose_start`) in
+    ``pred``; path[0] <- the rates at t_n, path[3] <- nu_t - h nudot / 2, the point at s = -1
+    of the tangent at t_n of the path of the step's mean rates in s = h / dt (see
+    :func:`follow`).  False if there is none or the step budget leaves too little; the start
+    is charged PREDICT_CHARGE iterations, and made only if the budget leaves more."""
+    if end - stats[STAT_SPENT] <= PREDICT_CHARGE:
+        return False
+    stats[STAT_SPENT] += PREDICT_CHARGE
+    if not predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, change):
+        return False
+    nu_t, back = path[0], path[3]
+    for j in range(nu_t.shape[0]):
+        nu_t[j] = scr[15][j]
+        back[j] = nu_t[j] - 0.5 * change[j]
+    choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
+                 ctrl, pred, change)
+    return True
+
+
+@jit
+def explicit_solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
+                   v, w, L, scr, em, jx, stats, act, ctrl, awork, pred, change, path):
+    """One step of size h from the explicit start (:func:`explicit_start`).  False (state
+    unchanged) if there is none, the step budget is spent or the solve fails."""
+    return explicit_start(h, end, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr,
+                          em, jx, stats, act, ctrl, pred, change, path) and solve(
+        h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
+        em, jx, pred, stats, act, ctrl, awork)
