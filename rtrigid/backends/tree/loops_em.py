@@ -18,12 +18,27 @@ from rtrigid.backends.tree.kinematics import (I_QOFF, I_VOFF, T_HI, T_LO, actuat
                                               applied_views, carve, open_buffers,
                                               refresh_bodies, state_views)
 from rtrigid.backends.tree.limits import has_limits
-from rtrigid.backends.tree.loops import (REFORMS, STALLED, LoopStepper, chart_product, cholesky,
-                                         carve_loop, chart, chart_mass_matrix, cholesky_solve,
-                                         em_actuator_work, em_hamiltonian, em_residual,
-                                         jacobi_rows, limit_rates, loop_rows, lu_factor,
-                                         lu_solve, rank_cut, row_space_projector, spd_solve,
-                                         spin_links)
+from rtrigid.maths.dense import (
+    chart_mass_matrix,
+    chart_product,
+    cholesky,
+    cholesky_solve,
+    jacobi_rows,
+    lu_factor,
+    lu_solve,
+    rank_cut,
+    row_space_projector,
+    spd_solve,
+)
+from rtrigid.backends.tree.loops_rows import limit_rates, loop_rows
+from rtrigid.backends.tree.loops_charts import (
+    chart,
+    em_actuator_work,
+    em_hamiltonian,
+    em_residual,
+    spin_links,
+)
+from rtrigid.backends.tree.loops import LoopStepper, REFORMS, STALLED, carve_loop
 
 EI_HEAD = 3  # the EM scratch's int part starts with the spin links', their children's and
 #              the composition's weights' counts
