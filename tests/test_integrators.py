@@ -9,7 +9,7 @@ from rtrigid.backends.bodies import energy_momentum as em
 from rtrigid.backends.bodies import energy_momentum_appd as appd
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
-from rtrigid.tools.reference import fitted_order, rigid_body_reference
+from rtrigid.references.scipy_ref import fitted_order, rigid_body_reference
 
 INTEGRATORS = ["nullspace_rk4", "energy_momentum", "energy_momentum_appd"]
 
