@@ -30,6 +30,16 @@ def spring_model(pivoted, rest_length):
     return m
 
 
+def test_the_registry_labels_the_schemes_kept_for_the_papers():
+    from rtrigid import integrators
+
+    paper = ["energy_momentum_appd", "midpoint_em", "variational", "index1", "director",
+             "director_nullspace"]
+    assert integrators.paper_names() == paper
+    assert integrators.product_names() == [n for n in integrators.names() if n not in paper]
+    assert {integrators.get(n).group for n in integrators.names()} == {"product", "paper"}
+
+
 # -- the 3-unknown energy-momentum residual ------------------------------------------------
 def test_em_rotation_jacobian_matches_finite_differences():
     rng = np.random.default_rng(11)
