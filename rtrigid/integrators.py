@@ -11,6 +11,12 @@ so a run compiles the one scheme it uses.  Every kernel has the signature
 ``step(n, dt, F, I) -> status`` of :mod:`rtrigid.backends`, and its module a
 ``work_size(*dims)`` for the scratch it needs.
 
+Each entry also has a ``group``: ``"product"`` for the schemes rtrigid offers for use, or
+``"paper"`` for the schemes kept to re-check the papers (``energy_momentum_appd``,
+``midpoint_em``, ``variational``, ``index1``, ``director`` and ``director_nullspace``: single
+bodies only).  :func:`names` lists every entry, :func:`product_names` and :func:`paper_names`
+one group each.
+
 Adding an integrator: write its kernel module under the backend(s) it supports, then add one
 entry to :data:`REGISTRY`.
 """
@@ -49,6 +55,8 @@ class Integrator(NamedTuple):
                                 # rtrigid.contact.solver.flight_allowance)
     step_budget: bool = False   # its tree kernel (loop models aside) keeps Simulation's
                                 # step_budget (the budget outcome of tree.energy_momentum)
+    group: str = "product"      # "product": offered for use; "paper": kept to re-check the
+                                # papers
 
     def backends(self):
         return tuple(self.kernels)
@@ -156,30 +164,43 @@ REGISTRY = {i.name: i for i in (
                step_budget=True),
     Integrator("energy_momentum_appd", "the same scheme solved as 000 App. D does (7 or 10 "
                "unknowns): the reference solver", "000 (52)-(54), App. D", True,
-               {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset()),
+               {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset(),
+               group="paper"),
     Integrator("midpoint_em", "energy-conserving mid-point scheme of Geradin & Rixen; "
                "option update='momentum' takes step (iv) instead", "003 §11", True,
                {BODIES: {("energy",): _B + "midpoint_em:step",
                          ("momentum",): _B + "midpoint_em:step_momentum_update"}},
-               frozenset(), options={"update": ("energy", "momentum")}),
+               frozenset(), options={"update": ("energy", "momentum")}, group="paper"),
     Integrator("variational", "variational integrator QUAT.VI", "000 App. E", True,
-               {BODIES: {(): _B + "variational:step"}}, frozenset()),
+               {BODIES: {(): _B + "variational:step"}}, frozenset(), group="paper"),
     Integrator("index1", "index-1 quaternion equations by RK4; options form (23 or 29) and "
                "torque (1: Q_p1, 2: Q_p2)", "001 (23), (29), (59), (62)", False,
                {BODIES: {(29, 2): _B + "index1:step", (23, 1): _B + "index1:step_23_p1",
                          (23, 2): _B + "index1:step_23_p2", (29, 1): _B + "index1:step_29_p1"}},
-               frozenset(), options={"form": (29, 23), "torque": (2, 1)}),
+               frozenset(), options={"form": (29, 23), "torque": (2, 1)}, group="paper"),
     Integrator("director", "rotation-free director formulation by RK4", "002 (21)-(25)", False,
-               {BODIES: {(): _B + "director:step"}}, frozenset()),
+               {BODIES: {(): _B + "director:step"}}, frozenset(), group="paper"),
     Integrator("director_nullspace", "director formulation, null-space form with the "
                "Spurrier-Klumpp projection", "002 (25), §6", False,
-               {BODIES: {(): _B + "director:step_nullspace"}}, frozenset()),
+               {BODIES: {(): _B + "director:step_nullspace"}}, frozenset(), group="paper"),
 )}
 
 
 def names():
     """Public integrator names, in a stable order."""
     return list(REGISTRY)
+
+
+def product_names():
+    """The names of the schemes offered for use (group ``"product"``), in :func:`names`'
+    order."""
+    return [i.name for i in REGISTRY.values() if i.group == "product"]
+
+
+def paper_names():
+    """The names of the schemes kept to re-check the papers (group ``"paper"``), in
+    :func:`names`' order."""
+    return [i.name for i in REGISTRY.values() if i.group == "paper"]
 
 
 def get(name) -> Integrator:

@@ -254,7 +254,7 @@ def test_actuators_match_mujoco(kind, gains):
     the schemes' (fourth-order) truncation at dt = 1 ms; energy_momentum to its second-order
     one."""
     mujoco = pytest.importorskip("mujoco")
-    from rtrigid.tools.mujoco_ref import build_tree
+    from rtrigid.references.mujoco_ref import build_tree
 
     model = chain(3, kind, axis=(1.0, 0.2, 0.0), **gains)
     mjm, d, qadr, vadr = build_tree(model, dt=1e-3, integrator="RK4")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rtrigid import scenarios
-from rtrigid.tools import mujoco_ref
+from rtrigid.references import mujoco_ref
 
 mujoco = pytest.importorskip("mujoco")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
-from rtrigid.tools import mujoco_ref
+from rtrigid.references import mujoco_ref
 
 G = 9.81
 CONTACT_SCHEMES = ("nullspace_rk4", "energy_momentum")
@@ -238,7 +238,7 @@ def test_sliding_box_stops_where_pybullet_stops(require, integrator):
     short of v^2 / (2 mu g) at dt = 1 ms, rtrigid 0.25 % beyond it under either scheme (the
     solve follows the flight: + dt v / 2); both come to rest."""
     require("pybullet")
-    from rtrigid.tools import pybullet_ref
+    from rtrigid.references import pybullet_ref
 
     cid, body = pybullet_ref.sliding_box(1e-3)
     try:

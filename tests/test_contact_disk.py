@@ -6,7 +6,7 @@ import pytest
 
 import rtrigid as rt
 from rtrigid.scenarios import euler_disk_precession
-from rtrigid.tools import mujoco_ref
+from rtrigid.references import mujoco_ref
 
 G = 9.81
 

@@ -5,7 +5,7 @@ import pytest
 
 import rtrigid as rt
 from rtrigid.model import Model
-from rtrigid.tools import mujoco_ref
+from rtrigid.references import mujoco_ref
 from rtrigid.tools.bench import seven_link_arm
 from tests.test_generalized import _single_bodies
 from tests.test_multibody import _mixed_tree, randomize_joints

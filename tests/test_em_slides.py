@@ -7,7 +7,7 @@ import pytest
 
 import rtrigid as rt
 from rtrigid.model import Model
-from rtrigid.tools import mujoco_ref
+from rtrigid.references import mujoco_ref
 from tests.test_actuators import chain
 from tests.test_dynamics import random_tree
 from tests.test_limits import _arm

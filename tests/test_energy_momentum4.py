@@ -21,7 +21,7 @@ from rtrigid import cli, integrators, scenarios
 from rtrigid.backends.compositions import COMPOSITIONS
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
-from rtrigid.tools.reference import fitted_order, rigid_body_reference
+from rtrigid.references.scipy_ref import fitted_order, rigid_body_reference
 from tests.test_integrators import spring_model
 from tests.test_multibody import _mixed_tree, randomize_joints
 from tests.test_multibody_em import stored_rates

@@ -1104,8 +1104,8 @@ def test_lockstep_comparison_runs_its_rows_and_leaves_nothing_behind(tmp_path, m
 
 
 def test_fairness_measurement_runs_and_leaves_nothing_behind(tmp_path):
-    """python3 -m rtrigid.tools.hil_fairness, scaled down: what it counts, not its times."""
-    from rtrigid.tools import hil_fairness
+    """python -m studies.hil_fairness, scaled down: what it counts, not its times."""
+    from studies import hil_fairness
 
     out = tmp_path / "fair.json"
     assert hil_fairness.main(["--round-trips", "5", "--requests", "3", "--steps", "2000",

@@ -9,7 +9,7 @@ from rtrigid.backends.bodies import energy_momentum as em
 from rtrigid.backends.bodies import energy_momentum_appd as appd
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
-from rtrigid.tools.reference import fitted_order, rigid_body_reference
+from rtrigid.references.scipy_ref import fitted_order, rigid_body_reference
 
 INTEGRATORS = ["nullspace_rk4", "energy_momentum", "energy_momentum_appd"]
 
@@ -28,6 +28,16 @@ def spring_model(pivoted, rest_length):
     m.add_spring("b", point_body=(0.2, 0.1, 0.3), anchor_world=(1.0, 0.5, 0.8),
                  stiffness=40.0, rest_length=rest_length)
     return m
+
+
+def test_the_registry_labels_the_schemes_kept_for_the_papers():
+    from rtrigid import integrators
+
+    paper = ["energy_momentum_appd", "midpoint_em", "variational", "index1", "director",
+             "director_nullspace"]
+    assert integrators.paper_names() == paper
+    assert integrators.product_names() == [n for n in integrators.names() if n not in paper]
+    assert {integrators.get(n).group for n in integrators.names()} == {"product", "paper"}
 
 
 # -- the 3-unknown energy-momentum residual ------------------------------------------------

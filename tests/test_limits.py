@@ -195,13 +195,13 @@ def test_limited_runs_are_deterministic_and_restore_bit_for_bit(integrator, rest
     np.testing.assert_array_equal(sim.qvel(), a[1])
 
 
-@pytest.mark.skipif(not __import__("rtrigid.tools.mujoco_ref", fromlist=["x"]).available(),
+@pytest.mark.skipif(not __import__("rtrigid.references.mujoco_ref", fromlist=["x"]).available(),
                     reason="mujoco is a dev dependency")
 @pytest.mark.parametrize("integrator", ["nullspace_rk4", "energy_momentum"])
 def test_a_pendulum_falling_onto_its_limit_comes_to_rest_where_mujocos_does(integrator):
     import mujoco
 
-    from rtrigid.tools import mujoco_ref
+    from rtrigid.references import mujoco_ref
 
     m, j = _arm(limits=(0.4, 2.0))  # gravity pulls it onto the lower stop
     sim = rt.Simulation(m, integrator, 1e-3)

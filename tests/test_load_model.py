@@ -8,7 +8,7 @@ import pytest
 import rtrigid as rt
 from rtrigid.loaders.assemble import rpy_matrix
 from rtrigid.maths import quat
-from rtrigid.tools import mujoco_ref
+from rtrigid.references import mujoco_ref
 
 mujoco = pytest.importorskip("mujoco")
 DATA = os.path.join(os.path.dirname(__file__), "data")

@@ -121,7 +121,7 @@ def test_loop_queries_agree_with_mujoco_equality_constraints(name):
     (the loops' reactions are not in them, as in qM and qfrc_bias), and the accelerometers
     read MuJoCo's constrained accelerations."""
     mujoco = pytest.importorskip("mujoco")
-    from rtrigid.tools import mujoco_ref
+    from rtrigid.references import mujoco_ref
 
     sim = _build(name)
     mjm, d, qadr, vadr = mujoco_ref.build_tree(sim.model, dt=1e-3)

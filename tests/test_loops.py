@@ -417,7 +417,7 @@ def test_mujoco_twin_sees_the_loops_closed(name):
     """MuJoCo's equality constraints (connect at the loop joints' anchors) read our closed
     configuration as closed: an independent check of where the loop joints put the bodies."""
     mujoco = pytest.importorskip("mujoco")
-    from rtrigid.tools import mujoco_ref
+    from rtrigid.references import mujoco_ref
 
     sim = rt.scenarios.build(name)
     model, data, qadr, vadr = mujoco_ref.build_tree(sim.model, dt=1e-3)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rtrigid.tools import mujoco_ref
+from rtrigid.references import mujoco_ref
 
 mujoco = pytest.importorskip("mujoco")
 

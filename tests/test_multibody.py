@@ -8,7 +8,7 @@ import pytest
 
 import rtrigid as rt
 from rtrigid import joints as jointlib
-from rtrigid.tools import mujoco_ref
+from rtrigid.references import mujoco_ref
 from rtrigid.model import Model
 from rtrigid.backends.tree.kinematics import base_work_size, work_layout
 

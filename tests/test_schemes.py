@@ -16,7 +16,7 @@ from rtrigid import scenarios
 from rtrigid.backends.bodies import director, index1, midpoint_em, variational
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation, SimulationError
-from rtrigid.tools.reference import fitted_order, rigid_body_reference
+from rtrigid.references.scipy_ref import fitted_order, rigid_body_reference
 from tests.test_integrators import random_unit_quaternion
 from tests.test_integrators import spring_model as spring_model_of_integrator_tests
 

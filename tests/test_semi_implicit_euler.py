@@ -58,7 +58,7 @@ def test_euler_is_first_order_on_a_free_body():
 
 def _against_mujoco(model, mj_integrator, u, steps=1000):
     mujoco = pytest.importorskip("mujoco")
-    from rtrigid.tools.mujoco_ref import build_tree
+    from rtrigid.references.mujoco_ref import build_tree
 
     mjm, d, qadr, vadr = build_tree(model, dt=1e-3, integrator=mj_integrator)
     sim = rt.Simulation(model, EULER, 1e-3)

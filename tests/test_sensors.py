@@ -5,7 +5,7 @@ import pytest
 
 import rtrigid as rt
 from rtrigid.model import Model
-from rtrigid.tools import mujoco_ref
+from rtrigid.references import mujoco_ref
 from tests.test_dynamics import MUJOCO_CASES, _random_state, random_sim, random_tree
 from tests.test_generalized import _single_bodies
 

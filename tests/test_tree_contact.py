@@ -174,7 +174,7 @@ def test_the_quadruped_stands_as_mujoco_s_twin_does(scheme):
     contacts, Euler): the torso's standing height agrees within 2 mm (MuJoCo's soft contact
     sinks by about a millimetre) and the total normal force within 1 %."""
     mujoco = pytest.importorskip("mujoco")
-    from rtrigid.tools import mujoco_ref
+    from rtrigid.references import mujoco_ref
 
     dt = 1 / 240
     sim = rt.scenarios.build("quadruped_on_ground", integrator=scheme, dt=dt)

@@ -84,7 +84,7 @@ def _advance(sim, t_end):
 
 
 def _reference(sim, t_end, t_eval=None):
-    from rtrigid.tools.reference import rigid_body_reference
+    from rtrigid.references.scipy_ref import rigid_body_reference
 
     body = sim.model.bodies[0]
     com = np.zeros(3) if body.pivot_body is None else -body.pivot_body

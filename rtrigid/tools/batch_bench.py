@@ -7,21 +7,21 @@ the same models, the same threads, medians of repeats.
         [--threads 2]          (rtrigid bench --batch [--repeats N]: the defaults)
 
 rtrigid: :class:`rtrigid.Batch` with controls given per step (k, n, nu); MuJoCo: its RK4 on the
-twin of the same model (:func:`rtrigid.tools.mujoco_ref.build_tree`, the servos as MuJoCo
+twin of the same model (:func:`rtrigid.references.mujoco_ref.build_tree`, the servos as MuJoCo
 position actuators with the same kp, kv), ``mujoco.rollout.rollout`` with one MjData per
 thread and the same controls (n, k, nu).  Both from random joint states.
 
 Contact scenes (:func:`measure_contact`): the scenario (``box_stack`` with 5 boxes,
 ``quadruped_on_ground``) at its dt 1/240, every copy dropped from a random height of 0 to 1 cm
 (its lifted bodies raised), 200 steps with the controls held (the quadruped's servos at 0);
-MuJoCo: the twin from :func:`rtrigid.tools.mujoco_ref.build_tree` with contacts (the boxes and
+MuJoCo: the twin from :func:`rtrigid.references.mujoco_ref.build_tree` with contacts (the boxes and
 the plane, MuJoCo's default soft contacts) under MuJoCo's default Euler, from the same states.
 
 Loop models (:func:`measure_loops`): the scenario (``four_bar``; ``delta_robot`` with its arms'
 servos, kp 20, kv 0.5) under ``nullspace_rk4`` or ``energy_momentum`` at its dt 1/240, the
 four-bar's copies turning at
 0.5 to 1.5 times its starting rate, the delta robots' servos held at their starting angles plus
-up to +-0.2 rad, 200 steps; MuJoCo: the twin from :func:`rtrigid.tools.mujoco_ref.build_tree`
+up to +-0.2 rad, 200 steps; MuJoCo: the twin from :func:`rtrigid.references.mujoco_ref.build_tree`
 (the loop joints as its soft equality constraints) under its RK4, from the same states with the
 same controls.
 """
@@ -35,7 +35,7 @@ import numpy as np
 
 import rtrigid as rt
 from rtrigid import scenarios
-from rtrigid.tools import mujoco_ref
+from rtrigid.references import mujoco_ref
 
 
 def arm():

@@ -21,7 +21,7 @@ import numpy as np
 
 from rtrigid import integrators, scenarios
 from rtrigid.simulation import STEP_BUDGET, Simulation, SimulationError
-from rtrigid.tools import mujoco_ref, pybullet_ref
+from rtrigid.references import mujoco_ref, pybullet_ref
 from rtrigid.tools.diagnostics import format_table
 
 HEADLINE = ("gyro_top", 1e-3)
@@ -631,7 +631,7 @@ def control_ticks(repeats=7, calls=2000, with_mujoco=True, cpu_time=False):
             try:
                 import mujoco
 
-                from rtrigid.tools.mujoco_ref import build_tree
+                from rtrigid.references.mujoco_ref import build_tree
             except ImportError:
                 mujoco = None
             if mujoco is not None:

@@ -1,8 +1,8 @@
-"""The hard steps of the jointed ``energy_momentum`` solver on the lively chains (issue 14):
+"""The hard steps of the jointed ``energy_momentum`` solver on the lively chains:
 how far from resolved the motion is, whether the step's discrete equations have a solution
 reached from h = 0, and how far candidate starts lie from it.
 
-``python3 -m rtrigid.tools.em_hard_steps [links] [1/dt] [hard steps]`` (default 50 60 20):
+``python -m studies.em_hard_steps [links] [1/dt] [hard steps]`` (default 50 60 20):
 the lively chain of ``rtrigid bench``'s solver section (:func:`lively_chain`) for 600 steps
 after 5; on the first ``hard steps`` steps whose explicit start failed (taken along the path
 of their solution in h, ``path_steps``, or in sub-steps), the path of the step's

@@ -1,6 +1,6 @@
 """Time ``rt.load_model`` and ``rt.Simulation`` on a generated 30-link URDF (warm numba cache).
 
-    python3 -m rtrigid.tools.load_bench [--links 30] [--repeats 7]
+    python -m studies.load_bench [--links 30] [--repeats 7]
 
 The chain's links have rotated inertials with full tensors and every third joint is fixed
 between massive links (merged), so the loader does all its work.  Prints medians.

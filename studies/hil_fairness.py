@@ -1,5 +1,5 @@
-"""``python3 -m rtrigid.tools.hil_fairness``: how the lock-step server treats its clients under
-load and abuse (issue 19), measured against real ``rtrigid serve`` processes over loopback TCP.
+"""``python -m studies.hil_fairness``: how the lock-step server treats its clients under
+load and abuse, measured against real ``rtrigid serve`` processes over loopback TCP.
 
 1. crowd: 200 idle connections and 16 half-header connections (8 bytes of a header each,
    reconnected whenever the server closes them after its partial_timeout) are held open, then
@@ -37,7 +37,7 @@ from rtrigid import scenarios
 from rtrigid.io.hil import Client, ServerError
 
 HEADER = struct.Struct("<4sBBHII")
-_TREE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _stats_ms(samples):
@@ -50,7 +50,7 @@ class _ServeProcess:
     """``rtrigid serve`` as a child on a free loopback port; :meth:`close` stops it."""
 
     def __init__(self, scenario, *extra):
-        # the server runs the rtrigid this module belongs to, wherever it is started from
+        # the server runs the rtrigid of this module's repository, wherever it is started from
         # (python -m puts the working directory first on the path)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [_TREE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
@@ -233,7 +233,7 @@ def twenty(n_requests):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python3 -m rtrigid.tools.hil_fairness",
+    p = argparse.ArgumentParser(prog="python -m studies.hil_fairness",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--round-trips", type=int, default=2000,
                    help="step(1) round trips per measurement (default 2000)")

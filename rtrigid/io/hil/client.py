@@ -1,0 +1,340 @@
+"""The lock-step client: :class:`Client` drives a :class:`~rtrigid.io.hil.server.Server`
+(:mod:`.protocol` has the specification)."""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+
+import numpy as np
+
+from rtrigid.io.hil.protocol import (
+    ACTUATOR_ROW, CONTROL, ERROR, ERROR_HEAD, HEADER, HELLO, HELLO_HEAD, JOINT_FORCE, JOINT_ROW,
+    LOAD, MAGIC, REPLY, RESET, SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD,
+    STATE_WIDTH, STEP, STEP_HEAD, VERSION, ServerError, as_spin, finite3, message,
+    unpack_strings)
+from rtrigid.validate import as_scalar, as_vector
+
+
+def _set_timeouts(sock, recv=None, send=None):
+    """Blocking socket whose recv/send give up after the given seconds (None: never).
+
+    The kernel enforces them (SO_RCVTIMEO / SO_SNDTIMEO), so a call costs one system call;
+    Python's own socket timeout would add a poll() before every recv and send.  A recv that
+    times out raises ``BlockingIOError``.
+    """
+    sock.settimeout(None)
+    for opt, seconds in ((socket.SO_RCVTIMEO, recv), (socket.SO_SNDTIMEO, send)):
+        if seconds is not None:
+            sec = int(seconds)
+            usec = max(int(round((seconds - sec) * 1e6)), 1 if sec == 0 else 0)
+            sock.setsockopt(socket.SOL_SOCKET, opt, struct.pack("ll", sec, usec))
+
+
+class Client:
+    """Drive a :class:`Server`: ``step``, ``state``, ``reset``, ``set_state``; each returns a
+    state dict.
+
+    ``Client(host, port)`` over TCP, or ``Client(unix=PATH)`` to a server on a Unix-domain
+    socket; ``spin``: seconds to busy-poll for each reply before sleeping (:mod:`.protocol`).
+    A state dict holds ``t`` (float), ``steps`` (int), ``poses`` (``(n_bodies, 7)``:
+    ``x, y, z, q0, q1, q2, q3``), ``velocities`` (``(n_bodies, 6)``: world ``v`` then world
+    angular velocity), ``qpos`` (nq,), ``qvel`` (nv,) (``Simulation.qpos``/``qvel``),
+    ``sensors`` (sensor name -> its readings: ``imu:BODY`` -> gyro xyz, specific force xyz,
+    body axes) and ``names``.  After :meth:`__init__`, :attr:`names`, :attr:`dt`,
+    :attr:`integrator`, :attr:`scenario`, :attr:`nq`, :attr:`nv` and :attr:`joints`,
+    :attr:`actuators`, :attr:`sensors` (lists of dicts) describe the served simulation.  A
+    refused request
+    raises :class:`ServerError`; so does the server's notice before it hangs up (code 10: full,
+    11: idle), after which this client is closed.
+    """
+
+    def __init__(self, host="127.0.0.1", port=None, timeout=5.0, *, unix=None, spin=0.0):
+        self.spin = as_spin(spin)
+        self._spin_ns = int(round(self.spin * 1e9))
+        if unix is not None:
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                self._sock.settimeout(timeout)
+                self._sock.connect(os.fspath(unix))
+            except BaseException:
+                self._sock.close()
+                raise
+        else:
+            if port is None:
+                raise ValueError("port: required (or unix=PATH)")
+            self._sock = socket.create_connection((host, int(port)), timeout=timeout)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout = timeout
+        _set_timeouts(self._sock, recv=timeout, send=timeout)
+        self._seq = 0
+        self._buf = bytearray(1 << 16)  # replies are read into this, then copied out
+        self._view = memoryview(self._buf)
+        try:
+            hello = self._request(HELLO)
+        except BaseException:
+            self._sock.close()
+            raise
+        self._read_hello(hello)
+
+    def _read_hello(self, hello):
+        (nb, self.dt, self.max_steps_per_request, n_joints, n_actuators, n_sensors, self.nq,
+         self.nv) = HELLO_HEAD.unpack_from(hello)
+        at = HELLO_HEAD.size
+        self.integrator, self.scenario, *self.names = unpack_strings(hello, at, nb + 2)
+        at += sum(2 + len(x.encode()) for x in (self.integrator, self.scenario, *self.names))
+        self.nb = nb
+
+        def rows(count, row, keys):
+            nonlocal at
+            out = []
+            for _ in range(count):
+                name, kind = unpack_strings(hello, at, 2)
+                at += 4 + len(name.encode()) + len(kind.encode())
+                out.append({"name": name, "kind": kind,
+                            **dict(zip(keys, row.unpack_from(hello, at)))})
+                at += row.size
+            return out
+
+        self.joints = rows(n_joints, JOINT_ROW, ("parent", "child", "qpos_at", "nq", "qvel_at",
+                                                 "nv", "lower", "upper"))
+        for j in self.joints:
+            j["limits"] = (j.pop("lower"), j.pop("upper"))
+        self.actuators = rows(n_actuators, ACTUATOR_ROW, ("joint", "gear", "ctrl_lo", "ctrl_hi",
+                                                          "force_lo", "force_hi"))
+        for a in self.actuators:
+            a["ctrl_range"] = (a.pop("ctrl_lo"), a.pop("ctrl_hi"))
+            a["force_range"] = (a.pop("force_lo"), a.pop("force_hi"))
+        self.sensors = rows(n_sensors, SENSOR_ROW, ("body", "px", "py", "pz", "width"))
+        for sensor in self.sensors:
+            sensor["point"] = (sensor.pop("px"), sensor.pop("py"), sensor.pop("pz"))
+        self.joint_names = [j["name"] for j in self.joints]
+        self.actuator_names = [a["name"] for a in self.actuators]
+
+    def close(self):
+        self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def step(self, n=1, forces=None, *, controls=None, joint_forces=None) -> dict:
+        """Run ``n`` steps; return the state after.
+
+        ``forces`` maps a body (name or index) to ``(force, torque)``, both world-frame
+        3-vectors (force at the centre of mass), or to ``{"force": f, "torque": tau}`` with
+        either key optional; they act for these ``n`` steps only.  ``controls`` maps an
+        actuator (name or index) to its control, or lists every actuator's control in model
+        order (``Simulation.set_control``/``set_controls``); ``joint_forces`` maps a joint
+        (name or handle) to its generalized force (a number, or one per rate:
+        ``Simulation.set_joint_force``).  Controls and joint forces are held from this request
+        on, until a request changes them, as in process.
+        """
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not (
+                0 <= n <= self.max_steps_per_request):
+            raise ValueError(f"n: expected an integer in [0, {self.max_steps_per_request}], "
+                             f"got {n!r}")
+        loads = self._pack_loads(forces or {})
+        controls = self._pack_controls(controls)
+        joint_forces = self._pack_joint_forces(joint_forces or {})
+        payload = STEP_HEAD.pack(int(n), len(loads), len(controls), len(joint_forces)) \
+            + b"".join(loads + controls + joint_forces)
+        return self._state_dict(self._request(STEP, payload))
+
+    def set_state(self, qpos=None, qvel=None) -> dict:
+        """Set the generalized coordinates and/or rates (``Simulation.set_qpos``/``set_qvel``;
+        None leaves them); both are checked before either is set."""
+        parts = []
+        for name, value, n in (("qpos", qpos, self.nq), ("qvel", qvel, self.nv)):
+            if value is None:
+                parts.append(np.empty(0))
+                continue
+            parts.append(as_vector(value, n, name))
+        payload = SET_STATE_HEAD.pack(parts[0].size, parts[1].size) \
+            + np.concatenate(parts).astype("<f8").tobytes()
+        return self._state_dict(self._request(SET_STATE, payload))
+
+    def _index(self, what, key, names):
+        """An actuator's or joint's index from its name or index (``what``: the argument)."""
+        if isinstance(key, str):
+            if key in names:
+                return names.index(key)
+            raise ValueError(f"{what}: no {what[:-1].replace('joint_force', 'joint')} named "
+                             f"{key!r}; known: {names}")
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and (
+                0 <= key < len(names)):
+            return int(key)
+        raise ValueError(f"{what}: {key!r} is neither a name nor an index < {len(names)}")
+
+    def _pack_controls(self, controls):
+        if controls is None:
+            return []
+        if not hasattr(controls, "items"):
+            controls = dict(enumerate(as_vector(controls, len(self.actuators), "controls")))
+        out, seen = [], set()
+        for key, u in controls.items():
+            a = self._index("controls", key, self.actuator_names)
+            if a in seen:
+                raise ValueError(f"controls: actuator {self.actuator_names[a]!r} given twice")
+            seen.add(a)
+            u = as_scalar(u, f"controls[{key!r}]")
+            out.append(CONTROL.pack(a, u))
+        return out
+
+    def _pack_joint_forces(self, joint_forces):
+        if not hasattr(joint_forces, "items"):
+            raise ValueError(f"joint_forces: expected a mapping joint -> force, got "
+                             f"{type(joint_forces).__name__}")
+        out, seen = [], set()
+        for key, value in joint_forces.items():
+            j = self._index("joint_forces", key, self.joint_names)
+            if j in seen:
+                raise ValueError(f"joint_forces: joint {self.joint_names[j]!r} given twice")
+            seen.add(j)
+            nv = self.joints[j]["nv"]
+            if nv == 0:
+                raise ValueError(f"joint_forces[{key!r}]: joint {self.joint_names[j]!r} has no "
+                                 "rates to take a force")
+            if np.ndim(value) == 0:
+                value = [value]
+            value = as_vector(value, nv, f"joint_forces[{key!r}]")
+            out.append(JOINT_FORCE.pack(j) + value.astype("<f8").tobytes())
+        return out
+
+    def state(self) -> dict:
+        return self._state_dict(self._request(STATE))
+
+    def reset(self) -> dict:
+        """Return the server's simulation to its initial state."""
+        return self._state_dict(self._request(RESET))
+
+    def _body(self, body):
+        if isinstance(body, str):
+            if body in self.names:
+                return self.names.index(body)
+            raise ValueError(f"forces: no body named {body!r}; known: {self.names}")
+        if isinstance(body, (int, np.integer)) and not isinstance(body, bool) and (
+                0 <= body < self.nb):
+            return int(body)
+        raise ValueError(f"forces: body {body!r} is neither a name nor an index < {self.nb}")
+
+    def _pack_loads(self, forces):
+        if not hasattr(forces, "items"):
+            raise ValueError(f"forces: expected a mapping body -> (force, torque), got "
+                             f"{type(forces).__name__}")
+        records = []
+        seen = set()
+        for body, value in forces.items():
+            b = self._body(body)
+            if b in seen:
+                raise ValueError(f"forces: body {self.names[b]!r} given twice")
+            seen.add(b)
+            if isinstance(value, dict):
+                unknown = set(value) - {"force", "torque"}
+                if unknown:
+                    raise ValueError(f"forces[{body!r}]: unknown keys {sorted(unknown)}")
+                force, torque = value.get("force", (0, 0, 0)), value.get("torque", (0, 0, 0))
+            else:
+                try:
+                    force, torque = value
+                except (TypeError, ValueError):
+                    raise ValueError(f"forces[{body!r}]: expected (force, torque), got "
+                                     f"{value!r}") from None
+            records.append(LOAD.pack(b, *finite3(force, f"forces[{body!r}] force"),
+                                     *finite3(torque, f"forces[{body!r}] torque")))
+        return records
+
+    def _recv_some(self, got, deadline_ns):
+        """recv_into the buffer from ``got``; busy-polls until ``deadline_ns``, then blocks."""
+        view = self._view[got:]
+        while time.perf_counter_ns() < deadline_ns:
+            try:
+                k = self._sock.recv_into(view, 0, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            break
+        else:
+            try:
+                k = self._sock.recv_into(view)
+            except BlockingIOError:
+                self.close()  # a late reply would be taken for the next one
+                raise TimeoutError(f"no reply within {self.timeout} s; connection closed") from None
+        if not k:
+            raise ConnectionError("server closed the connection")
+        return got + k
+
+    def _request(self, kind, payload=b""):
+        self._seq = self._seq % 0xFFFFFFFF + 1  # 1 .. 2**32-1: seq 0 marks the server's notices
+        try:
+            self._sock.sendall(message(kind, self._seq, payload))
+        except (BrokenPipeError, ConnectionResetError):
+            # the server hung up; it may have said why first (a full server, an idle timeout)
+            notice = self._notice()
+            self.close()
+            if notice is not None:
+                raise notice from None
+            raise
+        deadline = time.perf_counter_ns() + self._spin_ns if self._spin_ns else 0
+        got = 0
+        while got < HEADER.size:
+            got = self._recv_some(got, deadline)
+        magic, version, rkind, _, seq, length = HEADER.unpack_from(self._buf)
+        notice = rkind == ERROR and seq == 0  # the server's last word before it hangs up
+        if magic != MAGIC or version != VERSION or (seq != self._seq and not notice) or (
+                length > 1 << 24):
+            self.close()
+            raise ConnectionError(f"unexpected reply header (magic {magic!r}, version "
+                                  f"{version}, seq {seq} for {self._seq}, length {length})")
+        end = HEADER.size + length
+        if end > len(self._buf):
+            self._buf.extend(bytes(end - len(self._buf)))  # no view of it is held here
+            self._view = memoryview(self._buf)
+        while got < end:
+            got = self._recv_some(got, deadline)
+        if got > end and not notice:  # one request, one reply: nothing may follow it
+            self.close()
+            raise ConnectionError(f"{got - end} unexpected bytes after a reply")
+        body = bytearray(self._view[HEADER.size:end])
+        if rkind == ERROR:
+            (code,) = ERROR_HEAD.unpack_from(body)
+            if notice:
+                self.close()  # the server has closed its end; nothing more will come
+            raise ServerError(code, bytes(body[ERROR_HEAD.size:]).decode("utf-8", "replace"))
+        if rkind != kind | REPLY:
+            self.close()
+            raise ConnectionError(f"reply kind {rkind} to a request of kind {kind}")
+        return body
+
+    def _notice(self):
+        """The server's last word (an ERROR with seq 0) if it is already here, else None."""
+        try:
+            data = self._sock.recv(1 << 16, socket.MSG_DONTWAIT)
+        except OSError:
+            return None
+        if len(data) < HEADER.size:
+            return None
+        magic, version, kind, _, seq, length = HEADER.unpack_from(data)
+        if (magic, version, kind, seq) != (MAGIC, VERSION, ERROR, 0) or (
+                len(data) < HEADER.size + length or length < ERROR_HEAD.size):
+            return None
+        (code,) = ERROR_HEAD.unpack_from(data, HEADER.size)
+        return ServerError(code, data[HEADER.size + ERROR_HEAD.size:HEADER.size + length]
+                           .decode("utf-8", "replace"))
+
+    def _state_dict(self, body):
+        t, steps, nb, nq, nv, _ = STATE_HEAD.unpack_from(body)
+        values = np.frombuffer(body, dtype="<f8", offset=STATE_HEAD.size)
+        # views of a copy made for this reply alone: nothing else holds it
+        bodies = values[:nb * STATE_WIDTH].reshape(nb, STATE_WIDTH)
+        at = nb * STATE_WIDTH
+        qpos, qvel = values[at:at + nq], values[at + nq:at + nq + nv]
+        at += nq + nv
+        sensors = {}
+        for sensor in self.sensors:
+            sensors[sensor["name"]] = values[at:at + sensor["width"]]
+            at += sensor["width"]
+        return {"t": t, "steps": steps, "poses": bodies[:, :7], "velocities": bodies[:, 7:],
+                "qpos": qpos, "qvel": qvel, "sensors": sensors, "names": self.names}

@@ -1,0 +1,54 @@
+"""The ``rtrigid serve`` command: its IMU arguments parsed, the limits checked, the scenario
+served until interrupted."""
+from __future__ import annotations
+
+from rtrigid.io.hil.protocol import as_spin
+from rtrigid.io.hil.server import Server, check_limits
+
+
+def parse_imu(text):
+    """``BODY`` or ``BODY@x,y,z`` (a point in body axes from the centre of mass)."""
+    body, at, point = text.partition("@")
+    if not at:
+        return body
+    try:
+        point = tuple(float(c) for c in point.split(","))
+    except ValueError:
+        point = ()
+    if len(point) != 3:
+        raise ValueError(f"imu: expected BODY or BODY@x,y,z, got {text!r}")
+    return body, point
+
+
+def serve_main(args):
+    """``rtrigid serve``: build the scenario and serve it until interrupted."""
+    import signal
+
+    from rtrigid import scenarios
+
+    # the limits are checked before the scenario is built: a typo fails at once, in one line
+    limits = check_limits(**{k: getattr(args, k) for k in (
+        "max_clients", "idle_timeout", "partial_timeout", "send_timeout", "time_slice")
+        if hasattr(args, k)})
+    spin = as_spin(getattr(args, "spin", 0.0))
+    imus = [parse_imu(text) for text in getattr(args, "imu", None) or ()]
+    sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt,
+                          **dict(args.set or []))
+    sim.step(0)  # compile before a real-time priority is taken (the Server compiles too)
+    if args.rt_priority:
+        from rtrigid.io.realtime import set_fifo_priority
+
+        set_fifo_priority(args.rt_priority)
+    unix = getattr(args, "unix", None)
+    server = Server(sim, args.host, args.port, scenario=args.scenario, unix=unix, spin=spin,
+                    imus=imus,
+                    **limits)
+    where = f"unix:{server.address}" if unix is not None else "{}:{}".format(*server.address)
+    print(f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) on {where}",
+          flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0

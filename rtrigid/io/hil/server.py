@@ -1,0 +1,791 @@
+"""The lock-step server: one thread serving every connection in time-sliced turns, each
+connection stepping a copy of the served Simulation (:mod:`.protocol` has the specification)."""
+from __future__ import annotations
+
+import collections
+import errno
+import math
+import numbers
+import os
+import resource
+import selectors
+import socket
+import stat
+import struct
+import threading
+import time
+import warnings
+
+import numpy as np
+
+from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
+from rtrigid.io.hil.protocol import (
+    ACTUATOR_ROW, CONTROL, E_FULL, E_IDLE, E_INTERNAL, E_KIND, E_MAGIC, E_SIZE, E_STEP,
+    E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, HEADER, HELLO, HELLO_HEAD, IMU_WIDTH,
+    JOINT_FORCE, JOINT_ROW, LOAD, MAGIC, MAX_STEPS_LIMIT, REPLY, RESET, SENSOR_ROW, SET_STATE,
+    SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD, VERSION, as_spin, error,
+    finite3, message, pack_strings)
+from rtrigid.simulation import Simulation, SimulationError
+
+
+class _Refusal(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def _unix_listener(path, backlog=128):
+    """A listening Unix-domain stream socket at ``path``; a stale socket file there is replaced,
+    anything else at that path is refused."""
+    path = os.fspath(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(mode):
+            raise ValueError(f"unix: {path!r} exists and is not a socket")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)  # nobody listens: left over from a server that did not stop
+        else:
+            raise ValueError(f"unix: a server already listens on {path!r}")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        sock.listen(backlog)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class _Connection:
+    """One client: its bytes in and out, its request in progress, its simulation."""
+
+    __slots__ = ("sock", "buf", "out", "sim", "job", "closing", "dead", "queued", "events",
+                 "since", "deadline", "why")
+
+    def __init__(self, sock, now):
+        self.sock = sock
+        self.buf = bytearray()   # received, not yet served: whole messages, then a partial one
+        self.out = bytearray()   # replies not yet taken by the socket
+        self.sim = None          # made on the first request that needs one
+        self.job = None          # the STEP in progress
+        self.closing = False     # close once ``out`` is sent
+        self.dead = False
+        self.queued = False      # in the server's run queue
+        self.events = selectors.EVENT_READ
+        self.since = now         # idle since / first byte of the partial message / stuck since
+        self.deadline = math.inf
+        self.why = None          # what the deadline is for: "idle", "partial" or "send"
+
+
+class _Job:
+    """A STEP being served: what is left of it and how to undo it."""
+
+    __slots__ = ("seq", "left", "loads", "before")
+
+    def __init__(self, seq, left, loads, before):
+        self.seq, self.left, self.loads, self.before = seq, left, loads, before
+
+
+def _seconds(value, name, *, allow_inf=False):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected seconds > 0, got {value!r}")
+    x = float(value)
+    if not (x > 0.0 and (math.isfinite(x) or (allow_inf and x == math.inf))):
+        raise ValueError(f"{name}: expected seconds > 0{' (inf: never)' if allow_inf else ''}"
+                         f", got {value!r}")
+    return x
+
+
+def _count(value, name, lo, hi):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value!r}")
+    if not lo <= int(value) <= hi:
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value!r}")
+    return int(value)
+
+
+def check_limits(*, max_clients=256, idle_timeout=60.0, partial_timeout=2.0, send_timeout=1.0,
+                 time_slice=0.002, max_steps_per_request=100_000):
+    """The server's limits, checked (``ValueError`` naming the field); defaults as documented.
+
+    Room for ``max_clients`` connections is made here: the process's soft limit on open files
+    is raised towards its hard limit if it is too low, and if that is not enough the value is
+    refused, rather than the server failing to accept once it is busy.
+    """
+    out = {"max_clients": _count(max_clients, "max_clients", 1, 1 << 20),
+           "idle_timeout": _seconds(idle_timeout, "idle_timeout", allow_inf=True),
+           "partial_timeout": _seconds(partial_timeout, "partial_timeout"),
+           "send_timeout": _seconds(send_timeout, "send_timeout"),
+           "time_slice": _seconds(time_slice, "time_slice"),
+           "max_steps_per_request": _count(max_steps_per_request, "max_steps_per_request", 1,
+                                           MAX_STEPS_LIMIT)}
+    need = out["max_clients"] + _SPARE_FDS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard == resource.RLIM_INFINITY or hard >= need:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+        else:
+            raise ValueError(f"max_clients: {out['max_clients']} connections need about {need} "
+                             f"open files; this process may have {hard} (ulimit -n)")
+    return out
+
+
+_SPARE_FDS = 64         # files the process needs besides the connections (listener, modules)
+_ACCEPTS_PER_TURN = 64  # a flood of connections still lets requests through between batches
+_OUT_HIGH = 1 << 16     # a turn stops producing replies once this many bytes wait to be sent
+_SPARE_SIMS = 8         # simulations of closed connections kept for the next ones
+_COST_MEMORY = 0.9      # see Server._work
+
+
+def _replica(sim):
+    """A new Simulation that steps exactly like ``sim`` (restore it to one of sim's snapshots;
+    the snapshot's fingerprint check refuses the restore if anything that matters differs)."""
+    return Simulation(sim.model, sim.integrator, sim.dt, options=sim.options,
+                      max_iter=int(sim.backend.solver[SOLVER_MAX_ITER]),
+                      max_halvings=int(sim.backend.solver[SOLVER_HALVINGS]),
+                      step_budget=sim.step_budget,
+                      max_steps_per_advance=sim.max_steps_per_advance)
+
+
+def _joint_rows(sim):
+    """The served simulation's joints in handle order: (name, kind, parent, child, qpos at,
+    nq, qvel at, nv, lower, upper), positions in the layout of ``sim.qpos()``/``qvel()``."""
+    by_name = {j.name: (b, j) for b, j in enumerate(sim.backend.joints)}
+    rows, qat, vat = [], 0, 0
+    for name in sim.joint_names:
+        child, j = by_name[name]
+        nq, nv = len(sim.joint_position(name)), len(sim.joint_velocity(name))
+        lower, upper = getattr(j, "limits", None) or (-math.inf, math.inf)
+        rows.append((name, j.kind, j.parent, child, qat, nq, vat, nv, lower, upper))
+        qat, vat = qat + nq, vat + nv
+    return rows
+
+
+def _actuator_rows(sim):
+    """The served simulation's actuators in model order: (name, kind, joint handle, gear,
+    ctrl range, force range)."""
+    unbounded = (-math.inf, math.inf)
+    return [(a.name, a.kind, a.joint, a.gear, *(a.ctrl_range or unbounded),
+             *(a.force_range or unbounded)) for a in sim.model.actuators]
+
+
+def _imus(sim, imus):
+    """IMU sensors as (name, body, point_body): ``imus`` lists bodies (name or index) or
+    (body, point_body) pairs; each is named ``imu:BODY`` (``imu:BODY@x,y,z`` off the centre)."""
+    out, names = [], set()
+    for item in imus or ():
+        body, point = (item, (0.0, 0.0, 0.0)) if isinstance(item, (str, int, np.integer)) \
+            else item
+        b = sim.body_index(body)
+        point = finite3(point, f"imus[{body!r}] point")
+        name = f"imu:{sim.names[b]}" + ("" if point == (0.0, 0.0, 0.0)
+                                        else "@{:g},{:g},{:g}".format(*point))
+        if name in names:
+            raise ValueError(f"imus: {name} given twice")
+        names.add(name)
+        out.append((name, b, np.array(point)))
+    return out
+
+
+class Server:
+    """Serve a Simulation to lock-step clients (protocol in :mod:`.protocol`).
+
+    ``port=0`` picks a free port; :attr:`address` tells which.  ``unix=PATH`` listens on a
+    Unix-domain socket at PATH instead of TCP (``host`` and ``port`` are then ignored;
+    :attr:`address` is the path, removed again by :meth:`stop`).  ``spin``: seconds to
+    busy-poll for the next request before sleeping.  ``max_clients``, ``idle_timeout``,
+    ``partial_timeout``, ``send_timeout``, ``time_slice`` and ``max_steps_per_request``: see
+    Limits and Turns in :mod:`.protocol`.  :meth:`start` runs the server in a daemon
+    thread (tests, embedding), :meth:`serve_forever` in the caller's; :meth:`stop` ends
+    either and closes every socket.  Each connection steps its own copy of ``sim`` as it is
+    now; ``sim`` itself is never stepped.  :attr:`counts`: what the server has done.
+    ``imus``: bodies (or (body, point_body) pairs) whose IMU readings every state reply
+    carries (see Sensors in :mod:`.protocol`).
+    """
+
+    def __init__(self, sim, host="127.0.0.1", port=0, *, scenario="",
+                 max_steps_per_request=100_000, partial_timeout=2.0, send_timeout=1.0,
+                 idle_timeout=60.0, max_clients=256, time_slice=0.002, unix=None, spin=0.0,
+                 imus=()):
+        if not isinstance(sim, Simulation):
+            raise ValueError(f"sim: expected an rtrigid Simulation, got {type(sim).__name__}")
+        self.spin = as_spin(spin)
+        limits = check_limits(max_clients=max_clients, idle_timeout=idle_timeout,
+                              partial_timeout=partial_timeout, send_timeout=send_timeout,
+                              time_slice=time_slice,
+                              max_steps_per_request=max_steps_per_request)
+        self.max_clients = limits["max_clients"]
+        self.idle_timeout = limits["idle_timeout"]
+        self.partial_timeout = limits["partial_timeout"]
+        self.send_timeout = limits["send_timeout"]
+        self.time_slice = limits["time_slice"]
+        self.max_steps_per_request = limits["max_steps_per_request"]
+        self.sim = sim
+        self.scenario = str(scenario)
+        self._initial = sim.snapshot()
+        first = _replica(sim)
+        first.restore(self._initial)  # refuses here, not per connection, if the copy differs
+        self._spare = [first]
+        self._own_loads = {b: sim.applied(b) for b in range(sim.nb)
+                           if any(np.any(a) for a in sim.applied(b))}
+        self._joints = _joint_rows(sim)
+        self._actuators = _actuator_rows(sim)
+        self._imus = _imus(sim, imus)
+        self._joint_nv = [row[7] for row in self._joints]
+        self._max_payload = max(
+            STEP_HEAD.size + LOAD.size * sim.nb + CONTROL.size * len(self._actuators)
+            + sum(JOINT_FORCE.size + 8 * nv for nv in self._joint_nv),
+            SET_STATE_HEAD.size + 8 * (sim.nq + sim.nv))
+        self._hello = self._describe()
+        n_sensor_values = IMU_WIDTH * len(self._imus)
+        self._state_values = np.empty(STATE_WIDTH * sim.nb + sim.nq + sim.nv + n_sensor_values)
+        self._state = self._state_values[:STATE_WIDTH * sim.nb].reshape(sim.nb, STATE_WIDTH)
+        self._state_head = (sim.nb, sim.nq, sim.nv, n_sensor_values)
+        # compile before serving: numba compiles a kernel on its first call (tens of seconds on
+        # a cold cache), and the first client's first STEP must not wait for it
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a fallback or a failure is the client's to see
+            try:
+                first.step(1)
+            except SimulationError:
+                pass
+        self._pack_state(first)
+        first.restore(self._initial)
+        backlog = min(self.max_clients + 16, socket.SOMAXCONN)
+        if unix is not None:
+            self._listener = _unix_listener(unix, backlog)
+            self.address = self._unix_path = os.fspath(unix)
+        else:
+            self._listener = socket.create_server((host, port), backlog=backlog)
+            self.address = self._listener.getsockname()[:2]
+            self._unix_path = None
+        self._listener.setblocking(False)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._stopping = False
+        self._thread = None
+        self._conns = {}
+        self._runq = collections.deque()
+        self._again = None           # the connection whose turn just ended, still with work
+        self._next_check = math.inf  # no deadline of any connection is earlier than this
+        self._cost = None            # seconds per step, measured on the last chunk
+        self._accept_paused = False
+        self.counts = dict.fromkeys(
+            ("accepted", "refused_full", "closed_idle", "closed_partial", "closed_send",
+             "send_stalled", "requests", "preempted"), 0)
+
+    def _describe(self):
+        """The HELLO reply's payload (:mod:`.protocol`)."""
+        sim = self.sim
+        out = [HELLO_HEAD.pack(sim.nb, sim.dt, self.max_steps_per_request, len(self._joints),
+                               len(self._actuators), len(self._imus), sim.nq, sim.nv),
+               pack_strings([sim.integrator, self.scenario, *sim.names])]
+        for name, kind, *row in self._joints:
+            out += [pack_strings([name, kind]), JOINT_ROW.pack(*row)]
+        for name, kind, *row in self._actuators:
+            out += [pack_strings([name, kind]), ACTUATOR_ROW.pack(*row)]
+        for name, b, point in self._imus:
+            out += [pack_strings([name, "imu"]), SENSOR_ROW.pack(b, *point, IMU_WIDTH)]
+        return b"".join(out)
+
+    # -- life cycle ------------------------------------------------------------------------
+    def start(self):
+        self._thread = threading.Thread(target=self.serve_forever, name="rtrigid-hil",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stopping = True
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def serve_forever(self):
+        sel = self._sel = selectors.DefaultSelector()
+        sel.register(self._listener, selectors.EVENT_READ, "listen")
+        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        spin_until = 0.0  # busy-poll (select without blocking) until then
+        try:
+            while not self._stopping:
+                if self._runq or self._again is not None:
+                    timeout = 0  # work waits: only look for what else came in
+                else:
+                    now = time.monotonic()
+                    if now < spin_until:
+                        timeout = 0
+                    elif self._accept_paused:
+                        timeout = 0.05  # out of files: try accepting again soon
+                    elif self._next_check == math.inf:
+                        timeout = None
+                    else:
+                        timeout = max(self._next_check - now, 0.0)
+                events = sel.select(timeout)
+                again, self._again = self._again, None
+                for key, mask in events:
+                    if key.data == "listen":
+                        self._accept()
+                    elif key.data == "wake":
+                        self._wake_r.recv(64)
+                    elif mask & selectors.EVENT_WRITE:
+                        self._flush(key.data)
+                        self._settle(key.data)
+                    elif key.data.events == selectors.EVENT_READ and not (
+                            key.data.queued or key.data.job or key.data.closing):
+                        self._read(key.data)
+                    # else: a connection with work waiting; its bytes are read once it is done
+                if again is not None and not again.dead:
+                    # behind whatever came in during its turn: a new request waits for at
+                    # most one turn of each connection that already had work
+                    self._runq.append(again)
+                if self._accept_paused and not self._stopping:
+                    self._resume_accepting()
+                if self._runq:
+                    conn = self._runq.popleft()
+                    conn.queued = False
+                    if not conn.dead:
+                        self._turn(conn)
+                        if self.spin:
+                            spin_until = time.monotonic() + self.spin
+                if time.monotonic() >= self._next_check:
+                    self._expire()
+        finally:
+            for conn in list(self._conns.values()):
+                self._drop(conn)
+            sel.close()
+            for s in (self._listener, self._wake_r, self._wake_w):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+            if self._unix_path is not None:
+                try:
+                    os.unlink(self._unix_path)
+                except OSError:
+                    pass
+
+    # -- connections -------------------------------------------------------------------------
+    def _accept(self):
+        for _ in range(_ACCEPTS_PER_TURN):
+            try:
+                sock, _ = self._listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # the pending connection stays readable on the listener: stop watching it
+                    # for a while instead of waking up for it again and again
+                    self._sel.unregister(self._listener)
+                    self._accept_paused = time.monotonic() + 0.05
+                return  # else the peer gave up before we got to it
+            sock.setblocking(False)
+            if sock.family != socket.AF_UNIX:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if len(self._conns) >= self.max_clients:
+                self.counts["refused_full"] += 1
+                try:
+                    sock.send(error(0, E_FULL, f"{self.max_clients} clients already "
+                                     "connected (max_clients); try again later"))
+                except OSError:
+                    pass
+                _close(sock)
+                continue
+            self.counts["accepted"] += 1
+            conn = _Connection(sock, time.monotonic())
+            self._conns[sock.fileno()] = conn
+            self._sel.register(sock, selectors.EVENT_READ, conn)
+            self._settle(conn)
+
+    def _resume_accepting(self):
+        if time.monotonic() >= self._accept_paused:
+            self._sel.register(self._listener, selectors.EVENT_READ, "listen")
+            self._accept_paused = False
+
+    def _drop(self, conn):
+        if conn.dead:
+            return
+        conn.dead = True
+        self._conns.pop(conn.sock.fileno(), None)
+        try:
+            self._sel.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        _close(conn.sock)
+        if conn.sim is not None and len(self._spare) < _SPARE_SIMS:
+            self._spare.append(conn.sim)  # restored to the start before it is used again
+        conn.sim = conn.job = None
+
+    def _last_words(self, conn, code, text):
+        """Queue an error that answers no request, then close once it is sent."""
+        conn.out += error(0, code, text)
+        conn.closing = True
+        self._flush(conn)
+        self._settle(conn)
+
+    def _read(self, conn):
+        if conn.dead:  # dropped earlier in the same batch of events
+            return
+        try:
+            data = conn.sock.recv(1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._drop(conn)
+            return
+        if not data:
+            if conn.buf:
+                self._last_words(conn, E_TRUNCATED, f"connection closed {len(conn.buf)} bytes "
+                                 "into a message")
+            else:
+                self._drop(conn)
+            return
+        if not conn.buf:
+            conn.since = time.monotonic()  # the first byte of a message
+        conn.buf += data
+        self._settle(conn)
+
+    def _ready(self, conn):
+        """Whether ``conn.buf`` starts with a message to serve (or a header to refuse)."""
+        buf = conn.buf
+        if len(buf) < HEADER.size:
+            return False
+        magic, _, _, _, _, length = HEADER.unpack_from(buf)
+        return magic != MAGIC or length > self._max_payload or len(buf) >= HEADER.size + length
+
+    def _settle(self, conn, later=False):
+        """Put ``conn`` where its state says: run queue, waiting to write, or waiting to read
+        (then with the deadline of an idle connection or of a partial message).  ``later``:
+        it has just had its turn, and joins the run queue only after the next look at the
+        sockets."""
+        if conn.dead:
+            return
+        if conn.out:  # its socket is full (or it is being closed): write when it can take more
+            events, deadline, why = selectors.EVENT_WRITE, conn.since + self.send_timeout, "send"
+        elif conn.closing:
+            self._drop(conn)
+            return
+        elif conn.job is not None or self._ready(conn):
+            events, deadline, why = selectors.EVENT_READ, math.inf, None
+            if not conn.queued:
+                conn.queued = True
+                if later:
+                    self._again = conn
+                else:
+                    self._runq.append(conn)
+        elif conn.buf:
+            events, deadline, why = (selectors.EVENT_READ, conn.since + self.partial_timeout,
+                                     "partial")
+        else:
+            events, deadline, why = (selectors.EVENT_READ, conn.since + self.idle_timeout,
+                                     "idle")
+        if events != conn.events:
+            self._sel.modify(conn.sock, events, conn)
+            conn.events = events
+        conn.deadline, conn.why = deadline, why
+        if deadline < self._next_check:
+            self._next_check = deadline
+
+    def _flush(self, conn):
+        """Send what the socket takes now; never wait for it."""
+        if not conn.out or conn.dead:
+            return
+        try:
+            sent = conn.sock.send(conn.out)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self._drop(conn)
+            return
+        if sent == len(conn.out):
+            conn.out.clear()
+            conn.since = time.monotonic()  # idle from here (or partial, if more is in)
+        else:
+            if conn.events != selectors.EVENT_WRITE:
+                conn.since = time.monotonic()  # stuck from here: send_timeout counts
+                self.counts["send_stalled"] += 1
+            del conn.out[:sent]
+
+    def _expire(self):
+        now = time.monotonic()
+        self._next_check = math.inf
+        for conn in list(self._conns.values()):
+            if conn.deadline <= now:
+                if conn.why == "send":
+                    self.counts["closed_send"] += 1
+                    self._drop(conn)
+                    continue
+                if conn.why == "partial":
+                    self.counts["closed_partial"] += 1
+                    self._last_words(conn, E_TRUNCATED, "message incomplete "
+                                     f"{self.partial_timeout:g} s after its first byte")
+                elif conn.why == "idle":
+                    self.counts["closed_idle"] += 1
+                    self._last_words(conn, E_IDLE, f"no request for {self.idle_timeout:g} s")
+            if not conn.dead and conn.deadline < self._next_check:
+                self._next_check = conn.deadline
+
+    # -- turns ---------------------------------------------------------------------------------
+    def _turn(self, conn):
+        """Serve ``conn`` for at most one time slice: its STEP in progress, then its next
+        requests, until the slice is used, a STEP is left unfinished, or replies pile up."""
+        end = time.perf_counter() + self.time_slice
+        while not conn.closing:
+            if conn.job is None:
+                if not self._ready(conn):
+                    break
+                self._serve_next(conn)
+            if conn.job is not None:
+                self._work(conn, end)
+                if conn.job is not None:
+                    self.counts["preempted"] += 1
+                    break
+            if len(conn.out) >= _OUT_HIGH or time.perf_counter() >= end:
+                break
+        if conn.buf and not conn.closing:
+            conn.since = time.monotonic()  # the next message's partial_timeout counts from now
+        self._flush(conn)
+        self._settle(conn, later=True)
+
+    def _serve_next(self, conn):
+        buf = conn.buf
+        magic, version, kind, flags, seq, length = HEADER.unpack_from(buf)
+        if magic != MAGIC:
+            self._last_words_for(conn, seq, E_MAGIC, f"magic {bytes(magic)!r}, expected "
+                                 f"{MAGIC!r}")
+            return
+        if length > self._max_payload:
+            self._last_words_for(conn, seq, E_TOO_LONG, f"length {length} over the limit "
+                                 f"{self._max_payload}")
+            return
+        payload = bytes(buf[HEADER.size:HEADER.size + length])
+        del buf[:HEADER.size + length]
+        self.counts["requests"] += 1
+        if version != VERSION:
+            # in the request's own version: an ERROR reads the same in every version, so an
+            # older client shows this message instead of failing on the header
+            conn.out += error(seq, E_VERSION, f"protocol version {version}; this server speaks "
+                               f"version {VERSION} only (joints, actuators and sensors): use "
+                               f"a client of version {VERSION} (rtrigid.io.hil.Client)", version)
+            return
+        try:
+            if flags:
+                raise _Refusal(E_VALUE, f"flags {flags:#x}; must be 0")
+            if kind == STEP:
+                n, loads, controls, forces = self._parse_step(payload)
+                self._begin_step(conn, seq, n, loads, controls, forces)
+                return
+            if kind == SET_STATE:
+                self._set_state(conn, payload)
+                conn.out += message(SET_STATE | REPLY, seq, self._pack_state(conn.sim))
+                return
+            if kind not in (HELLO, STATE, RESET):
+                raise _Refusal(E_KIND, f"unknown kind {kind}")
+            if payload:
+                raise _Refusal(E_SIZE, f"kind {kind} takes no payload, got {len(payload)} bytes")
+            if kind == HELLO:
+                conn.out += message(HELLO | REPLY, seq, self._hello)
+                return
+            sim = self._sim_of(conn)
+            if kind == RESET:
+                sim.restore(self._initial)
+            conn.out += message(kind | REPLY, seq, self._pack_state(sim))
+        except _Refusal as exc:
+            conn.out += error(seq, exc.code, str(exc))
+        except Exception as exc:  # the server outlives any request
+            conn.out += error(seq, E_INTERNAL, f"{type(exc).__name__}: {exc}")
+
+    def _last_words_for(self, conn, seq, code, text):
+        conn.out += error(seq, code, text)
+        conn.closing = True
+
+    def _sim_of(self, conn):
+        if conn.sim is None:
+            sim = self._spare.pop() if self._spare else _replica(self.sim)
+            sim.restore(self._initial)
+            conn.sim = sim
+        return conn.sim
+
+    def _parse_step(self, payload):
+        if len(payload) < STEP_HEAD.size:
+            raise _Refusal(E_SIZE, f"STEP payload of {len(payload)} bytes; needs at least "
+                           f"{STEP_HEAD.size}")
+        n, n_loads, n_controls, n_forces = STEP_HEAD.unpack_from(payload)
+        at = STEP_HEAD.size + LOAD.size * n_loads + CONTROL.size * n_controls
+        if len(payload) < at + JOINT_FORCE.size * n_forces:
+            raise _Refusal(E_SIZE, f"STEP with {n_loads} loads, {n_controls} controls and "
+                           f"{n_forces} joint forces needs more than its {len(payload)} bytes")
+        if n > self.max_steps_per_request:
+            raise _Refusal(E_VALUE, f"n_steps {n} over max_steps_per_request "
+                           f"{self.max_steps_per_request}")
+        loads = list(LOAD.iter_unpack(payload[STEP_HEAD.size:STEP_HEAD.size
+                                              + LOAD.size * n_loads]))
+        _check_records("body", [r[0] for r in loads], self.sim.nb, "n_bodies")
+        for record in loads:
+            if not all(map(math.isfinite, record[1:])):
+                raise _Refusal(E_VALUE, f"loads of body {record[0]} must be finite, got "
+                               f"{list(record[1:])}")
+        controls = list(CONTROL.iter_unpack(payload[at - CONTROL.size * n_controls:at]))
+        _check_records("actuator", [a for a, _ in controls], len(self._actuators),
+                       "n_actuators")
+        for a, u in controls:
+            if not math.isfinite(u):
+                raise _Refusal(E_VALUE, f"control of actuator {a} must be finite, got {u}")
+        forces = []
+        for _ in range(n_forces):  # sizes known once each joint is: checked record by record
+            if len(payload) < at + JOINT_FORCE.size:
+                raise _Refusal(E_SIZE, f"STEP payload ends inside its joint forces, at byte {at}")
+            (j,) = JOINT_FORCE.unpack_from(payload, at)
+            if j >= len(self._joints):
+                raise _Refusal(E_VALUE, f"joint {j} out of range (n_joints "
+                               f"{len(self._joints)})")
+            nv = self._joint_nv[j]
+            at += JOINT_FORCE.size
+            if nv == 0 or len(payload) < at + 8 * nv:
+                raise _Refusal(E_VALUE if nv == 0 else E_SIZE,
+                               f"joint {j} has no rates to take a force" if nv == 0 else
+                               f"STEP payload ends inside the force of joint {j}")
+            value = struct.unpack_from(f"<{nv}d", payload, at)
+            at += 8 * nv
+            if not all(map(math.isfinite, value)):
+                raise _Refusal(E_VALUE, f"force on joint {j} must be finite, got {list(value)}")
+            forces.append((j, value))
+        _check_records("joint", [j for j, _ in forces], len(self._joints), "n_joints")
+        if at != len(payload):
+            raise _Refusal(E_SIZE, f"STEP payload has {len(payload) - at} bytes after its "
+                           "records")
+        return n, loads, controls, forces
+
+    def _begin_step(self, conn, seq, n, loads, controls=(), forces=()):
+        sim = self._sim_of(conn)
+        before = sim.snapshot()
+        try:
+            for a, u in controls:
+                sim.set_control(a, u)
+            for j, value in forces:
+                sim.set_joint_force(j, value)
+            for b, fx, fy, fz, tx, ty, tz in loads:
+                sim.apply_force(b, (fx, fy, fz))
+                sim.apply_torque(b, (tx, ty, tz))
+        except Exception as exc:
+            sim.restore(before)
+            code = E_VALUE if isinstance(exc, ValueError) else E_STEP
+            raise _Refusal(code, f"{type(exc).__name__}: {exc}") from None
+        conn.job = _Job(seq, n, loads, before)
+
+    def _set_state(self, conn, payload):
+        """SET_STATE: qpos and/or qvel, all or nothing."""
+        sim = self._sim_of(conn)
+        if len(payload) < SET_STATE_HEAD.size:
+            raise _Refusal(E_SIZE, f"SET_STATE payload of {len(payload)} bytes; needs at "
+                           f"least {SET_STATE_HEAD.size}")
+        nq, nv = SET_STATE_HEAD.unpack_from(payload)
+        if nq not in (0, sim.nq) or nv not in (0, sim.nv):
+            raise _Refusal(E_VALUE, f"SET_STATE of {nq} coordinates and {nv} rates; this "
+                           f"simulation has nq {sim.nq} and nv {sim.nv} (0: leave them)")
+        want = SET_STATE_HEAD.size + 8 * (nq + nv)
+        if len(payload) != want:
+            raise _Refusal(E_SIZE, f"SET_STATE of {nq} + {nv} values needs {want} bytes, got "
+                           f"{len(payload)}")
+        values = np.frombuffer(payload, "<f8", offset=SET_STATE_HEAD.size)
+        before = sim.snapshot()
+        try:
+            if nq:
+                sim.set_qpos(values[:nq])
+            if nv:
+                sim.set_qvel(values[nq:])
+        except ValueError as exc:
+            sim.restore(before)
+            raise _Refusal(E_VALUE, str(exc)) from None
+
+    def _work(self, conn, end):
+        """Step ``conn``'s STEP until it is done or the slice ending at ``end`` is used."""
+        job, sim = conn.job, conn.sim
+        try:
+            while job.left:
+                if self._cost is None:
+                    k = 1  # the first chunk measures the cost of a step
+                else:
+                    k = int(max(end - time.perf_counter(), 0.0) / self._cost)
+                    k = min(max(k, 1), job.left)
+                t0 = time.perf_counter()
+                sim.step(k)
+                t1 = time.perf_counter()
+                job.left -= k
+                # a step's cost can jump a hundredfold (Newton's sub-step fallback) and come
+                # back: keep the dearest recent cost, forgotten by a tenth per chunk, so that
+                # chunks stay small while dear steps keep coming
+                cost = (t1 - t0) / k
+                self._cost = max(cost, _COST_MEMORY * self._cost if self._cost else cost, 1e-9)
+                if t1 >= end:
+                    break
+        except Exception as exc:
+            sim.restore(job.before)
+            conn.job = None
+            conn.out += error(job.seq, E_STEP, f"{type(exc).__name__}: {exc}")
+            return
+        if job.left:
+            return
+        conn.job = None
+        # back to the simulation's own loads; they never change while it is served (the
+        # initial snapshot that RESET restores holds the same ones)
+        for record in job.loads:
+            b = record[0]
+            sim.clear_applied(b)
+            if b in self._own_loads:
+                force, torque = self._own_loads[b]
+                sim.apply_force(b, force)
+                sim.apply_torque(b, torque)
+        conn.out += message(STEP | REPLY, job.seq, self._pack_state(sim))
+
+    def _pack_state(self, sim):
+        out = self._state
+        for b in range(sim.nb):
+            out[b, 0:3], out[b, 3:7] = sim.pose(b)
+            out[b, 7:10], out[b, 10:13] = sim.velocity(b)
+        values = self._state_values
+        at = STATE_WIDTH * sim.nb
+        values[at:at + sim.nq] = sim.qpos()
+        at += sim.nq
+        values[at:at + sim.nv] = sim.qvel()
+        at += sim.nv
+        for _, b, point in self._imus:
+            values[at:at + 3], values[at + 3:at + 6] = sim.imu(b, point)
+            at += IMU_WIDTH
+        return STATE_HEAD.pack(sim.t, sim.steps_taken, *self._state_head) + values.tobytes()
+
+
+def _check_records(what, indices, count, count_name):
+    """Each record's index in range and none repeated, or a refusal naming ``what``."""
+    for i in indices:
+        if i >= count:
+            raise _Refusal(E_VALUE, f"{what} {i} out of range ({count_name} {count})")
+    if len(set(indices)) != len(indices):
+        raise _Refusal(E_VALUE, f"{what} repeated in {indices}")
+
+
+def _close(sock):
+    """Close without a reset: what the peer sent and nobody read would make the kernel answer
+    with RST, and a peer may then lose the last reply still unread in its buffer."""
+    try:
+        for _ in range(16):
+            if not sock.recv(1 << 16, socket.MSG_DONTWAIT):
+                break
+    except OSError:
+        pass
+    sock.close()
