@@ -239,7 +239,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         tree = b.name != BODIES
         self._qpos_src = (b.positions() if tree and np.array_equal(
             self._qidx, np.arange(len(b.positions()))) else None)
-        self._qvel_src = (b.nu if tree and not b._mean_rates and np.array_equal(
+        self._qvel_src = (b.nu if tree and not b.mean_rates and np.array_equal(
             self._vidx, np.arange(len(b.nu))) else None)
         self._fingerprint = self._make_fingerprint()
 
@@ -282,32 +282,20 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         rest_speed = 2.0 * float(np.linalg.norm(model.gravity)) * self.dt
         # a flight that does not keep energy: the event's budget from the step's start
         budget = 0 if integrators.get(integrator).keeps_energy else START_BUDGET
-        if kind == BODIES:
-            self._kernel = ContactStepper(self._kernel, contacts, self.backend.frozen.kind,
-                                          SWEEPS, rest_speed,
-                                          extra=(np.zeros(0), np.array([budget], np.int64)))
-            return contacts
-        if getattr(model, "loop_joints", None):
-            raise ValueError("grounds: contacts on a model with loop joints are not stepped "
-                             "yet")
-        spin = [b.name for b in model.bodies
-                if b.torsional_friction > 0.0 or b.rolling_friction > 0.0]
-        if spin or any(g.torsional_friction > 0.0 or g.rolling_friction > 0.0
-                       for g in model.grounds):
-            raise ValueError("torsional_friction: torsional and rolling friction are stepped "
-                             f"for free-body models only so far (bodies {spin}, or a ground)")
-        from rtrigid.backends.tree import contact as tree_contact
-
-        tree = self.backend.tree
-        order = contacts.ints[:, 0]
-        ti, voff = tree.ti, tree_contact.I_VOFF
-        perm = [i for b in order for i in range(
-            ti[b, voff], ti[b, voff] + int(tree_contact.NV[ti[b, tree_contact.I_KIND]]))]
-        xi = np.array([int(self.backend._mean_rates) or budget] + perm, np.int64)
-        xf = np.zeros(tree_contact.scratch_size(len(contacts.table), tree.nb, tree.nq,
-                                                tree.nv))
-        self._kernel = ContactStepper(self._kernel, contacts, None, SWEEPS, rest_speed,
-                                      after=tree_contact.__name__, extra=(xf, xi))
+        if kind != BODIES:
+            if getattr(model, "loop_joints", None):
+                raise ValueError("grounds: contacts on a model with loop joints are not "
+                                 "stepped yet")
+            spin = [b.name for b in model.bodies
+                    if b.torsional_friction > 0.0 or b.rolling_friction > 0.0]
+            if spin or any(g.torsional_friction > 0.0 or g.rolling_friction > 0.0
+                           for g in model.grounds):
+                raise ValueError("torsional_friction: torsional and rolling friction are "
+                                 "stepped for free-body models only so far (bodies "
+                                 f"{spin}, or a ground)")
+        bodyi, after, extra = self.backend.contact_workspace(contacts, budget)
+        self._kernel = ContactStepper(self._kernel, contacts, bodyi, SWEEPS, rest_speed,
+                                      after=after, extra=extra)
         return contacts
 
     def contacts(self):
