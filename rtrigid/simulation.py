@@ -23,6 +23,7 @@ import hashlib
 import math
 import threading
 import warnings
+from collections import namedtuple
 
 import numpy as np
 
@@ -67,6 +68,10 @@ STEP_BUDGET = None
 _TWO_THREADS = ("Simulation: entered from a second thread while another thread steps it; a "
                 "Simulation belongs to one thread at a time (give each thread its own, or "
                 "serialise the calls)")
+
+BatchPlan = namedtuple("BatchPlan", "kernel contacts controls ctrl_lo ctrl_hi qidx vidx")
+BatchPlan.__doc__ = """What :class:`rtrigid.Batch` steps and reads of a Simulation (see
+:meth:`Simulation.batch_plan`)."""
 
 
 class SimulationError(RuntimeError):
@@ -440,6 +445,17 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
             out.update(charged_iterations=int(s[STAT_SPENT]), budget_steps=int(s[STAT_BUDGET]),
                        path_steps=int(s[STAT_PATH]))
         return out
+
+    def batch_plan(self) -> BatchPlan:
+        """What :class:`rtrigid.Batch` needs to step copies of this simulation in its rows:
+        ``kernel`` (the step kernel: a numba dispatcher, or a stepper object whose ``rows``
+        gives the same step on longer rows), ``contacts`` (the contact model, None without a
+        ground), ``controls`` (the view of the controls in the applied loads),
+        ``ctrl_lo``/``ctrl_hi`` (their ranges), ``qidx``/``vidx`` (where each entry of
+        :meth:`qpos` and :meth:`qvel` sits in the backend's coordinates and rates).  The
+        simulation's own objects, not copies: read them only."""
+        return BatchPlan(self._kernel, self._contacts, self._ctrl, self._ctrl_lo,
+                         self._ctrl_hi, self._qidx, self._vidx)
 
     # -- real-time stepping ----------------------------------------------------------------
     def advance(self, elapsed):
