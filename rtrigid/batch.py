@@ -88,15 +88,16 @@ def _stepped(sim):
     warm start: ``ContactStepper.rows``; the loops' tables and scratch: ``LoopStepper.rows``,
     ``LoopEnergyMomentum.rows``)."""
     b = sim.backend
-    rows = getattr(sim._kernel, "rows", None)
+    kernel = sim.batch_plan().kernel
+    rows = getattr(kernel, "rows", None)
     if rows is None:
-        return sim._kernel, b.F, b.I
+        return kernel, b.F, b.I
     return rows(b.F, b.I)
 
 
 def _digest(sim):
     """What tells two copies' models apart: the frozen model, its contact model, its loops."""
-    c, lc = sim._contacts, getattr(sim.backend, "loops", None)
+    c, lc = sim.batch_plan().contacts, getattr(sim.backend, "loops", None)
     return (sim.backend.model_digest + (b"" if c is None else c.digest)
             + (b"" if lc is None else lc.lf.tobytes() + lc.li.tobytes()))
 
@@ -165,14 +166,14 @@ class Batch:
                 self._load(i, factory(i))
         self._steps = np.zeros(self.n, np.int64)
         # controls: where they sit in A, their ranges
-        be = base.backend
-        self._c0 = _offset(be.F, base._ctrl) if self.na else 0
-        self._lo = np.array(base._ctrl_lo, float)
-        self._hi = np.array(base._ctrl_hi, float)
+        be, plan = base.backend, base.batch_plan()
+        self._c0 = _offset(be.F, plan.controls) if self.na else 0
+        self._lo = np.array(plan.ctrl_lo, float)
+        self._hi = np.array(plan.ctrl_hi, float)
         # feedback state x = (qpos, qvel) of the kernel's state: absolute indices in F
         if self._tree:
             q0, v0 = _offset(be.F, be.Qg), _offset(be.F, be.nu)
-            self._xidx = np.concatenate([q0 + base._qidx, v0 + base._vidx]).astype(np.int64)
+            self._xidx = np.concatenate([q0 + plan.qidx, v0 + plan.vidx]).astype(np.int64)
         else:
             self._xidx = np.zeros(0, np.int64)
         self._status = np.zeros(self.n, np.int64)

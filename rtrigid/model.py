@@ -272,7 +272,7 @@ class Model:
         mu_t, mu_r = check_spin_friction(torsional_friction, rolling_friction)
         if not isinstance(collide, (bool, np.bool_)):
             raise ValueError(f"collide: expected True or False, got {collide!r}")
-        self.bodies.append(Body(name, mass, inertia, self._check_shape(shape), friction=mu,
+        self.bodies.append(Body(name, mass, inertia, self.check_shape(shape), friction=mu,
                                 restitution=e, collide=bool(collide),
                                 torsional_friction=mu_t, rolling_friction=mu_r))
         return len(self.bodies) - 1
@@ -300,13 +300,15 @@ class Model:
         return pairs
 
     @staticmethod
-    def _check_shape(shape):
+    def check_shape(shape):
+        """A body's ``shape`` checked and normalised: None, a :class:`Shape`, a tuple of
+        them for a list, or ``ValueError`` naming the offending field."""
         if shape is None or isinstance(shape, Shape):
             return shape
         if isinstance(shape, list):
             if not shape:
                 raise ValueError("shape: an empty list of shapes")
-            return tuple(Model._check_shape(part) for part in shape)
+            return tuple(Model.check_shape(part) for part in shape)
         try:
             kind, params = shape
         except (TypeError, ValueError):

@@ -23,6 +23,7 @@ import hashlib
 import math
 import threading
 import warnings
+from collections import namedtuple
 
 import numpy as np
 
@@ -43,12 +44,20 @@ from rtrigid.backends.buffers import (
     USED_BUDGET,
     USED_FALLBACK,
     OK,
-    clamp_into,
 )
 from rtrigid.joints import KINDS, geometry, residual
 from rtrigid.maths import quat
 from rtrigid.maths.linalg import kinetic_energy, momenta
 from rtrigid.model import Model
+from rtrigid.simulation_actuators import (  # noqa: F401  (importable from here too)
+    EULER_SERVO_MARGIN,
+    RK4_SERVO_LIMIT,
+    ActuatorsMixin,
+)
+from rtrigid.simulation_helpers import entry_point, unit_quaternion
+from rtrigid.simulation_joints import JointsMixin
+from rtrigid.simulation_loads import LoadsMixin
+from rtrigid.simulation_queries import QueriesMixin
 from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
 
@@ -56,11 +65,13 @@ MAX_STEPS = 2 ** 53
 # Simulation's default step_budget: none (README, "The step budget": a budget low enough for
 # real time is reached by the random chains and stiff servos the scheme must keep exactly)
 STEP_BUDGET = None
-RK4_SERVO_LIMIT = 2.5  # |s| dt a servo may reach under nullspace_rk4 (_check_servo_gains)
-EULER_SERVO_MARGIN = 0.8  # of semi_implicit_euler's stable kp range (_check_servo_gains)
 _TWO_THREADS = ("Simulation: entered from a second thread while another thread steps it; a "
                 "Simulation belongs to one thread at a time (give each thread its own, or "
                 "serialise the calls)")
+
+BatchPlan = namedtuple("BatchPlan", "kernel contacts controls ctrl_lo ctrl_hi qidx vidx")
+BatchPlan.__doc__ = """What :class:`rtrigid.Batch` steps and reads of a Simulation (see
+:meth:`Simulation.batch_plan`)."""
 
 
 class SimulationError(RuntimeError):
@@ -82,21 +93,6 @@ def _readonly(a):
     return view
 
 
-def _entry_point(kernel, *args):
-    """The compiled entry point of the numba dispatcher ``kernel`` for the types of
-    ``args``, or ``kernel`` itself when it is no dispatcher or has no such overload."""
-    overloads = getattr(kernel, "overloads", None)
-    if not overloads:
-        return kernel
-    import numba
-
-    key = tuple(numba.typeof(a) for a in args)
-    for sig, result in overloads.items():
-        if tuple(sig) == key:
-            return result.entry_point
-    return kernel
-
-
 def _create_backend(kind, model, module):
     if kind == BODIES:
         from rtrigid.backends.bodies.backend import BodiesBackend
@@ -107,7 +103,7 @@ def _create_backend(kind, model, module):
     return TreeBackend(model, module)
 
 
-class Simulation:
+class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
     """Fixed-step simulation of a :class:`~rtrigid.model.Model`.
 
     Parameters
@@ -248,7 +244,7 @@ class Simulation:
         tree = b.name != BODIES
         self._qpos_src = (b.positions() if tree and np.array_equal(
             self._qidx, np.arange(len(b.positions()))) else None)
-        self._qvel_src = (b.nu if tree and not b._mean_rates and np.array_equal(
+        self._qvel_src = (b.nu if tree and not b.mean_rates and np.array_equal(
             self._vidx, np.arange(len(b.nu))) else None)
         self._fingerprint = self._make_fingerprint()
 
@@ -291,32 +287,20 @@ class Simulation:
         rest_speed = 2.0 * float(np.linalg.norm(model.gravity)) * self.dt
         # a flight that does not keep energy: the event's budget from the step's start
         budget = 0 if integrators.get(integrator).keeps_energy else START_BUDGET
-        if kind == BODIES:
-            self._kernel = ContactStepper(self._kernel, contacts, self.backend.frozen.kind,
-                                          SWEEPS, rest_speed,
-                                          extra=(np.zeros(0), np.array([budget], np.int64)))
-            return contacts
-        if getattr(model, "loop_joints", None):
-            raise ValueError("grounds: contacts on a model with loop joints are not stepped "
-                             "yet")
-        spin = [b.name for b in model.bodies
-                if b.torsional_friction > 0.0 or b.rolling_friction > 0.0]
-        if spin or any(g.torsional_friction > 0.0 or g.rolling_friction > 0.0
-                       for g in model.grounds):
-            raise ValueError("torsional_friction: torsional and rolling friction are stepped "
-                             f"for free-body models only so far (bodies {spin}, or a ground)")
-        from rtrigid.backends.tree import contact as tree_contact
-
-        tree = self.backend.tree
-        order = contacts.ints[:, 0]
-        ti, voff = tree.ti, tree_contact.I_VOFF
-        perm = [i for b in order for i in range(
-            ti[b, voff], ti[b, voff] + int(tree_contact.NV[ti[b, tree_contact.I_KIND]]))]
-        xi = np.array([int(self.backend._mean_rates) or budget] + perm, np.int64)
-        xf = np.zeros(tree_contact.scratch_size(len(contacts.table), tree.nb, tree.nq,
-                                                tree.nv))
-        self._kernel = ContactStepper(self._kernel, contacts, None, SWEEPS, rest_speed,
-                                      after=tree_contact.__name__, extra=(xf, xi))
+        if kind != BODIES:
+            if getattr(model, "loop_joints", None):
+                raise ValueError("grounds: contacts on a model with loop joints are not "
+                                 "stepped yet")
+            spin = [b.name for b in model.bodies
+                    if b.torsional_friction > 0.0 or b.rolling_friction > 0.0]
+            if spin or any(g.torsional_friction > 0.0 or g.rolling_friction > 0.0
+                           for g in model.grounds):
+                raise ValueError("torsional_friction: torsional and rolling friction are "
+                                 "stepped for free-body models only so far (bodies "
+                                 f"{spin}, or a ground)")
+        bodyi, after, extra = self.backend.contact_workspace(contacts, budget)
+        self._kernel = ContactStepper(self._kernel, contacts, bodyi, SWEEPS, rest_speed,
+                                      after=after, extra=extra)
         return contacts
 
     def contacts(self):
@@ -394,7 +378,7 @@ class Simulation:
         2-link arm).  Kernels that are not numba dispatchers (the contact and loop
         steppers) stay as they are."""
         status = self._kernel(n, dt, F, I)
-        self._call = _entry_point(self._kernel, n, dt, F, I)
+        self._call = entry_point(self._kernel, n, dt, F, I)
         return status
 
     def _step(self, n):
@@ -461,6 +445,17 @@ class Simulation:
             out.update(charged_iterations=int(s[STAT_SPENT]), budget_steps=int(s[STAT_BUDGET]),
                        path_steps=int(s[STAT_PATH]))
         return out
+
+    def batch_plan(self) -> BatchPlan:
+        """What :class:`rtrigid.Batch` needs to step copies of this simulation in its rows:
+        ``kernel`` (the step kernel: a numba dispatcher, or a stepper object whose ``rows``
+        gives the same step on longer rows), ``contacts`` (the contact model, None without a
+        ground), ``controls`` (the view of the controls in the applied loads),
+        ``ctrl_lo``/``ctrl_hi`` (their ranges), ``qidx``/``vidx`` (where each entry of
+        :meth:`qpos` and :meth:`qvel` sits in the backend's coordinates and rates).  The
+        simulation's own objects, not copies: read them only."""
+        return BatchPlan(self._kernel, self._contacts, self._ctrl, self._ctrl_lo,
+                         self._ctrl_hi, self._qidx, self._vidx)
 
     # -- real-time stepping ----------------------------------------------------------------
     def advance(self, elapsed):
@@ -601,7 +596,7 @@ class Simulation:
     def set_orientation(self, body, q):
         """Set the orientation (normalised); a pivoted body turns about its pivot."""
         b = self.body_index(body)
-        q = _unit_quaternion(as_vector(q, 4, "q"), "q")
+        q = unit_quaternion(as_vector(q, 4, "q"), "q")
         self._write("q", lambda: self.backend.set_body(b, q=q))
 
     def set_angular_velocity(self, body, omega, frame="world"):
@@ -622,491 +617,6 @@ class Simulation:
         b = self.body_index(body)
         v = self._to_world(b, as_vector(v, 3, "v"), as_frame(frame))
         self._write("v", lambda: self.backend.set_body(b, v=v))
-
-    # -- joints -----------------------------------------------------------------------------
-    def joint_index(self, joint) -> int:
-        """Resolve a joint handle (what ``Model.add_joint`` returned) or name to its handle."""
-        if isinstance(joint, (int, np.integer)) and not isinstance(joint, bool):
-            if 0 <= joint < len(self._joint_child):
-                return int(joint)
-            raise ValueError(f"joint: no joint with handle {joint}; handles are what "
-                             "Model.add_joint returned, names work too: "
-                             f"{self.joint_names}")
-        if isinstance(joint, str) and joint in self.joint_names:
-            return self.joint_names.index(joint)
-        raise ValueError(f"joint: no joint {joint!r}; known: {self.joint_names}")
-
-    def _joint_body(self, joint):
-        return self._joint_child[self.joint_index(joint)]
-
-    def joint_position(self, joint):
-        """The joint's coordinates (a copy), see the table of :mod:`rtrigid.joints`."""
-        return self.backend.joint_state(self._joint_body(joint))[0]
-
-    def joint_velocity(self, joint):
-        """The joint's rates at t (a copy), see the table of :mod:`rtrigid.joints` and
-        :meth:`qpos`."""
-        return self.backend.joint_state(self._joint_body(joint))[1]
-
-    def set_joint_position(self, joint, value):
-        """Set a joint's coordinates; the bodies beyond it move along (a teleport)."""
-        b = self._joint_body(joint)
-        j = self.backend.joints[b]
-        n = len(self.backend.joint_state(b)[0])
-        if n == 0:
-            raise ValueError(f"joint: {j.name!r} ({j.kind}) has no coordinates")
-        value = as_vector(value, n, "value")
-        k = KINDS[j.kind].quaternion
-        if k >= 0:
-            value[k:k + 4] = _unit_quaternion(value[k:k + 4], "value")
-        lo, hi = j.limits
-        if n == 1 and not lo <= value[0] <= hi:
-            raise ValueError(f"value: {value[0]} is outside the limits [{lo}, {hi}] of joint "
-                             f"{j.name!r}")
-        self._write("value", lambda: self.backend.set_joint_state(b, qpos=value))
-
-    def set_joint_velocity(self, joint, value):
-        """Set a joint's rates (see the table of :mod:`rtrigid.joints`)."""
-        b = self._joint_body(joint)
-        n = len(self.backend.joint_state(b)[1])
-        if n == 0:
-            raise ValueError(f"joint: {self.backend.joints[b].name!r} has no rates")
-        value = as_vector(value, n, "value")
-        self._write("value", lambda: self.backend.set_joint_state(b, qvel=value))
-
-    # -- generalized coordinates -----------------------------------------------------------
-    def qpos(self):
-        """All generalized coordinates (a new array of length ``nq``).
-
-        Joint by joint in handle order (``joint_names``: the model's joints as added, then
-        pivots and free bodies in body order), each joint's coordinates as
-        :meth:`joint_position` gives them:
-
-        =========== ==== ==== ============================================================
-        kind        nq   nv   qpos / qvel
-        =========== ==== ==== ============================================================
-        revolute    1    1    angle about the axis (rad) / its rate
-        prismatic   1    1    slide along the axis (m) / its rate
-        spherical   4    3    unit quaternion of the child relative to the parent
-                              (scalar first) / relative angular velocity in the child's
-                              body axes
-        free        7    6    centre of mass (world), unit quaternion (body -> world) /
-                              centre-of-mass velocity in world axes, angular velocity in
-                              body axes
-        cylindrical 2    2    angle, slide / their rates
-        planar      3    3    angle, slide along e1, slide along e2 / their rates
-        fixed       0    0    --
-        =========== ==== ==== ============================================================
-
-        A free body's rates are those of :meth:`joint_velocity`: linear velocity in world
-        axes and angular velocity in body axes (MuJoCo's convention for free joints);
-        :meth:`jacobian`, :meth:`mass_matrix`, :meth:`bias_forces`,
-        :meth:`inverse_dynamics` and :meth:`set_joint_force` use the same rates.
-        """
-        if self._qpos_src is not None:
-            return self._qpos_src.copy()
-        return self.backend.positions()[self._qidx]
-
-    def qvel(self):
-        """All generalized rates at the current time (a new array of length ``nv``), in the
-        layout of :meth:`qpos`."""
-        if self._qvel_src is not None:
-            return self._qvel_src.copy()
-        return self.backend.rates()[self._vidx]
-
-    def set_qpos(self, qpos):
-        """Set all generalized coordinates (layout of :meth:`qpos`); the rates are kept.
-
-        Each quaternion is normalised (one of norm below 1e-12 is refused).  A teleport:
-        the bodies move to the new configuration at once.
-        """
-        qpos = as_vector(qpos, self.nq, "qpos")
-        for k, name in self._quat_at:
-            qpos[k:k + 4] = _unit_quaternion(qpos[k:k + 4], f"qpos (joint {name!r}, "
-                                                            f"entries {k}..{k + 3})")
-        full = np.empty(self.nq)
-        full[self._qidx] = qpos
-        for _, o, lo, hi in self._limits:
-            if not lo <= full[o] <= hi:
-                k = int(np.flatnonzero(self._qidx == o)[0])
-                raise ValueError(f"qpos: entry {k} = {full[o]} is outside its joint's limits "
-                                 f"[{lo}, {hi}]")
-        self._write("qpos", lambda: self.backend.set_coordinates(qpos=full))
-
-    def set_qvel(self, qvel):
-        """Set all generalized rates (layout of :meth:`qvel`); the configuration is kept."""
-        qvel = as_vector(qvel, self.nv, "qvel")
-        full = np.empty(self.nv)
-        full[self._vidx] = qvel
-        self._write("qvel", lambda: self.backend.set_coordinates(qvel=full))
-
-    def set_joint_force(self, joint, value):
-        """Hold a generalized force on the joint's rates from now on, until set again.
-
-        ``value``: one number per rate of the joint (a plain number for a revolute or
-        prismatic joint): a torque (N m) about a revolute axis, a force (N) along a prismatic
-        one; for a spherical joint a torque in the child's body axes, which the parent
-        receives with the opposite sign; for a free body a force (world axes, at the centre
-        of mass) and a torque (body axes) -- the duals of the rates of :meth:`qvel`.  Like
-        applied loads, held forces are part of snapshots; ``clear_applied`` leaves them.
-        Under ``energy_momentum`` a constant revolute torque does exactly the work
-        tau (theta1 - theta0) over a step, so energy() changes by that amount.
-        """
-        forces = self.backend.joint_forces
-        if (type(value) is float and type(joint) is int and forces is not None
-                and 0 <= joint < len(self._force_at) and self._force_at[joint] >= 0
-                and math.isfinite(value)):  # a control loop's call: one revolute/prismatic
-            forces[self._force_at[joint]] = value
-            return
-        b = self._joint_body(joint)
-        j = self.backend.joints[b]
-        if forces is None:
-            raise ValueError(f"joint: {j.name!r} is a {j.kind} joint of a single body, whose "
-                             "kernels take no joint force; use apply_force / apply_torque")
-        vs = self.backend.slots(b)[1]
-        n = vs.stop - vs.start
-        if n == 0:
-            raise ValueError(f"joint: {j.name!r} ({j.kind}) has no rates to take a force")
-        if n == 1 and np.ndim(value) == 0 and not isinstance(value, (str, bytes)):
-            value = [value]
-        forces[vs] = as_vector(value, n, "value")
-
-    def joint_force(self, joint):
-        """The generalized force held on the joint's rates (a copy; zeros if none)."""
-        b = self._joint_body(joint)
-        vs = self.backend.slots(b)[1]
-        forces = self.backend.joint_forces
-        return np.zeros(vs.stop - vs.start) if forces is None else forces[vs].copy()
-
-    # -- actuators ----------------------------------------------------------------------------
-    def actuator_index(self, actuator) -> int:
-        """Resolve an actuator handle (what ``Model.add_actuator`` returned) or name."""
-        if isinstance(actuator, (int, np.integer)) and not isinstance(actuator, bool):
-            if 0 <= actuator < self.na:
-                return int(actuator)
-            raise ValueError(f"actuator: no actuator with handle {actuator}; the model has "
-                             f"{self.na}: {self.actuator_names}")
-        if isinstance(actuator, str) and actuator in self.actuator_names:
-            return self.actuator_names.index(actuator)
-        raise ValueError(f"actuator: no actuator {actuator!r}; known: {self.actuator_names}")
-
-    def set_control(self, actuator, value):
-        """Set one actuator's control, held until set again (part of snapshots).
-
-        The control is a motor's force, a position servo's target coordinate or a velocity
-        servo's target rate (see :meth:`Model.add_actuator`); ``ctrl_range`` clamps it.
-
-        How the integrators treat actuators:
-
-        - ``energy_momentum`` (and the stages of ``energy_momentum4``): the force is taken at
-          the step's mean coordinate and mean rate and enters as a torque pair whose work
-          over a step is exactly gear * f * (c1 - c0): a motor's constant force is exact
-          discrete work; a position servo's spring is the discrete gradient of
-          kp (u - gear c)²/2 and its damper only dissipates, so with a fixed target
-          energy() plus the servo's spring energy never increases, at any gain and step
-          (the servo sits in the implicit step, its stiffness in the Newton matrix).  A
-          saturated servo (force_range) is a constant force over the step: its work is
-          still exact, but the spring energy is then not its potential, and the balance
-          above holds only for the unsaturated servo.  ``energy_momentum4``'s composition
-          has a negative stage, which runs a damper backwards: its work stays exact, its
-          unconditional stability is not claimed.
-        - ``nullspace_rk4``: the force is evaluated at every stage.  Servo gains are checked
-          when the Simulation is built (see ``Simulation.__init__``'s refusal message).
-
-        :meth:`actuator_work` accounts for every joule the actuators put in.
-        """
-        a = self.actuator_index(actuator)
-        if type(value) is not float or not math.isfinite(value):
-            value = as_scalar(value, "value")
-        self._ctrl[a] = min(max(value, self._ctrl_lo.item(a)), self._ctrl_hi.item(a))
-
-    def set_controls(self, u):
-        """Set every actuator's control, ``u`` of length ``na`` in model order
-        (``actuator_names``); clamped to each ``ctrl_range`` (see :meth:`set_control`)."""
-        if not (type(u) is np.ndarray and u.dtype is _F64 and u.shape == self._na_shape
-                and u.strides == _STRIDE_F64
-                and self._clamp(u, self._ctrl_lo, self._ctrl_hi, self._ctrl)):
-            # the full checks (on a copy; a non-finite entry is refused here)
-            clamp_into(as_vector(u, self.na, "u"), self._ctrl_lo, self._ctrl_hi, self._ctrl)
-
-    def _clamp(self, u, lo, hi, out):
-        """:func:`clamp_into` through numba's dispatcher; then the instance's ``_clamp``
-        becomes its compiled entry point for these types (0.43 -> 0.26 us a set_controls on
-        the 7-link arm), as :meth:`_first_call` does for the kernel.  Only contiguous float64
-        vectors reach it (the entry point reads its arrays with the layout it was compiled
-        for)."""
-        ok = clamp_into(u, lo, hi, out)
-        self._clamp = _entry_point(clamp_into, u, lo, hi, out)
-        return ok
-
-    def controls(self):
-        """The controls held now (a copy, model order)."""
-        return self._ctrl.copy()
-
-    def actuator_forces(self):
-        """Each actuator's force (before the gear) in the current state, at the rates of
-        :meth:`qvel` (a new array, model order)."""
-        out = np.empty(self.na)
-        if self.na:
-            from rtrigid.backends.tree.kinematics import ACT_Q, ACT_V, actuator_force
-
-            act = self.backend.act
-            Qg, nu = self.backend.positions(), self.backend.rates()
-            for a in range(self.na):
-                out[a] = actuator_force.py_func(act, a, self._ctrl, Qg[int(act[a, ACT_Q])],
-                                                nu[int(act[a, ACT_V])])
-        return out
-
-    def actuator_work(self):
-        """The work each actuator has done since construction (J; a new array, model order).
-
-        Part of the state: snapshots keep it, a failed step rolls it back.  Under
-        ``energy_momentum`` it is the exact discrete work, so ``energy() -
-        actuator_work().sum()`` stays constant to round-off (a servo's work is minus the
-        change of its spring energy plus its damper's loss).  Under ``nullspace_rk4`` it is
-        RK4's quadrature of the power (fourth order in dt).
-        """
-        return self._awork.copy()
-
-    def _check_servo_gains(self, model):
-        """Refuse servo gains outside the stable range of the explicit scheme.
-
-        Each servo alone on its joint, the other joints free, is the oscillator
-        m s² + kv g² s + kp g² = 0 with m = 1 / (M^-1)_jj the joint's apparent inertia at the
-        initial state (M the mass matrix); RK4 is stable for |s| dt <= 2.6 in the left half
-        plane (the half disk lies in its stability region), and 2.5 is asked for.  Servos on
-        several joints and large changes of the configuration change the frequencies, so
-        keep a margin.  With loop joints M^-1 is the map from joint force to acceleration
-        with the loops acting, N (N^T M N)^-1 N^T (N a basis of the rates the loops allow).
-        """
-        lc = getattr(self.backend, "loops", None)
-        if lc is None:
-            Minv = np.linalg.inv(self.mass_matrix())
-        else:  # in the backend's order, then qvel's
-            Qg = self.backend.Qg
-            M = lc.mass_matrix(Qg).copy()
-            N = np.linalg.svd(lc.jacobian(Qg))[2][lc.rank:].T
-            Minv = (N @ np.linalg.solve(N.T @ M @ N, N.T))[np.ix_(self._vidx, self._vidx)]
-        for k, a in enumerate(model.actuators):
-            if a.kind == "motor":
-                continue
-            col = self._vidx_of_joint(a.joint)
-            m = 1.0 / Minv[col, col]
-            g2 = a.gear * a.gear
-            c, w2 = a.kv * g2 / m, a.kp * g2 / m
-            if self.integrator == "semi_implicit_euler":
-                self._check_euler_servo(a, m, w2 * self.dt ** 2, c * self.dt)
-                continue
-            disc = 0.25 * c * c - w2
-            lam = math.sqrt(w2) if disc < 0.0 else 0.5 * c + math.sqrt(disc)
-            if lam * self.dt > RK4_SERVO_LIMIT:
-                raise ValueError(
-                    f"kp: actuator {a.name!r}'s gains (kp={a.kp:g}, kv={a.kv:g}, gear={a.gear:g}) "
-                    f"are beyond nullspace_rk4's stable range at dt={self.dt:g}: with the joint's "
-                    f"apparent inertia m_eff={m:.4g} at the initial state its fastest rate is "
-                    f"|s|={lam:.4g}/s, |s| dt={lam * self.dt:.3g} > {RK4_SERVO_LIMIT} "
-                    f"(kp g² dt²/m_eff must stay below {RK4_SERVO_LIMIT ** 2:g} and "
-                    f"kv g² dt/m_eff below {RK4_SERVO_LIMIT:g}, here {w2 * self.dt ** 2:.3g} and "
-                    f"{c * self.dt:.3g}); lower the gains or dt, or use energy_momentum, whose "
-                    "servos are stable at any gain")
-
-    def _check_euler_servo(self, a, m, stiff, damp):
-        """semi_implicit_euler, its damping implicit: the servo alone on its joint,
-        x'' = -w2 x - c x', steps as [[1 - a/(1+b), 1/(1+b)], [-a/(1+b), 1/(1+b)]] on
-        (x, h x') with a = w2 h², b = c h: determinant 1/(1+b), stable iff a < 4 + 2b (the
-        damping widens the range).  A margin is asked for, as the coupling of joints and
-        the configuration move the apparent inertia."""
-        bound = EULER_SERVO_MARGIN * (4.0 + 2.0 * damp)
-        if stiff > bound:
-            raise ValueError(
-                f"kp: actuator {a.name!r}'s gains (kp={a.kp:g}, kv={a.kv:g}, gear={a.gear:g}) "
-                f"are beyond semi_implicit_euler's stable range at dt={self.dt:g}: with the "
-                f"joint's apparent inertia m_eff={m:.4g} at the initial state, "
-                f"kp g² dt²/m_eff = {stiff:.3g} must stay below {EULER_SERVO_MARGIN:g} "
-                f"(4 + 2 kv g² dt/m_eff) = {bound:.3g} (its damping is implicit, its stiffness "
-                "explicit); lower kp or dt, raise kv, or use energy_momentum, whose servos are "
-                "stable at any gain")
-
-    def _vidx_of_joint(self, j):
-        """Index in qvel of joint handle j's first rate."""
-        b = self._joint_child[j]
-        start = self.backend.slots(b)[1].start
-        return int(np.nonzero(self._vidx == start)[0][0])
-
-    # -- dynamics queries (on the current state; rates and forces in the layout of qvel) --------
-    def _dynamics(self):
-        """The query engine: the model's tree with its own scratch, made on first use (its
-        kernels compile then).  Both backends keep their coordinates in that tree's order."""
-        if self._queries is None:
-            from rtrigid.backends.tree.dynamics import Queries
-            from rtrigid.backends.tree.loops import LoopClosure
-
-            queries = Queries(self.model, LoopClosure)
-            if any(queries.slots(b) != self.backend.slots(b) for b in range(self.nb)):
-                raise RuntimeError("the backend's coordinates are not in the tree's order")
-            if queries.loops is not None:  # the mechanism's rank, as the stepper's
-                queries.loops.rank = self.backend.loops.rank
-            self._queries = queries
-        return self._queries
-
-    def mass_matrix(self):
-        """The joint-space mass matrix M(qpos), (nv, nv), symmetric positive definite: the
-        kinetic energy is qvel^T M qvel / 2 (rates and their order as in :meth:`qpos`).
-        The composite-rigid-body algorithm, O(nv * depth).
-
-        With loop joints (:meth:`Model.add_loop_joint`) it is the spanning tree's matrix in
-        the tree's rates (what MuJoCo's qM is beside its equality constraints): the energy
-        formula holds, and the motion obeys M qacc + bias = tau + J^T lambda with the loops'
-        rows J qvel = 0 and their multipliers lambda (see :meth:`joint_reaction`)."""
-        Qg = self.backend.positions()
-        return self._dynamics().mass_matrix(Qg)[np.ix_(self._vidx, self._vidx)]
-
-    def bias_forces(self):
-        """(nv,) Coriolis, centrifugal and gravity forces at the current state: the
-        equations of motion are M qacc + bias = tau, tau everything else acting on the rates
-        (joint forces, springs, dampers, applied loads) -- MuJoCo's qfrc_bias.  With loop
-        joints it is the spanning tree's, and the loops' reactions J^T lambda join tau (see
-        :meth:`mass_matrix`)."""
-        Qg, nu = self.backend.positions(), self.backend.rates()
-        zero = np.zeros(self.nv)
-        return self._dynamics().inverse_dynamics(Qg, nu, zero)[self._vidx]
-
-    def inverse_dynamics(self, qacc):
-        """(nv,) the generalized force to add on the rates for accelerations ``qacc`` now.
-
-        Gravity, applied forces and torques, springs, joint springs and dampers, the
-        joint forces already held (:meth:`set_joint_force`) and the actuators' forces at the
-        present controls (:meth:`actuator_forces`) are accounted for: holding
-        ``joint force + inverse_dynamics(qacc)`` gives qacc.  With none of those acting it
-        is M qacc + bias.  The recursive Newton-Euler algorithm, O(nv).
-
-        With loop joints the answer is one of many (adding the loops' reactions J^T lambda
-        changes nothing): the one for which the loops carry no load.  Holding it gives qacc
-        itself when qacc meets the loops' acceleration rows (J qacc = -gamma), and otherwise
-        qacc's projection onto them in the mass metric, which is what the loops let through.
-        """
-        qacc = as_vector(qacc, self.nv, "qacc")
-        nudot = np.empty(self.nv)
-        nudot[self._vidx] = qacc
-        be = self.backend
-        return self._dynamics().inverse_dynamics(be.positions(), be.rates(), nudot,
-                                                 self._joint_loads())[self._vidx]
-
-    def _joint_loads(self):
-        """(f_app, t_app, held) now: the applied loads, and the held joint forces with the
-        actuators' forces at the present controls added (backend order)."""
-        be = self.backend
-        held = be.joint_forces if be.joint_forces is not None else np.zeros(self.nv)
-        if self.na:  # the actuators act too
-            held = held.copy()
-            from rtrigid.backends.tree.kinematics import ACT_GEAR, ACT_V
-
-            np.add.at(held, be.act[:, ACT_V].astype(np.intp),
-                      be.act[:, ACT_GEAR] * self.actuator_forces())
-        return self._f_app, self._t_app, held
-
-    def _motion(self):
-        """The query engine's :meth:`~rtrigid.backends.tree.dynamics.Queries.motion` now."""
-        be = self.backend
-        return self._dynamics().motion(be.positions(), be.rates(), self._joint_loads(),
-                                       self._limits)
-
-    def imu(self, body, point_body=(0.0, 0.0, 0.0)):
-        """(gyro, accel) of an inertial measurement unit fixed at a body point, body axes.
-
-        ``gyro``: the body's angular velocity at t (what ``velocity(body, frame="body")[1]``
-        gives).  ``accel``: the specific force a - g of the point ``point_body`` (body axes,
-        from the centre of mass) at t, what an accelerometer there reads: a by forward
-        dynamics in the current state with everything that acts (gravity, applied loads,
-        springs, joint springs, dampers and held joint forces, and the reaction of a joint
-        limit the joint sits on).  At rest under gravity it reads -g in body axes.  With
-        loop joints a is the motion the loops allow (their reactions act).
-        """
-        b = self.body_index(body)
-        point = as_vector(point_body, 3, "point_body")
-        from rtrigid.backends.tree.dynamics import specific_force
-
-        nudot, acc, wrench, V, rj, R = self._motion()
-        accel = np.empty(3)
-        specific_force(acc, V, R, rj, self.backend.x, self.backend.gravity, b, point, accel)
-        return self.backend.velocities()[1][b].copy(), accel
-
-    def joint_reaction(self, joint):
-        """(force, torque) the joint transmits from its parent (or the world) to its child,
-        world axes, at t; the torque is about the joint point (the child's anchor, as
-        ``joints()`` reports it).
-
-        It is everything the parent side exerts on the child through the joint: the
-        constraint reaction, the joint's own held force, spring and damper, and a limit's
-        reaction while the joint sits on the limit -- by Newton-Euler on the child's
-        subtree, the rate of change of its momentum less the external loads on it.  A free
-        body's joint transmits nothing (zeros).
-
-        With loop joints the loops' reactions act on the tree's bodies, and ``joint`` may
-        also name a loop joint (:meth:`Model.add_loop_joint`): its reaction on its child,
-        the torque about the child's anchor.  The loops' multipliers are the least-norm ones
-        where their rows are redundant (a planar four-bar of spatial revolute joints): the
-        reactions across a redundant direction are statically indeterminate, and any split
-        gives the same motion.
-        """
-        if isinstance(joint, str) and joint in self._loop_names:
-            queries = self._dynamics()
-            self._motion()
-            force, torque = queries.loop_wrenches[self._loop_names.index(joint)]
-            return force.copy(), torque.copy()
-        b = self._joint_body(joint)
-        if self.backend.joints[b].kind == "free":
-            return np.zeros(3), np.zeros(3)
-        wrench = self._motion()[2]
-        return wrench[b, 3:].copy(), wrench[b, :3].copy()
-
-    def jacobian(self, body, point_body=(0.0, 0.0, 0.0)):
-        """(6, nv): rows [linear; angular] world velocity of a body point per unit rate, so
-        ``jacobian(b, p) @ qvel()`` is (velocity of the point, angular velocity), world axes.
-        ``point_body``: body axes, from the centre of mass.  With loop joints the same
-        (qvel meets the loops; the columns are the spanning tree's rates)."""
-        b = self.body_index(body)
-        point = as_vector(point_body, 3, "point_body")
-        Qg = self.backend.positions()
-        return self._dynamics().jacobian(Qg, b, point)[:, self._vidx]
-
-    def joints(self):
-        """The joints as they are now, for drawing and inspection (a list of dicts).
-
-        Each dict has ``name``, ``kind``, ``parent`` (body index, -1 for the world),
-        ``child`` (body index), ``anchor`` (world position of the joint point on the child)
-        and ``axis`` (unit world vector of the joint axis, ``None`` where the kind has none),
-        ``limits`` ((lower, upper) of the coordinate; (-inf, inf) where there are none).
-        A body attached by :meth:`Model.attach_to_world` shows up as a spherical joint to the
-        world; free bodies are left out.
-        """
-        out = []
-        be = self.backend
-        for b, (j, g) in enumerate(zip(be.joints, be.geometry)):
-            if j.kind == "free":
-                continue
-            anchor = be.x[b] + quat.rotate(be.q[b], g.anchor_child, np.empty(3))
-            axis = None
-            if KINDS[j.kind].axial:
-                axis = quat.rotate(be.q[b], g.axis_child, np.empty(3))
-            out.append({"kind": j.kind, "parent": j.parent, "child": b, "anchor": anchor,
-                        "axis": axis, "name": j.name, "limits": j.limits})
-        return out
-
-    def loop_joints(self):
-        """The loop (cut) joints (:meth:`Model.add_loop_joint`), for drawing and inspection: a
-        list of dicts with ``name``, ``kind``, ``parent`` (body index, -1 for the world),
-        ``child``, ``anchor_parent`` and ``anchor_child`` (the joint point in the parent's
-        and the child's frame; the parent's is a world point for the world) and
-        ``axis_child`` (the joint axis in the child's frame, ``None`` where the kind has
-        none).  Constant: place them at any poses (the loop closes where the two anchors
-        meet)."""
-        return [{"name": j.name, "kind": j.kind, "parent": j.parent, "child": j.child,
-                 "anchor_parent": np.array(j.anchor_parent, dtype=np.float64),
-                 "anchor_child": np.array(j.anchor_child, dtype=np.float64),
-                 "axis_child": (np.array(j.axis_child, dtype=np.float64)
-                                if KINDS[j.kind].axial else None)}
-                for j in getattr(self.model, "loop_joints", ())]
 
     # -- diagnostics ----------------------------------------------------------------------
     @property
@@ -1159,111 +669,6 @@ class Simulation:
                 err = max(err, float(np.max(np.abs(r))))
         return err
 
-    # -- loads and impulses ----------------------------------------------------------------
-    def _load_point(self, b, point, frame):
-        """A point given in ``frame`` as a world point (None: the centre of mass)."""
-        if point is None:
-            return self.backend.x[b].copy()
-        point = as_vector(point, 3, "point")
-        if frame == "body":
-            return self.backend.x[b] + quat.rotate(self.backend.q[b], point, np.empty(3))
-        return point
-
-    @property
-    def _f_app(self):
-        return self.backend.A[:3 * self.nb].reshape(self.nb, 3)
-
-    @property
-    def _t_app(self):
-        return self.backend.A[3 * self.nb:6 * self.nb].reshape(self.nb, 3)
-
-    def apply_force(self, body, force, point=None, frame="world"):
-        """Add a constant force, acting from now on until :meth:`clear_applied`.
-
-        ``force`` and ``point`` are in ``frame``: world components and a world point, or
-        (``frame="body"``) body components and a body point from the centre of mass, both
-        taken as they are now.  Without ``point`` the force acts at the centre of mass; with
-        it, it is stored as the same force at the centre of mass plus the torque
-        (point - x) x force, both then fixed in the world frame.  Loads add up over calls and
-        persist across steps.
-        """
-        b = self.body_index(body)
-        frame = as_frame(frame)
-        f = _vec3(force, "force")
-        q = self.q[b] if frame == "body" else None
-        if q is not None:
-            f = _rotate(q, f)
-        A, i, j = self.backend.A, 3 * b, 3 * (self.nb + b)
-        f0, f1, f2 = A.item(i) + f[0], A.item(i + 1) + f[1], A.item(i + 2) + f[2]
-        t0, t1, t2 = A.item(j), A.item(j + 1), A.item(j + 2)
-        if point is not None:
-            p = _vec3(point, "point")
-            if q is not None:
-                r = _rotate(q, p)
-            else:
-                x = self.x
-                r = p[0] - x.item(b, 0), p[1] - x.item(b, 1), p[2] - x.item(b, 2)
-            t0 += r[1] * f[2] - r[2] * f[1]
-            t1 += r[2] * f[0] - r[0] * f[2]
-            t2 += r[0] * f[1] - r[1] * f[0]
-        if not _finite(f0, f1, f2, t0, t1, t2):
-            _refuse_nonfinite("force", [math.nan])
-        A[i], A[i + 1], A[i + 2] = f0, f1, f2
-        A[j], A[j + 1], A[j + 2] = t0, t1, t2
-
-    def apply_torque(self, body, torque, frame="world"):
-        """Add a constant torque (world components, or body components taken as the body
-        is now), acting from now on until :meth:`clear_applied`."""
-        b = self.body_index(body)
-        t = _vec3(torque, "torque")
-        if as_frame(frame) == "body":
-            t = _rotate(self.q[b], t)
-        A, j = self.backend.A, 3 * (self.nb + b)
-        t0, t1, t2 = A.item(j) + t[0], A.item(j + 1) + t[1], A.item(j + 2) + t[2]
-        if not _finite(t0, t1, t2):
-            _refuse_nonfinite("torque", [math.nan])
-        A[j], A[j + 1], A[j + 2] = t0, t1, t2
-
-    def clear_applied(self, body=None):
-        """Remove applied forces and torques (of one body, or of all); joint forces held by
-        :meth:`set_joint_force` stay until set again."""
-        if body is None:
-            self.backend.A[:6 * self.nb] = 0.0
-        else:
-            b = self.body_index(body)
-            self._f_app[b] = 0.0
-            self._t_app[b] = 0.0
-
-    def applied(self, body):
-        """The (force, torque) currently applied to a body, world frame."""
-        b = self.body_index(body)
-        return self._f_app[b].copy(), self._t_app[b].copy()
-
-    def apply_impulse(self, body, impulse=None, point=None, frame="world", *,
-                      impulse_world=None, point_world=None):
-        """Apply an instantaneous impulse; velocities jump at once.
-
-        ``impulse`` and ``point`` are in ``frame`` like :meth:`apply_force`'s (default: at the
-        centre of mass).  The joints (or the pivot) carry the reaction impulses, so the
-        velocities stay consistent with them.  Raises ``ValueError`` (state unchanged) if the
-        resulting velocities would not be finite.  ``impulse_world`` / ``point_world`` are
-        the older names of ``impulse`` / ``point`` in the world frame.
-        """
-        b = self.body_index(body)
-        frame = as_frame(frame)
-        if impulse_world is not None or point_world is not None:
-            if impulse is not None or frame != "world":
-                raise ValueError("impulse: give impulse/point/frame or impulse_world/"
-                                 "point_world, not both")
-            impulse, point = impulse_world, point_world if point is None else point
-        if impulse is None:
-            raise ValueError("impulse: missing")
-        impulse = self._to_world(b, as_vector(impulse, 3, "impulse"), frame)
-        jump = self.backend.impulse(b, self._load_point(b, point, frame), impulse)
-        if jump is None:
-            raise ValueError(f"impulse: {impulse.tolist()} would give non-finite velocities")
-        self._write("impulse", lambda: self.backend.write_velocities(jump))
-
     # -- snapshots --------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """Everything that determines the future: state, previous state, loads, clock,
@@ -1294,59 +699,3 @@ class Simulation:
         self.dropped_time = dropped
         if table is not None:
             self._contacts.set_state(table)
-
-
-_F64 = np.dtype(np.float64)
-_STRIDE_F64 = (8,)  # a contiguous float64 vector's strides
-_PLAIN_NUMBERS = frozenset((float, int, np.float64, np.float32, np.int64, np.int32))
-
-
-def _vec3(value, name):
-    """``as_vector(value, 3, name)`` as a tuple of floats: a fast path for a tuple, list or
-    array of three plain finite numbers (what a control loop passes), the full checks and
-    their messages for anything else."""
-    if type(value) in (tuple, list, np.ndarray) and len(value) == 3:
-        a, b, c = value
-        if (type(a) in _PLAIN_NUMBERS and type(b) in _PLAIN_NUMBERS
-                and type(c) in _PLAIN_NUMBERS):
-            try:
-                a, b, c = float(a), float(b), float(c)
-            except OverflowError:  # a huge int: the slow path says so
-                pass
-            else:
-                if _finite(a, b, c):
-                    return a, b, c
-    return tuple(as_vector(value, 3, name).tolist())
-
-
-def _finite(*values):
-    for v in values:
-        if not math.isfinite(v):
-            return False
-    return True
-
-
-def _rotate(q, v):
-    """R(q) v for a unit quaternion (w, x, y, z) (an array) and a 3-tuple, as a tuple."""
-    w, x, y, z = q.tolist()
-    t0 = 2.0 * (y * v[2] - z * v[1])
-    t1 = 2.0 * (z * v[0] - x * v[2])
-    t2 = 2.0 * (x * v[1] - y * v[0])
-    return (v[0] + w * t0 + y * t2 - z * t1, v[1] + w * t1 + z * t0 - x * t2,
-            v[2] + w * t2 + x * t1 - y * t0)
-
-
-def _refuse_nonfinite(field, *arrays):
-    if not all(np.all(np.isfinite(a)) for a in arrays):
-        raise ValueError(f"{field}: the applied loads would not be finite with this value; "
-                         "the simulation is unchanged")
-
-
-def _unit_quaternion(q, name):
-    """q / |q|, computed without overflow (q may hold numbers up to 1e308)."""
-    big = float(np.max(np.abs(q)))
-    scaled = q / big if big > 0.0 else q
-    norm = float(np.linalg.norm(scaled)) * big
-    if norm < 1e-12:
-        raise ValueError(f"{name}: quaternion of norm {norm:g} cannot be normalised")
-    return scaled / np.linalg.norm(scaled)

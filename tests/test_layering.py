@@ -81,6 +81,87 @@ def test_no_module_uses_another_modules_private_names():
                 assert not private, f"{name} imports {private} from {module}"
 
 
+# private by name only: the public API of namedtuples, and numba's struct proxies' way of
+# returning their value from an intrinsic (its extension API)
+PUBLIC_BY_CONVENTION = {"_replace", "_fields", "_asdict", "_make", "_field_defaults",
+                        "_getvalue"}
+
+
+def _private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _declared(tree):
+    """The private attribute names a module's own classes declare: methods, class-level
+    names, ``__slots__`` entries and ``self._x = ...`` assignments."""
+    out = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not cls:
+                out.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                    and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                out.add(node.attr)
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        out.add(target.id)
+                        if target.id == "__slots__" and isinstance(node.value, ast.Tuple):
+                            out.update(e.value for e in node.value.elts
+                                       if isinstance(e, ast.Constant))
+    return {name for name in out if _private(name)}
+
+
+def _module_level(tree):
+    """Names a module binds at its top level: to its own classes, functions and values, and
+    to modules outside rtrigid it imports (their internals are not rtrigid's layering)."""
+    own, foreign = set(), set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                own.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] != "rtrigid":
+                    foreign.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and not node.level \
+                and (node.module or "").split(".")[0] != "rtrigid":
+            foreign.update(alias.asname or alias.name for alias in node.names)
+    return own | foreign
+
+
+def _root(node):
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def test_no_module_reaches_into_another_modules_private_attributes():
+    """``x._name`` only on ``self``/``cls``, on this module's own top-level names, or for a
+    private name that this module's classes alone declare (``snap._data`` where Snapshot
+    lives): an object of another module is used through its public names."""
+    trees = {name: ast.parse(path.read_text()) for name, path in MODULES.items()}
+    declared = {name: _declared(tree) for name, tree in trees.items()}
+    reaches, seen = [], 0
+    for name, tree in trees.items():
+        top = _module_level(tree)
+        elsewhere = set().union(*(d for other, d in declared.items() if other != name))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            seen += 1
+            root = _root(node.value)
+            if (root in ("self", "cls") and isinstance(node.value, ast.Name)) \
+                    or node.attr in PUBLIC_BY_CONVENTION or root in top \
+                    or (node.attr in declared[name] and node.attr not in elsewhere):
+                continue
+            reaches.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert seen > 500  # the walk saw the code
+    assert not reaches, "private attributes reached across modules:\n" + "\n".join(reaches)
+
+
 def test_backends_never_import_the_facade_or_the_registry():
     for name in MODULES:
         if name.startswith("rtrigid.backends"):

@@ -18,7 +18,7 @@ from scipy import ndimage
 from rtrigid import scenarios
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
-from viewer import Viewer, app, scene
+from viewer import Viewer, app, drawing, scene
 
 ROOT = Path(__file__).resolve().parents[1]
 W, H = 320, 240
@@ -246,7 +246,7 @@ def test_scripted_drag_on_a_top_turns_it_about_its_pivot(open_viewer):
 def test_mouse_events_drag_a_body_with_an_arrow_then_impulse(open_viewer, monkeypatch):
     sim = two_bodies()
     v = open_viewer(sim, colors={"ball": MAGENTA, "brick": YELLOW})
-    arrow = {"drag": module_colour(monkeypatch, app, "DRAG_COLOR")}
+    arrow = {"drag": module_colour(monkeypatch, drawing, "DRAG_COLOR")}
     assert not drawn(v, arrow)[1]["drag"].any()  # no drag, no arrow
     left = pyglet.window.mouse.LEFT
     x0, y0 = (int(c) for c in v.project(sim.pose("ball")[0]))
@@ -405,7 +405,7 @@ def test_applied_forces_are_drawn_as_arrows(open_viewer, monkeypatch):
     sim = two_bodies()
     v = open_viewer(sim, width=480, height=360)
     direction = np.array([0.0, -0.6, 0.8])
-    arrows = {"load": module_colour(monkeypatch, app, "LOAD_COLOR")}
+    arrows = {"load": module_colour(monkeypatch, drawing, "LOAD_COLOR")}
     assert not drawn(v, arrows)[1]["load"].any()  # no force, no arrow
     x = sim.pose("brick")[0]
     size = v.visuals[sim.body_index("brick")].radius

@@ -11,7 +11,7 @@ import pyglet
 from rtrigid import scenarios
 from tests.test_viewer import assert_colours_as_drawn, at, dispatch, drawn, key, module_colour
 from tests.test_viewer import open_viewer  # noqa: F401  (the fixture)
-from viewer import app
+from viewer import drawing
 
 
 def resting_box(steps=20):
@@ -27,8 +27,8 @@ def test_contact_points_and_normals_are_drawn_on_request(open_viewer, monkeypatc
     assert len(contacts) == 4   # the bottom face's corners
     v = open_viewer(sim, width=480, height=360, paused=True)
     assert v.ground_z == 0.0    # the floor is the contact ground
-    parts = {"point": module_colour(monkeypatch, app, "CONTACT_COLOR"),
-             "normal": module_colour(monkeypatch, app, "NORMAL_COLOR")}
+    parts = {"point": module_colour(monkeypatch, drawing, "CONTACT_COLOR"),
+             "normal": module_colour(monkeypatch, drawing, "NORMAL_COLOR")}
     _, covered, _ = drawn(v, parts)
     assert not covered["point"].any() and not covered["normal"].any()   # off by default
     key(v, "C")

@@ -95,17 +95,17 @@ def test_racket_marking_flips_side_within_its_first_second(demo_viewer):
                                   if demos.DEMOS[n].viewer.get("show_omega")
                                   or demos.DEMOS[n].viewer.get("show_momentum")])
 def test_arrows_of_a_demo_are_seen_not_hidden_in_the_body(demo_viewer, monkeypatch, name):
-    from viewer import app
+    from viewer import drawing
 
     v = demo_viewer(name)
     v.update(0.3)
     parts = {}
     if v.show_omega:
-        parts["omega"] = (lambda rgb: monkeypatch.setattr(app, "OMEGA_COLOR", rgb),
-                          app.OMEGA_COLOR)
+        parts["omega"] = (lambda rgb: monkeypatch.setattr(drawing, "OMEGA_COLOR", rgb),
+                          drawing.OMEGA_COLOR)
     if v.show_momentum:
-        parts["momentum"] = (lambda rgb: monkeypatch.setattr(app, "MOMENTUM_COLOR", rgb),
-                             app.MOMENTUM_COLOR)
+        parts["momentum"] = (lambda rgb: monkeypatch.setattr(drawing, "MOMENTUM_COLOR", rgb),
+                             drawing.MOMENTUM_COLOR)
     _, covered, _ = drawn(v, parts)
     for part, mask in covered.items():
         assert mask.sum() > 40, (name, part, mask.sum())  # a visible arrow, not a few pixels

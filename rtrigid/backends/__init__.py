@@ -20,6 +20,7 @@ validation and diagnostics -- and reaches a backend only through this protocol:
 ``velocities()``                (v, w) at t, consistent with the joint rates; the views above
                                 except under a scheme that declares ``MEAN_RATES`` (its
                                 velocities meet the joints only to O(h^2))
+``mean_rates``                  whether the scheme declares ``MEAN_RATES`` (see ``velocities()``)
 ``potential_energy()``          gravity and springs
 ``joint_state(b)``              (coordinates, rates at t) of body b's inbound joint, copies
 ``set_joint_state(b, qpos, qvel)`` write them (either may be None), then re-derive the state
@@ -35,6 +36,8 @@ validation and diagnostics -- and reaches a backend only through this protocol:
 ``impulse(b, point, J)``        velocity jumps of an impulse J at a world point, or None if
                                 they would not be finite (nothing is written)
 ``write_velocities(jump)``      apply what :meth:`impulse` returned
+``contact_workspace(contacts,`` what the contact step (:class:`.bodies.contact.ContactStepper`)
+``budget)``                     needs of the backend: (bodyi, after, extra)
 =============================== ============================================================
 
 :func:`select` picks the backend a model needs.  Backends never import the façade, the

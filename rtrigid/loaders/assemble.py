@@ -209,7 +209,7 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
             parts.setdefault(b, []).append(
                 {**{k: v for k, v in part.items() if k != "R"}, "pos": pp, "quat": matrix_quat(pR)})
     for b, body_parts in parts.items():
-        shape = model._check_shape(("visuals", {"parts": body_parts}))
+        shape = model.check_shape(("visuals", {"parts": body_parts}))
         if b == WORLD:
             model.world_shape = shape
         else:

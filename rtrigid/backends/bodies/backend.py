@@ -53,7 +53,7 @@ class BodiesBackend:
         # a scheme whose pivoted bodies' velocities meet the pivot only to O(h^2) (midpoint_em:
         # v_{n+1} = 2 (x_{n+1} - x_n)/h - v_n) declares MEAN_RATES; velocities() then reports
         # the rate of the body's momentum about its pivot, and the pivot velocity it gives
-        self._mean_rates = bool(getattr(module, "MEAN_RATES", False))
+        self.mean_rates = bool(getattr(module, "MEAN_RATES", False))
         for b in range(nb):
             self._sync(b)
         self.S_prev[:] = self.S
@@ -70,6 +70,16 @@ class BodiesBackend:
         body_momenta.py_func(bodyf, b, self.q, self.v, self.w, self._P, self._pq, self._L)
         if teleport:
             restore_body.py_func(self.S_prev, self.S, self.nb, b)
+
+    def contact_workspace(self, contacts, budget):
+        """What the contact step (:class:`~.contact.ContactStepper`) needs of this backend:
+        ``(bodyi, after, extra)``: the bodies' kinds (its free bodies collide), the module
+        whose ``after_step`` solves the contacts, and its (float, int) scratch (none, and the
+        event's ``budget``)."""
+        from rtrigid.backends.bodies import contact
+
+        return (self.frozen.kind, contact.__name__,
+                (np.zeros(0), np.array([budget], np.int64)))
 
     def potential_energy(self) -> float:
         return float(potential_energy(*self.arrays, self.x, self.q))
@@ -99,7 +109,7 @@ class BodiesBackend:
         a pivoted body under a MEAN_RATES scheme: w = Jref^-1 (J Omega + m s x R^T v), the
         angular momentum about the pivot (s: centre of mass from it, body axes) carried by
         the scheme's velocities, and v = R (w x s) (new arrays)."""
-        if not self._mean_rates:
+        if not self.mean_rates:
             return self.v, self.w
         fm = self.frozen
         v, w = self.v.copy(), self.w.copy()
@@ -112,7 +122,7 @@ class BodiesBackend:
 
     def _settle(self, b):
         """Before a write to body b: its angular velocity <- the one at t (velocities())."""
-        if self._mean_rates and self.frozen.kind[b] == PIVOTED:
+        if self.mean_rates and self.frozen.kind[b] == PIVOTED:
             self.w[b] = self.velocities()[1][b]
 
     def set_coordinates(self, qpos=None, qvel=None):

@@ -75,7 +75,7 @@ class TreeBackend:
         # to O(h^2) (the jointed energy_momentum: nu is then the step's mean rate) declares
         # MEAN_RATES.  The rates and velocities at t are then those of the bodies' momenta,
         # (T^T M T)^-1 T^T p (rates()), computed when asked for and kept until S changes.
-        self._mean_rates = bool(getattr(module, "MEAN_RATES", False))
+        self.mean_rates = bool(getattr(module, "MEAN_RATES", False))
         self._at_t = np.zeros(nv), np.zeros((tree.nb, 3)), np.zeros((tree.nb, 3))
         self._seen = np.full(n_state, np.nan)  # the S _at_t was computed from
         self._xs, self._qs = np.zeros((tree.nb, 3)), np.zeros((tree.nb, 4))
@@ -96,6 +96,25 @@ class TreeBackend:
             self.loops = LoopClosure(tree, model.loop_joints, self._scratch())
             self.loops.assemble(self.Qg)
         self._sync()
+
+    def contact_workspace(self, contacts, budget):
+        """What the contact step (:class:`~rtrigid.backends.bodies.contact.ContactStepper`)
+        needs of this backend for ``contacts`` (a :class:`~rtrigid.contact.Contacts`):
+        ``(bodyi, after, extra)``: None (every body with a shape collides), the module whose
+        ``after_step`` solves the contacts, and its (float, int) scratch -- the solve's work
+        space, and the rates' start flag (the mean rates, or the event's ``budget``) followed
+        by the contact bodies' rates."""
+        from rtrigid.backends.tree import contact as tree_contact
+
+        tree = self.tree
+        order = contacts.ints[:, 0]
+        ti, voff = tree.ti, tree_contact.I_VOFF
+        perm = [i for b in order for i in range(
+            ti[b, voff], ti[b, voff] + int(tree_contact.NV[ti[b, tree_contact.I_KIND]]))]
+        xi = np.array([int(self.mean_rates) or budget] + perm, np.int64)
+        xf = np.zeros(tree_contact.scratch_size(len(contacts.table), tree.nb, tree.nq,
+                                                tree.nv))
+        return None, tree_contact.__name__, (xf, xi)
 
     def loads(self):
         """(f_app, t_app, held): views of the applied loads in A."""
@@ -171,7 +190,7 @@ class TreeBackend:
     def _now(self):
         """(nu, v, w) at t: the joint rates, the centres' velocities (world) and the body
         angular velocities, consistent with each other (views; read them only)."""
-        if not self._mean_rates:
+        if not self.mean_rates:
             return self.nu, self.v, self.w
         if changed(self.S, self._seen):  # (and now seen)
             nu, v, w = self._at_t
@@ -198,7 +217,7 @@ class TreeBackend:
     def _settle(self):
         """Before a write: nu <- the rates at t, so the state derived after it keeps the
         motion at t of every joint the write leaves alone."""
-        if self._mean_rates:
+        if self.mean_rates:
             self.nu[:] = self._now()[0]
             self._sync(teleport=False)
 
