@@ -39,8 +39,16 @@ import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.backends.buffers import view
+from rtrigid.backends.tree.articulated import articulated_factor, articulated_solve
 from rtrigid.backends.tree.dynamics import add_point_columns, momentum_rates
 from rtrigid.backends.tree.kinematics import (
+    body_rates,
+    coordinate_rates,
+    geometry,
+    joint_velocities,
+    normalize_coordinates,
+)
+from rtrigid.backends.tree.layout import (
     I_KIND,
     I_PARENT,
     I_QOFF,
@@ -49,14 +57,7 @@ from rtrigid.backends.tree.kinematics import (
     NV,
     T_J,
     T_MASS,
-    articulated_factor,
-    articulated_solve,
-    body_rates,
     carve,
-    coordinate_rates,
-    geometry,
-    joint_velocities,
-    normalize_coordinates,
     open_buffers,
     state_views,
 )
