@@ -72,31 +72,30 @@ from rtrigid.contact.geometry import (
     C_T1,
     C_T2,
 )
+from rtrigid.contact.manifold import contact_key, detect, remember, slot
+from rtrigid.contact.pgs import (
+    by_level,
+    friction_update,
+    normal_update,
+    set_response,
+    set_target,
+    tangents,
+)
 from rtrigid.contact.solver import (
     GAP,
     LIFT_SWEEPS,
     MIN_SWEEPS,
     START_BUDGET,
     UPDATE_BUDGET,
-    by_level,
-    contact_key,
-    detect,
     elastic_islands,
     energy_scales,
     flight_allowance,
     flight_gap,
-    friction_update,
     island_root,
     islands,
     least_energy_scale,
     levels,
-    normal_update,
-    remember,
     scale_impulses,
-    set_response,
-    set_target,
-    slot,
-    tangents,
 )
 
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-# the tree's other kernels, re-exported here under their old names
+# the tree's other kernels, also importable from here as before
 from rtrigid.backends.tree.actuators import (
     ACTUATOR_KINDS,
     ACT_BODY,
