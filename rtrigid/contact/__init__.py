@@ -3,7 +3,8 @@
 :class:`Contacts` freezes what a :class:`~rtrigid.Model` says about contact -- each body's
 collision shape, friction and restitution, the grounds -- into flat arrays, owns the contact
 table the kernels fill (no allocation in the step), and reads it back for
-:meth:`rtrigid.Simulation.contacts`.  The narrow phase is :mod:`.geometry`, the solve
+:meth:`rtrigid.Simulation.contacts`.  The narrow phase is :mod:`.geometry` (against a ground)
+and :mod:`.pairs` (between bodies), the shape kinds' table :mod:`.shapes`, the solve
 :mod:`.solver`; a backend runs :func:`.solver.resolve` after each free-flight step.
 """
 from __future__ import annotations
@@ -40,6 +41,7 @@ from rtrigid.contact.geometry import (
     P_WIDTH,
     SHAPE_CODES,
 )
+from rtrigid.contact.shapes import bounding_radius
 from rtrigid.contact.solver import VEL_WIDTH
 from rtrigid.model import SHAPES
 
@@ -50,19 +52,6 @@ PAIR_ROWS = 16  # table rows per body for contacts between bodies
 def has_contacts(model) -> bool:
     """True when the model has a ground (bodies collide with each other only then, so far)."""
     return bool(model.grounds)
-
-
-def _bounding_radius(kind, p):
-    """Radius of a sphere about the shape centre that holds the shape."""
-    if kind == "sphere":
-        return p[0]
-    if kind == "capsule":
-        return p[0] + p[1]
-    if kind == "box":
-        return float(np.linalg.norm(p[:3]))
-    if kind == "cylinder":
-        return float(np.hypot(p[0], p[1]))
-    return max(0.75 * p[1], float(np.hypot(p[0], 0.25 * p[1])))  # cone: apex, rim
 
 
 class Contacts:
@@ -99,7 +88,7 @@ class Contacts:
                                      for k in SHAPES[shape.kind]])
             row[G_P:G_P + len(values)] = values
             row[G_OFFSET:G_OFFSET + 3] = shape.offset
-            row[G_RADIUS] = _bounding_radius(shape.kind, values)
+            row[G_RADIUS] = bounding_radius(shape.kind, values)
         self.grounds = np.zeros((len(model.grounds), P_WIDTH))
         for g, ground in enumerate(model.grounds):
             self.grounds[g, P_NORMAL:P_NORMAL + 3] = ground.normal

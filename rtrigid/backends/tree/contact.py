@@ -39,8 +39,16 @@ import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.backends.buffers import view
+from rtrigid.backends.tree.articulated import articulated_factor, articulated_solve
 from rtrigid.backends.tree.dynamics import add_point_columns, momentum_rates
 from rtrigid.backends.tree.kinematics import (
+    body_rates,
+    coordinate_rates,
+    geometry,
+    joint_velocities,
+    normalize_coordinates,
+)
+from rtrigid.backends.tree.layout import (
     I_KIND,
     I_PARENT,
     I_QOFF,
@@ -49,14 +57,7 @@ from rtrigid.backends.tree.kinematics import (
     NV,
     T_J,
     T_MASS,
-    articulated_factor,
-    articulated_solve,
-    body_rates,
     carve,
-    coordinate_rates,
-    geometry,
-    joint_velocities,
-    normalize_coordinates,
     open_buffers,
     state_views,
 )
@@ -71,31 +72,30 @@ from rtrigid.contact.geometry import (
     C_T1,
     C_T2,
 )
+from rtrigid.contact.manifold import contact_key, detect, remember, slot
+from rtrigid.contact.pgs import (
+    by_level,
+    friction_update,
+    normal_update,
+    set_response,
+    set_target,
+    tangents,
+)
 from rtrigid.contact.solver import (
     GAP,
     LIFT_SWEEPS,
     MIN_SWEEPS,
     START_BUDGET,
     UPDATE_BUDGET,
-    by_level,
-    contact_key,
-    detect,
     elastic_islands,
     energy_scales,
     flight_allowance,
     flight_gap,
-    friction_update,
     island_root,
     islands,
     least_energy_scale,
     levels,
-    normal_update,
-    remember,
     scale_impulses,
-    set_response,
-    set_target,
-    slot,
-    tangents,
 )
 
 

@@ -11,7 +11,7 @@ like the articulated-body recursion the kernels step with:
 - :func:`inverse_dynamics`: the recursive Newton-Euler algorithm, O(n): accelerations root
   to leaves (a_b = X(d) a_p + S nudot + cb, with the velocity-product terms cb of
   :func:`~.kinematics.joint_velocities`), each body's wrench I_J a + (velocity terms) -
-  (external loads) (:func:`~.kinematics.bias_forces`), then leaves to root, projected on
+  (external loads) (:func:`~.loads.bias_forces`), then leaves to root, projected on
   the joint columns.  With the external loads reduced to gravity and nudot = 0 it gives the
   bias forces (Coriolis, centrifugal and gravity: M nudot + bias = tau);
 - :func:`point_jacobian`: the world velocity of a body point per unit rate, [linear;
@@ -20,7 +20,7 @@ like the articulated-body recursion the kernels step with:
   velocities T nu -- the rates whose generalized momentum is that of p.
 
 A rate's column is a unit turn about an axis through its joint point, or a unit slide (see
-:func:`~.kinematics.col_block`), so a spherical joint's rates are the relative angular
+:func:`~.layout.col_block`), so a spherical joint's rates are the relative angular
 velocity in the child's axes and a free body's are (velocity of the centre of mass in world
 axes, angular velocity in body axes), as in :mod:`rtrigid.joints`.
 """
@@ -29,7 +29,21 @@ from __future__ import annotations
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
+from rtrigid.backends.tree.articulated import (
+    articulated_factor,
+    articulated_solve,
+    joint_point_inertia,
+    shift_to_parent,
+)
+from rtrigid.backends.tree.dense import cross3, rot_t_vec_b, rot_vec_b
 from rtrigid.backends.tree.kinematics import (
+    Tree,
+    body_rates,
+    carry_acceleration,
+    geometry,
+    joint_velocities,
+)
+from rtrigid.backends.tree.layout import (
     I_KIND,
     I_ORDER,
     I_PARENT,
@@ -40,28 +54,14 @@ from rtrigid.backends.tree.kinematics import (
     ROW_C,
     ROW_D,
     T_MASS,
-    Tree,
-    articulated_factor,
-    articulated_solve,
     base_work_size,
-    bias_forces,
-    body_rates,
-    carry_acceleration,
     carve,
     col_block,
-    cross3,
-    geometry,
-    joint_forces,
-    joint_point_inertia,
-    joint_velocities,
     nv_of,
     open_buffers,
-    rot_t_vec_b,
-    rot_vec_b,
-    shift_to_parent,
     state_views,
-    world_loads,
 )
+from rtrigid.backends.tree.loads import bias_forces, joint_forces, world_loads
 
 
 @jit
@@ -125,7 +125,7 @@ def inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held,
     point-to-point springs, and the joint springs, dampers and ``held`` forces are taken as
     acting already (so tau is what must be added on top); otherwise the loads are gravity
     alone and nothing else acts (with nudot = 0: the bias forces).  Scratch as in
-    :func:`~.kinematics.carve` (Ib: (nb, 6, 6), tp: (nv,)).
+    :func:`~.layout.carve` (Ib: (nb, 6, 6), tp: (nv,)).
     """
     geometry(tf, ti, Qg, x, q, R, rj, G)
     joint_velocities(ti, G, nu, V, cb)
