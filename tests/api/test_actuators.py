@@ -5,20 +5,9 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
+from tests.helpers import chain
 
 TREE_SCHEMES = ("nullspace_rk4", "energy_momentum", "energy_momentum4")
-
-
-def chain(n, kind="motor", axis=(1.0, 0.0, 0.0), joint="revolute", **actuator):
-    """n links of 0.5 m hanging from the world origin, one actuator per joint."""
-    m = rt.Model()
-    for i in range(n):
-        m.add_body(f"l{i}", 1.0 - 0.1 * i, (0.03, 0.03, 0.004))
-        j = m.add_joint(joint, None if i == 0 else i - 1, i, axis_parent=axis,
-                        anchor_parent=(0.0, 0.0, 0.0) if i == 0 else (0.0, 0.0, -0.25),
-                        anchor_child=(0.0, 0.0, 0.25))
-        m.add_actuator(j, kind, name=f"a{i}", **actuator)
-    return m
 
 
 def servo_energy(sim, kp, gear=1.0):
@@ -313,7 +302,7 @@ def test_arm_scenario_parameters():
 def test_em_newton_matrix_takes_the_servos():
     """The Newton matrix with stiff servos on a planar chain is the residual's Jacobian (the
     finite-difference check of test_multibody_em), away from the solution too."""
-    from tests.test_multibody_em import newton_error
+    from tests.helpers import newton_error
 
     sim = rt.Simulation(chain(3, "position", kp=2e3, kv=5.0), "energy_momentum", 1.0 / 60.0)
     sim.set_controls([0.6, -0.9, 0.4])

@@ -4,54 +4,12 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
-from rtrigid.model import Model
 from rtrigid.tools import mujoco_ref
 from rtrigid.tools.bench import seven_link_arm
-from tests.test_generalized import _single_bodies
-from tests.test_multibody import _mixed_tree, randomize_joints
+from tests.helpers import (MUJOCO_CASES, random_sim, random_state, random_tree, randomize_joints,
+                           single_bodies, tree_of_kinds)
 
 needs_mujoco = pytest.mark.skipif(not mujoco_ref.available(), reason="mujoco is a dev dependency")
-
-
-def _inertia(rng, mass):
-    """Principal moments of a random box (the triangle inequality holds)."""
-    a = rng.uniform(0.05, 0.5, 3) ** 2
-    return mass / 3.0 * np.array([a[1] + a[2], a[0] + a[2], a[0] + a[1]])
-
-
-def random_tree(seed, n=7, kinds=("revolute", "prismatic"), free_root=False):
-    """n bodies with random masses, inertias, anchors, axes and parents (several roots),
-    joint springs and dampers; with ``free_root`` body 0 has no joint (a free body)."""
-    rng = np.random.default_rng(seed)
-    m = Model(gravity=rng.normal(size=3) * 5.0)
-    for i in range(n):
-        mass = rng.uniform(0.5, 3.0)
-        m.add_body(f"b{i}", mass, _inertia(rng, mass))
-    for i in range(1 if free_root else 0, n):
-        parent = int(rng.integers(0, i)) if i > 0 and rng.uniform() > 0.2 else None
-        kind = kinds[int(rng.integers(len(kinds)))]
-        extra = {}
-        if kind in ("revolute", "prismatic"):
-            extra = dict(axis_parent=rng.normal(size=3), axis_child=rng.normal(size=3),
-                         stiffness=rng.uniform(0.0, 5.0), rest=rng.normal(),
-                         damping=rng.uniform(0.0, 1.0))
-        m.add_joint(kind, parent, i, anchor_parent=0.5 * rng.normal(size=3),
-                    anchor_child=0.5 * rng.normal(size=3), **extra)
-    return m
-
-
-def _random_state(sim, rng):
-    sim.set_qpos(rng.normal(size=sim.nq))
-    sim.set_qvel(2.0 * rng.normal(size=sim.nv))
-
-
-def random_sim(seed, kinds, free_root, state_seed):
-    """(simulation of random_tree(seed, ...) in a random state, the generator that made it)."""
-    sim = rt.Simulation(random_tree(seed, kinds=kinds, free_root=free_root), "nullspace_rk4",
-                        1e-3)
-    rng = np.random.default_rng(state_seed)
-    _random_state(sim, rng)
-    return sim, rng
 
 
 def _mujoco_twin(sim):
@@ -66,11 +24,6 @@ def _mujoco_twin(sim):
 
 def _rel(a, b):
     return np.abs(a - b).max() / max(np.abs(b).max(), 1e-300)
-
-
-MUJOCO_CASES = [(seed, kinds, free) for seed in range(4)
-                for kinds, free in ((("revolute", "prismatic"), False),
-                                    (("revolute", "prismatic", "spherical", "fixed"), True))]
 
 
 @needs_mujoco
@@ -107,7 +60,7 @@ def test_applied_loads_and_held_forces_are_accounted_for_as_mujoco_applies_them(
     sim = rt.Simulation(random_tree(7, kinds=("revolute", "prismatic", "spherical"),
                                     free_root=True), "nullspace_rk4", 1e-3)
     rng = np.random.default_rng(8)
-    _random_state(sim, rng)
+    random_state(sim, rng)
     mjm, d, vadr = _mujoco_twin(sim)
     held = rng.normal(size=sim.nv)
     for j, name in enumerate(sim.joint_names):
@@ -131,10 +84,10 @@ def test_applied_loads_and_held_forces_are_accounted_for_as_mujoco_applies_them(
 @needs_mujoco
 @pytest.mark.parametrize("integrator", ["nullspace_rk4", "energy_momentum"])
 def test_single_body_queries_agree_with_mujoco(integrator):
-    sim = rt.Simulation(_single_bodies(), integrator, 1e-3)
+    sim = rt.Simulation(single_bodies(), integrator, 1e-3)
     assert sim.backend.name == "bodies"
     rng = np.random.default_rng(9)
-    _random_state(sim, rng)
+    random_state(sim, rng)
     sim.step(20)
     mjm, d, vadr = _mujoco_twin(sim)
     import mujoco
@@ -156,7 +109,7 @@ def test_jacobian_agrees_with_mujoco():
     sim = rt.Simulation(random_tree(3, kinds=("revolute", "prismatic", "spherical"),
                                     free_root=True), "nullspace_rk4", 1e-3)
     rng = np.random.default_rng(10)
-    _random_state(sim, rng)
+    random_state(sim, rng)
     mjm, d, vadr = _mujoco_twin(sim)
     for b in range(sim.nb):
         p = rng.normal(size=3)
@@ -173,7 +126,7 @@ def test_jacobian_agrees_with_mujoco():
     ("energy_momentum", ["spherical", "revolute", "fixed", "revolute"]),
 ])
 def test_jacobian_times_qvel_is_the_point_velocity_for_every_joint_kind(integrator, kinds):
-    sim = rt.Simulation(_mixed_tree(kinds, seed=11), integrator, dt=1.0 / 240.0)
+    sim = rt.Simulation(tree_of_kinds(kinds, seed=11), integrator, dt=1.0 / 240.0)
     randomize_joints(sim, np.random.default_rng(12))
     rng = np.random.default_rng(13)
     for _ in range(3):
@@ -189,8 +142,8 @@ def test_jacobian_times_qvel_is_the_point_velocity_for_every_joint_kind(integrat
 
 
 def test_jacobian_of_single_bodies_gives_their_velocities():
-    sim = rt.Simulation(_single_bodies(), "energy_momentum", 1e-3)
-    _random_state(sim, np.random.default_rng(14))
+    sim = rt.Simulation(single_bodies(), "energy_momentum", 1e-3)
+    random_state(sim, np.random.default_rng(14))
     sim.step(10)
     for b in range(2):
         J = sim.jacobian(b)
@@ -201,7 +154,7 @@ def test_inverse_dynamics_accounts_for_every_load_the_simulation_applies():
     """Along a motion driven by applied loads, point springs, joint springs and dampers and
     held joint forces, inverse_dynamics of the motion's own acceleration (central
     differences of qvel) is zero: nothing more is needed to produce it."""
-    m = _mixed_tree(["revolute", "prismatic", "spherical", "cylindrical", "planar"], seed=15)
+    m = tree_of_kinds(["revolute", "prismatic", "spherical", "cylindrical", "planar"], seed=15)
     for j in m.joints:
         if j.kind in ("revolute", "prismatic"):
             j.stiffness, j.rest, j.damping = 3.0, 0.2, 0.4

@@ -7,7 +7,7 @@ import pytest
 import rtrigid as rt
 from rtrigid.joints import KINDS
 from rtrigid.model import Model
-from tests.test_multibody import _mixed_tree, randomize_joints
+from tests.helpers import randomize_joints, single_bodies, tree_of_kinds
 
 TREE_INTEGRATORS = ["nullspace_rk4", "energy_momentum"]
 EM_KINDS = ["spherical", "revolute", "fixed", "revolute", "spherical"]
@@ -23,19 +23,10 @@ def _assert_unchanged(sim, before):
         np.testing.assert_array_equal(a, b)
 
 
-def _single_bodies():
-    """A free body and a pivoted top: the bodies backend."""
-    m = Model()
-    m.add_body("free", 2.0, (0.3, 0.4, 0.5))
-    m.add_body("top", 1.0, (0.02, 0.02, 0.01))
-    m.attach_to_world("top", (0.0, 0.0, -0.1), (1.0, 0.0, 0.0))
-    return m
-
-
 def _models():
-    return [("tree", _mixed_tree(["spherical", "revolute", "prismatic", "cylindrical",
-                                  "planar", "fixed"], seed=2)),
-            ("bodies", _single_bodies())]
+    return [("tree", tree_of_kinds(["spherical", "revolute", "prismatic", "cylindrical",
+                                    "planar", "fixed"], seed=2)),
+            ("bodies", single_bodies())]
 
 
 @pytest.mark.parametrize("which,model", _models(), ids=["tree", "bodies"])
@@ -89,7 +80,7 @@ def test_set_qpos_and_qvel_round_trip_and_normalise_quaternions(which, model):
 
 
 def test_a_free_body_has_world_linear_and_body_angular_rates():
-    for model in (_single_bodies(), _mixed_tree(["revolute"])):
+    for model in (single_bodies(), tree_of_kinds(["revolute"])):
         sim = rt.Simulation(model, "nullspace_rk4", dt=1e-3)
         name = sim.joint_names[-1] if model.joints else "free_free"
         assert sim.backend.joints[sim._joint_body(name)].kind == "free"
@@ -195,7 +186,7 @@ def test_constant_joint_forces_do_their_work_under_nullspace_rk4(kinds):
     E(t) - E(0) = tau . (q(t) - q(0)); RK4 meets it to O(dt^4)."""
     errors = []
     for dt in (4e-3, 2e-3):
-        sim = rt.Simulation(_mixed_tree(kinds, seed=6), "nullspace_rk4", dt)
+        sim = rt.Simulation(tree_of_kinds(kinds, seed=6), "nullspace_rk4", dt)
         randomize_joints(sim, np.random.default_rng(7))
         sim.set_joint_force(sim.joint_names[-1], np.zeros(6))  # the free root: none
         tau = np.random.default_rng(8).normal(size=len(kinds))
@@ -234,7 +225,7 @@ def test_joint_forces_are_held_kept_in_snapshots_and_validated():
     sim = rt.scenarios.build("double_pendulum", integrator="energy_momentum")
     sim.set_joint_force(0, 0.25)
     np.testing.assert_array_equal(sim.joint_force(0), [0.25])
-    fixed = rt.Simulation(_mixed_tree(["fixed"]), "nullspace_rk4", 1e-3)
+    fixed = rt.Simulation(tree_of_kinds(["fixed"]), "nullspace_rk4", 1e-3)
     with pytest.raises(ValueError, match="^joint: .*no rates"):
         fixed.set_joint_force(0, [])
     top = rt.scenarios.build("gyro_top", integrator="nullspace_rk4")
@@ -258,7 +249,7 @@ def _velocities_from_rates(sim):
 
 @pytest.mark.parametrize("integrator", TREE_INTEGRATORS)
 def test_joint_rates_and_body_velocities_agree_at_t_on_trees(integrator):
-    sim = rt.Simulation(_mixed_tree(EM_KINDS, seed=9), integrator, dt=1.0 / 240.0)
+    sim = rt.Simulation(tree_of_kinds(EM_KINDS, seed=9), integrator, dt=1.0 / 240.0)
     randomize_joints(sim, np.random.default_rng(10))
     for _ in range(5):
         sim.step(24)
@@ -275,7 +266,7 @@ def test_joint_rates_and_body_velocities_agree_at_t_on_trees(integrator):
 
 @pytest.mark.parametrize("integrator", rt.integrators.names())
 def test_joint_rates_and_body_velocities_agree_at_t_on_single_bodies(integrator):
-    sim = rt.Simulation(_single_bodies(), integrator, dt=1e-3)
+    sim = rt.Simulation(single_bodies(), integrator, dt=1e-3)
     rng = np.random.default_rng(11)
     sim.set_velocity("free", rng.normal(size=3))
     sim.set_angular_velocity("free", rng.normal(size=3))

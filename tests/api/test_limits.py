@@ -4,18 +4,9 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
+from tests.helpers import limited_link
 
 TREE_SCHEMES = ["nullspace_rk4", "energy_momentum", "energy_momentum4"]
-
-
-def _arm(limits=(-0.5, 0.5), restitution=0.0, kind="revolute"):
-    """A 1 kg link hanging from a world hinge about x, its centre 0.3 m below the hinge."""
-    m = rt.Model()
-    m.add_body("link", 1.0, (0.02, 0.02, 0.01))
-    axis = (1, 0, 0) if kind == "revolute" else (0, 0, 1)
-    j = m.add_joint(kind, None, "link", anchor_child=(0, 0, 0.3), axis_parent=axis,
-                    limits=limits, limit_restitution=restitution)
-    return m, j
 
 
 def _two_links(restitution=0.0):
@@ -31,7 +22,7 @@ def _two_links(restitution=0.0):
 
 @pytest.mark.parametrize("integrator", TREE_SCHEMES)
 def test_a_motor_driving_into_a_limit_for_10_s_is_held_and_gains_no_energy(integrator):
-    m, j = _arm()
+    m, j = limited_link()
     sim = rt.Simulation(m, integrator, 1e-3)
     tau = 2.0  # more than gravity's 0.3 * 9.81 * sin(0.5) = 1.41 N m: it pushes into the stop
     sim.set_joint_force(j, tau)
@@ -65,7 +56,7 @@ def test_a_motor_driving_into_a_limit_for_10_s_is_held_and_gains_no_energy(integ
 def test_a_motor_actuator_at_a_limit_counts_its_work_once(integrator):
     """An actuator's work through the steps a limit re-solves: exactly u (theta_N - theta_0)
     for a constant motor control, and energy minus that work never rises."""
-    m, j = _arm()
+    m, j = limited_link()
     m.add_actuator(j, "motor", gear=2.0, name="drive")
     sim = rt.Simulation(m, integrator, 1e-3)
     sim.set_control("drive", 1.0)   # 2 N m on the joint, into the upper stop
@@ -102,7 +93,7 @@ def test_a_falling_link_stops_dead_on_its_limits_and_energy_never_rises(integrat
 
 
 def test_restitution_rebounds_with_that_fraction_of_the_approach_rate():
-    m, j = _arm(limits=(-0.2, 0.2), restitution=0.5)
+    m, j = limited_link(limits=(-0.2, 0.2), restitution=0.5)
     sim = rt.Simulation(m, "nullspace_rk4", 1e-4)
     sim.set_joint_velocity(j, [3.0])
     before = None
@@ -119,7 +110,7 @@ def test_restitution_rebounds_with_that_fraction_of_the_approach_rate():
 
 @pytest.mark.parametrize("integrator", TREE_SCHEMES)
 def test_no_restitution_under_the_conserving_schemes_stops_a_fast_link(integrator):
-    m, j = _arm(limits=(-0.2, 0.2))
+    m, j = limited_link(limits=(-0.2, 0.2))
     sim = rt.Simulation(m, integrator, 1e-3)
     sim.set_joint_velocity(j, [3.0])
     e0 = sim.energy()
@@ -132,7 +123,7 @@ def test_no_restitution_under_the_conserving_schemes_stops_a_fast_link(integrato
 
 
 def test_a_prismatic_stop_holds_a_sliding_block():
-    m, j = _arm(limits=(-0.1, 0.4), kind="prismatic")  # slides along z, gravity pulls down
+    m, j = limited_link(limits=(-0.1, 0.4), kind="prismatic")  # slides along z, gravity pulls down
     sim = rt.Simulation(m, "nullspace_rk4", 1e-3)
     for _ in range(2000):
         sim.step()
@@ -174,7 +165,7 @@ def test_limits_are_checked_naming_the_field():
 
 @pytest.mark.parametrize("integrator", ["energy_momentum", "energy_momentum4"])
 def test_the_conserving_schemes_refuse_a_restitution(integrator):
-    m, j = _arm(restitution=0.5)
+    m, j = limited_link(restitution=0.5)
     with pytest.raises(ValueError, match="^integrator: .* keeps joint limits inelastic"):
         rt.Simulation(m, integrator, 1e-3)
 
@@ -203,7 +194,7 @@ def test_a_pendulum_falling_onto_its_limit_comes_to_rest_where_mujocos_does(inte
 
     from rtrigid.tools import mujoco_ref
 
-    m, j = _arm(limits=(0.4, 2.0))  # gravity pulls it onto the lower stop
+    m, j = limited_link(limits=(0.4, 2.0))  # gravity pulls it onto the lower stop
     sim = rt.Simulation(m, integrator, 1e-3)
     sim.set_joint_position(j, [1.2])
     mjm, d, qadr, vadr = mujoco_ref.build_tree(sim.model, dt=1e-3)

@@ -6,8 +6,7 @@ import pytest
 import rtrigid as rt
 from rtrigid.model import Model
 from rtrigid.tools import mujoco_ref
-from tests.test_dynamics import MUJOCO_CASES, _random_state, random_sim, random_tree
-from tests.test_generalized import _single_bodies
+from tests.helpers import MUJOCO_CASES, random_sim, random_state, random_tree, single_bodies
 
 needs_mujoco = pytest.mark.skipif(not mujoco_ref.available(), reason="mujoco is a dev dependency")
 
@@ -76,7 +75,7 @@ def test_imu_and_joint_reaction_agree_with_mujoco(seed, kinds, free_root):
 
 def test_imu_is_the_finite_difference_of_the_points_velocity():
     sim = rt.Simulation(random_tree(3, n=4), "nullspace_rk4", 1e-5)
-    _random_state(sim, np.random.default_rng(4))
+    random_state(sim, np.random.default_rng(4))
     point = np.array([0.05, -0.02, 0.1])
     for b in range(sim.nb):
         snap = sim.snapshot()
@@ -124,7 +123,7 @@ def test_single_body_sensors_and_rates_are_at_t(integrator):
 
 
 def test_a_free_body_imu_reads_the_applied_force_and_its_joint_transmits_nothing():
-    sim = rt.Simulation(_single_bodies(), "energy_momentum", 1e-3)
+    sim = rt.Simulation(single_bodies(), "energy_momentum", 1e-3)
     sim.set_angular_velocity("free", (0.3, -1.0, 2.0))
     sim.apply_force("free", (0.0, 0.0, 4.0), point=(0.0, 0.0, 0.0), frame="body")
     sim.step(10)
@@ -169,7 +168,7 @@ def test_energy_momentum4_reports_the_rate_at_t_not_the_step_mean():
 
 
 def test_sensor_queries_refuse_bad_input():
-    sim = rt.Simulation(_single_bodies(), "nullspace_rk4", 1e-3)
+    sim = rt.Simulation(single_bodies(), "nullspace_rk4", 1e-3)
     with pytest.raises(ValueError, match="^body"):
         sim.imu("nobody")
     with pytest.raises(ValueError, match="^point_body"):

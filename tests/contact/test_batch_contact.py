@@ -2,12 +2,12 @@
 copy, with 1 and 2 threads, on both backends (free bodies: box_stack, ball_on_incline,
 tippe_top; a tree: quadruped_on_ground) under every integrator that steps contacts, copies
 landing at different times; controls, feedback, rollout, per-copy parameters and failures."""
-import numba
 import numpy as np
 import pytest
 
 import rtrigid as rt
 from rtrigid import integrators, scenarios
+from tests.helpers import batch_feedback, sim_rows, with_threads
 
 N = 4
 # scenario: (its parameters, the bodies raised by copy i's lift, steps)
@@ -46,39 +46,15 @@ def _single(name, integrator, q, v):
     return s
 
 
-def _rows(sim):
-    """A Simulation's rows as a batch holds them: its buffers, then its contact arrays."""
-    return sim._kernel.rows(sim.backend.F, sim.backend.I)[1:]
-
-
 def _assert_copy_is(b, i, s, rows=None):
     """Copy i of b is s: its rows (``rows``: s's taken before reads, which under a mean-rate
     scheme write the tree's scratch in F) and what the façade reads."""
-    F, I = _rows(s) if rows is None else rows
+    F, I = sim_rows(s) if rows is None else rows
     np.testing.assert_array_equal(b.F[i], F)  # state, loads, and the warm start, the table
     np.testing.assert_array_equal(b.I[i], I)
     np.testing.assert_array_equal(b.qpos()[i], s.qpos())
     np.testing.assert_array_equal(b.qvel()[i], s.qvel())
     assert b.energy()[i] == s.energy()
-
-
-def _with_threads(threads, f):
-    old = numba.get_num_threads()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    try:
-        return f()
-    finally:
-        numba.set_num_threads(old)
-
-
-def _feedback(s, K, u0):
-    """The batch's feedback u = u0 - K (x - 0) on Simulation s's x = (qpos, qvel), summed in
-    the batch's order (bit for bit)."""
-    x = np.concatenate([s.qpos(), s.qvel()])
-    u = u0.copy()
-    for j in range(len(x)):
-        u -= K[:, j] * (x[j] - 0.0)
-    return u
 
 
 @pytest.mark.parametrize("integrator", [
@@ -93,7 +69,7 @@ def test_contact_copy_is_a_single_simulation(name, integrator):
         b = rt.Batch(_scene(name, integrator), n=N)
         b.set_qpos(Q)
         b.set_qvel(V)
-        _with_threads(threads, lambda: b.step(steps))
+        with_threads(threads, lambda: b.step(steps))
         batches.append(b)
     counts = []
     for i in range(N):
@@ -103,7 +79,7 @@ def test_contact_copy_is_a_single_simulation(name, integrator):
             s.step(1)
             trace.append(len(s.contacts()))
         counts.append(trace)
-        rows = _rows(s)
+        rows = sim_rows(s)
         for b in batches:
             _assert_copy_is(b, i, s, rows)
     assert all(max(c) > 0 for c in counts)  # every copy touched the ground
@@ -133,7 +109,7 @@ def test_quadruped_controls_feedback_and_rollout(threads):
         b.set_feedback(K, u0, np.zeros(b.nq + b.nv))
         return b.rollout(15, record=("qpos", "qvel", "energy"))
 
-    traj = _with_threads(threads, run)
+    traj = with_threads(threads, run)
     assert traj["qpos"].shape == (15, N, b.nq) and traj["energy"].shape == (15, N)
     for i in range(N):
         s = _single(name, integ, Q[i], V[i])
@@ -143,7 +119,7 @@ def test_quadruped_controls_feedback_and_rollout(threads):
             s.set_controls(per_step[t, i])
             s.step(1)
         for t in range(15):
-            s.set_controls(_feedback(s, K[i], u0[i]))
+            s.set_controls(batch_feedback(s, K[i], u0[i]))
             s.step(1)
             np.testing.assert_array_equal(traj["qpos"][t, i], s.qpos())
             np.testing.assert_array_equal(traj["qvel"][t, i], s.qvel())

@@ -7,6 +7,7 @@ import pytest
 
 import rtrigid as rt
 from rtrigid.tools import mujoco_ref
+from tests.helpers import random_drop
 
 G = 9.81
 CONTACT_SCHEMES = ("nullspace_rk4", "energy_momentum")
@@ -347,32 +348,6 @@ def test_snapshot_restore_is_bit_exact_with_contacts():
     assert len(contacts) == len(sim.contacts())
 
 
-def _random_drop(rng, integrator, spin=False):
-    kind = ("sphere", "capsule", "box", "cylinder", "cone")[rng.integers(5)]
-    r, hl, mass = rng.uniform(0.03, 0.2), rng.uniform(0.02, 0.2), rng.uniform(0.1, 5.0)
-    params = {"sphere": {"radius": r}, "capsule": {"radius": r, "half_length": hl},
-              "box": {"half_extents": rng.uniform(0.02, 0.2, 3)},
-              "cylinder": {"radius": r, "half_length": hl},
-              "cone": {"radius": r, "height": 2 * hl}}[kind]
-    inertia = np.sort(mass * rng.uniform(0.005, 0.01, 3))
-    inertia[2] = min(inertia[2], inertia[0] + inertia[1])
-    m = rt.Model()
-    height = rng.uniform(-1, 1)
-    m.add_ground(height=height, friction=rng.uniform(0, 1))
-    spin_friction = {}
-    if spin:  # torsional and rolling friction up to a tenth of the shape's size
-        spin_friction = {"torsional_friction": rng.uniform(0, 0.1 * r),
-                         "rolling_friction": rng.uniform(0, 0.1 * r)}
-    m.add_body("b", mass, inertia, shape=(kind, params), friction=rng.uniform(0, 1.5),
-               **spin_friction)
-    sim = rt.Simulation(m, integrator, float(rng.choice([1 / 60, 1 / 240, 1e-3])))
-    sim.set_position("b", (0, 0, height + rng.uniform(0.3, 1.0)))
-    sim.set_orientation("b", rng.normal(size=4))
-    sim.set_velocity("b", rng.normal(size=3))
-    sim.set_angular_velocity("b", 10 * rng.normal(size=3))
-    return sim
-
-
 def _largest_contact_energy_rise(sim, seconds):
     """The largest energy rise of a step with contacts, relative to the size of the energy's
     terms, kinetic + |potential| (the scale of its round-off: E itself may be near zero when a
@@ -390,14 +365,14 @@ def _largest_contact_energy_rise(sim, seconds):
 
 def test_inelastic_contacts_add_no_energy_on_random_drops():
     rng = np.random.default_rng(7)
-    worst = max(_largest_contact_energy_rise(_random_drop(rng, "energy_momentum"), 0.6)
+    worst = max(_largest_contact_energy_rise(random_drop(rng, "energy_momentum"), 0.6)
                 for _ in range(40))
     assert -np.inf < worst < 1e-13
 
 
 def test_torsional_and_rolling_friction_add_no_energy_on_random_drops():
     rng = np.random.default_rng(11)
-    worst = max(_largest_contact_energy_rise(_random_drop(rng, "energy_momentum", spin=True),
+    worst = max(_largest_contact_energy_rise(random_drop(rng, "energy_momentum", spin=True),
                                              0.6)
                 for _ in range(40))
     assert -np.inf < worst < 1e-13
@@ -408,7 +383,7 @@ def test_inelastic_contacts_add_no_energy_over_1000_random_drops_of_random_shape
     """energy_momentum keeps energy to round-off in free flight, so any rise in a step with
     contacts is the contact's."""
     rng = np.random.default_rng(15)
-    worst = max(_largest_contact_energy_rise(_random_drop(rng, "energy_momentum"), 0.6)
+    worst = max(_largest_contact_energy_rise(random_drop(rng, "energy_momentum"), 0.6)
                 for _ in range(1000))
     assert -np.inf < worst < 1e-13
 

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
-from tests.test_contact import _random_drop
-from tests.test_tree_contact import _random_chain
+from tests.helpers import random_contact_chain, random_drop
 
 G = 9.81
 EULER = "semi_implicit_euler"
@@ -145,7 +144,7 @@ def test_contact_events_never_add_energy_on_random_drops_of_free_bodies():
     rng = np.random.default_rng(23)
     worst = -np.inf
     for _ in range(12):
-        sim = _random_drop(rng, EULER)
+        sim = random_drop(rng, EULER)
         twin = rt.Simulation(_flight_twin(sim.model), EULER, sim.dt)
         worst = max(worst, _worst_event_gain(sim, twin, int(0.6 / sim.dt), _copy_body))
     assert -np.inf < worst < 1e-12
@@ -162,7 +161,7 @@ def test_contact_events_never_add_energy_on_random_drops_of_chains():
     rng = np.random.default_rng(5)
     worst = -np.inf
     for _ in range(4):
-        m = _random_chain(rng)
+        m = random_contact_chain(rng)
         sim = rt.Simulation(m, EULER, 1 / 240)
         twin = rt.Simulation(_flight_twin(m), EULER, 1 / 240)
         q = rng.normal(size=4)

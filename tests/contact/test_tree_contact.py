@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
+from tests.helpers import random_contact_chain
 
 G = 9.81
 SCHEMES = ("nullspace_rk4", "energy_momentum", "energy_momentum4")
@@ -227,35 +228,11 @@ def test_an_arm_under_a_position_servo_presses_on_the_ground(scheme):
     assert abs(contact) > 1.0  # it does press
 
 
-def _random_chain(rng):
-    """A floating chain of 2-3 random shapes joined by random hinges or ball joints."""
-    m = rt.Model(gravity=(0.0, 0.0, -G))
-    m.add_ground(friction=float(rng.uniform(0.1, 1.0)))
-    n = int(rng.integers(2, 4))
-    parent = None
-    for i in range(n):
-        kind = rng.choice(["sphere", "capsule", "box"])
-        size = rng.uniform(0.03, 0.1, 3)
-        shape = {"sphere": ("sphere", {"radius": size[0]}),
-                 "capsule": ("capsule", {"radius": size[0], "half_length": size[1]}),
-                 "box": ("box", {"half_extents": size})}[kind]
-        mass = float(rng.uniform(0.2, 2.0))
-        name = f"b{i}"
-        m.add_body(name, mass, mass * rng.uniform(0.003, 0.006, 3), shape=shape)
-        if parent is not None:
-            kind = str(rng.choice(["revolute", "spherical"]))
-            axis = tuple(rng.normal(size=3)) if kind == "revolute" else None
-            m.add_joint(kind, parent, name, anchor_parent=(0.0, 0.0, -0.12),
-                        anchor_child=(0.0, 0.0, 0.12), axis_parent=axis)
-        parent = name
-    return m
-
-
 def _drops(count, seed):
     rng = np.random.default_rng(seed)
     worst = 0.0
     for _ in range(count):
-        m = _random_chain(rng)
+        m = random_contact_chain(rng)
         sim = rt.Simulation(m, "energy_momentum", 1 / 240)
         q = rng.normal(size=4)
         sim.set_position(0, (0.0, 0.0, rng.uniform(0.3, 0.8)))

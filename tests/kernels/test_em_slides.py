@@ -8,11 +8,8 @@ import pytest
 import rtrigid as rt
 from rtrigid.model import Model
 from rtrigid.tools import mujoco_ref
-from tests.test_actuators import chain
-from tests.test_dynamics import random_tree
-from tests.test_limits import _arm
-from tests.test_multibody import _mixed_tree, randomize_joints
-from tests.test_multibody_em import newton_error
+from tests.helpers import (chain, limited_link, newton_error, random_tree, randomize_joints,
+                           tree_of_kinds)
 
 EM = "energy_momentum"
 SLIDE_KINDS = ("revolute", "prismatic", "cylindrical", "planar", "spherical")
@@ -53,7 +50,7 @@ def test_newton_matrix_is_the_jacobian_with_slides(kinds):
     """The slides' columns and their E rows (the discrete slide direction turns with the
     parent; a cylindrical or planar slide's row against its own turn) are the exact Jacobian:
     a free root carrying a branching tree, at the predictor and away from the solution."""
-    sim = rt.Simulation(_mixed_tree(kinds, seed=2), EM, dt=0.002)
+    sim = rt.Simulation(tree_of_kinds(kinds, seed=2), EM, dt=0.002)
     randomize_joints(sim, np.random.default_rng(4))
     sim.step(30)
     mu = sim.dt * sim.backend.nu
@@ -79,8 +76,8 @@ def test_slide_chains_keep_energy_over_ten_thousand_steps(seed):
 def test_a_free_system_with_slides_keeps_its_momenta():
     """No gravity, a free root carrying every kind: the reactions of the slides are equal and
     opposite on one line, so linear and angular momentum stay to round-off."""
-    m = _mixed_tree(["cylindrical", "planar", "prismatic", "spherical", "prismatic",
-                     "revolute"], seed=5)
+    m = tree_of_kinds(["cylindrical", "planar", "prismatic", "spherical", "prismatic",
+                       "revolute"], seed=5)
     m.gravity = np.zeros(3)
     for j in m.joints:  # internal springs keep the slides (and the round-off) from growing
         if j.kind in ("prismatic", "cylindrical", "planar"):
@@ -192,7 +189,7 @@ def test_a_prismatic_stop_holds_a_sliding_block_under_energy_momentum():
     """The block slides down onto its stop: it lands exactly on it, never passes it, loses the
     energy of the approach (the stop is inelastic) and then rests with the stop's reaction
     carrying its weight."""
-    m, j = _arm(limits=(-0.1, 0.4), kind="prismatic")
+    m, j = limited_link(limits=(-0.1, 0.4), kind="prismatic")
     sim = rt.Simulation(m, EM, 1e-3)
     sim.set_joint_velocity(j, [0.5])
     e_prev = sim.energy()

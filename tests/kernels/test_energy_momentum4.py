@@ -22,9 +22,7 @@ from rtrigid.backends.compositions import COMPOSITIONS
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
 from rtrigid.tools.reference import fitted_order, rigid_body_reference
-from tests.test_integrators import spring_model
-from tests.test_multibody import _mixed_tree, randomize_joints
-from tests.test_multibody_em import stored_rates
+from tests.helpers import lively, randomize_joints, spring_model, stored_rates, tree_of_kinds
 
 ROOT = Path(__file__).resolve().parents[1]
 EM4 = "energy_momentum4"
@@ -40,7 +38,7 @@ def kernel(sim):
 
 def mixed_tree(integrator=EM4, dt=0.01, options=None):
     """A free root carrying spherical, revolute (skew axes) and fixed joints, random state."""
-    sim = Simulation(_mixed_tree(["spherical", "revolute", "fixed", "revolute"], seed=3),
+    sim = Simulation(tree_of_kinds(["spherical", "revolute", "fixed", "revolute"], seed=3),
                      integrator, dt, options=options)
     randomize_joints(sim, np.random.default_rng(4))
     return sim
@@ -58,14 +56,6 @@ def heavy_top_on_a_joint(integrator=EM4, dt=0.01, options=None):
     sim.set_orientation(0, h.q[0])
     sim.set_angular_velocity(0, h.w[0], frame="body")
     return sim
-
-
-def lively(integrator, dt, n=3, seed=0):
-    """The chain of ``rtrigid bench``: links tilted ~0.5 rad, ~1 rad/s (as ``lively_chain``)."""
-    rng = np.random.default_rng(seed)
-    q0 = [rq.from_rotvec(rng.normal(scale=0.5, size=3)) for _ in range(n)]
-    return scenarios.build("chain", integrator=integrator, dt=dt, n=n, q0=q0,
-                           omega0=rng.normal(size=(n, 3)))
 
 
 def tree_fields(sim):
@@ -344,7 +334,7 @@ def test_jointed_fallback_is_taken_counted_and_conserves_energy():
 ALLOC_PROBE = """
 import numpy as np, rtrigid as rt
 from numba.core.runtime import rtsys
-from tests.test_energy_momentum4 import lively
+from tests.helpers import lively
 sims = [rt.scenarios.build("gyro_top", integrator="energy_momentum4"),
         lively("energy_momentum4", 1 / 240, n=5)]
 out = []

@@ -10,24 +10,9 @@ from rtrigid.backends.bodies import energy_momentum_appd as appd
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
 from rtrigid.tools.reference import fitted_order, rigid_body_reference
+from tests.helpers import random_unit_quaternion, spring_model
 
 INTEGRATORS = ["nullspace_rk4", "energy_momentum", "energy_momentum_appd"]
-
-
-def random_unit_quaternion(rng):
-    q = rng.normal(size=4)
-    return q / np.linalg.norm(q)
-
-
-def spring_model(pivoted, rest_length):
-    """One body with gravity, a spring to a world anchor, optionally pivoted."""
-    m = Model(gravity=(0.3, -0.2, -9.81))
-    m.add_body("b", 2.0, (0.3, 0.4, 0.5))
-    if pivoted:
-        m.attach_to_world("b", point_body=(0.1, -0.2, -0.5), point_world=(0.0, 0.1, 0.0))
-    m.add_spring("b", point_body=(0.2, 0.1, 0.3), anchor_world=(1.0, 0.5, 0.8),
-                 stiffness=40.0, rest_length=rest_length)
-    return m
 
 
 # -- the 3-unknown energy-momentum residual ------------------------------------------------

@@ -11,36 +11,9 @@ from rtrigid import joints as jointlib
 from rtrigid.tools import mujoco_ref
 from rtrigid.model import Model
 from rtrigid.backends.tree.kinematics import base_work_size, work_layout
+from tests.helpers import randomize_joints, tree_of_kinds
 
 KINDS = ["spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed"]
-
-
-def _mixed_tree(kinds, seed=0):
-    """A free root with a branch of the given joint kinds, random anchors and axes."""
-    rng = np.random.default_rng(seed)
-    m = Model()
-    m.add_body("root", 2.0, (0.3, 0.4, 0.5))
-    parent = 0
-    for i, kind in enumerate(kinds):
-        b = m.add_body(f"b{i}", 1.0 + i, (0.2, 0.25, 0.3))
-        axis = {}
-        if kind in ("revolute", "prismatic", "cylindrical", "planar"):
-            axis = {"axis_parent": rng.normal(size=3), "axis_child": rng.normal(size=3)}
-        m.add_joint(kind, parent, b, anchor_parent=rng.normal(size=3),
-                    anchor_child=rng.normal(size=3), **axis)
-        parent = b if i % 2 == 0 else 0  # a branching tree
-    return m
-
-
-def randomize_joints(sim, rng):
-    """Random coordinates and rates for every joint (quaternions normalised by the setter)."""
-    for name in sim.joint_names:
-        n = len(sim.joint_position(name))
-        if n:
-            sim.set_joint_position(name, rng.normal(size=n))
-        n = len(sim.joint_velocity(name))
-        if n:
-            sim.set_joint_velocity(name, rng.normal(size=n))
 
 
 def _tree_residual(sim, x, q):
@@ -75,7 +48,7 @@ def _constraint_jacobian(sim):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_null_space_annihilates_constraint_gradient(kind):
-    sim = rt.Simulation(_mixed_tree([kind, kind, "spherical"]), "nullspace_rk4", dt=0.01)
+    sim = rt.Simulation(tree_of_kinds([kind, kind, "spherical"]), "nullspace_rk4", dt=0.01)
     rng = np.random.default_rng(1)
     for _ in range(3):
         randomize_joints(sim, rng)
@@ -92,7 +65,7 @@ def test_null_space_annihilates_constraint_gradient(kind):
     ("energy_momentum", ["spherical", "revolute", "fixed", "revolute"]),
 ])
 def test_joints_hold_along_trajectories(integrator, kinds):
-    m = _mixed_tree(kinds, seed=3)
+    m = tree_of_kinds(kinds, seed=3)
     sim = rt.Simulation(m, integrator, dt=0.002)
     randomize_joints(sim, np.random.default_rng(4))
     for _ in range(20):
@@ -390,7 +363,7 @@ def test_explicit_scheme_conserves_energy_at_fourth_order_for_every_joint_kind(k
     tends to a non-zero rate as dt -> 0 instead of falling as dt^4."""
     drifts = []
     for dt in (2e-3, 1e-3):
-        sim = rt.Simulation(_mixed_tree(kinds, seed=4), "nullspace_rk4", dt)
+        sim = rt.Simulation(tree_of_kinds(kinds, seed=4), "nullspace_rk4", dt)
         randomize_joints(sim, np.random.default_rng(5))
         e0 = sim.energy()
         worst = 0.0

@@ -7,10 +7,8 @@ import pytest
 
 import rtrigid as rt
 from rtrigid.maths import quat
-from rtrigid.backends.tree import energy_momentum as multibody_em
-from rtrigid.backends.tree.kinematics import I_KIND, I_VOFF, NV
 from rtrigid.model import Model
-from tests.test_multibody import randomize_joints
+from tests.helpers import newton_error, random_chain, randomize_joints, stored_rates
 
 DT = 1.0 / 240.0
 
@@ -40,25 +38,6 @@ def mixed_tree():
     sim = rt.Simulation(m, "energy_momentum", dt=0.002)
     randomize_joints(sim, np.random.default_rng(4))
     return sim
-
-
-def newton_error(sim, mu, seed=0, eps=1e-5):
-    """max |M^-1 (h/2) J d - d| / |d| over random d: M the solver's Newton matrix at mu, J d
-    the directional derivative of the residual by a fourth-order central difference."""
-    nv, h = sim.backend.tree.nv, sim.dt
-    rng = np.random.default_rng(seed)
-    res, sol, zero = np.zeros(nv), np.zeros(nv), np.zeros(nv)
-    worst = 0.0
-    for _ in range(3):
-        d = rng.normal(size=nv) * np.abs(mu).max()
-        r = []
-        for e in (eps, -eps, 2 * eps, -2 * eps):
-            assert multibody_em.newton_probe(h, sim.backend.F, sim.backend.I, mu + e * d, zero, res, sol)
-            r.append(res.copy())
-        jd = (8.0 * (r[0] - r[1]) - (r[2] - r[3])) / (12.0 * eps)
-        assert multibody_em.newton_probe(h, sim.backend.F, sim.backend.I, mu, 0.5 * h * jd, res, sol)
-        worst = max(worst, np.abs(sol - d).max() / np.abs(d).max())
-    return worst
 
 
 @pytest.mark.parametrize("build", [lively_chain, mixed_tree,
@@ -136,50 +115,6 @@ def test_long_chain_hanging_nearly_at_rest_steps_and_keeps_energy():
     assert stats["mean_iterations"] < 8
     assert abs(sim.energy() - e0) < 1e-10 * abs(e0)
     assert sim.constraint_error() < 1e-12
-
-
-def stored_rates(sim, b):
-    """The rates the kernel stored for body b's inbound joint (the mean rates of the last
-    step under the energy-momentum schemes: what seeds their predictor)."""
-    ti = sim.backend.tree.ti
-    o = int(ti[b, I_VOFF])
-    return sim.backend.nu[o:o + int(NV[ti[b, I_KIND]])]
-
-
-def random_chain(seed, dt, integrator="energy_momentum", motors=False, **options):
-    """A seeded random open chain of 4-8 slender links hanging from near the origin: spherical
-    and revolute joints (random axes) with random anchor offsets, gravity, and a lively start
-    (joint angles ~0.5 rad, rates ~1.5 rad/s).  With ``motors`` every revolute joint gets a
-    motor (controls 0 until set); ``options`` go to the Simulation."""
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(4, 9))
-    m = Model()
-    prev_len = 0.0
-    for i in range(n):
-        length, radius = rng.uniform(0.3, 0.8), rng.uniform(0.01, 0.04)
-        mass = rng.uniform(0.5, 2.0)
-        m.add_body(f"l{i}", mass, rt.scenarios.rod_inertia(mass, length, radius))
-        kind = "spherical" if rng.random() < 0.5 else "revolute"
-        axis = {}
-        if kind == "revolute":
-            axis = {"axis_parent": rng.normal(size=3), "axis_child": rng.normal(size=3)}
-        off = rng.normal(scale=0.05, size=3)
-        anchor_parent = (rng.normal(scale=0.1, size=3) if i == 0 else
-                         np.array([0.0, 0.0, -0.5 * prev_len]) + rng.normal(scale=0.05, size=3))
-        j = m.add_joint(kind, None if i == 0 else i - 1, i, anchor_parent=anchor_parent,
-                        anchor_child=np.array([0.0, 0.0, 0.5 * length]) + off, **axis)
-        if motors and kind == "revolute":
-            m.add_actuator(j, "motor")
-        prev_len = length
-    sim = rt.Simulation(m, integrator, dt, **options)
-    for name in sim.joint_names:
-        k = len(sim.joint_position(name))
-        if k == 4:
-            sim.set_joint_position(name, quat.from_rotvec(rng.normal(scale=0.5, size=3)))
-        elif k:
-            sim.set_joint_position(name, rng.normal(scale=0.5, size=k))
-        sim.set_joint_velocity(name, rng.normal(scale=1.5, size=len(sim.joint_velocity(name))))
-    return sim
 
 
 @pytest.mark.parametrize("seed", [1, 17])

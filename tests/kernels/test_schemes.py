@@ -17,8 +17,8 @@ from rtrigid.backends.bodies import director, index1, midpoint_em, variational
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation, SimulationError
 from rtrigid.tools.reference import fitted_order, rigid_body_reference
-from tests.test_integrators import random_unit_quaternion
-from tests.test_integrators import spring_model as spring_model_of_integrator_tests
+from tests.helpers import random_unit_quaternion
+from tests.helpers import spring_model as spring_model_of_integrator_tests
 
 NEW = ["midpoint_em", "variational", "index1", "director", "director_nullspace"]
 IMPLICIT_NEW = ["midpoint_em", "variational"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
-from tests.test_multibody_em import random_chain
+from tests.helpers import random_chain
 
 DT = 1.0 / 60.0
 TIGHT = 2  # a budget most steps of a lively random chain at 1/60 run out of

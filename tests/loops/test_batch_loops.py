@@ -14,31 +14,12 @@ import pytest
 import rtrigid as rt
 from rtrigid import integrators, scenarios
 from rtrigid.backends.tree import loops
-from tests.test_batch_contact import _feedback, _rows, _with_threads
+from tests.helpers import DT, LIMITED, batch_feedback, four_bar, sim_rows, with_threads
 
 N = 4
-DT = 1.0 / 240.0
 
 
 SCHEMES = [i.name for i in integrators.REGISTRY.values() if i.batched_loops]
-
-
-# energy_momentum4's loop step fails pushed onto a loop joint's limit (its Newton solve, with
-# and without the sub-steps, as the numpy solve before it did): its copies are not limited
-LIMITED = {"nullspace_rk4": True, "energy_momentum": True, "energy_momentum4": False}
-
-
-def four_bar(i, omega=None, integrator="nullspace_rk4"):
-    """Copy i: the four-bar scenario from crank angle 0.5 + 0.2 i turning at i rad/s (or
-    ``omega``), a motor ``drive`` on the crank, the crank's upper limit at 1 + 0.3 i rad
-    (if the scheme holds loops on limits, :data:`LIMITED`)."""
-    m = scenarios.build("four_bar", theta0=0.5 + 0.2 * i).model
-    if LIMITED[integrator]:
-        m.joints[0].limits = (-np.inf, 1.0 + 0.3 * i)
-    m.add_actuator("crank", "motor", name="drive")
-    s = rt.Simulation(m, integrator, DT)
-    s.set_joint_velocity("crank", [float(i) if omega is None else omega])
-    return s
 
 
 def delta(i, integrator="nullspace_rk4"):
@@ -75,7 +56,7 @@ def _assert_copies_are(batches, sims, saved=None, read=False):
     scheme a read writes the row's tree scratch, which the EM loop step does not read back;
     ``read``: the sims were read between steps, so that section is not compared), then what
     the façade reads."""
-    mine = [_rows(s) for s in sims]
+    mine = [sim_rows(s) for s in sims]
     saved = saved or [(b.F.copy(), b.I.copy()) for b in batches]
     if read:
         be = sims[0].backend
@@ -110,7 +91,7 @@ def test_loop_copy_is_a_single_simulation(name, integrator):
             b.step(k1, controls=held)
             b.step(k2, controls=per_step)
 
-        _with_threads(threads, run)
+        with_threads(threads, run)
         batches.append(b)
     saved = [(b.F.copy(), b.I.copy()) for b in batches]
     hits, sims = [], []
@@ -158,7 +139,7 @@ def test_four_bar_feedback_and_rollout(threads, integrator):
         b.step(30)
         return first
 
-    traj = _with_threads(threads, run)
+    traj = with_threads(threads, run)
     rows = b.F.copy(), b.I.copy()
     assert traj["qpos"].shape == (25, N, b.nq) and traj["energy"].shape == (25, N)
     sims = []
@@ -172,7 +153,7 @@ def test_four_bar_feedback_and_rollout(threads, integrator):
             np.testing.assert_array_equal(traj["qvel"][t, i], s.qvel())
             assert traj["energy"][t, i] == s.energy()
         for _ in range(30):
-            s.set_controls(_feedback(s, K[i], u0[i]))
+            s.set_controls(batch_feedback(s, K[i], u0[i]))
             s.step(1)
     _assert_copies_are([b], sims, [rows], read=integrator != "nullspace_rk4")
 
@@ -262,7 +243,7 @@ import warnings; warnings.simplefilter("ignore")
 import numpy as np
 from numba.core.runtime import rtsys
 import rtrigid as rt
-from tests.test_batch_loops import four_bar
+from tests.helpers import four_bar
 b = rt.Batch(lambda i: four_bar(i, integrator=INTEGRATOR), n=4)
 U = np.full((4, 1), 0.5)  # the motors push every crank onto its limit, then hold it there
 b.step(200, controls=U)

@@ -18,90 +18,13 @@ from scipy import ndimage
 from rtrigid import scenarios
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
+from tests.viewer.helpers import (H, W, assert_colours_as_drawn, at, dispatch, drawn, key,
+                                  module_colour, two_bodies)
 from viewer import Viewer, app, scene
 
 ROOT = Path(__file__).resolve().parents[1]
-W, H = 320, 240
 MAGENTA = (0.85, 0.10, 0.85)
 YELLOW = (0.90, 0.85, 0.10)
-BLACK, GREY = (0.0, 0.0, 0.0), (0.5, 0.5, 0.5)
-# 8-bit rounding of the three frames drawn() combines, the grey one scaled by up to 2
-COLOUR_TOLERANCE = 4
-
-
-def dispatch(v, event, *args):
-    """Run the window's handlers for an event now (pyglet 2.1's window.dispatch_event queues)."""
-    pyglet.event.EventDispatcher.dispatch_event(v.window, event, *args)
-
-
-@pytest.fixture
-def open_viewer(require):
-    require("egl")
-    opened = []
-
-    def make(sim, **kw):
-        kw.setdefault("hud", False)
-        # colours are checked pixel by pixel against the renderer's own lighting: without
-        # multisampling, whose resolve rounds each sample (tests/test_viewer_hud.py checks it)
-        kw.setdefault("msaa", 0)
-        v = Viewer(sim, kw.pop("width", W), kw.pop("height", H), headless=True, **kw)
-        opened.append(v)
-        return v
-
-    yield make
-    for v in opened:
-        v.close()
-
-
-def two_bodies():
-    """A sphere and a box, free, no gravity, at rest apart from each other."""
-    m = Model(gravity=(0.0, 0.0, 0.0))
-    m.add_body("ball", 2.0, (0.08, 0.08, 0.08), shape=("sphere", {"radius": 0.25}))
-    m.add_body("brick", 1.0, (0.05, 0.04, 0.03),
-               shape=("box", {"half_extents": (0.2, 0.15, 0.1)}))
-    sim = Simulation(m, "energy_momentum", dt=0.01)
-    sim.set_position("ball", (-0.45, 0.0, 0.3))
-    sim.set_position("brick", (0.45, 0.1, 0.25))
-    sim.set_orientation("brick", (np.cos(0.3), 0.2, np.sin(0.3), 0.1))
-    scenarios.info(sim)["conserved"] = [("linear", 0), ("linear", 1), ("linear", 2),
-                             ("angular", 0), ("angular", 1), ("angular", 2)]
-    return sim
-
-
-def frame(v):
-    v.render()
-    return v.read_pixels().astype(int)
-
-
-def drawn(v, parts):
-    """Where each part of the frame is drawn, and which colour it should show, as this
-    renderer draws it.
-
-    ``parts``: {name: (set_colour, colour)}: ``set_colour(rgb)`` recolours that part, and
-    ``colour`` is the one the test expects the viewer to give it (set again at the end).  The
-    lit shader is affine in a part's base colour, channel by channel (base * light +
-    highlight), so one frame with every part black and, per part, one with just that part grey
-    tell which pixels the part covers (the only ones that change) and what any base colour
-    becomes at each of them under this renderer's lighting and rounding.
-
-    Returns (the frame as the viewer drew it, {name: mask of covered pixels}, the frame the
-    expected colours give).
-    """
-    img = frame(v)
-    for set_colour, _ in parts.values():
-        set_colour(BLACK)
-    black = frame(v)
-    covered, expected = {}, black.astype(float)
-    for name, (set_colour, colour) in parts.items():
-        set_colour(GREY)
-        grey = frame(v)
-        set_colour(BLACK)
-        mask = covered[name] = np.abs(grey - black).max(axis=-1) > COLOUR_TOLERANCE
-        lit = black + (grey - black) * (np.asarray(colour, float) / GREY[0])
-        expected[mask] = np.clip(lit, 0, 255)[mask]
-    for set_colour, colour in parts.values():
-        set_colour(colour)
-    return img, covered, expected
 
 
 def body_parts(v, colours):
@@ -110,26 +33,6 @@ def body_parts(v, colours):
         return lambda rgb: setattr(v.visuals[b], "color", rgb)
 
     return {name: (set_colour(v.sim.body_index(name)), rgb) for name, rgb in colours.items()}
-
-
-def module_colour(monkeypatch, module, name):
-    """``drawn`` part: what the viewer draws in a module's colour constant, expected in it."""
-    return (lambda rgb: monkeypatch.setattr(module, name, rgb), getattr(module, name))
-
-
-def assert_colours_as_drawn(img, covered, expected):
-    """Every pixel of every part shows that part's own colour as this renderer lights it."""
-    mask = np.logical_or.reduce(list(covered.values()))
-    assert mask.any()
-    worst = np.abs(img - expected)[mask].max()
-    assert worst <= COLOUR_TOLERANCE, worst
-
-
-def at(mask, p, spread=0):
-    """mask at window pixel p (or, with spread, anywhere within that many pixels of it)."""
-    px, py = int(p[0]), int(p[1])
-    rows = slice(max(py - spread, 0), py + spread + 1)
-    return bool(mask[rows, max(px - spread, 0):px + spread + 1].any())
 
 
 def test_bodies_appear_where_project_says(open_viewer):
@@ -288,10 +191,6 @@ def test_mouse_orbits_pans_and_zooms_on_empty_space(open_viewer):
     assert not np.allclose(v.camera.target, target)
     dispatch(v, "on_mouse_scroll", 100, 100, 0, 3)
     assert v.camera.distance == pytest.approx(dist * 0.9 ** 3)
-
-
-def key(v, name):
-    dispatch(v, "on_key_press", getattr(pyglet.window.key, name), 0)
 
 
 def test_keys_pause_step_speed_and_reset(open_viewer):

@@ -6,11 +6,9 @@ dispatch, as in tests/test_viewer.py, whose helpers find a part's pixels by reco
 fixed RGB values).
 """
 import numpy as np
-import pyglet
 
 from rtrigid import scenarios
-from tests.test_viewer import assert_colours_as_drawn, at, dispatch, drawn, key, module_colour
-from tests.test_viewer import open_viewer  # noqa: F401  (the fixture)
+from tests.viewer.helpers import assert_colours_as_drawn, at, drawn, key, module_colour, push_right
 from viewer import app
 
 
@@ -62,24 +60,6 @@ def test_cli_view_contacts_flag(require, capsys, tmp_path):
     assert cli.main(args + [str(out)]) == 0
     without = np.asarray(__import__("PIL.Image").Image.open(out).convert("RGB"), int)
     assert np.abs(with_contacts - without).max() > 40   # the markers differ from the frame
-
-
-def push_right(v, body, pixels):
-    """Drag body's centre ``pixels`` to the right with the mouse: the impulse applied is the
-    one the viewer reports, along the screen's right; returns that direction (world)."""
-    sim = v.sim
-    v.render()
-    left = pyglet.window.mouse.LEFT
-    x0, y0 = (int(c) for c in v.project(sim.pose(body)[0]))
-    right = v.camera.view()[0, :3]
-    p0 = sim.momentum()[0]
-    dispatch(v, "on_mouse_press", x0, y0, left, 0)
-    dispatch(v, "on_mouse_drag", x0 + pixels, y0, pixels, 0, left, 0)
-    dispatch(v, "on_mouse_release", x0 + pixels, y0, left, 0)
-    pushed, impulse, _ = v.last_impulse
-    assert pushed == sim.body_index(body) and impulse @ right > 0
-    assert np.allclose(sim.momentum()[0] - p0, impulse, rtol=1e-12, atol=1e-15)
-    return right
 
 
 def test_mouse_drag_slides_a_resting_box_and_friction_stops_it(open_viewer):

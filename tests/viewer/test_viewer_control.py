@@ -8,7 +8,7 @@ import pytest
 import demos
 from demos.controllers import QuadrotorController, ServoTeleop
 from rtrigid import scenarios
-from tests.test_viewer import dispatch, drawn, open_viewer  # noqa: F401  (fixture)
+from tests.viewer.helpers import dispatch, drawn
 
 W, H = 320, 240
 

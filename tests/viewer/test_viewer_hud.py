@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rtrigid import scenarios
-from tests.test_viewer import dispatch, drawn, open_viewer, two_bodies  # noqa: F401  (fixture)
+from tests.viewer.helpers import dispatch, drawn, two_bodies
 from viewer import monitor
 
 

@@ -9,9 +9,7 @@ import numpy as np
 
 import demos
 from rtrigid import scenarios
-from tests.test_viewer import frame, key
-from tests.test_viewer_contacts import push_right
-from tests.test_viewer import open_viewer  # noqa: F401  (the fixture)
+from tests.viewer.helpers import frame, key, push_right
 from viewer import meshes, scene
 
 CHANGED = 4   # 8-bit levels: more than rounding

@@ -10,8 +10,7 @@ import pytest
 
 import demos
 from rtrigid import quat, scenarios
-from tests.test_viewer import dispatch
-from tests.test_viewer import open_viewer  # noqa: F401  (the fixture)
+from tests.viewer.helpers import dispatch
 
 LOOP_DEMOS = ("four_bar", "slider_crank", "bennett", "delta_robot")
 

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 from rtrigid import scenarios
-from tests.test_viewer import open_viewer  # noqa: F401  (fixture)
 from viewer.cli import run_viewer
 
 imageio = pytest.importorskip("imageio")

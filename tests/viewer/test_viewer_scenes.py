@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import demos
-from tests.test_viewer import drawn
+from tests.viewer.helpers import drawn
 from viewer import Viewer
 
 W, H = 320, 240
