@@ -15,7 +15,7 @@ import pytest
 from rtrigid import cli, scenarios
 from rtrigid.integrators import names as integrator_names
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 JSON_KEYS = {"steps", "us_per_step", "max_rel_energy_drift", "max_rel_momentum_drift",
              "max_constraint_error", "max_unit_quaternion_error", "max_rel_reference_error"}
 

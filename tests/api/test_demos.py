@@ -9,7 +9,7 @@ import demos
 from demos.__main__ import main
 from rtrigid import scenarios
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_python_m_demos_lists_every_demo():
@@ -35,8 +35,8 @@ def test_demo_runs_headless_and_conserves(name, capsys, tmp_path):
     if "applied loads act" in out:   # the quadrotor's rotors: nothing is conserved
         return
     # joint dampers (the iiwa's URDF has them) take energy out: there is no balance to keep;
-    # contacts with a ground take out more (a disk's rim slides: tests/test_contact.py checks
-    # that they never add any), so there only "nothing blew up" is checked
+    # contacts with a ground take out more (a disk's rim slides: tests/contact/test_contact.py
+    # checks that they never add any), so there only "nothing blew up" is checked
     # projected RK4 (the delta robot's scheme) keeps energy only to its truncation error
     d = demos.DEMOS[name]
     model = d.build().model

@@ -15,7 +15,7 @@ import pytest
 
 from rtrigid import cli, scenarios, sweep
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ARM = """
 scenario = "arm"

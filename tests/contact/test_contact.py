@@ -82,7 +82,7 @@ def test_contacts_need_a_scheme_and_a_backend_that_step_them():
         rt.Simulation(m, "midpoint_em", 1e-3)
     m.add_body("c", 1.0, (1, 1, 1))
     m.add_joint("revolute", "b", "c", axis_parent=(1, 0, 0))
-    rt.Simulation(m, "nullspace_rk4", 1e-3)  # contacts through joints (tests/test_tree_contact)
+    rt.Simulation(m, "nullspace_rk4", 1e-3)  # contacts through joints (test_tree_contact)
     m.add_body("d", 1.0, (1, 1, 1))
     m.add_joint("revolute", "c", "d", axis_parent=(1, 0, 0))
     m.add_loop_joint("spherical", "b", "d")

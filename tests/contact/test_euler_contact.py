@@ -4,8 +4,8 @@ flight, with the event's energy budget taken from the step's start
 sliding box stops where Coulomb's law says, a bouncing ball keeps e^2 of its energy per bounce,
 and no contact event ends a step with more energy than the step began with or the flight
 left; a falling chain comes to rest.  (The stack and the quadruped stand, and the sliding
-box stops where PyBullet's semi-implicit Euler stops, in tests/test_contact.py and
-tests/test_tree_contact.py, parametrized with the scheme.)"""
+box stops where PyBullet's semi-implicit Euler stops, in tests/contact/test_contact.py and
+tests/contact/test_tree_contact.py, parametrized with the scheme.)"""
 import numpy as np
 import pytest
 

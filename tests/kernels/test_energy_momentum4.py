@@ -24,7 +24,7 @@ from rtrigid.simulation import Simulation
 from rtrigid.tools.reference import fitted_order, rigid_body_reference
 from tests.helpers import lively, randomize_joints, spring_model, stored_rates, tree_of_kinds
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EM4 = "energy_momentum4"
 OPTIONS = [{"composition": c} for c in COMPOSITIONS]
 IDS = list(COMPOSITIONS)

@@ -276,7 +276,7 @@ def test_batch_loop_steps_allocate_nothing_per_step(integrator):
 def test_compiled_em_loop_step_keeps_energy_less_work_through_motor_and_limit(integrator):
     """The four-bar driven by its motor (into the crank's limit and held there, where the
     scheme holds limits: :data:`LIMITED`): E - W (W the motor's work) is kept to round-off
-    step by step (the numpy solve's figure before: 1e-12 of E, tests/test_loop_drive.py) but
+    step by step (the numpy solve's figure before: 1e-12 of E, tests/loops/test_loop_drive.py) but
     at the limit's hits, which only take energy; and the loop stays closed to 1e-10."""
     s = four_bar(1, integrator=integrator)
     s.set_controls([0.4])

@@ -194,7 +194,7 @@ def test_loops_are_refused_by_schemes_without_them():
 def test_batches_of_loop_models_are_decided_by_the_registry():
     # the one place: Integrator.refusal, which Simulation and Batch both ask; every scheme
     # that steps loops runs them as one compiled kernel a Batch runs per copy
-    # (tests/test_batch_loops.py); a scheme without a loop step is refused alone and batched
+    # (tests/loops/test_batch_loops.py); a scheme without a loop step is refused alone and batched
     m = _parallelogram(0.4)
     m.add_actuator(0, "motor")
     for name in ("nullspace_rk4", "energy_momentum", "energy_momentum4"):

@@ -11,7 +11,7 @@ from rtrigid.maths import quat
 from rtrigid.tools import mujoco_ref
 
 mujoco = pytest.importorskip("mujoco")
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
 TWISTED = os.path.join(DATA, "twisted.urdf")
 DT, SPAN = 1e-4, 0.5
 HINGE, SLIDE, BALL = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE),

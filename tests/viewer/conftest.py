@@ -14,7 +14,7 @@ def open_viewer(require):
     def make(sim, **kw):
         kw.setdefault("hud", False)
         # colours are checked pixel by pixel against the renderer's own lighting: without
-        # multisampling, whose resolve rounds each sample (tests/test_viewer_hud.py checks it)
+        # multisampling, whose resolve rounds each sample (test_viewer_hud.py checks it)
         kw.setdefault("msaa", 0)
         v = Viewer(sim, kw.pop("width", W), kw.pop("height", H), headless=True, **kw)
         opened.append(v)

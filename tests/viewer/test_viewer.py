@@ -22,7 +22,7 @@ from tests.viewer.helpers import (H, W, assert_colours_as_drawn, at, dispatch, d
                                   module_colour, two_bodies)
 from viewer import Viewer, app, scene
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAGENTA = (0.85, 0.10, 0.85)
 YELLOW = (0.90, 0.85, 0.10)
 

@@ -2,8 +2,8 @@
 the mouse and keys pushing, kicking and spinning bodies that rest on the ground.
 
 Frames are rendered through real OpenGL (headless EGL) and input goes through pyglet's event
-dispatch, as in tests/test_viewer.py, whose helpers find a part's pixels by recolouring it (no
-fixed RGB values).
+dispatch, as in tests/viewer/test_viewer.py, whose helpers (tests/viewer/helpers.py) find a
+part's pixels by recolouring it (no fixed RGB values).
 """
 import numpy as np
 

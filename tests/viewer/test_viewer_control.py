@@ -1,6 +1,6 @@
 """Driven demos in the viewer: the per-step controller hook, keys and a dragged target that
 move servo targets, the quadrotor flown by hand, the robots from files; checked through the
-viewer's real input handlers and on rendered frames (headless EGL), as tests/test_viewer.py
+viewer's real input handlers and on rendered frames (headless EGL), as tests/viewer/test_viewer.py
 does."""
 import numpy as np
 import pytest

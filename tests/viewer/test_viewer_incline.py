@@ -2,7 +2,7 @@
 the demo rolling the ball down it with the camera following and the mouse and keys kicking it.
 
 Frames are rendered through real OpenGL (headless EGL) and input goes through pyglet's event
-dispatch, as in tests/test_viewer.py.  No colour is compared with a fixed value: the slope's
+dispatch, as in tests/viewer/test_viewer.py.  No colour is compared with a fixed value: the slope's
 pixels are those that change when it is not drawn.
 """
 import numpy as np

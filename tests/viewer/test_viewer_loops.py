@@ -2,7 +2,7 @@
 and a mouse drag on the delta robot's platform pushes it through the loops.
 
 Frames are rendered through real OpenGL (headless EGL) and input goes through pyglet's event
-dispatch, as in tests/test_viewer.py.
+dispatch, as in tests/viewer/test_viewer.py.
 """
 import numpy as np
 import pyglet

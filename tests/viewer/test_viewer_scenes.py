@@ -1,6 +1,6 @@
 """What a person sees in each demo, checked on rendered frames (headless EGL).
 
-Pixels are found the way tests/test_viewer.py finds them: a part is recoloured black and
+Pixels are found the way tests/viewer/test_viewer.py finds them: a part is recoloured black and
 grey and the pixels that change are the part's, so no fixed RGB window is assumed.
 """
 import numpy as np

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from PIL import ImageGrab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 W, H = 320, 240
 BOUND = 60.0  # seconds; reached only when something is broken
 
