@@ -122,7 +122,8 @@ def _batch(name, integrator, n=6, k=60, **params):
         tr.add(batch.qpos(), batch.qvel(), batch.energy())
     tr.add(batch.failed)
     if batch.na:
-        out = batch.rollout(10, controls=np.full(batch.na, 0.3), record=("qpos", "qvel"))
+        out = batch.rollout(10, controls=np.full((batch.n, batch.na), 0.3),
+                            record=("qpos", "qvel"))
         tr.add(out)
     return tr.hexdigest()
 
@@ -182,10 +183,10 @@ def main(argv=None):
                 if args.only in case:
                     hashes[case] = fn()
                     print(f"{hashes[case][:16]}  {case}", flush=True)
+                    if args.out:  # after each case: a run cut short keeps what it hashed
+                        with open(args.out, "w") as fh:
+                            json.dump(hashes, fh, indent=1, sort_keys=True)
     print(f"{len(hashes)} cases in {time.perf_counter() - t0:.0f} s")
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(hashes, fh, indent=1, sort_keys=True)
     if args.check:
         with open(args.check) as fh:
             before = json.load(fh)

@@ -16,7 +16,7 @@ load and abuse, measured against real ``rtrigid serve`` processes over loopback 
 Every client runs in a thread of this process (blocked in ``recv`` while it waits, so it
 holds no lock the others need); the server is a child process, stopped at the end of each
 part.  The machine's load average is recorded with the figures: other processes share the
-cores.  Nothing here is a pass/fail test; ``tests/test_hil.py`` checks the behaviour.
+cores.  Nothing here is a pass/fail test; ``tests/io/test_hil.py`` checks the behaviour.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ between two bodies is an if-chain in :func:`.pairs.pair_contacts`, the ground co
 :data:`.geometry.SHAPE_CODES`, the parameter names of :data:`rtrigid.model.SHAPES`), so it
 cannot disagree with them; what the kernels only say in code (which pairs have a test, how
 many points a shape puts on a ground, where the viewer's mesh ends) is written here and
-checked against the kernels and the viewer by ``tests/test_shapes.py``.
+checked against the kernels and the viewer by ``tests/contact/test_shapes.py``.
 
 The kernels do not read this table: they branch on the codes.  A new kind (a convex hull, a
 mesh) gets its row here, its code in :mod:`.geometry`, and its tests in the kernels.

@@ -35,7 +35,7 @@ other candidate was off by O(1)):
   frame, i.e. BODY axes; ``mj_objectVelocity`` in the local frame returns the
   same vector.
 
-The tests in ``tests/test_mujoco_ref.py`` repeat these checks.
+The tests in ``tests/references/test_mujoco_ref.py`` repeat these checks.
 """
 
 from __future__ import annotations

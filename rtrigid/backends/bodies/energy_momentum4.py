@@ -1,7 +1,7 @@
 """``energy_momentum4``: a symmetric composition of the energy-momentum step, order 4.
 
 The step of :mod:`.energy_momentum` is symmetric: a step of size h followed by one of size -h
-returns to the start (to round-off; ``tests/test_energy_momentum4.py``), because QUAT.EM's
+returns to the start (to round-off; ``tests/kernels/test_energy_momentum4.py``), because QUAT.EM's
 equations are unchanged when (z0, z1, h) is replaced by (z1, z0, -h) -- the discrete gradient
 and the mid-point quantities are symmetric in z0, z1, and the Cayley factor of -h is the
 inverse of that of h.  A symmetric method of order 2 composed as Phi(g_s h) ... Phi(g_1 h)

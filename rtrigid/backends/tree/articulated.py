@@ -3,7 +3,7 @@ without allocating.  Each body's spatial inertia about its joint point, the fact
 to root; it depends on the configuration only) and the solve (leaves to root, then root to
 leaves), all about each body's joint point in world axes (see :mod:`.kinematics`)."""
 from rtrigid._jit import jit, jit_inline
-from rtrigid.backends.tree.dense import cross3, keep_alive
+from rtrigid.backends.tree.rotations import cross3, keep_alive
 from rtrigid.backends.tree.layout import (
     I_KIND,
     I_ORDER,

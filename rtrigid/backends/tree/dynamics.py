@@ -35,7 +35,7 @@ from rtrigid.backends.tree.articulated import (
     joint_point_inertia,
     shift_to_parent,
 )
-from rtrigid.backends.tree.dense import cross3, rot_t_vec_b, rot_vec_b
+from rtrigid.backends.tree.rotations import cross3, rot_t_vec_b, rot_vec_b
 from rtrigid.backends.tree.kinematics import (
     Tree,
     body_rates,

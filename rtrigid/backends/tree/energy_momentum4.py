@@ -3,7 +3,7 @@ energy-momentum step of :mod:`.energy_momentum`, order 4.
 
 The jointed step is symmetric (h then -h returns to the start to round-off: the mean arms,
 the mean axes and the mid-point rule are symmetric in the two configurations, and the Cayley
-turn of -h inverts that of h; ``tests/test_energy_momentum4.py``), so the composition with
+turn of -h inverts that of h; ``tests/kernels/test_energy_momentum4.py``), so the composition with
 the weights of :mod:`rtrigid.backends.compositions` is of order 4, and every stage
 keeps the energy and the momenta as the base step does.  Each stage is one solve of
 :func:`.energy_momentum.solve_step`, with its iteration, stopping rule and canonical roots.

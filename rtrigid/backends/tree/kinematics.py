@@ -72,12 +72,11 @@ from rtrigid.backends.tree.articulated import (
     joint_point_inertia,
     shift_to_parent,
 )
-from rtrigid.backends.tree.dense import (
+from rtrigid.backends.tree.rotations import (
     cross3,
     keep_alive,
     quat_to_rot,
     quat_to_rot_b,
-    rot_t_vec,
     rot_t_vec_b,
     rot_vec,
     rot_vec_b,

@@ -4,7 +4,7 @@ joint forces, and the velocity terms of each body's Newton-Euler equations."""
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.backends.tree.dense import cross3, rot_t_vec_b, rot_vec_b
+from rtrigid.backends.tree.rotations import cross3, rot_t_vec_b, rot_vec_b
 from rtrigid.backends.tree.layout import (
     I_KIND,
     I_QOFF,

@@ -122,7 +122,7 @@ Turns and time slices
     that the chunk ends the slice at the dearest cost per step measured recently; a dear step
     is forgotten by a tenth per chunk), and a sliced STEP gives bit for bit the state of one
     ``sim.step(n)`` call: the kernels keep nothing between calls that the state does not hold
-    (``tests/test_hil.py`` checks it against uninterrupted calls).  So a request waits at most one slice for every other
+    (``tests/io/test_hil.py`` checks it against uninterrupted calls).  So a request waits at most one slice for every other
     connection that has work, plus its own work; a slice overruns only when the cost per step
     jumps within a chunk (an implicit integrator's sub-step fallback), by at most that chunk.
     One thread rather than one per client: the compiled kernels release the GIL, but the

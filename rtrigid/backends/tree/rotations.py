@@ -39,13 +39,6 @@ def rot_vec(R, a0, a1, a2):
 
 
 @jit_inline
-def rot_t_vec(R, a0, a1, a2):
-    return (R[0, 0] * a0 + R[1, 0] * a1 + R[2, 0] * a2,
-            R[0, 1] * a0 + R[1, 1] * a1 + R[2, 1] * a2,
-            R[0, 2] * a0 + R[1, 2] * a1 + R[2, 2] * a2)
-
-
-@jit_inline
 def rot_vec_b(R, b, a0, a1, a2):
     """R[b] a, without making a view of R[b] (a view costs a reference count)."""
     return (R[b, 0, 0] * a0 + R[b, 0, 1] * a1 + R[b, 0, 2] * a2,
