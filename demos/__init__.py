@@ -45,7 +45,7 @@ class Demo:
     def available(self):
         """The scenario exists in this build of rtrigid / the robot file is installed."""
         if self.builder is not None:
-            from demos import robots
+            from . import robots
 
             return robots.available(self.scenario)
         return self.scenario in scenarios.names()
@@ -71,13 +71,13 @@ def robot_demo(name, robot, description, builder, controller, integrator, **view
 
 def _servo_teleop(**kw):
     def make(sim):
-        from demos.controllers import ServoTeleop
+        from .controllers import ServoTeleop
         return ServoTeleop(sim, **kw)
     return make
 
 
 def _quadrotor_pilot(sim):
-    from demos.controllers import QuadrotorController
+    from .controllers import QuadrotorController
     return QuadrotorController(sim)
 
 
@@ -136,7 +136,7 @@ demo("delta_robot", "delta_robot", "delta robot: three arms, each joined to the 
 
 
 def _robots():
-    from demos import robots
+    from . import robots
 
     robot_demo("iiwa", robots.IIWA, "KUKA iiwa 7-DOF arm from its URDF on position servos: "
                "drag the red ball, the gripper flange follows", robots.iiwa,

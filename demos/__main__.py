@@ -1,16 +1,22 @@
-"""python -m demos [NAME [--headless] [--frames N] [--screenshot PATH] ...]"""
+"""python -m rtrigid.demos [NAME [--headless] [--frames N] [--screenshot PATH] ...]
+
+(``python -m demos`` in a checkout.)"""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from demos import DEMOS, names
+from . import DEMOS, names
 from rtrigid import integrators
-from viewer.cli import add_output_arguments
+from rtrigid.viewer.cli import add_output_arguments
+
+
+# the name this package was imported under: rtrigid.demos, or demos in a checkout
+PROG = f"python -m {__package__}"
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m demos", description=__doc__)
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("name", nargs="?", help="demo to run; without it, list the demos")
     p.add_argument("--integrator", default=None, choices=integrators.names(),
                    help="default: the demo's (energy_momentum, or nullspace_rk4 for robots "
@@ -26,13 +32,13 @@ def main(argv=None):
     if args.name is None:
         for n in names():
             print(f"{n:15s} {DEMOS[n].description}")
-        print("run one with: python -m demos NAME [--headless --frames N --screenshot PATH]")
+        print(f"run one with: {PROG} NAME [--headless --frames N --screenshot PATH]")
         return 0
     if args.name not in names():
-        print(f"python -m demos: unknown demo {args.name!r}; known: {', '.join(names())}",
+        print(f"{PROG}: unknown demo {args.name!r}; known: {', '.join(names())}",
               file=sys.stderr)
         return 2
-    from viewer.cli import run_viewer
+    from rtrigid.viewer.cli import run_viewer
 
     d = DEMOS[args.name]
     try:
@@ -43,7 +49,7 @@ def main(argv=None):
                           **{**d.viewer_options(sim, args.show_contacts), "hud": args.hud,
                              "msaa": args.msaa})
     except (ValueError, RuntimeError) as exc:
-        print(f"python -m demos: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
 
 

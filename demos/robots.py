@@ -63,7 +63,7 @@ def iiwa(integrator="nullspace_rk4", dt=None):
 
 
 def iiwa_controller(sim):
-    from demos.controllers import ServoTeleop
+    from .controllers import ServoTeleop
 
     return ServoTeleop(sim, tip="lbr_iiwa_link_7", reach=True)
 
@@ -78,7 +78,7 @@ def a1(integrator="energy_momentum", dt=None):
 
 
 def a1_controller(sim):
-    from demos.controllers import TrotInTheAir
+    from .controllers import TrotInTheAir
 
     names = list(sim.actuator_names)
     # trot: diagonal legs (front right with rear left) in phase

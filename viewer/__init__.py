@@ -10,7 +10,7 @@ def __getattr__(name):
     # pyglet and moderngl load only when a viewer is wanted, not when `rtrigid` lists the
     # commands the viewer adds (viewer.cli)
     if name in __all__:
-        from viewer import app
+        from . import app
 
         return getattr(app, name)
-    raise AttributeError(f"module 'viewer' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,19 +39,19 @@ import time
 
 import numpy as np
 
-from viewer import scene
-from viewer.camera import OrbitCamera
-from viewer.drawing import DrawingMixin
-from viewer.interaction import SPEEDS, InteractionMixin, key_table
-from viewer.monitor import Conservation, FrameTimer
-from viewer.panels import HudMixin
+from . import scene
+from .camera import OrbitCamera
+from .drawing import DrawingMixin
+from .interaction import SPEEDS, InteractionMixin, key_table
+from .monitor import Conservation, FrameTimer
+from .panels import HudMixin
 
 # the constants of the drawing, the interaction and the HUD, importable from here too
-from viewer.drawing import (CONTACT_COLOR, DRAG_COLOR, FLOOR_DARK, FLOOR_LIGHT,  # noqa: F401
+from .drawing import (CONTACT_COLOR, DRAG_COLOR, FLOOR_DARK, FLOOR_LIGHT,  # noqa: F401
                             GROUND, LOAD_COLOR, MOMENTUM_COLOR, NORMAL_COLOR, OMEGA_COLOR,
                             SHADOW, SKY_HIGH, SKY_LOW, TARGET_COLOR, TRACE_COLOR, UNIT_MESHES)
-from viewer.interaction import DEFAULT_KEYS, PICK_TOLERANCE  # noqa: F401
-from viewer.panels import FEEDBACK_SECONDS, KEY_HELP  # noqa: F401
+from .interaction import DEFAULT_KEYS, PICK_TOLERANCE  # noqa: F401
+from .panels import FEEDBACK_SECONDS, KEY_HELP  # noqa: F401
 
 LOOKAHEAD_SECONDS, LOOKAHEAD_STEPS = 5.0, 4000  # the motion the camera and floor are set for
 
@@ -182,7 +182,7 @@ class Viewer(DrawingMixin, HudMixin, InteractionMixin):
             raise ValueError(f"msaa: expected 0, 2, 4 or 8 samples per pixel, got {msaa!r}")
         self.msaa = int(msaa)
         if record is not None:
-            from viewer.record import check_path
+            from .record import check_path
             check_path(record)
         self._record_path, self.recorder, self._record_elapsed = record, None, 0.0
         self.speed = self._check_speed(speed)
@@ -240,7 +240,7 @@ class Viewer(DrawingMixin, HudMixin, InteractionMixin):
             raise
         self.window.push_handlers(self)
         if self._record_path is not None:
-            from viewer.record import Recorder
+            from .record import Recorder
             self.recorder = Recorder(self._record_path)
 
     # -- set-up ------------------------------------------------------------------------------
@@ -265,8 +265,8 @@ class Viewer(DrawingMixin, HudMixin, InteractionMixin):
     def _open_gl(self):
         import moderngl
 
-        from viewer.hud import Hud
-        from viewer.renderer import Renderer
+        from .hud import Hud
+        from .renderer import Renderer
 
         self.window.switch_to()
         self.ctx = moderngl.create_context()

@@ -22,7 +22,7 @@ import time
 
 def measure(sim, width=1280, height=720, seconds=10.0, warmup=1.0, headless=True, msaa=4):
     from rtrigid import scenarios
-    from viewer.app import Viewer
+    from .app import Viewer
 
     frames, physics, drawing = [], [], []
     with Viewer(sim, width, height, headless=headless, msaa=msaa) as v:

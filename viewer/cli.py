@@ -60,7 +60,7 @@ def check_screenshot(path):
 def run_viewer(sim, *, headless=False, frames=120, screenshot=None, width=None, height=None,
                **options):
     """Open a Viewer on ``sim``; headless: draw ``frames`` frames. Prints the figures."""
-    from viewer.app import Viewer
+    from .app import Viewer
 
     if frames < 1:
         raise ValueError(f"frames: expected >= 1, got {frames}")

@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from viewer import meshes, scene
-from viewer.camera import ortho_pixels
+from . import meshes, scene
+from .camera import ortho_pixels
 
 TARGET_COLOR = (0.9, 0.15, 0.2)
 DRAG_COLOR = (1.0, 0.45, 0.0)

@@ -11,8 +11,8 @@ import time
 import moderngl
 import numpy as np
 
-from viewer.camera import ortho_pixels
-from viewer.monitor import log_drift
+from .camera import ortho_pixels
+from .monitor import log_drift
 
 PANEL = (1.0, 1.0, 1.0, 0.6)
 HELP_PANEL = (1.0, 1.0, 1.0, 0.82)   # the key help stays readable over dark bodies

@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from viewer import scene
-from viewer.picking import ray_part
+from . import scene
+from .picking import ray_part
 
 DEFAULT_KEYS = {
     "pause": "SPACE", "step": "PERIOD", "frame": "COMMA", "slower": "MINUS", "faster": "EQUAL", "reset": "R",

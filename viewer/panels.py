@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from viewer.monitor import fmt_drift, kept_to
+from .monitor import fmt_drift, kept_to
 
 KEY_HELP = ("space pause   . one step   , one frame   -/= speed   r reset   h hud   f follow\n"
             "t traces   w omega   l momentum   c contacts   k kick   u spin up   tab select   esc deselect/quit\n"

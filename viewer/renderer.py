@@ -4,16 +4,17 @@ A window's frames are drawn straight into the window's framebuffer (a blit from 
 one costs ~5 ms at 1280x720 on Mesa's software renderer).  Headless frames, and frames
 rendered to be read back, go to an offscreen framebuffer the renderer owns: reading the
 window's framebuffer leaves a GL error behind on Mesa (VIEWER_NOTES).
-Shaders are read from ``assets/shaders/``.
+Shaders are package data (``shaders/`` beside this module; in a checkout a link to
+``assets/shaders/``), read through :mod:`importlib.resources`.
 """
 from __future__ import annotations
 
-from pathlib import Path
+from importlib import resources
 
 import moderngl
 import numpy as np
 
-SHADER_DIR = Path(__file__).resolve().parents[1] / "assets" / "shaders"
+SHADER_DIR = resources.files(__package__) / "shaders"
 LINE_STRIDE = 7  # position (3) + RGBA (4) float32
 
 
@@ -27,8 +28,8 @@ def load_program(ctx, name):
         vert = (SHADER_DIR / f"{name}.vert").read_text()
         frag = (SHADER_DIR / f"{name}.frag").read_text()
     except FileNotFoundError as exc:
-        raise RuntimeError(f"viewer: shader {exc.filename} not found; the viewer runs from a "
-                           "checkout of rtrigid (assets/ beside viewer/)") from None
+        raise RuntimeError(f"viewer: shader {exc.filename} not found in the installed "
+                           "package; reinstall rtrigid") from None
     return ctx.program(vertex_shader=vert, fragment_shader=frag)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rtrigid.maths import quat
-from viewer import meshes
+from . import meshes
 
 PALETTE = [
     (0.86, 0.42, 0.26), (0.27, 0.52, 0.80), (0.36, 0.68, 0.38), (0.90, 0.70, 0.22),
