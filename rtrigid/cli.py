@@ -215,8 +215,8 @@ def build_parser():
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
     r.add_argument("--step-budget", type=int, default=None, metavar="N",
                    help="Newton iterations one step of the jointed energy-momentum schemes may "
-                   "spend; a step that runs out takes the counted budget outcome (README, "
-                   "\"The step budget\"; default: none)")
+                   "spend; a step that runs out takes the counted budget outcome (docs/guide/"
+                   "step-budget.md; default: none)")
     r.add_argument("--realtime", action="store_true",
                    help="pace the run to the wall clock (one step per dt) and report deadlines")
     r.add_argument("--duration", type=float, default=None,

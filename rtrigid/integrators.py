@@ -104,7 +104,7 @@ class Integrator(NamedTuple):
                             f"use one of {supporting(j.kind)}")
                 if j.limit_restitution and not self.limit_bounce:
                     return (f"{self.name} keeps joint limits inelastic (the rebound of its "
-                            f"locked step is taken out, see the README); joint {j.name!r} has "
+                            f"locked step is taken out, see docs/guide/joints.md); joint {j.name!r} has "
                             f"limit_restitution {j.limit_restitution:g}: use 0, or "
                             "nullspace_rk4 for a stop that rebounds")
                 if (j.stiffness or j.damping) and not self.joint_springs:

@@ -62,7 +62,7 @@ from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
 
 MAX_STEPS = 2 ** 53
-# Simulation's default step_budget: none (README, "The step budget": a budget low enough for
+# Simulation's default step_budget: none (docs/guide/step-budget.md: a budget low enough for
 # real time is reached by the random chains and stiff servos the scheme must keep exactly)
 STEP_BUDGET = None
 _TWO_THREADS = ("Simulation: entered from a second thread while another thread steps it; a "
@@ -131,8 +131,8 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         than the loads' work -- never NaN, never an energy gain, but not an energy-momentum
         step (counted in ``solver_stats()["budget_steps"]``, warned about once).  None (the
         default): no budget (a step is bounded by ``max_iter``, ``max_halvings`` and the path
-        following's 64 solves alone).  Other schemes and models ignore it.  See the README,
-        "The step budget" (40-60 keep the worst step of the bench's chains within 5x the
+        following's 64 solves alone).  Other schemes and models ignore it.  See
+        docs/guide/step-budget.md (40-60 keep the worst step of the bench's chains within 5x the
         median; the issue's random chains charge up to 340 on a step).
     max_steps_per_advance : int
         :meth:`advance` never runs more steps than this in one call; the rest of the elapsed

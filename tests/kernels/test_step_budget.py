@@ -121,7 +121,7 @@ def test_step_budget_must_be_a_positive_integer(bad):
 
 
 def test_scenario_chain_never_takes_the_budget_outcome():
-    """A real-time budget (40, README "The step budget") is not reached by the scenario's
+    """A real-time budget (40, docs/guide/step-budget.md) is not reached by the scenario's
     chain as built: its steps are the unbudgeted ones."""
     for n in (10, 20):
         sim = rt.scenarios.build("chain", integrator="energy_momentum", dt=DT, n=n)

@@ -157,7 +157,7 @@ def test_multisampling_smooths_the_edges(open_viewer):
 
 
 def test_frame_rate_bench_runs_and_reports(require, capsys):
-    """python -m viewer.bench (the README's frame-rate table): a short run prints its
+    """python -m viewer.bench (the frame-rate table of docs/guide/viewer.md): a short run prints its
     figures (no timing asserted)."""
     import json
 
