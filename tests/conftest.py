@@ -1,5 +1,6 @@
 """Tests that need something outside the core install: an X server, an input tool, headless
-OpenGL, Ray (the sweep extra), PyBullet (a reference in the dev extra).
+OpenGL, Ray (the sweep extra), PyBullet (a reference in the dev extra), MkDocs (the docs
+tools, in the dev extra).
 
 A test asks through the ``require`` fixture (``require("Xvfb", "xdotool")``).  On a machine
 that lacks one, the test is skipped with a reason naming it and the package that provides
@@ -69,6 +70,8 @@ REQUIREMENTS = {
     "egl": (_headless_gl_missing, f"on Debian, as root: {APT} {GL_PACKAGES}"),
     "ray": (_module("ray", "tqdm"), 'python3 -m pip install -e ".[sweep]"'),
     "pybullet": (_module("pybullet"), 'python3 -m pip install -e ".[dev]"'),
+    "mkdocs": (_module("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"),
+               'python3 -m pip install -e ".[dev]"'),
 }
 
 
