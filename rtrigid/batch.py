@@ -34,7 +34,7 @@ from rtrigid.backends import TREE
 from rtrigid.backends.buffers import FAILED, N_STATS, NONFINITE
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
-from rtrigid.validate import as_scalar, as_int
+from rtrigid.validate import as_int
 
 FAIL_MASK = FAILED | NONFINITE
 

@@ -72,6 +72,7 @@ REQUIREMENTS = {
     "pybullet": (_module("pybullet"), 'python3 -m pip install -e ".[dev]"'),
     "mkdocs": (_module("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"),
                'python3 -m pip install -e ".[dev]"'),
+    "ruff": (_module("ruff"), 'python3 -m pip install -e ".[dev]"'),
 }
 
 

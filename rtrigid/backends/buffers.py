@@ -30,7 +30,6 @@ import hashlib
 import numpy as np
 from numba.core import cgutils, types
 from numba.core.datamodel import models, register_default
-from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, overload
 from numba.np.arrayobj import make_array, populate_array
 

@@ -54,7 +54,7 @@ def test_the_wheel_holds_only_rtrigid_and_its_viewer_and_demos_run_outside_the_c
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"rtrigid"}, top
-    for shipped in ("rtrigid/viewer/cli.py", "rtrigid/demos/__main__.py",
+    for shipped in ("rtrigid/py.typed", "rtrigid/viewer/cli.py", "rtrigid/demos/__main__.py",
                     "rtrigid/viewer/shaders/lit.vert", "rtrigid/viewer/shaders/lit.frag"):
         assert shipped in names
 

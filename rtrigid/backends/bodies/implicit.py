@@ -7,7 +7,7 @@ fails is restored from the start of the step and redone as 2, 4, ..., 2**max_hal
 sub-steps; if even that fails the whole step is rolled back and FAILED returned (the
 Simulation then raises).  USED_FALLBACK is or-ed into the status when any step needed it.
 """
-from rtrigid._jit import jit, jit_inline
+from rtrigid._jit import jit_inline
 from rtrigid.backends.buffers import (
     FAILED,
     OK,

@@ -20,7 +20,6 @@ from rtrigid.backends.tree.kinematics import (
     NV,
     PRISMATIC,
     REVOLUTE,
-    SPHERICAL,
     T_J,
     T_K,
     T_MASS,

@@ -29,7 +29,6 @@ The step budget (``step_budget``) is the base scheme's: the stages' solves of on
 included, share it, and a step that runs out of it takes the base scheme's budget outcome
 (:func:`.energy_momentum.out_of_budget`, an explicit step with its energy capped).
 """
-import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.backends.compositions import SUZUKI, TRIPLE_JUMP, mid_times
