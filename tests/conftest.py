@@ -58,7 +58,13 @@ def _module(*names):
     def missing():
         import importlib.util
 
-        absent = [n for n in names if importlib.util.find_spec(n) is None]
+        def found(name):
+            try:   # a dotted name whose parent is missing raises instead of giving None
+                return importlib.util.find_spec(name) is not None
+            except ModuleNotFoundError:
+                return False
+
+        absent = [n for n in names if not found(n)]
         return f"Python package(s) {', '.join(absent)} not installed" if absent else None
     return missing
 
