@@ -11,9 +11,9 @@ import numpy as np
 
 from rtrigid.io.hil.protocol import (
     ACTUATOR_ROW, CONTROL, ERROR, ERROR_HEAD, HEADER, HELLO, HELLO_HEAD, HELLO_LIMITS,
-    JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, REPLY, RESET, SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD,
-    STATE_WIDTH, STEP, STEP_HEAD, VERSION, ServerError, as_spin, finite3, message,
-    unpack_strings)
+    JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, REPLY, RESET, SENSOR_ROW, SET_STATE,
+    SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD, VERSION, ServerError,
+    as_spin, finite3, message, unpack_strings)
 from rtrigid.validate import as_scalar, as_vector
 
 
@@ -37,7 +37,8 @@ class Client:
     state dict.
 
     ``Client(host, port)`` over TCP, or ``Client(unix=PATH)`` to a server on a Unix-domain
-    socket; ``spin``: seconds to busy-poll for each reply before sleeping (``docs/hil/protocol.md``).
+    socket; ``spin``: seconds to busy-poll for each reply before sleeping
+    (``docs/hil/protocol.md``).
     A state dict holds ``t`` (float), ``steps`` (int), ``poses`` (``(n_bodies, 7)``:
     ``x, y, z, q0, q1, q2, q3``), ``velocities`` (``(n_bodies, 6)``: world ``v`` then world
     angular velocity), ``qpos`` (nq,), ``qvel`` (nv,) (``Simulation.qpos``/``qvel``),

@@ -1,5 +1,5 @@
 """The lock-step server: one thread serving every connection in time-sliced turns, each
-connection stepping a copy of the served Simulation (the specification: ``docs/hil/protocol.md``)."""
+connection stepping a copy of the served Simulation (specification: ``docs/hil/protocol.md``)."""
 from __future__ import annotations
 
 import collections
@@ -22,9 +22,9 @@ from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
 from rtrigid.io.hil.protocol import (
     ACTUATOR_ROW, CONTROL, E_FULL, E_IDLE, E_INTERNAL, E_KIND, E_MAGIC, E_SIZE, E_STEP,
     E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, HEADER, HELLO, HELLO_HEAD, HELLO_LIMITS,
-    IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, MAX_STEPS_LIMIT, REPLY, RESET, SENSOR_ROW, SET_STATE,
-    SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD, VERSION, as_spin, error,
-    finite3, message, pack_strings)
+    IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, MAX_STEPS_LIMIT, REPLY, RESET,
+    SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD,
+    VERSION, as_spin, error, finite3, message, pack_strings)
 from rtrigid.simulation import Simulation, SimulationError
 
 
