@@ -1,5 +1,5 @@
 """The lock-step client: :class:`Client` drives a :class:`~rtrigid.io.hil.server.Server`
-(:mod:`.protocol` has the specification)."""
+(the specification: ``docs/hil/protocol.md``)."""
 from __future__ import annotations
 
 import os
@@ -10,10 +10,10 @@ import time
 import numpy as np
 
 from rtrigid.io.hil.protocol import (
-    ACTUATOR_ROW, CONTROL, ERROR, ERROR_HEAD, HEADER, HELLO, HELLO_HEAD, JOINT_FORCE, JOINT_ROW,
-    LOAD, MAGIC, REPLY, RESET, SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD,
-    STATE_WIDTH, STEP, STEP_HEAD, VERSION, ServerError, as_spin, finite3, message,
-    unpack_strings)
+    ACTUATOR_ROW, CONTROL, ERROR, ERROR_HEAD, HEADER, HELLO, HELLO_HEAD, HELLO_LIMITS,
+    JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, REPLY, RESET, SENSOR_ROW, SET_STATE,
+    SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD, VERSION, ServerError,
+    as_spin, finite3, message, unpack_strings)
 from rtrigid.validate import as_scalar, as_vector
 
 
@@ -37,14 +37,17 @@ class Client:
     state dict.
 
     ``Client(host, port)`` over TCP, or ``Client(unix=PATH)`` to a server on a Unix-domain
-    socket; ``spin``: seconds to busy-poll for each reply before sleeping (:mod:`.protocol`).
+    socket; ``spin``: seconds to busy-poll for each reply before sleeping
+    (``docs/hil/protocol.md``).
     A state dict holds ``t`` (float), ``steps`` (int), ``poses`` (``(n_bodies, 7)``:
     ``x, y, z, q0, q1, q2, q3``), ``velocities`` (``(n_bodies, 6)``: world ``v`` then world
     angular velocity), ``qpos`` (nq,), ``qvel`` (nv,) (``Simulation.qpos``/``qvel``),
     ``sensors`` (sensor name -> its readings: ``imu:BODY`` -> gyro xyz, specific force xyz,
     body axes) and ``names``.  After :meth:`__init__`, :attr:`names`, :attr:`dt`,
     :attr:`integrator`, :attr:`scenario`, :attr:`nq`, :attr:`nv` and :attr:`joints`,
-    :attr:`actuators`, :attr:`sensors` (lists of dicts) describe the served simulation.  A
+    :attr:`actuators`, :attr:`sensors` (lists of dicts) describe the served simulation, and
+    :attr:`limits` (a dict: max_payload, max_clients, idle_timeout, partial_timeout,
+    send_timeout, time_slice) the server's limits.  A
     refused request
     raises :class:`ServerError`; so does the server's notice before it hangs up (code 10: full,
     11: idle), after which this client is closed.
@@ -111,6 +114,12 @@ class Client:
             sensor["point"] = (sensor.pop("px"), sensor.pop("py"), sensor.pop("pz"))
         self.joint_names = [j["name"] for j in self.joints]
         self.actuator_names = [a["name"] for a in self.actuators]
+        # the server's limits, after the rows (None from a server that does not send them)
+        self.limits = None
+        if len(hello) >= at + HELLO_LIMITS.size:
+            self.limits = dict(zip(("max_payload", "max_clients", "idle_timeout",
+                                    "partial_timeout", "send_timeout", "time_slice"),
+                                   HELLO_LIMITS.unpack_from(hello, at)))
 
     def close(self):
         self._sock.close()
@@ -206,6 +215,11 @@ class Client:
 
     def state(self) -> dict:
         return self._state_dict(self._request(STATE))
+
+    def keepalive(self):
+        """Tell the server this connection is alive (restarts its idle timeout); changes
+        nothing else."""
+        self._request(KEEPALIVE)
 
     def reset(self) -> dict:
         """Return the server's simulation to its initial state."""

@@ -1,5 +1,5 @@
 """The lock-step server: one thread serving every connection in time-sliced turns, each
-connection stepping a copy of the served Simulation (:mod:`.protocol` has the specification)."""
+connection stepping a copy of the served Simulation (specification: ``docs/hil/protocol.md``)."""
 from __future__ import annotations
 
 import collections
@@ -21,10 +21,10 @@ import numpy as np
 from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
 from rtrigid.io.hil.protocol import (
     ACTUATOR_ROW, CONTROL, E_FULL, E_IDLE, E_INTERNAL, E_KIND, E_MAGIC, E_SIZE, E_STEP,
-    E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, HEADER, HELLO, HELLO_HEAD, IMU_WIDTH,
-    JOINT_FORCE, JOINT_ROW, LOAD, MAGIC, MAX_STEPS_LIMIT, REPLY, RESET, SENSOR_ROW, SET_STATE,
-    SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD, VERSION, as_spin, error,
-    finite3, message, pack_strings)
+    E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, HEADER, HELLO, HELLO_HEAD, HELLO_LIMITS,
+    IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, MAX_STEPS_LIMIT, REPLY, RESET,
+    SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD,
+    VERSION, as_spin, error, finite3, message, pack_strings)
 from rtrigid.simulation import Simulation, SimulationError
 
 
@@ -68,7 +68,7 @@ class _Connection:
     """One client: its bytes in and out, its request in progress, its simulation."""
 
     __slots__ = ("sock", "buf", "out", "sim", "job", "closing", "dead", "queued", "events",
-                 "since", "deadline", "why")
+                 "since", "deadline", "why", "skip")
 
     def __init__(self, sock, now):
         self.sock = sock
@@ -83,6 +83,7 @@ class _Connection:
         self.since = now         # idle since / first byte of the partial message / stuck since
         self.deadline = math.inf
         self.why = None          # what the deadline is for: "idle", "partial" or "send"
+        self.skip = 0            # bytes still to discard: the payload of a refused long message
 
 
 class _Job:
@@ -196,19 +197,19 @@ def _imus(sim, imus):
 
 
 class Server:
-    """Serve a Simulation to lock-step clients (protocol in :mod:`.protocol`).
+    """Serve a Simulation to lock-step clients (protocol in ``docs/hil/protocol.md``).
 
     ``port=0`` picks a free port; :attr:`address` tells which.  ``unix=PATH`` listens on a
     Unix-domain socket at PATH instead of TCP (``host`` and ``port`` are then ignored;
     :attr:`address` is the path, removed again by :meth:`stop`).  ``spin``: seconds to
     busy-poll for the next request before sleeping.  ``max_clients``, ``idle_timeout``,
     ``partial_timeout``, ``send_timeout``, ``time_slice`` and ``max_steps_per_request``: see
-    Limits and Turns in :mod:`.protocol`.  :meth:`start` runs the server in a daemon
+    Limits and Turns in ``docs/hil/protocol.md``.  :meth:`start` runs the server in a daemon
     thread (tests, embedding), :meth:`serve_forever` in the caller's; :meth:`stop` ends
     either and closes every socket.  Each connection steps its own copy of ``sim`` as it is
     now; ``sim`` itself is never stepped.  :attr:`counts`: what the server has done.
     ``imus``: bodies (or (body, point_body) pairs) whose IMU readings every state reply
-    carries (see Sensors in :mod:`.protocol`).
+    carries (see Sensors in ``docs/hil/protocol.md``).
     """
 
     def __init__(self, sim, host="127.0.0.1", port=0, *, scenario="",
@@ -293,6 +294,9 @@ class Server:
             out += [pack_strings([name, kind]), ACTUATOR_ROW.pack(*row)]
         for name, b, point in self._imus:
             out += [pack_strings([name, "imu"]), SENSOR_ROW.pack(b, *point, IMU_WIDTH)]
+        # after the rows: the limits (a client that reads only the rows ignores them)
+        out.append(HELLO_LIMITS.pack(self._max_payload, self.max_clients, self.idle_timeout,
+                                     self.partial_timeout, self.send_timeout, self.time_slice))
         return b"".join(out)
 
     # -- life cycle ------------------------------------------------------------------------
@@ -398,6 +402,8 @@ class Server:
             if sock.family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if len(self._conns) >= self.max_clients:
+                self._reap()  # a peer that has closed frees its slot now, not at its next turn
+            if len(self._conns) >= self.max_clients:
                 self.counts["refused_full"] += 1
                 try:
                     sock.send(error(0, E_FULL, f"{self.max_clients} clients already "
@@ -411,6 +417,21 @@ class Server:
             self._conns[sock.fileno()] = conn
             self._sel.register(sock, selectors.EVENT_READ, conn)
             self._settle(conn)
+
+    def _reap(self):
+        """Drop the connections whose peer has closed with nothing left unread (their end of
+        file may not have been seen yet, when a client closes and reconnects at once)."""
+        for conn in list(self._conns.values()):
+            if conn.dead or conn.queued or conn.job is not None or conn.closing:
+                continue
+            try:
+                data = conn.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if not data and not conn.buf:
+                self._drop(conn)
 
     def _resume_accepting(self):
         if time.monotonic() >= self._accept_paused:
@@ -449,12 +470,19 @@ class Server:
             self._drop(conn)
             return
         if not data:
-            if conn.buf:
+            if conn.buf or conn.skip:
                 self._last_words(conn, E_TRUNCATED, f"connection closed {len(conn.buf)} bytes "
                                  "into a message")
             else:
                 self._drop(conn)
             return
+        if conn.skip:
+            dropped = min(conn.skip, len(data))
+            conn.skip -= dropped
+            data = data[dropped:]
+            if not data:
+                self._settle(conn)
+                return
         if not conn.buf:
             conn.since = time.monotonic()  # the first byte of a message
         conn.buf += data
@@ -488,7 +516,7 @@ class Server:
                     self._again = conn
                 else:
                     self._runq.append(conn)
-        elif conn.buf:
+        elif conn.buf or conn.skip:
             events, deadline, why = (selectors.EVENT_READ, conn.since + self.partial_timeout,
                                      "partial")
         else:
@@ -570,8 +598,17 @@ class Server:
                                  f"{MAGIC!r}")
             return
         if length > self._max_payload:
-            self._last_words_for(conn, seq, E_TOO_LONG, f"length {length} over the limit "
-                                 f"{self._max_payload}")
+            # the header says where the next message starts: the payload is discarded as it
+            # arrives, and the connection and its simulation stay
+            self.counts["requests"] += 1
+            conn.out += error(seq, E_TOO_LONG, f"length {length} over the limit "
+                              f"{self._max_payload} (max_payload in HELLO); payload discarded")
+            have = len(buf) - HEADER.size
+            if have >= length:
+                del buf[:HEADER.size + length]
+            else:
+                conn.skip = length - have
+                buf.clear()
             return
         payload = bytes(buf[HEADER.size:HEADER.size + length])
         del buf[:HEADER.size + length]
@@ -594,12 +631,15 @@ class Server:
                 self._set_state(conn, payload)
                 conn.out += message(SET_STATE | REPLY, seq, self._pack_state(conn.sim))
                 return
-            if kind not in (HELLO, STATE, RESET):
+            if kind not in (HELLO, STATE, RESET, KEEPALIVE):
                 raise _Refusal(E_KIND, f"unknown kind {kind}")
             if payload:
                 raise _Refusal(E_SIZE, f"kind {kind} takes no payload, got {len(payload)} bytes")
             if kind == HELLO:
                 conn.out += message(HELLO | REPLY, seq, self._hello)
+                return
+            if kind == KEEPALIVE:  # resets the idle timeout, as any request does
+                conn.out += message(KEEPALIVE | REPLY, seq)
                 return
             sim = self._sim_of(conn)
             if kind == RESET:

@@ -1,0 +1,112 @@
+/* rtrigid_hil.h -- C99 reference client of the rtrigid lock-step HIL protocol, version 2.
+ *
+ * The protocol is specified in docs/hil/protocol.md of the rtrigid sources.  Dependencies: the
+ * C standard library and POSIX sockets.  One client per connection; not thread-safe.
+ *
+ * Every function returns 0 on success, a negative RTH_E_* value on a local or transport
+ * failure, or a positive value: the code of the server's ERROR reply (its message is in
+ * rth_last_error).  After RTH_E_IO, RTH_E_CLOSED or RTH_E_PROTOCOL the connection is unusable.
+ */
+#ifndef RTRIGID_HIL_H
+#define RTRIGID_HIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RTH_VERSION 2
+
+enum {
+    RTH_OK = 0,
+    RTH_E_ARG = -1,      /* a bad argument (NULL, count out of range, non-finite value) */
+    RTH_E_NOMEM = -2,    /* malloc failed */
+    RTH_E_CONNECT = -3,  /* the address did not resolve or the connection was refused */
+    RTH_E_IO = -4,       /* send or recv failed */
+    RTH_E_CLOSED = -5,   /* the server closed the connection */
+    RTH_E_PROTOCOL = -6  /* a reply this client cannot read (wrong magic, version, seq, kind) */
+};
+
+/* Server ERROR codes (docs/hil/protocol.md, ERROR replies) */
+enum {
+    RTH_ERR_MAGIC = 1, RTH_ERR_VERSION = 2, RTH_ERR_KIND = 3, RTH_ERR_TOO_LONG = 4,
+    RTH_ERR_TRUNCATED = 5, RTH_ERR_SIZE = 6, RTH_ERR_VALUE = 7, RTH_ERR_STEP = 8,
+    RTH_ERR_INTERNAL = 9, RTH_ERR_FULL = 10, RTH_ERR_IDLE = 11
+};
+
+typedef struct {
+    const char *name, *kind;     /* "revolute", "prismatic", "spherical", "free", ... */
+    int32_t parent;              /* body index, -1: the world */
+    uint32_t child;              /* body index */
+    uint32_t qpos_at, nq, qvel_at, nv;
+    double lower, upper;         /* limits; -inf, +inf: none */
+} rth_joint;
+
+typedef struct {
+    const char *name, *kind;     /* "motor", "position", "velocity" */
+    uint32_t joint;
+    double gear, ctrl_lo, ctrl_hi, force_lo, force_hi;
+} rth_actuator;
+
+typedef struct {
+    const char *name, *kind;     /* "imu" */
+    uint32_t body;
+    double point[3];             /* body axes, from the centre of mass */
+    uint32_t width;              /* values in a state */
+} rth_sensor;
+
+typedef struct {
+    uint32_t n_bodies, max_steps_per_request, n_joints, n_actuators, n_sensors, nq, nv;
+    double dt;
+    const char *integrator, *scenario;
+    const char **body_names;     /* n_bodies */
+    rth_joint *joints;           /* n_joints */
+    rth_actuator *actuators;     /* n_actuators */
+    rth_sensor *sensors;         /* n_sensors */
+    int has_limits;              /* 0 from a server that does not send the limits block */
+    uint32_t max_payload, max_clients;
+    double idle_timeout, partial_timeout, send_timeout, time_slice;  /* seconds */
+} rth_hello;
+
+typedef struct {
+    double t;                    /* s */
+    uint64_t steps;
+    uint32_t n_bodies, nq, nv, n_sensor_values;
+    /* per body 13 values: x y z, q0 q1 q2 q3 (body -> world), v xyz (world), w xyz (world) */
+    const double *bodies;
+    const double *qpos, *qvel, *sensors;
+} rth_state;
+
+typedef struct { uint32_t body; double force[3], torque[3]; } rth_load;       /* world axes */
+typedef struct { uint32_t actuator; double value; } rth_control;
+typedef struct { uint32_t joint; uint32_t nv; double value[6]; } rth_joint_force;
+
+typedef struct rth_client rth_client;
+
+/* Connect over TCP (TCP_NODELAY), send HELLO and read its reply.  *out is set on success. */
+int rth_connect(rth_client **out, const char *host, int port);
+void rth_close(rth_client *c);
+
+const rth_hello *rth_hello_info(const rth_client *c);
+/* The state of the last reply that carried one; valid until the next request. */
+const rth_state *rth_last_state(const rth_client *c);
+/* The message of the last ERROR reply (empty if none). */
+const char *rth_last_error(const rth_client *c);
+
+/* STEP: n_steps (0 .. max_steps_per_request; 0 sets the controls and joint forces only);
+ * loads act for these steps only, controls and joint forces are held until changed. */
+int rth_step(rth_client *c, uint32_t n_steps, const rth_load *loads, uint32_t n_loads,
+             const rth_control *controls, uint32_t n_controls,
+             const rth_joint_force *joint_forces, uint32_t n_joint_forces);
+int rth_state_now(rth_client *c);                 /* STATE */
+int rth_reset(rth_client *c);                     /* RESET */
+/* SET_STATE: qpos (nq values) and/or qvel (nv values); NULL leaves that part. */
+int rth_set_state(rth_client *c, const double *qpos, const double *qvel);
+int rth_keepalive(rth_client *c);                 /* KEEPALIVE */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
