@@ -50,7 +50,11 @@ def serve_main(args):
     where = f"unix:{server.address}" if unix is not None else "{}:{}".format(*server.address)
     print(f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) on {where}",
           flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    # both signals stop it, SIGINT too when it was started with SIGINT ignored (as a shell's
+    # background job or a test runner's worker starts it: Python then raises no
+    # KeyboardInterrupt)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: server.stop())
     try:
         server.serve_forever()
     except KeyboardInterrupt:
