@@ -8,7 +8,7 @@
 
 ``rtrigid serve SCENARIO`` runs the server as a process.  The package holds
 :mod:`.protocol` (message codes and packing; the specification is
-``docs/hil/protocol.md``), :mod:`.server`,
+``docs/hil/protocol.md``), :mod:`.limits` (the server's limits, checked), :mod:`.server`,
 :mod:`.client` and :mod:`.command` (``rtrigid serve``); every name is re-exported here.
 """
 from rtrigid.io.hil.protocol import *  # noqa: F401,F403
@@ -21,6 +21,7 @@ from rtrigid.io.hil.protocol import (  # noqa: F401
     HELLO_HEAD, HELLO_LIMITS, IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC,
     MAX_STEPS_LIMIT, REPLY, RESET, SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD,
     STATE_WIDTH, STEP, STEP_HEAD, VERSION, ServerError)
-from rtrigid.io.hil.server import Server, check_limits  # noqa: F401
+from rtrigid.io.hil.limits import check_limits  # noqa: F401
+from rtrigid.io.hil.server import Server  # noqa: F401
 from rtrigid.io.hil.client import Client  # noqa: F401
 from rtrigid.io.hil.command import parse_imu, serve_main  # noqa: F401

@@ -5,9 +5,7 @@ from __future__ import annotations
 import collections
 import errno
 import math
-import numbers
 import os
-import resource
 import selectors
 import socket
 import stat
@@ -19,10 +17,11 @@ import warnings
 import numpy as np
 
 from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
+from rtrigid.io.hil.limits import check_limits
 from rtrigid.io.hil.protocol import (
     ACTUATOR_ROW, CONTROL, E_FULL, E_IDLE, E_INTERNAL, E_KIND, E_MAGIC, E_SIZE, E_STEP,
     E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, HEADER, HELLO, HELLO_HEAD, HELLO_LIMITS,
-    IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, MAX_STEPS_LIMIT, REPLY, RESET,
+    IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, REPLY, RESET,
     SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD,
     VERSION, as_spin, error, finite3, message, pack_strings)
 from rtrigid.simulation import Simulation, SimulationError
@@ -95,51 +94,6 @@ class _Job:
         self.seq, self.left, self.loads, self.before = seq, left, loads, before
 
 
-def _seconds(value, name, *, allow_inf=False):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name}: expected seconds > 0, got {value!r}")
-    x = float(value)
-    if not (x > 0.0 and (math.isfinite(x) or (allow_inf and x == math.inf))):
-        raise ValueError(f"{name}: expected seconds > 0{' (inf: never)' if allow_inf else ''}"
-                         f", got {value!r}")
-    return x
-
-
-def _count(value, name, lo, hi):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value!r}")
-    if not lo <= int(value) <= hi:
-        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value!r}")
-    return int(value)
-
-
-def check_limits(*, max_clients=256, idle_timeout=60.0, partial_timeout=2.0, send_timeout=1.0,
-                 time_slice=0.002, max_steps_per_request=100_000):
-    """The server's limits, checked (``ValueError`` naming the field); defaults as documented.
-
-    Room for ``max_clients`` connections is made here: the process's soft limit on open files
-    is raised towards its hard limit if it is too low, and if that is not enough the value is
-    refused, rather than the server failing to accept once it is busy.
-    """
-    out = {"max_clients": _count(max_clients, "max_clients", 1, 1 << 20),
-           "idle_timeout": _seconds(idle_timeout, "idle_timeout", allow_inf=True),
-           "partial_timeout": _seconds(partial_timeout, "partial_timeout"),
-           "send_timeout": _seconds(send_timeout, "send_timeout"),
-           "time_slice": _seconds(time_slice, "time_slice"),
-           "max_steps_per_request": _count(max_steps_per_request, "max_steps_per_request", 1,
-                                           MAX_STEPS_LIMIT)}
-    need = out["max_clients"] + _SPARE_FDS
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < need:
-        if hard == resource.RLIM_INFINITY or hard >= need:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
-        else:
-            raise ValueError(f"max_clients: {out['max_clients']} connections need about {need} "
-                             f"open files; this process may have {hard} (ulimit -n)")
-    return out
-
-
-_SPARE_FDS = 64         # files the process needs besides the connections (listener, modules)
 _ACCEPTS_PER_TURN = 64  # a flood of connections still lets requests through between batches
 _OUT_HIGH = 1 << 16     # a turn stops producing replies once this many bytes wait to be sent
 _SPARE_SIMS = 8         # simulations of closed connections kept for the next ones
