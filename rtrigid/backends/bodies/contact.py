@@ -7,6 +7,7 @@ import numpy as np
 from rtrigid._jit import jit, kernel_driver
 from rtrigid.backends.bodies.common import body_momenta, open_buffers, state_view
 from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
+from rtrigid.contact.geometry import PAIR_POINTS
 from rtrigid.contact.solver import GAP, START_BUDGET, VEL_WIDTH, flight_gap, resolve
 
 
@@ -48,7 +49,8 @@ class ContactStepper:
 
     The table has rows for every ground contact and :data:`rtrigid.contact.PAIR_ROWS` per
     geom for pairs.  A pair that finds no room is left out of that step, never silently: the
-    table then doubles for the steps that follow and a ``RuntimeWarning`` says so."""
+    table then grows (at least doubles) for the steps that follow and a ``RuntimeWarning``
+    says so."""
 
     def __init__(self, kernel, contacts, bodyi, iters, rest_speed, *,
                  after="rtrigid.backends.bodies.contact",
@@ -78,7 +80,7 @@ class ContactStepper:
             left = int(self._count[1])
             self._count[1] = 0
             before = len(c.table)
-            c.grow(2 * before)
+            c.grow(max(2 * before, before + PAIR_POINTS * left))
             self._rows = len(c.table)
             self.xf, self.xi = self._extra(self._rows)
             warnings.warn(f"contacts: the contact table ({before} rows) was full: {left} "
