@@ -7,6 +7,7 @@
 Layout (each package's docstring says more):
 
 - :mod:`rtrigid.model`, :mod:`rtrigid.joints`: describing a system (bodies, the joint-kind table)
+- :mod:`rtrigid.geoms`: collision geoms (``Model.add_geom``) and :func:`mass_properties`
 - :mod:`rtrigid.loaders`: :func:`load_model` for URDF and MJCF robot descriptions
 - :mod:`rtrigid.simulation`: the one Simulation façade; :mod:`rtrigid.integrators`: the registry
 - :mod:`rtrigid.backends`: the engines (``bodies``, ``tree``) with their kernels
@@ -15,7 +16,8 @@ Layout (each package's docstring says more):
 - :mod:`rtrigid.tools`: benchmarks, the accuracy study, the MuJoCo and scipy references
 - :mod:`rtrigid.scenarios`, :mod:`rtrigid.cli`: ready-made systems and the command line
 """
-from rtrigid import integrators, scenarios
+from rtrigid import geoms, integrators, scenarios
+from rtrigid.geoms import mass_properties
 from rtrigid.loaders import load_model
 from rtrigid.maths import quat
 from rtrigid.model import Model
@@ -23,4 +25,4 @@ from rtrigid.simulation import Simulation, SimulationError, Snapshot
 from rtrigid.batch import Batch
 
 __all__ = ["Batch", "Model", "load_model", "Simulation", "SimulationError", "Snapshot",
-           "integrators", "quat", "scenarios"]
+           "geoms", "integrators", "mass_properties", "quat", "scenarios"]

@@ -142,9 +142,11 @@ class Batch:
                             options=options, **kwargs)
         self._sims = {}
         base = self._copy_source(first, 0)
+        from rtrigid.contact import has_contacts
+
         why = integrators.get(base.integrator).refusal(
             base.backend.name, base.model.inbound_joints(), base.model.loop_joints,
-            base.model.actuators, grounds=base.model.grounds, batched=True,
+            base.model.actuators, grounds=has_contacts(base.model), batched=True,
             massless=[b.name for b in base.model.bodies if b.mass == 0.0])
         if why:
             raise ValueError(f"model: {why}")

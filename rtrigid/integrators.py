@@ -240,8 +240,10 @@ def accepting(backend, joints, loop_joints=(), actuators=(), *, grounds=(), batc
 def for_model(model, *, batched=False):
     """Names of the schemes offered for use that step ``model`` (an :class:`rtrigid.Model`)
     as a whole; ``batched``: as copies in a :class:`~rtrigid.Batch`."""
+    from rtrigid.contact import has_contacts  # (the contact package imports the model)
+
     return accepting(select(model), model.inbound_joints(), getattr(model, "loop_joints", []),
-                     model.actuators, grounds=model.grounds, batched=batched,
+                     model.actuators, grounds=has_contacts(model), batched=batched,
                      massless=[b.name for b in model.bodies if b.mass == 0.0])
 
 

@@ -14,10 +14,11 @@ to the world of :meth:`Model.attach_to_world` (the top's tip), or else a free jo
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from rtrigid.geoms import make_geoms, shape_geoms
 from rtrigid.joints import KINDS, USER_KINDS, rot
 from rtrigid.validate import as_scalar, as_vector, unit_vector
 
@@ -226,6 +227,8 @@ class Model:
         self.actuators: list[Actuator] = []
         self.grounds: list[Ground] = []
         self.loop_joints: list[Joint] = []  # add_loop_joint: cut joints closing loops
+        self._geoms = []  # the Geom records, in handle order (see the geoms property)
+        self.excluded: set[tuple[int, int]] = set()  # exclude_contacts: body pairs (a < b)
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
@@ -272,10 +275,71 @@ class Model:
         mu_t, mu_r = check_spin_friction(torsional_friction, rolling_friction)
         if not isinstance(collide, (bool, np.bool_)):
             raise ValueError(f"collide: expected True or False, got {collide!r}")
-        self.bodies.append(Body(name, mass, inertia, self.check_shape(shape), friction=mu,
-                                restitution=e, collide=bool(collide),
-                                torsional_friction=mu_t, rolling_friction=mu_r))
+        body = Body(name, mass, inertia, self.check_shape(shape), friction=mu, restitution=e,
+                    collide=bool(collide), torsional_friction=mu_t, rolling_friction=mu_r)
+        self.bodies.append(body)
+        self._geoms.extend(shape_geoms(len(self.bodies) - 1, body))
         return len(self.bodies) - 1
+
+    # -- geoms ---------------------------------------------------------------------------
+    def add_geom(self, body, kind, *, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
+                 friction=0.5, restitution=0.0, torsional_friction=0.0, rolling_friction=0.0,
+                 contype=1, conaffinity=1, **params):
+        """Add a collision geom to ``body`` (an index or name; ``None``: static scenery on
+        the world) and return its handle, an index into :attr:`geoms`.
+
+        ``kind`` and its ``params`` (see :mod:`rtrigid.geoms`): ``sphere`` (radius),
+        ``capsule`` (radius, half_length), ``box`` (half_extents), ``cylinder`` (radius,
+        half_length), ``cone`` (radius, height), ``ellipsoid`` (radii), ``convex``
+        (vertices (N, 3): their convex hull), ``mesh`` (file, scale=1: one convex hull per
+        object in the file; returns the tuple of the handles, one per object),
+        ``heightfield`` (heights (ny, nx), size (sx, sy); the world only).  ``pos``,
+        ``quat``: the geom's frame in the body frame (the body's centre of mass and
+        principal axes; world for scenery); :func:`rtrigid.mass_properties` places pieces
+        around a body described by them.  ``friction``, ``restitution``,
+        ``torsional_friction``, ``rolling_friction``: as :meth:`add_body`'s, per geom.
+        ``contype``, ``conaffinity``: MuJoCo's bits; two geoms may touch when
+        ``(contype_a & conaffinity_b) or (contype_b & conaffinity_a)`` (a ground has both
+        1).  Geoms do not change a body's mass or inertia.  ``ValueError`` naming the field
+        (for a mesh file: the file and the geom) and nothing added on bad input.
+        """
+        records = make_geoms(self, body, kind, pos, quat, friction, restitution,
+                             torsional_friction, rolling_friction, contype, conaffinity, params)
+        first = len(self._geoms)
+        self._geoms.extend(records)
+        if kind == "mesh":
+            return tuple(range(first, len(self._geoms)))
+        return first
+
+    @property
+    def geoms(self):
+        """Every geom, in handle order (a tuple of read-only :class:`rtrigid.geoms.Geom`):
+        those :meth:`add_body` made of a ``shape`` (with the body's present contact
+        coefficients) and those of :meth:`add_geom`."""
+        out = []
+        for g in self._geoms:
+            if g.source == "shape":
+                body = self.bodies[g.body]
+                g = replace(g, friction=body.friction, restitution=body.restitution,
+                            torsional_friction=body.torsional_friction,
+                            rolling_friction=body.rolling_friction)
+            out.append(g)
+        return tuple(out)
+
+    def exclude_contacts(self, body_a, body_b):
+        """Let bodies ``body_a`` and ``body_b`` (indices or names) never collide.  (Bodies a
+        joint joins directly never do: a body does not touch its parent.)"""
+        try:
+            a = self.body_index(body_a)
+        except ValueError as e:
+            raise ValueError(str(e).replace("body:", "body_a:", 1)) from None
+        try:
+            b = self.body_index(body_b)
+        except ValueError as e:
+            raise ValueError(str(e).replace("body:", "body_b:", 1)) from None
+        if a == b:
+            raise ValueError("body_b: a body does not collide with itself")
+        self.excluded.add((min(a, b), max(a, b)))
 
     def add_ground(self, height=0.0, normal=(0.0, 0.0, 1.0), friction=0.5, restitution=0.0,
                    torsional_friction=0.0, rolling_friction=0.0):

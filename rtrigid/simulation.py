@@ -177,8 +177,10 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
                                             minimum=1)
         kind = select(model)
         loop_joints = getattr(model, "loop_joints", [])
+        from rtrigid.contact import has_contacts
+
         why = entry.obstacle(kind, model.inbound_joints(), loop_joints, model.actuators,
-                             grounds=model.grounds,
+                             grounds=has_contacts(model),
                              massless=[b.name for b in model.bodies if b.mass == 0.0])
         if why:
             raise ValueError(f"integrator: {why}; {_alternatives(model, self.dt)}")
@@ -287,8 +289,8 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         self._fingerprint = self._make_fingerprint()
 
     def _contact_setup(self, model, kind, integrator):
-        """The contact model (None without a ground), and the step kernel that solves the
-        contacts after each free-flight step."""
+        """The contact model (None without a ground or a geom of add_geom), and the step
+        kernel that solves the contacts after each free-flight step."""
         from rtrigid.contact import SWEEPS, Contacts, has_contacts
 
         if not has_contacts(model):
@@ -305,8 +307,9 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
             if getattr(model, "loop_joints", None):
                 raise ValueError("grounds: contacts on a model with loop joints are not "
                                  "stepped yet")
-            spin = [b.name for b in model.bodies
-                    if b.torsional_friction > 0.0 or b.rolling_friction > 0.0]
+            spin = [model.bodies[g.body].name if g.body is not None else "the world"
+                    for g in model.geoms
+                    if g.torsional_friction > 0.0 or g.rolling_friction > 0.0]
             if spin or any(g.torsional_friction > 0.0 or g.rolling_friction > 0.0
                            for g in model.grounds):
                 raise ValueError("torsional_friction: torsional and rolling friction are "
@@ -318,9 +321,11 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         return contacts
 
     def contacts(self):
-        """The contacts of the last step (a list of dicts; empty without a ground).
+        """The contacts of the last step (a list of dicts; empty without contacts).
 
-        Each: ``body`` (handle) and ``name``, ``other`` (None: a ground), ``point`` (world,
+        Each: ``body`` (handle) and ``name``, ``other`` (None: a ground or the world's
+        scenery), ``geom`` and ``other_geom`` (the two geoms' handles, indices into
+        ``model.geoms``; ``other_geom`` None for a ground), ``point`` (world,
         on the body's surface), ``normal`` (unit, world, from the other side into the
         body), ``depth`` (how far the point lay below the surface after the free flight,
         before the body was moved out), ``impulse`` (world, on the body at the point:

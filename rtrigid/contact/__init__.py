@@ -16,6 +16,8 @@ import numpy as np
 from rtrigid.contact.geometry import (
     C_BODY,
     C_DEPTH,
+    C_GEOM,
+    C_GEOMB,
     C_IMPULSE,
     C_NORMAL,
     C_OTHER,
@@ -28,10 +30,24 @@ from rtrigid.contact.geometry import (
     G_MUT,
     G_OFFSET,
     G_P,
+    G_QUAT,
     G_RADIUS,
     G_WIDTH,
-    MAX_POINTS,
-    NONE,
+    GEOM_CODES,
+    GI_BODY,
+    GI_COLS,
+    GI_CONAFFINITY,
+    GI_CONTYPE,
+    GI_HANDLE,
+    GI_KIND,
+    GI_PCOUNT,
+    GI_PSTART,
+    GI_ROWS,
+    GI_SWEEP,
+    GI_VCOUNT,
+    GI_VSTART,
+    GI_WIDTH,
+    HULL_POINTS,
     P_E,
     P_HEIGHT,
     P_MU,
@@ -39,56 +55,123 @@ from rtrigid.contact.geometry import (
     P_MUT,
     P_NORMAL,
     P_WIDTH,
-    SHAPE_CODES,
+    W_CENTRE,
+    W_QUAT,
+    W_WIDTH,
 )
-from rtrigid.contact.shapes import bounding_radius
+from rtrigid.contact.manifold import slot
+from rtrigid.contact.pairs import has_pair_test
+from rtrigid.contact.shapes import SHAPES as SHAPE_TABLE
 from rtrigid.contact.solver import VEL_WIDTH
-from rtrigid.model import SHAPES
 
 SWEEPS = 16  # most Gauss-Seidel sweeps over the contacts per step: the solve's budget
-PAIR_ROWS = 16  # table rows per body for contacts between bodies
+PAIR_ROWS = 16  # table rows per geom for contacts between geoms, to start with (it grows)
+GROUND_POINTS = {"ellipsoid": 1, "convex": HULL_POINTS, "mesh": HULL_POINTS, "heightfield": 0}
 
 
 def has_contacts(model) -> bool:
-    """True when the model has a ground (bodies collide with each other only then, so far)."""
-    return bool(model.grounds)
+    """True when the model has a ground or a geom added with
+    :meth:`rtrigid.Model.add_geom`: its geoms then collide with the grounds and with each
+    other.  (A model whose only shapes come from ``add_body(shape=...)`` and that has no
+    ground draws them only, as it always has.)"""
+    return bool(model.grounds) or any(g.source != "shape" for g in model.geoms)
+
+
+def _values(geom):
+    """A geom's G_P values and bounding radius about its origin."""
+    kind, p = geom.kind, geom.params
+    if kind in SHAPE_TABLE:
+        values = np.concatenate([np.atleast_1d(p[k]) for k in SHAPE_TABLE[kind].params])
+        return values, SHAPE_TABLE[kind].bounding_radius(values)
+    if kind == "ellipsoid":
+        return np.asarray(p["radii"], float), float(np.max(p["radii"]))
+    if kind == "heightfield":
+        h = p["heights"]
+        top = float(np.max(np.abs(h)))
+        return np.array([*p["size"], float(np.max(h))]), float(np.sqrt(np.sum(np.square(
+            p["size"])) + top * top))
+    v = geom.vertices
+    return np.max(np.abs(v), axis=0), float(np.max(np.linalg.norm(v, axis=1)))
+
+
+def _grid(geom):
+    """A heightfield's grid points (ny * nx, 3), geom frame, row-major."""
+    h = geom.params["heights"]
+    ny, nx = h.shape
+    sx, sy = geom.params["size"]
+    xs = sx * (2.0 * np.arange(nx) / (nx - 1) - 1.0)
+    ys = sy * (2.0 * np.arange(ny) / (ny - 1) - 1.0)
+    gx, gy = np.meshgrid(xs, ys)
+    return np.column_stack([gx.ravel(), gy.ravel(), h.ravel()])
 
 
 class Contacts:
     """The frozen contact model of a Model and the contact table of the last step.
 
-    geom (nb, G_WIDTH): per body the shape code (``NONE``: no collision shape, or
-    ``collide=False``), its parameters, offset, friction and restitution.  grounds
-    (ng, P_WIDTH): normal, height, friction, restitution.  table (nb * ng * MAX_POINTS,
-    C_WIDTH): a row per contact found, ``count`` of them.
+    scene = (geom, geomi, work, verts, planes, excluded): the geom table, a row per geom in
+    the order of their bodies' names (then handles), the world's geoms last -- geom
+    (ng, G_WIDTH) the shape code, its parameters, pose in the body frame, friction and
+    restitution; geomi (ng, GI_WIDTH) body, kind, filter bits, pool slices, handle and the
+    sweep's order; work (ng, W_WIDTH) the broad phase's scratch (the world geoms' poses
+    fixed); verts (nv, 3) and planes (np, 4) the pools of hull vertices and face planes
+    (and heightfield grids); excluded, the sorted keys a * 2^32 + b of the body pairs
+    a < b that never collide (joined by a joint, or excluded).  grounds (ng, P_WIDTH):
+    normal, height, friction, restitution.  table: a row per contact found, ``count`` of
+    them (see :class:`~rtrigid.backends.bodies.contact.ContactStepper` for its size).
     """
 
     def __init__(self, model):
         nb = len(model.bodies)
-        self.geom = np.zeros((nb, G_WIDTH))
-        for b, body in enumerate(model.bodies):
-            shape = body.shape
-            row = self.geom[b]
-            row[G_KIND] = NONE
-            row[G_MU], row[G_E] = body.friction, body.restitution
-            row[G_MUT], row[G_MUR] = body.torsional_friction, body.rolling_friction
-            if shape is None or not body.collide:
-                continue
-            if isinstance(shape, tuple):
-                raise ValueError(f"shape: body {body.name!r} is drawn as a list of parts, which "
-                                 "does not collide yet; give it one shape or collide=False")
-            if shape.kind not in SHAPE_CODES:  # (torus, a robot file's visuals: drawn only)
-                continue
-            if shape.kind != "sphere" and not np.array_equal(shape.axis, (0.0, 0.0, 1.0)):
-                raise ValueError(f"shape: body {body.name!r}'s {shape.kind} turned by axis= "
-                                 "does not collide yet; keep its axis along the body's z axis "
-                                 "or set collide=False")
-            row[G_KIND] = SHAPE_CODES[shape.kind]
-            values = np.concatenate([np.atleast_1d(shape.params[k])
-                                     for k in SHAPES[shape.kind]])
+        names = [b.name for b in model.bodies]
+        rank = {b: r for r, b in enumerate(sorted(range(nb), key=lambda b: names[b]))}
+        geoms = model.geoms
+        moving = sorted((h for h, g in enumerate(geoms) if g.body is not None),
+                        key=lambda h: (rank[geoms[h].body], h))
+        rows = moving + [h for h, g in enumerate(geoms) if g.body is None]
+        ng = len(rows)
+        geom = np.zeros((ng, G_WIDTH))
+        geomi = np.zeros((ng, GI_WIDTH), np.int64)
+        work = np.zeros((ng, W_WIDTH))
+        verts, planes = [np.zeros((0, 3))], [np.zeros((0, 4))]
+        nv = npl = 0
+        for r, h in enumerate(rows):
+            g = geoms[h]
+            values, radius = _values(g)
+            row = geom[r]
+            row[G_KIND] = GEOM_CODES[g.kind]
             row[G_P:G_P + len(values)] = values
-            row[G_OFFSET:G_OFFSET + 3] = shape.offset
-            row[G_RADIUS] = bounding_radius(shape.kind, values)
+            row[G_OFFSET:G_OFFSET + 3] = g.pos
+            row[G_QUAT:G_QUAT + 4] = g.quat
+            row[G_MU], row[G_E] = g.friction, g.restitution
+            row[G_MUT], row[G_MUR] = g.torsional_friction, g.rolling_friction
+            row[G_RADIUS] = radius
+            gi = geomi[r]
+            gi[GI_BODY] = -1 if g.body is None else g.body
+            gi[GI_KIND] = GEOM_CODES[g.kind]
+            gi[GI_CONTYPE], gi[GI_CONAFFINITY] = g.contype, g.conaffinity
+            gi[GI_HANDLE] = h
+            gi[GI_SWEEP] = r
+            points = _grid(g) if g.kind == "heightfield" else g.vertices
+            if points is not None:
+                gi[GI_VSTART], gi[GI_VCOUNT] = nv, len(points)
+                verts.append(points)
+                nv += len(points)
+            if g.kind == "heightfield":
+                gi[GI_ROWS], gi[GI_COLS] = g.params["heights"].shape
+            if g.planes is not None:
+                gi[GI_PSTART], gi[GI_PCOUNT] = npl, len(g.planes)
+                planes.append(g.planes)
+                npl += len(g.planes)
+            if g.body is None:
+                work[r, W_CENTRE:W_CENTRE + 3] = g.pos
+                work[r, W_QUAT:W_QUAT + 4] = g.quat
+        pairs = model.jointed_pairs() | set(getattr(model, "excluded", ()))
+        excluded = np.array(sorted((a << 32) + b for a, b in pairs), np.int64)
+        self.scene = (geom, geomi, work, np.concatenate(verts), np.concatenate(planes),
+                      excluded)
+        self.geom, self.geomi = geom, geomi
+        self.collides = np.zeros(nb, bool)
+        self.collides[geomi[:len(moving), GI_BODY]] = True
         self.grounds = np.zeros((len(model.grounds), P_WIDTH))
         for g, ground in enumerate(model.grounds):
             self.grounds[g, P_NORMAL:P_NORMAL + 3] = ground.normal
@@ -96,26 +179,78 @@ class Contacts:
             self.grounds[g, P_MU], self.grounds[g, P_E] = ground.friction, ground.restitution
             self.grounds[g, P_MUT] = ground.torsional_friction
             self.grounds[g, P_MUR] = ground.rolling_friction
-        # room for every ground contact and PAIR_ROWS pair contacts per body; contacts beyond
-        # it are dropped (the cost of a step stays bounded)
-        self.table = np.zeros((nb * (len(model.grounds) * MAX_POINTS + PAIR_ROWS), C_WIDTH))
+        self._check_pairs(geoms, rows, len(moving))
+        # room for every ground contact and PAIR_ROWS pair contacts per moving geom; a pair
+        # that finds no room makes the table grow (ContactStepper)
+        ground_rows = sum(GROUND_POINTS[geoms[h].kind] if geoms[h].kind in GROUND_POINTS
+                          else SHAPE_TABLE[geoms[h].kind].ground_points for h in moving)
+        size = max(1, ground_rows * len(model.grounds) + PAIR_ROWS * len(moving))
+        self.table = np.zeros((size, C_WIDTH))
         self.count = 0
         self.touched = np.zeros(nb, np.int64)
         self.vel = np.zeros((nb, VEL_WIDTH))  # solver scratch; its last column: the flight gap
         self.lift = np.zeros((nb, 3))
         # order, rank (by body name: results do not depend on the order bodies were added
-        # in), the broad phase's sweep order, islands, levels (see contact.solver)
+        # in), unused, islands, levels (see contact.solver)
         self.ints = np.zeros((nb, 5), np.int64)
-        order = sorted(range(nb), key=lambda b: model.bodies[b].name)
+        order = sorted(range(nb), key=lambda b: names[b])
         self.ints[:, 0] = order
         self.ints[order, 1] = np.arange(nb)
-        self.ints[:, 2] = order
         # the last step's impulses by contact identity, which start the next solve (state:
         # snapshots keep them)
-        self.keys = np.full((1 << int(np.ceil(np.log2(2 * len(self.table)))), 2), -1, np.int64)
-        self.lam = np.zeros((len(self.table), 3))
-        self.rows = np.zeros(len(self.table), np.int64)
-        self.digest = hashlib.sha256(self.geom.tobytes() + self.grounds.tobytes()).digest()
+        self.keys = np.full((_hash_size(size), 2), -1, np.int64)
+        self.lam = np.zeros((size, 3))
+        self.rows = np.zeros(size, np.int64)
+        frozen = geomi[:, :GI_SWEEP]
+        self.digest = hashlib.sha256(b"".join(a.tobytes() for a in (
+            geom, frozen, self.scene[3], self.scene[4], excluded, self.grounds))).digest()
+
+    def _check_pairs(self, geoms, rows, n_moving):
+        """Refuse (``ValueError`` naming the kinds) a model with two geoms that may touch
+        and whose kinds have no narrow-phase test yet, one of them from
+        :meth:`rtrigid.Model.add_geom` (two bodies' ``shape`` geoms without a test pass
+        through each other, as body shapes always have)."""
+        geomi = self.geomi
+        kinds = geomi[:, GI_KIND]
+        body = geomi[:, GI_BODY]
+        excluded = set(self.scene[5].tolist())
+        present = sorted(set(kinds.tolist()))
+        for i, ka in enumerate(present):
+            for kb in present[i:]:
+                if has_pair_test(ka, kb):
+                    continue
+                a = np.flatnonzero(kinds == ka)
+                b = np.flatnonzero(kinds == kb)
+                ba, bb = body[a][:, None], body[b][None, :]
+                ok = (ba != bb) & ((ba >= 0) | (bb >= 0))
+                ok &= ((geomi[a, GI_CONTYPE][:, None] & geomi[b, GI_CONAFFINITY][None, :])
+                       | (geomi[b, GI_CONTYPE][None, :] & geomi[a, GI_CONAFFINITY][:, None])) != 0
+                for x, y in zip(*np.nonzero(ok)):
+                    p, q = int(body[a[x]]), int(body[b[y]])
+                    if p >= 0 and q >= 0 and (min(p, q) << 32) + max(p, q) in excluded:
+                        continue
+                    ga, gb = geoms[rows[a[x]]], geoms[rows[b[y]]]
+                    if ga.source == gb.source == "shape":
+                        continue  # body shapes: such pairs pass through, as they always have
+                    raise ValueError(
+                        f"geoms: {ga.kind} against {gb.kind} (geoms {rows[a[x]]} and "
+                        f"{rows[b[y]]}) has no contact test yet (so far: sphere, capsule and "
+                        "box against each other, every kind but heightfield against a "
+                        "ground); keep them apart with contype/conaffinity or "
+                        "exclude_contacts")
+
+    def grow(self, size):
+        """Make room for ``size`` contact rows, keeping the table, its count and the warm
+        start."""
+        if size <= len(self.table):
+            return
+        table = np.zeros((size, C_WIDTH))
+        table[:len(self.table)] = self.table
+        lam = np.zeros((size, 3))
+        lam[:len(self.lam)] = self.lam
+        self.table, self.lam = table, lam
+        self.rows = np.zeros(size, np.int64)
+        self.keys = _rehash(self.keys, _hash_size(size))
 
     def state(self):
         """A copy of what a snapshot keeps: the table, its count, the warm-start impulses."""
@@ -123,21 +258,42 @@ class Contacts:
 
     def set_state(self, state):
         table, self.count, keys, lam = state
-        self.table[:], self.keys[:], self.lam[:] = table, keys, lam
+        self.grow(len(table))
+        self.table[:] = 0.0
+        self.lam[:] = 0.0
+        self.table[:len(table)], self.lam[:len(lam)] = table, lam
+        self.keys[:] = keys if len(keys) == len(self.keys) else _rehash(keys, len(self.keys))
 
     def report(self, names):
         """The contacts of the last step, as :meth:`rtrigid.Simulation.contacts` gives them:
         those that touch (depth > 0) or pushed (a speculative one, within the margin, that
         took an impulse)."""
         out = []
+        handle = self.geomi[:, GI_HANDLE]
         for row in self.table[:self.count]:
             if row[C_DEPTH] <= 0.0 and not row[C_IMPULSE:C_IMPULSE + 3].any():
                 continue
             other = int(row[C_OTHER])
+            gb = int(row[C_GEOMB])
             out.append({"body": int(row[C_BODY]), "name": names[int(row[C_BODY])],
                         "other": None if other < 0 else other,
+                        "geom": int(handle[int(row[C_GEOM])]),
+                        "other_geom": None if gb < 0 else int(handle[gb]),
                         "point": row[C_POINT:C_POINT + 3].copy(),
                         "normal": row[C_NORMAL:C_NORMAL + 3].copy(),
                         "depth": float(row[C_DEPTH]),
                         "impulse": row[C_IMPULSE:C_IMPULSE + 3].copy()})
         return out
+
+
+def _hash_size(rows):
+    return 1 << int(np.ceil(np.log2(2 * rows)))
+
+
+def _rehash(keys, size):
+    """The open-addressed warm-start keys (H, 2) in a table of ``size`` slots."""
+    out = np.full((size, 2), -1, np.int64)
+    for key, k in keys[keys[:, 0] != -1]:
+        h = slot.py_func(out, int(key))
+        out[h] = key, k
+    return out

@@ -10,13 +10,19 @@ area; it gets the corners of that feature as contact points, so it rests without
 - cylinder: on each rim circle the deepest point and the three points 90, 180 and 270 degrees
   round from it (a flat face gives four, the cylinder on its side one per rim, a tilted one
   the one exact rim point);
-- cone: the apex, and the base rim as the cylinder's.
+- cone: the apex, and the base rim as the cylinder's;
+- ellipsoid: the one support point;
+- convex hull: its vertices below the plane, reduced to at most ``HULL_POINTS`` of them
+  (the deepest, the one farthest from it and the two farthest either side of their line:
+  the corners of the face it rests on).
 
 The support point is exact for every pose (a tilted disc touches at its exact rim point, a cone
 on its apex at its apex).  A point counts when it lies below the plane or within the
-speculative margin above it (depth > -``MARGIN`` times the shape's bounding radius).  Shapes sit
-in the body frame at ``offset`` from the centre of mass, axis z (cylinder, capsule, cone: apex at
--3 height / 4, base centre at +height / 4, as :meth:`rtrigid.Model.add_body` draws it).
+speculative margin above it (depth > -``MARGIN`` times the shape's bounding radius).  A geom
+sits in its body's frame at ``pos`` from the centre of mass, turned by ``quat``; the kernels
+take its world centre and orientation.  In its own frame its axis is z (cylinder, capsule,
+cone: apex at -3 height / 4, base centre at +height / 4, as :meth:`rtrigid.Model.add_body`
+draws it).
 
 Kernels write into the contact table of :mod:`rtrigid.contact` and allocate nothing.
 """
@@ -31,25 +37,56 @@ CAPSULE = 1
 BOX = 2
 CYLINDER = 3
 CONE = 4
+ELLIPSOID = 5
+HULL = 6
+HEIGHTFIELD = 7
 SHAPE_CODES = {"sphere": SPHERE, "capsule": CAPSULE, "box": BOX, "cylinder": CYLINDER,
                "cone": CONE}
+# every geom kind (rtrigid.Model.add_geom): the body shapes', and the kinds only geoms have
+GEOM_CODES = {**SHAPE_CODES, "ellipsoid": ELLIPSOID, "convex": HULL, "mesh": HULL,
+              "heightfield": HEIGHTFIELD}
 MAX_POINTS = 8  # most ground contacts one shape makes with one plane (box, cylinder)
+HULL_POINTS = 4  # most ground contacts of a hull with many vertices on the plane
+PAIR_POINTS = 16  # most contacts one pair test writes (box on box: every corner)
 # speculative margin, a fraction of the shape's bounding radius: points this close to a plane
 # (or to another shape) count as contacts before they touch (depth down to -margin), so a
 # resting stack keeps its contacts -- and their warm-started impulses -- from step to step
 MARGIN = 0.01
 
-# per-body geometry row
+# per-geom float row
 G_KIND = 0
 G_P = 1        # 3 shape parameters: sphere r; capsule / cylinder r, half_length; box half
-               # extents; cone r, height
-G_OFFSET = 4   # shape centre from the centre of mass, body axes
+               # extents; cone r, height; ellipsoid radii; hull: half extents of its box
+               # about the geom origin; heightfield: sx, sy, highest point
+G_OFFSET = 4   # geom origin from the body's centre of mass, body axes (its pos)
 G_MU = 7
 G_E = 8
-G_RADIUS = 9   # radius of a sphere about the shape centre that holds the shape
+G_RADIUS = 9   # radius of a sphere about the geom origin that holds the shape
 G_MUT = 10     # torsional friction (m): a torque about the normal up to G_MUT x normal force
 G_MUR = 11     # rolling friction (m): a torque about the tangents up to G_MUR x normal force
-G_WIDTH = 12
+G_QUAT = 12    # geom axes in body axes (its quat, unit, scalar first)
+G_WIDTH = 16
+
+# per-geom int row: frozen, then the broad phase's scratch
+GI_BODY = 0     # its body, -1: the world (static scenery)
+GI_KIND = 1
+GI_CONTYPE = 2  # MuJoCo's filter bits: a and b may touch when
+GI_CONAFFINITY = 3  # (contype_a & conaffinity_b) or (contype_b & conaffinity_a)
+GI_VSTART = 4   # its rows of the vertex pool (hull vertices; a heightfield's grid points)
+GI_VCOUNT = 5
+GI_PSTART = 6   # its rows of the plane pool (hull faces: outward unit normal, offset)
+GI_PCOUNT = 7
+GI_ROWS = 8     # a heightfield's grid: rows (y) and columns (x) of the vertex pool's points
+GI_COLS = 9
+GI_HANDLE = 10  # its handle (index into Model.geoms); the table's rows are in body-name order
+GI_SWEEP = 11   # scratch: the broad phase's sweep order (geom rows)
+GI_WIDTH = 12
+
+# per-geom float scratch of the broad phase
+W_LO = 0       # lower end of its reach along x (inf: not swept)
+W_CENTRE = 1   # world position of its origin
+W_QUAT = 4     # world orientation of its axes
+W_WIDTH = 8
 
 # per-ground row
 P_NORMAL = 0
@@ -84,7 +121,9 @@ C_FEATURE = 54  # which feature of the pair made it (a corner, a rim point): war
 C_MUT = 55     # torsional friction of the pair (m): max of the two sides'
 C_MUR = 56     # rolling friction of the pair (m): max of the two sides'
 C_SPIN = 57    # accumulated angular impulse (about n, t1, t2) of the torsional/rolling rows
-C_WIDTH = 60
+C_GEOM = 60    # the body's geom (row of the geom table)
+C_GEOMB = 61   # the other side's geom row, or -1 - g for ground g
+C_WIDTH = 62
 
 
 @jit
@@ -157,10 +196,87 @@ def _lead(n, w, ahead):
 
 
 @jit
-def ground_contacts(table, k, b, geom, x, q, g, plane, w, ahead):
-    """Append body b's contacts with ground g (row ``plane``) to the table from row k; returns
-    the next free row.  x, q: the body's centre of mass and orientation; w: its angular
-    velocity (world), ahead: half the step.
+def _hull_points(table, k, b, other, verts, v0, nv, c, qg, n, h, mu, e, margin):
+    """A hull's vertices below the plane (or within the margin), at most ``HULL_POINTS``:
+    when more lie there, the deepest, the one farthest from it along the plane, and the two
+    farthest either side of their line (the corners of the face it rests on).  Feature: the
+    vertex's index in the hull."""
+    q0, q1, q2, q3 = qg[0], qg[1], qg[2], qg[3]
+    m = rotate_t(q0, q1, q2, q3, n[0], n[1], n[2], -1.0)  # the normal in geom axes
+    below, deepest, best = 0, -1, -np.inf
+    for i in range(nv):
+        v = verts[v0 + i]
+        depth = h - (n[0] * c[0] + n[1] * c[1] + n[2] * c[2]) - (m[0] * v[0] + m[1] * v[1]
+                                                                  + m[2] * v[2])
+        if depth > -margin:
+            below += 1
+            if depth > best:
+                best, deepest = depth, i
+    if below == 0:
+        return k
+    if below <= HULL_POINTS:
+        for i in range(nv):
+            k = _hull_vertex(table, k, b, other, verts, v0, i, c, qg, n, h, mu, e, margin)
+        return k
+    # reduce: in geom axes, distances across the normal m
+    p = verts[v0 + deepest]
+    far, second = -1.0, deepest
+    for i in range(nv):
+        v = verts[v0 + i]
+        if h - (n[0] * c[0] + n[1] * c[1] + n[2] * c[2]) - _dot3(m, v) <= -margin:
+            continue
+        d0, d1, d2 = v[0] - p[0], v[1] - p[1], v[2] - p[2]
+        t = d0 * m[0] + d1 * m[1] + d2 * m[2]
+        s = d0 * d0 + d1 * d1 + d2 * d2 - t * t
+        if s > far:
+            far, second = s, i
+    u = verts[v0 + second]
+    e0, e1, e2 = u[0] - p[0], u[1] - p[1], u[2] - p[2]
+    # side of the line p-u across the normal: (e x (v - p)) . m
+    lo, hi, left, right = 0.0, 0.0, deepest, deepest
+    for i in range(nv):
+        v = verts[v0 + i]
+        if h - (n[0] * c[0] + n[1] * c[1] + n[2] * c[2]) - _dot3(m, v) <= -margin:
+            continue
+        d0, d1, d2 = v[0] - p[0], v[1] - p[1], v[2] - p[2]
+        side = ((e1 * d2 - e2 * d1) * m[0] + (e2 * d0 - e0 * d2) * m[1]
+                + (e0 * d1 - e1 * d0) * m[2])
+        if side > hi:
+            hi, left = side, i
+        if side < lo:
+            lo, right = side, i
+    picks = (deepest, second, left, right)
+    for j in range(4):
+        i = picks[j]
+        fresh = True
+        for jj in range(j):
+            if picks[jj] == i:
+                fresh = False
+        if fresh:
+            k = _hull_vertex(table, k, b, other, verts, v0, i, c, qg, n, h, mu, e, margin)
+    return k
+
+
+@jit
+def _dot3(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+@jit
+def _hull_vertex(table, k, b, other, verts, v0, i, c, qg, n, h, mu, e, margin):
+    """Hull vertex i as a contact with the plane, if within the margin."""
+    v = verts[v0 + i]
+    r = rotate_t(qg[0], qg[1], qg[2], qg[3], v[0], v[1], v[2], 1.0)
+    return _point(table, k, b, other, i, c[0] + r[0], c[1] + r[1], c[2] + r[2], 0.0, n, h, mu,
+                  e, margin)
+
+
+@jit
+def ground_contacts(table, k, b, gr, geom, geomi, verts, c, qg, g, plane, w, ahead):
+    """Append the contacts of geom row ``gr`` (of body b) with ground g (row ``plane``) to the
+    table from row k; returns the next free row.  c, qg: the geom's world origin and
+    orientation; w: its body's angular velocity (world), ahead: half the step; verts: the
+    vertex pool (a hull's vertices, geom axes).
 
     A rim (cylinder, cone) rolling on the plane touches it at a point that runs round the rim.
     Its contact is the rim point that will be lowest half a step ahead (the body turned by
@@ -171,22 +287,32 @@ def ground_contacts(table, k, b, geom, x, q, g, plane, w, ahead):
     the push-out lifts the disc by that every step and the energy rule takes the lift's
     potential energy from its motion: the rolling disc rose and slowed (Euler's disk ran
     backwards)."""
-    row = geom[b]
+    row = geom[gr]
     kind = int(row[G_KIND])
-    if kind == NONE:
+    if kind == NONE or kind == HEIGHTFIELD:
         return k
-    q0, q1, q2, q3 = q[0], q[1], q[2], q[3]
+    q0, q1, q2, q3 = qg[0], qg[1], qg[2], qg[3]
     n = (plane[P_NORMAL], plane[P_NORMAL + 1], plane[P_NORMAL + 2])
     h = plane[P_HEIGHT]
     mu = np.sqrt(row[G_MU] * plane[P_MU])
     e = max(row[G_E], plane[P_E])
     other = -1 - g
     margin = MARGIN * row[G_RADIUS]
-    o = rotate_t(q0, q1, q2, q3, row[G_OFFSET], row[G_OFFSET + 1], row[G_OFFSET + 2], 1.0)
-    c0, c1, c2 = x[0] + o[0], x[1] + o[1], x[2] + o[2]
+    c0, c1, c2 = c[0], c[1], c[2]
     p0, p1, p2 = row[G_P], row[G_P + 1], row[G_P + 2]
     if kind == SPHERE:
         return _point(table, k, b, other, 0, c0, c1, c2, p0, n, h, mu, e, margin)
+    if kind == HULL:
+        return _hull_points(table, k, b, other, verts, geomi[gr, GI_VSTART],
+                            geomi[gr, GI_VCOUNT], c, qg, n, h, mu, e, margin)
+    if kind == ELLIPSOID:
+        # the support point in -n: -D^2 m / |D m|, m the normal in geom axes
+        m = rotate_t(q0, q1, q2, q3, n[0], n[1], n[2], -1.0)
+        s = np.sqrt((p0 * m[0]) ** 2 + (p1 * m[1]) ** 2 + (p2 * m[2]) ** 2)
+        r = rotate_t(q0, q1, q2, q3, -p0 * p0 * m[0] / s, -p1 * p1 * m[1] / s,
+                     -p2 * p2 * m[2] / s, 1.0)
+        return _point(table, k, b, other, 0, c0 + r[0], c1 + r[1], c2 + r[2], 0.0, n, h, mu,
+                      e, margin)
     if kind == BOX:
         for i in range(8):
             s0 = p0 if i & 1 else -p0

@@ -6,32 +6,47 @@ import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.contact.geometry import (
-    C_BODY,
     C_FEATURE,
+    C_GEOM,
+    C_GEOMB,
     C_LAMBDA,
     C_MUR,
     C_MUT,
-    C_OTHER,
     G_MUR,
     G_MUT,
     G_RADIUS,
+    GI_BODY,
+    GI_CONAFFINITY,
+    GI_CONTYPE,
+    GI_SWEEP,
     MARGIN,
     MAX_POINTS,
     P_MUR,
     P_MUT,
+    PAIR_POINTS,
+    W_CENTRE,
+    W_LO,
+    W_QUAT,
     ground_contacts,
 )
-from rtrigid.contact.pairs import pair_contacts, shape_centre
+from rtrigid.contact.pairs import geom_pose, pair_contacts
 from rtrigid.maths.quat import rotate_t
+
+# a contact's key: its geom row, the other side's (grounds after an offset) and its feature
+_FEATURE_BITS = 12
+_SIDE_BITS = 24
+_GROUND_OFFSET = 1 << 23
 
 
 @jit
-def contact_key(row, nb):
-    """A contact's identity from step to step: its bodies (or body and ground) and feature."""
-    other = int(row[C_OTHER])
+def contact_key(row):
+    """A contact's identity from step to step: its two geoms (or geom and ground) and the
+    feature of the pair that made it."""
+    other = int(row[C_GEOMB])
     if other < 0:
-        other = nb - 1 - other
-    return (int(row[C_BODY]) * (nb + 64) + other) * 64 + int(row[C_FEATURE])
+        other = _GROUND_OFFSET - 1 - other
+    return (((int(row[C_GEOM]) << _SIDE_BITS) + other) << _FEATURE_BITS) + (
+        int(row[C_FEATURE]) & ((1 << _FEATURE_BITS) - 1))
 
 
 @jit
@@ -46,13 +61,13 @@ def slot(keys, key):
 
 
 @jit
-def remember(table, count, nb, keys, lam):
+def remember(table, count, keys, lam):
     """Keep this step's impulses, by contact identity, to start the next step's solve."""
     for h in range(keys.shape[0]):
         keys[h, 0] = -1
     for k in range(count):
         row = table[k]
-        key = contact_key(row, nb)
+        key = contact_key(row)
         h = slot(keys, key)
         keys[h, 0], keys[h, 1] = key, k
         for i in range(3):
@@ -60,73 +75,123 @@ def remember(table, count, nb, keys, lam):
 
 
 @jit
-def _insertion_sort(sweep, lo, rank):
-    """Sort ``sweep`` by (lo, rank): nearly sorted from the last step, so about linear."""
+def _insertion_sort(geomi, lo):
+    """Sort the geom rows in geomi[:, GI_SWEEP] by (lo, row): nearly sorted from the last
+    step, so about linear."""
+    sweep = geomi[:, GI_SWEEP]
     for i in range(1, sweep.shape[0]):
-        b = sweep[i]
+        g = sweep[i]
         j = i - 1
-        while j >= 0 and (lo[sweep[j]] > lo[b] or (lo[sweep[j]] == lo[b]
-                                                    and rank[sweep[j]] > rank[b])):
+        while j >= 0 and (lo[sweep[j]] > lo[g] or (lo[sweep[j]] == lo[g] and sweep[j] > g)):
             sweep[j + 1] = sweep[j]
             j -= 1
-        sweep[j + 1] = b
+        sweep[j + 1] = g
 
 
 @jit
-def _spin_coefficients(table, k0, k, mu_t, mu_r):
-    """Rows k0 to k of one pair: its torsional and rolling friction (the larger side's)."""
+def _finish_pair(table, k0, k, ga, gb, mu_t, mu_r):
+    """Rows k0 to k of one pair: its geoms, torsional and rolling friction (the larger
+    side's)."""
     for c in range(k0, k):
+        table[c, C_GEOM], table[c, C_GEOMB] = ga, gb
         table[c, C_MUT], table[c, C_MUR] = mu_t, mu_r
 
 
 @jit
-def detect(table, x, q, w, active, parent, geom, grounds, order, rank, sweep, lo, centre, dt):
-    """Ground contacts of every active body, then the pairs the sweep over x finds; returns
-    the number of contacts.  w: body angular velocities (body axes), for the rims' contact
-    points half a step ahead (:func:`.geometry.ground_contacts`).  parent: each body's parent
-    in its tree (-1 for none), or empty for free bodies: two bodies a joint joins directly do
-    not collide (the pair is skipped before the narrow phase)."""
+def _excluded(excluded, a, b):
+    """Whether the body pair (a, b), a < b, is in the sorted keys ``excluded`` (a * 2^32 + b)."""
+    key = (a << 32) + b
+    lo, hi = 0, excluded.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if excluded[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < excluded.shape[0] and excluded[lo] == key
+
+
+@jit
+def may_touch(geomi, excluded, ga, gb):
+    """Whether geom rows ga and gb may collide: on different bodies, not both scenery, their
+    filter bits agreeing (MuJoCo's rule) and their bodies not an excluded pair."""
+    a, b = geomi[ga, GI_BODY], geomi[gb, GI_BODY]
+    if a == b:
+        return False
+    if not ((geomi[ga, GI_CONTYPE] & geomi[gb, GI_CONAFFINITY])
+            or (geomi[gb, GI_CONTYPE] & geomi[ga, GI_CONAFFINITY])):
+        return False
+    if a < 0 or b < 0:
+        return True
+    return not _excluded(excluded, min(a, b), max(a, b))
+
+
+@jit
+def detect(table, x, q, w, active, scene, grounds, dt, stats):
+    """Ground contacts of every active body's geoms, then the geom pairs the sweep finds;
+    returns the number of contacts.  scene = (geom, geomi, work, verts, planes, excluded):
+    the geom table (its rows in the order of their bodies' names, scenery last), its int
+    rows, the broad phase's scratch, the vertex and plane pools, the excluded body pairs
+    (joined by a joint, or :meth:`rtrigid.Model.exclude_contacts`).  w: body angular
+    velocities (body axes), for the rims' contact points half a step ahead
+    (:func:`.geometry.ground_contacts`).  A pair that would not fit in the table is left out
+    and counted in stats[1]."""
+    geom, geomi, work, verts, planes, excluded = scene
     cap = table.shape[0]
+    ng = geom.shape[0]
     k = 0
-    for r in range(order.shape[0]):
-        b = order[r]
-        if active[b]:
-            om = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], w[b, 0], w[b, 1], w[b, 2], 1.0)
-            for g in range(grounds.shape[0]):
-                if k + MAX_POINTS <= cap:
-                    k0 = k
-                    k = ground_contacts(table, k, b, geom, x[b], q[b], g, grounds[g], om,
-                                        0.5 * dt)
-                    _spin_coefficients(table, k0, k, max(geom[b, G_MUT], grounds[g, P_MUT]),
-                                       max(geom[b, G_MUR], grounds[g, P_MUR]))
-    nb = x.shape[0]
-    for b in range(nb):
-        c = shape_centre(geom, b, x[b], q[b])
-        centre[b, 0], centre[b, 1], centre[b, 2] = c
-        lo[b] = c[0] - (1.0 + MARGIN) * geom[b, G_RADIUS] if active[b] else np.inf
-    _insertion_sort(sweep, lo, rank)
-    for i in range(nb):
-        a = sweep[i]
-        if not active[a]:
-            break  # the inactive ones sort last (lo = inf)
-        hi = centre[a, 0] + (1.0 + MARGIN) * geom[a, G_RADIUS]
-        for j in range(i + 1, nb):
-            b = sweep[j]
-            if lo[b] > hi:
-                break
-            if parent.shape[0] and (parent[a] == b or parent[b] == a):
-                continue
-            d0 = centre[a, 0] - centre[b, 0]
-            d1 = centre[a, 1] - centre[b, 1]
-            d2 = centre[a, 2] - centre[b, 2]
-            reach = (1.0 + MARGIN) * (geom[a, G_RADIUS] + geom[b, G_RADIUS])
-            if d0 * d0 + d1 * d1 + d2 * d2 > reach * reach:
+    # world poses of the geoms; the sweep's lower ends (inf: a body that does not collide)
+    for g in range(ng):
+        b = geomi[g, GI_BODY]
+        if b >= 0:
+            geom_pose(geom, g, x[b], q[b], work[g, W_CENTRE:W_CENTRE + 7])
+        lo = work[g, W_CENTRE] - (1.0 + MARGIN) * geom[g, G_RADIUS]
+        work[g, W_LO] = lo if b < 0 or active[b] else np.inf
+    for g in range(ng):
+        b = geomi[g, GI_BODY]
+        if b < 0:
+            break  # scenery sorts last
+        if not active[b] or not (geomi[g, GI_CONTYPE] & 1 or geomi[g, GI_CONAFFINITY] & 1):
+            continue
+        om = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], w[b, 0], w[b, 1], w[b, 2], 1.0)
+        for p in range(grounds.shape[0]):
+            if k + MAX_POINTS > cap:
+                stats[1] += 1
                 continue
             k0 = k
-            if rank[a] < rank[b]:
-                k = pair_contacts(table, k, cap, a, b, geom, x[a], q[a], x[b], q[b])
-            else:
-                k = pair_contacts(table, k, cap, b, a, geom, x[b], q[b], x[a], q[a])
-            _spin_coefficients(table, k0, k, max(geom[a, G_MUT], geom[b, G_MUT]),
-                               max(geom[a, G_MUR], geom[b, G_MUR]))
+            k = ground_contacts(table, k, b, g, geom, geomi, verts, work[g, W_CENTRE:W_CENTRE + 3],
+                                work[g, W_QUAT:W_QUAT + 4], p, grounds[p], om, 0.5 * dt)
+            _finish_pair(table, k0, k, g, -1 - p, max(geom[g, G_MUT], grounds[p, P_MUT]),
+                         max(geom[g, G_MUR], grounds[p, P_MUR]))
+    lo = work[:, W_LO]
+    _insertion_sort(geomi, lo)
+    sweep = geomi[:, GI_SWEEP]
+    for i in range(ng):
+        ga = sweep[i]
+        if lo[ga] == np.inf:
+            break  # those that do not collide sort last
+        hi = work[ga, W_CENTRE] + (1.0 + MARGIN) * geom[ga, G_RADIUS]
+        for j in range(i + 1, ng):
+            gb = sweep[j]
+            if lo[gb] > hi:
+                break
+            if not may_touch(geomi, excluded, ga, gb):
+                continue
+            d0 = work[ga, W_CENTRE] - work[gb, W_CENTRE]
+            d1 = work[ga, W_CENTRE + 1] - work[gb, W_CENTRE + 1]
+            d2 = work[ga, W_CENTRE + 2] - work[gb, W_CENTRE + 2]
+            reach = (1.0 + MARGIN) * (geom[ga, G_RADIUS] + geom[gb, G_RADIUS])
+            if d0 * d0 + d1 * d1 + d2 * d2 > reach * reach:
+                continue
+            if k + PAIR_POINTS > cap:
+                stats[1] += 1
+                continue
+            # the first geom: the lower row (body-name order; scenery rows come last)
+            g1, g2 = (ga, gb) if ga < gb else (gb, ga)
+            k0 = k
+            k = pair_contacts(table, k, cap, geomi[g1, GI_BODY], geomi[g2, GI_BODY], g1, g2,
+                              geom, work[g1, W_CENTRE:W_CENTRE + 3], work[g1, W_QUAT:W_QUAT + 4],
+                              work[g2, W_CENTRE:W_CENTRE + 3], work[g2, W_QUAT:W_QUAT + 4])
+            _finish_pair(table, k0, k, g1, g2, max(geom[g1, G_MUT], geom[g2, G_MUT]),
+                         max(geom[g1, G_MUR], geom[g2, G_MUR]))
     return k

@@ -1,4 +1,4 @@
-"""Narrow phase between two bodies' shapes: spheres, capsules and boxes.
+"""Narrow phase between two geoms: spheres, capsules and boxes.
 
 A sphere is a capsule of zero length, so spheres and capsules meet by the closest points of
 their segments (exact).  A sphere meets a box at the box's closest point to its centre (exact;
@@ -9,12 +9,14 @@ not clearly less: faces are preferred) the contact normal is along it and the co
 are every corner of either box that lies inside the other, each with its depth along the
 normal -- the face-on-face manifold a stack stands on; when an edge-edge axis (the cross
 product of an edge of each) has clearly the least overlap, one contact midway between the
-two edges' closest points, with that overlap as its depth.  Cylinders and cones meet only
-the ground so far.
+two edges' closest points, with that overlap as its depth.  Other kinds (cylinders, cones,
+ellipsoids, hulls, heightfields) have no test here: they meet only the ground so far.
 
 Every test also takes pairs within the speculative margin (``geometry.MARGIN`` times the
-smaller bounding radius) as contacts of negative depth.  Every contact is written with ``body`` the first body, ``other`` the second, the normal
-pointing from the second into the first.  Nothing is allocated.
+smaller bounding radius) as contacts of negative depth.  Every contact is written with
+``body`` the first geom's body, ``other`` the second's (negative: static scenery), the normal
+pointing from the second into the first.  A geom is given by its row of the geom table and
+its world origin c and orientation q.  Nothing is allocated.
 """
 import numpy as np
 
@@ -27,33 +29,38 @@ from rtrigid.contact.geometry import (
     G_MU,
     G_OFFSET,
     G_P,
+    G_QUAT,
     G_RADIUS,
     MARGIN,
     SPHERE,
     C_POINT,
     add_point,
 )
-from rtrigid.maths.quat import rotate_t
+from rtrigid.maths.quat import qmul_t, rotate_t
 
 
 @jit
-def shape_centre(geom, b, x, q):
-    """World centre of body b's shape."""
-    o = rotate_t(q[0], q[1], q[2], q[3], geom[b, G_OFFSET], geom[b, G_OFFSET + 1],
-                 geom[b, G_OFFSET + 2], 1.0)
-    return (x[0] + o[0], x[1] + o[1], x[2] + o[2])
+def geom_pose(geom, g, x, q, out):
+    """out <- geom row g's world origin (out[0:3]) and orientation (out[3:7]) on a body at
+    (x, q): its origin x + R(q) pos, its axes q o quat."""
+    o = rotate_t(q[0], q[1], q[2], q[3], geom[g, G_OFFSET], geom[g, G_OFFSET + 1],
+                 geom[g, G_OFFSET + 2], 1.0)
+    out[0], out[1], out[2] = x[0] + o[0], x[1] + o[1], x[2] + o[2]
+    r = qmul_t(q[0], q[1], q[2], q[3], geom[g, G_QUAT], geom[g, G_QUAT + 1],
+               geom[g, G_QUAT + 2], geom[g, G_QUAT + 3])
+    out[3], out[4], out[5], out[6] = r[0], r[1], r[2], r[3]
 
 
 @jit
-def _segment(geom, b, x, q):
+def _segment(geom, g, c, q):
     """(end, end, radius) of a sphere (both ends at its centre) or a capsule."""
-    c = shape_centre(geom, b, x, q)
-    if int(geom[b, G_KIND]) == SPHERE:
-        return c, c, geom[b, G_P]
-    hl = geom[b, G_P + 1]
+    c = (c[0], c[1], c[2])
+    if int(geom[g, G_KIND]) == SPHERE:
+        return c, c, geom[g, G_P]
+    hl = geom[g, G_P + 1]
     a = rotate_t(q[0], q[1], q[2], q[3], 0.0, 0.0, hl, 1.0)
     return ((c[0] + a[0], c[1] + a[1], c[2] + a[2]), (c[0] - a[0], c[1] - a[1], c[2] - a[2]),
-            geom[b, G_P])
+            geom[g, G_P])
 
 
 @jit
@@ -270,10 +277,9 @@ def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e, margin):
 
 
 @jit
-def _round_on_box(table, k, cap, a, b, geom, r, xr, qr, o, xo, qo, flip, mu, e, margin):
-    """Sphere or capsule r against box o (the pair a, b; ``flip``: the box is a)."""
-    p, q, radius = _segment(geom, r, xr, qr)
-    centre = shape_centre(geom, o, xo, qo)
+def _round_on_box(table, k, cap, a, b, geom, r, cr, qr, o, centre, qo, flip, mu, e, margin):
+    """Sphere or capsule geom r against box geom o (the pair a, b; ``flip``: the box is a)."""
+    p, q, radius = _segment(geom, r, cr, qr)
     ext = (geom[o, G_P], geom[o, G_P + 1], geom[o, G_P + 2])
     k = _sphere_box(table, k, cap, a, b, 0, p, radius, centre, qo, ext, flip, mu, e, margin)
     if int(geom[r, G_KIND]) == CAPSULE:
@@ -282,29 +288,37 @@ def _round_on_box(table, k, cap, a, b, geom, r, xr, qr, o, xo, qo, flip, mu, e, 
 
 
 @jit
-def pair_contacts(table, k, cap, a, b, geom, xa, qa, xb, qb):
-    """Append the contacts of bodies a and b (their shapes at poses (xa, qa), (xb, qb)) from
-    row k, at most up to row ``cap``; returns the next free row."""
-    ka, kb = int(geom[a, G_KIND]), int(geom[b, G_KIND])
-    mu = np.sqrt(geom[a, G_MU] * geom[b, G_MU])
-    e = max(geom[a, G_E], geom[b, G_E])
-    margin = MARGIN * min(geom[a, G_RADIUS], geom[b, G_RADIUS])
+def pair_contacts(table, k, cap, a, b, ga, gb, geom, ca, qa, cb, qb):
+    """Append the contacts of geom rows ga (of body a) and gb (of body b, negative: static)
+    at world poses (ca, qa), (cb, qb) from row k, at most up to row ``cap``; returns the next
+    free row."""
+    ka, kb = int(geom[ga, G_KIND]), int(geom[gb, G_KIND])
+    mu = np.sqrt(geom[ga, G_MU] * geom[gb, G_MU])
+    e = max(geom[ga, G_E], geom[gb, G_E])
+    margin = MARGIN * min(geom[ga, G_RADIUS], geom[gb, G_RADIUS])
     round_a = ka == SPHERE or ka == CAPSULE
     round_b = kb == SPHERE or kb == CAPSULE
     if round_a and round_b:
-        p1, q1, ra = _segment(geom, a, xa, qa)
-        p2, q2, rb = _segment(geom, b, xb, qb)
+        p1, q1, ra = _segment(geom, ga, ca, qa)
+        p2, q2, rb = _segment(geom, gb, cb, qb)
         c1, c2 = _closest_on_segments(p1, q1, p2, q2)
         return _spheres(table, k, cap, a, b, c1, ra, c2, rb, mu, e, margin)
     if ka == BOX and kb == BOX:
-        return _boxes(table, k, cap, a, b, shape_centre(geom, a, xa, qa), qa,
-                      (geom[a, G_P], geom[a, G_P + 1], geom[a, G_P + 2]),
-                      shape_centre(geom, b, xb, qb), qb,
-                      (geom[b, G_P], geom[b, G_P + 1], geom[b, G_P + 2]), mu, e, margin)
+        return _boxes(table, k, cap, a, b, (ca[0], ca[1], ca[2]), qa,
+                      (geom[ga, G_P], geom[ga, G_P + 1], geom[ga, G_P + 2]),
+                      (cb[0], cb[1], cb[2]), qb,
+                      (geom[gb, G_P], geom[gb, G_P + 1], geom[gb, G_P + 2]), mu, e, margin)
     if round_a and kb == BOX:
-        return _round_on_box(table, k, cap, a, b, geom, a, xa, qa, b, xb, qb, False, mu, e,
+        return _round_on_box(table, k, cap, a, b, geom, ga, ca, qa, gb, cb, qb, False, mu, e,
                              margin)
     if ka == BOX and round_b:
-        return _round_on_box(table, k, cap, a, b, geom, b, xb, qb, a, xa, qa, True, mu, e,
+        return _round_on_box(table, k, cap, a, b, geom, gb, cb, qb, ga, ca, qa, True, mu, e,
                              margin)
     return k
+
+
+@jit
+def has_pair_test(ka, kb):
+    """Whether :func:`pair_contacts` has a test for geom kinds (codes) ka and kb."""
+    fast = (SPHERE, CAPSULE, BOX)
+    return ka in fast and kb in fast

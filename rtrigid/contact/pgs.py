@@ -110,7 +110,7 @@ def _push(vel, row, a, b, minv, d, s, col):
 
 
 @jit
-def warm_start(table, count, nb, keys, lam, minv, vel):
+def warm_start(table, count, keys, lam, minv, vel):
     """Start each contact from the normal impulse the same contact ended the last step with,
     and apply it (Box2D's and Bullet's warm start: a stack's load need not travel through it
     again every step).  Friction starts from zero: with more contacts than a body has
@@ -118,7 +118,7 @@ def warm_start(table, count, nb, keys, lam, minv, vel):
     from step to step (seen on a box resting on a box)."""
     for k in range(count):
         row = table[k]
-        h = slot(keys, contact_key(row, nb))
+        h = slot(keys, contact_key(row))
         if keys[h, 0] == -1:
             continue
         j = keys[h, 1]

@@ -55,6 +55,7 @@ from rtrigid.contact.geometry import (
     C_BODY,
     C_DEPTH,
     C_FEATURE,
+    C_GEOM,
     C_IMPULSE,
     C_LAMBDA,
     C_MU,
@@ -88,7 +89,6 @@ LIFT_SWEEPS = 16  # Gauss-Seidel sweeps of the position correction
 # the velocity solve's budget: at most this many contact updates per step (so at most
 # ``iters`` sweeps, fewer when there are many contacts, but never fewer than MIN_SWEEPS)
 UPDATE_BUDGET = 128
-NO_PARENTS = np.empty(0, np.int64)  # free bodies: no joints, every pair may collide
 MIN_SWEEPS = 4
 # a backend's after_step flag (its int scratch's first entry): the scheme's free flight does
 # not keep energy, so the event's energy budget is taken from the step's start
@@ -206,12 +206,12 @@ def _rolling_rims(table, count, geom, keys, nb, island, flag, vel, spent):
         row = table[k]
         a, o = int(row[C_BODY]), int(row[C_OTHER])
         root = island[a]
-        kind, f = int(geom[a, G_KIND]), int(row[C_FEATURE])
+        kind, f = int(geom[int(row[C_GEOM]), G_KIND]), int(row[C_FEATURE])
         rim = o < 0 and ((kind == CYLINDER and (f == 0 or f == 4)) or (kind == CONE and f == 1))
         ln = row[C_LAMBDA]
         stick = ln > 0.0 and (row[C_LAMBDA + 1] ** 2 + row[C_LAMBDA + 2] ** 2
                               < (1.0 - 1e-9) * (row[C_MU] * ln) ** 2)
-        known = keys[slot(keys, contact_key(row, nb)), 0] != -1
+        known = keys[slot(keys, contact_key(row)), 0] != -1
         if flag[root] == 2:
             flag[root] = 1
             spent[root] = 0.0
@@ -333,25 +333,25 @@ def flight_allowance(order, touched, island, sums, gap):
 
 
 @jit
-def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, touched, vel,
-            ints, lift, keys, lam, rows, iters, rest_speed, dt):
+def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, touched, vel,
+            ints, lift, keys, lam, rows, iters, rest_speed, dt, stats):
     """Detect and solve every active body's contacts; returns the number of contacts (rows
     of ``table``).  ``touched[b]`` is set to 1 for a body whose velocities or position
     changed (its momenta must be re-derived), else 0.  Scratch: vel (nb, 17), whose column 16
     the caller fills with each body's flight gap (:func:`flight_gap`, or zeros: the budget of
     an energy-keeping flight), ints (nb, 5)
-    -- columns order, rank, sweep, island, level -- and lift (nb, 3).  keys (H, 2), lam (rows, 3):
+    -- columns order, rank, (unused), island, level -- and lift (nb, 3).  keys (H, 2), lam (rows, 3):
     the last step's impulses by contact (see :func:`remember`), part of the state; rows
-    (table rows,) int scratch."""
+    (table rows,) int scratch.  scene: the geoms (see :func:`.manifold.detect`); stats[1]
+    counts the pairs left out for want of table rows."""
     nb = x.shape[0]
-    order, rank, sweep, island = ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3]
+    order, rank, island = ints[:, 0], ints[:, 1], ints[:, 3]
     minv = vel[:, 12]
-    count = detect(table, x, q, w, active, NO_PARENTS, geom, grounds, order, rank, sweep,
-                   vel[:, 13], lift, dt)
+    count = detect(table, x, q, w, active, scene, grounds, dt, stats)
     for b in range(nb):
         touched[b] = 0
     if count == 0:
-        remember(table, 0, nb, keys, lam)
+        remember(table, 0, keys, lam)
         return 0
     for k in range(count):
         touched[int(table[k, C_BODY])] = 1
@@ -366,7 +366,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             vel[b, 6 + i] = v[b, i]
             vel[b, 9 + i] = om[i]
     prepare_contacts(table, count, x, q, mass, inertia, vel, rest_speed, dt)
-    warm_start(table, count, nb, keys, lam, minv, vel)
+    warm_start(table, count, keys, lam, minv, vel)
     levels(table, count, ints[:, 4])
     by_level(table, count, ints[:, 4], rows)
     scale_ref = 0.0
@@ -421,7 +421,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
         if touched[b]:
             sums[island[b], 2] -= 2.0 * mass[b] * (gravity[0] * lift[b, 0] + gravity[1]
                                                     * lift[b, 1] + gravity[2] * lift[b, 2])
-    _rolling_rims(table, count, geom, keys, nb, island, ints[:, 4], vel, minv)
+    _rolling_rims(table, count, scene[0], keys, nb, island, ints[:, 4], vel, minv)
     flight_allowance(order, touched, island, sums, vel[:, GAP])
     energy_scales(order, touched, island, sums, ints[:, 4], minv)
     for b in range(nb):
@@ -434,5 +434,5 @@ def resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, to
             v[b, i] = velocity_scale * vel[b, i]
             w[b, i] = velocity_scale * wb[i]
             x[b, i] += lift_scale * lift[b, i]
-    remember(table, count, nb, keys, lam)
+    remember(table, count, keys, lam)
     return count

@@ -12,8 +12,11 @@ from rtrigid.contact.geometry import (
     G_KIND,
     G_MU,
     G_P,
+    G_QUAT,
     G_RADIUS,
     G_WIDTH,
+    GI_HANDLE,
+    GI_WIDTH,
     MAX_POINTS,
     P_WIDTH,
     SHAPE_CODES,
@@ -42,6 +45,7 @@ def _geom_row(kind):
     row[G_P:G_P + len(values)] = values
     row[G_MU], row[G_E] = 0.5, 0.0
     row[G_RADIUS] = SHAPES[kind].bounding_radius(values)
+    row[G_QUAT] = 1.0
     return row
 
 
@@ -72,7 +76,7 @@ def test_pair_contacts_meets_exactly_the_pairs_of_the_table(a, b):
     for the pair (one contact for the segments test)."""
     geom = np.array([_geom_row(a), _geom_row(b)])
     table = np.zeros((32, C_WIDTH))
-    k = pairs.pair_contacts(table, 0, table.shape[0], 0, 1, geom, np.zeros(3), IDENTITY,
+    k = pairs.pair_contacts(table, 0, table.shape[0], 0, 1, 0, 1, geom, np.zeros(3), IDENTITY,
                             np.array([0.01, 0.02, 0.03]), IDENTITY)
     test = SHAPES[a].pairs.get(b)
     assert (k > 0) == (test is not None), (a, b, k)
@@ -88,7 +92,8 @@ def test_a_buried_shape_makes_its_ground_points(kind):
     plane = np.zeros(P_WIDTH)
     plane[2], plane[3] = 1.0, 10.0  # normal z, height 10 m above the shape
     table = np.zeros((MAX_POINTS, C_WIDTH))
-    k = geometry.ground_contacts(table, 0, 0, geom, np.zeros(3), IDENTITY, 0, plane,
+    k = geometry.ground_contacts(table, 0, 0, 0, geom, np.zeros((1, GI_WIDTH), np.int64),
+                                 np.zeros((0, 3)), np.zeros(3), IDENTITY, 0, plane,
                                  (0.0, 0.0, 0.0), 0.0)
     assert k == SHAPES[kind].ground_points
 
@@ -113,7 +118,9 @@ def test_contacts_take_the_bounding_radius_of_the_table():
     m.add_ground()
     for kind, params in EXAMPLES.items():
         m.add_body(kind, 1.0, (0.01, 0.01, 0.01), shape=(kind, params))
-    geom = Contacts(m).geom
+    contacts = Contacts(m)
+    row = {h: r for r, h in enumerate(contacts.geomi[:, GI_HANDLE])}
     for b, kind in enumerate(EXAMPLES):
-        assert geom[b, G_KIND] == SHAPES[kind].code
-        assert geom[b, G_RADIUS] == SHAPES[kind].bounding_radius(_values(kind))
+        geom = contacts.geom[row[b]]
+        assert geom[G_KIND] == SHAPES[kind].code
+        assert geom[G_RADIUS] == SHAPES[kind].bounding_radius(_values(kind))

@@ -1,18 +1,22 @@
 """The bodies backend's contact step: free flight by the scheme's kernel, then the contact
 solve of :mod:`rtrigid.contact.solver` on the free bodies, then their momenta re-derived."""
+import warnings
+
 import numpy as np
 
 from rtrigid._jit import jit, kernel_driver
 from rtrigid.backends.bodies.common import body_momenta, open_buffers, state_view
 from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
-from rtrigid.contact.geometry import G_KIND, NONE
+from rtrigid.contact.geometry import PAIR_POINTS
 from rtrigid.contact.solver import GAP, START_BUDGET, VEL_WIDTH, flight_gap, resolve
 
 
 @jit
-def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam,
-               rows, iters, rest_speed, dt, xf, xi):
-    """The contact solve after a free-flight step; returns the number of contacts (xf: the
+def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, keys, lam,
+               rows, iters, rest_speed, dt, xf, xi, stats):
+    """The contact solve after a free-flight step; returns the number of contacts (scene:
+    the geoms, see :func:`rtrigid.contact.manifold.detect`; stats[1] counts the pairs left
+    out for want of table rows; xf: the
     tree backend's extra scratch, unused here; xi: empty, or [``START_BUDGET``] under a scheme
     whose flight does not keep energy -- the energy budget is then taken from the step's
     start, S_prev, see :func:`rtrigid.contact.solver.flight_allowance`)."""
@@ -26,8 +30,8 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
         flight_gap(mass, inertia, gravity, x0, v0, w0, x, v, w, gap)
     else:
         gap[:] = 0.0
-    count = resolve(table, x, q, v, w, mass, inertia, active, geom, grounds, gravity, touched,
-                    vel, ints, lift, keys, lam, rows, iters, rest_speed, dt)
+    count = resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, touched,
+                    vel, ints, lift, keys, lam, rows, iters, rest_speed, dt, stats)
     for b in range(nb):
         if touched[b]:
             body_momenta(bodyf, b, q, v, w, P, pq, L)
@@ -39,8 +43,14 @@ class ContactStepper:
     contact solve, stopping at a step the kernel could not take.
 
     ``bodyi``: the bodies backend's kinds (its free bodies collide), or None: every body with
-    a shape collides.  ``after``: the module whose ``after_step`` solves the contacts (this
-    one, or the tree backend's), ``extra``: its (float, int) scratch."""
+    a geom collides.  ``after``: the module whose ``after_step`` solves the contacts (this
+    one, or the tree backend's), ``extra``: its (float, int) scratch, or a function of the
+    table's rows giving it (called again when the table grows).
+
+    The table has rows for every ground contact and :data:`rtrigid.contact.PAIR_ROWS` per
+    geom for pairs.  A pair that finds no room is left out of that step, never silently: the
+    table then grows (at least doubles) for the steps that follow and a ``RuntimeWarning``
+    says so."""
 
     def __init__(self, kernel, contacts, bodyi, iters, rest_speed, *,
                  after="rtrigid.backends.bodies.contact",
@@ -48,49 +58,69 @@ class ContactStepper:
         self.contacts = contacts
         self._run = kernel_driver(_run_source, kernel, imports=(
             f"from {after} import after_step\n" + _RUN_IMPORTS))
-        shaped = contacts.geom[:, G_KIND] != NONE
+        shaped = contacts.collides
         self.active = (shaped if bodyi is None else (np.asarray(bodyi) == FREE)
                        & shaped).astype(np.int64)
         self.iters, self.rest_speed = int(iters), float(rest_speed)
-        self.xf, self.xi = extra
-        self._count = np.zeros(1, np.int64)
+        self._extra = extra if callable(extra) else (lambda rows: extra)
+        self._rows = len(contacts.table)
+        self.xf, self.xi = self._extra(self._rows)
+        self._count = np.zeros(2, np.int64)  # contacts of the last step, pairs left out
 
     def __call__(self, n, dt, F, I):
         c = self.contacts
-        status = self._run(n, dt, F, I, c.geom, c.grounds, c.table, self.active, c.touched,
+        if len(c.table) != self._rows:  # restored from a snapshot of a grown table
+            self._rows = len(c.table)
+            self.xf, self.xi = self._extra(self._rows)
+        status = self._run(n, dt, F, I, c.scene, c.grounds, c.table, self.active, c.touched,
                            c.vel, c.ints, c.lift, c.keys, c.lam, c.rows, self.iters,
                            self.rest_speed, self.xf, self.xi, self._count)
         c.count = int(self._count[0])
+        if self._count[1]:
+            left = int(self._count[1])
+            self._count[1] = 0
+            before = len(c.table)
+            c.grow(max(2 * before, before + PAIR_POINTS * left))
+            self._rows = len(c.table)
+            self.xf, self.xi = self._extra(self._rows)
+            warnings.warn(f"contacts: the contact table ({before} rows) was full: {left} "
+                          f"geom pairs were left out of the steps just taken; it now has "
+                          f"{len(c.table)} rows", RuntimeWarning, stacklevel=3)
         return status
 
     def rows(self, F, I):
         """This contact step as a kernel of the contract on longer rows, for
         :class:`rtrigid.Batch`: ``(step, Fx, Ix)``, ``step(n, dt, Fx, Ix)`` the same compiled
         ``run`` on the Simulation's ``F``, ``I`` and the contact arrays carved from the rows'
-        tails.  Fx = F followed by geom, grounds, table, vel, lift, lam, xf, rest_speed;
-        Ix = I followed by active, touched, ints, keys, rows, xi, count and the sizes
-        (:data:`ROW_SIZES` of them, at the end).  A copy's contacts (its warm start, the
-        table of its last step) and its shapes, friction and gravity are thus its own."""
+        tails.  Fx = F followed by geom, work, verts, planes, grounds, table, vel, lift, lam,
+        xf, rest_speed; Ix = I followed by geomi, excluded, active, touched, ints, keys, rows,
+        xi, count and the sizes (:data:`ROW_SIZES` of them, at the end).  A copy's contacts
+        (its warm start, the table of its last step) and its geoms, friction and gravity are
+        thus its own; its table does not grow (count[1] counts the pairs left out)."""
         c = self.contacts
         assert (c.vel.shape[1], c.ints.shape[1], c.keys.shape[1]) == (VEL_WIDTH, 5, 2)
         step = kernel_driver(_rows_source, self._run, imports=_ROWS_IMPORTS)
-        sizes = (len(F), len(I), len(c.geom), len(c.grounds), len(c.table), len(c.keys),
-                 len(self.xf), len(self.xi), self.iters)
+        geom, geomi, work, verts, planes, excluded = c.scene
+        sizes = (len(F), len(I), len(c.vel), len(geom), len(verts), len(planes),
+                 len(excluded), len(c.grounds), len(c.table), len(c.keys), len(self.xf),
+                 len(self.xi), self.iters)
         Fx = np.concatenate([F] + [a.ravel() for a in (
-            c.geom, c.grounds, c.table, c.vel, c.lift, c.lam, self.xf)] + [[self.rest_speed]])
+            geom, work, verts, planes, c.grounds, c.table, c.vel, c.lift, c.lam, self.xf)]
+            + [[self.rest_speed]])
         Ix = np.concatenate([I] + [a.ravel() for a in (
-            self.active, c.touched, c.ints, c.keys, c.rows, self.xi, self._count)]
-            + [sizes]).astype(np.int64)
+            geomi, excluded, self.active, c.touched, c.ints, c.keys, c.rows, self.xi,
+            self._count)] + [sizes]).astype(np.int64)
         return step, Fx, Ix
 
 
 _RUN_IMPORTS = "from rtrigid.backends.buffers import OK, USED_FALLBACK"
 
 
-ROW_SIZES = 9
+ROW_SIZES = 13
 _ROWS_IMPORTS = ("from rtrigid.backends.bodies.contact import ROW_SIZES\n"
                  "from rtrigid.backends.buffers import view\n"
-                 "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, P_WIDTH\n"
+                 "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, GI_WIDTH, P_WIDTH, "
+                 "W_WIDTH\n"
                  "from rtrigid.contact.solver import VEL_WIDTH")
 
 
@@ -100,14 +130,21 @@ def _rows_source(run):
     def step(n, dt, F, I):
         """``run`` on the arrays carved from the rows F, I (see ContactStepper.rows)."""
         m = I.shape[0] - ROW_SIZES
-        nf, ni, nb, ng, nr, nh, nxf, nxi, iters = (I[m], I[m + 1], I[m + 2], I[m + 3],
-                                                   I[m + 4], I[m + 5], I[m + 6], I[m + 7],
-                                                   I[m + 8])
+        nf, ni, nb, ng, nv, npl, ne = I[m], I[m + 1], I[m + 2], I[m + 3], I[m + 4], I[m + 5], \
+            I[m + 6]
+        ngr, nr, nh, nxf, nxi, iters = I[m + 7], I[m + 8], I[m + 9], I[m + 10], I[m + 11], \
+            I[m + 12]
         o = nf
-        geom = view(F, o, (nb, G_WIDTH))
-        o += nb * G_WIDTH
-        grounds = view(F, o, (ng, P_WIDTH))
-        o += ng * P_WIDTH
+        geom = view(F, o, (ng, G_WIDTH))
+        o += ng * G_WIDTH
+        work = view(F, o, (ng, W_WIDTH))
+        o += ng * W_WIDTH
+        verts = view(F, o, (nv, 3))
+        o += nv * 3
+        planes = view(F, o, (npl, 4))
+        o += npl * 4
+        grounds = view(F, o, (ngr, P_WIDTH))
+        o += ngr * P_WIDTH
         table = view(F, o, (nr, C_WIDTH))
         o += nr * C_WIDTH
         vel = view(F, o, (nb, VEL_WIDTH))
@@ -119,6 +156,10 @@ def _rows_source(run):
         xf = view(F, o, (nxf,))
         rest_speed = F[o + nxf]
         o = ni
+        geomi = view(I, o, (ng, GI_WIDTH))
+        o += ng * GI_WIDTH
+        excluded = view(I, o, (ne,))
+        o += ne
         active = view(I, o, (nb,))
         touched = view(I, o + nb, (nb,))
         o += 2 * nb
@@ -129,27 +170,28 @@ def _rows_source(run):
         rows = view(I, o, (nr,))
         o += nr
         xi = view(I, o, (nxi,))
-        count = view(I, o + nxi, (1,))
-        return kernel(n, dt, view(F, 0, (nf,)), view(I, 0, (ni,)), geom, grounds, table,
-                      active, touched, vel, ints, lift, keys, lam, rows, iters, rest_speed, xf,
-                      xi, count)
+        count = view(I, o + nxi, (2,))
+        return kernel(n, dt, view(F, 0, (nf,)), view(I, 0, (ni,)),
+                      (geom, geomi, work, verts, planes, excluded), grounds, table, active,
+                      touched, vel, ints, lift, keys, lam, rows, iters, rest_speed, xf, xi,
+                      count)
 
 
 def _run_source(kernel):
     """The source of ``run``, compiled once per kernel with the kernel as a global
     (:func:`rtrigid._jit.kernel_driver`: numba does not cache a function that takes a kernel
     as an argument, so every process compiled it again)."""
-    def run(n, dt, F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam,
+    def run(n, dt, F, I, scene, grounds, table, active, touched, vel, ints, lift, keys, lam,
             rows, iters, rest_speed, xf, xi, count):
         """n times one step of ``kernel`` and the contact solve, in one compiled call;
-        count[0] gets the contacts of the last step.  Stops at a step the kernel could not
-        take."""
+        count[0] gets the contacts of the last step, count[1] adds the pairs left out for
+        want of table rows.  Stops at a step the kernel could not take."""
         flags = OK
         for _ in range(n):
             status = kernel(1, dt, F, I)
             flags |= status & USED_FALLBACK
             if status & ~USED_FALLBACK:
                 return status | flags
-            count[0] = after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift,
-                                  keys, lam, rows, iters, rest_speed, dt, xf, xi)
+            count[0] = after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift,
+                                  keys, lam, rows, iters, rest_speed, dt, xf, xi, count)
         return flags

@@ -99,10 +99,10 @@ class TreeBackend:
     def contact_workspace(self, contacts, budget):
         """What the contact step (:class:`~rtrigid.backends.bodies.contact.ContactStepper`)
         needs of this backend for ``contacts`` (a :class:`~rtrigid.contact.Contacts`):
-        ``(bodyi, after, extra)``: None (every body with a shape collides), the module whose
-        ``after_step`` solves the contacts, and its (float, int) scratch -- the solve's work
-        space, and the rates' start flag (the mean rates, or the event's ``budget``) followed
-        by the contact bodies' rates."""
+        ``(bodyi, after, extra)``: None (every body with a geom collides), the module whose
+        ``after_step`` solves the contacts, and its (float, int) scratch as a function of the
+        contact table's rows -- the solve's work space, and the rates' start flag (the mean
+        rates, or the event's ``budget``) followed by the contact bodies' rates."""
         from rtrigid.backends.tree import contact as tree_contact
 
         tree = self.tree
@@ -111,9 +111,11 @@ class TreeBackend:
         perm = [i for b in order for i in range(
             ti[b, voff], ti[b, voff] + int(tree_contact.NV[ti[b, tree_contact.I_KIND]]))]
         xi = np.array([int(self.mean_rates) or budget] + perm, np.int64)
-        xf = np.zeros(tree_contact.scratch_size(len(contacts.table), tree.nb, tree.nq,
-                                                tree.nv))
-        return None, tree_contact.__name__, (xf, xi)
+
+        def extra(rows):
+            return np.zeros(tree_contact.scratch_size(rows, tree.nb, tree.nq, tree.nv)), xi
+
+        return None, tree_contact.__name__, extra
 
     def loads(self):
         """(f_app, t_app, held): views of the applied loads in A."""

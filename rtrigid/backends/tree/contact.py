@@ -177,9 +177,11 @@ def _blend(ti, island, root, s, base, out):
 
 
 @jit
-def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, keys, lam, rows,
-               iters, rest_speed, dt, xf, xi):
+def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, keys, lam, rows,
+               iters, rest_speed, dt, xf, xi, stats):
     """The contact solve after a step of a tree scheme; returns the number of contacts.
+    ``scene``: the geoms (:func:`rtrigid.contact.manifold.detect`), stats[1] counts the
+    pairs left out for want of table rows.
     ``xf``: float scratch (:func:`scratch_size`); ``xi``: [1 if the scheme keeps mean rates,
     ``START_BUDGET`` if its flight does not keep energy (the energy budget is then taken from
     the step's start, S_prev: :func:`rtrigid.contact.solver.flight_allowance`), else 0; then
@@ -193,15 +195,14 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
     mean_rates = xi[0] == 1
     start_budget = xi[0] == START_BUDGET
     perm = xi[1:]
-    order, rank, sweep, island = ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3]
+    order, rank, island = ints[:, 0], ints[:, 1], ints[:, 3]
     # no rim look-ahead (dt 0): the rates at the step's end are not known yet under the mean-rate
     # schemes; see geometry.ground_contacts
-    count = detect(table, x, q, w, active, ti[:, I_PARENT], geom, grounds, order, rank, sweep,
-                   vel[:, 13], lift, 0.0)
+    count = detect(table, x, q, w, active, scene, grounds, 0.0, stats)
     for b in range(nb):
         touched[b] = 0
     if count == 0:
-        remember(table, 0, nb, keys, lam)
+        remember(table, 0, keys, lam)
         return 0
     if start_budget:  # before the solve changes the state
         x0, _, v0s, w0s = state_views(S_prev, nb, nq, nv)[2:6]
@@ -211,14 +212,14 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
     if mean_rates:
         if not momentum_rates(tf, ti, Qg, v, L, xk, qk, R, rj, G, V, cb, IA, U, Dinv, W, pA,
                               acc, I6, tau, nu0, v0, w0):
-            remember(table, 0, nb, keys, lam)
+            remember(table, 0, keys, lam)
             return 0
     else:
         for i in range(nv):
             nu0[i] = nu[i]
         geometry(tf, ti, Qg, xk, qk, R, rj, G)
         if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
-            remember(table, 0, nb, keys, lam)
+            remember(table, 0, keys, lam)
             return 0
         joint_velocities(ti, G, nu0, V, cb)
         body_rates(ti, R, G, V, v0, w0)
@@ -261,7 +262,7 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
     for i in range(nv):
         nu1[i] = nu0[i]
     for k in range(count):
-        h = slot(keys, contact_key(table[k], nb))
+        h = slot(keys, contact_key(table[k]))
         if keys[h, 0] != -1:
             ln = lam[keys[h, 1], 0]
             table[k, C_LAMBDA] = ln
@@ -407,5 +408,5 @@ def after_step(F, I, geom, grounds, table, active, touched, vel, ints, lift, key
                 L[b, i] = tf[b, T_J + i] * w1[b, i]
             for i in range(4):
                 q[b, i] = qk[b, i]
-    remember(table, count, nb, keys, lam)
+    remember(table, count, keys, lam)
     return count
