@@ -110,7 +110,7 @@ def read(path, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore=
                    lines.attribute("flag", "contact")[1])
         collision = False
 
-    links, joints = _tree(m, lines, report, name_of, floating_base, ignore)
+    links, joints = _tree(m, lines, report, name_of, floating_base, ignore, limits)
     model = build(places, links, joints, Place("worldbody", {}, lines.path),
                   floating_base=False, merge_fixed=merge_fixed,
                   allow_nonphysical_inertia=allow_nonphysical_inertia, gravity=gravity,
@@ -193,7 +193,7 @@ def _ref_frame(kind, anchor, axis, ref):
     return -ref * axis, np.eye(3)
 
 
-def _tree(m, lines, report, name_of, floating_base, ignore):
+def _tree(m, lines, report, name_of, floating_base, ignore, limits):
     """Links and joint specs of the compiled bodies and joints (see the module docstring)."""
     links = {WORLD_LINK: Link(WORLD_LINK, 0.0, np.zeros(3), np.zeros((3, 3)), lines.path,
                               Place("worldbody", {}, lines.path))}
@@ -226,16 +226,17 @@ def _tree(m, lines, report, name_of, floating_base, ignore):
         prev = parent
         for k in range(njnt):
             j = adr + k
-            spec = _joint(m, j, lines, report, name_of, ignore)
+            spec = _joint(m, j, lines, report, name_of, ignore, limits)
             spec.parent = prev
             spec.child = name if k == njnt - 1 else f"{name}:{spec.name}"
             ref_frame = _ref_frame(int(m.jnt_type[j]), spec.anchor, spec.axis,
-                                   spec.position or 0.0)
+                                   float(m.qpos0[m.jnt_qposadr[j]]) if int(m.jnt_type[j]) in (
+                                       HINGE, SLIDE) else 0.0)
             spec.origin = compose(origin, ref_frame) if k == 0 else ref_frame
             if spec.child != name:
                 links[spec.child] = Link(spec.child, 0.0, np.zeros(3), np.zeros((3, 3)),
                                          spec.node.where, spec.node, virtual=True)
-            approximated_limits |= "lower" in spec.info
+            approximated_limits |= limits and "lower" in spec.info
             joints.append(spec)
             prev = spec.child
         links[name] = link
@@ -245,8 +246,10 @@ def _tree(m, lines, report, name_of, floating_base, ignore):
     return links, joints
 
 
-def _joint(m, j, lines, report, name_of, ignore):
-    """The JointSpec of compiled joint j (parent, child and origin set by the caller)."""
+def _joint(m, j, lines, report, name_of, ignore, limits):
+    """The JointSpec of compiled joint j (parent, child and origin set by the caller).  It
+    starts at MuJoCo's qpos0, unless that lies outside the limits rtrigid holds: then at the
+    nearer limit (reported)."""
     name = name_of("joint", j)
     where = lines.where("joint", j, m.joint(j).name)
     place = Place("joint", {"name": name}, where)
@@ -267,8 +270,13 @@ def _joint(m, j, lines, report, name_of, ignore):
         if armature and "armature" in ignore:
             report.add("ignored", "joint armature", "ignore=('armature',)", where)
             armature = 0.0
+        start = float(m.qpos0[qadr])
+        if limits and m.jnt_limited[j] and not info["lower"] <= start <= info["upper"]:
+            report.add("approximated", "joint start", f"qpos0 {start:g} lies outside the "
+                       "range: the joint starts at its nearer limit", where)
+            start = None
         spec_kw = dict(damping=damping, stiffness=stiffness, rest=float(m.qpos_spring[qadr]),
-                       armature=armature, position=float(m.qpos0[qadr]) or None)
+                       armature=armature, position=start)
     else:
         for what, value in (("damping", damping), ("stiffness", stiffness),
                             ("armature", armature)):
