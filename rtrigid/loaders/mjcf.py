@@ -14,7 +14,8 @@ compiled ``MjModel`` is what is converted, so there is one reading of the file, 
   then MuJoCo's own (limits, springref and actuator targets unchanged) and start at ``ref``;
 - actuators on joints whose gain and bias are those of a motor, a position or a velocity
   servo (``general`` ones too), with ctrlrange and forcerange;
-- ``connect`` equality constraints between bodies: spherical loop joints;
+- ``connect`` equality constraints between bodies: spherical loop joints (held exactly where
+  MuJoCo's are soft: reported approximated);
 - the file's gravity and, where ``<option timestep>`` is given, its time step;
 - the sensors a simulation query reads (joint position and velocity, accelerometer and gyro
   through :meth:`Simulation.imu`, force and torque through :meth:`Simulation.joint_reaction`).
@@ -348,12 +349,15 @@ def _equalities(m, lines, report, name_of, model):
                                                                  m.eq_data[e, 3:6])):
             b, p, q = model.links[name_of("body", int(side))]
             ends.append((None if b < 0 else b, p + quat_matrix(q) @ data))
+        if ends[1][0] is None:  # the world is the parent side of a loop joint
+            ends.reverse()
         try:
             model.add_loop_joint("spherical", ends[0][0], ends[1][0], anchor_parent=ends[0][1],
                                  anchor_child=ends[1][1], name=m.eq(e).name or None)
         except ValueError as err:
             raise ValueError(f"{where}: equality connect: {err}") from None
-        report.add("mapped", "equality connect", "a spherical loop joint", where)
+        report.add("approximated", "equality connect", "a spherical loop joint, held "
+                   "exactly (MuJoCo's is soft: solref/solimp)", where)
 
 
 def _tendons(m, lines, report):

@@ -286,3 +286,43 @@ def test_run_takes_an_mjcf_path_at_its_own_step(capsys):
     import json
     r = json.loads(out)
     assert r["steps"] == 10  # the file's 2 ms step
+
+
+FOUR_BAR = """<mujoco>
+  <worldbody>
+    <body name="crank" pos="0 0 1">
+      <joint name="a" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/>
+      <body name="coupler" pos="0.2 0 0">
+        <joint name="b" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0 0 0.5" size="0.02"/>
+        <body name="rocker" pos="0 0 0.5">
+          <joint name="c" axis="0 1 0"/>
+          <geom type="capsule" fromto="0 0 0 0.3 0 -0.3" size="0.02"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <equality>
+    <connect name="close" body1="rocker" body2="world" anchor="0.3 0 -0.3"/>
+  </equality>
+</mujoco>
+"""
+
+
+def test_connect_equality_is_a_loop_joint_held_where_mujoco_anchors_it(tmp_path):
+    path = tmp_path / "four_bar.xml"
+    path.write_text(FOUR_BAR)
+    with pytest.warns(UserWarning, match="equality connect approximated.*lines 17"):
+        model = rt.load_model(str(path), collision=False)
+    assert [j.name for j in model.loop_joints] == ["close"]
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    sim = rt.Simulation(model, "nullspace_rk4", dt=1e-3)
+    # the world anchor: the rocker's anchor point where MuJoCo's compiled model puts it
+    rocker = m.body("rocker").id
+    anchor = d.xpos[rocker] + d.xmat[rocker].reshape(3, 3) @ m.eq_data[0, :3]
+    assert np.allclose(model.loop_joints[0].anchor_parent, anchor, atol=1e-14)
+    sim.step(500)
+    assert sim.constraint_error() < 1e-10 and abs(sim.joint_position("a")[0]) > 0.1
