@@ -308,7 +308,7 @@ def _servo(m, a):
 
 
 def _actuators(m, lines, report, name_of, model):
-    known = {j.name for j in model.joints}
+    known = {j.name for j in model.joints if j.kind in ("revolute", "prismatic")}
     for a in range(m.nu):
         name = name_of("actuator", a)
         where = lines.where("actuator", a, m.actuator(a).name)
@@ -316,7 +316,7 @@ def _actuators(m, lines, report, name_of, model):
         servo = _servo(m, a)
         joint = name_of("joint", target) if m.actuator_trntype[a] == TRN_JOINT else None
         if joint is None or servo is None or joint not in known:
-            why = ("drives a tendon, site or body" if joint is None else
+            why = ("its transmission is not a joint" if joint is None else
                    "its gain, bias or dynamics are not a motor's or a servo's"
                    if servo is None else f"drives {joint!r}, not a hinge or slide")
             report.add("ignored", "actuator", f"{name!r} {why}", where)

@@ -326,3 +326,72 @@ def test_connect_equality_is_a_loop_joint_held_where_mujoco_anchors_it(tmp_path)
     assert np.allclose(model.loop_joints[0].anchor_parent, anchor, atol=1e-14)
     sim.step(500)
     assert sim.constraint_error() < 1e-10 and abs(sim.joint_position("a")[0]) > 0.1
+
+
+def test_armature_in_the_mass_matrix_and_kinetic_energy_as_mujocos():
+    """The walker's joint-space mass matrix (MuJoCo's qM holds the armature) has MuJoCo's
+    eigenvalues (the rates' order may differ), and the kinetic energy, rotors included, is
+    MuJoCo's."""
+    path = os.path.join(_gymnasium_assets(), "walker2d.xml")
+    sim, m, d, names = _random_twins(path, seed=11)
+    m.opt.enableflags |= mujoco.mjtEnableBit.mjENBL_ENERGY
+    mujoco.mj_forward(m, d)
+    full = np.zeros((m.nv, m.nv))
+    mujoco.mj_fullM(m, d, full)
+    ours = np.linalg.eigvalsh(sim.mass_matrix())
+    assert np.allclose(ours, np.linalg.eigvalsh(full), rtol=1e-12, atol=1e-14)
+    assert sim.kinetic_energy() == pytest.approx(d.energy[1], rel=1e-12)
+    assert min(m.dof_armature[3:]) > 0.0
+
+
+SERVOS = """<mujoco>
+  <option timestep="0.001"/>
+  <worldbody>
+    <body name="upper" pos="0 0 1">
+      <joint name="a" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="lower" pos="0.3 0 0">
+        <joint name="b" axis="0 1 0" armature="0.01"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <body name="slider" pos="0.3 0 0">
+          <joint name="c" type="slide" axis="1 0 0"/>
+          <geom type="box" size="0.04 0.04 0.04"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <general name="servo" joint="a" gainprm="30" biastype="affine" biasprm="0 -30 -2"
+             gear="1.5"/>
+    <general name="motor" joint="b" gainprm="2" forcelimited="true" forcerange="-1 1"
+             ctrllimited="true" ctrlrange="-0.8 0.8"/>
+    <velocity name="speed" joint="c" kv="5"/>
+    <general name="filtered" joint="c" dyntype="filter" dynprm="0.1"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_general_actuators_map_to_servos_and_motors_as_mujoco_drives_them(tmp_path):
+    """A general actuator with a position servo's gain and bias is one, a gain folds into a
+    motor's gear (force range and control range as MuJoCo applies them); one with activation
+    dynamics is reported ignored.  Driven with the same controls, RK4 on both sides."""
+    path = tmp_path / "servos.xml"
+    path.write_text(SERVOS)
+    with pytest.warns(UserWarning, match="actuator ignored"):
+        model = rt.load_model(str(path), collision=False)
+    kinds = {a.name: (a.kind, a.gear, a.kp, a.kv) for a in model.actuators}
+    assert kinds == {"servo": ("position", 1.5, 30.0, 2.0), "motor": ("motor", 2.0, 0.0, 0.0),
+                     "speed": ("velocity", 1.0, 0.0, 5.0)}
+    assert [e.where.endswith(":23") for e in model.load_report.ignored] == [True]
+    m = mujoco.MjModel.from_xml_path(str(path))
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    m.actuator_dyntype[3] = 0  # the one rtrigid ignores acts on neither side
+    m.actuator_gainprm[3, 0] = 0.0
+    d = mujoco.MjData(m)
+    sim = rt.Simulation(model, "nullspace_rk4", dt=1e-3)
+    d.ctrl[:3] = [0.4, 2.0, 0.3]  # the motor's control clamped to 0.8, its force to 1
+    sim.set_controls([0.4, 2.0, 0.3])
+    mujoco.mj_step(m, d, nstep=300)
+    sim.step(300)
+    assert max(_errors(sim, m, d, ["a", "b", "c"])) <= 1e-9
