@@ -144,7 +144,8 @@ class Batch:
         base = self._copy_source(first, 0)
         why = integrators.get(base.integrator).refusal(
             base.backend.name, base.model.inbound_joints(), base.model.loop_joints,
-            base.model.actuators, grounds=base.model.grounds, batched=True)
+            base.model.actuators, grounds=base.model.grounds, batched=True,
+            massless=[b.name for b in base.model.bodies if b.mass == 0.0])
         if why:
             raise ValueError(f"model: {why}")
         self.integrator, self.dt = base.integrator, base.dt

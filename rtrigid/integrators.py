@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
-from rtrigid.backends import BODIES, TREE
+from rtrigid.backends import BODIES, TREE, select
 from rtrigid.joints import KINDS
 _B = "rtrigid.backends.bodies."
 _T = "rtrigid.backends.tree."
@@ -78,44 +78,56 @@ class Integrator(NamedTuple):
             out[key] = value
         return out
 
-    def refusal(self, backend, joints, loop_joints=(), actuators=(), *, grounds=(),
-                batched=False):
-        """Why this scheme cannot step a model (its backend, inbound joints, loop joints,
-        actuators and grounds), or None; ``batched``: as copies in a :class:`~rtrigid.Batch`.
-        The one place that decides which loop models can be stepped, alone or batched."""
+    def obstacle(self, backend, joints, loop_joints=(), actuators=(), *, grounds=(),
+                 batched=False, massless=()):
+        """What in a model this scheme does not step (one sentence), or None.
+
+        The model is described by its backend, inbound joints, loop joints, actuators, grounds
+        and the names of its massless bodies; ``batched``: as copies in a
+        :class:`~rtrigid.Batch`.  The one place that decides which models a scheme steps."""
         if grounds and not self.contacts:
-            return (f"{self.name} does not step contacts; use one of "
-                    f"{[i.name for i in REGISTRY.values() if i.contacts]}")
+            return f"{self.name} does not step contacts"
         if loop_joints and not self.loops:
-            return (f"{self.name} does not step closed loops (loop joint "
-                    f"{loop_joints[0].name!r}); use one of "
-                    f"{[i.name for i in REGISTRY.values() if i.loops]}")
+            return f"{self.name} does not step closed loops (loop joint {loop_joints[0].name!r})"
         if batched and loop_joints and not self.batched_loops:
             return (f"{self.name} does not batch loop joints (loop joint "
                     f"{loop_joints[0].name!r}): its loop step is not one compiled kernel a "
-                    "Batch can run per copy; batched: "
-                    f"{[i.name for i in REGISTRY.values() if i.batched_loops]}")
+                    "Batch can run per copy")
         if backend not in self.kernels:
-            return (f"{self.name} has no kernel for {backend} models; use one of "
-                    f"{[i.name for i in REGISTRY.values() if backend in i.kernels]}")
+            return f"{self.name} has no kernel for {backend} models"
         if backend == TREE:
             for j in joints:
                 if j.kind not in self.joint_kinds:
-                    return (f"{self.name} does not support {j.kind} joints (joint {j.name!r}); "
-                            f"use one of {supporting(j.kind)}")
+                    return f"{self.name} does not support {j.kind} joints (joint {j.name!r})"
                 if j.limit_restitution and not self.limit_bounce:
                     return (f"{self.name} keeps joint limits inelastic (the rebound of its "
-                            f"locked step is taken out, see docs/guide/joints.md); joint {j.name!r} has "
-                            f"limit_restitution {j.limit_restitution:g}: use 0, or "
-                            "nullspace_rk4 for a stop that rebounds")
+                            f"locked step is taken out, see docs/guide/joints.md); joint "
+                            f"{j.name!r} has limit_restitution {j.limit_restitution:g} (0 "
+                            "makes it inelastic)")
                 if getattr(j, "armature", 0.0) and not self.armature:
                     return (f"{self.name} does not step joint armature (rotor inertia; joint "
-                            f"{j.name!r} has {j.armature:g}); use one of "
-                            f"{[i.name for i in REGISTRY.values() if i.armature]}")
+                            f"{j.name!r} has {j.armature:g})")
                 if (j.stiffness or j.damping) and not self.joint_springs:
                     return (f"{self.name} does not support joint springs or dampers (joint "
-                            f"{j.name!r}); use nullspace_rk4 or a point-to-point spring")
+                            f"{j.name!r}; a point-to-point spring is another way)")
+        if massless and self.implicit:
+            return (f"{self.name} cannot step massless bodies ({massless[0]!r}: a link between "
+                    "two joints of one file body)")
         return None
+
+    def refusal(self, backend, joints, loop_joints=(), actuators=(), *, grounds=(),
+                batched=False, massless=()):
+        """Why this scheme cannot step a model, or None: :meth:`obstacle`, then the schemes
+        that step the whole model (never one that would refuse it for another reason)."""
+        why = self.obstacle(backend, joints, loop_joints, actuators, grounds=grounds,
+                            batched=batched, massless=massless)
+        if why is None:
+            return None
+        others = accepting(backend, joints, loop_joints, actuators, grounds=grounds,
+                           batched=batched, massless=massless)
+        if others:
+            return f"{why}; schemes that step this model{' batched' if batched else ''}: {others}"
+        return f"{why}; no scheme steps this model as a whole"
 
     def module(self, backend, options, springs=True):
         """(kernel module, kernel function) for a backend, a full option dict and whether the
@@ -218,3 +230,51 @@ def get(name) -> Integrator:
 def supporting(kind):
     """Names of the integrators whose tree kernel steps joints of ``kind``."""
     return [i.name for i in REGISTRY.values() if kind in i.joint_kinds]
+
+
+def accepting(backend, joints, loop_joints=(), actuators=(), *, grounds=(), batched=False,
+              massless=()):
+    """Names of the schemes offered for use that step the whole model described as
+    :meth:`Integrator.obstacle` takes it, in :func:`names`' order."""
+    return [i.name for i in REGISTRY.values() if i.group == "product"
+            and i.obstacle(backend, joints, loop_joints, actuators, grounds=grounds,
+                           batched=batched, massless=massless) is None]
+
+
+def for_model(model, *, batched=False):
+    """Names of the schemes offered for use that step ``model`` (an :class:`rtrigid.Model`)
+    as a whole; ``batched``: as copies in a :class:`~rtrigid.Batch`."""
+    return accepting(select(model), model.inbound_joints(), getattr(model, "loop_joints", []),
+                     model.actuators, grounds=model.grounds, batched=batched,
+                     massless=[b.name for b in model.bodies if b.mass == 0.0])
+
+
+_COLUMNS = (
+    ("single bodies", lambda i: BODIES in i.kernels),
+    ("joint trees", lambda i: TREE in i.kernels),
+    ("joint kinds", lambda i: ", ".join(k for k in KINDS if k in i.joint_kinds) or "-"),
+    ("joint springs and dampers", lambda i: TREE in i.kernels and i.joint_springs),
+    ("joint armature", lambda i: TREE in i.kernels and i.armature),
+    ("limits that rebound", lambda i: TREE in i.kernels and i.limit_bounce),
+    ("closed loops", lambda i: i.loops),
+    ("loops in a Batch", lambda i: i.batched_loops),
+    ("contacts", lambda i: i.contacts),
+    ("massless links", lambda i: TREE in i.kernels and not i.implicit),
+    ("servos at any gain", lambda i: i.implicit and TREE in i.kernels),
+    ("step budget", lambda i: i.step_budget),
+    ("implicit", lambda i: i.implicit),
+)
+
+
+def capability_table(group="product") -> str:
+    """A Markdown table of what each scheme of ``group`` ("product" or "paper") steps, read
+    from the registry (the documentation includes it as generated)."""
+    def cell(value):
+        return ("yes" if value else "no") if isinstance(value, bool) else value
+
+    rows = [i for i in REGISTRY.values() if i.group == group]
+    lines = ["| scheme | " + " | ".join(c for c, _ in _COLUMNS) + " |",
+             "|---" * (len(_COLUMNS) + 1) + "|"]
+    for i in rows:
+        lines.append(f"| `{i.name}` | " + " | ".join(cell(f(i)) for _, f in _COLUMNS) + " |")
+    return "\n".join(lines)

@@ -87,6 +87,23 @@ class Snapshot:
         self._data = data
 
 
+def _alternatives(model, dt):
+    """The end of a refusal: the schemes that step ``model`` as a whole at ``dt``.
+
+    The registry says which schemes take the model's features; a scheme may still refuse it
+    at this step (an explicit scheme, servo gains beyond its stable range), so each is tried:
+    a refusal never names a scheme that refuses the model in turn."""
+    ok = []
+    for name in integrators.for_model(model):
+        try:
+            Simulation(model, name, dt)
+        except ValueError:
+            continue
+        ok.append(name)
+    return f"schemes that step this model: {ok}" if ok else \
+        "no scheme steps this model as a whole"
+
+
 def _readonly(a):
     view = a.view()
     view.flags.writeable = False
@@ -160,14 +177,11 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
                                             minimum=1)
         kind = select(model)
         loop_joints = getattr(model, "loop_joints", [])
-        why = entry.refusal(kind, model.inbound_joints(), loop_joints, model.actuators,
-                            grounds=model.grounds)
-        massless = [b.name for b in model.bodies if b.mass == 0.0]
-        if massless and entry.implicit and not why:
-            why = (f"{integrator} cannot step massless bodies ({massless[0]!r}: a link between "
-                   "two joints of one file body); use nullspace_rk4")
+        why = entry.obstacle(kind, model.inbound_joints(), loop_joints, model.actuators,
+                             grounds=model.grounds,
+                             massless=[b.name for b in model.bodies if b.mass == 0.0])
         if why:
-            raise ValueError(f"integrator: {why}")
+            raise ValueError(f"integrator: {why}; {_alternatives(model, self.dt)}")
         module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))
         self.backend = _create_backend(kind, model, module)
         if loop_joints:

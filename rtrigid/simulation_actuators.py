@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from rtrigid import integrators
 from rtrigid.backends.buffers import clamp_into
 from rtrigid.simulation_helpers import entry_point
 from rtrigid.validate import as_scalar, as_vector
@@ -152,8 +153,14 @@ class ActuatorsMixin:
                     f"|s|={lam:.4g}/s, |s| dt={lam * self.dt:.3g} > {RK4_SERVO_LIMIT} "
                     f"(kp g² dt²/m_eff must stay below {RK4_SERVO_LIMIT ** 2:g} and "
                     f"kv g² dt/m_eff below {RK4_SERVO_LIMIT:g}, here {w2 * self.dt ** 2:.3g} and "
-                    f"{c * self.dt:.3g}); lower the gains or dt, or use energy_momentum, whose "
-                    "servos are stable at any gain")
+                    f"{c * self.dt:.3g}); lower the gains or dt{self._stable_servo_schemes()}")
+
+    def _stable_servo_schemes(self):
+        """", or use X, whose servos are stable at any gain" for the schemes that step this
+        model as a whole and whose servos are (implicit ones); "" when there is none."""
+        ok = [n for n in integrators.for_model(self.model) if integrators.get(n).implicit]
+        return (f", or use {' or '.join(ok)}, whose servos are stable at any gain" if ok
+                else "")
 
     def _check_euler_servo(self, a, m, stiff, damp):
         """semi_implicit_euler, its damping implicit: the servo alone on its joint,
@@ -169,8 +176,7 @@ class ActuatorsMixin:
                 f"joint's apparent inertia m_eff={m:.4g} at the initial state, "
                 f"kp g² dt²/m_eff = {stiff:.3g} must stay below {EULER_SERVO_MARGIN:g} "
                 f"(4 + 2 kv g² dt/m_eff) = {bound:.3g} (its damping is implicit, its stiffness "
-                "explicit); lower kp or dt, raise kv, or use energy_momentum, whose servos are "
-                "stable at any gain")
+                "explicit); lower kp or dt, raise kv" + self._stable_servo_schemes())
 
     def _vidx_of_joint(self, j):
         """Index in qvel of joint handle j's first rate."""

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import rtrigid as rt
+
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = "```python"
 NO_RUN = re.compile(r"<!-- no-run: (.+?) -->", re.S)
@@ -85,3 +87,8 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path, require):
     for name in ("rtrigid.Simulation", "rtrigid.Model", "rtrigid.Batch", "rtrigid.load_model"):
         assert name in reference, name
     assert "Betsch" in (site / "theory" / "index.html").read_text()
+    # the table of what each scheme steps was generated from the registry
+    integrators_page = (site / "guide" / "integrators" / "index.html").read_text()
+    assert "generated: scheme-table" not in integrators_page
+    for name in rt.integrators.product_names():
+        assert f"<code>{name}</code></td>" in integrators_page, name

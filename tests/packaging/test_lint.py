@@ -1,5 +1,5 @@
-"""ruff, configured in pyproject.toml ([tool.ruff]), finds nothing in the shipped code: the
-package, the viewer and the demos."""
+"""ruff, configured in pyproject.toml ([tool.ruff]), finds nothing in the code: the package,
+the viewer, the demos, the tests and the scripts."""
 import subprocess
 import sys
 from pathlib import Path
@@ -7,11 +7,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_ruff_check_is_clean_on_the_shipped_code(require):
+def test_ruff_check_is_clean_on_the_code_and_its_tests(require):
     require("ruff")
     out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "rtrigid",
-                          "viewer", "demos"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+                          "viewer", "demos", "tests", "scripts"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 

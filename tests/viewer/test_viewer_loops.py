@@ -9,7 +9,7 @@ import pyglet
 import pytest
 
 import demos
-from rtrigid import quat, scenarios
+from rtrigid import scenarios
 from tests.viewer.helpers import dispatch
 
 LOOP_DEMOS = ("four_bar", "slider_crank", "bennett", "delta_robot")

@@ -32,7 +32,7 @@ def _count(value, name, lo, hi):
 
 
 def check_limits(*, max_clients=256, idle_timeout=60.0, partial_timeout=2.0, send_timeout=1.0,
-                 time_slice=0.002, max_steps_per_request=100_000):
+                 time_slice=0.002, max_steps_per_request=100_000, session_grace=120.0):
     """The server's limits, checked (``ValueError`` naming the field); defaults as documented.
 
     Room for ``max_clients`` connections is made here: the process's soft limit on open files
@@ -45,7 +45,9 @@ def check_limits(*, max_clients=256, idle_timeout=60.0, partial_timeout=2.0, sen
            "send_timeout": _seconds(send_timeout, "send_timeout"),
            "time_slice": _seconds(time_slice, "time_slice"),
            "max_steps_per_request": _count(max_steps_per_request, "max_steps_per_request", 1,
-                                           MAX_STEPS_LIMIT)}
+                                           MAX_STEPS_LIMIT),
+           "session_grace": (0.0 if session_grace == 0 and not isinstance(session_grace, bool)
+                             else _seconds(session_grace, "session_grace"))}
     need = out["max_clients"] + _SPARE_FDS
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < need:
