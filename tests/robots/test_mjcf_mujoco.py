@@ -17,10 +17,14 @@ mujoco = pytest.importorskip("mujoco")
 HINGE, SLIDE = int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)
 
 
+@pytest.fixture(autouse=True)
+def _models(require):
+    """gymnasium's and pybullet_data's model files (the dev extra installs both)."""
+    require("gymnasium", "pybullet")
+
+
 def _gymnasium_assets():
     spec = importlib.util.find_spec("gymnasium")  # found, not imported: only its files
-    if spec is None:
-        pytest.skip("gymnasium is not installed")
     return os.path.join(spec.submodule_search_locations[0], "envs", "mujoco", "assets")
 
 
