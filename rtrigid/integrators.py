@@ -41,6 +41,7 @@ class Integrator(NamedTuple):
     kernels: dict               # backend -> {variant key: "module:function"}
     joint_kinds: frozenset      # kinds its tree kernel supports (empty: no tree kernel)
     joint_springs: bool = True  # its tree kernel steps joint springs and dampers
+    armature: bool = False      # its tree kernel steps joint armature (rotor inertia)
     options: dict = {}          # option -> allowed values, the default first
     rigid: dict = {}            # backend -> {variant key: a kernel for models without springs,
                                 # which compiles less}
@@ -103,6 +104,9 @@ class Integrator(NamedTuple):
                             f"locked step is taken out, see docs/guide/joints.md); joint "
                             f"{j.name!r} has limit_restitution {j.limit_restitution:g} (0 "
                             "makes it inelastic)")
+                if getattr(j, "armature", 0.0) and not self.armature:
+                    return (f"{self.name} does not step joint armature (rotor inertia; joint "
+                            f"{j.name!r} has {j.armature:g})")
                 if (j.stiffness or j.damping) and not self.joint_springs:
                     return (f"{self.name} does not support joint springs or dampers (joint "
                             f"{j.name!r}; a point-to-point spring is another way)")
@@ -143,7 +147,7 @@ REGISTRY = {i.name: i for i in (
     Integrator("nullspace_rk4", "RK4 on the quaternion null-space equations, normalised "
                "after each step", "002 (42), (63)", False,
                {BODIES: {(): _B + "nullspace_rk4:step"}, TREE: {(): _T + "nullspace_rk4:step"}},
-               _ALL_KINDS, loops=True, batched_loops=True, contacts=True),
+               _ALL_KINDS, armature=True, loops=True, batched_loops=True, contacts=True),
     # keeps_energy=False: Euler's flight drops a resting body by g h^2 with kinetic energy for
     # only half of that lift, so the contact event's budget is the step's start energy
     Integrator("semi_implicit_euler", "semi-implicit (symplectic) Euler, MuJoCo's default: "
@@ -152,7 +156,7 @@ REGISTRY = {i.name: i for i in (
                "conserves neither energy nor momentum", "issue 12; MuJoCo's Euler", False,
                {BODIES: {(): _B + "semi_implicit_euler:step"},
                 TREE: {(): _T + "semi_implicit_euler:step"}},
-               _ALL_KINDS, contacts=True, keeps_energy=False),
+               _ALL_KINDS, armature=True, contacts=True, keeps_energy=False),
     Integrator("energy_momentum", "energy-momentum scheme: energy and angular momentum kept "
                "to round-off (QUAT.EM; Cayley step with mean arms for trees)",
                "000 (51)-(54); 003 (180)-(185)", True,
@@ -252,6 +256,7 @@ _COLUMNS = (
     ("joint trees", lambda i: TREE in i.kernels),
     ("joint kinds", lambda i: ", ".join(k for k in KINDS if k in i.joint_kinds) or "-"),
     ("joint springs and dampers", lambda i: TREE in i.kernels and i.joint_springs),
+    ("joint armature", lambda i: TREE in i.kernels and i.armature),
     ("limits that rebound", lambda i: TREE in i.kernels and i.limit_bounce),
     ("closed loops", lambda i: i.loops),
     ("loops in a Batch", lambda i: i.batched_loops),

@@ -153,6 +153,7 @@ class Joint:
     limits: tuple = (-np.inf, np.inf)  # (lower, upper) of the coordinate; +-inf: none
     limit_restitution: float = 0.0
     position: np.ndarray | None = None  # initial coordinates (None: zero, or the nearer limit)
+    armature: float = 0.0  # rotor inertia on a revolute or prismatic coordinate
 
 
 LIMITED_KINDS = ("revolute", "prismatic")
@@ -229,6 +230,10 @@ class Model:
         self.loop_joints: list[Joint] = []  # add_loop_joint: cut joints closing loops
         self._geoms = []  # the Geom records, in handle order (see the geoms property)
         self.excluded: set[tuple[int, int]] = set()  # exclude_contacts: body pairs (a < b)
+        # set by rtrigid.load_model: the file's own time step (None: the file gives none) and
+        # what the loader mapped, approximated and ignored (rtrigid.loaders.report.LoadReport)
+        self.timestep: float | None = None
+        self.load_report = None
 
     # -- bodies -------------------------------------------------------------------------
     def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
@@ -492,7 +497,7 @@ class Model:
     def add_joint(self, kind, parent, child, *, anchor_parent=(0.0, 0.0, 0.0),
                   anchor_child=(0.0, 0.0, 0.0), axis_parent=None, axis_child=None,
                   stiffness=0.0, rest=0.0, damping=0.0, limits=None, limit_restitution=0.0,
-                  name=None, rotation=None, position=None):
+                  name=None, rotation=None, position=None, armature=0.0):
         """Join ``child`` to ``parent`` (a body, or ``None`` / ``"world"``) by a lower pair.
 
         ``kind``: spherical, revolute, prismatic, cylindrical, planar or fixed.
@@ -516,6 +521,12 @@ class Model:
         coordinate, within the limits; a spherical joint's relative quaternion, normalised);
         a mechanism with loop joints starts from them (:meth:`add_loop_joint`).
 
+        ``armature`` (>= 0, kg m^2 or kg): a revolute or prismatic joint's rotor inertia, as
+        MuJoCo's joint armature: it adds to the coordinate's diagonal of the joint-space mass
+        matrix and 1/2 armature c'^2 to the kinetic energy (a geared motor's rotor reflected
+        through its gear, without gyroscopic coupling).  ``nullspace_rk4`` and
+        ``semi_implicit_euler`` step it; the other schemes refuse it.
+
         Returns the joint's handle, which every joint query of the simulation takes (as it
         takes the joint's name).
         """
@@ -534,6 +545,10 @@ class Model:
                                    axis_child, stiffness, rest, damping, limits,
                                    limit_restitution, name, rotation)
         joint.position = self._initial_position(joint, position)
+        joint.armature = as_scalar(armature, "armature", nonnegative=True)
+        if joint.armature and kind not in LIMITED_KINDS:
+            raise ValueError(f"armature: only {' and '.join(LIMITED_KINDS)} joints take an "
+                             f"armature, not {kind}")
         self.joints.append(joint)
         return len(self.joints) - 1
 

@@ -656,9 +656,9 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
     def kinetic_energy(self) -> float:
         """Kinetic energy of the bodies' momenta: the integrator's own state (see
         :meth:`velocity` for the one integrator where they differ from the reported
-        velocities, by O(dt^2) relative)."""
+        velocities, by O(dt^2) relative), plus the joints' armature energy 1/2 a c'^2."""
         be = self.backend
-        return kinetic_energy(be.mass, be.inertia, be.v, be.w)
+        return kinetic_energy(be.mass, be.inertia, be.v, be.w) + be.rotor_energy()
 
     def potential_energy(self) -> float:
         """Gravity and springs (point springs, joint springs)."""

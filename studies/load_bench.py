@@ -1,6 +1,8 @@
 """Time ``rt.load_model`` and ``rt.Simulation`` on a generated 30-link URDF (warm numba cache).
 
-    python -m studies.load_bench [--links 30] [--repeats 7]
+    python -m studies.load_bench [--links 30] [--repeats 7] [--file robot.xml]
+
+``--file``: time a given URDF or MJCF file instead of the generated chain (warnings off).
 
 The chain's links have rotated inertials with full tensors and every third joint is fixed
 between massive links (merged), so the loader does all its work.  Prints medians.
@@ -37,11 +39,17 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--links", type=int, default=30)
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--file", default=None)
     args = p.parse_args(argv)
+    if args.file:
+        import warnings
+
+        warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "chain.urdf")
-        with open(path, "w") as f:
-            f.write(chain_urdf(args.links))
+        path = args.file or os.path.join(tmp, "chain.urdf")
+        if not args.file:
+            with open(path, "w") as f:
+                f.write(chain_urdf(args.links))
         rt.Simulation(rt.load_model(path), integrator="nullspace_rk4", dt=1e-3).step(1)  # warm
         load, build = [], []
         for _ in range(args.repeats):
@@ -52,7 +60,8 @@ def main(argv=None):
             t2 = time.perf_counter()
             load.append(t1 - t0)
             build.append(t2 - t1)
-    print(f"{args.links}-link URDF ({len(model.bodies)} bodies after merging fixed joints): "
+    what = os.path.basename(args.file) if args.file else f"{args.links}-link URDF"
+    print(f"{what} ({len(model.bodies)} bodies after merging fixed joints): "
           f"load_model {1e3 * statistics.median(load):.1f} ms, Simulation + first step "
           f"{1e3 * statistics.median(build):.1f} ms (medians of {args.repeats}, warm cache)")
 

@@ -77,6 +77,7 @@ REQUIREMENTS = {
     "egl": (_headless_gl_missing, f"on Debian, as root: {APT} {GL_PACKAGES}"),
     "ray": (_module("ray", "tqdm"), 'python3 -m pip install -e ".[sweep]"'),
     "pybullet": (_module("pybullet"), 'python3 -m pip install -e ".[dev]"'),
+    "gymnasium": (_module("gymnasium"), 'python3 -m pip install -e ".[dev]"'),
     "mkdocs": (_module("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"),
                'python3 -m pip install -e ".[dev]"'),
     "ruff": (_module("ruff"), 'python3 -m pip install -e ".[dev]"'),

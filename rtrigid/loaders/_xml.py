@@ -91,3 +91,89 @@ class Source:
         if not name:
             raise self.error(node, "missing attribute 'name'")
         return name
+
+
+class ElementIndex:
+    """Where each element of an MJCF file is: ``file:line`` by kind and document order.
+
+    MuJoCo's compiled model numbers bodies, joints, geoms, actuators, ... in document order
+    (includes expanded in place) and keeps their names, but not their lines.  This index
+    walks the same text (``<include file>`` followed, relative to the main file's folder, as
+    MuJoCo resolves it) and lists each kind's elements in order, so the compiled element of a
+    name, or else of an ordinal, is found.  A file the index cannot read (MuJoCo accepts some
+    XML expat does not) leaves it empty: places are then the file alone.
+    """
+
+    # kind -> (tags, parent tags) of its elements
+    KINDS = {
+        "body": ({"body"}, None),
+        "joint": ({"joint", "freejoint"}, {"body"}),
+        "geom": ({"geom"}, {"body", "worldbody", "frame"}),
+        "site": ({"site"}, {"body", "worldbody", "frame"}),
+        "actuator": (None, {"actuator"}),
+        "sensor": (None, {"sensor"}),
+        "equality": (None, {"equality"}),
+        "tendon": (None, {"tendon"}),
+        "mesh": ({"mesh"}, {"asset"}),
+        "option": ({"option"}, {"mujoco"}),
+        "flag": ({"flag"}, {"option"}),
+        "keyframe": ({"key"}, {"keyframe"}),
+        "contact": ({"pair", "exclude"}, {"contact"}),
+    }
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self.elements = {kind: [] for kind in self.KINDS}
+        self._read(self.path, depth=0)
+
+    def _read(self, path, depth):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return
+        body = data.lstrip()  # MuJoCo reads files whose XML does not start at the first byte
+        skipped = data[:len(data) - len(body)].count(b"\n")
+        parser = expat.ParserCreate()
+        stack = []
+
+        def start(tag, attrib):
+            line = parser.CurrentLineNumber + skipped
+            parent = stack[-1] if stack else None
+            stack.append(tag)
+            if tag == "include" and "file" in attrib and depth < 8:
+                self._read(os.path.join(os.path.dirname(self.path), attrib["file"]), depth + 1)
+                return
+            if "default" in stack[:-1]:
+                return
+            for kind, (tags, parents) in self.KINDS.items():
+                if (tags is None or tag in tags) and (parents is None or parent in parents):
+                    self.elements[kind].append((attrib.get("name", ""), f"{path}:{line}",
+                                                dict(attrib)))
+
+        parser.StartElementHandler = start
+        parser.EndElementHandler = lambda tag: stack.pop()
+        try:
+            parser.Parse(body, True)
+        except expat.ExpatError:
+            return
+
+    def where(self, kind, index=None, name=""):
+        """``file:line`` of the ``index``-th element of ``kind`` (0-based, document order),
+        found by its ``name`` where it has one; the file alone if it is not found."""
+        found = self.elements.get(kind, [])
+        if name:
+            hits = [w for n, w, _ in found if n == name]
+            if len(hits) == 1:
+                return hits[0]
+        if index is not None and 0 <= index < len(found) and (not name or found[index][0] == name):
+            return found[index][1]
+        return self.path
+
+    def attribute(self, kind, key):
+        """(value, ``file:line``) of the last element of ``kind`` giving attribute ``key``
+        (MuJoCo's later elements override earlier ones), or (None, the file)."""
+        for _, where, attrib in reversed(self.elements.get(kind, [])):
+            if key in attrib:
+                return attrib[key], where
+        return None, self.path

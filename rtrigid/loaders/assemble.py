@@ -51,7 +51,8 @@ class JointSpec:
     ``origin``: the child link frame in the parent link frame at zero joint coordinates.
     ``anchor``, ``axis``: the joint point and axis in the child link frame.
     ``info``: what the model does not simulate yet (limits, effort, velocity), kept for the
-    user in :attr:`Model.joint_info`.
+    user in :attr:`Model.joint_info`.  ``position``: the initial coordinate (None: zero, or
+    the nearer limit); ``armature``: the rotor inertia of :meth:`Model.add_joint`.
     """
 
     name: str
@@ -66,6 +67,8 @@ class JointSpec:
     stiffness: float = 0.0
     rest: float = 0.0
     info: dict = field(default_factory=dict)
+    position: float | None = None
+    armature: float = 0.0
 
 
 def rpy_matrix(rpy):
@@ -237,12 +240,14 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
         axis = {}
         if kind in ("revolute", "prismatic", "planar"):
             axis = dict(axis_child=child_link[1] @ j.axis, axis_parent=at_zero[1] @ j.axis)
-        coordinate = dict(damping=j.damping, stiffness=j.stiffness, rest=j.rest) \
-            if kind in ("revolute", "prismatic") else {}
+        coordinate = dict(damping=j.damping, stiffness=j.stiffness, rest=j.rest,
+                          armature=j.armature) if kind in ("revolute", "prismatic") else {}
         lo, hi = j.info.get("lower", -np.inf), j.info.get("upper", np.inf)
         if limits and kind in ("revolute", "prismatic") and lo < hi and (lo, hi) != (
                 -np.inf, np.inf):
             coordinate["limits"] = (lo, hi)
+        if j.position is not None and kind in ("revolute", "prismatic"):
+            coordinate["position"] = j.position
         try:
             model.add_joint(kind, None if bp == WORLD else bp, bc, anchor_parent=anchor_parent,
                             anchor_child=anchor_child, name=j.name, **axis, **coordinate,

@@ -1,427 +1,410 @@
-"""An MJCF subset: ``worldbody``/``body`` trees to the tree of :mod:`rtrigid.loaders.assemble`.
+"""MJCF as MuJoCo reads it: the file compiled by MuJoCo, the compiled model converted.
 
-Read: ``compiler`` (angle, eulerseq, inertiafromgeom), ``option`` gravity, ``default`` classes
-(``class``/``childclass``), bodies with ``pos`` and any orientation (quat, axisangle, euler,
-xyaxes, zaxis), ``inertial`` (diaginertia or fullinertia), joints hinge/slide/ball/free and
-``freejoint`` with range, damping, stiffness and springref (hinge and slide), ``actuator``
-motor/position/velocity on joints (:meth:`Model.add_actuator`, with MuJoCo's default gains:
-a position servo's kp 1, a velocity servo's kv 1; ctrlrange and forcerange when given).  A body with several joints becomes a chain of massless bodies, one joint each, as
-MuJoCo composes them.  Bodies without ``inertial`` take mass and inertia from their geoms as
-MuJoCo computes them: the file is compiled with ``mujoco`` for those numbers only (so such
-files need ``mujoco`` installed).
+MuJoCo's own compiler (``mujoco.MjSpec``) reads the file -- includes, default classes,
+``fromto``, global coordinates, joint ``ref``, inertias from geoms, mesh assets -- and the
+compiled ``MjModel`` is what is converted, so there is one reading of the file, MuJoCo's:
 
-Refused, naming the element: ``armature`` (rtrigid has no rotor inertia; ``ignore=
-("armature",)`` drops it with a warning), ``ref``, friction loss, springs and dampers on ball
-joints, ``equality``, ``tendon``, ``include``, other actuators and unknown elements.  Drawing
-and sensing only (``geom``, ``site``, ``camera``, ``light``, ``asset``, ``visual``,
-``statistic``, ``size``) is skipped; ``contact``, ``sensor``, ``keyframe`` are ignored with a
-warning.
+- bodies: ``body_mass``, ``body_ipos``/``body_iquat``/``body_inertia`` (the inertia at the
+  centre of mass on principal axes), the tree of ``body_parentid`` with each body's frame
+  ``body_pos``/``body_quat`` in its parent's at ``qpos0``;
+- joints (hinge, slide, ball, free): anchor and axis in the body frame, range where limited,
+  damping, stiffness, springref, armature; several joints in one body become a chain of
+  massless links, composed as MuJoCo composes them.  A joint's ``ref`` (MuJoCo's ``qpos0``)
+  is kept by taking rtrigid's zero where MuJoCo's coordinate is zero: the coordinates are
+  then MuJoCo's own (limits, springref and actuator targets unchanged) and start at ``ref``;
+- actuators on joints whose gain and bias are those of a motor, a position or a velocity
+  servo (``general`` ones too), with ctrlrange and forcerange;
+- ``connect`` equality constraints between bodies: spherical loop joints (held exactly where
+  MuJoCo's are soft: reported approximated);
+- the file's gravity and, where ``<option timestep>`` is given, its time step;
+- the sensors a simulation query reads (joint position and velocity, accelerometer and gyro
+  through :meth:`Simulation.imu`, force and torque through :meth:`Simulation.joint_reaction`).
+
+Geoms: :mod:`rtrigid.loaders.geoms`.  Everything else met is listed in ``model.load_report``
+(:mod:`rtrigid.loaders.report`) as approximated or ignored with ``file:line`` (found by
+:class:`rtrigid.loaders._xml.ElementIndex`), and warned about once per kind.
 """
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 
 import numpy as np
 
-from rtrigid.loaders.assemble import IDENTITY, JointSpec, Link, build, quat_matrix, resolve
+from rtrigid.loaders import geoms as geom_loader
+from rtrigid.loaders._xml import ElementIndex
+from rtrigid.loaders.assemble import JointSpec, Link, build, compose, quat_matrix
+from rtrigid.loaders.report import LoadReport
 
-SILENT = {"asset", "visual", "statistic", "size", "extension", "custom"}
-WARN = {"contact", "sensor", "keyframe"}
-BODY_SILENT = {"geom", "site", "camera", "light"}  # geoms: inertia (via MuJoCo) and drawing
-BODY_WARN = {"camera", "light"}
-JOINT_TYPES = {"hinge": "revolute", "slide": "prismatic", "ball": "spherical",
-               "free": "floating"}
-ACTUATORS = {"motor", "position", "velocity"}
-DEFAULTABLE = {"joint", "geom", "motor", "position", "velocity", "inertial", "site"}
+# MuJoCo's enumerations (mjtJoint, mjtTrn, mjtGain, mjtBias, mjtDyn, mjtEq)
+FREE, BALL, SLIDE, HINGE = 0, 1, 2, 3
+JOINT_KINDS = {FREE: "floating", BALL: "spherical", SLIDE: "prismatic", HINGE: "revolute"}
+TRN_JOINT, GAIN_FIXED, BIAS_NONE, BIAS_AFFINE, DYN_NONE = 0, 0, 0, 1, 0
+EQ_CONNECT = 0
+EQ_NAMES = {0: "connect", 1: "weld", 2: "joint", 3: "tendon", 4: "flex"}
+OBJ_BODY = 1
+DSBL_LIMIT, DSBL_CONTACT, DSBL_GRAVITY = 8, 16, 128
 WORLD_LINK = "world"
+EXTRA = "pip install 'rtrigid[mjcf]' (the mujoco package)"
 
 
-class _Reader:
-    def __init__(self, src, ignore):
-        self.src, self.ignore = src, ignore
-        root = src.root
-        comp = {}
-        for c in root.findall("compiler"):
-            comp.update(c.attrib)
-        self.degree = comp.get("angle", "degree") == "degree"
-        self.eulerseq = comp.get("eulerseq", "xyz")
-        self.fromgeom = comp.get("inertiafromgeom", "auto")
-        for key in ("coordinate",):
-            if comp.get(key, "local") != "local":
-                raise src.error(root.find("compiler"), f"{key}={comp[key]!r} is not supported")
-        self.gravity = np.array([0.0, 0.0, -9.81])
-        for o in root.findall("option"):
-            if "gravity" in o.attrib:
-                self.gravity = src.floats(o, "gravity", 3)
-        self.classes = {}
-        for d in root.findall("default"):
-            self._defaults(d, {}, "main")
-        # mesh assets, drawn by the viewer where a geom names them (the file's vertices in the
-        # geom's frame, as MuJoCo shows them: its re-centring of a mesh moves the geom too)
-        folder = os.path.join(os.path.dirname(src.path), comp.get("meshdir",
-                                                                  comp.get("assetdir", "")))
-        self.meshes = {}
-        for a in root.findall("asset"):
-            for m in a.findall("mesh"):
-                if "file" not in m.attrib:  # vertices given inline: known, not drawn
-                    self.meshes[m.attrib.get("name", "")] = None
-                    continue
-                name = m.attrib.get("name",
-                                    os.path.splitext(os.path.basename(m.attrib["file"]))[0])
-                path = resolve(folder, m.attrib["file"])
-                if path is None:
-                    self.warn(m, "mesh files not found (drawn as placeholders)")
-                self.meshes[name] = dict(type="mesh", file=path or m.attrib["file"],
-                                         missing=path is None,
-                                         scale=src.floats(m, "scale", 3, np.ones(3)))
+@dataclass
+class Place:
+    """An element of the compiled model, as :func:`~rtrigid.loaders.assemble.build` names
+    it in its errors: its tag, name and ``file:line``."""
 
-    def warn(self, node, what):
-        self.src.ignored.setdefault(what, []).append(node.line)
-
-    # -- defaults ------------------------------------------------------------------------
-    def _defaults(self, node, inherited, name):
-        name = node.attrib.get("class", name)
-        mine = {tag: dict(attrs) for tag, attrs in inherited.items()}
-        for c in node.children:
-            if c.tag == "default":
-                continue
-            if c.tag not in DEFAULTABLE and c.tag not in {"mesh", "material", "camera", "light",
-                                                          "tendon", "general", "equality",
-                                                          "pair", "site"}:
-                raise self.src.error(c, "unsupported element inside <default>")
-            mine.setdefault(c.tag, {}).update(c.attrib)
-        self.classes[name] = mine
-        for c in node.findall("default"):
-            if not c.attrib.get("class"):
-                raise self.src.error(c, "a nested <default> needs a class")
-            self._defaults(c, mine, c.attrib["class"])
-
-    def attrs(self, node, cls):
-        """The element's attributes over its class defaults (``class``, else ``cls``)."""
-        name = node.attrib.get("class", cls)
-        if name not in self.classes and name != "main":
-            raise self.src.error(node, f"unknown class {name!r}")
-        merged = dict(self.classes.get(name, {}).get(node.tag, {}))
-        merged.update(node.attrib)
-        return merged
-
-    # -- numbers -------------------------------------------------------------------------
-    def floats(self, node, attrs, key, n, default=None):
-        text = attrs.get(key)
-        if text is None:
-            return default
-        probe = type(node)(node.tag, {key: text}, node.line)
-        return self.src.floats(probe, key, n)
-
-    def angle(self, value):
-        return np.deg2rad(value) if self.degree else value
-
-    def rotation(self, node, attrs):
-        """The rotation an element's orientation attributes give (identity if none)."""
-        given = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if k in attrs]
-        if len(given) > 1:
-            raise self.src.error(node, f"more than one orientation: {given}")
-        if not given:
-            return np.eye(3)
-        k = given[0]
-        if k == "quat":
-            q = self.floats(node, attrs, k, 4)
-            if np.linalg.norm(q) == 0.0:
-                raise self.src.error(node, "quat is zero")
-            return quat_matrix(q)
-        if k == "axisangle":
-            v = self.floats(node, attrs, k, 4)
-            return _axis_angle(self._unit(node, v[:3]), self.angle(v[3]))
-        if k == "euler":
-            v = self.angle(self.floats(node, attrs, k, 3))
-            R = np.eye(3)
-            seq = self.eulerseq
-            axes = {"x": [1.0, 0, 0], "y": [0, 1.0, 0], "z": [0, 0, 1.0]}
-            for ch, a in zip(seq, v):
-                Ri = _axis_angle(np.array(axes[ch.lower()]), a)
-                R = R @ Ri if ch.islower() else Ri @ R   # intrinsic / extrinsic
-            return R
-        if k == "zaxis":
-            z = self._unit(node, self.floats(node, attrs, k, 3))
-            c = np.array([0.0, 0.0, 1.0])
-            axis = np.cross(c, z)
-            s = np.linalg.norm(axis)
-            if s < 1e-14:
-                return np.eye(3) if z[2] > 0 else _axis_angle(np.array([1.0, 0, 0]), np.pi)
-            return _axis_angle(axis / s, np.arctan2(s, z @ c))
-        v = self.floats(node, attrs, k, 6)
-        x = self._unit(node, v[:3])
-        y = v[3:] - (v[3:] @ x) * x
-        y = self._unit(node, y)
-        return np.column_stack([x, y, np.cross(x, y)])
-
-    def _unit(self, node, v):
-        n = np.linalg.norm(v)
-        if n < 1e-12:
-            raise self.src.error(node, "a zero axis")
-        return v / n
+    tag: str
+    attrib: dict
+    where: str
 
 
-def _axis_angle(u, a):
-    K = np.array([[0, -u[2], u[1]], [u[2], 0, -u[0]], [-u[1], u[0], 0]])
-    return np.eye(3) + np.sin(a) * K + (1.0 - np.cos(a)) * K @ K
+class Places:
+    """The error interface :func:`~rtrigid.loaders.assemble.build` takes, over
+    :class:`Place` elements."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def error(self, node, message):
+        name = node.attrib.get("name")
+        what = f"<{node.tag} name={name!r}>" if name else f"<{node.tag}>"
+        return ValueError(f"{node.where}: {what}: {message}")
+
+    @staticmethod
+    def where(node):
+        return node.where
 
 
-def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore, limits=True):
-    """The :class:`rtrigid.Model` of the MJCF in ``src`` (a parsed Source)."""
-    r = _Reader(src, ignore)
-    root = src.root
-    world = None
-    for c in root.children:
-        if c.tag == "worldbody":
-            if world is not None:
-                raise src.error(c, "a second <worldbody>")
-            world = c
-        elif c.tag in SILENT or c.tag in ("compiler", "option", "default", "actuator"):
-            continue
-        elif c.tag in WARN:
-            r.warn(c, f"<{c.tag}> ignored")
-        else:
-            raise src.error(c, "unsupported element inside <mujoco>")
-    if world is None:
-        raise src.error(root, "no <worldbody>")
-    links = {WORLD_LINK: Link(WORLD_LINK, 0.0, np.zeros(3), np.zeros((3, 3)), src.where(world),
-                              world)}
-    joints, need_geom = [], []
-    order = []  # MJCF bodies in document order (MuJoCo's body ids 1, 2, ...)
-
-    def body(node, parent_link, cls):
-        name = src.name(node)
-        if name in links or name == WORLD_LINK:
-            raise src.error(node, f"a second body named {name!r}")
-        cls = node.attrib.get("childclass", cls)
-        attrs = dict(node.attrib)
-        origin = (r.floats(node, attrs, "pos", 3, np.zeros(3)), r.rotation(node, attrs))
-        order.append(name)
-        jnodes, inertial, kids, geoms = [], None, [], []
-        for c in node.children:
-            if c.tag in ("joint", "freejoint"):
-                jnodes.append(c)
-            elif c.tag == "inertial":
-                inertial = c
-            elif c.tag == "body":
-                kids.append(c)
-            elif c.tag == "geom":
-                geoms.append(c)
-            elif c.tag in BODY_SILENT:
-                if c.tag in BODY_WARN:
-                    r.warn(c, f"<{c.tag}> ignored")
-            else:
-                raise src.error(c, "unsupported element inside <body>")
-        link = _inertial(r, node, name, inertial, cls)
-        if link is None:
-            need_geom.append(name)
-            link = Link(name, 0.0, np.zeros(3), np.zeros((3, 3)), src.where(node), node)
-        if not jnodes and floating_base and parent_link == WORLD_LINK:
-            jnodes = [type(node)("freejoint", {"name": f"free_{name}"}, node.line)]
-        # several joints: a chain of massless links, one joint each, composed as MuJoCo does
-        prev, first = parent_link, True
-        for k, jn in enumerate(jnodes):
-            last = k == len(jnodes) - 1
-            child = name if last else f"{name}:{jn.attrib.get('name', k)}"
-            if not last:
-                links[child] = Link(child, 0.0, np.zeros(3), np.zeros((3, 3)), src.where(jn),
-                                    jn, virtual=True)
-            joints.append(_joint(r, jn, prev, child, origin if first else IDENTITY, cls,
-                                 parent_link == WORLD_LINK))
-            prev, first = child, False
-        if not jnodes:
-            joints.append(JointSpec(f"{name}_weld", "fixed", parent_link, name, origin,
-                                    np.zeros(3), np.array([0.0, 0.0, 1.0]), node))
-        link.visuals = [p for g in geoms for p in _geom_part(r, g, cls)]
-        links[name] = link
-        for c in kids:
-            body(c, name, cls)
-
-    for c in world.children:
-        if c.tag == "body":
-            body(c, WORLD_LINK, "main")
-        elif c.tag in BODY_SILENT:
-            continue
-        elif c.tag in ("joint", "freejoint", "inertial"):
-            raise src.error(c, "the world body takes no joints or inertia")
-        else:
-            raise src.error(c, "unsupported element inside <worldbody>")
-    actuators = _actuators(r, root)
-    names = {j.name for j in joints if j.kind != "fixed"}
-    for a in actuators:
-        if a["joint"] not in names:
-            raise src.error(a["node"], f"names joint {a['joint']!r}, which the file does not "
-                            "define")
-    if need_geom:
-        _geom_inertias(src, r, links, need_geom, order)
-    model = build(src, links, joints, root, floating_base=False, merge_fixed=merge_fixed,
-                  allow_nonphysical_inertia=allow_nonphysical_inertia, limits=limits)
-    for a in actuators:
-        # MuJoCo's defaults: a position servo's kp is 1 and its kv 0, a velocity servo's kv 1
-        gains = {"motor": {}, "position": {"kp": a.get("kp", 1.0), "kv": a.get("kv") or None},
-                 "velocity": {"kv": a.get("kv", 1.0)}}[a["kind"]]
-        try:
-            model.add_actuator(a["joint"], a["kind"], gear=a["gear"], name=a["name"] or None,
-                               force_range=a.get("forcerange"), ctrl_range=a.get("ctrlrange"),
-                               **gains)
-        except ValueError as e:
-            raise src.error(a["node"], str(e)) from None
-    src.warn_ignored()
-    return model
-
-
-def _inertial(r, node, name, inertial, cls):
-    """The link of an explicit ``<inertial>``, or None when the geoms give the inertia."""
-    if r.fromgeom == "true" or inertial is None:
-        if r.fromgeom == "false":
-            return Link(name, 0.0, np.zeros(3), np.zeros((3, 3)), r.src.where(node), node)
-        return None
-    attrs = r.attrs(inertial, cls)
-    mass = r.floats(inertial, attrs, "mass", 1)
-    if mass is None or mass < 0.0:
-        raise r.src.error(inertial, "needs a mass >= 0")
-    com = r.floats(inertial, attrs, "pos", 3, np.zeros(3))
-    R = r.rotation(inertial, attrs)
-    if "fullinertia" in attrs:
-        if any(k in attrs for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis")):
-            raise r.src.error(inertial, "fullinertia takes no orientation")
-        a = r.floats(inertial, attrs, "fullinertia", 6)  # Ixx Iyy Izz Ixy Ixz Iyz
-        tensor = np.array([[a[0], a[3], a[4]], [a[3], a[1], a[5]], [a[4], a[5], a[2]]])
-    elif "diaginertia" in attrs:
-        tensor = np.diag(r.floats(inertial, attrs, "diaginertia", 3))
-    else:
-        raise r.src.error(inertial, "needs diaginertia or fullinertia")
-    return Link(name, mass, com, R @ tensor @ R.T, r.src.where(node), node)
-
-
-def _geom_inertias(src, r, links, names, order):
-    """Mass, centre and inertia of the bodies in ``names`` from their geoms, by MuJoCo."""
+def compile_file(path):
+    """(mujoco, its MjSpec, its MjModel) of the file; ``ValueError`` with MuJoCo's reason and
+    the line it names if it cannot compile it, or naming the extra if mujoco is missing."""
     try:
         import mujoco
     except ImportError:
-        raise src.error(links[names[0]].node, "has no <inertial>; its inertia comes from its "
-                        "geoms, which needs the mujoco package (pip install mujoco)") from None
+        raise ValueError(f"{path}: an MJCF file is read by MuJoCo's compiler, which is not "
+                         f"installed: {EXTRA}") from None
     try:
-        m = mujoco.MjModel.from_xml_path(src.path)
-    except Exception as e:  # MuJoCo's own message says what it could not compile
-        raise ValueError(f"{src.path}: mujoco could not compile the file for the geoms' "
-                         f"inertias: {e}") from None
-    for name in names:
-        i = order.index(name) + 1
-        link = links[name]
+        spec = mujoco.MjSpec.from_file(path)
+        m = spec.compile()
+    except Exception as e:  # MuJoCo raises ValueError; its message is the reason
+        reason = " ".join(str(e).split())
+        line = re.search(r"line (\d+)", reason)
+        where = f"{path}:{line.group(1)}" if line else path
+        raise ValueError(f"{where}: MuJoCo cannot compile the file: {reason}") from None
+    return mujoco, spec, m
+
+
+def read(path, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore=(),
+         limits=True, collision=True, strict=False):
+    """The :class:`rtrigid.Model` of the MJCF file at ``path`` (see :func:`load_model`)."""
+    path = os.fspath(path)
+    mujoco, spec, m = compile_file(path)
+    lines = ElementIndex(path)
+    report = LoadReport(path)
+    places = Places(path)
+    name_of = _names(m)
+    gravity = _options(m, lines, report)
+    limits = limits and not m.opt.disableflags & DSBL_LIMIT
+    if m.opt.disableflags & DSBL_CONTACT and collision:
+        report.add("mapped", "option flag contact", "disabled: no collision geometry",
+                   lines.attribute("flag", "contact")[1])
+        collision = False
+
+    links, joints = _tree(m, lines, report, name_of, floating_base, ignore, limits)
+    model = build(places, links, joints, Place("worldbody", {}, lines.path),
+                  floating_base=False, merge_fixed=merge_fixed,
+                  allow_nonphysical_inertia=allow_nonphysical_inertia, gravity=gravity,
+                  limits=limits)
+    timestep, where = lines.attribute("option", "timestep")
+    if timestep is not None:
+        model.timestep = float(m.opt.timestep)
+        report.add("mapped", "option timestep", f"model.timestep = {model.timestep:g}", where)
+    _actuators(m, lines, report, name_of, model)
+    _equalities(m, lines, report, name_of, model)
+    _tendons(m, lines, report)
+    _sensors(m, lines, report, name_of, model)
+    for kind, what in (("keyframe", "keyframe"), ("contact", "contact pair/exclude")):
+        for _, where, _ in lines.elements[kind]:
+            report.add("ignored", what, "not used by rtrigid (the initial state is qpos0)"
+                       if kind == "keyframe" else "contact filtering by pair is not simulated",
+                       where)
+    geom_loader.add_mjcf_geoms(m, spec, lines, report, name_of, model, collision)
+    model.load_report = report
+    if strict:
+        report.refuse_ignored()
+    return model
+
+
+def _names(m):
+    """name_of(kind, id): the element's name, or a made-up one for an unnamed element."""
+    def name_of(kind, i):
+        if kind == "body":
+            return WORLD_LINK if i == 0 else (m.body(i).name or f"body{i}")
+        if kind == "joint":
+            return m.joint(i).name or f"joint{i}"
+        if kind == "actuator":
+            return m.actuator(i).name or f"actuator{i}"
+        if kind == "geom":
+            return m.geom(i).name
+        if kind == "sensor":
+            return m.sensor(i).name or f"sensor{i}"
+        if kind == "site":
+            return m.site(i).name
+        raise KeyError(kind)
+    return name_of
+
+
+def _options(m, lines, report):
+    """The file's gravity (0 if the gravity flag is off); what of ``<option>`` rtrigid does
+    not simulate, reported."""
+    where = lines.attribute("option", "gravity")[1]
+    gravity = np.array(m.opt.gravity, float)
+    if m.opt.disableflags & DSBL_GRAVITY:
+        gravity = np.zeros(3)
+        report.add("mapped", "option flag gravity", "disabled: gravity 0", where)
+    elif lines.attribute("option", "gravity")[0] is not None:
+        report.add("mapped", "option gravity", f"gravity = {gravity.tolist()}", where)
+    for key in ("viscosity", "density"):
+        value = float(getattr(m.opt, key))
+        if value:
+            report.add("ignored", f"option {key}", f"{key}={value:g}: fluid forces are not "
+                       "simulated", lines.attribute("option", key)[1])
+    if np.any(m.opt.wind):
+        report.add("ignored", "option wind", "fluid forces are not simulated",
+                   lines.attribute("option", "wind")[1])
+    integrator, where = lines.attribute("option", "integrator")
+    if integrator is not None:
+        report.add("approximated", "option integrator",
+                   f"{integrator}: the scheme is Simulation(integrator=...)'s "
+                   "(nullspace_rk4 for RK4, semi_implicit_euler for Euler)", where)
+    return gravity
+
+
+def _ref_frame(kind, anchor, axis, ref):
+    """The frame at MuJoCo's coordinate 0 in the frame at ``ref`` (= qpos0): a turn by -ref
+    about the joint's axis through its anchor (hinge), a slide by -ref (slide)."""
+    if not ref:
+        return np.zeros(3), np.eye(3)
+    if kind == HINGE:
+        u = axis / np.linalg.norm(axis)
+        K = np.array([[0, -u[2], u[1]], [u[2], 0, -u[0]], [-u[1], u[0], 0]])
+        R = np.eye(3) - np.sin(ref) * K + (1.0 - np.cos(ref)) * K @ K
+        return anchor - R @ anchor, R
+    return -ref * axis, np.eye(3)
+
+
+def _tree(m, lines, report, name_of, floating_base, ignore, limits):
+    """Links and joint specs of the compiled bodies and joints (see the module docstring)."""
+    links = {WORLD_LINK: Link(WORLD_LINK, 0.0, np.zeros(3), np.zeros((3, 3)), lines.path,
+                              Place("worldbody", {}, lines.path))}
+    joints, approximated_limits = [], False
+    for i in range(1, m.nbody):
+        name = name_of("body", i)
+        where = lines.where("body", i - 1, m.body(i).name)
+        place = Place("body", {"name": name}, where)
+        if name in links:
+            raise ValueError(f"{where}: <body>: a second body named {name!r}")
+        parent = name_of("body", int(m.body_parentid[i]))
         R = quat_matrix(m.body_iquat[i])
-        link.mass = float(m.body_mass[i])
-        link.com = m.body_ipos[i].copy()
-        link.inertia = R @ np.diag(m.body_inertia[i]) @ R.T
+        mass = float(m.body_mass[i])
+        inertia = R @ np.diag(m.body_inertia[i]) @ R.T
+        njnt, adr = int(m.body_jntnum[i]), int(m.body_jntadr[i])
+        link = Link(name, mass, m.body_ipos[i].copy(), inertia, where, place,
+                    virtual=mass == 0.0 and njnt > 0)
+        if m.body_gravcomp[i]:
+            report.add("ignored", "body gravcomp", "gravity compensation is not simulated",
+                       where)
+        if m.body_mocapid[i] >= 0:
+            report.add("approximated", "mocap body", "welded where the file puts it", where)
+        origin = (m.body_pos[i].copy(), quat_matrix(m.body_quat[i]))
+        if njnt == 0 and floating_base and parent == WORLD_LINK:
+            joints.append(JointSpec(f"free_{name}", "floating", parent, name, origin,
+                                    np.zeros(3), np.array([0.0, 0.0, 1.0]), place))
+        elif njnt == 0:
+            joints.append(JointSpec(f"{name}_weld", "fixed", parent, name, origin, np.zeros(3),
+                                    np.array([0.0, 0.0, 1.0]), place))
+        prev = parent
+        for k in range(njnt):
+            j = adr + k
+            spec = _joint(m, j, lines, report, name_of, ignore, limits)
+            spec.parent = prev
+            spec.child = name if k == njnt - 1 else f"{name}:{spec.name}"
+            ref_frame = _ref_frame(int(m.jnt_type[j]), spec.anchor, spec.axis,
+                                   float(m.qpos0[m.jnt_qposadr[j]]) if int(m.jnt_type[j]) in (
+                                       HINGE, SLIDE) else 0.0)
+            spec.origin = compose(origin, ref_frame) if k == 0 else ref_frame
+            if spec.child != name:
+                links[spec.child] = Link(spec.child, 0.0, np.zeros(3), np.zeros((3, 3)),
+                                         spec.node.where, spec.node, virtual=True)
+            approximated_limits |= limits and "lower" in spec.info
+            joints.append(spec)
+            prev = spec.child
+        links[name] = link
+    if approximated_limits:
+        report.add("approximated", "joint range", "hard joint limits (MuJoCo's are soft: "
+                   "solref/solimp)", lines.where("joint", 0))
+    return links, joints
 
 
-def _joint(r, node, parent, child, origin, cls, top):
-    src = r.src
-    attrs = r.attrs(node, cls) if node.tag == "joint" else dict(node.attrib)
-    name = attrs.get("name")
-    if not name:
-        raise src.error(node, "rtrigid needs every joint named (joints keep their file names)")
-    kind = "free" if node.tag == "freejoint" else attrs.get("type", "hinge")
-    if kind not in JOINT_TYPES:
-        raise src.error(node, f"joint type {kind!r} is not one of {sorted(JOINT_TYPES)}")
-    if kind == "free" and not top:
-        raise src.error(node, "a free joint below the top level is not supported")
-    num = {k: r.floats(node, attrs, k, 1, 0.0) for k in
-           ("damping", "stiffness", "springref", "armature", "ref", "frictionloss")}
-    if num["armature"]:
-        if "armature" not in r.ignore:
-            raise src.error(node, "armature is not simulated (rtrigid has no rotor inertia); "
-                            "pass ignore=('armature',) to drop it")
-        r.warn(node, "joint armature ignored")
-    if num["ref"]:
-        raise src.error(node, "a nonzero ref (a shifted joint zero) is not supported")
-    if num["frictionloss"]:
-        raise src.error(node, "frictionloss (Coulomb joint friction) is not simulated")
-    if kind in ("ball", "free") and (num["damping"] or num["stiffness"]):
-        raise src.error(node, f"springs and dampers on {kind} joints are not simulated")
-    angular = kind == "hinge"
-    info = {}
-    rng = r.floats(node, attrs, "range", 2)
-    if rng is not None and kind in ("hinge", "slide"):
-        lo, hi = (r.angle(rng) if angular else rng)
-        limited = attrs.get("limited", "auto")
-        if limited == "true" or (limited == "auto" and not (lo == 0.0 and hi == 0.0)):
-            info["lower"], info["upper"] = float(lo), float(hi)
-    axis = r.floats(node, attrs, "axis", 3, np.array([0.0, 0.0, 1.0]))
-    rest = r.angle(num["springref"]) if angular else num["springref"]
-    return JointSpec(name, JOINT_TYPES[kind], parent, child, origin,
-                     r.floats(node, attrs, "pos", 3, np.zeros(3)), r._unit(node, axis), node,
-                     damping=num["damping"], stiffness=num["stiffness"], rest=rest, info=info)
+def _joint(m, j, lines, report, name_of, ignore, limits):
+    """The JointSpec of compiled joint j (parent, child and origin set by the caller).  It
+    starts at MuJoCo's qpos0, unless that lies outside the limits rtrigid holds: then at the
+    nearer limit (reported)."""
+    name = name_of("joint", j)
+    where = lines.where("joint", j, m.joint(j).name)
+    place = Place("joint", {"name": name}, where)
+    kind = int(m.jnt_type[j])
+    dof, qadr = int(m.jnt_dofadr[j]), int(m.jnt_qposadr[j])
+    damping = float(m.dof_damping[dof])
+    stiffness = float(m.jnt_stiffness[j])
+    armature = float(m.dof_armature[dof])
+    if not m.joint(j).name:
+        report.add("approximated", "unnamed joint", f"named {name!r}", where)
+    if m.dof_frictionloss[dof]:
+        report.add("ignored", "joint frictionloss", "Coulomb joint friction is not simulated",
+                   where)
+    info, spec_kw = {}, {}
+    if kind in (HINGE, SLIDE):
+        if m.jnt_limited[j]:
+            info["lower"], info["upper"] = (float(v) for v in m.jnt_range[j])
+        if armature and "armature" in ignore:
+            report.add("ignored", "joint armature", "ignore=('armature',)", where)
+            armature = 0.0
+        start = float(m.qpos0[qadr])
+        if limits and m.jnt_limited[j] and not info["lower"] <= start <= info["upper"]:
+            report.add("approximated", "joint start", f"qpos0 {start:g} lies outside the "
+                       "range: the joint starts at its nearer limit", where)
+            start = None
+        spec_kw = dict(damping=damping, stiffness=stiffness, rest=float(m.qpos_spring[qadr]),
+                       armature=armature, position=start)
+    else:
+        for what, value in (("damping", damping), ("stiffness", stiffness),
+                            ("armature", armature)):
+            if value:
+                report.add("ignored", f"{JOINT_KINDS[kind]} joint {what}",
+                           f"{what} on ball and free joints is not simulated", where)
+    return JointSpec(name, JOINT_KINDS[kind], "", "", None, m.jnt_pos[j].copy(),
+                     m.jnt_axis[j].copy(), place, info=info, **spec_kw)
 
 
-def _actuators(r, root):
-    out = []
-    for block in root.findall("actuator"):
-        for a in block.children:
-            if a.tag not in ACTUATORS:
-                raise r.src.error(a, "unsupported actuator (motor, position and velocity are)")
-            attrs = r.attrs(a, "main")
-            if "joint" not in attrs:
-                raise r.src.error(a, "only joint actuators are supported")
-            entry = {"kind": a.tag, "name": attrs.get("name", ""), "joint": attrs["joint"],
-                     "gear": r.floats(a, attrs, "gear", 1, 1.0), "source": r.src.where(a),
-                     "node": a}
-            for key in ("ctrlrange", "forcerange"):
-                v = r.floats(a, attrs, key, 2)
-                if v is not None:
-                    entry[key] = tuple(float(x) for x in v)
-            for key in ("kp", "kv"):
-                v = r.floats(a, attrs, key, 1)
-                if v is not None:
-                    entry[key] = v
-            out.append(entry)
-    return out
+def _servo(m, a):
+    """(kind, gains, scale) of actuator a when its gain and bias are a motor's, a position
+    servo's or a velocity servo's, else None.  ``scale``: its fixed gain, folded into the
+    gear of a motor (force = scale * control)."""
+    if m.actuator_gaintype[a] != GAIN_FIXED or m.actuator_dyntype[a] != DYN_NONE:
+        return None
+    g = float(m.actuator_gainprm[a, 0])
+    b = m.actuator_biasprm[a, :3]
+    if m.actuator_biastype[a] == BIAS_NONE or not np.any(b):
+        return ("motor", {}, g) if g else None
+    if m.actuator_biastype[a] != BIAS_AFFINE or b[0] != 0.0 or g <= 0.0:
+        return None
+    if b[1] == -g and b[2] <= 0.0:
+        return "position", {"kp": g, "kv": -float(b[2]) or None}, 1.0
+    if b[1] == 0.0 and b[2] == -g:
+        return "velocity", {"kv": g}, 1.0
+    return None
 
 
-def _geom_part(r, node, cls):
-    """The drawing part of a geom (a list of one): a primitive, or a mesh file of <asset>;
-    plane, hfield: none."""
-    attrs = r.attrs(node, cls)
-    kind = attrs.get("type", "sphere")
-    size = [float(t) for t in attrs.get("size", "0").split()]
-    rgba = r.floats(node, attrs, "rgba", 4)
-    pos, R = r.floats(node, attrs, "pos", 3, np.zeros(3)), r.rotation(node, attrs)
-    part = {"color": rgba}
-    if "fromto" in attrs and kind in ("capsule", "cylinder", "box", "ellipsoid"):
-        a, b = np.split(r.floats(node, attrs, "fromto", 6), 2)
-        axis = b - a
-        length = np.linalg.norm(axis)
-        if length < 1e-12:
-            raise r.src.error(node, "fromto with two equal points")
-        pos = 0.5 * (a + b)
-        z = axis / length
-        helper = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-        x = np.cross(helper, z)
-        x /= np.linalg.norm(x)
-        R = np.column_stack([x, np.cross(z, x), z])
-        size = size[:1] + [0.5 * length] + size[1:2]
-    try:
-        if kind == "sphere":
-            part.update(type="sphere", radius=size[0])
-        elif kind in ("capsule", "cylinder"):
-            part.update(type=kind, radius=size[0], half_length=size[1])
-        elif kind == "box":
-            part.update(type="box", half_extents=np.array(size[:3]) if len(size) >= 3
-                        else np.array([size[0], size[0], size[1]]))
-        elif kind == "ellipsoid":
-            part.update(type="box", half_extents=np.array(size[:3]))  # drawn as its box
-        elif kind == "mesh":
-            name = attrs.get("mesh")
-            if name not in r.meshes:
-                raise r.src.error(node, f"mesh {name!r} is not a mesh file of <asset>")
-            if r.meshes[name] is None:
-                r.warn(node, "MJCF meshes with inline vertices not drawn")
-                return []
-            part.update(r.meshes[name])
+def _actuators(m, lines, report, name_of, model):
+    known = {j.name for j in model.joints if j.kind in ("revolute", "prismatic")}
+    for a in range(m.nu):
+        name = name_of("actuator", a)
+        where = lines.where("actuator", a, m.actuator(a).name)
+        target = int(m.actuator_trnid[a, 0])
+        servo = _servo(m, a)
+        joint = name_of("joint", target) if m.actuator_trntype[a] == TRN_JOINT else None
+        if joint is None or servo is None or joint not in known:
+            why = ("its transmission is not a joint" if joint is None else
+                   "its gain, bias or dynamics are not a motor's or a servo's"
+                   if servo is None else f"drives {joint!r}, not a hinge or slide")
+            report.add("ignored", "actuator", f"{name!r} {why}", where)
+            continue
+        kind, gains, scale = servo
+        gear = float(m.actuator_gear[a, 0]) * scale
+        force = tuple(m.actuator_forcerange[a] / scale) if m.actuator_forcelimited[a] else None
+        if force is not None and scale < 0:
+            force = (force[1], force[0])
+        ctrl = tuple(m.actuator_ctrlrange[a]) if m.actuator_ctrllimited[a] else None
+        try:
+            model.add_actuator(joint, kind, gear=gear, name=name, force_range=force,
+                               ctrl_range=ctrl, **gains)
+        except ValueError as e:
+            raise ValueError(f"{where}: actuator {name!r}: {e}") from None
+        report.add("mapped", "actuator", f"{name!r}: {kind} on {joint!r}", where)
+
+
+def _equalities(m, lines, report, name_of, model):
+    """``connect`` between two bodies: a spherical loop joint; others reported ignored."""
+    for e in range(m.neq):
+        where = lines.where("equality", e, m.eq(e).name)
+        kind = EQ_NAMES.get(int(m.eq_type[e]), str(int(m.eq_type[e])))
+        if int(m.eq_type[e]) != EQ_CONNECT or m.eq_objtype[e] != OBJ_BODY:
+            report.add("ignored", f"equality {kind}", "only connect between bodies is "
+                       "simulated (as a loop joint)", where)
+            continue
+        ends = []
+        for side, data in ((m.eq_obj1id[e], m.eq_data[e, 0:3]), (m.eq_obj2id[e],
+                                                                 m.eq_data[e, 3:6])):
+            b, p, q = model.links[name_of("body", int(side))]
+            ends.append((None if b < 0 else b, p + quat_matrix(q) @ data))
+        if ends[1][0] is None:  # the world is the parent side of a loop joint
+            ends.reverse()
+        try:
+            model.add_loop_joint("spherical", ends[0][0], ends[1][0], anchor_parent=ends[0][1],
+                                 anchor_child=ends[1][1], name=m.eq(e).name or None)
+        except ValueError as err:
+            raise ValueError(f"{where}: equality connect: {err}") from None
+        report.add("approximated", "equality connect", "a spherical loop joint, held "
+                   "exactly (MuJoCo's is soft: solref/solimp)", where)
+
+
+def _tendons(m, lines, report):
+    for t in range(m.ntendon):
+        where = lines.where("tendon", t, m.tendon(t).name)
+        acts = any(m.actuator_trntype[a] != TRN_JOINT and m.actuator_trnid[a, 0] == t
+                   for a in range(m.nu))
+        if (m.tendon_limited[t] or m.tendon_stiffness[t] or m.tendon_damping[t]
+                or m.tendon_frictionloss[t] or acts):
+            report.add("ignored", "tendon", "tendons (limits, springs, dampers, actuation) "
+                       "are not simulated", where)
         else:
-            return []
-    except IndexError:
-        raise r.src.error(node, f"size {attrs.get('size')!r} is too short for a {kind}") from None
-    part.update(pos=pos, R=R)
-    return [part]
+            report.add("mapped", "tendon", "exerts no force (no limit, spring, damper or "
+                       "actuator): nothing to simulate", where)
+
+
+SENSORS = {"jointpos": ("joint_position", "joint"), "jointvel": ("joint_velocity", "joint"),
+           "accelerometer": ("imu", "site"), "gyro": ("imu", "site"),
+           "force": ("joint_reaction", "site"), "torque": ("joint_reaction", "site")}
+
+
+def _sensors(m, lines, report, name_of, model):
+    """The sensors a query reads, with its arguments: a joint's name, or for a site's
+    sensor (IMU: accelerometer, gyro) its body and point in the body frame, or (force,
+    torque) the inbound joint of the site's body, whose reaction it measures."""
+    import mujoco
+
+    for s in range(m.nsensor):
+        where = lines.where("sensor", s, m.sensor(s).name)
+        kind = mujoco.mjtSensor(int(m.sensor_type[s])).name[len("mjSENS_"):].lower()
+        name = name_of("sensor", s)
+        if kind not in SENSORS:
+            report.add("ignored", f"sensor {kind}", "rtrigid has no query for it", where)
+            continue
+        query, obj = SENSORS[kind]
+        target = int(m.sensor_objid[s])
+        if obj == "joint":
+            args = (name_of("joint", target),)
+        else:
+            b, p, q = model.links[name_of("body", int(m.site_bodyid[target]))]
+            inbound = [j.name for j in model.joints if j.child == b]
+            if b < 0 or (query == "joint_reaction" and not inbound):
+                report.add("ignored", f"sensor {kind}", "its site is on a body without a "
+                           "joint to its parent", where)
+                continue
+            args = (inbound[0],) if query == "joint_reaction" else (
+                model.bodies[b].name, p + quat_matrix(q) @ m.site_pos[target])
+        report.sensors.append(dict(name=name, kind=kind, query=query, args=args,
+                                   where=where))
+        report.add("mapped", f"sensor {kind}", f"{name!r}: Simulation.{query}", where)

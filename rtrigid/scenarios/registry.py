@@ -132,7 +132,8 @@ def _from_factory(name, integrator, dt, options, params):
 
 
 FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": (), "limits": True,
-                   "actuators": None, "kp": None, "kv": None}
+                   "actuators": None, "kp": None, "kv": None, "collision": True,
+                   "package_dirs": (), "strict": False}
 FILE_DT, FILE_T_END = 1e-3, 2.0
 
 
@@ -148,7 +149,8 @@ def build(name, integrator=None, dt=None, options=None, **params) -> Simulation:
     loops), for a file to ``nullspace_rk4``.
 
     ``name`` may also be the path of a URDF or MJCF file (:func:`rtrigid.load_model`; its
-    parameters are those of ``FILE_PARAMETERS``, dt 1 ms and 2 s by default).
+    parameters are those of ``FILE_PARAMETERS``; dt the file's own time step where it gives
+    one (MJCF ``<option timestep>``), else 1 ms; 2 s by default).
     """
     if is_file(name):
         from rtrigid.loaders import load_model
@@ -157,8 +159,11 @@ def build(name, integrator=None, dt=None, options=None, **params) -> Simulation:
             if key not in FILE_PARAMETERS:
                 raise ValueError(f"{key}: not a parameter of a robot file; known: "
                                  f"{sorted(FILE_PARAMETERS)}")
-        sim = Simulation(load_model(name, **params), integrator=integrator or "nullspace_rk4",
-                         dt=FILE_DT if dt is None else dt, options=options)
+        model = load_model(name, **params)
+        if dt is None:
+            dt = model.timestep or FILE_DT
+        sim = Simulation(model, integrator=integrator or "nullspace_rk4", dt=dt,
+                         options=options)
         info(sim).update(scenario=name, t_end=FILE_T_END, conserved=[],
                          params={**FILE_PARAMETERS, **params})
         return sim

@@ -333,20 +333,45 @@ def test_massless_chain_links_need_an_explicit_scheme(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,where", [
-    ('<joint name="ball" type="ball" damping="0" stiffness="0"',
-     '<joint name="ball" type="ball" damping="0"', ":33: <joint name='ball'>: springs"),
-    ('<joint name="swing"', '<joint name="swing" armature="0.1"', ":21: <joint name='swing'>: armature"),
-    ('<light pos="0 0 3"/>', '<light pos="0 0 3"/><composite type="grid"/>', ":18: <composite>"),
-    ('<actuator>', '<tendon/><actuator>', ":46: <tendon>"),
-    ('<motor name="m"', '<muscle name="m"', ":47: <muscle name='m'>"),
-    ('joint="bend" kp="10"', 'joint="bent" kp="10"', ":48: <position name='p'>: names joint"),
-    ('fullinertia=', 'quat="1 0 0 0" fullinertia=', ":27: <inertial>"),
+    ('<light pos="0 0 3"/>', '<light pos="0 0 3"/><composite type="grid"/>',
+     ":18: MuJoCo cannot compile the file: XML Error: Schema violation: unrecognized element"),
+    ('joint="bend" kp="10"', 'joint="bent" kp="10"',
+     ":48: MuJoCo cannot compile the file: Error: unknown transmission target 'bent'"),
+    ('fullinertia=', 'quat="1 0 0 0" fullinertia=', ":27: MuJoCo cannot compile the file"),
 ])
-def test_bad_mjcf_is_refused_naming_file_and_line(tmp_path, old, new, where):
+def test_files_mujoco_rejects_give_its_reason_and_line(tmp_path, old, new, where):
     with open(KIT) as f:
         text = f.read()
     assert old in text
     assert where in _refused(tmp_path, text.replace(old, new), name="bad.xml")
+
+
+@pytest.mark.parametrize("old,new,where", [
+    ('<joint name="ball" type="ball" damping="0" stiffness="0"',
+     '<joint name="ball" type="ball" damping="0"', ":33: spherical joint stiffness"),
+    ('<actuator>', '<tendon><fixed name="t" stiffness="3"><joint joint="bend" coef="1"/>'
+     '</fixed></tendon><actuator>', ":46: tendon"),
+    ('<motor name="m" joint="swing" gear="2"',
+     '<general name="m" joint="swing" gear="2" dyntype="filter"', ":47: actuator: 'm'"),
+    ('<joint name="bend"', '<joint name="bend" frictionloss="0.2"', ":25: joint frictionloss"),
+])
+def test_what_is_not_simulated_is_reported_warned_and_refused_when_strict(tmp_path, old, new,
+                                                                         where):
+    """Loaded by default, listed in the load report as ignored and warned about with its
+    line; strict=True refuses it naming file:line."""
+    with open(KIT) as f:
+        text = f.read()
+    assert old in text
+    path = tmp_path / "bad.xml"
+    path.write_text(text.replace(old, new))
+    with pytest.warns(UserWarning, match="ignored") as caught:
+        model = rt.load_model(str(path), collision=False)
+    assert any(str(path) + where in f"{e.where}: {e.what}: {e.detail}"
+               for e in model.load_report.ignored), str(model.load_report)
+    line = where.split(":")[1]
+    assert any(f"lines {line}" in str(w.message) for w in caught)
+    assert where in _refused(tmp_path, text.replace(old, new), name="bad.xml", strict=True,
+                             collision=False)
 
 
 FLOATING = """<robot name="fl">
@@ -478,15 +503,14 @@ def test_mjcf_mesh_geoms_are_drawn_where_mujoco_puts_their_vertices(tmp_path):
     assert np.abs(np.sort(ours, axis=0) - np.sort(theirs, axis=0)).max() < 1e-6
 
 
-def test_mjcf_unknown_mesh_is_refused_and_a_missing_file_is_a_placeholder(tmp_path):
+def test_mjcf_unknown_or_missing_mesh_is_mujocos_refusal(tmp_path):
     path = tmp_path / "meshed.xml"
     path.write_text(MESHED.replace('mesh="tet" pos', 'mesh="nope" pos'))
-    with pytest.raises(ValueError, match="nope"):
+    with pytest.raises(ValueError, match="MuJoCo cannot compile the file.*nope"):
         _quiet_load(str(path))
     path.write_text(MESHED)  # assets/tet.obj does not exist here
-    with pytest.warns(UserWarning, match="not found"):
-        model = rt.load_model(str(path))
-    assert model.bodies[0].shape.params["parts"][0]["missing"]
+    with pytest.raises(ValueError, match="meshed.xml.*MuJoCo cannot compile the file"):
+        rt.load_model(str(path))
 
 
 def test_mjcf_mesh_with_inline_vertices_loads_undrawn_with_a_warning(tmp_path):

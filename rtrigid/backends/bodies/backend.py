@@ -84,6 +84,10 @@ class BodiesBackend:
     def potential_energy(self) -> float:
         return float(potential_energy(*self.arrays, self.x, self.q))
 
+    def rotor_energy(self) -> float:
+        """Free bodies and pivots carry no joint armature."""
+        return 0.0
+
     # -- joints: a pivot is a spherical joint to the world, otherwise a free joint ------------
     def slots(self, b):
         """(coordinate slice, rate slice) of body b's joint in :meth:`positions` and

@@ -11,7 +11,10 @@ from rtrigid.backends.tree.layout import (
     I_VOFF,
     ROW_C,
     ROW_D,
+    PRISMATIC,
+    REVOLUTE,
     SPHERICAL,
+    T_ARM,
     T_J,
     T_MASS,
     col_block,
@@ -77,9 +80,11 @@ def invert_in_place(A, b, k):
 def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Ia, arm=None):
     """Articulated inertias IA, U = IA S, W = S^T IA and D^-1 = (S^T IA S)^-1, leaves to root.
 
-    ``arm`` (nv,), optional: a diagonal joint-space term ("armature") added to D, so the
-    factor is that of T^T M T + diag(arm) -- how ``semi_implicit_euler`` takes its dampers
-    implicitly, (M + h D).  Only the rates of non-spherical joints may carry one.
+    The joints' own armature (rotor inertia, tf[b, T_ARM], revolute and prismatic joints)
+    adds to their D, so the factor is that of T^T M T + diag(armature), as MuJoCo's.
+    ``arm`` (nv,), optional: a further diagonal joint-space term added to D -- how
+    ``semi_implicit_euler`` takes its dampers implicitly, (M + A + h D).  Only the rates of
+    non-spherical joints may carry one.
 
     Everything is taken about each body's joint point, world axes; a child's articulated
     inertia Ia = IA - U D^-1 W reaches its parent as X(d)^T Ia X(d) (``Ia``: a 6x6 scratch).
@@ -130,6 +135,8 @@ def articulated_factor(tf, ti, R, G, IA, U, Dinv, W, Ia, arm=None):
             for c in range(k):
                 Dinv[b, r, c] = (G[b, r, 0] * U[b, o, c] + G[b, r, 1] * U[b, o + 1, c]
                                  + G[b, r, 2] * U[b, o + 2, c])
+        if kind == REVOLUTE or kind == PRISMATIC:
+            Dinv[b, 0, 0] += tf[b, T_ARM]
         if arm is not None:
             ov = ti[b, I_VOFF]
             for r in range(k):

@@ -21,6 +21,7 @@ from rtrigid.backends.tree.kinematics import (
     PRISMATIC,
     REVOLUTE,
     T_J,
+    T_ARM,
     T_K,
     T_MASS,
     T_R0,
@@ -86,6 +87,9 @@ class TreeBackend:
             kind, qs, _ = self._slots(b)
             if kind in (REVOLUTE, PRISMATIC) and self._tf[b, T_K]:
                 self._joint_springs.append((qs.start, self._tf[b, T_K], self._tf[b, T_REST]))
+        # rotor_energy(): the rates that carry an armature, and their armatures
+        self._armature = [(self._slots(b)[2].start, self._tf[b, T_ARM]) for b in range(self.nb)
+                          if self._tf[b, T_ARM]]
         # closed loops (Model.add_loop_joint): constraint rows on Qg, closed from the initial
         # coordinates here; the simulation steps them with .loops_em.stepper
         self.loops = None
@@ -166,6 +170,11 @@ class TreeBackend:
         if p < 0:
             return np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3)
         return self.q[p], quat.rotate(self.q[p], self.w[p], np.empty(3))
+
+    def rotor_energy(self) -> float:
+        """The joints' armature kinetic energy, 1/2 sum a nu^2 (0 without armature)."""
+        nu = self.rates()
+        return float(sum(0.5 * a * nu[o] ** 2 for o, a in self._armature))
 
     def potential_energy(self) -> float:
         tree = self.tree

@@ -51,8 +51,11 @@ from rtrigid.backends.tree.layout import (
     I_VOFF,
     NQ,
     NV,
+    PRISMATIC,
+    REVOLUTE,
     ROW_C,
     ROW_D,
+    T_ARM,
     T_MASS,
     base_work_size,
     carve,
@@ -66,7 +69,8 @@ from rtrigid.backends.tree.loads import bias_forces, joint_forces, world_loads
 
 @jit
 def mass_matrix(tf, ti, Qg, x, q, R, rj, G, Ic, I6, F6, M):
-    """M <- the joint-space mass matrix T^T M T at Qg (nv x nv, the tree's rate order).
+    """M <- the joint-space mass matrix T^T M T + diag(armature) at Qg (nv x nv, the tree's
+    rate order).
 
     Ic: (nb, 6, 6) scratch for the composite inertias, I6: (6, 6), F6: (6,).
     """
@@ -114,6 +118,9 @@ def mass_matrix(tf, ti, Qg, x, q, R, rj, G, Ic, I6, F6, M):
                 for c in range(6):
                     I6[r, c] = Ic[b, r, c]
             shift_to_parent(I6, G, b, Ic, p)
+    for b in range(nb):
+        if ti[b, I_KIND] == REVOLUTE or ti[b, I_KIND] == PRISMATIC:
+            M[ti[b, I_VOFF], ti[b, I_VOFF]] += tf[b, T_ARM]
 
 
 @jit
@@ -169,6 +176,8 @@ def inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held,
             off = col_block(kind, c)
             tau[o + c] = (G[b, c, 0] * pA[b, off] + G[b, c, 1] * pA[b, off + 1]
                           + G[b, c, 2] * pA[b, off + 2])
+        if kind == REVOLUTE or kind == PRISMATIC:
+            tau[o] += tf[b, T_ARM] * nudot[o]
         if p >= 0:
             n = cross3(G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2], pA[b, 3], pA[b, 4],
                        pA[b, 5])

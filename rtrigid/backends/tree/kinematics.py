@@ -108,6 +108,7 @@ from rtrigid.backends.tree.layout import (
     SPHERICAL,
     T_AC,
     T_AP,
+    T_ARM,
     T_BOUNCE,
     T_DAMP,
     T_E1C,
@@ -458,6 +459,7 @@ class Tree:
             row[T_K], row[T_REST], row[T_DAMP] = j.stiffness, j.rest, j.damping
             row[T_LO], row[T_HI] = j.limits
             row[T_BOUNCE] = j.limit_restitution
+            row[T_ARM] = j.armature
             self.ti[i, I_ORDER] = b
             self.ti[b, I_PARENT] = j.parent
             self.ti[b, I_KIND] = code

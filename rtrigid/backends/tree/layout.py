@@ -35,7 +35,8 @@ T_DAMP = 34    # joint damper coefficient
 T_LO = 35      # joint limits of a revolute or prismatic coordinate (-inf, +inf: none)
 T_HI = 36
 T_BOUNCE = 37  # the limits' restitution
-T_WIDTH = 38
+T_ARM = 38     # armature: rotor inertia on a revolute or prismatic coordinate
+T_WIDTH = 39
 
 # per-body int row
 I_ORDER = 0    # the body visited at this position of the topological order
