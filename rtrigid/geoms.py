@@ -28,7 +28,7 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
-from rtrigid.validate import as_scalar, as_vector
+from rtrigid.validate import as_scalar, as_vector, check_contact, check_spin_friction
 
 GEOM_PARAMS = {
     "sphere": ("radius",),
@@ -418,7 +418,6 @@ def make_geoms(model, body, kind, pos, quat, friction, restitution, torsional_fr
                rolling_friction, contype, conaffinity, params):
     """The checked :class:`Geom` records of one :meth:`rtrigid.Model.add_geom` call (several
     for a mesh file of several objects); nothing is added to the model here."""
-    from rtrigid.model import check_contact, check_spin_friction
 
     b = None if body is None else model.body_index(body)
     label = f"geom {len(model.geoms)} on " + ("the world" if b is None

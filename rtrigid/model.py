@@ -20,7 +20,8 @@ import numpy as np
 
 from rtrigid.geoms import make_geoms, shape_geoms
 from rtrigid.joints import KINDS, USER_KINDS, rot
-from rtrigid.validate import as_scalar, as_vector, unit_vector
+from rtrigid.validate import (  # noqa: F401  (check_contact, check_spin_friction: also from here)
+    as_scalar, as_vector, check_contact, check_spin_friction, unit_vector)
 
 SHAPES = {
     "box": ("half_extents",),
@@ -38,23 +39,6 @@ SHAPES = {
 PART_TYPES = {"box": ("half_extents",), "sphere": ("radius",),
               "cylinder": ("radius", "half_length"), "capsule": ("radius", "half_length"),
               "mesh": ("file", "scale")}
-
-
-def check_contact(friction, restitution):
-    """(friction, restitution) of a body or the ground, checked: friction >= 0,
-    restitution in [0, 1]."""
-    mu = as_scalar(friction, "friction", nonnegative=True)
-    e = as_scalar(restitution, "restitution", nonnegative=True)
-    if e > 1.0:
-        raise ValueError(f"restitution: must be in [0, 1], got {e}")
-    return mu, e
-
-
-def check_spin_friction(torsional_friction, rolling_friction):
-    """(torsional_friction, rolling_friction) of a body or the ground (lengths, m), checked:
-    finite and >= 0."""
-    return (as_scalar(torsional_friction, "torsional_friction", nonnegative=True),
-            as_scalar(rolling_friction, "rolling_friction", nonnegative=True))
 
 
 def check_inertia(inertia, allow_nonphysical, name="inertia"):

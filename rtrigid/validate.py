@@ -78,3 +78,20 @@ def as_frame(frame, name="frame"):
     if frame not in ("world", "body"):
         raise ValueError(f"{name}: expected 'world' or 'body', got {frame!r}")
     return frame
+
+
+def check_contact(friction, restitution):
+    """(friction, restitution) of a body or the ground, checked: friction >= 0,
+    restitution in [0, 1]."""
+    mu = as_scalar(friction, "friction", nonnegative=True)
+    e = as_scalar(restitution, "restitution", nonnegative=True)
+    if e > 1.0:
+        raise ValueError(f"restitution: must be in [0, 1], got {e}")
+    return mu, e
+
+
+def check_spin_friction(torsional_friction, rolling_friction):
+    """(torsional_friction, rolling_friction) of a body or the ground (lengths, m), checked:
+    finite and >= 0."""
+    return (as_scalar(torsional_friction, "torsional_friction", nonnegative=True),
+            as_scalar(rolling_friction, "rolling_friction", nonnegative=True))

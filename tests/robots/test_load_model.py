@@ -37,6 +37,7 @@ def _twins(path, floating_base=False, seed=1, **kw):
     """
     m, d = mujoco_ref.load_file(path, dt=DT, floating_base=floating_base)
     kw.setdefault("limits", False)   # MuJoCo's (soft) limits are off too: passive motion only
+    kw.setdefault("collision", False)  # and so are its contacts
     sim = rt.Simulation(_quiet_load(path, floating_base=floating_base, **kw),
                         integrator="nullspace_rk4", dt=DT)
     mujoco.mj_forward(m, d)

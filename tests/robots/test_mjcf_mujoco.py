@@ -231,38 +231,30 @@ def test_timestep_is_none_and_gravity_the_default_when_the_file_gives_none(tmp_p
     assert model.timestep is None and np.array_equal(model.gravity, [0, 0, -9.81])
 
 
-def test_collision_geoms_in_body_frames_where_mujoco_puts_them(monkeypatch):
-    """The collision specs (as Model.add_geom takes them): each geom's frame through its
-    body's pose is MuJoCo's geom pose; the floor plane is a ground."""
+def test_collision_geoms_in_body_frames_where_mujoco_puts_them():
+    """The collision geoms (Model.add_geom's records): each geom's frame through its body's
+    pose is MuJoCo's geom pose; the floor plane is a ground."""
     path = os.path.join(_gymnasium_assets(), "ant.xml")
     model = _quiet(path, limits=False)  # the ankles start at qpos0, outside their ranges
-    specs = model.load_report.geoms
-    assert [g["kind"] for g in specs].count("capsule") >= 8 and len(model.grounds) == 1
+    geoms = [g for g in model.geoms if g.source == "add_geom"]
+    assert [g.kind for g in geoms].count("capsule") >= 8 and len(model.grounds) == 1
     assert model.grounds[0].height == 0.0 and model.grounds[0].friction == 1.0
+    assert not model.load_report.geoms  # none left aside: every one was added
     m = mujoco.MjModel.from_xml_path(path)
     d = mujoco.MjData(m)
     mujoco.mj_forward(m, d)
     sim = rt.Simulation(model, "nullspace_rk4", dt=1e-3)
     colliding = [g for g in range(m.ngeom) if m.geom_contype[g] or m.geom_conaffinity[g]]
     colliding = [g for g in colliding if m.geom_type[g] != mujoco.mjtGeom.mjGEOM_PLANE]
-    assert len(colliding) == len(specs)
-    for g, spec in zip(colliding, specs):
-        x, q = sim.pose(spec["body"])
-        centre = x + quat.rotate(q, spec["pos"], np.empty(3))
+    assert len(colliding) == len(geoms)
+    for g, geom in zip(colliding, geoms):
+        x, q = sim.pose(geom.body)
+        centre = x + quat.rotate(q, geom.pos, np.empty(3))
         assert np.linalg.norm(centre - d.geom_xpos[g]) < 1e-12
-        turn = quat.quat_mul(q, spec["quat"], np.empty(4))
+        turn = quat.quat_mul(q, geom.quat, np.empty(4))
         R = quat.rotmat(turn, np.empty((3, 3)))
         assert np.abs(R - d.geom_xmat[g].reshape(3, 3)).max() < 1e-12
-    # a model that has add_geom gets them added instead, with the same arguments
-    calls = []
-    monkeypatch.setattr(rt.Model, "add_geom", lambda self, body, kind, **kw:
-                        calls.append((body, kind, kw)), raising=False)
-    model = _quiet(path)
-    assert len(calls) == len(specs) and not model.load_report.geoms
-    for (body, kind, kw), spec in zip(calls, specs):
-        assert (body, kind) == (spec["body"], spec["kind"])
-        assert {"pos", "quat", "friction", "restitution", "contype", "conaffinity"} <= set(kw)
-        assert np.array_equal(kw["pos"], spec["pos"])
+        assert (geom.contype, geom.conaffinity) == (m.geom_contype[g], m.geom_conaffinity[g])
 
 
 def test_collision_false_loads_drawing_only():
