@@ -13,8 +13,10 @@ import struct
 import threading
 import time
 import warnings
+from typing import Any, Iterable, Sequence, Union, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
 from rtrigid.io.hil.limits import check_limits
@@ -24,16 +26,20 @@ from rtrigid.io.hil.protocol import (
     IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, REPLY, RESET,
     SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD,
     VERSION, as_spin, error, finite3, message, pack_strings)
-from rtrigid.simulation import Simulation, SimulationError
+from rtrigid.simulation import Simulation, SimulationError, Snapshot
+from rtrigid.simulation_helpers import Handle
+
+# an IMU as Server takes it: a body, or a (body, point in body axes) pair
+ImuSpec = Union[Handle, tuple[Handle, Sequence[float]]]
 
 
 class _Refusal(Exception):
-    def __init__(self, code, message):
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
 
 
-def _unix_listener(path, backlog=128):
+def _unix_listener(path: str | os.PathLike[str], backlog: int = 128) -> socket.socket:
     """A listening Unix-domain stream socket at ``path``; a stale socket file there is replaced,
     anything else at that path is refused."""
     path = os.fspath(path)
@@ -69,19 +75,19 @@ class _Connection:
     __slots__ = ("sock", "buf", "out", "sim", "job", "closing", "dead", "queued", "events",
                  "since", "deadline", "why", "skip")
 
-    def __init__(self, sock, now):
+    def __init__(self, sock: socket.socket, now: float) -> None:
         self.sock = sock
         self.buf = bytearray()   # received, not yet served: whole messages, then a partial one
         self.out = bytearray()   # replies not yet taken by the socket
-        self.sim = None          # made on the first request that needs one
-        self.job = None          # the STEP in progress
+        self.sim: Simulation | None = None  # made on the first request that needs one
+        self.job: _Job | None = None  # the STEP in progress
         self.closing = False     # close once ``out`` is sent
         self.dead = False
         self.queued = False      # in the server's run queue
         self.events = selectors.EVENT_READ
         self.since = now         # idle since / first byte of the partial message / stuck since
         self.deadline = math.inf
-        self.why = None          # what the deadline is for: "idle", "partial" or "send"
+        self.why: str | None = None  # what the deadline is for: "idle", "partial" or "send"
         self.skip = 0            # bytes still to discard: the payload of a refused long message
 
 
@@ -90,7 +96,8 @@ class _Job:
 
     __slots__ = ("seq", "left", "loads", "before")
 
-    def __init__(self, seq, left, loads, before):
+    def __init__(self, seq: int, left: int, loads: list[tuple[Any, ...]], before: Snapshot
+                 ) -> None:
         self.seq, self.left, self.loads, self.before = seq, left, loads, before
 
 
@@ -100,7 +107,7 @@ _SPARE_SIMS = 8         # simulations of closed connections kept for the next on
 _COST_MEMORY = 0.9      # see Server._work
 
 
-def _replica(sim):
+def _replica(sim: Simulation) -> Simulation:
     """A new Simulation that steps exactly like ``sim`` (restore it to one of sim's snapshots;
     the snapshot's fingerprint check refuses the restore if anything that matters differs)."""
     return Simulation(sim.model, sim.integrator, sim.dt, options=sim.options,
@@ -110,7 +117,7 @@ def _replica(sim):
                       max_steps_per_advance=sim.max_steps_per_advance)
 
 
-def _joint_rows(sim):
+def _joint_rows(sim: Simulation) -> list[tuple[Any, ...]]:
     """The served simulation's joints in handle order: (name, kind, parent, child, qpos at,
     nq, qvel at, nv, lower, upper), positions in the layout of ``sim.qpos()``/``qvel()``."""
     by_name = {j.name: (b, j) for b, j in enumerate(sim.backend.joints)}
@@ -124,7 +131,7 @@ def _joint_rows(sim):
     return rows
 
 
-def _actuator_rows(sim):
+def _actuator_rows(sim: Simulation) -> list[tuple[Any, ...]]:
     """The served simulation's actuators in model order: (name, kind, joint handle, gear,
     ctrl range, force range)."""
     unbounded = (-math.inf, math.inf)
@@ -132,7 +139,8 @@ def _actuator_rows(sim):
              *(a.force_range or unbounded)) for a in sim.model.actuators]
 
 
-def _imus(sim, imus):
+def _imus(sim: Simulation, imus: Iterable[ImuSpec] | None
+          ) -> list[tuple[str, int, NDArray[np.float64]]]:
     """IMU sensors as (name, body, point_body): ``imus`` lists bodies (name or index) or
     (body, point_body) pairs; each is named ``imu:BODY`` (``imu:BODY@x,y,z`` off the centre)."""
     out, names = [], set()
@@ -166,10 +174,12 @@ class Server:
     carries (see Sensors in ``docs/hil/protocol.md``).
     """
 
-    def __init__(self, sim, host="127.0.0.1", port=0, *, scenario="",
-                 max_steps_per_request=100_000, partial_timeout=2.0, send_timeout=1.0,
-                 idle_timeout=60.0, max_clients=256, time_slice=0.002, unix=None, spin=0.0,
-                 imus=()):
+    def __init__(self, sim: Simulation, host: str = "127.0.0.1", port: int = 0, *,
+                 scenario: str = "", max_steps_per_request: int = 100_000,
+                 partial_timeout: float = 2.0, send_timeout: float = 1.0,
+                 idle_timeout: float = 60.0, max_clients: int = 256, time_slice: float = 0.002,
+                 unix: str | os.PathLike[str] | None = None, spin: float = 0.0,
+                 imus: Iterable[ImuSpec] = ()) -> None:
         if not isinstance(sim, Simulation):
             raise ValueError(f"sim: expected an rtrigid Simulation, got {type(sim).__name__}")
         self.spin = as_spin(spin)
@@ -217,7 +227,8 @@ class Server:
         backlog = min(self.max_clients + 16, socket.SOMAXCONN)
         if unix is not None:
             self._listener = _unix_listener(unix, backlog)
-            self.address = self._unix_path = os.fspath(unix)
+            self.address: str | tuple[str, int] = os.fspath(unix)
+            self._unix_path: str | None = self.address
         else:
             self._listener = socket.create_server((host, port), backlog=backlog)
             self.address = self._listener.getsockname()[:2]
@@ -225,18 +236,18 @@ class Server:
         self._listener.setblocking(False)
         self._wake_r, self._wake_w = socket.socketpair()
         self._stopping = False
-        self._thread = None
-        self._conns = {}
-        self._runq = collections.deque()
-        self._again = None           # the connection whose turn just ended, still with work
+        self._thread: threading.Thread | None = None
+        self._conns: dict[int, _Connection] = {}
+        self._runq: collections.deque[_Connection] = collections.deque()
+        self._again: _Connection | None = None  # whose turn just ended, still with work
         self._next_check = math.inf  # no deadline of any connection is earlier than this
-        self._cost = None            # seconds per step, measured on the last chunk
-        self._accept_paused = False
+        self._cost: float | None = None  # seconds per step, measured on the last chunk
+        self._accept_paused: bool | float = False  # or when to try accepting again
         self.counts = dict.fromkeys(
             ("accepted", "refused_full", "closed_idle", "closed_partial", "closed_send",
              "send_stalled", "requests", "preempted"), 0)
 
-    def _describe(self):
+    def _describe(self) -> bytes:
         """The HELLO reply's payload (:mod:`.protocol`)."""
         sim = self.sim
         out = [HELLO_HEAD.pack(sim.nb, sim.dt, self.max_steps_per_request, len(self._joints),
@@ -254,13 +265,16 @@ class Server:
         return b"".join(out)
 
     # -- life cycle ------------------------------------------------------------------------
-    def start(self):
+    def start(self) -> Server:
+        """Serve in a daemon thread; returns the server."""
         self._thread = threading.Thread(target=self.serve_forever, name="rtrigid-hil",
                                         daemon=True)
         self._thread.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
+        """Stop serving (from any thread) and close every socket; waits for the server's
+        thread if :meth:`start` made one."""
         self._stopping = True
         try:
             self._wake_w.send(b"x")
@@ -269,13 +283,14 @@ class Server:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
-    def __enter__(self):
+    def __enter__(self) -> Server:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def serve_forever(self):
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until :meth:`stop`."""
         sel = self._sel = selectors.DefaultSelector()
         sel.register(self._listener, selectors.EVENT_READ, "listen")
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
@@ -283,7 +298,7 @@ class Server:
         try:
             while not self._stopping:
                 if self._runq or self._again is not None:
-                    timeout = 0  # work waits: only look for what else came in
+                    timeout: float | None = 0  # work waits: only look for what else came in
                 else:
                     now = time.monotonic()
                     if now < spin_until:
@@ -339,7 +354,7 @@ class Server:
                     pass
 
     # -- connections -------------------------------------------------------------------------
-    def _accept(self):
+    def _accept(self) -> None:
         for _ in range(_ACCEPTS_PER_TURN):
             try:
                 sock, _ = self._listener.accept()
@@ -372,7 +387,7 @@ class Server:
             self._sel.register(sock, selectors.EVENT_READ, conn)
             self._settle(conn)
 
-    def _reap(self):
+    def _reap(self) -> None:
         """Drop the connections whose peer has closed with nothing left unread (their end of
         file may not have been seen yet, when a client closes and reconnects at once)."""
         for conn in list(self._conns.values()):
@@ -387,12 +402,12 @@ class Server:
             if not data and not conn.buf:
                 self._drop(conn)
 
-    def _resume_accepting(self):
+    def _resume_accepting(self) -> None:
         if time.monotonic() >= self._accept_paused:
             self._sel.register(self._listener, selectors.EVENT_READ, "listen")
             self._accept_paused = False
 
-    def _drop(self, conn):
+    def _drop(self, conn: _Connection) -> None:
         if conn.dead:
             return
         conn.dead = True
@@ -406,14 +421,14 @@ class Server:
             self._spare.append(conn.sim)  # restored to the start before it is used again
         conn.sim = conn.job = None
 
-    def _last_words(self, conn, code, text):
+    def _last_words(self, conn: _Connection, code: int, text: str) -> None:
         """Queue an error that answers no request, then close once it is sent."""
         conn.out += error(0, code, text)
         conn.closing = True
         self._flush(conn)
         self._settle(conn)
 
-    def _read(self, conn):
+    def _read(self, conn: _Connection) -> None:
         if conn.dead:  # dropped earlier in the same batch of events
             return
         try:
@@ -442,7 +457,7 @@ class Server:
         conn.buf += data
         self._settle(conn)
 
-    def _ready(self, conn):
+    def _ready(self, conn: _Connection) -> bool:
         """Whether ``conn.buf`` starts with a message to serve (or a header to refuse)."""
         buf = conn.buf
         if len(buf) < HEADER.size:
@@ -450,7 +465,7 @@ class Server:
         magic, _, _, _, _, length = HEADER.unpack_from(buf)
         return magic != MAGIC or length > self._max_payload or len(buf) >= HEADER.size + length
 
-    def _settle(self, conn, later=False):
+    def _settle(self, conn: _Connection, later: bool = False) -> None:
         """Put ``conn`` where its state says: run queue, waiting to write, or waiting to read
         (then with the deadline of an idle connection or of a partial message).  ``later``:
         it has just had its turn, and joins the run queue only after the next look at the
@@ -483,7 +498,7 @@ class Server:
         if deadline < self._next_check:
             self._next_check = deadline
 
-    def _flush(self, conn):
+    def _flush(self, conn: _Connection) -> None:
         """Send what the socket takes now; never wait for it."""
         if not conn.out or conn.dead:
             return
@@ -503,7 +518,7 @@ class Server:
                 self.counts["send_stalled"] += 1
             del conn.out[:sent]
 
-    def _expire(self):
+    def _expire(self) -> None:
         now = time.monotonic()
         self._next_check = math.inf
         for conn in list(self._conns.values()):
@@ -523,7 +538,7 @@ class Server:
                 self._next_check = conn.deadline
 
     # -- turns ---------------------------------------------------------------------------------
-    def _turn(self, conn):
+    def _turn(self, conn: _Connection) -> None:
         """Serve ``conn`` for at most one time slice: its STEP in progress, then its next
         requests, until the slice is used, a STEP is left unfinished, or replies pile up."""
         end = time.perf_counter() + self.time_slice
@@ -544,7 +559,7 @@ class Server:
         self._flush(conn)
         self._settle(conn, later=True)
 
-    def _serve_next(self, conn):
+    def _serve_next(self, conn: _Connection) -> None:
         buf = conn.buf
         magic, version, kind, flags, seq, length = HEADER.unpack_from(buf)
         if magic != MAGIC:
@@ -583,7 +598,7 @@ class Server:
                 return
             if kind == SET_STATE:
                 self._set_state(conn, payload)
-                conn.out += message(SET_STATE | REPLY, seq, self._pack_state(conn.sim))
+                conn.out += message(SET_STATE | REPLY, seq, self._pack_state(self._sim_of(conn)))
                 return
             if kind not in (HELLO, STATE, RESET, KEEPALIVE):
                 raise _Refusal(E_KIND, f"unknown kind {kind}")
@@ -604,18 +619,20 @@ class Server:
         except Exception as exc:  # the server outlives any request
             conn.out += error(seq, E_INTERNAL, f"{type(exc).__name__}: {exc}")
 
-    def _last_words_for(self, conn, seq, code, text):
+    def _last_words_for(self, conn: _Connection, seq: int, code: int, text: str) -> None:
         conn.out += error(seq, code, text)
         conn.closing = True
 
-    def _sim_of(self, conn):
+    def _sim_of(self, conn: _Connection) -> Simulation:
         if conn.sim is None:
             sim = self._spare.pop() if self._spare else _replica(self.sim)
             sim.restore(self._initial)
             conn.sim = sim
         return conn.sim
 
-    def _parse_step(self, payload):
+    def _parse_step(self, payload: bytes) -> tuple[int, list[tuple[Any, ...]],
+                                                list[tuple[Any, ...]],
+                                                list[tuple[int, tuple[float, ...]]]]:
         if len(payload) < STEP_HEAD.size:
             raise _Refusal(E_SIZE, f"STEP payload of {len(payload)} bytes; needs at least "
                            f"{STEP_HEAD.size}")
@@ -665,7 +682,9 @@ class Server:
                            "records")
         return n, loads, controls, forces
 
-    def _begin_step(self, conn, seq, n, loads, controls=(), forces=()):
+    def _begin_step(self, conn: _Connection, seq: int, n: int, loads: list[tuple[Any, ...]],
+                    controls: Iterable[tuple[Any, ...]] = (),
+                    forces: Iterable[tuple[int, tuple[float, ...]]] = ()) -> None:
         sim = self._sim_of(conn)
         before = sim.snapshot()
         try:
@@ -682,7 +701,7 @@ class Server:
             raise _Refusal(code, f"{type(exc).__name__}: {exc}") from None
         conn.job = _Job(seq, n, loads, before)
 
-    def _set_state(self, conn, payload):
+    def _set_state(self, conn: _Connection, payload: bytes) -> None:
         """SET_STATE: qpos and/or qvel, all or nothing."""
         sim = self._sim_of(conn)
         if len(payload) < SET_STATE_HEAD.size:
@@ -707,9 +726,10 @@ class Server:
             sim.restore(before)
             raise _Refusal(E_VALUE, str(exc)) from None
 
-    def _work(self, conn, end):
+    def _work(self, conn: _Connection, end: float) -> None:
         """Step ``conn``'s STEP until it is done or the slice ending at ``end`` is used."""
-        job, sim = conn.job, conn.sim
+        # a connection with a STEP in progress (_turn's call) has both
+        job, sim = cast(_Job, conn.job), cast(Simulation, conn.sim)
         try:
             while job.left:
                 if self._cost is None:
@@ -747,7 +767,7 @@ class Server:
                 sim.apply_torque(b, torque)
         conn.out += message(STEP | REPLY, job.seq, self._pack_state(sim))
 
-    def _pack_state(self, sim):
+    def _pack_state(self, sim: Simulation) -> bytes:
         out = self._state
         for b in range(sim.nb):
             out[b, 0:3], out[b, 3:7] = sim.pose(b)
@@ -764,7 +784,7 @@ class Server:
         return STATE_HEAD.pack(sim.t, sim.steps_taken, *self._state_head) + values.tobytes()
 
 
-def _check_records(what, indices, count, count_name):
+def _check_records(what: str, indices: list[int], count: int, count_name: str) -> None:
     """Each record's index in range and none repeated, or a refusal naming ``what``."""
     for i in indices:
         if i >= count:
@@ -773,7 +793,7 @@ def _check_records(what, indices, count, count_name):
         raise _Refusal(E_VALUE, f"{what} repeated in {indices}")
 
 
-def _close(sock):
+def _close(sock: socket.socket) -> None:
     """Close without a reset: what the peer sent and nobody read would make the kernel answer
     with RST, and a peer may then lose the last reply still unread in its buffer."""
     try:
