@@ -270,6 +270,9 @@ def build_parser():
     sv.add_argument("--idle-timeout", type=float, default=60.0, metavar="S",
                     help="close a connection that sent nothing for S seconds (inf: never; "
                          "default 60)")
+    sv.add_argument("--session-grace", type=float, default=120.0, metavar="S",
+                    help="keep a closed connection's simulation S seconds for a client that "
+                         "RESUMEs it with its session token (0: free it at once; default 120)")
     sv.add_argument("--partial-timeout", type=float, default=2.0, metavar="S",
                     help="a message must be complete S seconds after its first byte "
                          "(default 2)")

@@ -32,8 +32,13 @@ Catch-up policy (overruns)
     the schedule and no tick runs more than its own steps.
 
 Statistics (:meth:`RealtimeRunner.stats`)
-    ``steps``, ``ticks`` (callback invocations), ``overruns``, ``caught_up_ticks`` (ticks
-    folded into a later one), ``dropped_s``, ``real_time_factor`` (simulated time advanced
+    ``steps``, ``ticks`` (callback invocations), ``overruns`` (calls whose work ended after
+    their deadline), ``folded_ticks`` (ticks folded into a later call; also
+    ``caught_up_ticks``), ``missed_deadlines`` (ticks, folded or not, done after their own
+    deadline: :meth:`RealtimeRunner.late_ticks` lists each with how late it was),
+    ``worst_lateness_us`` (the most a tick was done after its deadline), ``worst_step_us``
+    (the longest ``sim.step(n)`` call), ``worst_start_lateness_us`` (the latest start after
+    a release), ``dropped_s``, ``real_time_factor`` (simulated time advanced
     over wall time, from the first release to the end of the last tick's period, or of its
     work if that ends later),
     ``step_latency_us_p50/p99/max`` (duration of a tick's ``sim.step(n)`` call),
@@ -211,6 +216,7 @@ class RealtimeRunner:
         self.dt = dt
         self._stop = False
         self._stats: dict[str, Any] | None = None
+        self._late: list[tuple[int, float]] = []
 
     def steps_due(self, k: int) -> int:
         """S(k): steps the schedule has run by the release of tick ``k``."""
@@ -247,7 +253,8 @@ class RealtimeRunner:
         max_steps, max_lag_ns = self.max_steps_per_tick, int(round(self.max_lag * 1e9))
         tick = Tick()
         self._stop = False
-        counts = dict(ticks=0, overruns=0, caught_up=0)
+        counts = dict(ticks=0, overruns=0, caught_up=0, missed=0, worst_late=0)
+        late = self._late = []  # (tick, seconds late) of every tick done after its deadline
         k = done = 0
         dropped = 0
         start = origin = clock.now_ns()
@@ -292,6 +299,14 @@ class RealtimeRunner:
                 done += n
                 counts["ticks"] += 1
                 counts["caught_up"] += last - k
+                # every tick this call covered whose deadline passed before it was done
+                for j in range(k, last + 1):
+                    behind = end - (origin + (j + 1) * period)
+                    if behind > 0:
+                        counts["missed"] += 1
+                        counts["worst_late"] = max(counts["worst_late"], behind)
+                        if len(late) < self.sample_capacity:
+                            late.append((j, behind * 1e-9))
                 k = last + 1
                 next_release = origin + k * period
                 if end > next_release:
@@ -322,6 +337,9 @@ class RealtimeRunner:
             "real_time_factor": sim_time / (wall_ns * 1e-9) if wall_ns > 0 else None,
             "overruns": counts["overruns"],
             "caught_up_ticks": counts["caught_up"],
+            "folded_ticks": counts["caught_up"],
+            "missed_deadlines": counts["missed"],
+            "worst_lateness_us": counts["worst_late"] * 1e-3,
             "dropped_s": dropped_ns * 1e-9,
             "max_steps_per_tick": self.max_steps_per_tick,
             "max_lag_s": self.max_lag,
@@ -330,6 +348,8 @@ class RealtimeRunner:
         if self.callback is not None:
             out.update(cb_lat.summary("callback_us"))
         out.update(jitter.summary("tick_jitter_us"))
+        out["worst_step_us"] = out["step_latency_us_max"]
+        out["worst_start_lateness_us"] = out["tick_jitter_us_max"]
         if isinstance(self.clock, MonotonicClock):
             out["spin_s"] = self.clock.spin
         return out
@@ -337,6 +357,11 @@ class RealtimeRunner:
     def stats(self) -> dict[str, Any] | None:
         """Figures of the last run (None before the first)."""
         return None if self._stats is None else dict(self._stats)
+
+    def late_ticks(self) -> list[tuple[int, float]]:
+        """Every tick of the last run done after its deadline, as (tick index, seconds
+        late), in order (the first ``sample_capacity`` of them)."""
+        return list(self._late)
 
 
 def set_fifo_priority(priority: int) -> tuple[int, int]:

@@ -486,6 +486,7 @@ def test_cli_serve_limits_its_clients(tmp_path):
     (["--idle-timeout", "-1"], "idle_timeout"), (["--partial-timeout", "nan"], "partial_timeout"),
     (["--send-timeout", "inf"], "send_timeout"), (["--time-slice", "0"], "time_slice"),
     (["--spin", "-1"], "spin"), (["--imu", "top@1,2"], "imu"),
+    (["--session-grace", "-5"], "session_grace"),
 ])
 def test_cli_serve_refuses_bad_limits_in_one_line(args, field):
     out = subprocess.run([sys.executable, "-m", "rtrigid.cli", "serve", "gyro_top", "--port",
@@ -806,7 +807,8 @@ def test_keepalive_answers_empty_and_restarts_the_idle_timeout(served):
     with client_for(server) as client:
         assert client.limits == {"max_payload": MAX_PAYLOAD, "max_clients": 256,
                                  "idle_timeout": 60.0, "partial_timeout": 0.3,
-                                 "send_timeout": 1.0, "time_slice": 0.002}
+                                 "send_timeout": 1.0, "time_slice": 0.002,
+                                 "session_grace": 120.0}
         moved = client.step(3)
         assert client.keepalive() is None
         assert client.state()["steps"] == moved["steps"]  # it changed nothing

@@ -84,6 +84,29 @@ def test_slow_callback_counts_overruns_and_catches_up_in_bounded_bursts():
     assert stats["tick_jitter_us_max"] == pytest.approx(4600.0)
 
 
+def test_every_tick_done_after_its_deadline_is_listed_with_how_late():
+    # the run above: tick 10 ends at 15.6 ms (deadline 11 ms); ticks 11..14 are folded into a
+    # call that ends at 16.0 ms (deadlines 12..15 ms); 15 and 16 into one ending at 16.2 ms
+    # (deadlines 16 and 17 ms).  Two overruns, but six ticks done late.
+    clock = ManualClock()
+    runner = RealtimeRunner(CostlySim(clock, cost=1e-4), Recorder(clock, stall={10: 5.5 * MS}),
+                            clock=clock, max_steps_per_tick=4)
+    stats = runner.run(ticks=30)
+    late = [(j, round(s * 1e6, 6)) for j, s in runner.late_ticks()]
+    assert late == [(10, 4600.0), (11, 4000.0), (12, 3000.0), (13, 2000.0), (14, 1000.0),
+                    (15, 200.0)]
+    assert stats["overruns"] == 2
+    assert stats["missed_deadlines"] == 6
+    assert stats["folded_ticks"] == stats["caught_up_ticks"] == 4
+    assert stats["worst_lateness_us"] == pytest.approx(4600.0)
+    assert stats["worst_step_us"] == pytest.approx(400.0)
+    assert stats["worst_start_lateness_us"] == pytest.approx(4600.0)
+    # a run on time lists nothing
+    clock = ManualClock()
+    runner = RealtimeRunner(CostlySim(clock, cost=1e-4), clock=clock)
+    assert runner.run(ticks=50)["missed_deadlines"] == 0 and runner.late_ticks() == []
+
+
 def test_persistent_overload_drops_time_beyond_max_lag():
     # every callback costs 5 ms; a tick may run at most 4 steps (4 ms of schedule), so the
     # loop loses 1 ms per tick until it is max_lag behind; from then on the excess is dropped

@@ -13,9 +13,10 @@ from numpy.typing import ArrayLike
 
 from rtrigid.io.hil.protocol import (
     ACTUATOR_ROW, CONTROL, ERROR, ERROR_HEAD, HEADER, HELLO, HELLO_HEAD, HELLO_LIMITS,
-    JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, REPLY, RESET, SENSOR_ROW, SET_STATE,
-    SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD, VERSION, ServerError,
-    as_spin, finite3, message, unpack_strings)
+    HELLO_SESSION, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, OBSERVE, PUSH, REPLY, RESET,
+    RESUME, SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP,
+    STEP_HEAD, VERSION, ServerError, as_spin, finite3, message, unpack_strings)
+from rtrigid.io.hil.sessions import TOKEN_SIZE
 from rtrigid.validate import as_scalar, as_vector
 
 
@@ -76,6 +77,8 @@ class Client:
         self.timeout = timeout
         _set_timeouts(self._sock, recv=timeout, send=timeout)
         self._seq = 0
+        self._pending = bytearray()  # an observer's states received, not yet returned
+        self._observing = False
         self._buf = bytearray(1 << 16)  # replies are read into this, then copied out
         self._view = memoryview(self._buf)
         try:
@@ -124,6 +127,12 @@ class Client:
             self.limits = dict(zip(("max_payload", "max_clients", "idle_timeout",
                                     "partial_timeout", "send_timeout", "time_slice"),
                                    HELLO_LIMITS.unpack_from(hello, at)))
+            at += HELLO_LIMITS.size
+        # the session, after the limits (None from a server without sessions)
+        self.session = None
+        if len(hello) >= at + HELLO_SESSION.size:
+            self.session, grace = HELLO_SESSION.unpack_from(hello, at)
+            self.limits["session_grace"] = grace  # type: ignore[index]  # (sent before it)
 
     def close(self) -> None:
         """Close the connection."""
@@ -225,6 +234,62 @@ class Client:
         """The served simulation's state now."""
         return self._state_dict(self._request(STATE))
 
+    def resume(self, session: bytes) -> dict[str, Any]:
+        """Take over the session ``session`` (the token :attr:`session` of the connection
+        that stepped it, which has since closed) and return its state: the simulation goes on
+        exactly where it stopped.  :attr:`session` becomes that token.  ``ServerError`` (code
+        12) if no session waits for it (unknown, expired, or its connection still open)."""
+        state = self._state_dict(self._request(RESUME, self._token(session)))
+        self.session = bytes(session)
+        return state
+
+    def observe(self, session: bytes) -> dict[str, Any]:
+        """Become an observer of the session ``session``: return its state now; then
+        :meth:`next_state` returns every state its stepping client receives, in order.  An
+        observer steps nothing."""
+        state = self._state_dict(self._request(OBSERVE, self._token(session), keep_rest=True))
+        self._observing = True
+        return state
+
+    def next_state(self, timeout: float | None = None) -> dict[str, Any]:
+        """An observer's next state (blocks up to ``timeout`` seconds, default the client's
+        timeout); its ``seq`` is the request of the stepping client it answered."""
+        if not self._observing:
+            raise ValueError("next_state: only an observer (observe()) receives states")
+        _set_timeouts(self._sock, recv=self.timeout if timeout is None else timeout)
+        try:
+            while len(self._pending) < HEADER.size or len(self._pending) < HEADER.size + \
+                    HEADER.unpack_from(self._pending)[5]:
+                data = self._sock.recv(1 << 16)
+                if not data:
+                    raise ConnectionError("server closed the connection")
+                self._pending += data
+        except (BlockingIOError, socket.timeout):
+            raise TimeoutError("no state within the timeout") from None
+        finally:
+            _set_timeouts(self._sock, recv=self.timeout)
+        magic, version, kind, _, seq, length = HEADER.unpack_from(self._pending)
+        body = bytes(self._pending[HEADER.size:HEADER.size + length])
+        del self._pending[:HEADER.size + length]
+        if kind == ERROR:
+            (code,) = ERROR_HEAD.unpack_from(body)
+            self.close()
+            raise ServerError(code, body[ERROR_HEAD.size:].decode("utf-8", "replace"))
+        if (magic, version, kind) != (MAGIC, VERSION, PUSH):
+            self.close()
+            raise ConnectionError(f"unexpected message (magic {magic!r}, version {version}, "
+                                  f"kind {kind}) for an observer")
+        state = self._state_dict(bytearray(body))
+        state["seq"] = seq
+        return state
+
+    @staticmethod
+    def _token(session: object) -> bytes:
+        if not isinstance(session, (bytes, bytearray)) or len(session) != TOKEN_SIZE:
+            raise ValueError(f"session: expected the {TOKEN_SIZE}-byte token of "
+                             f"Client.session, got {session!r}")
+        return bytes(session)
+
     def keepalive(self) -> None:
         """Tell the server this connection is alive (restarts its idle timeout); changes
         nothing else."""
@@ -289,7 +354,8 @@ class Client:
             raise ConnectionError("server closed the connection")
         return got + k
 
-    def _request(self, kind: int, payload: bytes = b"") -> bytearray:
+    def _request(self, kind: int, payload: bytes = b"", keep_rest: bool = False
+                 ) -> bytearray:
         self._seq = self._seq % 0xFFFFFFFF + 1  # 1 .. 2**32-1: seq 0 marks the server's notices
         try:
             self._sock.sendall(message(kind, self._seq, payload))
@@ -317,7 +383,9 @@ class Client:
             self._view = memoryview(self._buf)
         while got < end:
             got = self._recv_some(got, deadline)
-        if got > end and not notice:  # one request, one reply: nothing may follow it
+        if got > end and keep_rest:  # an observer's first states, right behind the reply
+            self._pending += self._view[end:got]
+        elif got > end and not notice:  # one request, one reply: nothing may follow it
             self.close()
             raise ConnectionError(f"{got - end} unexpected bytes after a reply")
         body = bytearray(self._view[HEADER.size:end])

@@ -33,7 +33,8 @@ def serve_main(args: argparse.Namespace) -> None:
 
     # the limits are checked before the scenario is built: a typo fails at once, in one line
     limits = check_limits(**{k: getattr(args, k) for k in (
-        "max_clients", "idle_timeout", "partial_timeout", "send_timeout", "time_slice")
+        "max_clients", "idle_timeout", "partial_timeout", "send_timeout", "time_slice",
+        "session_grace")
         if hasattr(args, k)})
     spin = as_spin(getattr(args, "spin", 0.0))
     imus = [parse_imu(text) for text in getattr(args, "imu", None) or ()]

@@ -34,8 +34,8 @@ def _count(value: object, name: str, lo: int, hi: int) -> int:
 
 def check_limits(*, max_clients: int = 256, idle_timeout: float = 60.0,
                  partial_timeout: float = 2.0, send_timeout: float = 1.0,
-                 time_slice: float = 0.002, max_steps_per_request: int = 100_000
-                 ) -> dict[str, Any]:
+                 time_slice: float = 0.002, max_steps_per_request: int = 100_000,
+                 session_grace: float = 120.0) -> dict[str, Any]:
     """The server's limits, checked (``ValueError`` naming the field); defaults as documented.
 
     Room for ``max_clients`` connections is made here: the process's soft limit on open files
@@ -49,7 +49,9 @@ def check_limits(*, max_clients: int = 256, idle_timeout: float = 60.0,
         "send_timeout": _seconds(send_timeout, "send_timeout"),
         "time_slice": _seconds(time_slice, "time_slice"),
         "max_steps_per_request": _count(max_steps_per_request, "max_steps_per_request", 1,
-                                        MAX_STEPS_LIMIT)}
+                                        MAX_STEPS_LIMIT),
+        "session_grace": (0.0 if session_grace == 0 and not isinstance(session_grace, bool)
+                          else _seconds(session_grace, "session_grace"))}
     need = out["max_clients"] + _SPARE_FDS
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < need:

@@ -21,8 +21,9 @@ from typing import Iterable
 
 MAGIC = b"RTRG"
 VERSION = 2
-HELLO, STEP, STATE, RESET, SET_STATE, KEEPALIVE = 1, 2, 3, 4, 5, 6
+HELLO, STEP, STATE, RESET, SET_STATE, KEEPALIVE, RESUME, OBSERVE = 1, 2, 3, 4, 5, 6, 7, 8
 REPLY = 0x80
+PUSH = 0x89  # a state sent to an observer (no request of kind 9 exists)
 ERROR = 0xFF
 HEADER = struct.Struct("<4sBBHII")
 STEP_HEAD = struct.Struct("<IIII")  # n_steps, n_loads, n_controls, n_joint_forces
@@ -37,6 +38,9 @@ HELLO_HEAD = struct.Struct("<IdIIIIII")  # n_bodies, dt, max_steps, joints, actu
 # partial_timeout, send_timeout, time_slice (seconds); a client that reads only the rows
 # ignores it
 HELLO_LIMITS = struct.Struct("<II4d")
+# after the limits: the connection's session token and the grace period (seconds) a session
+# waits for RESUME after its connection closes
+HELLO_SESSION = struct.Struct("<16sd")
 JOINT_ROW = struct.Struct("<iIIIIIdd")  # parent, child, qpos at, nq, qvel at, nv, lower, upper
 ACTUATOR_ROW = struct.Struct("<I5d")    # joint, gear, ctrl lo, hi, force lo, hi
 SENSOR_ROW = struct.Struct("<I3dI")     # body, point (body axes), values
@@ -46,9 +50,9 @@ IMU_WIDTH = 6
 
 ERRORS = {1: "bad magic", 2: "bad version", 3: "unknown kind", 4: "too long", 5: "truncated",
           6: "bad size", 7: "bad value", 8: "step failed", 9: "internal error",
-          10: "server full", 11: "idle"}
+          10: "server full", 11: "idle", 12: "session"}
 (E_MAGIC, E_VERSION, E_KIND, E_TOO_LONG, E_TRUNCATED, E_SIZE, E_VALUE, E_STEP,
- E_INTERNAL, E_FULL, E_IDLE) = range(1, 12)
+ E_INTERNAL, E_FULL, E_IDLE, E_SESSION) = range(1, 13)
 FATAL = (E_MAGIC, E_TRUNCATED, E_FULL, E_IDLE)  # the server closes after these
 MAX_STEPS_LIMIT = 2 ** 32 - 1  # n_steps is a u32 on the wire
 

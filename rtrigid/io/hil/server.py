@@ -8,29 +8,26 @@ import math
 import os
 import selectors
 import socket
-import stat
 import struct
 import threading
 import time
 import warnings
-from typing import Any, Iterable, Sequence, Union, cast
+from typing import Any, Iterable, cast
 
 import numpy as np
-from numpy.typing import NDArray
 
-from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
 from rtrigid.io.hil.limits import check_limits
 from rtrigid.io.hil.protocol import (
-    ACTUATOR_ROW, CONTROL, E_FULL, E_IDLE, E_INTERNAL, E_KIND, E_MAGIC, E_SIZE, E_STEP,
-    E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, HEADER, HELLO, HELLO_HEAD, HELLO_LIMITS,
-    IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, REPLY, RESET,
-    SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD,
-    VERSION, as_spin, error, finite3, message, pack_strings)
+    ACTUATOR_ROW, CONTROL, E_FULL, E_IDLE, E_INTERNAL, E_KIND, E_MAGIC, E_SESSION, E_SIZE,
+    E_STEP, E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, HEADER, HELLO, HELLO_HEAD,
+    HELLO_LIMITS, HELLO_SESSION, IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC,
+    OBSERVE, PUSH, REPLY, RESET, RESUME, SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE,
+    STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD, VERSION, as_spin, error, message,
+    pack_strings)
+from rtrigid.io.hil.served import (
+    ImuSpec, actuator_rows, imu_sensors, joint_rows, replica, unix_listener)
+from rtrigid.io.hil.sessions import TOKEN_SIZE, Sessions
 from rtrigid.simulation import Simulation, SimulationError, Snapshot
-from rtrigid.simulation_helpers import Handle
-
-# an IMU as Server takes it: a body, or a (body, point in body axes) pair
-ImuSpec = Union[Handle, tuple[Handle, Sequence[float]]]
 
 
 class _Refusal(Exception):
@@ -39,43 +36,13 @@ class _Refusal(Exception):
         self.code = code
 
 
-def _unix_listener(path: str | os.PathLike[str], backlog: int = 128) -> socket.socket:
-    """A listening Unix-domain stream socket at ``path``; a stale socket file there is replaced,
-    anything else at that path is refused."""
-    path = os.fspath(path)
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        pass
-    else:
-        if not stat.S_ISSOCK(mode):
-            raise ValueError(f"unix: {path!r} exists and is not a socket")
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(path)
-        except OSError:
-            os.unlink(path)  # nobody listens: left over from a server that did not stop
-        else:
-            raise ValueError(f"unix: a server already listens on {path!r}")
-        finally:
-            probe.close()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.bind(path)
-        sock.listen(backlog)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
 class _Connection:
     """One client: its bytes in and out, its request in progress, its simulation."""
 
     __slots__ = ("sock", "buf", "out", "sim", "job", "closing", "dead", "queued", "events",
-                 "since", "deadline", "why", "skip")
+                 "since", "deadline", "why", "skip", "token", "observing")
 
-    def __init__(self, sock: socket.socket, now: float) -> None:
+    def __init__(self, sock: socket.socket, now: float, token: bytes) -> None:
         self.sock = sock
         self.buf = bytearray()   # received, not yet served: whole messages, then a partial one
         self.out = bytearray()   # replies not yet taken by the socket
@@ -89,6 +56,9 @@ class _Connection:
         self.deadline = math.inf
         self.why: str | None = None  # what the deadline is for: "idle", "partial" or "send"
         self.skip = 0            # bytes still to discard: the payload of a refused long message
+        self.token = token       # the session its simulation belongs to (.sessions)
+        # the token of the session it observes, if it is an observer
+        self.observing: bytes | None = None
 
 
 class _Job:
@@ -107,57 +77,6 @@ _SPARE_SIMS = 8         # simulations of closed connections kept for the next on
 _COST_MEMORY = 0.9      # see Server._work
 
 
-def _replica(sim: Simulation) -> Simulation:
-    """A new Simulation that steps exactly like ``sim`` (restore it to one of sim's snapshots;
-    the snapshot's fingerprint check refuses the restore if anything that matters differs)."""
-    return Simulation(sim.model, sim.integrator, sim.dt, options=sim.options,
-                      max_iter=int(sim.backend.solver[SOLVER_MAX_ITER]),
-                      max_halvings=int(sim.backend.solver[SOLVER_HALVINGS]),
-                      step_budget=sim.step_budget,
-                      max_steps_per_advance=sim.max_steps_per_advance)
-
-
-def _joint_rows(sim: Simulation) -> list[tuple[Any, ...]]:
-    """The served simulation's joints in handle order: (name, kind, parent, child, qpos at,
-    nq, qvel at, nv, lower, upper), positions in the layout of ``sim.qpos()``/``qvel()``."""
-    by_name = {j.name: (b, j) for b, j in enumerate(sim.backend.joints)}
-    rows, qat, vat = [], 0, 0
-    for name in sim.joint_names:
-        child, j = by_name[name]
-        nq, nv = len(sim.joint_position(name)), len(sim.joint_velocity(name))
-        lower, upper = getattr(j, "limits", None) or (-math.inf, math.inf)
-        rows.append((name, j.kind, j.parent, child, qat, nq, vat, nv, lower, upper))
-        qat, vat = qat + nq, vat + nv
-    return rows
-
-
-def _actuator_rows(sim: Simulation) -> list[tuple[Any, ...]]:
-    """The served simulation's actuators in model order: (name, kind, joint handle, gear,
-    ctrl range, force range)."""
-    unbounded = (-math.inf, math.inf)
-    return [(a.name, a.kind, a.joint, a.gear, *(a.ctrl_range or unbounded),
-             *(a.force_range or unbounded)) for a in sim.model.actuators]
-
-
-def _imus(sim: Simulation, imus: Iterable[ImuSpec] | None
-          ) -> list[tuple[str, int, NDArray[np.float64]]]:
-    """IMU sensors as (name, body, point_body): ``imus`` lists bodies (name or index) or
-    (body, point_body) pairs; each is named ``imu:BODY`` (``imu:BODY@x,y,z`` off the centre)."""
-    out, names = [], set()
-    for item in imus or ():
-        body, point = (item, (0.0, 0.0, 0.0)) if isinstance(item, (str, int, np.integer)) \
-            else item
-        b = sim.body_index(body)
-        point = finite3(point, f"imus[{body!r}] point")
-        name = f"imu:{sim.names[b]}" + ("" if point == (0.0, 0.0, 0.0)
-                                        else "@{:g},{:g},{:g}".format(*point))
-        if name in names:
-            raise ValueError(f"imus: {name} given twice")
-        names.add(name)
-        out.append((name, b, np.array(point)))
-    return out
-
-
 class Server:
     """Serve a Simulation to lock-step clients (protocol in ``docs/hil/protocol.md``).
 
@@ -171,7 +90,9 @@ class Server:
     either and closes every socket.  Each connection steps its own copy of ``sim`` as it is
     now; ``sim`` itself is never stepped.  :attr:`counts`: what the server has done.
     ``imus``: bodies (or (body, point_body) pairs) whose IMU readings every state reply
-    carries (see Sensors in ``docs/hil/protocol.md``).
+    carries (see Sensors in ``docs/hil/protocol.md``).  ``session_grace``: seconds a
+    connection's simulation waits, after the connection closes, for a client to RESUME it
+    with its session token (0: it is freed at once; see Sessions in the specification).
     """
 
     def __init__(self, sim: Simulation, host: str = "127.0.0.1", port: int = 0, *,
@@ -179,31 +100,34 @@ class Server:
                  partial_timeout: float = 2.0, send_timeout: float = 1.0,
                  idle_timeout: float = 60.0, max_clients: int = 256, time_slice: float = 0.002,
                  unix: str | os.PathLike[str] | None = None, spin: float = 0.0,
-                 imus: Iterable[ImuSpec] = ()) -> None:
+                 imus: Iterable[ImuSpec] = (), session_grace: float = 120.0) -> None:
         if not isinstance(sim, Simulation):
             raise ValueError(f"sim: expected an rtrigid Simulation, got {type(sim).__name__}")
         self.spin = as_spin(spin)
         limits = check_limits(max_clients=max_clients, idle_timeout=idle_timeout,
                               partial_timeout=partial_timeout, send_timeout=send_timeout,
                               time_slice=time_slice,
-                              max_steps_per_request=max_steps_per_request)
+                              max_steps_per_request=max_steps_per_request,
+                              session_grace=session_grace)
         self.max_clients = limits["max_clients"]
         self.idle_timeout = limits["idle_timeout"]
         self.partial_timeout = limits["partial_timeout"]
         self.send_timeout = limits["send_timeout"]
         self.time_slice = limits["time_slice"]
         self.max_steps_per_request = limits["max_steps_per_request"]
+        self.session_grace = limits["session_grace"]
+        self._sessions = Sessions(self.session_grace, self.max_clients)
         self.sim = sim
         self.scenario = str(scenario)
         self._initial = sim.snapshot()
-        first = _replica(sim)
+        first = replica(sim)
         first.restore(self._initial)  # refuses here, not per connection, if the copy differs
         self._spare = [first]
         self._own_loads = {b: sim.applied(b) for b in range(sim.nb)
                            if any(np.any(a) for a in sim.applied(b))}
-        self._joints = _joint_rows(sim)
-        self._actuators = _actuator_rows(sim)
-        self._imus = _imus(sim, imus)
+        self._joints = joint_rows(sim)
+        self._actuators = actuator_rows(sim)
+        self._imus = imu_sensors(sim, imus)
         self._joint_nv = [row[7] for row in self._joints]
         self._max_payload = max(
             STEP_HEAD.size + LOAD.size * sim.nb + CONTROL.size * len(self._actuators)
@@ -226,7 +150,7 @@ class Server:
         first.restore(self._initial)
         backlog = min(self.max_clients + 16, socket.SOMAXCONN)
         if unix is not None:
-            self._listener = _unix_listener(unix, backlog)
+            self._listener = unix_listener(unix, backlog)
             self.address: str | tuple[str, int] = os.fspath(unix)
             self._unix_path: str | None = self.address
         else:
@@ -245,7 +169,7 @@ class Server:
         self._accept_paused: bool | float = False  # or when to try accepting again
         self.counts = dict.fromkeys(
             ("accepted", "refused_full", "closed_idle", "closed_partial", "closed_send",
-             "send_stalled", "requests", "preempted"), 0)
+             "send_stalled", "requests", "preempted", "resumed", "expired"), 0)
 
     def _describe(self) -> bytes:
         """The HELLO reply's payload (:mod:`.protocol`)."""
@@ -382,7 +306,7 @@ class Server:
                 _close(sock)
                 continue
             self.counts["accepted"] += 1
-            conn = _Connection(sock, time.monotonic())
+            conn = _Connection(sock, time.monotonic(), Sessions.new_token())
             self._conns[sock.fileno()] = conn
             self._sel.register(sock, selectors.EVENT_READ, conn)
             self._settle(conn)
@@ -417,9 +341,20 @@ class Server:
         except (KeyError, ValueError):
             pass
         _close(conn.sock)
-        if conn.sim is not None and len(self._spare) < _SPARE_SIMS:
-            self._spare.append(conn.sim)  # restored to the start before it is used again
+        self._sessions.unobserve(conn)
+        if conn.observing is None:
+            if conn.job is not None:  # its STEP is undone: the session resumes before it
+                sim = cast(Simulation, conn.sim)  # a connection with a STEP has its simulation
+                sim.restore(conn.job.before)
+                self._loads_back(sim, conn.job)
+            for sim in self._sessions.close(conn.token, conn.sim, time.monotonic()):
+                self._recycle(sim)
+            self._next_check = min(self._next_check, self._sessions.next_expiry())
         conn.sim = conn.job = None
+
+    def _recycle(self, sim: Simulation) -> None:
+        if len(self._spare) < _SPARE_SIMS:
+            self._spare.append(sim)  # restored to the start before it is used again
 
     def _last_words(self, conn: _Connection, code: int, text: str) -> None:
         """Queue an error that answers no request, then close once it is sent."""
@@ -488,6 +423,8 @@ class Server:
         elif conn.buf or conn.skip:
             events, deadline, why = (selectors.EVENT_READ, conn.since + self.partial_timeout,
                                      "partial")
+        elif conn.observing is not None:  # an observer waits for states, not requests
+            events, deadline, why = selectors.EVENT_READ, math.inf, None
         else:
             events, deadline, why = (selectors.EVENT_READ, conn.since + self.idle_timeout,
                                      "idle")
@@ -536,6 +473,13 @@ class Server:
                     self._last_words(conn, E_IDLE, f"no request for {self.idle_timeout:g} s")
             if not conn.dead and conn.deadline < self._next_check:
                 self._next_check = conn.deadline
+        for token, sim in self._sessions.expire(now):
+            self.counts["expired"] += 1
+            self._recycle(sim)
+            for watcher in list(self._sessions.watchers(token)):
+                self._last_words(watcher, E_SESSION, "the session observed ended: its client "
+                                 f"did not resume it within {self.session_grace:g} s")
+        self._next_check = min(self._next_check, self._sessions.next_expiry())
 
     # -- turns ---------------------------------------------------------------------------------
     def _turn(self, conn: _Connection) -> None:
@@ -592,20 +536,27 @@ class Server:
         try:
             if flags:
                 raise _Refusal(E_VALUE, f"flags {flags:#x}; must be 0")
+            if conn.observing is not None and kind not in (HELLO, KEEPALIVE):
+                raise _Refusal(E_SESSION, "an observer steps and asks nothing (HELLO and "
+                               "KEEPALIVE aside): it receives the states of the session")
+            if kind in (RESUME, OBSERVE):
+                self._join(conn, seq, kind, payload)
+                return
             if kind == STEP:
                 n, loads, controls, forces = self._parse_step(payload)
                 self._begin_step(conn, seq, n, loads, controls, forces)
                 return
             if kind == SET_STATE:
                 self._set_state(conn, payload)
-                conn.out += message(SET_STATE | REPLY, seq, self._pack_state(self._sim_of(conn)))
+                self._reply_state(conn, SET_STATE, seq)
                 return
             if kind not in (HELLO, STATE, RESET, KEEPALIVE):
                 raise _Refusal(E_KIND, f"unknown kind {kind}")
             if payload:
                 raise _Refusal(E_SIZE, f"kind {kind} takes no payload, got {len(payload)} bytes")
             if kind == HELLO:
-                conn.out += message(HELLO | REPLY, seq, self._hello)
+                conn.out += message(HELLO | REPLY, seq, self._hello + HELLO_SESSION.pack(
+                    conn.observing or conn.token, self.session_grace))
                 return
             if kind == KEEPALIVE:  # resets the idle timeout, as any request does
                 conn.out += message(KEEPALIVE | REPLY, seq)
@@ -613,7 +564,7 @@ class Server:
             sim = self._sim_of(conn)
             if kind == RESET:
                 sim.restore(self._initial)
-            conn.out += message(kind | REPLY, seq, self._pack_state(sim))
+            self._reply_state(conn, kind, seq)
         except _Refusal as exc:
             conn.out += error(seq, exc.code, str(exc))
         except Exception as exc:  # the server outlives any request
@@ -625,10 +576,53 @@ class Server:
 
     def _sim_of(self, conn: _Connection) -> Simulation:
         if conn.sim is None:
-            sim = self._spare.pop() if self._spare else _replica(self.sim)
+            sim = self._spare.pop() if self._spare else replica(self.sim)
             sim.restore(self._initial)
             conn.sim = sim
+            self._sessions.open(conn.token, conn)
         return conn.sim
+
+    def _reply_state(self, conn: _Connection, kind: int, seq: int) -> None:
+        """Reply to ``conn``'s request with its simulation's state, and send the same state
+        to every observer of its session."""
+        payload = self._pack_state(cast(Simulation, conn.sim))  # a reply of its simulation
+        conn.out += message(kind | REPLY, seq, payload)
+        for watcher in self._sessions.watchers(conn.token):
+            if not watcher.dead:
+                watcher.out += message(PUSH, seq, payload)
+                self._flush(watcher)
+                self._settle(watcher)
+
+    def _join(self, conn: _Connection, seq: int, kind: int, payload: bytes) -> None:
+        """RESUME: take over a detached session; OBSERVE: watch a session."""
+        if len(payload) != TOKEN_SIZE:
+            raise _Refusal(E_SIZE, f"kind {kind} takes a {TOKEN_SIZE}-byte session token, got "
+                           f"{len(payload)} bytes")
+        if kind == RESUME:
+            self._reap()  # the session's old connection, if it has closed but is not seen yet
+            found = self._sessions.resume(payload, conn)
+            if found is None:
+                raise _Refusal(E_SESSION, "no session waits for this token (unknown, expired, "
+                               "or its connection is still open)")
+            token, sim = found
+            if conn.sim is not None:  # the connection's own session waits in turn
+                for old in self._sessions.close(conn.token, conn.sim, time.monotonic()):
+                    self._recycle(old)
+            conn.sim, conn.token = sim, token
+            self.counts["resumed"] += 1
+            self._reply_state(conn, RESUME, seq)
+            return
+        if conn.sim is not None:
+            raise _Refusal(E_SESSION, "a connection that steps a simulation cannot observe one")
+        token = self._sessions.find(payload)
+        sim = None if token is None else (
+            self._sessions.live[token].sim if token in self._sessions.live
+            else self._sessions.detached[token][0])
+        # (a simulation was found, so token is not None)
+        if sim is None or not self._sessions.observe(cast(bytes, token), conn):
+            raise _Refusal(E_SESSION, "no session has this token (unknown or expired)")
+        conn.observing = token
+        conn.out += message(OBSERVE | REPLY, seq, self._pack_state(sim))
 
     def _parse_step(self, payload: bytes) -> tuple[int, list[tuple[Any, ...]],
                                                 list[tuple[Any, ...]],
@@ -756,8 +750,12 @@ class Server:
         if job.left:
             return
         conn.job = None
-        # back to the simulation's own loads; they never change while it is served (the
-        # initial snapshot that RESET restores holds the same ones)
+        self._loads_back(sim, job)
+        self._reply_state(conn, STEP, job.seq)
+
+    def _loads_back(self, sim: Simulation, job: _Job) -> None:
+        """Back to the simulation's own loads after ``job``; they never change while it is
+        served (the initial snapshot that RESET restores holds the same ones)."""
         for record in job.loads:
             b = record[0]
             sim.clear_applied(b)
@@ -765,7 +763,6 @@ class Server:
                 force, torque = self._own_loads[b]
                 sim.apply_force(b, force)
                 sim.apply_torque(b, torque)
-        conn.out += message(STEP | REPLY, job.seq, self._pack_state(sim))
 
     def _pack_state(self, sim: Simulation) -> bytes:
         out = self._state

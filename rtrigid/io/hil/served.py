@@ -1,0 +1,101 @@
+"""What the lock-step server serves: copies of the simulation, the rows HELLO describes it
+by (joints, actuators, IMU sensors), and its Unix-domain listener."""
+from __future__ import annotations
+
+import math
+import os
+import socket
+import stat
+from typing import Any, Iterable, Sequence, Union
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
+from rtrigid.io.hil.protocol import finite3
+from rtrigid.simulation import Simulation
+from rtrigid.simulation_helpers import Handle
+
+# an IMU as the server takes it: a body, or a (body, point in body axes) pair
+ImuSpec = Union[Handle, tuple[Handle, Sequence[float]]]
+
+
+def unix_listener(path: str | os.PathLike[str], backlog: int = 128) -> socket.socket:
+    """A listening Unix-domain stream socket at ``path``; a stale socket file there is replaced,
+    anything else at that path is refused."""
+    path = os.fspath(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(mode):
+            raise ValueError(f"unix: {path!r} exists and is not a socket")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)  # nobody listens: left over from a server that did not stop
+        else:
+            raise ValueError(f"unix: a server already listens on {path!r}")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        sock.listen(backlog)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def replica(sim: Simulation) -> Simulation:
+    """A new Simulation that steps exactly like ``sim`` (restore it to one of sim's snapshots;
+    the snapshot's fingerprint check refuses the restore if anything that matters differs)."""
+    return Simulation(sim.model, sim.integrator, sim.dt, options=sim.options,
+                      max_iter=int(sim.backend.solver[SOLVER_MAX_ITER]),
+                      max_halvings=int(sim.backend.solver[SOLVER_HALVINGS]),
+                      step_budget=sim.step_budget,
+                      max_steps_per_advance=sim.max_steps_per_advance)
+
+
+def joint_rows(sim: Simulation) -> list[tuple[Any, ...]]:
+    """The served simulation's joints in handle order: (name, kind, parent, child, qpos at,
+    nq, qvel at, nv, lower, upper), positions in the layout of ``sim.qpos()``/``qvel()``."""
+    by_name = {j.name: (b, j) for b, j in enumerate(sim.backend.joints)}
+    rows, qat, vat = [], 0, 0
+    for name in sim.joint_names:
+        child, j = by_name[name]
+        nq, nv = len(sim.joint_position(name)), len(sim.joint_velocity(name))
+        lower, upper = getattr(j, "limits", None) or (-math.inf, math.inf)
+        rows.append((name, j.kind, j.parent, child, qat, nq, vat, nv, lower, upper))
+        qat, vat = qat + nq, vat + nv
+    return rows
+
+
+def actuator_rows(sim: Simulation) -> list[tuple[Any, ...]]:
+    """The served simulation's actuators in model order: (name, kind, joint handle, gear,
+    ctrl range, force range)."""
+    unbounded = (-math.inf, math.inf)
+    return [(a.name, a.kind, a.joint, a.gear, *(a.ctrl_range or unbounded),
+             *(a.force_range or unbounded)) for a in sim.model.actuators]
+
+
+def imu_sensors(sim: Simulation, imus: Iterable[ImuSpec] | None
+                ) -> list[tuple[str, int, NDArray[np.float64]]]:
+    """IMU sensors as (name, body, point_body): ``imus`` lists bodies (name or index) or
+    (body, point_body) pairs; each is named ``imu:BODY`` (``imu:BODY@x,y,z`` off the centre)."""
+    out, names = [], set()
+    for item in imus or ():
+        body, point = (item, (0.0, 0.0, 0.0)) if isinstance(item, (str, int, np.integer)) \
+            else item
+        b = sim.body_index(body)
+        point = finite3(point, f"imus[{body!r}] point")
+        name = f"imu:{sim.names[b]}" + ("" if point == (0.0, 0.0, 0.0)
+                                        else "@{:g},{:g},{:g}".format(*point))
+        if name in names:
+            raise ValueError(f"imus: {name} given twice")
+        names.add(name)
+        out.append((name, b, np.array(point)))
+    return out
