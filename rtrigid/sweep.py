@@ -1,7 +1,7 @@
 """Parameter sweeps: a TOML spec, split into batches of :class:`~rtrigid.Batch` copies, run on
 Ray (a local cluster by default), one ``.npz`` file per batch plus ``index.json``, resumable.
 
-A spec (TOML, read with :mod:`tomllib`)::
+A spec (TOML, read with :mod:`tomllib`, or ``tomli`` on Python 3.10)::
 
     scenario = "arm"              # a scenario name, a robot file (relative to the spec) or
                                   # a model factory module:function -- as `rtrigid run` takes
@@ -65,7 +65,10 @@ INDEX = "index.json"
 def load_spec(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The spec at ``path`` checked and completed (a dict of plain values, with ``points``:
     one dict of scenario parameters per point); ``ValueError`` naming the field otherwise."""
-    import tomllib  # type: ignore[import-not-found,unused-ignore]  # (Python >= 3.11)
+    try:
+        import tomllib  # type: ignore[import-not-found,unused-ignore]  # (Python >= 3.11)
+    except ModuleNotFoundError:  # Python 3.10: the same parser, as the sweep extra installs it
+        import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
 
     with open(path, "rb") as fh:
         try:
