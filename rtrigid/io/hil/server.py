@@ -8,7 +8,6 @@ import math
 import os
 import selectors
 import socket
-import struct
 import threading
 import time
 import warnings
@@ -26,14 +25,9 @@ from rtrigid.io.hil.protocol import (
     pack_strings)
 from rtrigid.io.hil.served import (
     ImuSpec, actuator_rows, imu_sensors, joint_rows, replica, unix_listener)
+from rtrigid.io.hil.requests import Refusal, StepRequest, parse_step
 from rtrigid.io.hil.sessions import TOKEN_SIZE, Sessions
 from rtrigid.simulation import Simulation, SimulationError, Snapshot
-
-
-class _Refusal(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class _Connection:
@@ -535,9 +529,9 @@ class Server:
             return
         try:
             if flags:
-                raise _Refusal(E_VALUE, f"flags {flags:#x}; must be 0")
+                raise Refusal(E_VALUE, f"flags {flags:#x}; must be 0")
             if conn.observing is not None and kind not in (HELLO, KEEPALIVE):
-                raise _Refusal(E_SESSION, "an observer steps and asks nothing (HELLO and "
+                raise Refusal(E_SESSION, "an observer steps and asks nothing (HELLO and "
                                "KEEPALIVE aside): it receives the states of the session")
             if kind in (RESUME, OBSERVE):
                 self._join(conn, seq, kind, payload)
@@ -551,9 +545,9 @@ class Server:
                 self._reply_state(conn, SET_STATE, seq)
                 return
             if kind not in (HELLO, STATE, RESET, KEEPALIVE):
-                raise _Refusal(E_KIND, f"unknown kind {kind}")
+                raise Refusal(E_KIND, f"unknown kind {kind}")
             if payload:
-                raise _Refusal(E_SIZE, f"kind {kind} takes no payload, got {len(payload)} bytes")
+                raise Refusal(E_SIZE, f"kind {kind} takes no payload, got {len(payload)} bytes")
             if kind == HELLO:
                 conn.out += message(HELLO | REPLY, seq, self._hello + HELLO_SESSION.pack(
                     conn.observing or conn.token, self.session_grace))
@@ -565,7 +559,7 @@ class Server:
             if kind == RESET:
                 sim.restore(self._initial)
             self._reply_state(conn, kind, seq)
-        except _Refusal as exc:
+        except Refusal as exc:
             conn.out += error(seq, exc.code, str(exc))
         except Exception as exc:  # the server outlives any request
             conn.out += error(seq, E_INTERNAL, f"{type(exc).__name__}: {exc}")
@@ -596,13 +590,13 @@ class Server:
     def _join(self, conn: _Connection, seq: int, kind: int, payload: bytes) -> None:
         """RESUME: take over a detached session; OBSERVE: watch a session."""
         if len(payload) != TOKEN_SIZE:
-            raise _Refusal(E_SIZE, f"kind {kind} takes a {TOKEN_SIZE}-byte session token, got "
+            raise Refusal(E_SIZE, f"kind {kind} takes a {TOKEN_SIZE}-byte session token, got "
                            f"{len(payload)} bytes")
         if kind == RESUME:
             self._reap()  # the session's old connection, if it has closed but is not seen yet
             found = self._sessions.resume(payload, conn)
             if found is None:
-                raise _Refusal(E_SESSION, "no session waits for this token (unknown, expired, "
+                raise Refusal(E_SESSION, "no session waits for this token (unknown, expired, "
                                "or its connection is still open)")
             token, sim = found
             if conn.sim is not None:  # the connection's own session waits in turn
@@ -613,68 +607,20 @@ class Server:
             self._reply_state(conn, RESUME, seq)
             return
         if conn.sim is not None:
-            raise _Refusal(E_SESSION, "a connection that steps a simulation cannot observe one")
+            raise Refusal(E_SESSION, "a connection that steps a simulation cannot observe one")
         token = self._sessions.find(payload)
         sim = None if token is None else (
             self._sessions.live[token].sim if token in self._sessions.live
             else self._sessions.detached[token][0])
         # (a simulation was found, so token is not None)
         if sim is None or not self._sessions.observe(cast(bytes, token), conn):
-            raise _Refusal(E_SESSION, "no session has this token (unknown or expired)")
+            raise Refusal(E_SESSION, "no session has this token (unknown or expired)")
         conn.observing = token
         conn.out += message(OBSERVE | REPLY, seq, self._pack_state(sim))
 
-    def _parse_step(self, payload: bytes) -> tuple[int, list[tuple[Any, ...]],
-                                                list[tuple[Any, ...]],
-                                                list[tuple[int, tuple[float, ...]]]]:
-        if len(payload) < STEP_HEAD.size:
-            raise _Refusal(E_SIZE, f"STEP payload of {len(payload)} bytes; needs at least "
-                           f"{STEP_HEAD.size}")
-        n, n_loads, n_controls, n_forces = STEP_HEAD.unpack_from(payload)
-        at = STEP_HEAD.size + LOAD.size * n_loads + CONTROL.size * n_controls
-        if len(payload) < at + JOINT_FORCE.size * n_forces:
-            raise _Refusal(E_SIZE, f"STEP with {n_loads} loads, {n_controls} controls and "
-                           f"{n_forces} joint forces needs more than its {len(payload)} bytes")
-        if n > self.max_steps_per_request:
-            raise _Refusal(E_VALUE, f"n_steps {n} over max_steps_per_request "
-                           f"{self.max_steps_per_request}")
-        loads = list(LOAD.iter_unpack(payload[STEP_HEAD.size:STEP_HEAD.size
-                                              + LOAD.size * n_loads]))
-        _check_records("body", [r[0] for r in loads], self.sim.nb, "n_bodies")
-        for record in loads:
-            if not all(map(math.isfinite, record[1:])):
-                raise _Refusal(E_VALUE, f"loads of body {record[0]} must be finite, got "
-                               f"{list(record[1:])}")
-        controls = list(CONTROL.iter_unpack(payload[at - CONTROL.size * n_controls:at]))
-        _check_records("actuator", [a for a, _ in controls], len(self._actuators),
-                       "n_actuators")
-        for a, u in controls:
-            if not math.isfinite(u):
-                raise _Refusal(E_VALUE, f"control of actuator {a} must be finite, got {u}")
-        forces = []
-        for _ in range(n_forces):  # sizes known once each joint is: checked record by record
-            if len(payload) < at + JOINT_FORCE.size:
-                raise _Refusal(E_SIZE, f"STEP payload ends inside its joint forces, at byte {at}")
-            (j,) = JOINT_FORCE.unpack_from(payload, at)
-            if j >= len(self._joints):
-                raise _Refusal(E_VALUE, f"joint {j} out of range (n_joints "
-                               f"{len(self._joints)})")
-            nv = self._joint_nv[j]
-            at += JOINT_FORCE.size
-            if nv == 0 or len(payload) < at + 8 * nv:
-                raise _Refusal(E_VALUE if nv == 0 else E_SIZE,
-                               f"joint {j} has no rates to take a force" if nv == 0 else
-                               f"STEP payload ends inside the force of joint {j}")
-            value = struct.unpack_from(f"<{nv}d", payload, at)
-            at += 8 * nv
-            if not all(map(math.isfinite, value)):
-                raise _Refusal(E_VALUE, f"force on joint {j} must be finite, got {list(value)}")
-            forces.append((j, value))
-        _check_records("joint", [j for j, _ in forces], len(self._joints), "n_joints")
-        if at != len(payload):
-            raise _Refusal(E_SIZE, f"STEP payload has {len(payload) - at} bytes after its "
-                           "records")
-        return n, loads, controls, forces
+    def _parse_step(self, payload: bytes) -> StepRequest:
+        return parse_step(payload, self.sim.nb, len(self._actuators), self._joint_nv,
+                          self.max_steps_per_request)
 
     def _begin_step(self, conn: _Connection, seq: int, n: int, loads: list[tuple[Any, ...]],
                     controls: Iterable[tuple[Any, ...]] = (),
@@ -692,22 +638,22 @@ class Server:
         except Exception as exc:
             sim.restore(before)
             code = E_VALUE if isinstance(exc, ValueError) else E_STEP
-            raise _Refusal(code, f"{type(exc).__name__}: {exc}") from None
+            raise Refusal(code, f"{type(exc).__name__}: {exc}") from None
         conn.job = _Job(seq, n, loads, before)
 
     def _set_state(self, conn: _Connection, payload: bytes) -> None:
         """SET_STATE: qpos and/or qvel, all or nothing."""
         sim = self._sim_of(conn)
         if len(payload) < SET_STATE_HEAD.size:
-            raise _Refusal(E_SIZE, f"SET_STATE payload of {len(payload)} bytes; needs at "
+            raise Refusal(E_SIZE, f"SET_STATE payload of {len(payload)} bytes; needs at "
                            f"least {SET_STATE_HEAD.size}")
         nq, nv = SET_STATE_HEAD.unpack_from(payload)
         if nq not in (0, sim.nq) or nv not in (0, sim.nv):
-            raise _Refusal(E_VALUE, f"SET_STATE of {nq} coordinates and {nv} rates; this "
+            raise Refusal(E_VALUE, f"SET_STATE of {nq} coordinates and {nv} rates; this "
                            f"simulation has nq {sim.nq} and nv {sim.nv} (0: leave them)")
         want = SET_STATE_HEAD.size + 8 * (nq + nv)
         if len(payload) != want:
-            raise _Refusal(E_SIZE, f"SET_STATE of {nq} + {nv} values needs {want} bytes, got "
+            raise Refusal(E_SIZE, f"SET_STATE of {nq} + {nv} values needs {want} bytes, got "
                            f"{len(payload)}")
         values = np.frombuffer(payload, "<f8", offset=SET_STATE_HEAD.size)
         before = sim.snapshot()
@@ -718,7 +664,7 @@ class Server:
                 sim.set_qvel(values[nq:])
         except ValueError as exc:
             sim.restore(before)
-            raise _Refusal(E_VALUE, str(exc)) from None
+            raise Refusal(E_VALUE, str(exc)) from None
 
     def _work(self, conn: _Connection, end: float) -> None:
         """Step ``conn``'s STEP until it is done or the slice ending at ``end`` is used."""
@@ -779,15 +725,6 @@ class Server:
             values[at:at + 3], values[at + 3:at + 6] = sim.imu(b, point)
             at += IMU_WIDTH
         return STATE_HEAD.pack(sim.t, sim.steps_taken, *self._state_head) + values.tobytes()
-
-
-def _check_records(what: str, indices: list[int], count: int, count_name: str) -> None:
-    """Each record's index in range and none repeated, or a refusal naming ``what``."""
-    for i in indices:
-        if i >= count:
-            raise _Refusal(E_VALUE, f"{what} {i} out of range ({count_name} {count})")
-    if len(set(indices)) != len(indices):
-        raise _Refusal(E_VALUE, f"{what} repeated in {indices}")
 
 
 def _close(sock: socket.socket) -> None:
