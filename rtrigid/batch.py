@@ -25,8 +25,10 @@ last step, see :data:`rtrigid.backends` ``MEAN_RATES``), applied before every st
 from __future__ import annotations
 
 import copy
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from rtrigid import integrators
 from rtrigid._jit import kernel_driver
@@ -38,9 +40,12 @@ from rtrigid.validate import as_int
 
 FAIL_MASK = FAILED | NONFINITE
 
+# What a Batch is built from: a Model, a Simulation, or a factory giving copy i's
+Source = Union[Model, Simulation, Callable[[int], Union[Model, Simulation]]]
 
-def _drive_source(kernel):
-    def drive(k, dt, F, I, U, u_time, c0, lo, hi, K, u0, xref, xidx, status):
+
+def _drive_source(kernel: Any) -> None:
+    def drive(k, dt, F, I, U, u_time, c0, lo, hi, K, u0, xref, xidx, status):  # type: ignore[no-untyped-def]
         """Step every copy k steps; U (kt, n, nu) controls (u_time: one row per step, else
         U[0] held), or, when K has rows, the feedback u = u0[i] - K[i] (x - xref[i]) with
         x = F[i, xidx].  A failed copy stops (its status set, rolled back by its kernel)."""
@@ -48,7 +53,7 @@ def _drive_source(kernel):
         nu = hi.shape[0]
         nx = xidx.shape[0]
         feedback = K.shape[1] > 0
-        for i in prange(n):
+        for i in prange(n):  # type: ignore[name-defined]
             Fi = F[i]
             Ii = I[i]
             if nu == 0 or (U.shape[0] == 0 and not feedback):
@@ -76,12 +81,12 @@ def _drive_source(kernel):
                     break
 
 
-def _offset(F, view):
+def _offset(F: NDArray[np.float64], view: NDArray[np.float64]) -> int:
     """Index of view[0] within the flat buffer F."""
     return (view.__array_interface__["data"][0] - F.__array_interface__["data"][0]) // 8
 
 
-def _stepped(sim):
+def _stepped(sim: Simulation) -> tuple[Any, NDArray[Any], NDArray[Any]]:
     """(kernel, F, I): what a batch steps for copy ``sim``: its kernel on its buffers, or,
     for a stepper object (a ground's contact step, the loops' step), its ``rows``: the same
     compiled step on its buffers followed by its own arrays (the contacts' shapes, table and
@@ -95,14 +100,14 @@ def _stepped(sim):
     return rows(b.F, b.I)
 
 
-def _digest(sim):
+def _digest(sim: Simulation) -> bytes:
     """What tells two copies' models apart: the frozen model, its contact model, its loops."""
     c, lc = sim.batch_plan().contacts, getattr(sim.backend, "loops", None)
     return (sim.backend.model_digest + (b"" if c is None else c.digest)
             + (b"" if lc is None else lc.lf.tobytes() + lc.li.tobytes()))
 
 
-def _structure(sim):
+def _structure(sim: Simulation) -> tuple:
     """What copies of a batch must share: the kernel, the rows' sizes and the model's
     integer part (topology, kinds, sizes)."""
     b = sim.backend
@@ -123,7 +128,9 @@ class Batch:
     Simulation (default energy_momentum at 1 ms, or a Simulation's own).
     """
 
-    def __init__(self, model, n=1000, integrator=None, dt=None, *, options=None, **kwargs):
+    def __init__(self, model: Source, n: int = 1000, integrator: str | None = None,
+                 dt: float | None = None, *, options: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
         self.n = as_int(n, "n", minimum=1)
         if isinstance(model, (Model, Simulation)):
             first, factory = model, None
@@ -140,7 +147,7 @@ class Batch:
         integrator = "energy_momentum" if integrator is None else integrator
         self._sim_kw = dict(integrator=integrator, dt=1e-3 if dt is None else dt,
                             options=options, **kwargs)
-        self._sims = {}
+        self._sims: dict[bytes, Simulation] = {}
         base = self._copy_source(first, 0)
         from rtrigid.contact import has_contacts
 
@@ -182,10 +189,10 @@ class Batch:
         self._status = np.zeros(self.n, np.int64)
         self._noK = np.zeros((1, 0, 0))
         self._noU = np.zeros((0, self.n, max(self.na, 0)))
-        self._feedback = None
+        self._feedback: tuple[NDArray[np.float64], ...] | None = None
 
     # -- copies and their Simulations ----------------------------------------------------------
-    def _copy_source(self, source, i, field="model"):
+    def _copy_source(self, source: object, i: int, field: str = "model") -> Simulation:
         """The batch's own Simulation of copy i's model (a Model, or a Simulation whose model,
         scheme and step are taken; the caller's Simulation is never written to)."""
         if isinstance(source, Simulation):
@@ -208,7 +215,7 @@ class Batch:
         except ValueError as e:
             raise ValueError(f"{field}: copy {i}: {e}") from None
 
-    def _load(self, i, source, field="model"):
+    def _load(self, i: int, source: Model | Simulation, field: str = "model") -> None:
         """Make copy i a fresh copy of ``source``: a Model (its initial state) or a
         Simulation (its state, controls and loads now)."""
         sim = self._copy_source(source, i, field)
@@ -221,14 +228,15 @@ class Batch:
         self._which[i] = d
         self.F[i], self.I[i] = _buffers(source, sim)
 
-    def _sim(self, i):
+    def _sim(self, i: int) -> Simulation:
         """The Simulation of copy i's model, holding copy i's row (copy it back after a write)."""
         sim = self._sims[self._which[i]]
         sim.backend.F[:] = self.F[i, :self._nf]
         sim.backend.I[:] = self.I[i, :self._ni]
         return sim
 
-    def _per_copy(self, X, width, field, write):
+    def _per_copy(self, X: ArrayLike, width: int, field: str,
+                  write: Callable[[Simulation, NDArray[Any]], None]) -> None:
         """Validate (n, width) X, run write(sim, row) on a copy of every row, then commit
         every row at once (all or nothing)."""
         X = np.asarray(X, dtype=float) if not isinstance(X, np.ndarray) else X
@@ -246,16 +254,16 @@ class Batch:
         self.F[:] = F
 
     # -- interface ------------------------------------------------------------------------------
-    def set_qpos(self, Q):
+    def set_qpos(self, Q: ArrayLike) -> None:
         """Set every copy's generalized coordinates, (n, nq) in Simulation.qpos's layout;
         each row as Simulation.set_qpos takes it.  All or nothing."""
         self._per_copy(Q, self.nq, "qpos", lambda s, q: s.set_qpos(q))
 
-    def set_qvel(self, V):
+    def set_qvel(self, V: ArrayLike) -> None:
         """Set every copy's generalized rates, (n, nv).  All or nothing."""
         self._per_copy(V, self.nv, "qvel", lambda s, v: s.set_qvel(v))
 
-    def set_params(self, **params):
+    def set_params(self, **params: ArrayLike) -> None:
         """Per-copy parameters that do not change structure, each an array over copies
         (or one value for all): ``mass`` (n, nb), ``inertia`` (n, nb, 3), ``gravity``
         (n, 3), ``damping`` / ``stiffness`` (n, njoints), ``kp`` / ``kv`` (n, na), ``friction`` /
@@ -273,7 +281,7 @@ class Batch:
                   "stiffness": (len(base.joints),), "kp": (len(base.actuators),),
                   "kv": (len(base.actuators),), "friction": (len(base.bodies),),
                   "restitution": (len(base.bodies),)}
-        arrays = {}
+        arrays: dict[str, NDArray[np.float64]] = {}
         for k, v in params.items():
             a = np.asarray(v, dtype=float)
             if a.shape == shapes[k]:
@@ -303,7 +311,8 @@ class Batch:
             raise
         self._steps[:] = 0
 
-    def set_feedback(self, K, u0=None, x_ref=None):
+    def set_feedback(self, K: ArrayLike | None, u0: ArrayLike | None = None,
+                     x_ref: ArrayLike | None = None) -> None:
         """Apply ``u = u0 - K (x - x_ref)`` before every step, x = (qpos, qvel) of the kernel's
         state (tree models only); K (nu, nq + nv) for every copy or (n, nu, nq + nv) per copy,
         u0 (n, nu) or (nu,), x_ref (n, nq + nv) or (nq + nv,).  ``set_feedback(None)`` removes
@@ -327,7 +336,7 @@ class Batch:
             raise ValueError("K: must be finite")
         self._feedback = (np.ascontiguousarray(K), u0, x_ref)
 
-    def step(self, k=1, controls=None):
+    def step(self, k: int = 1, controls: ArrayLike | None = None) -> None:
         """Step every copy k steps.  ``controls``: (n, nu) held for the k steps or (k, n, nu)
         one row per step (clamped to each ctrl_range, as Simulation.set_controls does); None
         keeps the controls held now (or applies the feedback).  A copy whose step fails is
@@ -351,11 +360,11 @@ class Batch:
                                "(rolled back to the start of it)")
 
     @property
-    def failed(self):
+    def failed(self) -> NDArray[np.bool_]:
         """(n,) bool: the copies a failed step stopped in the last :meth:`step` call."""
         return (self._status & FAIL_MASK) != 0
 
-    def _controls(self, k, controls):
+    def _controls(self, k: int, controls: ArrayLike | None) -> tuple[NDArray[Any], bool]:
         if controls is None:
             return self._noU, False
         U = np.asarray(controls, dtype=float)
@@ -368,23 +377,24 @@ class Batch:
         raise ValueError(f"controls: expected shape ({self.n}, {self.na}) or ({k}, {self.n}, "
                          f"{self.na}), got {np.shape(controls)}")
 
-    def qpos(self):
+    def qpos(self) -> NDArray[np.float64]:
         """(n, nq) generalized coordinates."""
         return np.array([self._sim(i).qpos() for i in range(self.n)]).reshape(self.n, self.nq)
 
-    def qvel(self):
+    def qvel(self) -> NDArray[np.float64]:
         """(n, nv) generalized rates at t."""
         return np.array([self._sim(i).qvel() for i in range(self.n)]).reshape(self.n, self.nv)
 
-    def energy(self):
+    def energy(self) -> NDArray[np.float64]:
         """(n,) kinetic plus potential energy."""
         return np.array([self._sim(i).energy() for i in range(self.n)])
 
-    def controls(self):
+    def controls(self) -> NDArray[np.float64]:
         """(n, nu) controls held now."""
         return self.F[:, self._c0:self._c0 + self.na].copy()
 
-    def rollout(self, k, controls=None, record=("qpos", "qvel")):
+    def rollout(self, k: int, controls: ArrayLike | None = None,
+                record: Sequence[str] = ("qpos", "qvel")) -> dict[str, NDArray[np.float64]]:
         """Step k steps recording after each: {name: (k, n, ...)} for names of ``record``
         ("qpos", "qvel", "energy")."""
         k = as_int(k, "k", minimum=0)
@@ -392,7 +402,7 @@ class Batch:
             if r not in ("qpos", "qvel", "energy"):
                 raise ValueError(f"record: unknown {r!r}; known: ['qpos', 'qvel', 'energy']")
         U, u_time = self._controls(k, controls)
-        out = {r: [] for r in record}
+        out: dict[str, list[Any]] = {r: [] for r in record}
         for s in range(k):
             self.step(1, None if controls is None else (U[s] if u_time else U[0]))
             for r in record:
@@ -400,12 +410,12 @@ class Batch:
         return {r: np.array(v) for r, v in out.items()}
 
 
-def _buffers(source, sim):
+def _buffers(source: object, sim: Simulation) -> tuple[NDArray[Any], NDArray[Any]]:
     """The (F, I) rows copy i starts from: a Simulation source's own, else ``sim``'s."""
     return _stepped(source if isinstance(source, Simulation) else sim)[1:]
 
 
-def _rows(a, n, width, field):
+def _rows(a: ArrayLike | None, n: int, width: int, field: str) -> NDArray[np.float64]:
     if a is None:
         return np.zeros((n, width))
     a = np.asarray(a, dtype=float)
@@ -417,7 +427,7 @@ def _rows(a, n, width, field):
     return np.ascontiguousarray(a)
 
 
-def _set_param(m, k, v):
+def _set_param(m: Model, k: str, v: Any) -> None:
     """Write parameter k of one copy into the model m."""
     if k == "mass":
         for b, x in zip(m.bodies, v):

@@ -23,10 +23,14 @@ entry to :data:`REGISTRY`.
 from __future__ import annotations
 
 import importlib
-from typing import NamedTuple
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from rtrigid.backends import BODIES, TREE, select
 from rtrigid.joints import KINDS
+
+if TYPE_CHECKING:
+    from rtrigid.model import Actuator, Ground, Joint, Model
 _B = "rtrigid.backends.bodies."
 _T = "rtrigid.backends.tree."
 
@@ -59,17 +63,18 @@ class Integrator(NamedTuple):
     group: str = "product"      # "product": offered for use; "paper": kept to re-check the
                                 # papers
 
-    def backends(self):
+    def backends(self) -> tuple[str, ...]:
+        """The backends this scheme has kernels for."""
         return tuple(self.kernels)
 
-    def check_options(self, options) -> dict:
+    def check_options(self, options: dict[str, Any] | None) -> dict[str, Any]:
         """The full option dict (defaults filled in); ``ValueError`` naming a bad one."""
         options = dict(options or {})
         for key in options:
             if key not in self.options:
                 known = list(self.options) or "none"
                 raise ValueError(f"options: {self.name} has no option {key!r}; known: {known}")
-        out = {}
+        out: dict[str, Any] = {}
         for key, allowed in self.options.items():
             value = options.get(key, allowed[0])
             if value not in allowed:
@@ -78,8 +83,9 @@ class Integrator(NamedTuple):
             out[key] = value
         return out
 
-    def obstacle(self, backend, joints, loop_joints=(), actuators=(), *, grounds=(),
-                 batched=False, massless=()):
+    def obstacle(self, backend: str, joints: Sequence[Joint], loop_joints: Sequence[Joint] = (),
+                 actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] = (),
+                 batched: bool = False, massless: Sequence[str] = ()) -> str | None:
         """What in a model this scheme does not step (one sentence), or None.
 
         The model is described by its backend, inbound joints, loop joints, actuators, grounds
@@ -115,8 +121,9 @@ class Integrator(NamedTuple):
                     "two joints of one file body)")
         return None
 
-    def refusal(self, backend, joints, loop_joints=(), actuators=(), *, grounds=(),
-                batched=False, massless=()):
+    def refusal(self, backend: str, joints: Sequence[Joint], loop_joints: Sequence[Joint] = (),
+                actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] = (),
+                batched: bool = False, massless: Sequence[str] = ()) -> str | None:
         """Why this scheme cannot step a model, or None: :meth:`obstacle`, then the schemes
         that step the whole model (never one that would refuse it for another reason)."""
         why = self.obstacle(backend, joints, loop_joints, actuators, grounds=grounds,
@@ -129,7 +136,8 @@ class Integrator(NamedTuple):
             return f"{why}; schemes that step this model{' batched' if batched else ''}: {others}"
         return f"{why}; no scheme steps this model as a whole"
 
-    def module(self, backend, options, springs=True):
+    def module(self, backend: str, options: dict[str, Any], springs: bool = True
+               ) -> tuple[ModuleType, Callable[..., Any]]:
         """(kernel module, kernel function) for a backend, a full option dict and whether the
         model has springs."""
         key = tuple(options[k] for k in self.options)
@@ -203,37 +211,38 @@ REGISTRY = {i.name: i for i in (
 )}
 
 
-def names():
+def names() -> list[str]:
     """Public integrator names, in a stable order."""
     return list(REGISTRY)
 
 
-def product_names():
+def product_names() -> list[str]:
     """The names of the schemes offered for use (group ``"product"``), in :func:`names`'
     order."""
     return [i.name for i in REGISTRY.values() if i.group == "product"]
 
 
-def paper_names():
+def paper_names() -> list[str]:
     """The names of the schemes kept to re-check the papers (group ``"paper"``), in
     :func:`names`' order."""
     return [i.name for i in REGISTRY.values() if i.group == "paper"]
 
 
-def get(name) -> Integrator:
+def get(name: str) -> Integrator:
     """The registry entry of ``name``; ``ValueError`` naming ``integrator`` if unknown."""
     if name not in REGISTRY:
         raise ValueError(f"integrator: unknown {name!r}; known: {names()}")
     return REGISTRY[name]
 
 
-def supporting(kind):
+def supporting(kind: str) -> list[str]:
     """Names of the integrators whose tree kernel steps joints of ``kind``."""
     return [i.name for i in REGISTRY.values() if kind in i.joint_kinds]
 
 
-def accepting(backend, joints, loop_joints=(), actuators=(), *, grounds=(), batched=False,
-              massless=()):
+def accepting(backend: str, joints: Sequence[Joint], loop_joints: Sequence[Joint] = (),
+              actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] = (),
+              batched: bool = False, massless: Sequence[str] = ()) -> list[str]:
     """Names of the schemes offered for use that step the whole model described as
     :meth:`Integrator.obstacle` takes it, in :func:`names`' order."""
     return [i.name for i in REGISTRY.values() if i.group == "product"
@@ -241,7 +250,7 @@ def accepting(backend, joints, loop_joints=(), actuators=(), *, grounds=(), batc
                            batched=batched, massless=massless) is None]
 
 
-def for_model(model, *, batched=False):
+def for_model(model: Model, *, batched: bool = False) -> list[str]:
     """Names of the schemes offered for use that step ``model`` (an :class:`rtrigid.Model`)
     as a whole; ``batched``: as copies in a :class:`~rtrigid.Batch`."""
     from rtrigid.contact import has_contacts  # (the contact package imports the model)
@@ -268,10 +277,10 @@ _COLUMNS = (
 )
 
 
-def capability_table(group="product") -> str:
+def capability_table(group: str = "product") -> str:
     """A Markdown table of what each scheme of ``group`` ("product" or "paper") steps, read
     from the registry (the documentation includes it as generated)."""
-    def cell(value):
+    def cell(value: bool | str) -> str:
         return ("yes" if value else "no") if isinstance(value, bool) else value
 
     rows = [i for i in REGISTRY.values() if i.group == group]

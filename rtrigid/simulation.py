@@ -24,8 +24,10 @@ import math
 import threading
 import warnings
 from collections import namedtuple
+from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from rtrigid import integrators
 from rtrigid.backends import BODIES, select
@@ -54,7 +56,7 @@ from rtrigid.simulation_actuators import (  # noqa: F401  (importable from here 
     RK4_SERVO_LIMIT,
     ActuatorsMixin,
 )
-from rtrigid.simulation_helpers import entry_point, unit_quaternion
+from rtrigid.simulation_helpers import Handle, entry_point, unit_quaternion
 from rtrigid.simulation_joints import JointsMixin
 from rtrigid.simulation_loads import LoadsMixin
 from rtrigid.simulation_queries import QueriesMixin
@@ -83,11 +85,11 @@ class Snapshot:
 
     __slots__ = ("_data",)
 
-    def __init__(self, data):
+    def __init__(self, data: tuple) -> None:
         self._data = data
 
 
-def _alternatives(model, dt):
+def _alternatives(model: Model, dt: float) -> str:
     """The end of a refusal: the schemes that step ``model`` as a whole at ``dt``.
 
     The registry says which schemes take the model's features; a scheme may still refuse it
@@ -104,13 +106,13 @@ def _alternatives(model, dt):
         "no scheme steps this model as a whole"
 
 
-def _readonly(a):
+def _readonly(a: NDArray[Any]) -> NDArray[Any]:
     view = a.view()
     view.flags.writeable = False
     return view
 
 
-def _create_backend(kind, model, module):
+def _create_backend(kind: str, model: Model, module: Any) -> Any:
     if kind == BODIES:
         from rtrigid.backends.bodies.backend import BodiesBackend
 
@@ -156,9 +158,13 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         time is dropped (and counted in ``dropped_time``) so a slow frame cannot snowball.
     """
 
-    def __init__(self, model: Model, integrator="energy_momentum", dt=0.01, *, options=None,
-                 max_iter=25, max_halvings=6, step_budget=STEP_BUDGET,
-                 max_steps_per_advance=64):
+    # the backend: the protocol of rtrigid.backends, which its two engines implement
+    backend: Any
+
+    def __init__(self, model: Model, integrator: str = "energy_momentum", dt: float = 0.01, *,
+                 options: dict[str, Any] | None = None, max_iter: int = 25,
+                 max_halvings: int = 6, step_budget: int | None = STEP_BUDGET,
+                 max_steps_per_advance: int = 64) -> None:
         if not isinstance(model, Model):
             raise ValueError(f"model: expected an rtrigid Model, got {type(model).__name__}")
         if not model.bodies:
@@ -213,7 +219,9 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         self._loop_names = [j.name for j in loop_joints]
         # qpos / qvel: joint by joint in handle order; where each entry sits in the backend's
         # own coordinates, and where the unit quaternions start (see qpos())
-        qidx, vidx, self._quat_at = [], [], []
+        qidx: list[int] = []
+        vidx: list[int] = []
+        self._quat_at: list[tuple[int, str]] = []
         for b in self._joint_child:
             qs, vs = self.backend.slots(b)
             k = KINDS[inbound[b].kind].quaternion
@@ -223,7 +231,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
             vidx.extend(range(vs.start, vs.stop))
         self._qidx, self._vidx = np.array(qidx, np.intp), np.array(vidx, np.intp)
         self.nq, self.nv = len(qidx), len(vidx)
-        self._queries = None  # see _dynamics()
+        self._queries: Any = None  # see _dynamics()
         # every joint with its geometry, tree and loop joints: what constraint_error checks
         self._all_joints = (list(zip(self.backend.joints, self.backend.geometry))
                             + [(j, geometry(j)) for j in loop_joints])
@@ -243,7 +251,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         if self.na and not self.implicit:
             self._check_servo_gains(model)
         # limited coordinates: (rate index, coordinate index) in the backend's order, limits
-        self._limits = []
+        self._limits: list[tuple[int, int, float, float]] = []
         for b in self._joint_child:
             j = inbound[b]
             if j.limits[0] > -np.inf or j.limits[1] < np.inf:
@@ -264,7 +272,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
             self._vidx, np.arange(len(b.nu))) else None)
         self._fingerprint = self._make_fingerprint()
 
-    def _make_fingerprint(self):
+    def _make_fingerprint(self) -> str:
         """What a snapshot must match: the frozen model, the integrator with its options, the
         step and the solver settings."""
         b = self.backend
@@ -275,7 +283,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
             b"" if loops is None else loops.lf.tobytes() + loops.li.tobytes(),
             repr((self.integrator, sorted(self.options.items()), self.dt)).encode()))).hexdigest()
 
-    def set_step_budget(self, step_budget):
+    def set_step_budget(self, step_budget: int | None) -> None:
         """Set ``step_budget`` (see the class docstring; None: no budget) from the next step on.
 
         The budget is one of the solver settings a snapshot records: a snapshot taken before
@@ -288,7 +296,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         self.step_budget = step_budget
         self._fingerprint = self._make_fingerprint()
 
-    def _contact_setup(self, model, kind, integrator):
+    def _contact_setup(self, model: Model, kind: str, integrator: str) -> Any:
         """The contact model (None without a ground or a geom of add_geom), and the step
         kernel that solves the contacts after each free-flight step."""
         from rtrigid.contact import SWEEPS, Contacts, has_contacts
@@ -320,7 +328,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
                                       after=after, extra=extra)
         return contacts
 
-    def contacts(self):
+    def contacts(self) -> list[dict[str, Any]]:
         """The contacts of the last step (a list of dicts; empty without contacts).
 
         Each: ``body`` (handle) and ``name``, ``other`` (None: a ground or the world's
@@ -343,9 +351,10 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
 
     @property
     def steps_taken(self) -> int:
+        """Steps taken since construction (or the restored snapshot's count)."""
         return self._steps
 
-    def step(self, n=1):
+    def step(self, n: int = 1) -> None:
         """Advance ``n`` fixed steps in one compiled call.
 
         Raises :class:`SimulationError` if a step cannot be completed (an implicit solve that
@@ -366,7 +375,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         finally:
             self._busy.release()
 
-    def _checked_n(self, n):
+    def _checked_n(self, n: object) -> int:
         """step()'s n as an int, or ValueError naming it (the path a plain valid int skips)."""
         if type(n) is not int:
             if isinstance(n, bool) or not isinstance(n, np.integer):
@@ -380,17 +389,18 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         return n
 
     @property
-    def _kernel(self):
+    def _kernel(self) -> Any:
         """The step kernel (a numba dispatcher, or a stepper object); setting it makes the
         next step call it through :meth:`_first_call` again."""
         return self._kernel_fn
 
     @_kernel.setter
-    def _kernel(self, kernel):
+    def _kernel(self, kernel: Any) -> None:
         self._kernel_fn = kernel
         self._call = self._first_call
 
-    def _first_call(self, n, dt, F, I):
+    def _first_call(self, n: int, dt: float, F: NDArray[np.float64],
+                    I: NDArray[np.int64]) -> int:
         """The kernel through numba's dispatcher (which compiles it or loads it from the
         cache), then :attr:`_call` becomes its compiled entry point: called directly it
         skips the dispatcher's type resolution (0.47 -> 0.37 us for an empty step on the
@@ -400,7 +410,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         self._call = entry_point(self._kernel, n, dt, F, I)
         return status
 
-    def _step(self, n):
+    def _step(self, n: int) -> None:
         """step(n) without the checks, for :meth:`advance` (which holds the lock)."""
         before = self._stats[STAT_STEPS]
         status = self._call(n, self.dt, self._F, self._I)
@@ -409,7 +419,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         else:
             self._failed(status, before)
 
-    def _failed(self, status, before):
+    def _failed(self, status: int, before: int) -> None:
         """Count the completed steps of a call that did not complete; warn or raise.
 
         ``before``: the step counter before the call, or -1 for a call of one step (a
@@ -442,7 +452,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
                 f"{self.integrator}: step {self._steps + 1} (t={self.t:.6g}) not taken: {what}; "
                 f"the state is that of the last completed step; try {hint}")
 
-    def solver_stats(self) -> dict:
+    def solver_stats(self) -> dict[str, int | float]:
         """Counters since construction: steps, Newton iterations (of converged solves),
         fallbacks; where a step budget is kept (see ``step_budget``), also
         ``charged_iterations`` (what the budgets counted: every converged solve's iterations,
@@ -452,7 +462,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         fallbacks either)."""
         s = self.backend.stats
         steps = int(s[STAT_STEPS])
-        out = {"steps": steps}
+        out: dict[str, int | float] = {"steps": steps}
         if self.implicit:
             out.update(
                 newton_iterations=int(s[STAT_ITERS]),
@@ -477,7 +487,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
                          self._ctrl_hi, self._qidx, self._vidx)
 
     # -- real-time stepping ----------------------------------------------------------------
-    def advance(self, elapsed):
+    def advance(self, elapsed: float) -> int:
         """Consume ``elapsed`` wall-clock seconds in whole fixed steps; return the step count.
 
         The remainder stays in an accumulator for the next call; :attr:`alpha` tells how far
@@ -512,7 +522,8 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         """Interpolation factor in [0, 1): accumulated time past the last step, over dt."""
         return min(self._accumulator / self.dt, 1.0)
 
-    def interpolated_pose(self, body, alpha=None):
+    def interpolated_pose(self, body: Handle, alpha: float | None = None
+                          ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Pose between the previous and the current step (x lerp, q slerp) for rendering."""
         b = self.body_index(body)
         a = self.alpha if alpha is None else as_scalar(alpha, "alpha", nonnegative=True)
@@ -524,7 +535,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         return x, q
 
     # -- bodies -----------------------------------------------------------------------------
-    def body_index(self, body) -> int:
+    def body_index(self, body: Handle) -> int:
         """Resolve a body handle (what ``Model.add_body`` returned) or name."""
         if isinstance(body, (int, np.integer)) and not isinstance(body, bool):
             if 0 <= body < self.nb:
@@ -536,12 +547,12 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
             raise ValueError(f"body: no body named {body!r}; known: {self.names}")
         raise ValueError(f"body: expected an index or a name, got {body!r}")
 
-    def pose(self, body):
+    def pose(self, body: Handle) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """World centre-of-mass position and unit quaternion, body -> world (copies)."""
         b = self.body_index(body)
         return self.backend.x[b].copy(), self.backend.q[b].copy()
 
-    def link_pose(self, link):
+    def link_pose(self, link: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """World origin and unit quaternion (link axes -> world axes) of a link frame as the
         file of :func:`rtrigid.load_model` defines it (copies), merged links included; a body
         name gives the body frame (its centre of mass on principal axes), as :meth:`pose`."""
@@ -557,16 +568,17 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         return xb + quat.rotate(qb, p, np.empty(3)), quat.quat_mul(qb, r, np.empty(4))
 
     @property
-    def v(self):
+    def v(self) -> NDArray[np.float64]:
         """Centre-of-mass velocities at t, (nb, 3) world axes (read-only view)."""
         return _readonly(self.backend.velocities()[0])
 
     @property
-    def w(self):
+    def w(self) -> NDArray[np.float64]:
         """Angular velocities at t, (nb, 3) each in its body's axes (read-only view)."""
         return _readonly(self.backend.velocities()[1])
 
-    def velocity(self, body, frame="world"):
+    def velocity(self, body: Handle, frame: str = "world"
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """(centre-of-mass velocity, angular velocity) at t, in world axes or, with
         ``frame="body"``, in the body's axes (copies).
 
@@ -585,7 +597,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
             return quat.rotate_inv(q[b], v[b], np.empty(3)), w[b].copy()
         return v[b].copy(), quat.rotate(q[b], w[b], np.empty(3))
 
-    def _write(self, field, write):
+    def _write(self, field: str, write: Callable[[], object]) -> None:
         """Run a state write; if the state it leaves (or its energy or momentum) is not finite,
         put everything back and refuse the value, naming ``field``."""
         be = self.backend
@@ -606,32 +618,34 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
             raise ValueError(f"{field}: the state would not be finite with this value (its "
                              "energy or momentum overflows); the simulation is unchanged")
 
-    def _to_world(self, b, vector, frame):
+    def _to_world(self, b: int, vector: NDArray[np.float64], frame: str
+                  ) -> NDArray[np.float64]:
         """A vector given in ``frame`` as world components."""
         if frame == "body":
             return quat.rotate(self.backend.q[b], vector, np.empty(3))
         return vector
 
-    def set_orientation(self, body, q):
+    def set_orientation(self, body: Handle, q: ArrayLike) -> None:
         """Set the orientation (normalised); a pivoted body turns about its pivot."""
         b = self.body_index(body)
         q = unit_quaternion(as_vector(q, 4, "q"), "q")
         self._write("q", lambda: self.backend.set_body(b, q=q))
 
-    def set_angular_velocity(self, body, omega, frame="world"):
+    def set_angular_velocity(self, body: Handle, omega: ArrayLike, frame: str = "world"
+                             ) -> None:
         """Set the angular velocity, given in world axes (default) or body axes."""
         b = self.body_index(body)
         omega = as_vector(omega, 3, "omega")
         frame = as_frame(frame)
         self._write("omega", lambda: self.backend.set_body(b, w=omega, w_frame=frame))
 
-    def set_position(self, body, x):
+    def set_position(self, body: Handle, x: ArrayLike) -> None:
         """Set the centre-of-mass position (world) of a free body."""
         b = self.body_index(body)
         x = as_vector(x, 3, "x")
         self._write("x", lambda: self.backend.set_body(b, x=x))
 
-    def set_velocity(self, body, v, frame="world"):
+    def set_velocity(self, body: Handle, v: ArrayLike, frame: str = "world") -> None:
         """Set the centre-of-mass velocity of a free body, in world (default) or body axes."""
         b = self.body_index(body)
         v = self._to_world(b, as_vector(v, 3, "v"), as_frame(frame))
@@ -639,17 +653,17 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
 
     # -- diagnostics ----------------------------------------------------------------------
     @property
-    def body_mass(self):
+    def body_mass(self) -> NDArray[np.float64]:
         """Body masses (a copy), kg."""
         return self.backend.mass.copy()
 
     @property
-    def body_inertia(self):
+    def body_inertia(self) -> NDArray[np.float64]:
         """Principal moments of inertia about each centre of mass (nb, 3), a copy."""
         return self.backend.inertia.copy()
 
     @property
-    def gravity(self):
+    def gravity(self) -> NDArray[np.float64]:
         """The gravity vector the simulation was built with (a copy)."""
         return self.backend.gravity.copy()
 
@@ -668,7 +682,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
         """Kinetic plus potential energy."""
         return self.kinetic_energy() + self.potential_energy()
 
-    def momentum(self):
+    def momentum(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """(linear, angular about the world origin), world frame."""
         be = self.backend
         out = np.empty((2, 3))
@@ -699,7 +713,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
                          self._accumulator, self.dropped_time, be.stats.copy(),
                          self._fingerprint, table))
 
-    def restore(self, snap: Snapshot):
+    def restore(self, snap: Snapshot) -> None:
         """Return to a snapshot taken from this simulation, bit for bit."""
         be = self.backend
         if not isinstance(snap, Snapshot):

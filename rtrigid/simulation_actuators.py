@@ -7,13 +7,19 @@ stable range.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from rtrigid import integrators
 from rtrigid.backends.buffers import clamp_into
-from rtrigid.simulation_helpers import entry_point
+from rtrigid.simulation_helpers import Handle, SimulationBase, entry_point
 from rtrigid.validate import as_scalar, as_vector
+
+
+if TYPE_CHECKING:
+    from rtrigid.model import Model
 
 RK4_SERVO_LIMIT = 2.5  # |s| dt a servo may reach under nullspace_rk4 (_check_servo_gains)
 EULER_SERVO_MARGIN = 0.8  # of semi_implicit_euler's stable kp range (_check_servo_gains)
@@ -21,11 +27,11 @@ _F64 = np.dtype(np.float64)
 _STRIDE_F64 = (8,)  # a contiguous float64 vector's strides
 
 
-class ActuatorsMixin:
+class ActuatorsMixin(SimulationBase):
     """Actuator controls, forces and work, for :class:`~rtrigid.simulation.Simulation`."""
 
     # -- actuators ----------------------------------------------------------------------------
-    def actuator_index(self, actuator) -> int:
+    def actuator_index(self, actuator: Handle) -> int:
         """Resolve an actuator handle (what ``Model.add_actuator`` returned) or name."""
         if isinstance(actuator, (int, np.integer)) and not isinstance(actuator, bool):
             if 0 <= actuator < self.na:
@@ -36,7 +42,7 @@ class ActuatorsMixin:
             return self.actuator_names.index(actuator)
         raise ValueError(f"actuator: no actuator {actuator!r}; known: {self.actuator_names}")
 
-    def set_control(self, actuator, value):
+    def set_control(self, actuator: Handle, value: float) -> None:
         """Set one actuator's control, held until set again (part of snapshots).
 
         The control is a motor's force, a position servo's target coordinate or a velocity
@@ -66,7 +72,7 @@ class ActuatorsMixin:
             value = as_scalar(value, "value")
         self._ctrl[a] = min(max(value, self._ctrl_lo.item(a)), self._ctrl_hi.item(a))
 
-    def set_controls(self, u):
+    def set_controls(self, u: ArrayLike) -> None:
         """Set every actuator's control, ``u`` of length ``na`` in model order
         (``actuator_names``); clamped to each ``ctrl_range`` (see :meth:`set_control`)."""
         if not (type(u) is np.ndarray and u.dtype is _F64 and u.shape == self._na_shape
@@ -75,21 +81,21 @@ class ActuatorsMixin:
             # the full checks (on a copy; a non-finite entry is refused here)
             clamp_into(as_vector(u, self.na, "u"), self._ctrl_lo, self._ctrl_hi, self._ctrl)
 
-    def _clamp(self, u, lo, hi, out):
+    def _clamp(self, u: NDArray[np.float64], lo: NDArray[np.float64], hi: NDArray[np.float64], out: NDArray[np.float64]) -> bool:
         """:func:`clamp_into` through numba's dispatcher; then the instance's ``_clamp``
         becomes its compiled entry point for these types (0.43 -> 0.26 us a set_controls on
         the 7-link arm), as :meth:`_first_call` does for the kernel.  Only contiguous float64
         vectors reach it (the entry point reads its arrays with the layout it was compiled
         for)."""
         ok = clamp_into(u, lo, hi, out)
-        self._clamp = entry_point(clamp_into, u, lo, hi, out)
+        self._clamp = entry_point(clamp_into, u, lo, hi, out)  # type: ignore[method-assign]
         return ok
 
-    def controls(self):
+    def controls(self) -> NDArray[np.float64]:
         """The controls held now (a copy, model order)."""
         return self._ctrl.copy()
 
-    def actuator_forces(self):
+    def actuator_forces(self) -> NDArray[np.float64]:
         """Each actuator's force (before the gear) in the current state, at the rates of
         :meth:`qvel` (a new array, model order)."""
         out = np.empty(self.na)
@@ -103,7 +109,7 @@ class ActuatorsMixin:
                                                 nu[int(act[a, ACT_V])])
         return out
 
-    def actuator_work(self):
+    def actuator_work(self) -> NDArray[np.float64]:
         """The work each actuator has done since construction (J; a new array, model order).
 
         Part of the state: snapshots keep it, a failed step rolls it back.  Under
@@ -114,7 +120,7 @@ class ActuatorsMixin:
         """
         return self._awork.copy()
 
-    def _check_servo_gains(self, model):
+    def _check_servo_gains(self, model: Model) -> None:
         """Refuse servo gains outside the stable range of the explicit scheme.
 
         Each servo alone on its joint, the other joints free, is the oscillator
@@ -155,14 +161,15 @@ class ActuatorsMixin:
                     f"kv g² dt/m_eff below {RK4_SERVO_LIMIT:g}, here {w2 * self.dt ** 2:.3g} and "
                     f"{c * self.dt:.3g}); lower the gains or dt{self._stable_servo_schemes()}")
 
-    def _stable_servo_schemes(self):
+    def _stable_servo_schemes(self) -> str:
         """", or use X, whose servos are stable at any gain" for the schemes that step this
         model as a whole and whose servos are (implicit ones); "" when there is none."""
         ok = [n for n in integrators.for_model(self.model) if integrators.get(n).implicit]
         return (f", or use {' or '.join(ok)}, whose servos are stable at any gain" if ok
                 else "")
 
-    def _check_euler_servo(self, a, m, stiff, damp):
+    def _check_euler_servo(self, a: Any, m: float, stiff: float, damp: float
+                           ) -> None:
         """semi_implicit_euler, its damping implicit: the servo alone on its joint,
         x'' = -w2 x - c x', steps as [[1 - a/(1+b), 1/(1+b)], [-a/(1+b), 1/(1+b)]] on
         (x, h x') with a = w2 h², b = c h: determinant 1/(1+b), stable iff a < 4 + 2b (the
@@ -178,7 +185,7 @@ class ActuatorsMixin:
                 f"(4 + 2 kv g² dt/m_eff) = {bound:.3g} (its damping is implicit, its stiffness "
                 "explicit); lower kp or dt, raise kv" + self._stable_servo_schemes())
 
-    def _vidx_of_joint(self, j):
+    def _vidx_of_joint(self, j: int) -> int:
         """Index in qvel of joint handle j's first rate."""
         b = self._joint_child[j]
         start = self.backend.slots(b)[1].start

@@ -1,11 +1,73 @@
 """Helpers the modules of :class:`~rtrigid.simulation.Simulation` share: a numba
-dispatcher's compiled entry point, and the overflow-safe normalisation of a quaternion."""
+dispatcher's compiled entry point, the overflow-safe normalisation of a quaternion, and what
+its mixins see of it when type-checked (:class:`SimulationBase`)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable, Union
+
 import numpy as np
+from numpy.typing import NDArray
+
+# A body, joint or actuator handle (what Model.add_body / add_joint / add_actuator returned)
+# or its name
+Handle = Union[int, np.integer, str]
+
+if TYPE_CHECKING:
+    from rtrigid.model import Model
+
+    class SimulationBase:
+        """What the mixins of ``Simulation`` (simulation_joints, _actuators, _queries, _loads)
+        use of it: the attributes ``Simulation.__init__`` sets and the methods one mixin
+        calls of another or of ``Simulation``.  Declarations for a type checker only: at run
+        time the name is ``object``."""
+
+        backend: Any
+        model: Model
+        integrator: str
+        dt: float
+        nb: int
+        nq: int
+        nv: int
+        na: int
+        names: list[str]
+        joint_names: list[str]
+        actuator_names: list[str]
+        x: NDArray[np.float64]
+        q: NDArray[np.float64]
+        _queries: Any
+        _qidx: NDArray[np.intp]
+        _vidx: NDArray[np.intp]
+        _quat_at: list[tuple[int, str]]
+        _qpos_src: NDArray[np.float64] | None
+        _qvel_src: NDArray[np.float64] | None
+        _joint_child: list[int]
+        _loop_names: list[str]
+        _force_at: list[int]
+        _limits: list[tuple[int, int, float, float]]
+        _ctrl: NDArray[np.float64]
+        _ctrl_lo: NDArray[np.float64]
+        _ctrl_hi: NDArray[np.float64]
+        _awork: NDArray[np.float64]
+        _na_shape: tuple[int]
+
+        def body_index(self, body: Handle) -> int: ...
+        def _write(self, field: str, write: Callable[[], object]) -> None: ...
+        def _to_world(self, b: int, vector: NDArray[np.float64], frame: str
+                      ) -> NDArray[np.float64]: ...
+        def _joint_body(self, joint: Handle) -> int: ...
+        def mass_matrix(self) -> NDArray[np.float64]: ...
+        def actuator_forces(self) -> NDArray[np.float64]: ...
+        @property
+        def _f_app(self) -> NDArray[np.float64]: ...
+        @property
+        def _t_app(self) -> NDArray[np.float64]: ...
+else:
+    SimulationBase = object
 
 
-def entry_point(kernel, *args):
+
+
+def entry_point(kernel: Any, *args: Any) -> Callable[..., Any]:
     """The compiled entry point of the numba dispatcher ``kernel`` for the types of
     ``args``, or ``kernel`` itself when it is no dispatcher or has no such overload."""
     overloads = getattr(kernel, "overloads", None)
@@ -20,7 +82,7 @@ def entry_point(kernel, *args):
     return kernel
 
 
-def unit_quaternion(q, name):
+def unit_quaternion(q: NDArray[np.float64], name: str) -> NDArray[np.float64]:
     """q / |q|, computed without overflow (q may hold numbers up to 1e308)."""
     big = float(np.max(np.abs(q)))
     scaled = q / big if big > 0.0 else q

@@ -8,17 +8,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from rtrigid.joints import KINDS
-from rtrigid.simulation_helpers import unit_quaternion
+from rtrigid.simulation_helpers import Handle, SimulationBase, unit_quaternion
 from rtrigid.validate import as_vector
 
 
-class JointsMixin:
+
+class JointsMixin(SimulationBase):
     """Joint and generalized-coordinate access, for :class:`~rtrigid.simulation.Simulation`."""
 
     # -- joints -----------------------------------------------------------------------------
-    def joint_index(self, joint) -> int:
+    def joint_index(self, joint: Handle) -> int:
         """Resolve a joint handle (what ``Model.add_joint`` returned) or name to its handle."""
         if isinstance(joint, (int, np.integer)) and not isinstance(joint, bool):
             if 0 <= joint < len(self._joint_child):
@@ -30,19 +32,19 @@ class JointsMixin:
             return self.joint_names.index(joint)
         raise ValueError(f"joint: no joint {joint!r}; known: {self.joint_names}")
 
-    def _joint_body(self, joint):
+    def _joint_body(self, joint: Handle) -> int:
         return self._joint_child[self.joint_index(joint)]
 
-    def joint_position(self, joint):
+    def joint_position(self, joint: Handle) -> NDArray[np.float64]:
         """The joint's coordinates (a copy), see the table of :mod:`rtrigid.joints`."""
         return self.backend.joint_state(self._joint_body(joint))[0]
 
-    def joint_velocity(self, joint):
+    def joint_velocity(self, joint: Handle) -> NDArray[np.float64]:
         """The joint's rates at t (a copy), see the table of :mod:`rtrigid.joints` and
         :meth:`qpos`."""
         return self.backend.joint_state(self._joint_body(joint))[1]
 
-    def set_joint_position(self, joint, value):
+    def set_joint_position(self, joint: Handle, value: ArrayLike) -> None:
         """Set a joint's coordinates; the bodies beyond it move along (a teleport)."""
         b = self._joint_body(joint)
         j = self.backend.joints[b]
@@ -59,7 +61,7 @@ class JointsMixin:
                              f"{j.name!r}")
         self._write("value", lambda: self.backend.set_joint_state(b, qpos=value))
 
-    def set_joint_velocity(self, joint, value):
+    def set_joint_velocity(self, joint: Handle, value: ArrayLike) -> None:
         """Set a joint's rates (see the table of :mod:`rtrigid.joints`)."""
         b = self._joint_body(joint)
         n = len(self.backend.joint_state(b)[1])
@@ -69,7 +71,7 @@ class JointsMixin:
         self._write("value", lambda: self.backend.set_joint_state(b, qvel=value))
 
     # -- generalized coordinates -----------------------------------------------------------
-    def qpos(self):
+    def qpos(self) -> NDArray[np.float64]:
         """All generalized coordinates (a new array of length ``nq``).
 
         Joint by joint in handle order (``joint_names``: the model's joints as added, then
@@ -101,14 +103,14 @@ class JointsMixin:
             return self._qpos_src.copy()
         return self.backend.positions()[self._qidx]
 
-    def qvel(self):
+    def qvel(self) -> NDArray[np.float64]:
         """All generalized rates at the current time (a new array of length ``nv``), in the
         layout of :meth:`qpos`."""
         if self._qvel_src is not None:
             return self._qvel_src.copy()
         return self.backend.rates()[self._vidx]
 
-    def set_qpos(self, qpos):
+    def set_qpos(self, qpos: ArrayLike) -> None:
         """Set all generalized coordinates (layout of :meth:`qpos`); the rates are kept.
 
         Each quaternion is normalised (one of norm below 1e-12 is refused).  A teleport:
@@ -127,14 +129,14 @@ class JointsMixin:
                                  f"[{lo}, {hi}]")
         self._write("qpos", lambda: self.backend.set_coordinates(qpos=full))
 
-    def set_qvel(self, qvel):
+    def set_qvel(self, qvel: ArrayLike) -> None:
         """Set all generalized rates (layout of :meth:`qvel`); the configuration is kept."""
         qvel = as_vector(qvel, self.nv, "qvel")
         full = np.empty(self.nv)
         full[self._vidx] = qvel
         self._write("qvel", lambda: self.backend.set_coordinates(qvel=full))
 
-    def set_joint_force(self, joint, value):
+    def set_joint_force(self, joint: Handle, value: ArrayLike) -> None:
         """Hold a generalized force on the joint's rates from now on, until set again.
 
         ``value``: one number per rate of the joint (a plain number for a revolute or
@@ -165,7 +167,7 @@ class JointsMixin:
             value = [value]
         forces[vs] = as_vector(value, n, "value")
 
-    def joint_force(self, joint):
+    def joint_force(self, joint: Handle) -> NDArray[np.float64]:
         """The generalized force held on the joint's rates (a copy; zeros if none)."""
         b = self._joint_body(joint)
         vs = self.backend.slots(b)[1]

@@ -6,20 +6,24 @@ cleared, and impulses; with the fast checks a control loop's calls take.
 from __future__ import annotations
 
 import math
+from typing import Any, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from rtrigid.maths import quat
+from rtrigid.simulation_helpers import Handle, SimulationBase
 from rtrigid.validate import as_frame, as_vector
+
 
 _PLAIN_NUMBERS = frozenset((float, int, np.float64, np.float32, np.int64, np.int32))
 
 
-class LoadsMixin:
+class LoadsMixin(SimulationBase):
     """Applied loads and impulses, for :class:`~rtrigid.simulation.Simulation`."""
 
     # -- loads and impulses ----------------------------------------------------------------
-    def _load_point(self, b, point, frame):
+    def _load_point(self, b: int, point: ArrayLike | None, frame: str) -> NDArray[np.float64]:
         """A point given in ``frame`` as a world point (None: the centre of mass)."""
         if point is None:
             return self.backend.x[b].copy()
@@ -29,14 +33,15 @@ class LoadsMixin:
         return point
 
     @property
-    def _f_app(self):
+    def _f_app(self) -> NDArray[np.float64]:
         return self.backend.A[:3 * self.nb].reshape(self.nb, 3)
 
     @property
-    def _t_app(self):
+    def _t_app(self) -> NDArray[np.float64]:
         return self.backend.A[3 * self.nb:6 * self.nb].reshape(self.nb, 3)
 
-    def apply_force(self, body, force, point=None, frame="world"):
+    def apply_force(self, body: Handle, force: ArrayLike,
+                    point: ArrayLike | None = None, frame: str = "world") -> None:
         """Add a constant force, acting from now on until :meth:`clear_applied`.
 
         ``force`` and ``point`` are in ``frame``: world components and a world point, or
@@ -70,7 +75,8 @@ class LoadsMixin:
         A[i], A[i + 1], A[i + 2] = f0, f1, f2
         A[j], A[j + 1], A[j + 2] = t0, t1, t2
 
-    def apply_torque(self, body, torque, frame="world"):
+    def apply_torque(self, body: Handle, torque: ArrayLike, frame: str = "world"
+                     ) -> None:
         """Add a constant torque (world components, or body components taken as the body
         is now), acting from now on until :meth:`clear_applied`."""
         b = self.body_index(body)
@@ -83,7 +89,7 @@ class LoadsMixin:
             _refuse_nonfinite("torque", [math.nan])
         A[j], A[j + 1], A[j + 2] = t0, t1, t2
 
-    def clear_applied(self, body=None):
+    def clear_applied(self, body: Handle | None = None) -> None:
         """Remove applied forces and torques (of one body, or of all); joint forces held by
         :meth:`set_joint_force` stay until set again."""
         if body is None:
@@ -93,13 +99,15 @@ class LoadsMixin:
             self._f_app[b] = 0.0
             self._t_app[b] = 0.0
 
-    def applied(self, body):
+    def applied(self, body: Handle) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """The (force, torque) currently applied to a body, world frame."""
         b = self.body_index(body)
         return self._f_app[b].copy(), self._t_app[b].copy()
 
-    def apply_impulse(self, body, impulse=None, point=None, frame="world", *,
-                      impulse_world=None, point_world=None):
+    def apply_impulse(self, body: Handle, impulse: ArrayLike | None = None,
+                      point: ArrayLike | None = None, frame: str = "world", *,
+                      impulse_world: ArrayLike | None = None,
+                      point_world: ArrayLike | None = None) -> None:
         """Apply an instantaneous impulse; velocities jump at once.
 
         ``impulse`` and ``point`` are in ``frame`` like :meth:`apply_force`'s (default: at the
@@ -124,7 +132,7 @@ class LoadsMixin:
         self._write("impulse", lambda: self.backend.write_velocities(jump))
 
 
-def _vec3(value, name):
+def _vec3(value: Any, name: str) -> tuple[float, ...]:
     """``as_vector(value, 3, name)`` as a tuple of floats: a fast path for a tuple, list or
     array of three plain finite numbers (what a control loop passes), the full checks and
     their messages for anything else."""
@@ -142,14 +150,14 @@ def _vec3(value, name):
     return tuple(as_vector(value, 3, name).tolist())
 
 
-def _finite(*values):
+def _finite(*values: float) -> bool:
     for v in values:
         if not math.isfinite(v):
             return False
     return True
 
 
-def _rotate(q, v):
+def _rotate(q: NDArray[np.float64], v: Sequence[float]) -> tuple[float, float, float]:
     """R(q) v for a unit quaternion (w, x, y, z) (an array) and a 3-tuple, as a tuple."""
     w, x, y, z = q.tolist()
     t0 = 2.0 * (y * v[2] - z * v[1])
@@ -159,7 +167,7 @@ def _rotate(q, v):
             v[2] + w * t2 + x * t1 - y * t0)
 
 
-def _refuse_nonfinite(field, *arrays):
+def _refuse_nonfinite(field: str, *arrays: ArrayLike) -> None:
     if not all(np.all(np.isfinite(a)) for a in arrays):
         raise ValueError(f"{field}: the applied loads would not be finite with this value; "
                          "the simulation is unchanged")

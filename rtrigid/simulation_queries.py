@@ -6,18 +6,23 @@ and the joints as they are now.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from rtrigid.joints import KINDS
 from rtrigid.maths import quat
+from rtrigid.simulation_helpers import Handle, SimulationBase
 from rtrigid.validate import as_vector
 
 
-class QueriesMixin:
+
+class QueriesMixin(SimulationBase):
     """Dynamics queries and joint inspection, for :class:`~rtrigid.simulation.Simulation`."""
 
     # -- dynamics queries (on the current state; rates and forces in the layout of qvel) --------
-    def _dynamics(self):
+    def _dynamics(self) -> Any:
         """The query engine: the model's tree with its own scratch, made on first use (its
         kernels compile then).  Both backends keep their coordinates in that tree's order."""
         if self._queries is None:
@@ -32,7 +37,7 @@ class QueriesMixin:
             self._queries = queries
         return self._queries
 
-    def mass_matrix(self):
+    def mass_matrix(self) -> NDArray[np.float64]:
         """The joint-space mass matrix M(qpos), (nv, nv), symmetric positive definite: the
         kinetic energy is qvel^T M qvel / 2 (rates and their order as in :meth:`qpos`).
         The composite-rigid-body algorithm, O(nv * depth).
@@ -44,7 +49,7 @@ class QueriesMixin:
         Qg = self.backend.positions()
         return self._dynamics().mass_matrix(Qg)[np.ix_(self._vidx, self._vidx)]
 
-    def bias_forces(self):
+    def bias_forces(self) -> NDArray[np.float64]:
         """(nv,) Coriolis, centrifugal and gravity forces at the current state: the
         equations of motion are M qacc + bias = tau, tau everything else acting on the rates
         (joint forces, springs, dampers, applied loads) -- MuJoCo's qfrc_bias.  With loop
@@ -54,7 +59,7 @@ class QueriesMixin:
         zero = np.zeros(self.nv)
         return self._dynamics().inverse_dynamics(Qg, nu, zero)[self._vidx]
 
-    def inverse_dynamics(self, qacc):
+    def inverse_dynamics(self, qacc: ArrayLike) -> NDArray[np.float64]:
         """(nv,) the generalized force to add on the rates for accelerations ``qacc`` now.
 
         Gravity, applied forces and torques, springs, joint springs and dampers, the
@@ -75,7 +80,7 @@ class QueriesMixin:
         return self._dynamics().inverse_dynamics(be.positions(), be.rates(), nudot,
                                                  self._joint_loads())[self._vidx]
 
-    def _joint_loads(self):
+    def _joint_loads(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """(f_app, t_app, held) now: the applied loads, and the held joint forces with the
         actuators' forces at the present controls added (backend order)."""
         be = self.backend
@@ -88,13 +93,14 @@ class QueriesMixin:
                       be.act[:, ACT_GEAR] * self.actuator_forces())
         return self._f_app, self._t_app, held
 
-    def _motion(self):
+    def _motion(self) -> tuple:
         """The query engine's :meth:`~rtrigid.backends.tree.dynamics.Queries.motion` now."""
         be = self.backend
         return self._dynamics().motion(be.positions(), be.rates(), self._joint_loads(),
                                        self._limits)
 
-    def imu(self, body, point_body=(0.0, 0.0, 0.0)):
+    def imu(self, body: Handle, point_body: ArrayLike = (0.0, 0.0, 0.0)
+            ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """(gyro, accel) of an inertial measurement unit fixed at a body point, body axes.
 
         ``gyro``: the body's angular velocity at t (what ``velocity(body, frame="body")[1]``
@@ -114,7 +120,7 @@ class QueriesMixin:
         specific_force(acc, V, R, rj, self.backend.x, self.backend.gravity, b, point, accel)
         return self.backend.velocities()[1][b].copy(), accel
 
-    def joint_reaction(self, joint):
+    def joint_reaction(self, joint: Handle) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """(force, torque) the joint transmits from its parent (or the world) to its child,
         world axes, at t; the torque is about the joint point (the child's anchor, as
         ``joints()`` reports it).
@@ -143,7 +149,8 @@ class QueriesMixin:
         wrench = self._motion()[2]
         return wrench[b, 3:].copy(), wrench[b, :3].copy()
 
-    def jacobian(self, body, point_body=(0.0, 0.0, 0.0)):
+    def jacobian(self, body: Handle, point_body: ArrayLike = (0.0, 0.0, 0.0)
+                 ) -> NDArray[np.float64]:
         """(6, nv): rows [linear; angular] world velocity of a body point per unit rate, so
         ``jacobian(b, p) @ qvel()`` is (velocity of the point, angular velocity), world axes.
         ``point_body``: body axes, from the centre of mass.  With loop joints the same
@@ -153,7 +160,7 @@ class QueriesMixin:
         Qg = self.backend.positions()
         return self._dynamics().jacobian(Qg, b, point)[:, self._vidx]
 
-    def joints(self):
+    def joints(self) -> list[dict[str, Any]]:
         """The joints as they are now, for drawing and inspection (a list of dicts).
 
         Each dict has ``name``, ``kind``, ``parent`` (body index, -1 for the world),
@@ -176,7 +183,7 @@ class QueriesMixin:
                         "axis": axis, "name": j.name, "limits": j.limits})
         return out
 
-    def loop_joints(self):
+    def loop_joints(self) -> list[dict[str, Any]]:
         """The loop (cut) joints (:meth:`Model.add_loop_joint`), for drawing and inspection: a
         list of dicts with ``name``, ``kind``, ``parent`` (body index, -1 for the world),
         ``child``, ``anchor_parent`` and ``anchor_child`` (the joint point in the parent's

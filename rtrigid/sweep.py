@@ -1,7 +1,7 @@
 """Parameter sweeps: a TOML spec, split into batches of :class:`~rtrigid.Batch` copies, run on
 Ray (a local cluster by default), one ``.npz`` file per batch plus ``index.json``, resumable.
 
-A spec (TOML, read with :mod:`tomllib`)::
+A spec (TOML, read with :mod:`tomllib`, or ``tomli`` on Python 3.10)::
 
     scenario = "arm"              # a scenario name, a robot file (relative to the spec) or
                                   # a model factory module:function -- as `rtrigid run` takes
@@ -43,10 +43,16 @@ import json
 import os
 import re
 import sys
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from rtrigid.validate import as_int
+
+if TYPE_CHECKING:
+    from rtrigid.batch import Batch
+    from rtrigid.simulation import Simulation
 
 RECORDS = ("qpos", "qvel", "energy")
 KEYS = {"scenario": str, "integrator": str, "dt": float, "steps": int, "record": list,
@@ -56,10 +62,13 @@ DISTRIBUTIONS = ("uniform", "normal", "loguniform", "choice")
 INDEX = "index.json"
 
 
-def load_spec(path):
+def load_spec(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The spec at ``path`` checked and completed (a dict of plain values, with ``points``:
     one dict of scenario parameters per point); ``ValueError`` naming the field otherwise."""
-    import tomllib
+    try:
+        import tomllib  # type: ignore[import-not-found,unused-ignore]  # (Python >= 3.11)
+    except ModuleNotFoundError:  # Python 3.10: the same parser, as the sweep extra installs it
+        import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
 
     with open(path, "rb") as fh:
         try:
@@ -69,7 +78,7 @@ def load_spec(path):
     return check_spec(raw, os.path.dirname(os.path.abspath(path)))
 
 
-def check_spec(raw, folder="."):
+def check_spec(raw: dict[str, Any], folder: str = ".") -> dict[str, Any]:
     """:func:`load_spec` on an already parsed spec; relative robot files are under ``folder``."""
     from rtrigid import scenarios
 
@@ -113,7 +122,7 @@ def check_spec(raw, folder="."):
     return spec
 
 
-def _points(spec):
+def _points(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """One dict of scenario parameters per point: grid combinations in order, each with
     ``samples`` random draws made up front from ``seed``."""
     grid = spec["grid"]
@@ -140,7 +149,7 @@ def _points(spec):
     return points
 
 
-def _draw(rng, name, dist, n):
+def _draw(rng: np.random.Generator, name: str, dist: object, n: int) -> list[Any]:
     """n draws of random parameter ``name`` (plain Python values)."""
     field = f"random.{name}"
     if not isinstance(dist, dict) or len(dist) != 1 or next(iter(dist)) not in DISTRIBUTIONS:
@@ -167,19 +176,19 @@ def _draw(rng, name, dist, n):
     return rng.uniform(a, b, n).tolist()
 
 
-def _build(spec, point):
+def _build(spec: dict[str, Any], point: dict[str, Any]) -> Simulation:
     from rtrigid import scenarios
 
     return scenarios.build(spec["scenario"], integrator=spec["integrator"], dt=spec["dt"],
                            **point)
 
 
-def varied(spec):
+def varied(spec: dict[str, Any]) -> list[str]:
     """The names of the parameters that vary over the points (grid and random)."""
     return list(spec["grid"]) + [k for k in spec["random"] if k != "samples"]
 
 
-def run_batch(spec, start, stop):
+def run_batch(spec: dict[str, Any], start: int, stop: int) -> dict[str, NDArray[Any]]:
     """Points [start, stop) of ``spec`` stepped as one Batch: {name: array} as a batch file
     holds them (see the module docstring)."""
     import numba
@@ -197,12 +206,13 @@ def run_batch(spec, start, stop):
         numba.set_num_threads(threads)
 
 
-def _record(spec, batch, points, start, stop):
+def _record(spec: dict[str, Any], batch: Batch, points: list[dict[str, Any]], start: int, stop: int
+            ) -> dict[str, NDArray[Any]]:
     every, n_rec = spec["record_every"], spec["steps"] // spec["record_every"]
     out = {"point": np.arange(start, stop), "t": batch.dt * every * np.arange(1, n_rec + 1)}
     for name in varied(spec):
         out[f"param_{name}"] = np.array([p[name] for p in points])
-    rec = {r: [] for r in spec["record"]}
+    rec: dict[str, list[NDArray[Any]]] = {r: [] for r in spec["record"]}
     failed_at = np.full(len(points), -1)
     for r in range(n_rec):
         try:
@@ -217,19 +227,19 @@ def _record(spec, batch, points, start, stop):
     return out
 
 
-def digest(spec):
+def digest(spec: dict[str, Any]) -> str:
     """What makes two sweeps the same: the checked spec, points included."""
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
-def plan(spec):
+def plan(spec: dict[str, Any]) -> list[tuple[str, int, int]]:
     """[(file name, start, stop)] of the batches."""
     n, size = len(spec["points"]), spec["batch_size"]
     return [(f"batch_{b:05d}.npz", s, min(s + size, n))
             for b, s in enumerate(range(0, n, size))]
 
 
-def write_index(out, spec, done):
+def write_index(out: str, spec: dict[str, Any], done: set[str]) -> None:
     """Write ``out``/index.json: the spec, its digest, the batches, which of ``done`` (file
     names) are finished."""
     index = {"spec": spec, "digest": digest(spec), "points": len(spec["points"]),
@@ -239,14 +249,14 @@ def write_index(out, spec, done):
     _atomic(os.path.join(out, INDEX), lambda fh: fh.write(json.dumps(index, indent=1).encode()))
 
 
-def _atomic(path, write):
+def _atomic(path: str, write: Callable[[IO[bytes]], object]) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as fh:
         write(fh)
     os.replace(tmp, path)
 
 
-def _finished(out, spec):
+def _finished(out: str, spec: dict[str, Any]) -> set[str]:
     """The batch files already in ``out`` for this spec (``ValueError`` if ``out`` holds
     another spec's sweep)."""
     path = os.path.join(out, INDEX)
@@ -263,7 +273,8 @@ def _finished(out, spec):
     return {f for f, _, _ in plan(spec) if os.path.exists(os.path.join(out, f))}
 
 
-def run(spec, out, *, address=None, cpus=None, retries=2, progress=True):
+def run(spec: dict[str, Any], out: str, *, address: str | None = None, cpus: int | None = None,
+        retries: int = 2, progress: bool = True) -> dict[str, Any]:
     """Run the batches of ``spec`` (from :func:`load_spec`) not yet in ``out`` on Ray: a new
     local cluster (``cpus`` CPUs, default all) unless ``address`` names one to join.  A batch
     whose worker dies is retried ``retries`` times, then left for a rerun.  Returns
@@ -275,7 +286,7 @@ def run(spec, out, *, address=None, cpus=None, retries=2, progress=True):
     done = _finished(out, spec)
     write_index(out, spec, done)
     todo = [b for b in plan(spec) if b[0] not in done]
-    result = {"ran": [], "skipped": sorted(done), "failed": {}}
+    result: dict[str, Any] = {"ran": [], "skipped": sorted(done), "failed": {}}
     if not todo:
         return result
     try:
@@ -313,13 +324,13 @@ def run(spec, out, *, address=None, cpus=None, retries=2, progress=True):
     return result
 
 
-def _last_line(error):
+def _last_line(error: BaseException) -> str:
     """The last line of a Ray error (where its cause is), without terminal colours."""
     lines = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines()
     return lines[-1] if lines else type(error).__name__
 
 
-def load(out):
+def load(out: str) -> dict[str, NDArray[Any]]:
     """Every finished batch in ``out`` joined over points: {name: array}, points along
     axis 0 (``point``, ``param_*``, ``failed_at``) or axis 1 (records), ``t`` once."""
     with open(os.path.join(out, INDEX)) as fh:

@@ -1,6 +1,7 @@
 """Tests that need something outside the core install: an X server, an input tool, a C
 compiler, headless OpenGL, Ray (the sweep extra), PyBullet (a reference in the dev extra), MkDocs
-(the docs tools, in the dev extra).
+(the docs tools, in the dev extra), ruff and mypy (the linter and the type checker, in the dev
+extra).
 
 A test asks through the ``require`` fixture (``require("Xvfb", "xdotool")``).  On a machine
 that lacks one, the test is skipped with a reason naming it and the package that provides
@@ -81,6 +82,7 @@ REQUIREMENTS = {
     "mkdocs": (_module("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"),
                'python3 -m pip install -e ".[dev]"'),
     "ruff": (_module("ruff"), 'python3 -m pip install -e ".[dev]"'),
+    "mypy": (_module("mypy"), 'python3 -m pip install -e ".[dev]"'),
 }
 
 

@@ -51,25 +51,48 @@ from __future__ import annotations
 import math
 import time
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 import numpy as np
 
 from rtrigid import scenarios
 from rtrigid.validate import as_scalar
 
+if TYPE_CHECKING:
+    from rtrigid.simulation import Simulation
+
+
+class Clock(Protocol):
+    """What :class:`RealtimeRunner` reads time from and waits on (:class:`MonotonicClock`,
+    :class:`ManualClock`)."""
+
+    def now_ns(self) -> int: ...
+
+    def sleep_until(self, deadline_ns: int) -> None: ...
+
+
+class Steppable(Protocol):
+    """What :class:`RealtimeRunner` paces: a fixed step ``dt`` and ``step(n)`` (a Simulation)."""
+
+    @property
+    def dt(self) -> float: ...
+
+    def step(self, n: int) -> object: ...
+
 
 class MonotonicClock:
     """``time.perf_counter_ns`` with a sleep-then-spin wait (``spin`` seconds of spinning)."""
 
-    def __init__(self, spin=3e-4):
+    def __init__(self, spin: float = 3e-4) -> None:
         self.spin = as_scalar(spin, "spin", nonnegative=True)
         self._spin_ns = int(round(self.spin * 1e9))
 
     @staticmethod
     def now_ns() -> int:
+        """The clock reading, ns."""
         return time.perf_counter_ns()
 
-    def sleep_until(self, deadline_ns):
+    def sleep_until(self, deadline_ns: int) -> None:
         """Return at the first clock reading >= ``deadline_ns`` (at once if it has passed)."""
         now = time.perf_counter_ns
         remaining = deadline_ns - now()
@@ -82,16 +105,19 @@ class MonotonicClock:
 class ManualClock:
     """A clock that moves only when told to: ``sleep_until`` jumps, ``advance`` adds time."""
 
-    def __init__(self, start_ns=0):
+    def __init__(self, start_ns: int = 0) -> None:
         self.ns = int(start_ns)
 
     def now_ns(self) -> int:
+        """The clock reading, ns."""
         return self.ns
 
-    def sleep_until(self, deadline_ns):
+    def sleep_until(self, deadline_ns: int) -> None:
+        """Jump to ``deadline_ns`` (never backwards)."""
         self.ns = max(self.ns, int(deadline_ns))
 
-    def advance(self, seconds):
+    def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` on."""
         self.ns += int(round(as_scalar(seconds, "seconds", nonnegative=True) * 1e9))
 
 
@@ -100,7 +126,7 @@ class Tick:
 
     __slots__ = ("index", "ticks", "steps", "lateness")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.index = 0        # index of the (first) tick this call covers
         self.ticks = 1        # ticks covered: > 1 when late ticks are folded in
         self.steps = 0        # steps that will run after the callback returns
@@ -110,18 +136,18 @@ class Tick:
 class _Samples:
     """Nanosecond samples in a ring buffer; exact count and maximum over all of them."""
 
-    def __init__(self, capacity):
+    def __init__(self, capacity: int) -> None:
         self.buf = np.zeros(max(int(capacity), 1), dtype=np.int64)
         self.n = 0
         self.max = 0
 
-    def add(self, value):
+    def add(self, value: int) -> None:
         self.buf[self.n % len(self.buf)] = value
         self.n += 1
         if value > self.max:
             self.max = value
 
-    def summary(self, name):
+    def summary(self, name: str) -> dict[str, float | None]:
         window = self.buf[:min(self.n, len(self.buf))]
         if not len(window):
             return {f"{name}_p50": None, f"{name}_p99": None, f"{name}_max": None}
@@ -153,8 +179,10 @@ class RealtimeRunner:
         Ticks kept for the percentiles (the most recent ones).
     """
 
-    def __init__(self, sim, callback=None, *, rate=None, max_steps_per_tick=None, max_lag=0.1,
-                 clock=None, spin=3e-4, sample_capacity=1 << 20):
+    def __init__(self, sim: Steppable, callback: Callable[[Any, Tick], object] | None = None, *,
+                 rate: float | None = None, max_steps_per_tick: int | None = None,
+                 max_lag: float = 0.1, clock: Clock | None = None, spin: float = 3e-4,
+                 sample_capacity: int = 1 << 20) -> None:
         dt = as_scalar(sim.dt, "sim.dt", positive=True)
         if callback is not None and not callable(callback):
             raise ValueError(f"callback: expected a callable or None, got {callback!r}")
@@ -178,7 +206,7 @@ class RealtimeRunner:
                              f"of one tick at {self.rate:g} Hz), got {max_steps_per_tick!r}")
         self.max_steps_per_tick = int(m)
         self.max_lag = as_scalar(max_lag, "max_lag", nonnegative=True)
-        self.clock = MonotonicClock(spin) if clock is None else clock
+        self.clock: Clock = MonotonicClock(spin) if clock is None else clock
         for attr in ("now_ns", "sleep_until"):
             if not callable(getattr(self.clock, attr, None)):
                 raise ValueError(f"clock: has no {attr}() method")
@@ -187,18 +215,18 @@ class RealtimeRunner:
         self.callback = callback
         self.dt = dt
         self._stop = False
-        self._stats = None
-        self._late = []
+        self._stats: dict[str, Any] | None = None
+        self._late: list[tuple[int, float]] = []
 
-    def steps_due(self, k) -> int:
+    def steps_due(self, k: int) -> int:
         """S(k): steps the schedule has run by the release of tick ``k``."""
         return (k * self._num) // self._den
 
-    def stop(self):
+    def stop(self) -> None:
         """Make :meth:`run` return after the current tick (callable from the callback)."""
         self._stop = True
 
-    def run(self, duration=None, ticks=None) -> dict:
+    def run(self, duration: float | None = None, ticks: int | None = None) -> dict[str, Any]:
         """Run for ``duration`` wall-clock seconds, or ``ticks`` ticks, or until :meth:`stop`.
 
         With ``duration``, ticks are released while their release time is before the end;
@@ -208,8 +236,8 @@ class RealtimeRunner:
         """
         if duration is not None and ticks is not None:
             raise ValueError("duration: give either duration or ticks, not both")
-        stop_ns = None
-        n_ticks = None
+        stop_ns: int | None = None
+        n_ticks: int | None = None
         if duration is not None:
             stop_ns = int(round(as_scalar(duration, "duration", nonnegative=True) * 1e9))
         if ticks is not None:
@@ -233,11 +261,11 @@ class RealtimeRunner:
         if stop_ns is not None:
             stop_ns += start
 
-        def finish(end_ns):
+        def finish(end_ns: int) -> None:
             self._stats = self._summarize(counts, k, done, dropped, end_ns - start,
                                           step_lat, cb_lat, jitter)
 
-        def releasable(j):
+        def releasable(j: int) -> bool:
             """Tick j belongs to the run (within ``ticks``, released before the end)."""
             return not ((n_ticks is not None and j >= n_ticks)
                         or (stop_ns is not None and origin + j * period >= stop_ns))
@@ -292,11 +320,13 @@ class RealtimeRunner:
         except BaseException:
             finish(clock.now_ns())
             raise
-        return self.stats()
+        return cast("dict[str, Any]", self.stats())
 
-    def _summarize(self, counts, k, done, dropped_ns, wall_ns, step_lat, cb_lat, jitter):
+    def _summarize(self, counts: dict[str, int], k: int, done: int, dropped_ns: int,
+                   wall_ns: int, step_lat: _Samples, cb_lat: _Samples, jitter: _Samples
+                   ) -> dict[str, Any]:
         sim_time = done * self.dt
-        out = {
+        out: dict[str, Any] = {
             "rate_hz": self.rate,
             "dt": self.dt,
             "ticks": counts["ticks"],
@@ -324,17 +354,17 @@ class RealtimeRunner:
             out["spin_s"] = self.clock.spin
         return out
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any] | None:
         """Figures of the last run (None before the first)."""
         return None if self._stats is None else dict(self._stats)
 
-    def late_ticks(self) -> list:
+    def late_ticks(self) -> list[tuple[int, float]]:
         """Every tick of the last run done after its deadline, as (tick index, seconds
         late), in order (the first ``sample_capacity`` of them)."""
         return list(self._late)
 
 
-def set_fifo_priority(priority):
+def set_fifo_priority(priority: int) -> tuple[int, int]:
     """Run the calling thread under Linux SCHED_FIFO at ``priority`` (1-99); 0 means SCHED_OTHER.
 
     A real-time priority lets a paced loop or a lock-step server preempt ordinary processes
@@ -360,28 +390,30 @@ def set_fifo_priority(priority):
     return previous
 
 
-def restore_priority(previous):
+def restore_priority(previous: tuple[int, int]) -> None:
     """Undo :func:`set_fifo_priority` with the value it returned."""
     import os
 
     os.sched_setscheduler(0, previous[0], os.sched_param(previous[1]))
 
 
-def warm_up(sim):
+def warm_up(sim: Simulation) -> None:
     """Load the step kernel (numba cache) with one step, then put the state back."""
     snap = sim.snapshot()
     sim.step(1)
     sim.restore(snap)
 
 
-def print_stats(stats):
+def print_stats(stats: dict[str, Any]) -> None:
+    """Print ``stats`` as aligned ``key  value`` lines."""
     width = max(len(k) for k in stats)
     for key, value in stats.items():
         text = f"{value:.6g}" if isinstance(value, float) else str(value)
         print(f"{key:<{width}}  {text}")
 
 
-def run_main(sim, duration, as_json=False, rt_priority=0):
+def run_main(sim: Simulation, duration: float, as_json: bool = False, rt_priority: int = 0
+             ) -> int:
     """``rtrigid run SCENARIO --realtime``: a paced run of ``duration`` wall-clock seconds."""
     import json
 

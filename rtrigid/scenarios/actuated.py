@@ -1,18 +1,23 @@
 """Actuated systems: the servo-driven arm and the quadrotor with its rotor thrusts."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from rtrigid.model import Model
 from rtrigid.scenarios.chains import rod_inertia
 from rtrigid.scenarios.registry import info, scenario
 from rtrigid.simulation import Simulation
+from rtrigid.simulation_helpers import Handle
 from rtrigid.validate import as_int, as_scalar, as_vector
 
 
 @scenario(dt=0.001, t_end=3.0)
-def arm(integrator="energy_momentum", dt=0.001, options=None, n_links=2, joint="revolute",
-        kp=200.0, kv=5.0, force_limit=40.0):
+def arm(integrator: str = "energy_momentum", dt: float = 0.001,
+        options: dict[str, Any] | None = None, n_links: int = 2, joint: str = "revolute",
+        kp: float = 200.0, kv: float = 5.0, force_limit: float = 40.0) -> Simulation:
     """A robot arm hanging from the world origin, its joints driven by position servos.
 
     ``n_links`` rods of 0.3 m (1.0 kg, each next one 10 % lighter); ``joint`` the kind of
@@ -53,8 +58,10 @@ QUADROTOR_YAW_PER_THRUST = 0.016   # m: a rotor's drag torque about its axis per
 
 
 @scenario(dt=0.001, t_end=5.0)
-def quadrotor(integrator="energy_momentum", dt=0.001, options=None, mass=1.0,
-              inertia=(0.0082, 0.0082, 0.0149), height=1.0, tilt=0.0):
+def quadrotor(integrator: str = "energy_momentum", dt: float = 0.001,
+              options: dict[str, Any] | None = None, mass: float = 1.0,
+              inertia: ArrayLike = (0.0082, 0.0082, 0.0149), height: float = 1.0,
+              tilt: float = 0.0) -> Simulation:
     """A quadrotor (one free body, four rotors), hovering thrust off: it falls unless driven.
 
     Rotors sit at (+-arm, 0, 0) and (0, +-arm, 0) in body axes (``info(sim)["rotors"]``),
@@ -85,7 +92,7 @@ def quadrotor(integrator="energy_momentum", dt=0.001, options=None, mass=1.0,
     return sim
 
 
-def set_rotor_thrusts(sim, thrusts, body="frame"):
+def set_rotor_thrusts(sim: Simulation, thrusts: ArrayLike, body: Handle = "frame") -> None:
     """Replace the loads on ``body`` by its rotors' thrusts (N, one per rotor of
     ``info(sim)["rotors"]``): each a body-frame force along +z at its rotor's point, plus its
     drag torque about z.  Like every applied load, they are held in the world frame until set

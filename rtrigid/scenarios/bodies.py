@@ -1,7 +1,10 @@
 """Single bodies: the torque-free body, the tennis racket and the tops pivoted at a point."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from rtrigid.maths import quat
 from rtrigid.model import Model, check_inertia
@@ -10,8 +13,9 @@ from rtrigid.simulation import Simulation
 from rtrigid.validate import as_scalar, as_vector
 
 
-def _free_rotor(integrator, options, dt, inertia, omega0, q0, mass, allow_nonphysical=False,
-                shape=None):
+def _free_rotor(integrator: str, options: dict[str, Any] | None, dt: float, inertia: ArrayLike,
+                omega0: ArrayLike, q0: ArrayLike, mass: float, allow_nonphysical: bool = False,
+                shape: Any = None) -> Simulation:
     model = Model(gravity=(0.0, 0.0, 0.0))
     j = as_vector(inertia, 3, "inertia")
     half = 0.5 * np.sqrt(np.maximum(2.5 * (j.sum() / 2 - j) / mass, 1e-12))
@@ -25,8 +29,10 @@ def _free_rotor(integrator, options, dt, inertia, omega0, q0, mass, allow_nonphy
 
 
 @scenario(dt=0.02, t_end=20.0)
-def free_body(integrator="energy_momentum", dt=0.02, options=None, inertia=(6.0, 8.0, 3.0),
-              omega0=(10.0, 20.0, 20.0), q0=(1.0, 0.0, 0.0, 0.0), mass=1.0):
+def free_body(integrator: str = "energy_momentum", dt: float = 0.02,
+              options: dict[str, Any] | None = None, inertia: ArrayLike = (6.0, 8.0, 3.0),
+              omega0: ArrayLike = (10.0, 20.0, 20.0), q0: ArrayLike = (1.0, 0.0, 0.0, 0.0),
+              mass: float = 1.0) -> Simulation:
     """Torque-free rigid body, 000 §5.1; ``omega0`` in the body frame.
 
     The render box has the principal moments of the given inertia (for a physical one).
@@ -35,9 +41,11 @@ def free_body(integrator="energy_momentum", dt=0.02, options=None, inertia=(6.0,
 
 
 @scenario(dt=0.005, t_end=5.0)
-def tennis_racket(integrator="energy_momentum", dt=0.005, options=None, inertia=(41.6, 11.6, 50.0),
-                  omega0=(50.0, 1e-3, 1e-3), euler313=(np.pi / 3, np.pi / 4, np.pi / 2),
-                  mass=1.0):
+def tennis_racket(integrator: str = "energy_momentum", dt: float = 0.005,
+                  options: dict[str, Any] | None = None, inertia: ArrayLike = (41.6, 11.6, 50.0),
+                  omega0: ArrayLike = (50.0, 1e-3, 1e-3),
+                  euler313: ArrayLike = (np.pi / 3, np.pi / 4, np.pi / 2),
+                  mass: float = 1.0) -> Simulation:
     """Spin about the intermediate axis d1 (Dzhanibekov flips), 002 Example B.
 
     The initial orientation is given by 3-1-3 Euler angles as in the paper, away from the
@@ -64,8 +72,9 @@ def tennis_racket(integrator="energy_momentum", dt=0.005, options=None, inertia=
                        shape=racket if min(ex, ey) > 0 else None)
 
 
-def _pivoted_top(integrator, options, dt, mass, inertia_cm, length, gravity, shape,
-                 allow_nonphysical=False):
+def _pivoted_top(integrator: str, options: dict[str, Any] | None, dt: float, mass: float,
+                 inertia_cm: ArrayLike, length: float, gravity: float, shape: Any,
+                 allow_nonphysical: bool = False) -> Simulation:
     model = Model(gravity=(0.0, 0.0, -as_scalar(gravity, "g", positive=True)))
     model.add_body("top", mass, inertia_cm, shape=shape,
                    allow_nonphysical_inertia=allow_nonphysical)
@@ -76,8 +85,10 @@ def _pivoted_top(integrator, options, dt, mass, inertia_cm, length, gravity, sha
 
 
 @scenario(dt=0.001, t_end=10.0)
-def gyro_top(integrator="energy_momentum", dt=0.001, options=None, rho=2700.0, height=0.1, radius=0.05,
-             theta0=np.pi / 3, omega_p=10.0, g=9.81):
+def gyro_top(integrator: str = "energy_momentum", dt: float = 0.001,
+             options: dict[str, Any] | None = None, rho: float = 2700.0, height: float = 0.1,
+             radius: float = 0.05, theta0: float = np.pi / 3, omega_p: float = 10.0,
+             g: float = 9.81) -> Simulation:
     """Solid cone spinning on its tip in steady precession, 000 §5.2.
 
     Centroidal moments J1 = J2 = 3M/80 (4R² + H²), J3 = 3M R²/10; the centre of mass sits
@@ -105,7 +116,7 @@ def gyro_top(integrator="energy_momentum", dt=0.001, options=None, rho=2700.0, h
     d3 = quat.rotate(q0, np.array([0.0, 0.0, 1.0]), np.empty(3))
     sim.set_angular_velocity(0, omega_p * np.array([0.0, 0.0, 1.0]) + omega_s * d3, frame="world")
 
-    def com_reference(t):
+    def com_reference(t: float) -> NDArray[np.float64]:
         """Analytic centre of mass in steady precession, 000 §5.2.3."""
         s = length * np.sin(theta0)
         return np.array([s * np.sin(omega_p * t), -s * np.cos(omega_p * t),
@@ -117,9 +128,11 @@ def gyro_top(integrator="energy_momentum", dt=0.001, options=None, rho=2700.0, h
 
 
 @scenario(dt=0.01, t_end=10.0)
-def heavy_top(integrator="energy_momentum", dt=0.01, options=None, inertia_pivot=(50.0, 42.0, 10.0),
-              mass_times_length=11.09, theta0=np.pi / 3, omega0=(0.0, 0.0, 20.0), g=9.81,
-              length=1.0):
+def heavy_top(integrator: str = "energy_momentum", dt: float = 0.01,
+              options: dict[str, Any] | None = None, inertia_pivot: ArrayLike = (50.0, 42.0, 10.0),
+              mass_times_length: float = 11.09, theta0: float = np.pi / 3,
+              omega0: ArrayLike = (0.0, 0.0, 20.0), g: float = 9.81,
+              length: float = 1.0) -> Simulation:
     """Slightly asymmetric heavy top with nutation and precession, 002 Example A.
 
     The paper gives only the inertia about the pivot and m L; the motion depends on nothing
@@ -147,7 +160,8 @@ def heavy_top(integrator="energy_momentum", dt=0.01, options=None, inertia_pivot
 
 
 @scenario(dt=0.002, t_end=2.0)
-def geradin_top(integrator="energy_momentum", dt=0.002, options=None, case=1):
+def geradin_top(integrator: str = "energy_momentum", dt: float = 0.002,
+                options: dict[str, Any] | None = None, case: int = 1) -> Simulation:
     """Symmetrical top of 003 §11.6: m = 5 kg, J = (0.8, 0.8, 1.8) kg m², L = 1.3 m.
 
     Case 1 is dropped from theta = pi/9 spinning at 50 rad/s; case 2 also precesses at

@@ -2,7 +2,10 @@
 and the gimbal gyroscope."""
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from rtrigid.maths import quat
 from rtrigid.model import Model
@@ -11,15 +14,18 @@ from rtrigid.simulation import Simulation
 from rtrigid.validate import as_int, as_scalar, as_vector
 
 
-def rod_inertia(mass, length, radius):
+def rod_inertia(mass: float, length: float, radius: float) -> NDArray[np.float64]:
     """Principal moments of a solid cylinder along its z axis, about its centre of mass."""
     t = mass * (3.0 * radius * radius + length * length) / 12.0
     return np.array([t, t, 0.5 * mass * radius * radius])
 
 
 @scenario(dt=1.0 / 240.0, t_end=10.0)
-def chain(integrator="energy_momentum", dt=1.0 / 240.0, options=None, n=5, link_length=0.5, link_mass=1.0,
-          link_radius=0.05, joint="spherical", q0=None, omega0=None, seed=0):
+def chain(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
+          options: dict[str, Any] | None = None, n: int = 5, link_length: float = 0.5,
+          link_mass: float = 1.0, link_radius: float = 0.05, joint: str = "spherical",
+          q0: Sequence[ArrayLike] | None = None, omega0: ArrayLike | None = None,
+          seed: int = 0) -> Simulation:
     """A pendulum chain of ``n`` rods hanging from the world origin.
 
     Each link is a rod along its body z axis with its centre of mass mid-link; joint 0 holds
@@ -64,7 +70,8 @@ def chain(integrator="energy_momentum", dt=1.0 / 240.0, options=None, n=5, link_
     return sim
 
 
-def _set_world_chain(sim, q_world, omega_world, joint):
+def _set_world_chain(sim: Simulation, q_world: Sequence[NDArray[np.float64]],
+                     omega_world: NDArray[np.float64], joint: str) -> None:
     """Joint coordinates and rates of a chain from world orientations and angular velocities."""
     prev_q, prev_w = np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3)
     for i, (q, w) in enumerate(zip(q_world, omega_world)):
@@ -81,8 +88,9 @@ def _set_world_chain(sim, q_world, omega_world, joint):
 
 
 @scenario(dt=1.0 / 240.0, t_end=10.0)
-def double_pendulum(integrator="energy_momentum", dt=1.0 / 240.0, options=None, theta1=2.0,
-                    theta2=2.5, link_length=0.5, link_mass=1.0):
+def double_pendulum(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
+                    options: dict[str, Any] | None = None, theta1: float = 2.0, theta2: float = 2.5,
+                    link_length: float = 0.5, link_mass: float = 1.0) -> Simulation:
     """Planar double pendulum (two revolute rods), released from large angles: chaotic."""
     sim = chain(integrator, dt, options, n=2, link_length=link_length, link_mass=link_mass,
                 link_radius=0.03, joint="revolute")
@@ -94,7 +102,9 @@ def double_pendulum(integrator="energy_momentum", dt=1.0 / 240.0, options=None, 
 
 
 @scenario(dt=0.002, t_end=4.0)
-def two_body_spherical(integrator="energy_momentum", dt=0.002, options=None, stiffness=1.0e4):
+def two_body_spherical(integrator: str = "energy_momentum", dt: float = 0.002,
+                       options: dict[str, Any] | None = None,
+                       stiffness: float = 1.0e4) -> Simulation:
     """002 Example C: two bodies joined by a spherical joint, body 1 held by a bushing.
 
     Masses 10 and 20 kg, the racket inertia of Example B for both, joint at (1, 2, -3) from
@@ -124,7 +134,9 @@ def two_body_spherical(integrator="energy_momentum", dt=0.002, options=None, sti
 
 
 @scenario(dt=0.002, t_end=5.0)
-def gimbal_gyroscope(integrator="energy_momentum", dt=0.002, options=None, spin=60.0, tilt=0.4):
+def gimbal_gyroscope(integrator: str = "energy_momentum", dt: float = 0.002,
+                     options: dict[str, Any] | None = None, spin: float = 60.0,
+                     tilt: float = 0.4) -> Simulation:
     """A spinning rotor in two gimbal rings, pivoting about the world x axis.
 
     Outer ring: revolute about world x; inner ring: revolute about the outer ring's y axis;

@@ -2,7 +2,10 @@
 on a table, the tippe top, Euler's disk)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from rtrigid.maths import quat
 from rtrigid.model import Model
@@ -11,15 +14,16 @@ from rtrigid.simulation import Simulation
 from rtrigid.validate import as_int, as_scalar
 
 
-def box_inertia(mass, half):
+def box_inertia(mass: float, half: ArrayLike) -> NDArray[np.float64]:
     """Principal moments of a solid box of half extents ``half`` about its centre."""
     a, b, c = (2.0 * np.asarray(half, float)) ** 2
     return mass / 12.0 * np.array([b + c, a + c, a + b])
 
 
 @scenario(dt=1.0 / 240.0, t_end=2.0)
-def ball_on_incline(integrator="energy_momentum", dt=1.0 / 240.0, options=None, angle=20.0,
-                    friction=0.5, radius=0.1, mass=1.0):
+def ball_on_incline(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
+                    options: dict[str, Any] | None = None, angle: float = 20.0,
+                    friction: float = 0.5, radius: float = 0.1, mass: float = 1.0) -> Simulation:
     """A solid ball rolling down an incline of ``angle`` degrees from rest.
 
     It rolls without slipping while tan(angle) <= 7/2 mu, with acceleration (5/7) g sin(angle)
@@ -41,7 +45,7 @@ def ball_on_incline(integrator="energy_momentum", dt=1.0 / 240.0, options=None, 
     down = np.array([-np.cos(angle), 0.0, -np.sin(angle)])
     accel = 5.0 / 7.0 * float(np.linalg.norm(m.gravity)) * np.sin(angle)
 
-    def centre(t):
+    def centre(t: float) -> NDArray[np.float64]:
         """Rolling without slipping from rest: s = (5/7) g sin(angle) t^2 / 2."""
         return start + 0.5 * accel * t * t * down
 
@@ -50,8 +54,9 @@ def ball_on_incline(integrator="energy_momentum", dt=1.0 / 240.0, options=None, 
 
 
 @scenario(dt=1.0 / 240.0, t_end=10.0)
-def box_stack(integrator="energy_momentum", dt=1.0 / 240.0, options=None, n=10, size=0.1,
-              mass=1.0, friction=0.5):
+def box_stack(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
+              options: dict[str, Any] | None = None, n: int = 10, size: float = 0.1,
+              mass: float = 1.0, friction: float = 0.5) -> Simulation:
     """``n`` cubes of half size ``size`` stacked on the ground, at rest: the stack should stand."""
     n = as_int(n, "n", minimum=1)
     half = (as_scalar(size, "size", positive=True),) * 3
@@ -68,7 +73,8 @@ def box_stack(integrator="energy_momentum", dt=1.0 / 240.0, options=None, n=10, 
     return sim
 
 
-def quadruped_model(torso_mass=4.0, leg_mass=0.3, friction=0.8, kp=60.0, kv=1.0):
+def quadruped_model(torso_mass: float = 4.0, leg_mass: float = 0.3, friction: float = 0.8,
+                    kp: float = 60.0, kv: float = 1.0) -> Model:
     """A simple quadruped on the ground: a box torso (0.4 x 0.2 x 0.1 m) on four capsule legs
     (0.2 m, 2 cm end caps) hinged about y at its bottom corners, each held upright by a
     position servo (kp, kv).  Standing, the torso's centre is 0.27 m over the ground.
@@ -94,7 +100,8 @@ QUADRUPED_STAND = 0.27  # quadruped_model's torso centre over the ground, standi
 
 
 @scenario(dt=1.0 / 240.0, t_end=3.0, integrator="nullspace_rk4")
-def quadruped_on_ground(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, drop=0.02):
+def quadruped_on_ground(integrator: str = "nullspace_rk4", dt: float = 1.0 / 240.0,
+                        options: dict[str, Any] | None = None, drop: float = 0.02) -> Simulation:
     """A simple quadruped (a box on four servo-held capsule legs) dropped ``drop`` m onto the
     ground: contacts through joints; it lands and stands on its feet."""
     m = quadruped_model()
@@ -104,7 +111,9 @@ def quadruped_on_ground(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None
     return sim
 
 
-def _cone_top(integrator, options, dt, mass, radius, height, friction, tilt, spin, name):
+def _cone_top(integrator: str, options: dict[str, Any] | None, dt: float, mass: float,
+              radius: float, height: float, friction: float, tilt: float, spin: float,
+              name: str) -> Simulation:
     """A solid cone standing on its apex, tilted ``tilt`` about x, spinning ``spin`` about its
     axis, on a ground of ``friction``."""
     mass = as_scalar(mass, "mass", positive=True)
@@ -127,8 +136,10 @@ def _cone_top(integrator, options, dt, mass, radius, height, friction, tilt, spi
 
 
 @scenario(dt=1e-3, t_end=5.0)
-def top_on_table(integrator="energy_momentum", dt=1e-3, options=None, mass=0.1, radius=0.03,
-                 height=0.06, friction=0.3, tilt=0.1, spin=400.0):
+def top_on_table(integrator: str = "energy_momentum", dt: float = 1e-3,
+                 options: dict[str, Any] | None = None, mass: float = 0.1, radius: float = 0.03,
+                 height: float = 0.06, friction: float = 0.3, tilt: float = 0.1,
+                 spin: float = 400.0) -> Simulation:
     """A solid cone top spinning on its apex on a table: it precesses with its tip on the
     table; below about 240 rad/s (its critical spin 2 sqrt(I1 m g l) / I3 about the apex) it
     falls over."""
@@ -138,8 +149,10 @@ def top_on_table(integrator="energy_momentum", dt=1e-3, options=None, mass=0.1, 
 
 
 @scenario(dt=5e-4, t_end=5.0)
-def tippe_top(integrator="energy_momentum", dt=5e-4, options=None, mass=0.015, radius=0.02,
-              offset=0.3, friction=0.3, tilt=0.1, spin=150.0):
+def tippe_top(integrator: str = "energy_momentum", dt: float = 5e-4,
+              options: dict[str, Any] | None = None, mass: float = 0.015, radius: float = 0.02,
+              offset: float = 0.3, friction: float = 0.3, tilt: float = 0.1,
+              spin: float = 150.0) -> Simulation:
     """A tippe top: a ball whose centre of mass lies ``offset`` radii below its centre, spun
     fast about the vertical; sliding friction turns it over onto its top (its centre of mass
     rises above the ball's centre)."""
@@ -165,7 +178,8 @@ def tippe_top(integrator="energy_momentum", dt=5e-4, options=None, mass=0.015, r
     return sim
 
 
-def euler_disk_precession(alpha, radius=0.04, thickness=0.01, g=9.81):
+def euler_disk_precession(alpha: float, radius: float = 0.04, thickness: float = 0.01,
+                          g: float = 9.81) -> float:
     """The precession rate (rad/s) of a uniform disc (a cylinder of ``radius`` and
     ``thickness``) rolling without slipping on its rim round a fixed centre, its face at
     ``alpha`` (rad) to the table: the steady motion of Euler's disk.
@@ -185,8 +199,10 @@ def euler_disk_precession(alpha, radius=0.04, thickness=0.01, g=9.81):
 
 
 @scenario(dt=2.5e-4, t_end=7.0)
-def euler_disk(integrator="energy_momentum", dt=2.5e-4, options=None, mass=0.2, radius=0.04,
-               thickness=0.01, friction=0.3, alpha=0.5, rolling_friction=3e-4, spin=None):
+def euler_disk(integrator: str = "energy_momentum", dt: float = 2.5e-4,
+               options: dict[str, Any] | None = None, mass: float = 0.2, radius: float = 0.04,
+               thickness: float = 0.01, friction: float = 0.3, alpha: float = 0.5,
+               rolling_friction: float = 3e-4, spin: float | None = None) -> Simulation:
     """Euler's disk: a thick coin rolling round on its rim, its face at ``alpha`` rad to the
     table, started in the steady rolling of that inclination (centre at rest, precessing at
     :func:`euler_disk_precession`); ``spin``: instead released spinning at that rate about
@@ -214,7 +230,7 @@ def euler_disk(integrator="energy_momentum", dt=2.5e-4, options=None, mass=0.2, 
     sim.set_position("disk", (0.0, 0.0, r * np.sin(alpha) + hl * np.cos(alpha)))
     g = -float(m.gravity[2])
 
-    def precession(a):
+    def precession(a: float) -> float:
         return euler_disk_precession(a, r, thickness, g)
 
     if spin is None:

@@ -3,7 +3,10 @@ the x axis towards +z (counter-clockwise seen from -y); Bennett's spatial linkag
 delta robot."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from rtrigid.maths import quat
 from rtrigid.model import Model
@@ -15,13 +18,14 @@ from rtrigid.validate import as_scalar
 _PLANE_AXIS = (0.0, -1.0, 0.0)
 
 
-def _link(m, name, mass, length, radius=0.01):
+def _link(m: Model, name: str, mass: float, length: float, radius: float = 0.01) -> int:
     """A slender rod along its body x axis (capsule), centre of mass at its middle."""
     return m.add_body(name, mass, (0.5 * mass * radius ** 2, *(mass * length ** 2 / 12.0,) * 2),
                       shape=("capsule", {"radius": radius, "half_length": length / 2}))
 
 
-def four_bar_angles(theta, crank, coupler, rocker, ground):
+def four_bar_angles(theta: float, crank: float, coupler: float, rocker: float,
+                    ground: float) -> tuple[float, float]:
     """(coupler angle, rocker angle), absolute, of the open four-bar at crank angle
     ``theta`` (ground pivots at (0, 0) and (ground, 0) of the x-z plane)."""
     ax, az = crank * np.cos(theta), crank * np.sin(theta)
@@ -35,9 +39,10 @@ def four_bar_angles(theta, crank, coupler, rocker, ground):
 
 
 @scenario(dt=1.0 / 240.0, t_end=5.0, integrator="nullspace_rk4")
-def four_bar(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, crank=0.1,
-             coupler=0.35, rocker=0.3, ground=0.4, flywheel_mass=2.0, flywheel_radius=0.08,
-             theta0=0.5, omega0=8.0):
+def four_bar(integrator: str = "nullspace_rk4", dt: float = 1.0 / 240.0,
+             options: dict[str, Any] | None = None, crank: float = 0.1, coupler: float = 0.35,
+             rocker: float = 0.3, ground: float = 0.4, flywheel_mass: float = 2.0,
+             flywheel_radius: float = 0.08, theta0: float = 0.5, omega0: float = 8.0) -> Simulation:
     """Grashof crank-rocker four-bar with a flywheel on the crank, in a vertical plane.
 
     Link lengths (m) ``crank`` (the shortest: it turns fully), ``coupler``, ``rocker`` and
@@ -80,9 +85,11 @@ def four_bar(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, crank=0.1
 
 
 @scenario(dt=1.0 / 240.0, t_end=5.0, integrator="nullspace_rk4")
-def slider_crank(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, crank=0.1,
-                 rod=0.3, slider_mass=0.5, flywheel_mass=2.0, flywheel_radius=0.08,
-                 theta0=0.3, omega0=10.0):
+def slider_crank(integrator: str = "nullspace_rk4", dt: float = 1.0 / 240.0,
+                 options: dict[str, Any] | None = None, crank: float = 0.1, rod: float = 0.3,
+                 slider_mass: float = 0.5, flywheel_mass: float = 2.0,
+                 flywheel_radius: float = 0.08, theta0: float = 0.3,
+                 omega0: float = 10.0) -> Simulation:
     """Slider-crank: a flywheel crank drives a rod pinned to a slider on a horizontal guide.
 
     A vertical plane; the guide is a prismatic joint along x, the rod-slider pin the loop
@@ -119,7 +126,7 @@ def slider_crank(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, crank
     return sim
 
 
-def bennett_theta2(theta1, alpha, beta):
+def bennett_theta2(theta1: float, alpha: float, beta: float) -> float:
     """The Bennett linkage's second joint angle at first angle ``theta1`` (the closure
     tan(theta1/2) tan(theta2/2) = sin((beta+alpha)/2) / sin((beta-alpha)/2); theta3 =
     -theta1, theta4 = -theta2 in the Denavit-Hartenberg angles of :func:`bennett`)."""
@@ -128,8 +135,10 @@ def bennett_theta2(theta1, alpha, beta):
 
 
 @scenario(dt=1.0 / 240.0, t_end=5.0, integrator="nullspace_rk4")
-def bennett(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, length=0.3,
-            alpha=50.0, beta=80.0, theta0=1.0, omega0=2.0, gravity=True):
+def bennett(integrator: str = "nullspace_rk4", dt: float = 1.0 / 240.0,
+            options: dict[str, Any] | None = None, length: float = 0.3, alpha: float = 50.0,
+            beta: float = 80.0, theta0: float = 1.0, omega0: float = 2.0,
+            gravity: bool = True) -> Simulation:
     """Bennett's spatial 4R linkage: one degree of freedom from four skew revolute joints.
 
     Opposite links equal: lengths a = ``length`` and b = a sin(beta)/sin(alpha), twists
@@ -167,21 +176,23 @@ def bennett(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, length=0.3
     return sim
 
 
-def _turn(axis, angle):
+def _turn(axis: ArrayLike, angle: float) -> NDArray[np.float64]:
     """Unit quaternion of a turn by ``angle`` about the unit vector ``axis``."""
     return np.array([np.cos(angle / 2), *(np.sin(angle / 2) * np.asarray(axis, float))])
 
 
-def _arc(a, b):
+def _arc(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
     """Unit quaternion of the smallest turn of unit vector a onto b."""
     q = np.array([1.0 + a @ b, *np.cross(a, b)])
     return q / np.linalg.norm(q)
 
 
 @scenario(dt=1.0 / 240.0, t_end=3.0, integrator="nullspace_rk4")
-def delta_robot(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, base_radius=0.2,
-                platform_radius=0.05, arm=0.2, rod=0.45, spacing=0.06, height=0.4, kp=None,
-                kv=None):
+def delta_robot(integrator: str = "nullspace_rk4", dt: float = 1.0 / 240.0,
+                options: dict[str, Any] | None = None, base_radius: float = 0.2,
+                platform_radius: float = 0.05, arm: float = 0.2, rod: float = 0.45,
+                spacing: float = 0.06, height: float = 0.4, kp: float | None = None,
+                kv: float | None = None) -> Simulation:
     """A delta robot: three hinged arms, each joined to the platform by a parallelogram.
 
     The arms are hinged to a fixed base at 120 degrees; each parallelogram is two rods with
@@ -246,7 +257,9 @@ def delta_robot(integrator="nullspace_rk4", dt=1.0 / 240.0, options=None, base_r
     return sim
 
 
-def delta_robot_arm_angles(centre, base_radius=0.2, platform_radius=0.05, arm=0.2, rod=0.45):
+def delta_robot_arm_angles(centre: ArrayLike, base_radius: float = 0.2,
+                           platform_radius: float = 0.05, arm: float = 0.2,
+                           rod: float = 0.45) -> NDArray[np.float64]:
     """The three arm angles (rad, elbows out) of :func:`delta_robot` that put the platform's
     centre at ``centre`` (world, m; the base at the origin); ``ValueError`` naming
     ``centre`` (``height`` from the scenario) if it is out of reach."""

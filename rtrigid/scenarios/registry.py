@@ -6,49 +6,54 @@ import importlib
 import inspect
 import os
 import weakref
+from typing import Any, Callable, TypeVar
 
 from rtrigid import integrators
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
 
-_BUILDERS = {}
-_INFO = weakref.WeakKeyDictionary()  # simulation -> its scenario's metadata
+Builder = Callable[..., Simulation]
+_B = TypeVar("_B", bound=Builder)
+_BUILDERS: dict[str, tuple[Builder, float, float]] = {}
+# simulation -> its scenario's metadata
+_INFO: weakref.WeakKeyDictionary[Simulation, dict[str, Any]] = weakref.WeakKeyDictionary()
 FACTORY_DT = 1e-3    # the step of a model factory's simulation unless dt is given
 FACTORY_T_END = 1.0  # and its default duration
 ALL_AXES = [("linear", 0), ("linear", 1), ("linear", 2),
             ("angular", 0), ("angular", 1), ("angular", 2)]
 
 
-def scenario(dt, t_end, integrator="energy_momentum"):
+def scenario(dt: float, t_end: float, integrator: str = "energy_momentum"
+             ) -> Callable[[_B], _B]:
     """Register a builder under its function name with its default step, duration and
     integrator (what :func:`build` uses when none is given)."""
-    def register(fn):
+    def register(fn: _B) -> _B:
         _BUILDERS[fn.__name__] = (fn, dt, t_end)
         _DEFAULT_INTEGRATOR[fn.__name__] = integrator
         return fn
     return register
 
 
-_DEFAULT_INTEGRATOR = {}
+_DEFAULT_INTEGRATOR: dict[str, str] = {}
 
 
-def default_integrator(name):
+def default_integrator(name: str) -> str:
     """The integrator :func:`build` steps scenario ``name`` with when none is given."""
     return _DEFAULT_INTEGRATOR.get(name, "energy_momentum")
 
 
-def names():
+def names() -> list[str]:
     """The scenario names, in registration order."""
     return list(_BUILDERS)
 
 
-def defaults(name):
+def defaults(name: str) -> tuple[float, float]:
     """(default dt, default duration) of a scenario."""
     _, dt, t_end = _get(name)
     return dt, t_end
 
 
-def parameters(name):
+def parameters(name: str) -> dict[str, Any]:
     """The keyword parameters of a scenario with their defaults."""
     fn = _get(name)[0]
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()
@@ -56,7 +61,7 @@ def parameters(name):
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
-def info(sim) -> dict:
+def info(sim: Simulation) -> dict[str, Any]:
     """The metadata of the scenario ``sim`` was built from (empty for other simulations).
 
     Kept here, beside the simulation rather than on it: ``scenario``, ``t_end``, ``params``,
@@ -66,12 +71,12 @@ def info(sim) -> dict:
     return _INFO.setdefault(sim, {})
 
 
-def describe(name):
+def describe(name: str) -> str:
     """One line on what the scenario is (the first line of its builder's docstring)."""
     return (_get(name)[0].__doc__ or "").strip().split("\n")[0].replace("``", "")
 
 
-def integrators_for(name):
+def integrators_for(name: str) -> list[str]:
     """The integrators that can step scenario ``name`` (with its default parameters)."""
     fn, dt, _ = _get(name)
     out = []
@@ -86,13 +91,13 @@ def integrators_for(name):
     return out
 
 
-def is_factory(name) -> bool:
+def is_factory(name: object) -> bool:
     """Whether ``name`` names a model factory (``"module:function"``) rather than a scenario
     or a file."""
     return isinstance(name, str) and ":" in name and not os.path.isfile(name)
 
 
-def factory(name):
+def factory(name: str) -> Callable[..., Any]:
     """The function a ``"module:function"`` name refers to (``ValueError`` if there is none)."""
     module, _, attr = name.partition(":")
     if not module or not attr:
@@ -101,7 +106,7 @@ def factory(name):
         mod = importlib.import_module(module)
     except ImportError as exc:
         raise ValueError(f"name: cannot import module {module!r} of {name!r}: {exc}") from None
-    fn = mod
+    fn: Any = mod
     for part in attr.split("."):
         fn = getattr(fn, part, None)
     if not callable(fn):
@@ -109,7 +114,7 @@ def factory(name):
     return fn
 
 
-def _get(name):
+def _get(name: str) -> tuple[Builder, float, float]:
     if is_factory(name):
         return factory(name), FACTORY_DT, FACTORY_T_END
     if name not in _BUILDERS:
@@ -118,7 +123,8 @@ def _get(name):
     return _BUILDERS[name]
 
 
-def _from_factory(name, integrator, dt, options, params):
+def _from_factory(name: str, integrator: str, dt: float | None,
+                  options: dict[str, Any] | None, params: dict[str, Any]) -> Simulation:
     """Build the simulation of a model factory: ``fn(**params)`` returns a Model (stepped
     here by ``integrator`` at ``dt``) or a Simulation (taken as it is)."""
     made = factory(name)(**params)
@@ -131,18 +137,19 @@ def _from_factory(name, integrator, dt, options, params):
                       options=options)
 
 
-FILE_PARAMETERS = {"floating_base": False, "merge_fixed": True, "ignore": (), "limits": True,
-                   "actuators": None, "kp": None, "kv": None, "collision": True,
-                   "package_dirs": (), "strict": False}
+FILE_PARAMETERS: dict[str, Any] = {"floating_base": False, "merge_fixed": True, "ignore": (),
+                                   "limits": True, "actuators": None, "kp": None, "kv": None,
+                                   "collision": True, "package_dirs": (), "strict": False}
 FILE_DT, FILE_T_END = 1e-3, 2.0
 
 
-def is_file(name):
+def is_file(name: object) -> bool:
     """Whether ``name`` names a robot description file rather than a scenario."""
     return isinstance(name, str) and name not in _BUILDERS and os.path.isfile(name)
 
 
-def build(name, integrator=None, dt=None, options=None, **params) -> Simulation:
+def build(name: str, integrator: str | None = None, dt: float | None = None,
+          options: dict[str, Any] | None = None, **params: Any) -> Simulation:
     """Build scenario ``name`` stepped by ``integrator`` (with its ``options``); unknown
     parameters are refused with ``ValueError``.  ``integrator`` defaults to the scenario's
     (:func:`default_integrator`: ``energy_momentum``, ``nullspace_rk4`` for the closed

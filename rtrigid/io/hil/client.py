@@ -6,8 +6,10 @@ import os
 import socket
 import struct
 import time
+from typing import Any, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from rtrigid.io.hil.protocol import (
     ACTUATOR_ROW, CONTROL, ERROR, ERROR_HEAD, HEADER, HELLO, HELLO_HEAD, HELLO_LIMITS,
@@ -18,7 +20,8 @@ from rtrigid.io.hil.sessions import TOKEN_SIZE
 from rtrigid.validate import as_scalar, as_vector
 
 
-def _set_timeouts(sock, recv=None, send=None):
+def _set_timeouts(sock: socket.socket, recv: float | None = None, send: float | None = None
+                  ) -> None:
     """Blocking socket whose recv/send give up after the given seconds (None: never).
 
     The kernel enforces them (SO_RCVTIMEO / SO_SNDTIMEO), so a call costs one system call;
@@ -54,7 +57,8 @@ class Client:
     11: idle), after which this client is closed.
     """
 
-    def __init__(self, host="127.0.0.1", port=None, timeout=5.0, *, unix=None, spin=0.0):
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None, timeout: float = 5.0,
+                 *, unix: str | os.PathLike[str] | None = None, spin: float = 0.0) -> None:
         self.spin = as_spin(spin)
         self._spin_ns = int(round(self.spin * 1e9))
         if unix is not None:
@@ -84,7 +88,7 @@ class Client:
             raise
         self._read_hello(hello)
 
-    def _read_hello(self, hello):
+    def _read_hello(self, hello: bytearray) -> None:
         (nb, self.dt, self.max_steps_per_request, n_joints, n_actuators, n_sensors, self.nq,
          self.nv) = HELLO_HEAD.unpack_from(hello)
         at = HELLO_HEAD.size
@@ -92,7 +96,7 @@ class Client:
         at += sum(2 + len(x.encode()) for x in (self.integrator, self.scenario, *self.names))
         self.nb = nb
 
-        def rows(count, row, keys):
+        def rows(count: int, row: struct.Struct, keys: Sequence[str]) -> list[dict[str, Any]]:
             nonlocal at
             out = []
             for _ in range(count):
@@ -118,7 +122,7 @@ class Client:
         self.joint_names = [j["name"] for j in self.joints]
         self.actuator_names = [a["name"] for a in self.actuators]
         # the server's limits, after the rows (None from a server that does not send them)
-        self.limits = None
+        self.limits: dict[str, float] | None = None
         if len(hello) >= at + HELLO_LIMITS.size:
             self.limits = dict(zip(("max_payload", "max_clients", "idle_timeout",
                                     "partial_timeout", "send_timeout", "time_slice"),
@@ -128,18 +132,21 @@ class Client:
         self.session = None
         if len(hello) >= at + HELLO_SESSION.size:
             self.session, grace = HELLO_SESSION.unpack_from(hello, at)
-            self.limits["session_grace"] = grace
+            self.limits["session_grace"] = grace  # type: ignore[index]  # (sent before it)
 
-    def close(self):
+    def close(self) -> None:
+        """Close the connection."""
         self._sock.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def step(self, n=1, forces=None, *, controls=None, joint_forces=None) -> dict:
+    def step(self, n: int = 1, forces: Mapping[int | str, Any] | None = None, *,
+             controls: Mapping[int | str, float] | ArrayLike | None = None,
+             joint_forces: Mapping[int | str, ArrayLike] | None = None) -> dict[str, Any]:
         """Run ``n`` steps; return the state after.
 
         ``forces`` maps a body (name or index) to ``(force, torque)``, both world-frame
@@ -162,7 +169,8 @@ class Client:
             + b"".join(loads + controls + joint_forces)
         return self._state_dict(self._request(STEP, payload))
 
-    def set_state(self, qpos=None, qvel=None) -> dict:
+    def set_state(self, qpos: ArrayLike | None = None, qvel: ArrayLike | None = None
+                  ) -> dict[str, Any]:
         """Set the generalized coordinates and/or rates (``Simulation.set_qpos``/``set_qvel``;
         None leaves them); both are checked before either is set."""
         parts = []
@@ -175,7 +183,7 @@ class Client:
             + np.concatenate(parts).astype("<f8").tobytes()
         return self._state_dict(self._request(SET_STATE, payload))
 
-    def _index(self, what, key, names):
+    def _index(self, what: str, key: object, names: list[str]) -> int:
         """An actuator's or joint's index from its name or index (``what``: the argument)."""
         if isinstance(key, str):
             if key in names:
@@ -187,7 +195,7 @@ class Client:
             return int(key)
         raise ValueError(f"{what}: {key!r} is neither a name nor an index < {len(names)}")
 
-    def _pack_controls(self, controls):
+    def _pack_controls(self, controls: Any) -> list[bytes]:
         if controls is None:
             return []
         if not hasattr(controls, "items"):
@@ -202,7 +210,7 @@ class Client:
             out.append(CONTROL.pack(a, u))
         return out
 
-    def _pack_joint_forces(self, joint_forces):
+    def _pack_joint_forces(self, joint_forces: Any) -> list[bytes]:
         if not hasattr(joint_forces, "items"):
             raise ValueError(f"joint_forces: expected a mapping joint -> force, got "
                              f"{type(joint_forces).__name__}")
@@ -222,10 +230,11 @@ class Client:
             out.append(JOINT_FORCE.pack(j) + value.astype("<f8").tobytes())
         return out
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
+        """The served simulation's state now."""
         return self._state_dict(self._request(STATE))
 
-    def resume(self, session: bytes) -> dict:
+    def resume(self, session: bytes) -> dict[str, Any]:
         """Take over the session ``session`` (the token :attr:`session` of the connection
         that stepped it, which has since closed) and return its state: the simulation goes on
         exactly where it stopped.  :attr:`session` becomes that token.  ``ServerError`` (code
@@ -234,7 +243,7 @@ class Client:
         self.session = bytes(session)
         return state
 
-    def observe(self, session: bytes) -> dict:
+    def observe(self, session: bytes) -> dict[str, Any]:
         """Become an observer of the session ``session``: return its state now; then
         :meth:`next_state` returns every state its stepping client receives, in order.  An
         observer steps nothing."""
@@ -242,7 +251,7 @@ class Client:
         self._observing = True
         return state
 
-    def next_state(self, timeout=None) -> dict:
+    def next_state(self, timeout: float | None = None) -> dict[str, Any]:
         """An observer's next state (blocks up to ``timeout`` seconds, default the client's
         timeout); its ``seq`` is the request of the stepping client it answered."""
         if not self._observing:
@@ -275,22 +284,22 @@ class Client:
         return state
 
     @staticmethod
-    def _token(session):
+    def _token(session: object) -> bytes:
         if not isinstance(session, (bytes, bytearray)) or len(session) != TOKEN_SIZE:
             raise ValueError(f"session: expected the {TOKEN_SIZE}-byte token of "
                              f"Client.session, got {session!r}")
         return bytes(session)
 
-    def keepalive(self):
+    def keepalive(self) -> None:
         """Tell the server this connection is alive (restarts its idle timeout); changes
         nothing else."""
         self._request(KEEPALIVE)
 
-    def reset(self) -> dict:
+    def reset(self) -> dict[str, Any]:
         """Return the server's simulation to its initial state."""
         return self._state_dict(self._request(RESET))
 
-    def _body(self, body):
+    def _body(self, body: object) -> int:
         if isinstance(body, str):
             if body in self.names:
                 return self.names.index(body)
@@ -300,7 +309,7 @@ class Client:
             return int(body)
         raise ValueError(f"forces: body {body!r} is neither a name nor an index < {self.nb}")
 
-    def _pack_loads(self, forces):
+    def _pack_loads(self, forces: Any) -> list[bytes]:
         if not hasattr(forces, "items"):
             raise ValueError(f"forces: expected a mapping body -> (force, torque), got "
                              f"{type(forces).__name__}")
@@ -326,7 +335,7 @@ class Client:
                                      *finite3(torque, f"forces[{body!r}] torque")))
         return records
 
-    def _recv_some(self, got, deadline_ns):
+    def _recv_some(self, got: int, deadline_ns: int) -> int:
         """recv_into the buffer from ``got``; busy-polls until ``deadline_ns``, then blocks."""
         view = self._view[got:]
         while time.perf_counter_ns() < deadline_ns:
@@ -345,7 +354,8 @@ class Client:
             raise ConnectionError("server closed the connection")
         return got + k
 
-    def _request(self, kind, payload=b"", keep_rest=False):
+    def _request(self, kind: int, payload: bytes = b"", keep_rest: bool = False
+                 ) -> bytearray:
         self._seq = self._seq % 0xFFFFFFFF + 1  # 1 .. 2**32-1: seq 0 marks the server's notices
         try:
             self._sock.sendall(message(kind, self._seq, payload))
@@ -389,7 +399,7 @@ class Client:
             raise ConnectionError(f"reply kind {rkind} to a request of kind {kind}")
         return body
 
-    def _notice(self):
+    def _notice(self) -> ServerError | None:
         """The server's last word (an ERROR with seq 0) if it is already here, else None."""
         try:
             data = self._sock.recv(1 << 16, socket.MSG_DONTWAIT)
@@ -405,7 +415,7 @@ class Client:
         return ServerError(code, data[HEADER.size + ERROR_HEAD.size:HEADER.size + length]
                            .decode("utf-8", "replace"))
 
-    def _state_dict(self, body):
+    def _state_dict(self, body: bytearray) -> dict[str, Any]:
         t, steps, nb, nq, nv, _ = STATE_HEAD.unpack_from(body)
         values = np.frombuffer(body, dtype="<f8", offset=STATE_HEAD.size)
         # views of a copy made for this reply alone: nothing else holds it
@@ -413,7 +423,7 @@ class Client:
         at = nb * STATE_WIDTH
         qpos, qvel = values[at:at + nq], values[at + nq:at + nq + nv]
         at += nq + nv
-        sensors = {}
+        sensors: dict[str, Any] = {}
         for sensor in self.sensors:
             sensors[sensor["name"]] = values[at:at + sensor["width"]]
             at += sensor["width"]

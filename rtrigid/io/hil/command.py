@@ -2,6 +2,7 @@
 served until interrupted."""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -9,7 +10,7 @@ from rtrigid.io.hil.protocol import as_spin
 from rtrigid.io.hil.server import Server, check_limits
 
 
-def parse_imu(text):
+def parse_imu(text: str) -> str | tuple[str, tuple[float, ...]]:
     """``BODY`` or ``BODY@x,y,z`` (a point in body axes from the centre of mass)."""
     body, at, point = text.partition("@")
     if not at:
@@ -23,7 +24,7 @@ def parse_imu(text):
     return body, point
 
 
-def serve_main(args):
+def serve_main(args: argparse.Namespace) -> None:
     """``rtrigid serve``: build the scenario and serve it until interrupted (SIGTERM, SIGINT);
     then the process exits at once (status 0), its connections closed."""
     import signal

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import Iterable
 
 
 MAGIC = b"RTRG"
@@ -59,21 +60,24 @@ MAX_STEPS_LIMIT = 2 ** 32 - 1  # n_steps is a u32 on the wire
 class ServerError(RuntimeError):
     """The server refused a request (``code`` is a key of :data:`ERRORS`)."""
 
-    def __init__(self, code, message):
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(f"server error {code} ({ERRORS.get(code, '?')}): {message}")
         self.code = code
 
 
-def message(kind, seq, payload=b"", version=VERSION):
+def message(kind: int, seq: int, payload: bytes = b"", version: int = VERSION) -> bytes:
+    """A message: the header and ``payload``."""
     return HEADER.pack(MAGIC, version, kind, 0, seq, len(payload)) + payload
 
 
-def error(seq, code, text, version=VERSION):
+def error(seq: int, code: int, text: str, version: int = VERSION) -> bytes:
+    """An ERROR reply: ``code`` and ``text`` (UTF-8, cut at 1000 bytes)."""
     return message(ERROR, seq, ERROR_HEAD.pack(code) + text.encode("utf-8", "replace")[:1000],
                     version)
 
 
-def pack_strings(strings):
+def pack_strings(strings: Iterable[str]) -> bytes:
+    """Each string as a ``u16`` byte count and its UTF-8 bytes."""
     out = bytearray()
     for s in strings:
         raw = s.encode("utf-8")
@@ -81,7 +85,8 @@ def pack_strings(strings):
     return bytes(out)
 
 
-def unpack_strings(buf, offset, count):
+def unpack_strings(buf: bytes | bytearray | memoryview, offset: int, count: int) -> list[str]:
+    """``count`` strings packed by :func:`pack_strings`, from ``offset`` of ``buf``."""
     out = []
     for _ in range(count):
         (size,) = struct.unpack_from("<H", buf, offset)
@@ -91,7 +96,7 @@ def unpack_strings(buf, offset, count):
     return out
 
 
-def finite3(value, name):
+def finite3(value: Iterable[float], name: str) -> tuple[float, float, float]:
     """Three finite floats from a sequence, or ValueError naming ``name``."""
     try:
         x, y, z = (float(c) for c in value)
@@ -102,7 +107,8 @@ def finite3(value, name):
     return x, y, z
 
 
-def as_spin(spin):
+def as_spin(spin: float) -> float:
+    """``spin`` (seconds in [0, 10]) as a float; ``ValueError`` naming ``spin`` otherwise."""
     try:
         value = float(spin)
     except (TypeError, ValueError):

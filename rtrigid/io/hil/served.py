@@ -6,15 +6,21 @@ import math
 import os
 import socket
 import stat
+from typing import Any, Iterable, Sequence, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
 from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
 from rtrigid.io.hil.protocol import finite3
 from rtrigid.simulation import Simulation
+from rtrigid.simulation_helpers import Handle
+
+# an IMU as the server takes it: a body, or a (body, point in body axes) pair
+ImuSpec = Union[Handle, tuple[Handle, Sequence[float]]]
 
 
-def unix_listener(path, backlog=128):
+def unix_listener(path: str | os.PathLike[str], backlog: int = 128) -> socket.socket:
     """A listening Unix-domain stream socket at ``path``; a stale socket file there is replaced,
     anything else at that path is refused."""
     path = os.fspath(path)
@@ -44,7 +50,7 @@ def unix_listener(path, backlog=128):
     return sock
 
 
-def replica(sim):
+def replica(sim: Simulation) -> Simulation:
     """A new Simulation that steps exactly like ``sim`` (restore it to one of sim's snapshots;
     the snapshot's fingerprint check refuses the restore if anything that matters differs)."""
     return Simulation(sim.model, sim.integrator, sim.dt, options=sim.options,
@@ -54,7 +60,7 @@ def replica(sim):
                       max_steps_per_advance=sim.max_steps_per_advance)
 
 
-def joint_rows(sim):
+def joint_rows(sim: Simulation) -> list[tuple[Any, ...]]:
     """The served simulation's joints in handle order: (name, kind, parent, child, qpos at,
     nq, qvel at, nv, lower, upper), positions in the layout of ``sim.qpos()``/``qvel()``."""
     by_name = {j.name: (b, j) for b, j in enumerate(sim.backend.joints)}
@@ -68,7 +74,7 @@ def joint_rows(sim):
     return rows
 
 
-def actuator_rows(sim):
+def actuator_rows(sim: Simulation) -> list[tuple[Any, ...]]:
     """The served simulation's actuators in model order: (name, kind, joint handle, gear,
     ctrl range, force range)."""
     unbounded = (-math.inf, math.inf)
@@ -76,7 +82,8 @@ def actuator_rows(sim):
              *(a.force_range or unbounded)) for a in sim.model.actuators]
 
 
-def imu_sensors(sim, imus):
+def imu_sensors(sim: Simulation, imus: Iterable[ImuSpec] | None
+                ) -> list[tuple[str, int, NDArray[np.float64]]]:
     """IMU sensors as (name, body, point_body): ``imus`` lists bodies (name or index) or
     (body, point_body) pairs; each is named ``imu:BODY`` (``imu:BODY@x,y,z`` off the centre)."""
     out, names = [], set()

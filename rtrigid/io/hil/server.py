@@ -8,10 +8,10 @@ import math
 import os
 import selectors
 import socket
-import struct
 import threading
 import time
 import warnings
+from typing import Any, Iterable, cast
 
 import numpy as np
 
@@ -23,15 +23,11 @@ from rtrigid.io.hil.protocol import (
     OBSERVE, PUSH, REPLY, RESET, RESUME, SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE,
     STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD, VERSION, as_spin, error, message,
     pack_strings)
-from rtrigid.io.hil.served import actuator_rows, imu_sensors, joint_rows, replica, unix_listener
+from rtrigid.io.hil.served import (
+    ImuSpec, actuator_rows, imu_sensors, joint_rows, replica, unix_listener)
+from rtrigid.io.hil.requests import Refusal, StepRequest, parse_step
 from rtrigid.io.hil.sessions import TOKEN_SIZE, Sessions
-from rtrigid.simulation import Simulation, SimulationError
-
-
-class _Refusal(Exception):
-    def __init__(self, code, message):
-        super().__init__(message)
-        self.code = code
+from rtrigid.simulation import Simulation, SimulationError, Snapshot
 
 
 class _Connection:
@@ -40,22 +36,23 @@ class _Connection:
     __slots__ = ("sock", "buf", "out", "sim", "job", "closing", "dead", "queued", "events",
                  "since", "deadline", "why", "skip", "token", "observing")
 
-    def __init__(self, sock, now, token):
+    def __init__(self, sock: socket.socket, now: float, token: bytes) -> None:
         self.sock = sock
         self.buf = bytearray()   # received, not yet served: whole messages, then a partial one
         self.out = bytearray()   # replies not yet taken by the socket
-        self.sim = None          # made on the first request that needs one
-        self.job = None          # the STEP in progress
+        self.sim: Simulation | None = None  # made on the first request that needs one
+        self.job: _Job | None = None  # the STEP in progress
         self.closing = False     # close once ``out`` is sent
         self.dead = False
         self.queued = False      # in the server's run queue
         self.events = selectors.EVENT_READ
         self.since = now         # idle since / first byte of the partial message / stuck since
         self.deadline = math.inf
-        self.why = None          # what the deadline is for: "idle", "partial" or "send"
+        self.why: str | None = None  # what the deadline is for: "idle", "partial" or "send"
         self.skip = 0            # bytes still to discard: the payload of a refused long message
         self.token = token       # the session its simulation belongs to (.sessions)
-        self.observing = None    # the token of the session it observes, if it is an observer
+        # the token of the session it observes, if it is an observer
+        self.observing: bytes | None = None
 
 
 class _Job:
@@ -63,7 +60,8 @@ class _Job:
 
     __slots__ = ("seq", "left", "loads", "before")
 
-    def __init__(self, seq, left, loads, before):
+    def __init__(self, seq: int, left: int, loads: list[tuple[Any, ...]], before: Snapshot
+                 ) -> None:
         self.seq, self.left, self.loads, self.before = seq, left, loads, before
 
 
@@ -91,10 +89,12 @@ class Server:
     with its session token (0: it is freed at once; see Sessions in the specification).
     """
 
-    def __init__(self, sim, host="127.0.0.1", port=0, *, scenario="",
-                 max_steps_per_request=100_000, partial_timeout=2.0, send_timeout=1.0,
-                 idle_timeout=60.0, max_clients=256, time_slice=0.002, unix=None, spin=0.0,
-                 imus=(), session_grace=120.0):
+    def __init__(self, sim: Simulation, host: str = "127.0.0.1", port: int = 0, *,
+                 scenario: str = "", max_steps_per_request: int = 100_000,
+                 partial_timeout: float = 2.0, send_timeout: float = 1.0,
+                 idle_timeout: float = 60.0, max_clients: int = 256, time_slice: float = 0.002,
+                 unix: str | os.PathLike[str] | None = None, spin: float = 0.0,
+                 imus: Iterable[ImuSpec] = (), session_grace: float = 120.0) -> None:
         if not isinstance(sim, Simulation):
             raise ValueError(f"sim: expected an rtrigid Simulation, got {type(sim).__name__}")
         self.spin = as_spin(spin)
@@ -145,7 +145,8 @@ class Server:
         backlog = min(self.max_clients + 16, socket.SOMAXCONN)
         if unix is not None:
             self._listener = unix_listener(unix, backlog)
-            self.address = self._unix_path = os.fspath(unix)
+            self.address: str | tuple[str, int] = os.fspath(unix)
+            self._unix_path: str | None = self.address
         else:
             self._listener = socket.create_server((host, port), backlog=backlog)
             self.address = self._listener.getsockname()[:2]
@@ -153,18 +154,18 @@ class Server:
         self._listener.setblocking(False)
         self._wake_r, self._wake_w = socket.socketpair()
         self._stopping = False
-        self._thread = None
-        self._conns = {}
-        self._runq = collections.deque()
-        self._again = None           # the connection whose turn just ended, still with work
+        self._thread: threading.Thread | None = None
+        self._conns: dict[int, _Connection] = {}
+        self._runq: collections.deque[_Connection] = collections.deque()
+        self._again: _Connection | None = None  # whose turn just ended, still with work
         self._next_check = math.inf  # no deadline of any connection is earlier than this
-        self._cost = None            # seconds per step, measured on the last chunk
-        self._accept_paused = False
+        self._cost: float | None = None  # seconds per step, measured on the last chunk
+        self._accept_paused: bool | float = False  # or when to try accepting again
         self.counts = dict.fromkeys(
             ("accepted", "refused_full", "closed_idle", "closed_partial", "closed_send",
              "send_stalled", "requests", "preempted", "resumed", "expired"), 0)
 
-    def _describe(self):
+    def _describe(self) -> bytes:
         """The HELLO reply's payload (:mod:`.protocol`)."""
         sim = self.sim
         out = [HELLO_HEAD.pack(sim.nb, sim.dt, self.max_steps_per_request, len(self._joints),
@@ -182,13 +183,16 @@ class Server:
         return b"".join(out)
 
     # -- life cycle ------------------------------------------------------------------------
-    def start(self):
+    def start(self) -> Server:
+        """Serve in a daemon thread; returns the server."""
         self._thread = threading.Thread(target=self.serve_forever, name="rtrigid-hil",
                                         daemon=True)
         self._thread.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
+        """Stop serving (from any thread) and close every socket; waits for the server's
+        thread if :meth:`start` made one."""
         self._stopping = True
         try:
             self._wake_w.send(b"x")
@@ -197,13 +201,14 @@ class Server:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
-    def __enter__(self):
+    def __enter__(self) -> Server:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def serve_forever(self):
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until :meth:`stop`."""
         sel = self._sel = selectors.DefaultSelector()
         sel.register(self._listener, selectors.EVENT_READ, "listen")
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
@@ -211,7 +216,7 @@ class Server:
         try:
             while not self._stopping:
                 if self._runq or self._again is not None:
-                    timeout = 0  # work waits: only look for what else came in
+                    timeout: float | None = 0  # work waits: only look for what else came in
                 else:
                     now = time.monotonic()
                     if now < spin_until:
@@ -267,7 +272,7 @@ class Server:
                     pass
 
     # -- connections -------------------------------------------------------------------------
-    def _accept(self):
+    def _accept(self) -> None:
         for _ in range(_ACCEPTS_PER_TURN):
             try:
                 sock, _ = self._listener.accept()
@@ -300,7 +305,7 @@ class Server:
             self._sel.register(sock, selectors.EVENT_READ, conn)
             self._settle(conn)
 
-    def _reap(self):
+    def _reap(self) -> None:
         """Drop the connections whose peer has closed with nothing left unread (their end of
         file may not have been seen yet, when a client closes and reconnects at once)."""
         for conn in list(self._conns.values()):
@@ -315,12 +320,12 @@ class Server:
             if not data and not conn.buf:
                 self._drop(conn)
 
-    def _resume_accepting(self):
+    def _resume_accepting(self) -> None:
         if time.monotonic() >= self._accept_paused:
             self._sel.register(self._listener, selectors.EVENT_READ, "listen")
             self._accept_paused = False
 
-    def _drop(self, conn):
+    def _drop(self, conn: _Connection) -> None:
         if conn.dead:
             return
         conn.dead = True
@@ -333,25 +338,26 @@ class Server:
         self._sessions.unobserve(conn)
         if conn.observing is None:
             if conn.job is not None:  # its STEP is undone: the session resumes before it
-                conn.sim.restore(conn.job.before)
-                self._loads_back(conn.sim, conn.job)
+                sim = cast(Simulation, conn.sim)  # a connection with a STEP has its simulation
+                sim.restore(conn.job.before)
+                self._loads_back(sim, conn.job)
             for sim in self._sessions.close(conn.token, conn.sim, time.monotonic()):
                 self._recycle(sim)
             self._next_check = min(self._next_check, self._sessions.next_expiry())
         conn.sim = conn.job = None
 
-    def _recycle(self, sim):
+    def _recycle(self, sim: Simulation) -> None:
         if len(self._spare) < _SPARE_SIMS:
             self._spare.append(sim)  # restored to the start before it is used again
 
-    def _last_words(self, conn, code, text):
+    def _last_words(self, conn: _Connection, code: int, text: str) -> None:
         """Queue an error that answers no request, then close once it is sent."""
         conn.out += error(0, code, text)
         conn.closing = True
         self._flush(conn)
         self._settle(conn)
 
-    def _read(self, conn):
+    def _read(self, conn: _Connection) -> None:
         if conn.dead:  # dropped earlier in the same batch of events
             return
         try:
@@ -380,7 +386,7 @@ class Server:
         conn.buf += data
         self._settle(conn)
 
-    def _ready(self, conn):
+    def _ready(self, conn: _Connection) -> bool:
         """Whether ``conn.buf`` starts with a message to serve (or a header to refuse)."""
         buf = conn.buf
         if len(buf) < HEADER.size:
@@ -388,7 +394,7 @@ class Server:
         magic, _, _, _, _, length = HEADER.unpack_from(buf)
         return magic != MAGIC or length > self._max_payload or len(buf) >= HEADER.size + length
 
-    def _settle(self, conn, later=False):
+    def _settle(self, conn: _Connection, later: bool = False) -> None:
         """Put ``conn`` where its state says: run queue, waiting to write, or waiting to read
         (then with the deadline of an idle connection or of a partial message).  ``later``:
         it has just had its turn, and joins the run queue only after the next look at the
@@ -423,7 +429,7 @@ class Server:
         if deadline < self._next_check:
             self._next_check = deadline
 
-    def _flush(self, conn):
+    def _flush(self, conn: _Connection) -> None:
         """Send what the socket takes now; never wait for it."""
         if not conn.out or conn.dead:
             return
@@ -443,7 +449,7 @@ class Server:
                 self.counts["send_stalled"] += 1
             del conn.out[:sent]
 
-    def _expire(self):
+    def _expire(self) -> None:
         now = time.monotonic()
         self._next_check = math.inf
         for conn in list(self._conns.values()):
@@ -470,7 +476,7 @@ class Server:
         self._next_check = min(self._next_check, self._sessions.next_expiry())
 
     # -- turns ---------------------------------------------------------------------------------
-    def _turn(self, conn):
+    def _turn(self, conn: _Connection) -> None:
         """Serve ``conn`` for at most one time slice: its STEP in progress, then its next
         requests, until the slice is used, a STEP is left unfinished, or replies pile up."""
         end = time.perf_counter() + self.time_slice
@@ -491,7 +497,7 @@ class Server:
         self._flush(conn)
         self._settle(conn, later=True)
 
-    def _serve_next(self, conn):
+    def _serve_next(self, conn: _Connection) -> None:
         buf = conn.buf
         magic, version, kind, flags, seq, length = HEADER.unpack_from(buf)
         if magic != MAGIC:
@@ -523,9 +529,9 @@ class Server:
             return
         try:
             if flags:
-                raise _Refusal(E_VALUE, f"flags {flags:#x}; must be 0")
+                raise Refusal(E_VALUE, f"flags {flags:#x}; must be 0")
             if conn.observing is not None and kind not in (HELLO, KEEPALIVE):
-                raise _Refusal(E_SESSION, "an observer steps and asks nothing (HELLO and "
+                raise Refusal(E_SESSION, "an observer steps and asks nothing (HELLO and "
                                "KEEPALIVE aside): it receives the states of the session")
             if kind in (RESUME, OBSERVE):
                 self._join(conn, seq, kind, payload)
@@ -539,9 +545,9 @@ class Server:
                 self._reply_state(conn, SET_STATE, seq)
                 return
             if kind not in (HELLO, STATE, RESET, KEEPALIVE):
-                raise _Refusal(E_KIND, f"unknown kind {kind}")
+                raise Refusal(E_KIND, f"unknown kind {kind}")
             if payload:
-                raise _Refusal(E_SIZE, f"kind {kind} takes no payload, got {len(payload)} bytes")
+                raise Refusal(E_SIZE, f"kind {kind} takes no payload, got {len(payload)} bytes")
             if kind == HELLO:
                 conn.out += message(HELLO | REPLY, seq, self._hello + HELLO_SESSION.pack(
                     conn.observing or conn.token, self.session_grace))
@@ -553,16 +559,16 @@ class Server:
             if kind == RESET:
                 sim.restore(self._initial)
             self._reply_state(conn, kind, seq)
-        except _Refusal as exc:
+        except Refusal as exc:
             conn.out += error(seq, exc.code, str(exc))
         except Exception as exc:  # the server outlives any request
             conn.out += error(seq, E_INTERNAL, f"{type(exc).__name__}: {exc}")
 
-    def _last_words_for(self, conn, seq, code, text):
+    def _last_words_for(self, conn: _Connection, seq: int, code: int, text: str) -> None:
         conn.out += error(seq, code, text)
         conn.closing = True
 
-    def _sim_of(self, conn):
+    def _sim_of(self, conn: _Connection) -> Simulation:
         if conn.sim is None:
             sim = self._spare.pop() if self._spare else replica(self.sim)
             sim.restore(self._initial)
@@ -570,10 +576,10 @@ class Server:
             self._sessions.open(conn.token, conn)
         return conn.sim
 
-    def _reply_state(self, conn, kind, seq):
+    def _reply_state(self, conn: _Connection, kind: int, seq: int) -> None:
         """Reply to ``conn``'s request with its simulation's state, and send the same state
         to every observer of its session."""
-        payload = self._pack_state(conn.sim)
+        payload = self._pack_state(cast(Simulation, conn.sim))  # a reply of its simulation
         conn.out += message(kind | REPLY, seq, payload)
         for watcher in self._sessions.watchers(conn.token):
             if not watcher.dead:
@@ -581,16 +587,16 @@ class Server:
                 self._flush(watcher)
                 self._settle(watcher)
 
-    def _join(self, conn, seq, kind, payload):
+    def _join(self, conn: _Connection, seq: int, kind: int, payload: bytes) -> None:
         """RESUME: take over a detached session; OBSERVE: watch a session."""
         if len(payload) != TOKEN_SIZE:
-            raise _Refusal(E_SIZE, f"kind {kind} takes a {TOKEN_SIZE}-byte session token, got "
+            raise Refusal(E_SIZE, f"kind {kind} takes a {TOKEN_SIZE}-byte session token, got "
                            f"{len(payload)} bytes")
         if kind == RESUME:
             self._reap()  # the session's old connection, if it has closed but is not seen yet
             found = self._sessions.resume(payload, conn)
             if found is None:
-                raise _Refusal(E_SESSION, "no session waits for this token (unknown, expired, "
+                raise Refusal(E_SESSION, "no session waits for this token (unknown, expired, "
                                "or its connection is still open)")
             token, sim = found
             if conn.sim is not None:  # the connection's own session waits in turn
@@ -601,67 +607,24 @@ class Server:
             self._reply_state(conn, RESUME, seq)
             return
         if conn.sim is not None:
-            raise _Refusal(E_SESSION, "a connection that steps a simulation cannot observe one")
+            raise Refusal(E_SESSION, "a connection that steps a simulation cannot observe one")
         token = self._sessions.find(payload)
         sim = None if token is None else (
             self._sessions.live[token].sim if token in self._sessions.live
             else self._sessions.detached[token][0])
-        if sim is None or not self._sessions.observe(token, conn):
-            raise _Refusal(E_SESSION, "no session has this token (unknown or expired)")
+        # (a simulation was found, so token is not None)
+        if sim is None or not self._sessions.observe(cast(bytes, token), conn):
+            raise Refusal(E_SESSION, "no session has this token (unknown or expired)")
         conn.observing = token
         conn.out += message(OBSERVE | REPLY, seq, self._pack_state(sim))
 
-    def _parse_step(self, payload):
-        if len(payload) < STEP_HEAD.size:
-            raise _Refusal(E_SIZE, f"STEP payload of {len(payload)} bytes; needs at least "
-                           f"{STEP_HEAD.size}")
-        n, n_loads, n_controls, n_forces = STEP_HEAD.unpack_from(payload)
-        at = STEP_HEAD.size + LOAD.size * n_loads + CONTROL.size * n_controls
-        if len(payload) < at + JOINT_FORCE.size * n_forces:
-            raise _Refusal(E_SIZE, f"STEP with {n_loads} loads, {n_controls} controls and "
-                           f"{n_forces} joint forces needs more than its {len(payload)} bytes")
-        if n > self.max_steps_per_request:
-            raise _Refusal(E_VALUE, f"n_steps {n} over max_steps_per_request "
-                           f"{self.max_steps_per_request}")
-        loads = list(LOAD.iter_unpack(payload[STEP_HEAD.size:STEP_HEAD.size
-                                              + LOAD.size * n_loads]))
-        _check_records("body", [r[0] for r in loads], self.sim.nb, "n_bodies")
-        for record in loads:
-            if not all(map(math.isfinite, record[1:])):
-                raise _Refusal(E_VALUE, f"loads of body {record[0]} must be finite, got "
-                               f"{list(record[1:])}")
-        controls = list(CONTROL.iter_unpack(payload[at - CONTROL.size * n_controls:at]))
-        _check_records("actuator", [a for a, _ in controls], len(self._actuators),
-                       "n_actuators")
-        for a, u in controls:
-            if not math.isfinite(u):
-                raise _Refusal(E_VALUE, f"control of actuator {a} must be finite, got {u}")
-        forces = []
-        for _ in range(n_forces):  # sizes known once each joint is: checked record by record
-            if len(payload) < at + JOINT_FORCE.size:
-                raise _Refusal(E_SIZE, f"STEP payload ends inside its joint forces, at byte {at}")
-            (j,) = JOINT_FORCE.unpack_from(payload, at)
-            if j >= len(self._joints):
-                raise _Refusal(E_VALUE, f"joint {j} out of range (n_joints "
-                               f"{len(self._joints)})")
-            nv = self._joint_nv[j]
-            at += JOINT_FORCE.size
-            if nv == 0 or len(payload) < at + 8 * nv:
-                raise _Refusal(E_VALUE if nv == 0 else E_SIZE,
-                               f"joint {j} has no rates to take a force" if nv == 0 else
-                               f"STEP payload ends inside the force of joint {j}")
-            value = struct.unpack_from(f"<{nv}d", payload, at)
-            at += 8 * nv
-            if not all(map(math.isfinite, value)):
-                raise _Refusal(E_VALUE, f"force on joint {j} must be finite, got {list(value)}")
-            forces.append((j, value))
-        _check_records("joint", [j for j, _ in forces], len(self._joints), "n_joints")
-        if at != len(payload):
-            raise _Refusal(E_SIZE, f"STEP payload has {len(payload) - at} bytes after its "
-                           "records")
-        return n, loads, controls, forces
+    def _parse_step(self, payload: bytes) -> StepRequest:
+        return parse_step(payload, self.sim.nb, len(self._actuators), self._joint_nv,
+                          self.max_steps_per_request)
 
-    def _begin_step(self, conn, seq, n, loads, controls=(), forces=()):
+    def _begin_step(self, conn: _Connection, seq: int, n: int, loads: list[tuple[Any, ...]],
+                    controls: Iterable[tuple[Any, ...]] = (),
+                    forces: Iterable[tuple[int, tuple[float, ...]]] = ()) -> None:
         sim = self._sim_of(conn)
         before = sim.snapshot()
         try:
@@ -675,22 +638,22 @@ class Server:
         except Exception as exc:
             sim.restore(before)
             code = E_VALUE if isinstance(exc, ValueError) else E_STEP
-            raise _Refusal(code, f"{type(exc).__name__}: {exc}") from None
+            raise Refusal(code, f"{type(exc).__name__}: {exc}") from None
         conn.job = _Job(seq, n, loads, before)
 
-    def _set_state(self, conn, payload):
+    def _set_state(self, conn: _Connection, payload: bytes) -> None:
         """SET_STATE: qpos and/or qvel, all or nothing."""
         sim = self._sim_of(conn)
         if len(payload) < SET_STATE_HEAD.size:
-            raise _Refusal(E_SIZE, f"SET_STATE payload of {len(payload)} bytes; needs at "
+            raise Refusal(E_SIZE, f"SET_STATE payload of {len(payload)} bytes; needs at "
                            f"least {SET_STATE_HEAD.size}")
         nq, nv = SET_STATE_HEAD.unpack_from(payload)
         if nq not in (0, sim.nq) or nv not in (0, sim.nv):
-            raise _Refusal(E_VALUE, f"SET_STATE of {nq} coordinates and {nv} rates; this "
+            raise Refusal(E_VALUE, f"SET_STATE of {nq} coordinates and {nv} rates; this "
                            f"simulation has nq {sim.nq} and nv {sim.nv} (0: leave them)")
         want = SET_STATE_HEAD.size + 8 * (nq + nv)
         if len(payload) != want:
-            raise _Refusal(E_SIZE, f"SET_STATE of {nq} + {nv} values needs {want} bytes, got "
+            raise Refusal(E_SIZE, f"SET_STATE of {nq} + {nv} values needs {want} bytes, got "
                            f"{len(payload)}")
         values = np.frombuffer(payload, "<f8", offset=SET_STATE_HEAD.size)
         before = sim.snapshot()
@@ -701,11 +664,12 @@ class Server:
                 sim.set_qvel(values[nq:])
         except ValueError as exc:
             sim.restore(before)
-            raise _Refusal(E_VALUE, str(exc)) from None
+            raise Refusal(E_VALUE, str(exc)) from None
 
-    def _work(self, conn, end):
+    def _work(self, conn: _Connection, end: float) -> None:
         """Step ``conn``'s STEP until it is done or the slice ending at ``end`` is used."""
-        job, sim = conn.job, conn.sim
+        # a connection with a STEP in progress (_turn's call) has both
+        job, sim = cast(_Job, conn.job), cast(Simulation, conn.sim)
         try:
             while job.left:
                 if self._cost is None:
@@ -735,7 +699,7 @@ class Server:
         self._loads_back(sim, job)
         self._reply_state(conn, STEP, job.seq)
 
-    def _loads_back(self, sim, job):
+    def _loads_back(self, sim: Simulation, job: _Job) -> None:
         """Back to the simulation's own loads after ``job``; they never change while it is
         served (the initial snapshot that RESET restores holds the same ones)."""
         for record in job.loads:
@@ -746,7 +710,7 @@ class Server:
                 sim.apply_force(b, force)
                 sim.apply_torque(b, torque)
 
-    def _pack_state(self, sim):
+    def _pack_state(self, sim: Simulation) -> bytes:
         out = self._state
         for b in range(sim.nb):
             out[b, 0:3], out[b, 3:7] = sim.pose(b)
@@ -763,16 +727,7 @@ class Server:
         return STATE_HEAD.pack(sim.t, sim.steps_taken, *self._state_head) + values.tobytes()
 
 
-def _check_records(what, indices, count, count_name):
-    """Each record's index in range and none repeated, or a refusal naming ``what``."""
-    for i in indices:
-        if i >= count:
-            raise _Refusal(E_VALUE, f"{what} {i} out of range ({count_name} {count})")
-    if len(set(indices)) != len(indices):
-        raise _Refusal(E_VALUE, f"{what} repeated in {indices}")
-
-
-def _close(sock):
+def _close(sock: socket.socket) -> None:
     """Close without a reset: what the peer sent and nobody read would make the kernel answer
     with RST, and a peer may then lose the last reply still unread in its buffer."""
     try:

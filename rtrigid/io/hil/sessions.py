@@ -14,6 +14,10 @@ from __future__ import annotations
 import hmac
 import math
 import secrets
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rtrigid.simulation import Simulation
 
 TOKEN_SIZE = 16
 
@@ -27,18 +31,20 @@ class Sessions:
     simulations kept (the one closest to its expiry is freed first when more detach).
     """
 
-    def __init__(self, grace: float, most: int):
+    def __init__(self, grace: float, most: int) -> None:
         self.grace = grace
         self.most = most
-        self.live = {}        # token -> the connection stepping it
-        self.detached = {}    # token -> (simulation, expiry time)
-        self.observers = {}   # token -> [connections observing it]
+        self.live: dict[bytes, Any] = {}  # token -> the connection stepping it
+        # token -> (simulation, expiry time)
+        self.detached: dict[bytes, tuple[Simulation, float]] = {}
+        self.observers: dict[bytes, list[Any]] = {}  # token -> [connections observing it]
 
     @staticmethod
     def new_token() -> bytes:
+        """A new random session token."""
         return secrets.token_bytes(TOKEN_SIZE)
 
-    def find(self, token: bytes):
+    def find(self, token: bytes) -> bytes | None:
         """The known token equal to ``token`` (live or detached), compared in constant time,
         or None."""
         found = None
@@ -47,11 +53,11 @@ class Sessions:
                 found = known
         return found
 
-    def open(self, token: bytes, conn) -> None:
+    def open(self, token: bytes, conn: Any) -> None:
         """``conn`` steps the session ``token`` from now on."""
         self.live[token] = conn
 
-    def close(self, token: bytes, sim, now: float) -> list:
+    def close(self, token: bytes, sim: Simulation | None, now: float) -> list[Simulation]:
         """The session's connection closed: keep ``sim`` for the grace period.  Returns the
         simulations freed (this one when there is no grace; else any evicted by the cap)."""
         self.live.pop(token, None)
@@ -68,7 +74,7 @@ class Sessions:
             freed.append(self.detached.pop(oldest)[0])
         return freed
 
-    def resume(self, token: bytes, conn):
+    def resume(self, token: bytes, conn: Any) -> tuple[bytes, Simulation] | None:
         """(the session's own token, its detached simulation), now stepped by ``conn``; None
         if the token names no detached session (unknown, expired, or stepped by a live
         connection)."""
@@ -79,7 +85,7 @@ class Sessions:
         self.live[known] = conn
         return known, sim
 
-    def observe(self, token: bytes, conn) -> bool:
+    def observe(self, token: bytes, conn: Any) -> bool:
         """Make ``conn`` an observer of the session ``token``; False if there is none."""
         known = self.find(token)
         if known is None:
@@ -87,10 +93,12 @@ class Sessions:
         self.observers.setdefault(known, []).append(conn)
         return True
 
-    def watchers(self, token: bytes) -> list:
+    def watchers(self, token: bytes) -> list[Any]:
+        """The connections observing the session ``token``."""
         return self.observers.get(token, [])
 
-    def unobserve(self, conn) -> None:
+    def unobserve(self, conn: Any) -> None:
+        """``conn`` observes nothing any more."""
         for token, conns in list(self.observers.items()):
             if conn in conns:
                 conns.remove(conn)
@@ -98,14 +106,15 @@ class Sessions:
                     del self.observers[token]
 
     def next_expiry(self) -> float:
+        """When the first detached session expires (inf: none waits)."""
         return min((expiry for _, expiry in self.detached.values()), default=math.inf)
 
-    def expire(self, now: float) -> list:
+    def expire(self, now: float) -> list[tuple[bytes, Simulation]]:
         """End the detached sessions whose grace is over: [(token, simulation)]."""
         out = [(t, sim) for t, (sim, expiry) in self.detached.items() if expiry <= now]
         for token, _ in out:
             del self.detached[token]
         return out
 
-    def _forget(self, token):
+    def _forget(self, token: bytes) -> None:
         self.detached.pop(token, None)
