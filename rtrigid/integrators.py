@@ -84,11 +84,12 @@ class Integrator(NamedTuple):
         return out
 
     def obstacle(self, backend: str, joints: Sequence[Joint], loop_joints: Sequence[Joint] = (),
-                 actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] = (),
+                 actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] | bool = (),
                  batched: bool = False, massless: Sequence[str] = ()) -> str | None:
         """What in a model this scheme does not step (one sentence), or None.
 
-        The model is described by its backend, inbound joints, loop joints, actuators, grounds
+        The model is described by its backend, inbound joints, loop joints, actuators, grounds (or
+        whether it has contacts at all)
         and the names of its massless bodies; ``batched``: as copies in a
         :class:`~rtrigid.Batch`.  The one place that decides which models a scheme steps."""
         if grounds and not self.contacts:
@@ -122,7 +123,7 @@ class Integrator(NamedTuple):
         return None
 
     def refusal(self, backend: str, joints: Sequence[Joint], loop_joints: Sequence[Joint] = (),
-                actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] = (),
+                actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] | bool = (),
                 batched: bool = False, massless: Sequence[str] = ()) -> str | None:
         """Why this scheme cannot step a model, or None: :meth:`obstacle`, then the schemes
         that step the whole model (never one that would refuse it for another reason)."""
@@ -241,7 +242,7 @@ def supporting(kind: str) -> list[str]:
 
 
 def accepting(backend: str, joints: Sequence[Joint], loop_joints: Sequence[Joint] = (),
-              actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] = (),
+              actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] | bool = (),
               batched: bool = False, massless: Sequence[str] = ()) -> list[str]:
     """Names of the schemes offered for use that step the whole model described as
     :meth:`Integrator.obstacle` takes it, in :func:`names`' order."""
