@@ -88,9 +88,8 @@ class Integrator(NamedTuple):
                  batched: bool = False, massless: Sequence[str] = ()) -> str | None:
         """What in a model this scheme does not step (one sentence), or None.
 
-        The model is described by its backend, inbound joints, loop joints, actuators, grounds (or
-        whether it has contacts at all)
-        and the names of its massless bodies; ``batched``: as copies in a
+        The model is described by its backend, inbound joints, loop joints, actuators, grounds
+        (or whether it has contacts at all) and the names of its massless bodies; ``batched``: as copies in a
         :class:`~rtrigid.Batch`.  The one place that decides which models a scheme steps."""
         if grounds and not self.contacts:
             return f"{self.name} does not step contacts"
