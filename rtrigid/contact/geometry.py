@@ -31,6 +31,10 @@ CAPSULE = 1
 BOX = 2
 CYLINDER = 3
 CONE = 4
+# kinds of the general convex narrow phase (contact.convex, contact.raycast); not body shapes
+ELLIPSOID = 5   # radii along the local axes
+HULL = 6        # convex hull: a slice of a vertex pool and of an outward plane pool
+HEIGHTFIELD = 7
 SHAPE_CODES = {"sphere": SPHERE, "capsule": CAPSULE, "box": BOX, "cylinder": CYLINDER,
                "cone": CONE}
 MAX_POINTS = 8  # most ground contacts one shape makes with one plane (box, cylinder)
