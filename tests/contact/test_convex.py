@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
+from rtrigid.contact import clipping as cl
 from rtrigid.contact import convex as cv
 from rtrigid.contact.geometry import BOX, HULL, SPHERE
 
@@ -34,6 +35,7 @@ def _check(kind_a, kind_b, count, seed):
                                                                                        "box"})
     touching = _mujoco_contacts(scene.data)
     ws, res = cv.workspace(), np.zeros(cv.R_WIDTH)
+    cs, points = cl.clip_space(), np.zeros((cl.MAX_POINTS, cl.M_WIDTH))
     # a cone is a mesh of CONE_SIDES rim points in MuJoCo: its normals are off by up to a facet
     normal_tol = 4 * np.pi / CONE_SIDES if "cone" in (kind_a, kind_b) else NORMAL_TOL
     overlaps = 0
@@ -50,6 +52,9 @@ def _check(kind_a, kind_b, count, seed):
             overlaps += 1
             assert ours < 0.0 and ref < 0.0, where
             assert (2 * i, 2 * i + 1) in touching, "MuJoCo's collision misses it: " + where
+            count = cl.manifold(ga, gb, scene.verts, scene.planes, res, 0.0, cs, points)
+            assert 1 <= count <= cl.MAX_POINTS and np.all(np.isfinite(points[:count]))
+            assert points[:count, cl.M_DEPTH].max() >= -ours - 1e-9, where
             seg = fromto[3:] - fromto[:3]
             normal = seg / np.linalg.norm(seg)
             angle = np.arccos(min(1.0, abs(normal @ res[cv.R_NORMAL:cv.R_NORMAL + 3])))
