@@ -63,24 +63,27 @@ EPA_VERTICES = 160   # EPA stops (NOT_CONVERGED) when its polytope has this many
 EPA_FACES = 640
 EPA_EDGES = 160
 TOLERANCE = 1e-10    # of GJK and EPA, relative to the two geoms' bounding radii
-# EPA's tolerance when a geom is curved, where its polytope grows slowly (every vertex of a
-# sphere's is as near as the next): Newton's method on the support function finishes
+# EPA's tolerance when a geom is curved, looser than TOLERANCE: there its polytope grows slowly
+# (every vertex of a sphere's is almost as near as the next), and Newton's method on the
+# support function (newton_depth) sharpens the normal where A - B is smooth
 CURVED_TOLERANCE = 1e-9
 NEWTON_ITERATIONS = 12
 
 Workspace = namedtuple("Workspace", "simplex epa_verts face_index face_data edges stack")
 Workspace.__doc__ = """Scratch arrays of :func:`collide`: ``simplex (4, 9)`` (GJK's points of
 the Minkowski difference and their support points on each geom), ``epa_verts (EPA_VERTICES,
-9)`` (the same for EPA's polytope), ``face_index (EPA_FACES, 3)`` (its triangles' vertices),
+9)`` (the same for EPA's polytope), ``face_index (EPA_FACES, 6)`` (its triangles' vertices
+and, across each edge (vertex e to e + 1), the neighbouring face),
 ``face_data (EPA_FACES, 5)`` (outward normal, distance from the origin, alive flag),
-``edges (EPA_EDGES, 2)`` (the horizon) and ``stack (EPA_FACES,)`` (the faces to remove)."""
+``edges (EPA_EDGES, 4)`` (the horizon: its edges, and the kept face across each and that
+face's edge index) and ``stack (EPA_FACES,)`` (the faces to remove)."""
 
 
 def workspace():
     """A fresh :class:`Workspace` (one per thread)."""
     return Workspace(np.zeros((4, 9)), np.zeros((EPA_VERTICES, 9)),
-                     np.zeros((EPA_FACES, 3), np.int64), np.zeros((EPA_FACES, 5)),
-                     np.zeros((EPA_EDGES, 2), np.int64), np.zeros(EPA_FACES, np.int64))
+                     np.zeros((EPA_FACES, 6), np.int64), np.zeros((EPA_FACES, 5)),
+                     np.zeros((EPA_EDGES, 4), np.int64), np.zeros(EPA_FACES, np.int64))
 
 
 def bounding_radius(kind, size, verts=None):
@@ -139,7 +142,7 @@ def hull_pools(points):
     return verts, np.array(planes)
 
 
-@jit
+@jit_inline
 def to_world(g, l0, l1, l2):
     """The local point l of geom row g in world coordinates."""
     return (g[W_POS] + g[W_ROT] * l0 + g[W_ROT + 1] * l1 + g[W_ROT + 2] * l2,
@@ -147,7 +150,7 @@ def to_world(g, l0, l1, l2):
             g[W_POS + 2] + g[W_ROT + 6] * l0 + g[W_ROT + 7] * l1 + g[W_ROT + 8] * l2)
 
 
-@jit
+@jit_inline
 def rotate_in(g, d0, d1, d2):
     """The world vector d in the axes of geom row g (R^T d)."""
     return (g[W_ROT] * d0 + g[W_ROT + 3] * d1 + g[W_ROT + 6] * d2,
@@ -155,7 +158,7 @@ def rotate_in(g, d0, d1, d2):
             g[W_ROT + 2] * d0 + g[W_ROT + 5] * d1 + g[W_ROT + 8] * d2)
 
 
-@jit
+@jit_inline
 def rotate_out(g, l0, l1, l2):
     """The vector l of the axes of geom row g in world axes (R l)."""
     return (g[W_ROT] * l0 + g[W_ROT + 1] * l1 + g[W_ROT + 2] * l2,
@@ -163,7 +166,7 @@ def rotate_out(g, l0, l1, l2):
             g[W_ROT + 6] * l0 + g[W_ROT + 7] * l1 + g[W_ROT + 8] * l2)
 
 
-@jit
+@jit_inline
 def local_support(g, verts, l0, l1, l2):
     """Support point of geom row g along the direction l, both in the geom's axes."""
     kind = int(g[W_KIND])
@@ -203,7 +206,7 @@ def local_support(g, verts, l0, l1, l2):
     return (x, y, 0.25 * b)
 
 
-@jit
+@jit_inline
 def support(g, verts, d0, d1, d2):
     """World support point of geom row g along the world direction d (any length)."""
     l = rotate_in(g, d0, d1, d2)
@@ -211,7 +214,7 @@ def support(g, verts, d0, d1, d2):
     return to_world(g, p[0], p[1], p[2])
 
 
-@jit
+@jit_inline
 def _support_pair(ga, gb, verts, d0, d1, d2, row):
     """Support of the Minkowski difference A - B along d into ``row`` (w, a, b)."""
     a = support(ga, verts, d0, d1, d2)
@@ -221,7 +224,7 @@ def _support_pair(ga, gb, verts, d0, d1, d2, row):
     row[6], row[7], row[8] = b
 
 
-@jit
+@jit_inline
 def _dot(s, i, j):
     return s[i, 0] * s[j, 0] + s[i, 1] * s[j, 1] + s[i, 2] * s[j, 2]
 
@@ -477,23 +480,20 @@ def _set_face(ws, f, i, j, k):
 
 
 @jit_inline
-def _neighbour(ws, nf, i, j):
-    """The alive face that has the edge (i, j), or -1."""
-    fi = ws.face_index
-    for f in range(nf):
-        if ws.face_data[f, 4] != 0.0:
-            for e in range(3):
-                if fi[f, e] == i and fi[f, (e + 1) % 3] == j:
-                    return f
+def _edge_of(fi, g, i, j):
+    """The index e of face g's edge from vertex i to j (-1 if it has none)."""
+    for e in range(3):
+        if fi[g, e] == i and fi[g, (e + 1) % 3] == j:
+            return e
     return -1
 
 
 @jit_inline
-def _horizon(ws, nf, best, w):
+def _horizon(ws, best, w):
     """Remove the faces seen from the point w, from face ``best`` on through neighbours (so the
     removed set is connected and its boundary one loop); returns the number of horizon edges
-    written to ws.edges, or -1 when they do not fit."""
-    fd, fi, stack = ws.face_data, ws.face_index, ws.stack
+    written to ws.edges, or -1 when they do not fit or the polytope's links are broken."""
+    fd, fi, stack, v = ws.face_data, ws.face_index, ws.stack, ws.epa_verts
     fd[best, 4] = 0.0
     stack[0] = best
     top, ne = 1, 0
@@ -501,23 +501,34 @@ def _horizon(ws, nf, best, w):
         top -= 1
         f = stack[top]
         for e in range(3):
-            i, j = fi[f, e], fi[f, (e + 1) % 3]
-            g = _neighbour(ws, nf, j, i)
-            if g < 0:  # removed already: an inner edge
+            g = fi[f, 3 + e]
+            if fd[g, 4] == 0.0:  # removed already: an inner edge
                 continue
             k = fi[g, 0]
-            v = ws.epa_verts
             if (fd[g, 0] * (w[0] - v[k, 0]) + fd[g, 1] * (w[1] - v[k, 1])
                     + fd[g, 2] * (w[2] - v[k, 2])) > 0.0:
                 fd[g, 4] = 0.0
                 stack[top] = g
                 top += 1
-            elif ne < ws.edges.shape[0]:
-                ws.edges[ne, 0], ws.edges[ne, 1] = i, j
-                ne += 1
-            else:
+                continue
+            i, j = fi[f, e], fi[f, (e + 1) % 3]
+            eg = _edge_of(fi, g, j, i)
+            if eg < 0 or ne == ws.edges.shape[0]:
                 return -1
+            ws.edges[ne, 0], ws.edges[ne, 1], ws.edges[ne, 2], ws.edges[ne, 3] = i, j, g, eg
+            ne += 1
     return ne
+
+
+@jit_inline
+def _link_tetrahedron(fi):
+    """The neighbours of the tetrahedron's four faces (slots 0-3)."""
+    for f in range(4):
+        for e in range(3):
+            i, j = fi[f, e], fi[f, (e + 1) % 3]
+            for g in range(4):
+                if g != f and _edge_of(fi, g, j, i) >= 0:
+                    fi[f, 3 + e] = g
 
 
 @jit
@@ -551,6 +562,7 @@ def epa(ga, gb, verts, ws, n, res, tol):
         _set_face(ws, 1, 0, 1, 3)
         _set_face(ws, 2, 0, 3, 2)
         _set_face(ws, 3, 1, 2, 3)
+    _link_tetrahedron(fi)
     nf = 4
     status = NOT_CONVERGED
     best = 0
@@ -569,9 +581,10 @@ def epa(ga, gb, verts, ws, n, res, tol):
         if n0 * row[0] + n1 * row[1] + n2 * row[2] - dmin <= tol:
             status = CONVERGED
             break
-        ne = _horizon(ws, nf, best, row)
+        ne = _horizon(ws, best, row)
         if ne < 3:
             break
+        # a cone of new faces from the horizon to the new vertex, linked all round
         free = 0
         for e in range(ne):
             while free < nf and fd[free, 4] != 0.0:
@@ -580,8 +593,27 @@ def epa(ga, gb, verts, ws, n, res, tol):
                 ne = -1
                 break
             _set_face(ws, free, ws.edges[e, 0], ws.edges[e, 1], nv)
+            g, eg = ws.edges[e, 2], ws.edges[e, 3]
+            fi[free, 3] = g
+            fi[g, 3 + eg] = free
+            ws.stack[e] = free
             if free == nf:
                 nf += 1
+        if ne < 0:
+            break
+        for e in range(ne):
+            f = ws.stack[e]
+            nxt = prv = -1
+            for m in range(ne):
+                if ws.edges[m, 0] == ws.edges[e, 1]:
+                    nxt = ws.stack[m]
+                if ws.edges[m, 1] == ws.edges[e, 0]:
+                    prv = ws.stack[m]
+            if nxt < 0 or prv < 0:
+                ne = -1
+                break
+            fi[f, 4] = nxt
+            fi[f, 5] = prv
         nv += 1
         if ne < 0:
             break
@@ -641,7 +673,7 @@ def collide(ga, gb, verts, ws, res):
     return status
 
 
-@jit
+@jit_inline
 def _depth_along(ga, gb, verts, n0, n1, n2):
     """h(n) = support of A - B along the unit n: the depth of A in B measured along n (the
     translation -h n separates them); with the two support points."""
@@ -662,7 +694,7 @@ def _across(n0, n1, n2):
     return (t0, t1, t2), (n1 * t2 - n2 * t1, n2 * t0 - n0 * t2, n0 * t1 - n1 * t0)
 
 
-@jit
+@jit_inline
 def _turn(ga, gb, verts, n0, n1, n2, e, step):
     """The support point of A - B's change between the normals n -+ step e (e across n)."""
     _, ap, bp = _depth_along(ga, gb, verts, n0 + step * e[0], n1 + step * e[1], n2 + step * e[2])
@@ -680,9 +712,9 @@ def newton_depth(ga, gb, verts, res, tol):
     across n; its Hessian, the support point's turn rate (central differences) less h.  Where
     the support point jumps across a ridge of h (a capsule's side meeting its end, a rim) the
     step is taken along the ridge only, where it is smooth; along the Hessian's positive
-    directions only (flat patches: EPA is exact there).  A step is kept only if it lowers h,
-    so the depth reported, an upper bound, never exceeds EPA's.  Returns whether the gradient
-    along the smooth directions fell below tol."""
+    directions only (flat patches: EPA is exact there).  A step is kept only if it lowers h.
+    ``res`` is rewritten only when the gradient along the smooth directions fell below tol
+    (returned True); otherwise EPA's face, a lower bound of the depth, stands."""
     n0, n1, n2 = -res[R_NORMAL], -res[R_NORMAL + 1], -res[R_NORMAL + 2]
     f, a, b = _depth_along(ga, gb, verts, n0, n1, n2)
     done = False
@@ -751,7 +783,7 @@ def newton_depth(ga, gb, verts, res, tol):
         if size > 0.5:
             d1, d2 = 0.5 * d1 / size, 0.5 * d2 / size
         better = False
-        for _ in range(8):
+        for trial in range(30):
             m0 = n0 + d1 * t[0] + d2 * u[0]
             m1 = n1 + d1 * t[1] + d2 * u[1]
             m2 = n2 + d1 * t[2] + d2 * u[2]
@@ -761,11 +793,28 @@ def newton_depth(ga, gb, verts, res, tol):
             if fm < f:
                 better = True
                 break
+            if trial == 0:
+                # the step crossed a ridge if the support point jumped (curvature moves it
+                # by at most the size times the turn): keep the step's part along the ridge
+                j0 = am[0] - bm[0] - s0
+                j1 = am[1] - bm[1] - s1
+                j2 = am[2] - bm[2] - s2
+                if j0 * j0 + j1 * j1 + j2 * j2 > 100.0 * scale * scale * (d1 * d1 + d2 * d2):
+                    c1 = j0 * t[0] + j1 * t[1] + j2 * t[2]
+                    c2 = j0 * u[0] + j1 * u[1] + j2 * u[2]
+                    size = np.sqrt(c1 * c1 + c2 * c2)
+                    if size > 0.0:
+                        e1, e2 = -c2 / size, c1 / size
+                        along = d1 * e1 + d2 * e2
+                        d1, d2 = along * e1, along * e2
+                        continue
             d1, d2 = 0.5 * d1, 0.5 * d2
         if not better:
             done = gg <= 1e6 * tol * tol
             break
         n0, n1, n2, f, a, b = m0, m1, m2, fm, am, bm
+    if not done:  # a flat patch or a corner of h: EPA's face (a lower bound) is the answer
+        return False
     # on a flat face or a rim the support point is any of the face's points: then the
     # witness points are EPA's, on the refined normal
     r0, r1, r2 = a[0] - b[0] - f * n0, a[1] - b[1] - f * n1, a[2] - b[2] - f * n2
