@@ -221,7 +221,7 @@ def kernel_driver(source, kernel, *, options="", imports=""):
     import textwrap
 
     module, func = kernel.py_func.__module__, kernel.py_func.__name__
-    key = (source.__module__, source.__qualname__, module, func)
+    key = (source.__module__, source.__qualname__, module, func, imports)
     if key not in _DRIVERS:
         folder = os.environ.get("RTRIGID_DRIVER_DIR") or os.path.join(
             os.path.expanduser("~"), ".cache", "rtrigid", "drivers")
@@ -232,6 +232,8 @@ def kernel_driver(source, kernel, *, options="", imports=""):
         text = _DRIVER_HEADER.format(digest=source_digest(sys.modules[module].__file__), imports=imports, module=module,
                                      func=func, options=options, cache=CACHE) + body
         name = "rtrigid_" + "_".join((inner, module, func)).replace(".", "_")
+        if imports:  # the same source and kernel with other imports: a driver of its own
+            name += "_" + hashlib.sha256(imports.encode()).hexdigest()[:10]
         path = os.path.join(folder, name + ".py")
         try:
             with open(path) as fh:

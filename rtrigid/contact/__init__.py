@@ -59,6 +59,7 @@ from rtrigid.contact.geometry import (
     W_QUAT,
     W_WIDTH,
 )
+from rtrigid.contact.general import needs_general, scratch
 from rtrigid.contact.manifold import slot
 from rtrigid.contact.pairs import has_pair_test
 from rtrigid.contact.shapes import SHAPES as SHAPE_TABLE
@@ -108,14 +109,16 @@ def _grid(geom):
 class Contacts:
     """The frozen contact model of a Model and the contact table of the last step.
 
-    scene = (geom, geomi, work, verts, planes, excluded): the geom table, a row per geom in
+    scene = (geom, geomi, work, verts, planes, excluded, xf, xi): the geom table, a row per geom in
     the order of their bodies' names (then handles), the world's geoms last -- geom
     (ng, G_WIDTH) the shape code, its parameters, pose in the body frame, friction and
     restitution; geomi (ng, GI_WIDTH) body, kind, filter bits, pool slices, handle and the
     sweep's order; work (ng, W_WIDTH) the broad phase's scratch (the world geoms' poses
     fixed); verts (nv, 3) and planes (np, 4) the pools of hull vertices and face planes
     (and heightfield grids); excluded, the sorted keys a * 2^32 + b of the body pairs
-    a < b that never collide (joined by a joint, or excluded).  grounds (ng, P_WIDTH):
+    a < b that never collide (joined by a joint, or excluded); xf, xi the general pairs'
+    scratch (:mod:`.general`, empty when every pair that may meet has a fast test:
+    ``general`` False).  grounds (ng, P_WIDTH):
     normal, height, friction, restitution.  table: a row per contact found, ``count`` of
     them (see :class:`~rtrigid.backends.bodies.contact.ContactStepper` for its size).
     """
@@ -167,9 +170,12 @@ class Contacts:
                 work[r, W_QUAT:W_QUAT + 4] = g.quat
         pairs = model.jointed_pairs() | set(getattr(model, "excluded", ()))
         excluded = np.array(sorted((a << 32) + b for a, b in pairs), np.int64)
+        self.geom, self.geomi = geom, geomi
         self.scene = (geom, geomi, work, np.concatenate(verts), np.concatenate(planes),
                       excluded)
-        self.geom, self.geomi = geom, geomi
+        # whether two geoms may meet with no fast pair test (contact.general)
+        self.general = self._check_pairs(geoms, rows)
+        self.scene += scratch(self.general)
         self.collides = np.zeros(nb, bool)
         self.collides[geomi[:len(moving), GI_BODY]] = True
         self.grounds = np.zeros((len(model.grounds), P_WIDTH))
@@ -179,7 +185,6 @@ class Contacts:
             self.grounds[g, P_MU], self.grounds[g, P_E] = ground.friction, ground.restitution
             self.grounds[g, P_MUT] = ground.torsional_friction
             self.grounds[g, P_MUR] = ground.rolling_friction
-        self._check_pairs(geoms, rows, len(moving))
         # room for every ground contact and PAIR_ROWS pair contacts per moving geom; a pair
         # that finds no room makes the table grow (ContactStepper)
         ground_rows = sum(GROUND_POINTS[geoms[h].kind] if geoms[h].kind in GROUND_POINTS
@@ -205,16 +210,16 @@ class Contacts:
         self.digest = hashlib.sha256(b"".join(a.tobytes() for a in (
             geom, frozen, self.scene[3], self.scene[4], excluded, self.grounds))).digest()
 
-    def _check_pairs(self, geoms, rows, n_moving):
-        """Refuse (``ValueError`` naming the kinds) a model with two geoms that may touch
-        and whose kinds have no narrow-phase test yet, one of them from
-        :meth:`rtrigid.Model.add_geom` (two bodies' ``shape`` geoms without a test pass
-        through each other, as body shapes always have)."""
+    def _check_pairs(self, geoms, rows):
+        """Whether two geoms may touch whose kinds have no fast pair test (they meet through
+        :mod:`.general`).  Refuses (``ValueError`` naming the kinds) a heightfield that may
+        touch a geom (it meets the grounds' bodies only so far)."""
         geomi = self.geomi
         kinds = geomi[:, GI_KIND]
         body = geomi[:, GI_BODY]
         excluded = set(self.scene[5].tolist())
         present = sorted(set(kinds.tolist()))
+        general = False
         for i, ka in enumerate(present):
             for kb in present[i:]:
                 if has_pair_test(ka, kb):
@@ -229,15 +234,16 @@ class Contacts:
                     p, q = int(body[a[x]]), int(body[b[y]])
                     if p >= 0 and q >= 0 and (min(p, q) << 32) + max(p, q) in excluded:
                         continue
+                    if needs_general(ka, kb):
+                        general = True
+                        break
                     ga, gb = geoms[rows[a[x]]], geoms[rows[b[y]]]
-                    if ga.source == gb.source == "shape":
-                        continue  # body shapes: such pairs pass through, as they always have
                     raise ValueError(
                         f"geoms: {ga.kind} against {gb.kind} (geoms {rows[a[x]]} and "
-                        f"{rows[b[y]]}) has no contact test yet (so far: sphere, capsule and "
-                        "box against each other, every kind but heightfield against a "
-                        "ground); keep them apart with contype/conaffinity or "
-                        "exclude_contacts")
+                        f"{rows[b[y]]}) has no contact test yet (a heightfield meets only "
+                        "the grounds' bodies so far); keep them apart with "
+                        "contype/conaffinity or exclude_contacts")
+        return general
 
     def grow(self, size):
         """Make room for ``size`` contact rows, keeping the table, its count and the warm

@@ -36,6 +36,16 @@ from rtrigid.maths.quat import rotate_t
 _FEATURE_BITS = 12
 _SIDE_BITS = 24
 _GROUND_OFFSET = 1 << 23
+# This form of detect has only the fast pairs; contact.general rebinds it with GENERAL True and
+# general_pair bound to its general pair test (so models without such pairs never compile it).
+GENERAL = False
+
+
+@jit
+def general_pair(table, k, cap, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa, cb,
+                 qb):
+    """Stands for :func:`rtrigid.contact.general.general_pair`; never called here."""
+    return k
 
 
 @jit
@@ -129,14 +139,15 @@ def may_touch(geomi, excluded, ga, gb):
 @jit
 def detect(table, x, q, w, active, scene, grounds, dt, stats):
     """Ground contacts of every active body's geoms, then the geom pairs the sweep finds;
-    returns the number of contacts.  scene = (geom, geomi, work, verts, planes, excluded):
-    the geom table (its rows in the order of their bodies' names, scenery last), its int
+    returns the number of contacts.  scene = (geom, geomi, work, verts, planes, excluded, xf,
+    xi): the geom table (its rows in the order of their bodies' names, scenery last), its int
     rows, the broad phase's scratch, the vertex and plane pools, the excluded body pairs
-    (joined by a joint, or :meth:`rtrigid.Model.exclude_contacts`).  w: body angular
+    (joined by a joint, or :meth:`rtrigid.Model.exclude_contacts`), the general pairs'
+    scratch (:mod:`.general`; empty in this form, which has only the fast pairs).  w: body angular
     velocities (body axes), for the rims' contact points half a step ahead
     (:func:`.geometry.ground_contacts`).  A pair that would not fit in the table is left out
     and counted in stats[1]."""
-    geom, geomi, work, verts, planes, excluded = scene
+    geom, geomi, work, verts, planes, excluded, xf, xi = scene
     cap = table.shape[0]
     ng = geom.shape[0]
     k = 0
@@ -189,9 +200,16 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
             # the first geom: the lower row (body-name order; scenery rows come last)
             g1, g2 = (ga, gb) if ga < gb else (gb, ga)
             k0 = k
-            k = pair_contacts(table, k, cap, geomi[g1, GI_BODY], geomi[g2, GI_BODY], g1, g2,
-                              geom, work[g1, W_CENTRE:W_CENTRE + 3], work[g1, W_QUAT:W_QUAT + 4],
-                              work[g2, W_CENTRE:W_CENTRE + 3], work[g2, W_QUAT:W_QUAT + 4])
+            if GENERAL:
+                k = general_pair(table, k, cap, geomi[g1, GI_BODY], geomi[g2, GI_BODY], g1,
+                                 g2, geom, geomi, verts, planes, xf, xi,
+                                 work[g1, W_CENTRE:W_CENTRE + 3], work[g1, W_QUAT:W_QUAT + 4],
+                                 work[g2, W_CENTRE:W_CENTRE + 3], work[g2, W_QUAT:W_QUAT + 4])
+            else:
+                k = pair_contacts(table, k, cap, geomi[g1, GI_BODY], geomi[g2, GI_BODY], g1,
+                                  g2, geom, work[g1, W_CENTRE:W_CENTRE + 3],
+                                  work[g1, W_QUAT:W_QUAT + 4], work[g2, W_CENTRE:W_CENTRE + 3],
+                                  work[g2, W_QUAT:W_QUAT + 4])
             _finish_pair(table, k0, k, g1, g2, max(geom[g1, G_MUT], geom[g2, G_MUT]),
                          max(geom[g1, G_MUR], geom[g2, G_MUR]))
     return k

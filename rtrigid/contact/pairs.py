@@ -10,7 +10,7 @@ are every corner of either box that lies inside the other, each with its depth a
 normal -- the face-on-face manifold a stack stands on; when an edge-edge axis (the cross
 product of an edge of each) has clearly the least overlap, one contact midway between the
 two edges' closest points, with that overlap as its depth.  Other kinds (cylinders, cones,
-ellipsoids, hulls, heightfields) have no test here: they meet only the ground so far.
+ellipsoids, hulls) meet through :mod:`.general`; heightfields meet only the ground so far.
 
 Every test also takes pairs within the speculative margin (``geometry.MARGIN`` times the
 smaller bounding radius) as contacts of negative depth.  Every contact is written with
@@ -288,14 +288,19 @@ def _round_on_box(table, k, cap, a, b, geom, r, cr, qr, o, centre, qo, flip, mu,
 
 
 @jit
+def pair_coefficients(geom, ga, gb):
+    """(friction, restitution, speculative margin) of the pair of geom rows ga, gb."""
+    return (np.sqrt(geom[ga, G_MU] * geom[gb, G_MU]), max(geom[ga, G_E], geom[gb, G_E]),
+            MARGIN * min(geom[ga, G_RADIUS], geom[gb, G_RADIUS]))
+
+
+@jit
 def pair_contacts(table, k, cap, a, b, ga, gb, geom, ca, qa, cb, qb):
     """Append the contacts of geom rows ga (of body a) and gb (of body b, negative: static)
     at world poses (ca, qa), (cb, qb) from row k, at most up to row ``cap``; returns the next
     free row."""
     ka, kb = int(geom[ga, G_KIND]), int(geom[gb, G_KIND])
-    mu = np.sqrt(geom[ga, G_MU] * geom[gb, G_MU])
-    e = max(geom[ga, G_E], geom[gb, G_E])
-    margin = MARGIN * min(geom[ga, G_RADIUS], geom[gb, G_RADIUS])
+    mu, e, margin = pair_coefficients(geom, ga, gb)
     round_a = ka == SPHERE or ka == CAPSULE
     round_b = kb == SPHERE or kb == CAPSULE
     if round_a and round_b:

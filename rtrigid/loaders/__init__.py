@@ -14,7 +14,7 @@ from rtrigid.loaders._xml import Source
 
 def load_model(path, floating_base=False, *, merge_fixed=True, allow_nonphysical_inertia=False,
                ignore=(), limits=True, actuators=None, kp=None, kv=None, collision=True,
-               package_dirs=(), strict=False):
+               package_dirs=(), strict=False, self_collision=False):
     """The :class:`rtrigid.Model` of a URDF or MJCF file (told apart by the root element).
 
     MJCF files are compiled by MuJoCo (the optional extra ``rtrigid[mjcf]``) and the
@@ -44,7 +44,10 @@ def load_model(path, floating_base=False, *, merge_fixed=True, allow_nonphysical
     grounds, other colliding geoms collision geometry, :mod:`rtrigid.loaders.geoms`);
     ``False``: drawing only.  ``package_dirs``: folders where ``package://`` names are looked
     for (URDF).  ``strict``: refuse (``ValueError``) a file with anything the report lists
-    as ignored.
+    as ignored.  ``self_collision`` (URDF): let the robot's links collide with each other
+    (but not with the link a joint joins them to); by default they do not, as in pybullet.
+    URDF collision geometry: boxes, spheres, cylinders, capsules, and meshes as one convex
+    hull per object in the file (:mod:`rtrigid.loaders.urdf`).
 
     ``model.load_report`` (:class:`rtrigid.loaders.report.LoadReport`) lists what was
     mapped, approximated and ignored, each with its ``file:line``; what was ignored or
@@ -71,10 +74,14 @@ def load_model(path, floating_base=False, *, merge_fixed=True, allow_nonphysical
             raise src.error(src.root, "expected a URDF <robot> or an MJCF <mujoco> root element")
         from rtrigid.loaders import urdf
 
+        if isinstance(package_dirs, (str, os.PathLike)):
+            package_dirs = (package_dirs,)
+        report = LoadReport(src.path)
         model = urdf.read(src, floating_base=floating_base, merge_fixed=merge_fixed,
                           allow_nonphysical_inertia=allow_nonphysical_inertia, ignore=ignore,
-                          limits=bool(limits))
-        report = LoadReport(src.path)
+                          limits=bool(limits), collision=bool(collision),
+                          package_dirs=tuple(package_dirs),
+                          self_collision=bool(self_collision), report=report)
         for what, lines in src.ignored.items():
             for line in lines:
                 report.add("ignored", what, "not simulated", f"{src.path}:{line}")

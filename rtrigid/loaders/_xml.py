@@ -28,6 +28,12 @@ class Node:
         return [c for c in self.children if c.tag == tag]
 
 
+def _walk(nodes):
+    for node in nodes:
+        yield node
+        yield from _walk(node.children)
+
+
 class Source:
     """A parsed file: its root :class:`Node` and the error helpers that name file and line."""
 
@@ -49,11 +55,22 @@ class Source:
 
         parser.StartElementHandler = start
         parser.EndElementHandler = lambda tag: stack.pop()
+        # blank lines before the XML declaration (pybullet's and MuJoCo's readers allow them):
+        # parsed from the declaration on, the lines counted from the file's first
+        body = data.lstrip()
+        skipped = data[:len(data) - len(body)].count(b"\n")
         try:
-            parser.Parse(data, True)
+            parser.Parse(body, True)
         except expat.ExpatError as e:
-            raise ValueError(f"{self.path}:{e.lineno}: malformed XML: "
-                             f"{expat.ErrorString(e.code)}") from None
+            if not (roots and not stack):
+                raise ValueError(f"{self.path}:{e.lineno + skipped}: malformed XML: "
+                                 f"{expat.ErrorString(e.code)}") from None
+            # text after the root element closed (pybullet's reader stops there too)
+            self.ignored.setdefault("text after the root element ignored", []).append(
+                e.lineno + skipped)
+        if skipped:
+            for node in _walk(roots):
+                node.line += skipped
         self.root = roots[0]
 
     def error(self, node, message):
@@ -78,8 +95,8 @@ class Source:
             if default is None:
                 raise self.error(node, f"missing attribute {key!r}")
             return default
-        try:
-            v = np.array([float(t) for t in text.split()])
+        try:  # commas between numbers allowed, as pybullet's reader allows them
+            v = np.array([float(t) for t in text.replace(",", " ").split()])
         except ValueError:
             raise self.error(node, f"attribute {key}={text!r} is not a list of numbers") from None
         if len(v) != n or not np.all(np.isfinite(v)):

@@ -42,6 +42,7 @@ class Link:
     node: object = None
     virtual: bool = False   # a massless link between two joints of one file body
     visuals: list = field(default_factory=list)  # drawing parts, "pos"/"R" in the link frame
+    collisions: list = field(default_factory=list)  # geom specs, "pos"/"R" in the link frame
 
 
 @dataclass
@@ -112,13 +113,16 @@ def principal_axes(inertia):
 
 
 def build(source, links, joints, root, *, floating_base, merge_fixed,
-          allow_nonphysical_inertia, gravity=(0.0, 0.0, -9.81), limits=True):
+          allow_nonphysical_inertia, gravity=(0.0, 0.0, -9.81), limits=True, report=None,
+          self_collision=True):
     """The :class:`Model` of a tree of ``links`` and ``joints``.
 
     ``root`` is the element errors about the tree as a whole name.  ``source`` is the
     :class:`rtrigid.loaders._xml.Source` the errors name.  ``limits``: give revolute and
-    prismatic joints the file's limits (``lower``/``upper`` of their info).  Nothing is
-    returned unless every body and joint was accepted.
+    prismatic joints the file's limits (``lower``/``upper`` of their info).  The links'
+    ``collisions`` become geoms on their bodies (listed in ``report``); without
+    ``self_collision`` no two bodies of the tree touch each other.  Nothing is returned
+    unless every body and joint was accepted.
     """
     by_child = {}
     children = {name: [] for name in links}
@@ -211,6 +215,13 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
             pp, pR = compose((p, R), (part["pos"], part["R"]))
             parts.setdefault(b, []).append(
                 {**{k: v for k, v in part.items() if k != "R"}, "pos": pp, "quat": matrix_quat(pR)})
+    for name, (g, T) in group.items():
+        _add_collisions(source, model, links[name], *frames[g], T, report)
+    if not self_collision:
+        touching = sorted({g.body for g in model.geoms if g.body is not None})
+        for i, a in enumerate(touching):
+            for b in touching[i + 1:]:
+                model.exclude_contacts(a, b)
     for b, body_parts in parts.items():
         shape = model.check_shape(("visuals", {"parts": body_parts}))
         if b == WORLD:
@@ -260,10 +271,43 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
     return model
 
 
-def resolve(base_dir, name):
+def _add_collisions(source, model, link, b, B, T, report):
+    """The link's collision specs as geoms of body b (body frame B, link frame T in the
+    group's root link frame).  A mesh file that cannot be read is ignored with a warning
+    (and in the report); other bad geometry is refused naming its line."""
+    p, R = compose(inverse(B), T)
+    for c in link.collisions:
+        cp, cR = compose((p, R), (c["pos"], c["R"]))
+        where = source.where(c["node"])
+        if c["kind"] == "plane":
+            if b != WORLD:
+                source.ignored.setdefault("a plane on a moving link ignored", []).append(
+                    c["node"].line)
+                continue
+            n = cR @ c["params"]["normal"]
+            n = n / np.linalg.norm(n)
+            model.add_ground(height=float(n @ cp), normal=n, friction=c["friction"],
+                             restitution=c["restitution"])
+            if report is not None:
+                report.add("mapped", "plane collision", "a ground", where)
+            continue
+        try:
+            model.add_geom(None if b == WORLD else b, c["kind"], pos=cp, quat=matrix_quat(cR),
+                           friction=c["friction"], restitution=c["restitution"], **c["params"])
+        except ValueError as e:
+            if c["kind"] != "mesh":
+                raise source.error(c["node"], f"<collision>: {e}") from None
+            source.ignored.setdefault(f"collision mesh not read ({e})", []).append(
+                c["node"].line)
+            continue
+        if report is not None:
+            report.add("mapped", "collision geom", c["kind"], where)
+
+
+def resolve(base_dir, name, package_dirs=()):
     """The path of a file a robot file names (relative, ``file://`` or ``package://``), or
     None if it is not found: ``package://pkg/rest`` is looked for as ``pkg/rest`` and
-    ``rest`` in the file's folder and the folders above it."""
+    ``rest`` in ``package_dirs``, then in the file's folder and the folders above it."""
     import os
 
     if name.startswith("file://"):
@@ -273,6 +317,10 @@ def resolve(base_dir, name):
         return path if os.path.isfile(path) else None
     rest = name[len("package://"):].lstrip("/")
     candidates = [rest] + ([rest.split("/", 1)[1]] if "/" in rest else [])
+    for folder in package_dirs:
+        for c in candidates:
+            if os.path.isfile(os.path.join(os.fspath(folder), c)):
+                return os.path.join(os.fspath(folder), c)
     folder = os.path.abspath(base_dir)
     for _ in range(4):
         for c in candidates:

@@ -1,11 +1,17 @@
-"""URDF: links, inertials and joints to the tree of :mod:`rtrigid.loaders.assemble`.
+"""URDF: links, inertials, collisions and joints to the tree of :mod:`rtrigid.loaders.assemble`.
 
-What the file says and rtrigid does not simulate is refused naming the element and its line
-(``mimic``, joint friction, unknown tags).  ``visual`` boxes, spheres, cylinders and meshes
+Unknown elements are refused naming the element and its line.  What rtrigid does not simulate
+is ignored with a warning and listed in the load report (``mimic``: the joint moves on its own;
+joint friction; ROS's ``joint_properties``); ``strict=True`` refuses it.  ``visual`` boxes, spheres, cylinders and meshes
 become the bodies' drawing (:data:`rtrigid.model.PART_TYPES`; a mesh file that is not found
-is a warning, and the viewer draws a placeholder).  What only configures other software
-(``collision``, ``material``, ``gazebo``, ``transmission``, ``calibration``,
-``safety_controller``, pybullet's ``contact``) is ignored, with a warning for the last five.
+is a warning, and the viewer draws a placeholder).  ``collision`` boxes, spheres, cylinders,
+capsules and meshes become geoms, pybullet's ``plane`` on the world a ground (:meth:`rtrigid.Model.add_geom`; a mesh one convex hull per
+object in its file, as pybullet's VHACD files are made), with pybullet's ``<contact>``
+``lateral_friction`` and ``restitution`` where the link has them (pybullet's defaults, 0.5 and
+0, otherwise).  As in pybullet, a robot's links do not collide with each other unless
+``self_collision`` is set (then, as in MuJoCo, all but the pairs a joint joins).  What only
+configures other software (``material``, ``gazebo``, ``transmission``, ``calibration``,
+``safety_controller``) is ignored, with a warning for the last four.
 """
 from __future__ import annotations
 
@@ -16,10 +22,15 @@ import numpy as np
 from rtrigid.loaders.assemble import JointSpec, Link, build, resolve, rpy_matrix
 
 JOINT_KINDS = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic",
-               "fixed": "fixed", "floating": "floating", "planar": "planar"}
-SILENT = {"collision", "material"}          # collision shapes: rtrigid has no contacts
-WARN = {"gazebo", "transmission", "calibration", "safety_controller", "contact"}
-ROBOT_TAGS, LINK_TAGS = {"link", "joint"}, {"inertial", "visual"}
+               "fixed": "fixed", "floating": "floating", "planar": "planar",
+               "spherical": "spherical"}
+SILENT = {"material"}
+# ignored with a warning (and in the load report): other software's settings, and ROS's old
+# <joint_properties> (damping and friction, which <dynamics> gives)
+WARN = {"gazebo", "transmission", "calibration", "safety_controller", "joint_properties"}
+ROBOT_TAGS, LINK_TAGS = {"link", "joint"}, {"inertial", "visual", "collision", "contact"}
+# pybullet's <contact> entries mapped to the link's geoms (the rest are reported ignored)
+CONTACT_KEYS = {"lateral_friction": "friction", "restitution": "restitution"}
 JOINT_TAGS = {"origin", "parent", "child", "axis", "limit", "dynamics"}
 
 
@@ -31,13 +42,13 @@ def _children(src, node, known, ignore):
             out.append(c)
         elif c.tag in SILENT:
             continue
+        elif c.tag == "mimic":
+            src.ignored.setdefault("<mimic> ignored: the joint moves on its own", []).append(
+                c.line)
         elif c.tag in WARN or c.tag in ignore:
             src.ignored.setdefault(f"<{c.tag}> ignored", []).append(c.line)
         else:
-            raise src.error(c, f"unsupported element inside <{node.tag}>"
-                            + (" (mimic joints are not supported; pass ignore=('mimic',) to "
-                               "load the joint as an independent one)" if c.tag == "mimic"
-                               else ""))
+            raise src.error(c, f"unsupported element inside <{node.tag}>")
     return out
 
 
@@ -49,10 +60,63 @@ def _origin(src, node):
     return (src.floats(o, "xyz", 3, np.zeros(3)), rpy_matrix(src.floats(o, "rpy", 3, np.zeros(3))))
 
 
-def _link(src, node, ignore, materials):
+def _link(src, node, ignore, materials, collision, package_dirs):
     link = _link_inertia(src, node, ignore)
-    link.visuals = [p for v in node.findall("visual") for p in _visual(src, v, materials)]
+    link.visuals = [p for v in node.findall("visual")
+                    for p in _visual(src, v, materials, package_dirs)]
+    if collision:
+        coefficients = _contact(src, node)
+        link.collisions = [c for e in node.findall("collision")
+                           for c in _collision(src, e, package_dirs, coefficients)]
     return link
+
+
+def _contact(src, node):
+    """The geoms' friction and restitution from pybullet's ``<contact>`` of a link."""
+    out = {"friction": 0.5, "restitution": 0.0}
+    for contact in node.findall("contact"):
+        for c in contact.children:
+            if c.tag in CONTACT_KEYS:
+                value = src.floats(c, "value", 1)
+                if value < 0.0:
+                    raise src.error(c, f"negative {c.tag} {value}")
+                out[CONTACT_KEYS[c.tag]] = value
+            else:
+                src.ignored.setdefault(f"<contact> <{c.tag}> ignored", []).append(c.line)
+    return out
+
+
+def _collision(src, node, package_dirs, coefficients):
+    """The geom specs of a ``<collision>`` (a list of one, or none for a mesh file that is
+    not found): kind, params, pos and R in the link frame, friction, restitution, node."""
+    geometry = node.find("geometry")
+    if geometry is None or not geometry.children:
+        raise src.error(node, "missing <geometry>")
+    g = geometry.children[0]
+    pos, R = _origin(src, node)
+    if g.tag == "box":
+        kind, params = "box", {"half_extents": 0.5 * src.floats(g, "size", 3)}
+    elif g.tag == "sphere":
+        kind, params = "sphere", {"radius": src.floats(g, "radius", 1)}
+    elif g.tag in ("cylinder", "capsule"):
+        kind, params = g.tag, {"radius": src.floats(g, "radius", 1),
+                               "half_length": 0.5 * src.floats(g, "length", 1)}
+    elif g.tag == "mesh":
+        filename = g.attrib.get("filename")
+        if not filename:
+            raise src.error(g, "missing attribute 'filename'")
+        path = resolve(os.path.dirname(src.path), filename, package_dirs)
+        if path is None:
+            src.ignored.setdefault("collision mesh files not found", []).append(g.line)
+            return []
+        kind, params = "mesh", {"file": path, "scale": _scale(src, g)}
+    elif g.tag == "plane":  # pybullet's infinite plane
+        kind, params = "plane", {"normal": src.floats(g, "normal", 3, np.array([0., 0., 1.]))}
+    else:
+        src.ignored.setdefault(f"<collision> <{g.tag}> ignored: not a convex shape rtrigid "
+                               "reads", []).append(g.line)
+        return []
+    return [{"kind": kind, "params": params, "pos": pos, "R": R, "node": g, **coefficients}]
 
 
 def _color(src, material, materials):
@@ -65,7 +129,7 @@ def _color(src, material, materials):
     return materials.get(material.attrib.get("name"))
 
 
-def _visual(src, node, materials):
+def _visual(src, node, materials, package_dirs=()):
     """The drawing parts of a ``<visual>`` (a list of one, or none for unknown geometry)."""
     geometry = node.find("geometry")
     if geometry is None or not geometry.children:
@@ -84,15 +148,29 @@ def _visual(src, node, materials):
         filename = g.attrib.get("filename")
         if not filename:
             raise src.error(g, "missing attribute 'filename'")
-        path = resolve(os.path.dirname(src.path), filename)
+        path = resolve(os.path.dirname(src.path), filename, package_dirs)
         if path is None:
             src.ignored.setdefault("mesh files not found (drawn as placeholders)", []).append(
                 g.line)
         part.update(type="mesh", file=path or filename, missing=path is None,
-                    scale=src.floats(g, "scale", 3, np.ones(3)))
+                    scale=_scale(src, g))
+    elif g.tag == "plane":
+        return []  # pybullet's infinite plane: its collision is the ground; not drawn
     else:
         raise src.error(g, "unsupported geometry")
     return [part]
+
+
+def _scale(src, g):
+    """A mesh's ``scale``: three numbers, one (uniform), or four (the fourth ignored, as
+    pybullet reads them)."""
+    text = g.attrib.get("scale")
+    if text is not None and len(text.split()) == 1:
+        return np.full(3, src.floats(g, "scale", 1))
+    if text is not None and len(text.split()) == 4:
+        src.ignored.setdefault("a mesh scale's fourth number ignored", []).append(g.line)
+        g = type(g)(g.tag, {**g.attrib, "scale": " ".join(text.split()[:3])}, g.line)
+    return src.floats(g, "scale", 3, np.ones(3))
 
 
 def _link_inertia(src, node, ignore):
@@ -145,9 +223,9 @@ def _joint(src, node, ignore):
     if "limit" in kids:
         lim = kids["limit"]
         if kind in ("revolute", "prismatic"):
-            info["lower"], info["upper"] = (src.floats(lim, k, 1, 0.0) for k in ("lower", "upper"))
-            if info["lower"] > info["upper"]:
-                raise src.error(lim, f"lower {info['lower']} > upper {info['upper']}")
+            lower, upper = (src.floats(lim, k, 1, 0.0) for k in ("lower", "upper"))
+            if lower <= upper:  # lower > upper: no limit, as pybullet reads it
+                info["lower"], info["upper"] = lower, upper
         for k in ("effort", "velocity"):
             if k in lim.attrib:
                 info[k] = src.floats(lim, k, 1)
@@ -158,15 +236,18 @@ def _joint(src, node, ignore):
         if damping < 0.0:
             raise src.error(dyn, f"negative damping {damping}")
         if src.floats(dyn, "friction", 1, 0.0) != 0.0:
-            raise src.error(dyn, "joint friction (Coulomb) is not simulated; remove it or set 0")
+            src.ignored.setdefault("joint friction (Coulomb) ignored: not simulated",
+                                   []).append(dyn.line)
         if damping and kind not in ("revolute", "continuous", "prismatic"):
             raise src.error(dyn, f"damping on a {kind} joint is not supported")
     return JointSpec(name, JOINT_KINDS[kind], ends[0], ends[1], _origin(src, node),
                      np.zeros(3), axis, node, damping=damping, info=info)
 
 
-def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore, limits=True):
-    """The :class:`rtrigid.Model` of the URDF in ``src`` (a parsed Source)."""
+def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore, limits=True,
+         collision=True, package_dirs=(), self_collision=False, report=None):
+    """The :class:`rtrigid.Model` of the URDF in ``src`` (a parsed Source); the collision
+    geoms added are listed as mapped in ``report`` (a LoadReport)."""
     robot = src.root
     if robot.tag != "robot":
         raise src.error(robot, "a URDF file's root element is <robot>")
@@ -178,7 +259,7 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore, 
             materials[m.attrib["name"]] = src.floats(c, "rgba", 4)
     for node in _children(src, robot, ROBOT_TAGS, ignore):
         if node.tag == "link":
-            link = _link(src, node, ignore, materials)
+            link = _link(src, node, ignore, materials, collision, package_dirs)
             if link.name in links:
                 raise src.error(node, f"a second link named {link.name!r}")
             links[link.name] = link
@@ -192,6 +273,6 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore, 
         raise src.error(dup.node, f"a second joint named {dup.name!r}")
     model = build(src, links, joints, robot, floating_base=floating_base,
                   merge_fixed=merge_fixed, allow_nonphysical_inertia=allow_nonphysical_inertia,
-                  limits=limits)
+                  limits=limits, report=report, self_collision=self_collision)
     src.warn_ignored()
     return model

@@ -365,21 +365,6 @@ def test_in_a_tree_a_body_does_not_touch_its_parent_but_does_its_grandparent():
     assert pairs == {(0, 2)}
 
 
-def test_kinds_without_a_pair_test_are_refused_naming_them_unless_kept_apart():
-    m = rt.Model()
-    a = m.add_body("a", 1.0, (1, 1, 1))
-    m.add_geom(a, "cylinder", radius=0.1, half_length=0.1)
-    m.add_geom(None, "box", half_extents=(1, 1, 0.1))
-    with pytest.raises(ValueError, match="^geoms: (cylinder against box|box against cylinder)"):
-        rt.Simulation(m, "energy_momentum", 1e-3)
-    m = rt.Model()
-    m.add_ground()
-    a = m.add_body("a", 1.0, (1, 1, 1))
-    m.add_geom(a, "cylinder", radius=0.1, half_length=0.1, contype=2, conaffinity=2)
-    m.add_geom(None, "box", half_extents=(1, 1, 0.1))
-    rt.Simulation(m, "energy_momentum", 1e-3)  # kept apart by the bits
-
-
 def test_a_duck_of_five_hulls_falls_onto_the_floor_and_rests_on_it():
     m = rt.Model()
     m.add_ground(friction=0.8)

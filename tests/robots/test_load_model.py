@@ -208,11 +208,24 @@ def _refused(tmp_path, text, *, name="bad.urdf", **kw):
     return str(e.value)
 
 
-def test_mimic_is_refused_naming_file_element_and_line(tmp_path):
-    text = PENDULUM.format(ixx=.01, ixy=0, iyy=.01, izz=.01, rpy="0 0 0").replace(
-        '<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <mimic joint="other"/>')
-    msg = _refused(tmp_path, text)
-    assert "bad.urdf:6:" in msg and "<mimic>" in msg
+@pytest.mark.parametrize("old,new,where", [
+    ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <mimic joint="other"/>', ":6: <mimic>"),
+    ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <dynamics friction="0.3"/>',
+     ":6: joint friction"),
+    ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <joint_properties damping="1"/>',
+     ":6: <joint_properties>"),
+])
+def test_urdf_what_is_not_simulated_is_reported_warned_and_refused_when_strict(tmp_path, old,
+                                                                              new, where):
+    text = PENDULUM.format(ixx=.01, ixy=0, iyy=.01, izz=.01, rpy="0 0 0").replace(old, new)
+    path = tmp_path / "bad.urdf"
+    path.write_text(text)
+    with pytest.warns(UserWarning, match="ignored"):
+        model = rt.load_model(str(path))
+    assert len(model.joints) == 1
+    assert any(f"{e.where}: {e.what}".startswith(str(path) + where)
+               for e in model.load_report.ignored), str(model.load_report)
+    assert where in _refused(tmp_path, text, strict=True)
 
 
 @pytest.mark.parametrize("old,new,where", [

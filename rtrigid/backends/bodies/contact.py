@@ -4,9 +4,10 @@ import warnings
 
 import numpy as np
 
-from rtrigid._jit import jit, kernel_driver
+from rtrigid._jit import jit, kernel_driver, rebind
 from rtrigid.backends.bodies.common import body_momenta, open_buffers, state_view
 from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
+from rtrigid.contact.general import resolve_general
 from rtrigid.contact.geometry import PAIR_POINTS
 from rtrigid.contact.solver import GAP, START_BUDGET, VEL_WIDTH, flight_gap, resolve
 
@@ -38,6 +39,10 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
     return count
 
 
+# the contact step of a model with pairs that meet through the general narrow phase
+after_step_general = rebind(after_step, "general", __name__, resolve=resolve_general)
+
+
 class ContactStepper:
     """``step(n, dt, F, I)`` of the kernel contract: n times one step of ``kernel`` and the
     contact solve, stopping at a step the kernel could not take.
@@ -56,8 +61,9 @@ class ContactStepper:
                  after="rtrigid.backends.bodies.contact",
                  extra=(np.zeros(0), np.zeros(0, np.int64))):
         self.contacts = contacts
+        form = "after_step_general as after_step" if contacts.general else "after_step"
         self._run = kernel_driver(_run_source, kernel, imports=(
-            f"from {after} import after_step\n" + _RUN_IMPORTS))
+            f"from {after} import {form}\n" + _RUN_IMPORTS))
         shaped = contacts.collides
         self.active = (shaped if bodyi is None else (np.asarray(bodyi) == FREE)
                        & shaped).astype(np.int64)
@@ -93,22 +99,22 @@ class ContactStepper:
         :class:`rtrigid.Batch`: ``(step, Fx, Ix)``, ``step(n, dt, Fx, Ix)`` the same compiled
         ``run`` on the Simulation's ``F``, ``I`` and the contact arrays carved from the rows'
         tails.  Fx = F followed by geom, work, verts, planes, grounds, table, vel, lift, lam,
-        xf, rest_speed; Ix = I followed by geomi, excluded, active, touched, ints, keys, rows,
-        xi, count and the sizes (:data:`ROW_SIZES` of them, at the end).  A copy's contacts
-        (its warm start, the table of its last step) and its geoms, friction and gravity are
-        thus its own; its table does not grow (count[1] counts the pairs left out)."""
+        xf, the general pairs' float scratch, rest_speed; Ix = I followed by geomi, excluded,
+        active, touched, ints, keys, rows, xi, the general pairs' int scratch, count and the
+        sizes (:data:`ROW_SIZES` of them, at the end).  A copy's contacts (its warm start, the
+        table of its last step) and its geoms, friction and gravity are thus its own; its table does not grow (count[1] counts the pairs left out)."""
         c = self.contacts
         assert (c.vel.shape[1], c.ints.shape[1], c.keys.shape[1]) == (VEL_WIDTH, 5, 2)
         step = kernel_driver(_rows_source, self._run, imports=_ROWS_IMPORTS)
-        geom, geomi, work, verts, planes, excluded = c.scene
+        geom, geomi, work, verts, planes, excluded, gf, gi = c.scene
         sizes = (len(F), len(I), len(c.vel), len(geom), len(verts), len(planes),
                  len(excluded), len(c.grounds), len(c.table), len(c.keys), len(self.xf),
-                 len(self.xi), self.iters)
+                 len(self.xi), self.iters, len(gf), len(gi))
         Fx = np.concatenate([F] + [a.ravel() for a in (
-            geom, work, verts, planes, c.grounds, c.table, c.vel, c.lift, c.lam, self.xf)]
+            geom, work, verts, planes, c.grounds, c.table, c.vel, c.lift, c.lam, self.xf, gf)]
             + [[self.rest_speed]])
         Ix = np.concatenate([I] + [a.ravel() for a in (
-            geomi, excluded, self.active, c.touched, c.ints, c.keys, c.rows, self.xi,
+            geomi, excluded, self.active, c.touched, c.ints, c.keys, c.rows, self.xi, gi,
             self._count)] + [sizes]).astype(np.int64)
         return step, Fx, Ix
 
@@ -116,7 +122,7 @@ class ContactStepper:
 _RUN_IMPORTS = "from rtrigid.backends.buffers import OK, USED_FALLBACK"
 
 
-ROW_SIZES = 13
+ROW_SIZES = 15
 _ROWS_IMPORTS = ("from rtrigid.backends.bodies.contact import ROW_SIZES\n"
                  "from rtrigid.backends.buffers import view\n"
                  "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, GI_WIDTH, P_WIDTH, "
@@ -134,6 +140,7 @@ def _rows_source(run):
             I[m + 6]
         ngr, nr, nh, nxf, nxi, iters = I[m + 7], I[m + 8], I[m + 9], I[m + 10], I[m + 11], \
             I[m + 12]
+        ngf, ngi = I[m + 13], I[m + 14]
         o = nf
         geom = view(F, o, (ng, G_WIDTH))
         o += ng * G_WIDTH
@@ -154,7 +161,9 @@ def _rows_source(run):
         lam = view(F, o, (nr, 3))
         o += nr * 3
         xf = view(F, o, (nxf,))
-        rest_speed = F[o + nxf]
+        o += nxf
+        gf = view(F, o, (ngf,))
+        rest_speed = F[o + ngf]
         o = ni
         geomi = view(I, o, (ng, GI_WIDTH))
         o += ng * GI_WIDTH
@@ -170,9 +179,12 @@ def _rows_source(run):
         rows = view(I, o, (nr,))
         o += nr
         xi = view(I, o, (nxi,))
-        count = view(I, o + nxi, (2,))
+        o += nxi
+        gi = view(I, o, (ngi,))
+        count = view(I, o + ngi, (2,))
         return kernel(n, dt, view(F, 0, (nf,)), view(I, 0, (ni,)),
-                      (geom, geomi, work, verts, planes, excluded), grounds, table, active,
+                      (geom, geomi, work, verts, planes, excluded, gf, gi), grounds, table,
+                      active,
                       touched, vel, ints, lift, keys, lam, rows, iters, rest_speed, xf, xi,
                       count)
 

@@ -37,7 +37,7 @@ order of the bodies' names, so results do not depend on the order bodies were ad
 """
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, rebind
 from rtrigid.backends.buffers import view
 from rtrigid.backends.tree.articulated import articulated_factor, articulated_solve
 from rtrigid.backends.tree.dynamics import add_point_columns, momentum_rates
@@ -72,6 +72,7 @@ from rtrigid.contact.geometry import (
     C_T1,
     C_T2,
 )
+from rtrigid.contact.general import detect_general
 from rtrigid.contact.manifold import contact_key, detect, remember, slot
 from rtrigid.contact.pgs import (
     by_level,
@@ -410,3 +411,7 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
                 q[b, i] = qk[b, i]
     remember(table, count, keys, lam)
     return count
+
+
+# the contact step of a model with pairs that meet through the general narrow phase
+after_step_general = rebind(after_step, "general", __name__, detect=detect_general)

@@ -1,0 +1,247 @@
+"""Every pair of convex geoms: the exact fast paths of :mod:`.pairs` where they exist, else the
+general narrow phase (:func:`.convex.collide` and the manifold of :mod:`.clipping`).
+
+A model whose geoms may meet in a pair without a fast path (a cylinder on a box, two hulls, an
+ellipsoid on a capsule) is stepped by a second compiled form of the contact step, in which
+:func:`.manifold.detect` calls :func:`general_pair` (``detect_general`` and
+``resolve_general`` below, made by :func:`rtrigid._jit.rebind`; the backends rebind their own
+``after_step`` on them).  Models of spheres, capsules and boxes keep the first form and never
+compile GJK, EPA or the clipping.
+
+The general pair is compiled once, as a C callback (:func:`address`), and ``detect_general``
+calls it through its address: a scheme's contact step then links only that call, not the
+general narrow phase's code, so each scheme's step (and a Batch's driver) compiles in the time
+of the fast form's.  It works in scratch carved from two flat arrays of the scene (``xf``
+floats, ``xi`` ints: :func:`scratch`; ``xi[0]`` holds the callback's address), so a step
+allocates nothing and each copy of a :class:`~rtrigid.Batch` has its own.  Its contacts are written as the fast paths write theirs:
+``body`` the first geom's body, the normal from the second geom into the first, the point
+midway through the overlap, contacts within the speculative margin with negative depth; a
+face-on pair gets up to four points (the clipped manifold), a curved one its deepest point.
+"""
+import numpy as np
+from llvmlite import ir
+from numba import carray, cfunc, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from rtrigid._jit import CACHE, jit, rebind
+from rtrigid.contact import clipping, convex
+from rtrigid.contact.clipping import ClipSpace, M_DEPTH, M_WIDTH, manifold
+from rtrigid.contact.convex import (
+    EPA_EDGES,
+    EPA_FACES,
+    EPA_VERTICES,
+    R_DIST,
+    R_NORMAL,
+    R_WIDTH,
+    W_KIND,
+    W_NPLANE,
+    W_NVERT,
+    W_PLANE,
+    W_POS,
+    W_RADIUS,
+    W_ROT,
+    W_SIZE,
+    W_VERT,
+    Workspace,
+    collide,
+)
+from rtrigid.contact.geometry import (
+    C_WIDTH,
+    G_KIND,
+    G_P,
+    G_RADIUS,
+    G_WIDTH,
+    GI_PCOUNT,
+    GI_PSTART,
+    GI_VCOUNT,
+    GI_VSTART,
+    GI_WIDTH,
+    HEIGHTFIELD,
+    HULL,
+    add_point,
+)
+from rtrigid.contact.manifold import detect
+from rtrigid.contact.pairs import has_pair_test, pair_coefficients, pair_contacts
+from rtrigid.contact.solver import resolve
+
+POLY = clipping.POLY
+W = convex.W_WIDTH
+# float scratch: two world rows, collide's result, the manifold, GJK's simplex, EPA's vertices
+# and faces, the clipping's polygons and candidates
+_F_PARTS = (2 * W, R_WIDTH, clipping.MAX_POINTS * M_WIDTH, 4 * 9, EPA_VERTICES * 9,
+            EPA_FACES * 5, POLY * 3, 4 * POLY * 3, 4 * POLY * 3, (4 * POLY + 1) * M_WIDTH)
+F_SIZE = sum(_F_PARTS)
+# int scratch: the callback's address, EPA's face links, horizon and stack
+I_SIZE = 1 + EPA_FACES * 6 + EPA_EDGES * 4 + EPA_FACES
+
+
+def scratch(general):
+    """(xf, xi): the general pair's scratch, or two empty arrays for a model without such
+    pairs."""
+    if not general:
+        return np.zeros(0), np.zeros(0, np.int64)
+    xi = np.zeros(I_SIZE, np.int64)
+    xi[0] = address()
+    return np.zeros(F_SIZE), xi
+
+
+def needs_general(ka, kb):
+    """Whether geoms of kind codes ka and kb meet through the general narrow phase (no fast
+    path; both convex)."""
+    return not has_pair_test(ka, kb) and ka != HEIGHTFIELD and kb != HEIGHTFIELD
+
+
+@jit
+def _world_row(geom, geomi, g, c, q, row):
+    """The world row of :mod:`.convex` of geom g at world origin c and orientation q."""
+    for i in range(W):
+        row[i] = 0.0
+    kind = int(geom[g, G_KIND])
+    row[W_KIND] = kind
+    for i in range(3):
+        row[W_SIZE + i] = geom[g, G_P + i]
+        row[W_POS + i] = c[i]
+    q0, q1, q2, q3 = q[0], q[1], q[2], q[3]
+    d = q0 * q0 - q1 * q1 - q2 * q2 - q3 * q3
+    r = W_ROT
+    row[r], row[r + 1], row[r + 2] = (d + 2.0 * q1 * q1, 2.0 * (q1 * q2 - q0 * q3),
+                                      2.0 * (q1 * q3 + q0 * q2))
+    row[r + 3], row[r + 4], row[r + 5] = (2.0 * (q2 * q1 + q0 * q3), d + 2.0 * q2 * q2,
+                                          2.0 * (q2 * q3 - q0 * q1))
+    row[r + 6], row[r + 7], row[r + 8] = (2.0 * (q3 * q1 - q0 * q2), 2.0 * (q3 * q2 + q0 * q1),
+                                          d + 2.0 * q3 * q3)
+    if kind == HULL:
+        row[W_VERT], row[W_NVERT] = geomi[g, GI_VSTART], geomi[g, GI_VCOUNT]
+        row[W_PLANE], row[W_NPLANE] = geomi[g, GI_PSTART], geomi[g, GI_PCOUNT]
+    row[W_RADIUS] = geom[g, G_RADIUS]
+
+
+@jit
+def _carve(xf, xi):
+    """The views of the scratch: (wa, wb, res, out, Workspace, ClipSpace)."""
+    o = 0
+    wa, wb = xf[0:W], xf[W:2 * W]
+    o = 2 * W
+    res = xf[o:o + R_WIDTH]
+    o += R_WIDTH
+    out = xf[o:o + 16].reshape((4, M_WIDTH))
+    o += 16
+    simplex = xf[o:o + 36].reshape((4, 9))
+    o += 36
+    ev = xf[o:o + EPA_VERTICES * 9].reshape((EPA_VERTICES, 9))
+    o += EPA_VERTICES * 9
+    fd = xf[o:o + EPA_FACES * 5].reshape((EPA_FACES, 5))
+    o += EPA_FACES * 5
+    ref = xf[o:o + POLY * 3].reshape((POLY, 3))
+    o += POLY * 3
+    inc = xf[o:o + 12 * POLY].reshape((4 * POLY, 3))
+    o += 12 * POLY
+    buf = xf[o:o + 12 * POLY].reshape((4 * POLY, 3))
+    o += 12 * POLY
+    cand = xf[o:o + (4 * POLY + 1) * M_WIDTH].reshape((4 * POLY + 1, M_WIDTH))
+    o = 1
+    fi = xi[o:o + EPA_FACES * 6].reshape((EPA_FACES, 6))
+    o += EPA_FACES * 6
+    edges = xi[o:o + EPA_EDGES * 4].reshape((EPA_EDGES, 4))
+    o += EPA_EDGES * 4
+    stack = xi[o:o + EPA_FACES]
+    return (wa, wb, res, out, Workspace(simplex, ev, fi, fd, edges, stack),
+            ClipSpace(ref, inc, buf, cand))
+
+
+@jit
+def general_pair(table, k, cap, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa, cb,
+                 qb):
+    """:func:`.pairs.pair_contacts` for every pair of convex kinds: the fast path where there
+    is one, else collide and the clipped manifold; returns the next free row."""
+    ka, kb = int(geom[ga, G_KIND]), int(geom[gb, G_KIND])
+    if has_pair_test(ka, kb):
+        return pair_contacts(table, k, cap, a, b, ga, gb, geom, ca, qa, cb, qb)
+    if ka == HEIGHTFIELD or kb == HEIGHTFIELD or k >= cap:
+        return k
+    mu, e, margin = pair_coefficients(geom, ga, gb)
+    wa, wb, res, out, ws, cs = _carve(xf, xi)
+    _world_row(geom, geomi, ga, ca, qa, wa)
+    _world_row(geom, geomi, gb, cb, qb, wb)
+    collide(wa, wb, verts, ws, res)
+    if res[R_DIST] >= margin:
+        return k
+    n = (res[R_NORMAL], res[R_NORMAL + 1], res[R_NORMAL + 2])
+    m = manifold(wa, wb, verts, planes, res, margin, cs, out)
+    for i in range(m):
+        if k >= cap:
+            break
+        k = add_point(table, k, a, b, i, out[i, 0], out[i, 1], out[i, 2], n, out[i, M_DEPTH],
+                      mu, e)
+    return k
+
+
+_P, _PI, _I = types.CPointer(types.float64), types.CPointer(types.int64), types.int64
+# table (rows), k, a, b, ga, gb, geom (rows), geomi, verts (rows), planes (rows), xf, xi, ca, qa,
+# cb, qb
+_C_SIG = _I(_P, _I, _I, _I, _I, _I, _I, _P, _I, _PI, _P, _I, _P, _I, _P, _PI, _P, _P, _P, _P)
+
+
+def _general_pair_c(table_p, cap, k, a, b, ga, gb, geom_p, ng, geomi_p, verts_p, nv, planes_p,
+                    npl, xf_p, xi_p, ca_p, qa_p, cb_p, qb_p):
+    """:func:`general_pair` on C pointers (the arrays rebuilt in place, nothing copied)."""
+    return general_pair(carray(table_p, (cap, C_WIDTH)), k, cap, a, b, ga, gb,
+                        carray(geom_p, (ng, G_WIDTH)), carray(geomi_p, (ng, GI_WIDTH)),
+                        carray(verts_p, (nv, 3)), carray(planes_p, (npl, 4)),
+                        carray(xf_p, (F_SIZE,)), carray(xi_p, (I_SIZE,)), carray(ca_p, (3,)),
+                        carray(qa_p, (4,)), carray(cb_p, (3,)), carray(qb_p, (4,)))
+
+
+_CALLBACK = []
+
+
+def address():
+    """The address of the compiled C callback of :func:`general_pair` (compiled, or loaded
+    from the cache, on first use)."""
+    if not _CALLBACK:
+        _CALLBACK.append(cfunc(_C_SIG, cache=CACHE, error_model="numpy")(_general_pair_c))
+    return _CALLBACK[0].address
+
+
+@intrinsic
+def _call(typingctx, addr, table, k, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa,
+          cb, qb):
+    """The C callback at ``addr`` called on these arrays' data pointers and row counts."""
+    sig = types.int64(addr, table, k, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa,
+                      cb, qb)
+
+    def codegen(context, builder, signature, args):
+        tys = signature.args
+        arrays = {i: context.make_array(tys[i])(context, builder, args[i])
+                  for i in (1, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)}
+
+        def rows(i):
+            return cgutils.unpack_tuple(builder, arrays[i].shape)[0]
+
+        def integer(i):
+            return context.cast(builder, args[i], tys[i], types.int64)
+
+        cargs = [arrays[1].data, rows(1), integer(2), integer(3), integer(4), integer(5),
+                 integer(6), arrays[7].data, rows(7), arrays[8].data, arrays[9].data, rows(9),
+                 arrays[10].data, rows(10), arrays[11].data, arrays[12].data, arrays[13].data,
+                 arrays[14].data, arrays[15].data, arrays[16].data]
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [c.type for c in cargs])
+        fn = builder.inttoptr(integer(0), fnty.as_pointer())
+        return builder.call(fn, cargs)
+
+    return sig, codegen
+
+
+@jit
+def _pair_by_address(table, k, cap, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa,
+                     cb, qb):
+    """:func:`general_pair` through its C callback, whose address is xi[0]."""
+    return _call(xi[0], table, k, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa, cb,
+                 qb)
+
+
+detect_general = rebind(detect, "general", __name__, GENERAL=True,
+                        general_pair=_pair_by_address)
+resolve_general = rebind(resolve, "general", __name__, detect=detect_general)
