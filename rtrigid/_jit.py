@@ -203,6 +203,20 @@ from {module} import {func} as kernel
 """
 
 
+def _driver_digest(module, imports):
+    """The digest of the kernel's module and of every rtrigid module the driver's
+    ``imports`` name (a driver links what it imports: a change to any of them must rewrite
+    it, or numba would keep the old code linked into its cached driver)."""
+    import importlib
+    import re
+
+    names = [module] + re.findall(r"^from (rtrigid[\w.]*) import", imports, flags=re.M)
+    h = hashlib.sha256()
+    for name in names:
+        h.update(source_digest(importlib.import_module(name).__file__).encode())
+    return h.hexdigest()
+
+
 def kernel_driver(source, kernel, *, options="", imports=""):
     """The function ``source`` defines inside it, compiled with ``kernel`` as a global.
 
@@ -229,8 +243,9 @@ def kernel_driver(source, kernel, *, options="", imports=""):
         (inner,) = [c.co_name for c in source.__code__.co_consts if inspect.iscode(c)]
         body = textwrap.dedent(inspect.getsource(source))
         body = body[body.index(f"def {inner}("):]
-        text = _DRIVER_HEADER.format(digest=source_digest(sys.modules[module].__file__), imports=imports, module=module,
-                                     func=func, options=options, cache=CACHE) + body
+        text = _DRIVER_HEADER.format(digest=_driver_digest(module, imports), imports=imports,
+                                     module=module, func=func, options=options,
+                                     cache=CACHE) + body
         name = "rtrigid_" + "_".join((inner, module, func)).replace(".", "_")
         if imports:  # the same source and kernel with other imports: a driver of its own
             name += "_" + hashlib.sha256(imports.encode()).hexdigest()[:10]
