@@ -29,6 +29,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 
 from rtrigid.validate import as_scalar, as_vector, check_contact, check_spin_friction
+from rtrigid.maths.quat import spurrier_klumpp
 
 GEOM_PARAMS = {
     "sphere": ("radius",),
@@ -135,11 +136,20 @@ def quat_along(axis):
 
 def matrix_quat(r):
     """The unit quaternion (scalar first, w >= 0) of the rotation matrix r."""
-    from scipy.spatial.transform import Rotation
+    q = spurrier_klumpp.py_func(np.ascontiguousarray(r, dtype=float), np.empty(4))
+    return -q if q[0] < 0 else q
 
-    x, y, z, w = Rotation.from_matrix(r).as_quat()
-    q = np.array([w, x, y, z])
-    return -q if w < 0 else q
+
+def optional(module, what):
+    """Import ``module`` (scipy, trimesh), or an ``ImportError`` saying which extra installs
+    it: the core install is numpy and numba only."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"{what} need {module.split('.')[0]}: pip install "
+                          "'rtrigid[geometry]'") from None
 
 
 def quat_matrix(q):
@@ -156,9 +166,8 @@ def hull(points, what):
     vertices, its triangles (outward, indices into vertices) and its distinct face planes
     (outward unit normal, offset).  ``ValueError`` starting with ``what`` for too few
     points, a flat hull or too many vertices."""
-    from scipy.spatial import ConvexHull
-    from scipy.spatial import QhullError
-
+    spatial = optional("scipy.spatial", "convex and mesh geoms (their hulls, by qhull)")
+    ConvexHull, QhullError = spatial.ConvexHull, spatial.QhullError
     points = np.asarray(points, float)
     extent = float(np.ptp(points, axis=0).max()) if len(points) else 0.0
     if len(points) < 4 or not extent > 0.0:
@@ -263,8 +272,7 @@ def mesh_pieces(file, scale, label):
     """The vertices (n_i, 3) of each object of the mesh ``file`` times ``scale``, read by
     trimesh (each object of a multi-object OBJ on its own).  ``ValueError`` naming the file
     and ``label`` (the geom) for a file missing, unreadable, empty, non-finite or too large."""
-    import trimesh
-
+    trimesh = optional("trimesh", "mesh geoms (read from their files)")
     where = f"file: {file} ({label})"
     if not os.path.isfile(file):
         raise ValueError(f"{where}: no such file")

@@ -72,7 +72,9 @@ def hull_pools(points):
     """(vertices (n, 3), planes (m, 4)) of the convex hull of ``points`` by qhull (scipy):
     the hull's vertices and one outward plane (unit normal, offset) per face, coplanar
     triangles merged."""
-    from scipy.spatial import ConvexHull
+    from rtrigid.geoms import optional
+
+    ConvexHull = optional("scipy.spatial", "convex hulls").ConvexHull
 
     points = np.asarray(points, float)
     hull = ConvexHull(points)

@@ -294,7 +294,7 @@ def _add_collisions(source, model, link, b, B, T, report):
         try:
             model.add_geom(None if b == WORLD else b, c["kind"], pos=cp, quat=matrix_quat(cR),
                            friction=c["friction"], restitution=c["restitution"], **c["params"])
-        except ValueError as e:
+        except (ValueError, ImportError) as e:  # ImportError: trimesh or scipy missing
             if c["kind"] != "mesh":
                 raise source.error(c["node"], f"<collision>: {e}") from None
             source.ignored.setdefault(f"collision mesh not read ({e})", []).append(
