@@ -71,11 +71,29 @@ GROUND_POINTS = {"ellipsoid": 1, "convex": HULL_POINTS, "mesh": HULL_POINTS, "he
 
 
 def has_contacts(model) -> bool:
-    """True when the model has a ground or a geom added with
-    :meth:`rtrigid.Model.add_geom`: its geoms then collide with the grounds and with each
-    other.  (A model whose only shapes come from ``add_body(shape=...)`` and that has no
-    ground draws them only, as it always has.)"""
-    return bool(model.grounds) or any(g.source != "shape" for g in model.geoms)
+    """True when the model has a ground, or two geoms, one added with
+    :meth:`rtrigid.Model.add_geom`, that may touch (on different bodies, or one static; the
+    filter bits and the excluded pairs allowing): its geoms then collide with the grounds
+    and with each other.  (A model whose only shapes come from ``add_body(shape=...)`` and
+    that has no ground draws them only, as it always has.)"""
+    if model.grounds:
+        return True
+    # without a ground: whether two geoms, one of add_geom, may ever touch (a robot whose links
+    # may not touch each other, alone in the world, has no contacts to step)
+    geoms = model.geoms
+    excluded = model.jointed_pairs() | set(getattr(model, "excluded", ()))
+    for i, a in enumerate(geoms):
+        for b in geoms[i + 1:]:
+            if a.source == b.source == "shape" or a.body == b.body or (
+                    a.body is None and b.body is None):
+                continue
+            if not ((a.contype & b.conaffinity) or (b.contype & a.conaffinity)):
+                continue
+            if a.body is not None and b.body is not None and (
+                    min(a.body, b.body), max(a.body, b.body)) in excluded:
+                continue
+            return True
+    return False
 
 
 def _values(geom):

@@ -215,8 +215,11 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
             pp, pR = compose((p, R), (part["pos"], part["R"]))
             parts.setdefault(b, []).append(
                 {**{k: v for k, v in part.items() if k != "R"}, "pos": pp, "quat": matrix_quat(pR)})
+    # without self-collision, a fixed base's geoms (on the world) are in filter group 2: the
+    # robot's links (group 1) pass through their own base; what has bit 2 touches it
+    base_bits = 1 if self_collision else 2
     for name, (g, T) in group.items():
-        _add_collisions(source, model, links[name], *frames[g], T, report)
+        _add_collisions(source, model, links[name], *frames[g], T, report, base_bits)
     if not self_collision:
         touching = sorted({g.body for g in model.geoms if g.body is not None})
         for i, a in enumerate(touching):
@@ -271,10 +274,11 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
     return model
 
 
-def _add_collisions(source, model, link, b, B, T, report):
+def _add_collisions(source, model, link, b, B, T, report, base_bits=1):
     """The link's collision specs as geoms of body b (body frame B, link frame T in the
-    group's root link frame).  A mesh file that cannot be read is ignored with a warning
-    (and in the report); other bad geometry is refused naming its line."""
+    group's root link frame; on the world their contype and conaffinity are ``base_bits``).
+    A mesh file that cannot be read is ignored with a warning (and in the report); other bad
+    geometry is refused naming its line."""
     p, R = compose(inverse(B), T)
     for c in link.collisions:
         cp, cR = compose((p, R), (c["pos"], c["R"]))
@@ -292,8 +296,10 @@ def _add_collisions(source, model, link, b, B, T, report):
                 report.add("mapped", "plane collision", "a ground", where)
             continue
         try:
+            bits = base_bits if b == WORLD else 1
             model.add_geom(None if b == WORLD else b, c["kind"], pos=cp, quat=matrix_quat(cR),
-                           friction=c["friction"], restitution=c["restitution"], **c["params"])
+                           friction=c["friction"], restitution=c["restitution"], contype=bits,
+                           conaffinity=bits, **c["params"])
         except (ValueError, ImportError) as e:  # ImportError: trimesh or scipy missing
             if c["kind"] != "mesh":
                 raise source.error(c["node"], f"<collision>: {e}") from None

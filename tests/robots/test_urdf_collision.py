@@ -109,9 +109,22 @@ def test_a_loaded_a1_lands_on_the_ground_instead_of_falling_through():
 
 
 def test_collision_false_and_self_collision():
+    """Without self-collision a fixed base's geoms are in filter group 2 and no two links
+    may touch: the arm alone has no contacts to step; with it, only jointed links are kept
+    apart."""
+    from rtrigid.contact import has_contacts
+
     path = _pybullet("a1/a1.urdf")
     assert not _quiet(path, collision=False).geoms
     assert len(_quiet(path).geoms) == 22
+    arm = _pybullet("kuka_iiwa/model.urdf")
+    alone = _quiet(arm)
+    base = [g for g in alone.geoms if g.body is None]
+    assert base and all((g.contype, g.conaffinity) == (2, 2) for g in base)
+    assert not has_contacts(alone)
+    selfish = _quiet(arm, self_collision=True)
+    assert all((g.contype, g.conaffinity) == (1, 1) for g in selfish.geoms)
+    assert has_contacts(selfish)
 
 
 def test_package_paths_resolve_through_package_dirs(tmp_path):
