@@ -21,8 +21,8 @@ from rtrigid.geoms import mass_properties
 from rtrigid.loaders import load_model
 from rtrigid.maths import quat
 from rtrigid.model import Model
-from rtrigid.simulation import Simulation, SimulationError, Snapshot
+from rtrigid.simulation import Hit, Simulation, SimulationError, Snapshot
 from rtrigid.batch import Batch
 
-__all__ = ["Batch", "Model", "load_model", "Simulation", "SimulationError", "Snapshot",
+__all__ = ["Batch", "Hit", "Model", "load_model", "Simulation", "SimulationError", "Snapshot",
            "geoms", "integrators", "mass_properties", "quat", "scenarios"]

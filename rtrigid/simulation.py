@@ -60,6 +60,7 @@ from rtrigid.simulation_helpers import Handle, entry_point, unit_quaternion
 from rtrigid.simulation_joints import JointsMixin
 from rtrigid.simulation_loads import LoadsMixin
 from rtrigid.simulation_queries import QueriesMixin
+from rtrigid.simulation_rays import Hit, RaysMixin  # noqa: F401  (rtrigid.Hit)
 from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
 
@@ -122,7 +123,7 @@ def _create_backend(kind: str, model: Model, module: Any) -> Any:
     return TreeBackend(model, module)
 
 
-class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin):
+class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixin):
     """Fixed-step simulation of a :class:`~rtrigid.model.Model`.
 
     Parameters

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         x: NDArray[np.float64]
         q: NDArray[np.float64]
         _queries: Any
+        _rays: Any
         _qidx: NDArray[np.intp]
         _vidx: NDArray[np.intp]
         _quat_at: list[tuple[int, str]]
