@@ -11,7 +11,8 @@ CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
 # the modules the typed API is made of, each of which the configuration must check
 TYPED = ["rtrigid/simulation.py", "rtrigid/simulation_actuators.py",
          "rtrigid/simulation_helpers.py", "rtrigid/simulation_joints.py",
-         "rtrigid/simulation_loads.py", "rtrigid/simulation_queries.py", "rtrigid/batch.py",
+         "rtrigid/simulation_loads.py", "rtrigid/simulation_queries.py",
+         "rtrigid/simulation_rays.py", "rtrigid/batch.py",
          "rtrigid/sweep.py", "rtrigid/integrators.py", "rtrigid/scenarios", "rtrigid/io"]
 
 
