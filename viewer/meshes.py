@@ -258,6 +258,20 @@ def mesh_file(path, scale):
     return smooth(vertices * np.asarray(scale, dtype=np.float64), faces)
 
 
+def heightfield(heights, size):
+    """A height field's surface (heights (ny, nx), metres, over [-sx, sx] x [-sy, sy])."""
+    h = np.asarray(heights, dtype=np.float64)
+    ny, nx = h.shape
+    xs = size[0] * (2.0 * np.arange(nx) / (nx - 1) - 1.0)
+    ys = size[1] * (2.0 * np.arange(ny) / (ny - 1) - 1.0)
+    gx, gy = np.meshgrid(xs, ys)
+    vertices = np.column_stack([gx.ravel(), gy.ravel(), h.ravel()])
+    k = np.arange(ny * nx).reshape(ny, nx)
+    a, b, c, d = k[:-1, :-1].ravel(), k[:-1, 1:].ravel(), k[1:, :-1].ravel(), k[1:, 1:].ravel()
+    faces = np.concatenate([np.column_stack([a, b, d]), np.column_stack([a, d, c])])
+    return smooth(vertices, faces)
+
+
 def parts_mesh(parts):
     """One mesh of the parts of a ``visuals`` shape (see :data:`rtrigid.model.PART_TYPES`),
     each placed at its ``pos``/``quat`` in the body frame."""
@@ -270,6 +284,17 @@ def parts_mesh(parts):
             mesh = None if part.get("missing") else mesh_file(part["file"], part["scale"])
             if mesh is None:
                 mesh = box((PLACEHOLDER_HALF,) * 3)
+        elif kind == "hull":   # a convex geom: its hull's triangles, flat faces
+            mesh = smooth(np.asarray(part["vertices"], float), np.asarray(part["faces"]),
+                          angle=0.0)
+        elif kind == "ellipsoid":   # a unit sphere stretched; normals by the inverse
+            unit = sphere(1.0)
+            radii = np.asarray(part["radii"], dtype=np.float32)
+            normals = unit[0][:, 3:] / radii
+            normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+            mesh = (np.hstack([unit[0][:, :3] * radii, normals]).astype(np.float32), unit[1])
+        elif kind == "heightfield":
+            mesh = heightfield(part["heights"], part["size"])
         else:
             mesh = shape_mesh(kind, part)
         v = mesh[0].astype(np.float64)

@@ -105,12 +105,45 @@ def default_shape(mass, inertia):
     return "box", {"half_extents": half}
 
 
+@dataclass(frozen=True)
+class GeomShape:
+    """A body drawn as its geoms: the shape record body_visuals reads."""
+
+    kind: str
+    params: dict
+    offset: tuple = (0.0, 0.0, 0.0)
+    axis: tuple = (0.0, 0.0, 1.0)
+    color: object = None
+
+
+def geom_parts(geoms):
+    """The drawing parts (:data:`rtrigid.model.PART_TYPES`, and the viewer's ``hull``,
+    ``ellipsoid`` and ``heightfield``) of geoms, in their body's frame."""
+    parts = []
+    for g in geoms:
+        part = {"type": g.kind, "pos": np.asarray(g.pos, float),
+                "quat": np.asarray(g.quat, float), "color": None}
+        if g.kind in ("convex", "mesh"):
+            part.update(type="hull", vertices=g.vertices, faces=g.faces)
+        else:
+            part.update(dict(g.params))
+        parts.append(part)
+    return parts
+
+
 def body_visuals(sim, colors=None):
-    """One visual per body of ``sim``; ``colors``: optional {body index or name: rgb}."""
+    """One visual per body of ``sim``; ``colors``: optional {body index or name: rgb}.  A body
+    without a shape of its own is drawn as its geoms (``Model.add_geom``), if it has any."""
     out = []
     colors = {sim.body_index(k): v for k, v in (colors or {}).items()}
+    geoms = {}
+    for g in sim.model.geoms:
+        if g.body is not None and g.source != "shape":
+            geoms.setdefault(g.body, []).append(g)
     for i, body in enumerate(sim.model.bodies[:sim.nb]):
         shapes = body.shape
+        if shapes is None and i in geoms:
+            shapes = GeomShape("visuals", {"parts": geom_parts(geoms[i])})
         if shapes is None:
             if sim.body_mass[i] == 0.0:  # a link between two joints
                 kind, params = "sphere", {"radius": MASSLESS_RADIUS}
@@ -140,13 +173,15 @@ def body_visuals(sim, colors=None):
 
 
 def world_visual(sim):
-    """(mesh, colour) of what a robot file draws on links welded to the world, or None."""
+    """(mesh, colour) of what a robot file draws on links welded to the world and of the
+    world's geoms (static scenery), or None."""
     shape = getattr(sim.model, "world_shape", None)
-    if shape is None:
+    parts = list(shape.params["parts"]) if shape is not None else []
+    drawn = parts + geom_parts([g for g in sim.model.geoms if g.body is None])
+    if not drawn:
         return None
-    color = next((p["color"][:3] for p in shape.params["parts"] if p["color"] is not None),
-                 PALETTE[-1])
-    return meshes.shape_mesh(shape.kind, shape.params), tuple(float(c) for c in color)
+    color = next((p["color"][:3] for p in parts if p["color"] is not None), PALETTE[-1])
+    return meshes.parts_mesh(drawn), tuple(float(c) for c in color)
 
 
 def rotation(q):
