@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from rtrigid.geoms import quat_matrix
 from rtrigid.simulation_helpers import SimulationBase
 from rtrigid.validate import as_scalar, as_vector
 
@@ -62,7 +63,7 @@ class _RayScene:
             rows.append(row)
             handles.append(h)
             bodies.append(-1 if g.body is None else g.body)
-            local.append((np.asarray(g.pos, float), _matrix(g.quat)))
+            local.append((np.asarray(g.pos, float), quat_matrix(g.quat)))
         self.rows = np.array(rows).reshape(len(rows), convex.W_WIDTH)
         self.planes = np.concatenate(planes)
         self.handles = np.array(handles, np.int64)
@@ -84,14 +85,7 @@ class _RayScene:
         """The moving geoms' rows at the bodies' poses xs (nb, 3), qs (nb, 4)."""
         for i, b in enumerate(self.bodies):
             if b >= 0:
-                self._place(i, xs[b], _matrix(qs[b]))
-
-
-def _matrix(q: ArrayLike) -> NDArray[np.float64]:
-    w, x, y, z = np.asarray(q, float)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+                self._place(i, xs[b], quat_matrix(qs[b]))
 
 
 class RaysMixin(SimulationBase):
@@ -105,13 +99,12 @@ class RaysMixin(SimulationBase):
         scene.update(np.asarray(self.backend.x), np.asarray(self.backend.q))
         return scene
 
-    def _cast(self, origins: NDArray[np.float64], directions: NDArray[np.float64],
-              max_distance: float) -> tuple[NDArray[np.float64], NDArray[np.int64],
-                                            NDArray[np.float64]]:
+    def _cast(self, scene: _RayScene, origins: NDArray[np.float64],
+              directions: NDArray[np.float64], max_distance: float
+              ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
         """(distance, row (-1 - g: ground g; -1 - len(grounds): none), normal) per ray."""
         from rtrigid.contact.raycast import raycast_many
 
-        scene = self._ray_scene()
         n = len(origins)
         dist, which, normals = np.empty(n), np.empty(n, np.int64), np.empty((n, 3))
         raycast_many(scene.rows, scene.planes, origins, directions, max_distance, dist, which,
@@ -131,10 +124,10 @@ class RaysMixin(SimulationBase):
         not zero) meets within ``max_distance`` (m), as a :class:`Hit`, or None."""
         o = as_vector(origin, 3, "origin")
         d = _unit(as_vector(direction, 3, "direction"), "direction")
-        dist, which, normals = self._cast(o[None], d[None], _max(max_distance))
+        scene = self._ray_scene()
+        dist, which, normals = self._cast(scene, o[None], d[None], _max(max_distance))
         if not np.isfinite(dist[0]):
             return None
-        scene = self._ray_scene()
         row = int(which[0])
         if row >= 0:
             body = int(scene.bodies[row])
@@ -159,7 +152,7 @@ class RaysMixin(SimulationBase):
         length = np.linalg.norm(d, axis=1)
         if np.any(length == 0.0):
             raise ValueError(f"directions: row {int(np.argmin(length))} is zero")
-        return self._cast(o, d / length[:, None], _max(max_distance))[0]
+        return self._cast(self._ray_scene(), o, d / length[:, None], _max(max_distance))[0]
 
 
 def _unit(d: NDArray[np.float64], name: str) -> NDArray[np.float64]:

@@ -64,6 +64,7 @@ from rtrigid.contact.geometry import (
 from rtrigid.contact.manifold import detect
 from rtrigid.contact.pairs import has_pair_test, pair_coefficients, pair_contacts
 from rtrigid.contact.solver import resolve
+from rtrigid.maths.quat import rotmat
 
 POLY = clipping.POLY
 W = convex.W_WIDTH
@@ -102,15 +103,7 @@ def _world_row(geom, geomi, g, c, q, row):
     for i in range(3):
         row[W_SIZE + i] = geom[g, G_P + i]
         row[W_POS + i] = c[i]
-    q0, q1, q2, q3 = q[0], q[1], q[2], q[3]
-    d = q0 * q0 - q1 * q1 - q2 * q2 - q3 * q3
-    r = W_ROT
-    row[r], row[r + 1], row[r + 2] = (d + 2.0 * q1 * q1, 2.0 * (q1 * q2 - q0 * q3),
-                                      2.0 * (q1 * q3 + q0 * q2))
-    row[r + 3], row[r + 4], row[r + 5] = (2.0 * (q2 * q1 + q0 * q3), d + 2.0 * q2 * q2,
-                                          2.0 * (q2 * q3 - q0 * q1))
-    row[r + 6], row[r + 7], row[r + 8] = (2.0 * (q3 * q1 - q0 * q2), 2.0 * (q3 * q2 + q0 * q1),
-                                          d + 2.0 * q3 * q3)
+    rotmat(q, row[W_ROT:W_ROT + 9].reshape((3, 3)))  # row-major, local -> world
     if kind == HULL:
         row[W_VERT], row[W_NVERT] = geomi[g, GI_VSTART], geomi[g, GI_VCOUNT]
         row[W_PLANE], row[W_NPLANE] = geomi[g, GI_PSTART], geomi[g, GI_PCOUNT]

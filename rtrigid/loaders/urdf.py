@@ -164,12 +164,12 @@ def _visual(src, node, materials, package_dirs=()):
 def _scale(src, g):
     """A mesh's ``scale``: three numbers, one (uniform), or four (the fourth ignored, as
     pybullet reads them)."""
-    text = g.attrib.get("scale")
-    if text is not None and len(text.split()) == 1:
+    count = len(g.attrib.get("scale", "1 1 1").replace(",", " ").split())
+    if count == 1:
         return np.full(3, src.floats(g, "scale", 1))
-    if text is not None and len(text.split()) == 4:
+    if count == 4:
         src.ignored.setdefault("a mesh scale's fourth number ignored", []).append(g.line)
-        g = type(g)(g.tag, {**g.attrib, "scale": " ".join(text.split()[:3])}, g.line)
+        return src.floats(g, "scale", 4)[:3]
     return src.floats(g, "scale", 3, np.ones(3))
 
 
