@@ -60,7 +60,7 @@ from rtrigid.contact.geometry import (
     W_WIDTH,
 )
 from rtrigid.contact.general import needs_general, scratch
-from rtrigid.contact.manifold import slot
+from rtrigid.contact.manifold import LAM_WIDTH, slot
 from rtrigid.contact.pairs import has_pair_test
 from rtrigid.contact.shapes import SHAPES as SHAPE_TABLE
 from rtrigid.contact.solver import VEL_WIDTH
@@ -222,7 +222,7 @@ class Contacts:
         # the last step's impulses by contact identity, which start the next solve (state:
         # snapshots keep them)
         self.keys = np.full((_hash_size(size), 2), -1, np.int64)
-        self.lam = np.zeros((size, 3))
+        self.lam = np.zeros((size, LAM_WIDTH))
         self.rows = np.zeros(size, np.int64)
         frozen = geomi[:, :GI_SWEEP]
         self.digest = hashlib.sha256(b"".join(a.tobytes() for a in (
@@ -270,7 +270,7 @@ class Contacts:
             return
         table = np.zeros((size, C_WIDTH))
         table[:len(self.table)] = self.table
-        lam = np.zeros((size, 3))
+        lam = np.zeros((size, LAM_WIDTH))
         lam[:len(self.lam)] = self.lam
         self.table, self.lam = table, lam
         self.rows = np.zeros(size, np.int64)
@@ -285,7 +285,8 @@ class Contacts:
         self.grow(len(table))
         self.table[:] = 0.0
         self.lam[:] = 0.0
-        self.table[:len(table)], self.lam[:len(lam)] = table, lam
+        self.table[:len(table), :table.shape[1]] = table
+        self.lam[:len(lam), :lam.shape[1]] = lam
         self.keys[:] = keys if len(keys) == len(self.keys) else _rehash(keys, len(self.keys))
 
     def report(self, names):

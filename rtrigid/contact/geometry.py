@@ -123,7 +123,12 @@ C_MUR = 56     # rolling friction of the pair (m): max of the two sides'
 C_SPIN = 57    # accumulated angular impulse (about n, t1, t2) of the torsional/rolling rows
 C_GEOM = 60    # the body's geom (row of the geom table)
 C_GEOMB = 61   # the other side's geom row, or -1 - g for ground g
-C_WIDTH = 62
+C_ANCHOR = 62  # where it holds (static friction): its point in the body's frame, then in the
+#                other body's frame (the world's for a ground); see contact.solver.anchors
+C_HELD = 68    # 1: it sticks (its friction inside the cone) and holds at C_ANCHOR
+C_DRIFT = 69   # how far, along the tangents, the body's anchor slid from the other's
+C_SLIP = 72    # the speed of its slip before the velocity solve, and after it
+C_WIDTH = 74
 
 
 @jit
@@ -138,6 +143,7 @@ def add_point(table, k, body, other, feature, p0, p1, p2, n, depth, mu, e):
     row[C_DEPTH] = depth
     row[C_MU] = mu
     row[C_E] = e
+    row[C_HELD] = 0.0
     return k + 1
 
 

@@ -8,7 +8,9 @@ from rtrigid._jit import jit
 from rtrigid.contact.geometry import (
     C_FEATURE,
     C_GEOM,
+    C_ANCHOR,
     C_GEOMB,
+    C_HELD,
     C_LAMBDA,
     C_MUR,
     C_MUT,
@@ -36,6 +38,11 @@ from rtrigid.maths.quat import rotate_t
 _FEATURE_BITS = 12
 _SIDE_BITS = 24
 _GROUND_OFFSET = 1 << 23
+# columns of the contacts' memory ``lam`` (see :func:`remember`): the impulses (normal, two
+# tangents), the anchors (C_ANCHOR's six), 1 if it held
+L_ANCHOR = 3
+L_HELD = 9
+LAM_WIDTH = 10
 # This form of detect has only the fast pairs; contact.general rebinds it with GENERAL True and
 # general_pair bound to its general pair test (so models without such pairs never compile it).
 GENERAL = False
@@ -72,7 +79,8 @@ def slot(keys, key):
 
 @jit
 def remember(table, count, keys, lam):
-    """Keep this step's impulses, by contact identity, to start the next step's solve."""
+    """Keep this step's impulses, by contact identity, to start the next step's solve, and
+    where each contact holds (its anchors) if it sticks."""
     for h in range(keys.shape[0]):
         keys[h, 0] = -1
     for k in range(count):
@@ -82,6 +90,9 @@ def remember(table, count, keys, lam):
         keys[h, 0], keys[h, 1] = key, k
         for i in range(3):
             lam[k, i] = row[C_LAMBDA + i]
+        for i in range(6):
+            lam[k, L_ANCHOR + i] = row[C_ANCHOR + i]
+        lam[k, L_HELD] = row[C_HELD]
 
 
 @jit

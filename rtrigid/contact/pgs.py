@@ -78,7 +78,7 @@ def row3(row, c):
 
 
 @jit
-def _point_velocity(vel, a, b, ra, rb):
+def point_velocity(vel, a, b, ra, rb):
     """Velocity of body a's point at arm ra relative to body b's at arm rb (b < 0: the
     ground); vel[i] = (v, omega world, ...)."""
     va = vel[a]
@@ -173,7 +173,7 @@ def prepare_contacts(table, count, x, q, mass, inertia, vel, rest_speed, dt):
             row[C_AN + 3 + i] = a1[i]
             row[C_AN + 6 + i] = a2[i]
         set_response(row, _dot(n, kn), a11, a12, a22)
-        set_target(row, _dot(n, _point_velocity(vel, a, b, ra, rb)), rest_speed, dt)
+        set_target(row, _dot(n, point_velocity(vel, a, b, ra, rb)), rest_speed, dt)
 
 
 @jit
@@ -260,11 +260,11 @@ def sweep_contacts(table, count, rows, minv, vel, q, inertia):
         a, b = int(row[C_BODY]), int(row[C_OTHER])
         n = row3(row, C_NORMAL)
         ra, rb = row3(row, C_ARM), row3(row, C_ARMB)
-        dn = normal_update(row, _dot(n, _point_velocity(vel, a, b, ra, rb)))
+        dn = normal_update(row, _dot(n, point_velocity(vel, a, b, ra, rb)))
         ln = row[C_LAMBDA]
         _push(vel, row, a, b, minv, n, dn, C_AN)
         t1, t2 = row3(row, C_T1), row3(row, C_T2)
-        u = _point_velocity(vel, a, b, ra, rb)
+        u = point_velocity(vel, a, b, ra, rb)
         d1, d2 = friction_update(row, _dot(t1, u), _dot(t2, u))
         _push(vel, row, a, b, minv, t1, d1, C_AN + 3)
         _push(vel, row, a, b, minv, t2, d2, C_AN + 6)

@@ -50,6 +50,12 @@ import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.contact.geometry import (
+    C_ANCHOR,
+    C_ARM,
+    C_ARMB,
+    C_DRIFT,
+    C_HELD,
+    C_SLIP,
     CONE,
     CYLINDER,
     C_BODY,
@@ -62,6 +68,7 @@ from rtrigid.contact.geometry import (
     C_MUR,
     C_MUT,
     C_NORMAL,
+    C_POINT,
     C_OTHER,
     C_SPIN,
     C_T1,
@@ -70,11 +77,12 @@ from rtrigid.contact.geometry import (
     G_KIND,
 )
 # the manifold's and the row solve's names, also importable from here as before
-from rtrigid.contact.manifold import contact_key, detect, remember, slot
+from rtrigid.contact.manifold import L_ANCHOR, L_HELD, contact_key, detect, remember, slot
 from rtrigid.contact.pgs import (
     by_level,
     friction_update,
     normal_update,
+    point_velocity,
     prepare_contacts,
     row3,
     set_response,
@@ -86,6 +94,17 @@ from rtrigid.contact.pgs import (
 from rtrigid.maths.quat import rotate_t
 
 LIFT_SWEEPS = 16  # Gauss-Seidel sweeps of the position correction
+# a sticking contact holds where it stuck (:func:`anchors`) while its point stays this close to
+# the same point of one of its bodies (a rolling contact moves on both) and its bodies' anchors
+# slid no farther apart than ANCHOR_REACH
+ANCHOR_SLACK = 1e-5  # m
+ANCHOR_REACH = 5e-3  # m
+# a contact that pushes and whose point slips after the velocity solve slower than SLIP_REST,
+# or at most SLIP_LEFT of its slip before, holds (besides one whose friction lies inside the
+# cone: of a box's four corners on a slope, the solve can leave some at the cone's rim, and
+# their points with the solve's residual slip, while the box is at rest)
+SLIP_REST = 1e-4  # m/s
+SLIP_LEFT = 1e-2
 # the velocity solve's budget: at most this many contact updates per step (so at most
 # ``iters`` sweeps, fewer when there are many contacts, but never fewer than MIN_SWEEPS)
 UPDATE_BUDGET = 128
@@ -161,30 +180,134 @@ def levels(table, count, level):
 
 
 @jit
+def sticks(row):
+    """Whether a contact's friction impulse lies inside its cone (it holds its point)."""
+    ln = row[C_LAMBDA]
+    return ln > 0.0 and (row[C_LAMBDA + 1] ** 2 + row[C_LAMBDA + 2] ** 2
+                         < (1.0 - 1e-9) * (row[C_MU] * ln) ** 2)
+
+
+@jit
+def _local(x, q, b, p):
+    """The world point p in body b's frame (the world's, b < 0)."""
+    if b < 0:
+        return p[0], p[1], p[2]
+    return rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], p[0] - x[b, 0], p[1] - x[b, 1],
+                    p[2] - x[b, 2], -1.0)
+
+
+@jit
+def _world(x, q, b, p):
+    """Body b's point p (its frame; the world's, b < 0) in the world."""
+    if b < 0:
+        return p[0], p[1], p[2]
+    r = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], p[0], p[1], p[2], 1.0)
+    return r[0] + x[b, 0], r[1] + x[b, 1], r[2] + x[b, 2]
+
+
+@jit
+def anchors(table, count, x, q, keys, lam):
+    """Static friction at the position level.  A step's free flight moves a body before its
+    contacts act, so the impulse that stops a sticking contact stops its velocity but not the
+    slide the flight already made (g sin(theta) dt^2 / 2 a step for a box at rest on a slope).
+    A contact that sticks is anchored: the same point in each of its bodies' frames (the
+    world's for a ground), C_ANCHOR, kept from step to step while it keeps sticking at the
+    same material point of one of its bodies (a rolling contact moves on both, and takes a new
+    anchor each step).  C_HELD: 0 it slips, 1 it sticks from here, 2 it held since an earlier
+    step and C_DRIFT is the slide of its anchors apart along its tangents, which
+    :func:`_lift` takes out with the depths.  C_SLIP: the speeds of its slip before and
+    after the velocity solve, filled in by the caller."""
+    for k in range(count):
+        row = table[k]
+        a, b = int(row[C_BODY]), int(row[C_OTHER])
+        p = row3(row, C_POINT)
+        pa, pb = _local(x, q, a, p), _local(x, q, b, p)
+        row[C_HELD] = 0.0
+        for i in range(3):
+            row[C_ANCHOR + i], row[C_ANCHOR + 3 + i] = pa[i], pb[i]
+            row[C_DRIFT + i] = 0.0
+        rests = row[C_SLIP + 1] <= max(SLIP_REST, SLIP_LEFT * row[C_SLIP])
+        if not (sticks(row) or (row[C_LAMBDA] > 0.0 and rests)):
+            continue
+        row[C_HELD] = 1.0
+        h = slot(keys, contact_key(row))
+        if keys[h, 0] == -1 or lam[keys[h, 1], L_HELD] == 0.0:
+            continue
+        old = lam[keys[h, 1], L_ANCHOR:L_ANCHOR + 6]
+        da = db = 0.0
+        for i in range(3):
+            da += (pa[i] - old[i]) ** 2
+            db += (pb[i] - old[3 + i]) ** 2
+        if min(da, db) > ANCHOR_SLACK ** 2:
+            continue  # rolling: a new anchor
+        wa, wb = _world(x, q, a, old[0:3]), _world(x, q, b, old[3:6])
+        n = row3(row, C_NORMAL)
+        d = (wa[0] - wb[0], wa[1] - wb[1], wa[2] - wb[2])
+        dn = d[0] * n[0] + d[1] * n[1] + d[2] * n[2]
+        d = (d[0] - dn * n[0], d[1] - dn * n[1], d[2] - dn * n[2])
+        if d[0] * d[0] + d[1] * d[1] + d[2] * d[2] > ANCHOR_REACH ** 2:
+            continue  # torn loose: a new anchor
+        row[C_HELD] = 2.0
+        for i in range(6):
+            row[C_ANCHOR + i] = old[i]
+        for i in range(3):
+            row[C_DRIFT + i] = d[i]
+
+
+@jit
+def _slip(vel, row):
+    """The speed of a contact's slip at the velocities vel[:, 0:6] (linear, angular in world
+    axes)."""
+    u = point_velocity(vel, int(row[C_BODY]), int(row[C_OTHER]), row3(row, C_ARM),
+                       row3(row, C_ARMB))
+    n = row3(row, C_NORMAL)
+    un = u[0] * n[0] + u[1] * n[1] + u[2] * n[2]
+    return np.sqrt(max(0.0, u[0] * u[0] + u[1] * u[1] + u[2] * u[2] - un * un))
+
+
+@jit
+def slips(table, count, vel):
+    """C_SLIP of each contact: the speeds of its slip before the velocity solve
+    (vel[:, 6:12]) and after it (vel[:, 0:6])."""
+    for k in range(count):
+        row = table[k]
+        row[C_SLIP], row[C_SLIP + 1] = _slip(vel[:, 6:], row), _slip(vel, row)
+
+
+@jit
 def _lift(table, count, minv, level, lift, sweeps):
-    """Translations that take the contacts' depths out: Gauss-Seidel over the contacts, the
-    ground immovable and, of two bodies, the one nearer a ground too (shock propagation: a
-    stack is lifted level by level instead of its bottom being pushed back into the ground);
-    two bodies as near share a depth by inverse mass."""
+    """Translations that take the contacts' depths out, and the held contacts' drifts
+    (:func:`anchors`): Gauss-Seidel over the contacts, the ground immovable and, of two
+    bodies, the one nearer a ground too (shock propagation: a stack is lifted level by level
+    instead of its bottom being pushed back into the ground); two bodies as near share a
+    depth by inverse mass."""
     for _ in range(sweeps):
         for k in range(count):
             row = table[k]
             a, b = int(row[C_BODY]), int(row[C_OTHER])
             n = row3(row, C_NORMAL)
-            rel = lift[a, 0] * n[0] + lift[a, 1] * n[1] + lift[a, 2] * n[2]
+            rel = (lift[a, 0], lift[a, 1], lift[a, 2])
             wa = 1.0
             if b >= 0:
-                rel -= lift[b, 0] * n[0] + lift[b, 1] * n[1] + lift[b, 2] * n[2]
+                rel = (rel[0] - lift[b, 0], rel[1] - lift[b, 1], rel[2] - lift[b, 2])
                 if level[a] < level[b]:
                     wa = 0.0
                 elif level[a] == level[b]:
                     wa = minv[a] / (minv[a] + minv[b])
-            depth = row[C_DEPTH] - rel
+            reln = rel[0] * n[0] + rel[1] * n[1] + rel[2] * n[2]
+            move = (0.0, 0.0, 0.0)
+            depth = row[C_DEPTH] - reln
             if depth > 0.0:
-                for i in range(3):
-                    lift[a, i] += wa * depth * n[i]
-                    if b >= 0:
-                        lift[b, i] -= (1.0 - wa) * depth * n[i]
+                move = (depth * n[0], depth * n[1], depth * n[2])
+            if row[C_HELD] == 2.0:
+                # the anchors' slide apart, less what the lifts already took out of it
+                move = (move[0] - row[C_DRIFT] - rel[0] + reln * n[0],
+                        move[1] - row[C_DRIFT + 1] - rel[1] + reln * n[1],
+                        move[2] - row[C_DRIFT + 2] - rel[2] + reln * n[2])
+            for i in range(3):
+                lift[a, i] += wa * move[i]
+                if b >= 0:
+                    lift[b, i] -= (1.0 - wa) * move[i]
 
 
 @jit
@@ -208,9 +331,7 @@ def _rolling_rims(table, count, geom, keys, nb, island, flag, vel, spent):
         root = island[a]
         kind, f = int(geom[int(row[C_GEOM]), G_KIND]), int(row[C_FEATURE])
         rim = o < 0 and ((kind == CYLINDER and (f == 0 or f == 4)) or (kind == CONE and f == 1))
-        ln = row[C_LAMBDA]
-        stick = ln > 0.0 and (row[C_LAMBDA + 1] ** 2 + row[C_LAMBDA + 2] ** 2
-                              < (1.0 - 1e-9) * (row[C_MU] * ln) ** 2)
+        stick = sticks(row)
         known = keys[slot(keys, contact_key(row)), 0] != -1
         if flag[root] == 2:
             flag[root] = 1
@@ -409,6 +530,8 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
                     sums[b, 1] += _kinetic(q[o], mass[o], inertia[o], vel[o, 0:6])
         sums[b, 2] = scale
     scale_impulses(table, count, island, sums)
+    slips(table, count, vel)
+    anchors(table, count, x, q, keys, lam)
     for b in range(nb):
         for i in range(3):
             lift[b, i] = 0.0

@@ -127,6 +127,7 @@ _ROWS_IMPORTS = ("from rtrigid.backends.bodies.contact import ROW_SIZES\n"
                  "from rtrigid.backends.buffers import view\n"
                  "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, GI_WIDTH, P_WIDTH, "
                  "W_WIDTH\n"
+                 "from rtrigid.contact.manifold import LAM_WIDTH\n"
                  "from rtrigid.contact.solver import VEL_WIDTH")
 
 
@@ -158,8 +159,8 @@ def _rows_source(run):
         o += nb * VEL_WIDTH
         lift = view(F, o, (nb, 3))
         o += nb * 3
-        lam = view(F, o, (nr, 3))
-        o += nr * 3
+        lam = view(F, o, (nr, LAM_WIDTH))
+        o += nr * LAM_WIDTH
         xf = view(F, o, (nxf,))
         o += nxf
         gf = view(F, o, (ngf,))

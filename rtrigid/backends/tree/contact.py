@@ -64,11 +64,16 @@ from rtrigid.backends.tree.layout import (
 from rtrigid.contact.geometry import (
     C_BODY,
     C_DEPTH,
+    C_DRIFT,
+    C_HELD,
     C_KN,
+    C_KT,
     C_LAMBDA,
+    C_MU,
     C_NORMAL,
     C_OTHER,
     C_POINT,
+    C_SLIP,
     C_T1,
     C_T2,
 )
@@ -88,6 +93,7 @@ from rtrigid.contact.solver import (
     MIN_SWEEPS,
     START_BUDGET,
     UPDATE_BUDGET,
+    anchors,
     elastic_islands,
     energy_scales,
     flight_allowance,
@@ -102,7 +108,7 @@ from rtrigid.contact.solver import (
 
 def scratch_size(rows, nb, nq, nv):
     """Length of the float scratch of :func:`after_step` (see :func:`_carve`)."""
-    return 6 * rows * nv + 3 * nv + 2 * nq + rows + 19 * nb + 6 * nv
+    return 6 * rows * nv + 3 * nv + 2 * nq + 3 * rows + 19 * nb + 6 * nv
 
 
 @jit
@@ -119,8 +125,8 @@ def _carve(xf, rows, nb, nq, nv):
     Qs = xf[o:o + nq]
     dQ = xf[o + nq:o + 2 * nq]
     o += 2 * nq
-    mu = xf[o:o + rows]
-    o += rows
+    mu = view(xf, o, (rows, 3))  # the lift's multipliers: normal, tangents
+    o += 3 * rows
     xk = view(xf, o, (nb, 3))
     qk = view(xf, o + 3 * nb, (nb, 4))
     v0 = view(xf, o + 7 * nb, (nb, 3))
@@ -130,6 +136,47 @@ def _carve(xf, rows, nb, nq, nv):
     o += 19 * nb
     Jp = view(xf, o, (6, nv))
     return Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp
+
+
+@jit
+def _shorten(tf, ti, Qg, Qs, dQ, xk, qk, R, rj, G, x, gravity, order, touched, island, sums,
+             pe):
+    """The shortened lifts of the islands that stop (solver.energy_scales: velocity scale 0,
+    lift scale s = budget / the full lift's potential energy sums[root, 2]).  A lift is linear
+    in the coordinates, the potential energy not (a joint's angle moves a centre of mass along
+    an arc): so the shortened lift's potential energy is measured, and the scale cut until it
+    is within the budget (at last to no lift, which costs none).  pe: per-body scratch."""
+    for r in range(order.shape[0]):
+        b = order[r]
+        if touched[b] and island[b] == b and sums[b, 0] == 0.0:
+            sums[b, 2] *= sums[b, 1]  # the budget (it stops: its lift is what it may cost)
+    for attempt in range(4):
+        for b in range(tf.shape[0]):
+            if touched[b]:
+                s = sums[island[b], 1]
+                o = ti[b, I_QOFF]
+                for i in range(o, o + NQ[ti[b, I_KIND]]):
+                    Qg[i] = Qs[i] + s * dQ[i]
+        normalize_coordinates(ti, Qg)
+        geometry(tf, ti, Qg, xk, qk, R, rj, G)
+        for r in range(order.shape[0]):
+            pe[order[r]] = 0.0
+        for r in range(order.shape[0]):
+            b = order[r]
+            if touched[b]:
+                pe[island[b]] -= 2.0 * tf[b, T_MASS] * (
+                    gravity[0] * (xk[b, 0] - x[b, 0]) + gravity[1] * (xk[b, 1] - x[b, 1])
+                    + gravity[2] * (xk[b, 2] - x[b, 2]))
+        over = False
+        for r in range(order.shape[0]):
+            b = order[r]
+            if (touched[b] and island[b] == b and sums[b, 0] == 0.0 and sums[b, 1] > 0.0
+                    and pe[b] > sums[b, 2] * (1.0 + 1e-12)):
+                over = True
+                sums[b, 1] = 0.0 if attempt == 2 else (
+                    sums[b, 1] * max(0.0, sums[b, 2]) / pe[b])
+        if not over:
+            return
 
 
 @jit
@@ -350,13 +397,37 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
     for i in range(nv):
         dl[i] = 0.0
     for k in range(count):
-        mu[k] = 0.0
+        for i in range(3):
+            mu[k, i] = 0.0
+    # and a contact held since an earlier step is brought back to its anchors along its
+    # tangents (solver.anchors): J_t dl = -drift, within mu times its normal multiplier (a
+    # joint can tie the point's slide to its depth)
+    for k in range(count):
+        for i, rates in enumerate((nu0, nu1)):
+            table[k, C_SLIP + i] = np.hypot(_gdot(Jc[k, 1], rates, perm),
+                                            _gdot(Jc[k, 2], rates, perm))
+    anchors(table, count, x, q, keys, lam)
     for _ in range(LIFT_SWEEPS):
         for k in range(count):
-            m = max(0.0, mu[k] + (table[k, C_DEPTH] - _gdot(Jc[k, 0], dl, perm))
-                    * table[k, C_KN])
-            _axpy(dl, m - mu[k], Wc[k, 0])
-            mu[k] = m
+            row = table[k]
+            m = max(0.0, mu[k, 0] + (row[C_DEPTH] - _gdot(Jc[k, 0], dl, perm)) * row[C_KN])
+            _axpy(dl, m - mu[k, 0], Wc[k, 0])
+            mu[k, 0] = m
+            if row[C_HELD] != 2.0:
+                continue
+            r1 = -(row[C_DRIFT] * row[C_T1] + row[C_DRIFT + 1] * row[C_T1 + 1]
+                   + row[C_DRIFT + 2] * row[C_T1 + 2]) - _gdot(Jc[k, 1], dl, perm)
+            r2 = -(row[C_DRIFT] * row[C_T2] + row[C_DRIFT + 1] * row[C_T2 + 1]
+                   + row[C_DRIFT + 2] * row[C_T2 + 2]) - _gdot(Jc[k, 2], dl, perm)
+            l1 = mu[k, 1] + row[C_KT] * r1 + row[C_KT + 1] * r2
+            l2 = mu[k, 2] + row[C_KT + 2] * r1 + row[C_KT + 3] * r2
+            bound = row[C_MU] * m
+            size = np.sqrt(l1 * l1 + l2 * l2)
+            if size > bound:
+                l1, l2 = l1 * bound / size, l2 * bound / size
+            _axpy(dl, l1 - mu[k, 1], Wc[k, 1])
+            _axpy(dl, l2 - mu[k, 2], Wc[k, 2])
+            mu[k, 1], mu[k, 2] = l1, l2
     for i in range(nq):
         Qs[i] = Qg[i]
     coordinate_rates(ti, Qs, dl, dQ)
@@ -383,14 +454,8 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
     if start_budget:
         flight_allowance(order, touched, island, sums, vel[:, GAP])
     if energy_scales(order, touched, island, sums, ints[:, 4], vel[:, 12]):
-        for b in range(nb):
-            if touched[b]:
-                s = sums[island[b], 1]
-                o = ti[b, I_QOFF]
-                for i in range(o, o + NQ[ti[b, I_KIND]]):
-                    Qg[i] = Qs[i] + s * dQ[i]
-        normalize_coordinates(ti, Qg)
-        geometry(tf, ti, Qg, xk, qk, R, rj, G)
+        _shorten(tf, ti, Qg, Qs, dQ, xk, qk, R, rj, G, x, gravity, order, touched, island,
+                 sums, vel[:, 12])
     # write the touched islands' rates and bodies
     for b in range(nb):
         if touched[b]:
