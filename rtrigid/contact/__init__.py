@@ -285,8 +285,7 @@ class Contacts:
         self.grow(len(table))
         self.table[:] = 0.0
         self.lam[:] = 0.0
-        self.table[:len(table), :table.shape[1]] = table
-        self.lam[:len(lam), :lam.shape[1]] = lam
+        self.table[:len(table)], self.lam[:len(lam)] = table, lam
         self.keys[:] = keys if len(keys) == len(self.keys) else _rehash(keys, len(self.keys))
 
     def report(self, names):

@@ -143,7 +143,6 @@ def add_point(table, k, body, other, feature, p0, p1, p2, n, depth, mu, e):
     row[C_DEPTH] = depth
     row[C_MU] = mu
     row[C_E] = e
-    row[C_HELD] = 0.0
     return k + 1
 
 

@@ -6,9 +6,9 @@ import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.contact.geometry import (
+    C_ANCHOR,
     C_FEATURE,
     C_GEOM,
-    C_ANCHOR,
     C_GEOMB,
     C_HELD,
     C_LAMBDA,

@@ -5,51 +5,24 @@ The reference is Coulomb's law on an incline: at rest while tan(theta) < mu, els
 acceleration g (sin(theta) - mu cos(theta)) down the slope.  Without anchors the free flight's
 slide, which the contact impulse stops but does not undo, made the box creep down at
 g sin(theta) dt / 2 (semi-implicit Euler: g sin(theta) dt) per second of rest.
+
+The scene is :mod:`studies.resting_contact`'s, which prints the figures.
 """
 import numpy as np
 import pytest
 
 import rtrigid as rt
 
-G = 9.81
-SCHEMES = ("nullspace_rk4", "energy_momentum", "semi_implicit_euler")
-STEPS = (1e-3, 1.0 / 240.0, 1.0 / 60.0)
-HALF, MASS, MU = 0.1, 1.0, 0.5
-
-
-def _slope_box(theta, integrator, dt, tree=False):
-    """A 0.2 m box resting flat on a plane tilted by theta about y (mu = 0.5 both sides);
-    ``tree``: beside a hinged pendulum far away, so that the tree backend steps it."""
-    n = np.array([-np.sin(theta), 0.0, np.cos(theta)])
-    m = rt.Model(gravity=(0.0, 0.0, -G))
-    inertia = MASS * (2 * HALF) ** 2 / 6.0
-    box = m.add_body("box", MASS, (inertia,) * 3, shape=("box", {"half_extents": (HALF,) * 3}),
-                     friction=MU)
-    if tree:
-        p = m.add_body("pendulum", 1.0, (0.01, 0.01, 0.01), collide=False)
-        m.add_joint("revolute", None, p, anchor_parent=(5.0, 5.0, 5.0), axis_parent=(1, 0, 0))
-    m.add_ground(0.0, tuple(n), friction=MU)
-    sim = rt.Simulation(m, integrator=integrator, dt=dt)
-    sim.set_position(box, HALF * n)
-    sim.set_orientation(box, (np.cos(theta / 2), 0.0, -np.sin(theta / 2), 0.0))
-    return sim, box
-
-
-def _creep(sim, box, dt, seconds=10.0):
-    """Mean speed (m/s) of the box over ``seconds`` after one second of settling."""
-    sim.step(int(round(1.0 / dt)))
-    x0 = sim.pose(box)[0].copy()
-    sim.step(int(round(seconds / dt)))
-    return np.linalg.norm(sim.pose(box)[0] - x0) / seconds
+from studies.resting_contact import G, MU, SCHEMES, STEPS, creep, slope_box
 
 
 @pytest.mark.parametrize("dt", STEPS)
 @pytest.mark.parametrize("integrator", SCHEMES)
 def test_a_box_inside_its_friction_cone_stays_put_on_a_slope(integrator, dt):
     theta = np.arctan(0.3)
-    sim, box = _slope_box(theta, integrator, dt)
+    sim, box = slope_box(integrator, dt, theta)
     # without anchors 1.4-47 mm/s (1/2 or 1 times g sin(theta) dt)
-    assert _creep(sim, box, dt) <= 0.02e-3  # m/s
+    assert creep(sim, box, dt) <= 0.02e-3  # m/s
     assert sim.contacts()  # it rests on the slope, it did not jump off it
 
 
@@ -57,7 +30,7 @@ def test_a_box_inside_its_friction_cone_stays_put_on_a_slope(integrator, dt):
 @pytest.mark.parametrize("integrator", SCHEMES)
 def test_a_box_outside_its_friction_cone_slides_at_coulombs_rate(integrator, dt):
     theta = np.arctan(0.7)
-    sim, box = _slope_box(theta, integrator, dt)
+    sim, box = slope_box(integrator, dt, theta)
     seconds = 2.0
     sim.step(int(round(seconds / dt)))
     speed = np.linalg.norm(sim.velocity(box)[0])
@@ -68,14 +41,14 @@ def test_a_box_outside_its_friction_cone_slides_at_coulombs_rate(integrator, dt)
 @pytest.mark.parametrize("dt", (1e-3, 1.0 / 60.0))
 @pytest.mark.parametrize("integrator", SCHEMES)
 def test_static_friction_holds_on_a_tree_too(integrator, dt):
-    sim, box = _slope_box(np.arctan(0.3), integrator, dt, tree=True)
-    assert _creep(sim, box, dt) <= 0.02e-3
+    sim, box = slope_box(integrator, dt, tree=True)
+    assert creep(sim, box, dt) <= 0.02e-3
 
 
 @pytest.mark.parametrize("integrator", SCHEMES)
 def test_a_box_slides_at_coulombs_rate_on_a_tree_too(integrator):
     theta = np.arctan(0.7)
-    sim, box = _slope_box(theta, integrator, 1.0 / 60.0, tree=True)
+    sim, box = slope_box(integrator, 1.0 / 60.0, theta, tree=True)
     sim.step(120)
     assert np.linalg.norm(sim.velocity(box)[0]) == pytest.approx(
         G * (np.sin(theta) - MU * np.cos(theta)) * 2.0, rel=0.02)
