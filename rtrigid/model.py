@@ -91,6 +91,7 @@ class Body:
     collide: bool = True
     torsional_friction: float = 0.0
     rolling_friction: float = 0.0
+    kinematic: bool = False
 
 
 @dataclass
@@ -222,7 +223,7 @@ class Model:
     # -- bodies -------------------------------------------------------------------------
     def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
                  massless=False, friction=0.5, restitution=0.0, collide=True,
-                 torsional_friction=0.0, rolling_friction=0.0):
+                 torsional_friction=0.0, rolling_friction=0.0, kinematic=False):
         """Add a rigid body and return its index.
 
         ``massless=True`` (mass and inertia then 0) adds a link between two joints, as
@@ -248,6 +249,15 @@ class Model:
         torsional_friction x the normal force resists spinning, and a torque about the
         tangents up to rolling_friction x the normal force resists rolling.  A pair's value
         is the larger of its two sides' (as MuJoCo's default), so one side alone turns it on.
+
+        ``kinematic=True``: a body the user moves (a moving platform, a conveyor's pallet, a
+        robot's target that pushes): it keeps its velocity and angular velocity (body axes)
+        through each step, whatever gravity, loads or contacts do, until
+        :meth:`Simulation.set_kinematic_target` (or ``set_velocity``) sets new ones; to the
+        bodies it touches it is an infinite mass that carries them by friction.  It touches
+        dynamic bodies only (not grounds, scenery or other kinematic bodies) and takes no
+        joint or pivot.  Its ``mass`` and ``inertia`` count in :meth:`Simulation.energy`
+        and :meth:`Simulation.momentum` only.
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"name: expected a non-empty string, got {name!r}")
@@ -262,10 +272,14 @@ class Model:
             inertia = check_inertia(inertia, allow_nonphysical_inertia)
         mu, e = check_contact(friction, restitution)
         mu_t, mu_r = check_spin_friction(torsional_friction, rolling_friction)
-        if not isinstance(collide, (bool, np.bool_)):
-            raise ValueError(f"collide: expected True or False, got {collide!r}")
+        for what, flag in (("collide", collide), ("kinematic", kinematic)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ValueError(f"{what}: expected True or False, got {flag!r}")
+        if kinematic and massless:
+            raise ValueError("kinematic: a massless link cannot be kinematic")
         body = Body(name, mass, inertia, self.check_shape(shape), friction=mu, restitution=e,
-                    collide=bool(collide), torsional_friction=mu_t, rolling_friction=mu_r)
+                    collide=bool(collide), torsional_friction=mu_t, rolling_friction=mu_r,
+                    kinematic=bool(kinematic))
         self.bodies.append(body)
         self._geoms.extend(shape_geoms(len(self.bodies) - 1, body))
         return len(self.bodies) - 1

@@ -90,6 +90,22 @@ class Snapshot:
         self._data = data
 
 
+def _check_kinematic(model: Model, kind: str) -> None:
+    """Refuse a kinematic body that takes a joint or a pivot, or a model with joints (its
+    tree is stepped in joint coordinates, where no body is moved by the user yet)."""
+    kinematic = [b.name for b in model.bodies if b.kinematic]
+    if not kinematic:
+        return
+    pivoted = [b.name for b in model.bodies if b.kinematic and b.pivot_body is not None]
+    if pivoted:
+        raise ValueError(f"kinematic: body {pivoted[0]!r} is pivoted; a kinematic body "
+                         "moves alone")
+    if kind != BODIES:
+        raise ValueError(f"kinematic: bodies {kinematic} are kinematic in a model with "
+                         "joints (or springs between bodies); kinematic bodies are stepped "
+                         "in free-body models only so far")
+
+
 def _alternatives(model: Model, dt: float) -> str:
     """The end of a refusal: the schemes that step ``model`` as a whole at ``dt``.
 
@@ -183,6 +199,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         self.max_steps_per_advance = as_int(max_steps_per_advance, "max_steps_per_advance",
                                             minimum=1)
         kind = select(model)
+        _check_kinematic(model, kind)
         loop_joints = getattr(model, "loop_joints", [])
         from rtrigid.contact import has_contacts
 
@@ -651,6 +668,30 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         b = self.body_index(body)
         v = self._to_world(b, as_vector(v, 3, "v"), as_frame(frame))
         self._write("v", lambda: self.backend.set_body(b, v=v))
+
+    def set_kinematic_target(self, body: Handle, x: ArrayLike, q: ArrayLike | None = None
+                             ) -> None:
+        """Move a kinematic body (``add_body(..., kinematic=True)``) so that it reaches the
+        centre-of-mass position ``x`` and orientation ``q`` (unit quaternion; None: as it is)
+        at the end of the next step: its velocity and angular velocity become those of a
+        uniform screw motion from its pose now to that pose in ``dt``, and it keeps them
+        through later steps until the next target.  Call it before each step to drive it
+        along a path (a platform, a pusher); the bodies it touches are carried by friction.
+        """
+        b = self.body_index(body)
+        if not self.model.bodies[b].kinematic:
+            raise ValueError(f"body: {self.names[b]!r} is not kinematic "
+                             "(add_body(..., kinematic=True))")
+        x = as_vector(x, 3, "x")
+        be = self.backend
+        q0 = be.q[b].copy()
+        q = q0 if q is None else unit_quaternion(as_vector(q, 4, "q"), "q")
+        if float(q @ q0) < 0.0:
+            q = -q  # the shorter way round
+        turn = quat.quat_mul(quat.quat_conj(q0, np.empty(4)), q, np.empty(4))
+        v = (x - be.x[b]) / self.dt
+        w = quat.quat_to_rotvec(turn, np.empty(3)) / self.dt  # body axes
+        self._write("x", lambda: be.set_body(b, v=v, w=w, w_frame="body"))
 
     # -- diagnostics ----------------------------------------------------------------------
     @property

@@ -71,12 +71,12 @@ GROUND_POINTS = {"ellipsoid": 1, "convex": HULL_POINTS, "mesh": HULL_POINTS, "he
 
 
 def has_contacts(model) -> bool:
-    """True when the model has a ground, or two geoms, one added with
-    :meth:`rtrigid.Model.add_geom`, that may touch (on different bodies, or one static; the
+    """True when the model has a ground, a kinematic body (the contact step moves it), or
+    two geoms, one added with :meth:`rtrigid.Model.add_geom`, that may touch (on different bodies, or one static; the
     filter bits and the excluded pairs allowing): its geoms then collide with the grounds
     and with each other.  (A model whose only shapes come from ``add_body(shape=...)`` and
     that has no ground draws them only, as it always has.)"""
-    if model.grounds:
+    if model.grounds or any(b.kinematic for b in model.bodies):
         return True
     # without a ground: whether two geoms, one of add_geom, may ever touch (a robot whose links
     # may not touch each other, alone in the world, has no contacts to step)
@@ -196,6 +196,8 @@ class Contacts:
         self.scene += scratch(self.general)
         self.collides = np.zeros(nb, bool)
         self.collides[geomi[:len(moving), GI_BODY]] = True
+        # bodies whose motion the user sets (Simulation.set_kinematic_target)
+        self.kinematic = np.array([b.kinematic for b in model.bodies], bool).reshape(nb)
         self.grounds = np.zeros((len(model.grounds), P_WIDTH))
         for g, ground in enumerate(model.grounds):
             self.grounds[g, P_NORMAL:P_NORMAL + 3] = ground.normal

@@ -43,6 +43,11 @@ _GROUND_OFFSET = 1 << 23
 L_ANCHOR = 3
 L_HELD = 9
 LAM_WIDTH = 10
+# ``active[b]`` of :func:`detect` and the solve: 0 a body that does not collide, DYNAMIC one
+# that does, KINEMATIC one whose motion the user sets (:meth:`rtrigid.Simulation.set_kinematic_target`):
+# it touches dynamic bodies only, as an infinite mass
+DYNAMIC = 1
+KINEMATIC = 2
 # This form of detect has only the fast pairs; contact.general rebinds it with GENERAL True and
 # general_pair bound to its general pair test (so models without such pairs never compile it).
 GENERAL = False
@@ -148,6 +153,13 @@ def may_touch(geomi, excluded, ga, gb):
 
 
 @jit
+def _moves(geomi, active, g):
+    """Whether geom g is on a dynamic body (scenery and kinematic bodies touch only those)."""
+    b = geomi[g, GI_BODY]
+    return b >= 0 and active[b] == DYNAMIC
+
+
+@jit
 def detect(table, x, q, w, active, scene, grounds, dt, stats):
     """Ground contacts of every active body's geoms, then the geom pairs the sweep finds;
     returns the number of contacts.  scene = (geom, geomi, work, verts, planes, excluded, xf,
@@ -173,7 +185,8 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
         b = geomi[g, GI_BODY]
         if b < 0:
             break  # scenery sorts last
-        if not active[b] or not (geomi[g, GI_CONTYPE] & 1 or geomi[g, GI_CONAFFINITY] & 1):
+        if active[b] != DYNAMIC or not (geomi[g, GI_CONTYPE] & 1
+                                        or geomi[g, GI_CONAFFINITY] & 1):
             continue
         om = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], w[b, 0], w[b, 1], w[b, 2], 1.0)
         for p in range(grounds.shape[0]):
@@ -197,7 +210,8 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
             gb = sweep[j]
             if lo[gb] > hi:
                 break
-            if not may_touch(geomi, excluded, ga, gb):
+            if not may_touch(geomi, excluded, ga, gb) or not (
+                    _moves(geomi, active, ga) or _moves(geomi, active, gb)):
                 continue
             d0 = work[ga, W_CENTRE] - work[gb, W_CENTRE]
             d1 = work[ga, W_CENTRE + 1] - work[gb, W_CENTRE + 1]

@@ -77,7 +77,15 @@ from rtrigid.contact.geometry import (
     G_KIND,
 )
 # the manifold's and the row solve's names, also importable from here as before
-from rtrigid.contact.manifold import L_ANCHOR, L_HELD, contact_key, detect, remember, slot
+from rtrigid.contact.manifold import (
+    KINEMATIC,
+    L_ANCHOR,
+    L_HELD,
+    contact_key,
+    detect,
+    remember,
+    slot,
+)
 from rtrigid.contact.pgs import (
     by_level,
     friction_update,
@@ -134,13 +142,15 @@ def island_root(island, b):
 
 
 @jit
-def islands(table, count, order, rank, island):
-    """island[b]: the root of b's island of touching bodies (the lowest-ranked body)."""
+def islands(table, count, order, rank, island, active):
+    """island[b]: the root of b's island of touching bodies (the lowest-ranked body).  A
+    kinematic body (``active[b] == KINEMATIC``) joins none: like a ground, it separates the
+    bodies it carries."""
     for r in range(order.shape[0]):
         island[order[r]] = order[r]
     for k in range(count):
         b = int(table[k, C_OTHER])
-        if b >= 0:
+        if b >= 0 and active[b] != KINEMATIC and active[int(table[k, C_BODY])] != KINEMATIC:
             i, j = island_root(island, int(table[k, C_BODY])), island_root(island, b)
             if i != j:
                 if rank[i] < rank[j]:
@@ -152,12 +162,12 @@ def islands(table, count, order, rank, island):
 
 
 @jit
-def levels(table, count, level):
+def levels(table, count, level, active):
     """level[b]: how many contacts lie between body b and a ground (0: it touches one; nb:
-    none of its contacts reaches one)."""
+    none of its contacts reaches one); a kinematic body is level 0, as a ground."""
     nb = level.shape[0]
     for b in range(nb):
-        level[b] = nb
+        level[b] = 0 if active[b] == KINEMATIC else nb
     for k in range(count):
         if table[k, C_OTHER] < 0:
             level[int(table[k, C_BODY])] = 0
@@ -350,6 +360,28 @@ def _rolling_rims(table, count, geom, keys, nb, island, flag, vel, spent):
 
 
 @jit
+def driven_islands(table, count, active, island, vel, driven):
+    """driven[root] = 1 for each island that touches a moving kinematic body (vel[:, 0:6]
+    not zero), else 0: such a body does work on what it carries (a platform that speeds up
+    speeds its load up), so the energy rule, which bounds an island's energy by what it had,
+    does not apply to that island."""
+    for b in range(driven.shape[0]):
+        driven[b] = 0
+    for k in range(count):
+        a, b = int(table[k, C_BODY]), int(table[k, C_OTHER])
+        if b < 0:
+            continue
+        if active[a] == KINEMATIC:
+            a, b = b, a
+        if active[b] != KINEMATIC:
+            continue
+        for i in range(6):
+            if vel[b, i] != 0.0:
+                driven[island[a]] = 1
+                break
+
+
+@jit
 def elastic_islands(table, count, island, sums):
     """sums (nb, 3) <- 0, and sums[root, 2] = 1 for each island with an elastic contact (one
     whose target normal velocity is a rebound): the energy rule's per-island sums."""
@@ -461,7 +493,8 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
     changed (its momenta must be re-derived), else 0.  Scratch: vel (nb, 17), whose column 16
     the caller fills with each body's flight gap (:func:`flight_gap`, or zeros: the budget of
     an energy-keeping flight), ints (nb, 5)
-    -- columns order, rank, (unused), island, level -- and lift (nb, 3).  keys (H, 2), lam (rows, 3):
+    -- columns order, rank, driven (:func:`driven_islands`), island, level -- and lift (nb, 3).
+    keys (H, 2), lam (rows, 3):
     the last step's impulses by contact (see :func:`remember`), part of the state; rows
     (table rows,) int scratch.  scene: the geoms (see :func:`.manifold.detect`); stats[1]
     counts the pairs left out for want of table rows."""
@@ -488,11 +521,11 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
             vel[b, 9 + i] = om[i]
     prepare_contacts(table, count, x, q, mass, inertia, vel, rest_speed, dt)
     warm_start(table, count, keys, lam, minv, vel)
-    levels(table, count, ints[:, 4])
+    levels(table, count, ints[:, 4], active)
     by_level(table, count, ints[:, 4], rows)
     scale_ref = 0.0
     for b in range(nb):
-        if touched[b]:
+        if touched[b] and active[b] != KINEMATIC:
             scale_ref = max(scale_ref, mass[b] * (abs(vel[b, 6]) + abs(vel[b, 7])
                                                   + abs(vel[b, 8]) + 1e-3))
     sweeps = min(iters, max(MIN_SWEEPS, (UPDATE_BUDGET + count - 1) // count))
@@ -500,13 +533,15 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
         # a sweep that changed no impulse beyond round-off of the momenta ends them
         if sweep_contacts(table, count, rows, minv, vel, q, inertia) <= 1e-15 * scale_ref:
             break
-    islands(table, count, order, rank, island)
+    islands(table, count, order, rank, island, active)
+    driven = ints[:, 2]
+    driven_islands(table, count, active, island, vel, driven)
     # per island: 0 twice the kinetic energy before, 1 after, 2 elastic, 3 the scale
     sums = vel[:, 13:16]
     elastic_islands(table, count, island, sums)
     for r in range(nb):
         b = order[r]
-        if touched[b]:
+        if touched[b] and active[b] != KINEMATIC:
             sums[island[b], 0] += _kinetic(q[b], mass[b], inertia[b], vel[b, 6:12])
             sums[island[b], 1] += _kinetic(q[b], mass[b], inertia[b], vel[b, 0:6])
     for r in range(nb):
@@ -514,7 +549,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
         if not touched[b] or island[b] != b:
             continue
         scale = 1.0
-        if sums[b, 2] == 0.0 and sums[b, 1] > sums[b, 0]:
+        if sums[b, 2] == 0.0 and sums[b, 1] > sums[b, 0] and not driven[b]:
             c = 0.0
             for o in range(nb):
                 if touched[o] and island[o] == b:
@@ -541,14 +576,17 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
         sums[b, 2] = 0.0
     for r in range(nb):
         b = order[r]
-        if touched[b]:
+        if touched[b] and active[b] != KINEMATIC:
             sums[island[b], 2] -= 2.0 * mass[b] * (gravity[0] * lift[b, 0] + gravity[1]
                                                     * lift[b, 1] + gravity[2] * lift[b, 2])
     _rolling_rims(table, count, scene[0], keys, nb, island, ints[:, 4], vel, minv)
     flight_allowance(order, touched, island, sums, vel[:, GAP])
     energy_scales(order, touched, island, sums, ints[:, 4], minv)
     for b in range(nb):
-        if not touched[b]:
+        if driven[b]:  # a moving kinematic body's work: the energy rule does not apply
+            sums[b, 0], sums[b, 1] = 1.0, 1.0
+    for b in range(nb):
+        if not touched[b] or active[b] == KINEMATIC:
             continue
         velocity_scale, lift_scale = sums[island[b], 0], sums[island[b], 1]
         wb = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], vel[b, 3], vel[b, 4], vel[b, 5],

@@ -9,7 +9,29 @@ from rtrigid.backends.bodies.common import body_momenta, open_buffers, state_vie
 from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
 from rtrigid.contact.general import resolve_general
 from rtrigid.contact.geometry import PAIR_POINTS
+from rtrigid.contact.manifold import DYNAMIC, KINEMATIC
 from rtrigid.contact.solver import GAP, START_BUDGET, VEL_WIDTH, flight_gap, resolve
+from rtrigid.maths.quat import turn_t
+
+
+@jit
+def kinematic_flight(active, S_prev, S, nb, dt):
+    """Each kinematic body (``active[b] == KINEMATIC``) moved from its pose at the step's
+    start at its constant velocity and angular velocity (body axes), whatever the scheme's
+    flight did to it (gravity, loads): a user-driven motion.  Returns whether there is one."""
+    x0, q0, v0, w0 = state_view(S_prev, nb)[:4]
+    x, q, v, w = state_view(S, nb)[:4]
+    some = False
+    for b in range(nb):
+        if active[b] != KINEMATIC:
+            continue
+        some = True
+        for i in range(3):
+            v[b, i], w[b, i] = v0[b, i], w0[b, i]
+            x[b, i] = x0[b, i] + dt * v0[b, i]
+        q[b, 0], q[b, 1], q[b, 2], q[b, 3] = turn_t(q0[b, 0], q0[b, 1], q0[b, 2], q0[b, 3],
+                                                    w0[b, 0], w0[b, 1], w0[b, 2], dt)
+    return some
 
 
 @jit
@@ -24,17 +46,23 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
     (gravity, bodyf, bodyi, _, _, S, S_prev, _, _, _, _, _) = open_buffers(F, I)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
-    mass, inertia = bodyf[:, B_MASS], bodyf[:, B_INERTIA:B_INERTIA + 3]
+    driven = kinematic_flight(active, S_prev, S, nb, dt)
+    mass, inertia = bodyf[:, B_MASS].copy(), bodyf[:, B_INERTIA:B_INERTIA + 3].copy()
     gap = vel[:, GAP]
     if xi.shape[0] > 0 and xi[0] == START_BUDGET:
         x0, _, v0, w0 = state_view(S_prev, nb)[:4]
         flight_gap(mass, inertia, gravity, x0, v0, w0, x, v, w, gap)
     else:
         gap[:] = 0.0
+    for b in range(nb):
+        if active[b] == KINEMATIC:  # an infinite mass to the bodies it touches
+            mass[b] = np.inf
+            inertia[b, :] = np.inf
+            gap[b] = 0.0
     count = resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, touched,
                     vel, ints, lift, keys, lam, rows, iters, rest_speed, dt, stats)
     for b in range(nb):
-        if touched[b]:
+        if touched[b] or (driven and active[b] == KINEMATIC):
             body_momenta(bodyf, b, q, v, w, P, pq, L)
     return count
 
@@ -66,7 +94,8 @@ class ContactStepper:
             f"from {after} import {form}\n" + _RUN_IMPORTS))
         shaped = contacts.collides
         self.active = (shaped if bodyi is None else (np.asarray(bodyi) == FREE)
-                       & shaped).astype(np.int64)
+                       & shaped).astype(np.int64) * DYNAMIC
+        self.active[contacts.kinematic] = KINEMATIC
         self.iters, self.rest_speed = int(iters), float(rest_speed)
         self._extra = extra if callable(extra) else (lambda rows: extra)
         self._rows = len(contacts.table)

@@ -315,7 +315,7 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
             ln = lam[keys[h, 1], 0]
             table[k, C_LAMBDA] = ln
             _axpy(nu1, ln, Wc[k, 0])
-    levels(table, count, ints[:, 4])
+    levels(table, count, ints[:, 4], active)
     by_level(table, count, ints[:, 4], rows)
     scale_ref = 0.0
     for k in range(count):
@@ -340,7 +340,7 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
         if change <= 1e-15 * scale_ref:
             break
     # islands: bodies joined by contacts or joints; touched: those of an island with contacts
-    islands(table, count, order, rank, island)
+    islands(table, count, order, rank, island, active)
     for b in range(nb):
         p = ti[b, I_PARENT]
         if p >= 0:
