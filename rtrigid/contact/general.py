@@ -6,7 +6,7 @@ ellipsoid on a capsule) is stepped by a second compiled form of the contact step
 :func:`.manifold.detect` calls :func:`general_pair` (``detect_general`` and
 ``resolve_general`` below, made by :func:`rtrigid._jit.rebind`; the backends rebind their own
 ``after_step`` on them).  Models of spheres, capsules and boxes keep the first form and never
-compile GJK, EPA or the clipping.
+compile GJK, EPA or the clipping, unless a capsule may meet a box (that pair has no fast path).
 
 The general pair is compiled once, as a C callback (:func:`address`), and ``detect_general``
 calls it through its address: a scheme's contact step then links only that call, not the

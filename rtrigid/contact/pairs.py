@@ -2,15 +2,17 @@
 
 A sphere is a capsule of zero length, so spheres and capsules meet by the closest points of
 their segments (exact).  A sphere meets a box at the box's closest point to its centre (exact;
-from inside, through the nearest face).  A capsule meets a box through its two end spheres (a
-capsule lying across a box's edge with its ends off the box is missed).  Two boxes: the
+from inside, through the nearest face).  Two boxes: the
 separating-axis test on all 15 axes; when a face axis has the least overlap (or an edge axis
 not clearly less: faces are preferred) the contact normal is along it and the contact points
 are every corner of either box that lies inside the other, each with its depth along the
-normal -- the face-on-face manifold a stack stands on; when an edge-edge axis (the cross
-product of an edge of each) has clearly the least overlap, one contact midway between the
-two edges' closest points, with that overlap as its depth.  Other kinds (cylinders, cones,
-ellipsoids, hulls) meet through :mod:`.general`; heightfields meet only the ground so far.
+normal -- the face-on-face manifold a stack stands on -- and, when those are fewer than
+three, the points where an edge of one box passes through a side face of the other (two
+boxes crossing face to face have no corner inside each other); when an edge-edge axis (the
+cross product of an edge of each) has clearly the least overlap, one contact midway between
+the two edges' closest points, with that overlap as its depth.  Other kinds (a capsule on a
+box, cylinders, cones, ellipsoids, hulls) meet through :mod:`.general`; heightfields meet
+only the ground so far.
 
 Every test also takes pairs within the speculative margin (``geometry.MARGIN`` times the
 smaller bounding radius) as contacts of negative depth.  Every contact is written with
@@ -32,10 +34,12 @@ from rtrigid.contact.geometry import (
     G_QUAT,
     G_RADIUS,
     MARGIN,
+    PAIR_POINTS,
     SPHERE,
     C_POINT,
     add_point,
 )
+from rtrigid.contact.support import clip_slab
 from rtrigid.maths.quat import qmul_t, rotate_t
 
 
@@ -211,6 +215,51 @@ def _corners_inside(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, si
 
 
 @jit
+def _piercings(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, sign, mu, e, margin):
+    """Where the edges of box i pass through the side faces of box o (its faces not facing
+    along n), each a contact of depth along n as in :func:`_corners_inside`: the corners of
+    the overlap that are no corner of either box (two boxes crossing face to face, a bar across
+    a plank).  Features f + 2 edge + end."""
+    tol = 1e-9 * (eo[0] + eo[1] + eo[2])
+    reach_o = _reach(ao, eo, n)
+    for edge in range(12):
+        axis = edge // 4  # the edge runs along box i's axis ``axis``, at the signs of the others
+        u, w = (axis + 1) % 3, (axis + 2) % 3
+        su = ei[u] if edge & 1 else -ei[u]
+        sw = ei[w] if edge & 2 else -ei[w]
+        start = (ci[0] + su * ai[u][0] + sw * ai[w][0] - ei[axis] * ai[axis][0],
+                 ci[1] + su * ai[u][1] + sw * ai[w][1] - ei[axis] * ai[axis][1],
+                 ci[2] + su * ai[u][2] + sw * ai[w][2] - ei[axis] * ai[axis][2])
+        d = (2.0 * ei[axis] * ai[axis][0], 2.0 * ei[axis] * ai[axis][1],
+             2.0 * ei[axis] * ai[axis][2])
+        r0 = (start[0] - co[0], start[1] - co[1], start[2] - co[2])
+        # the part of the edge inside box o (its slabs), and the face each end leaves it by
+        t0, t1, f0, f1 = 0.0, 1.0, -1, -1
+        for m in range(3):
+            p, dp = _dot(r0, ao[m]), _dot(d, ao[m])
+            lim = eo[m] + tol
+            if abs(dp) < 1e-12 * ei[axis]:
+                if abs(p) > lim:
+                    t0, t1 = 1.0, 0.0
+                continue
+            t0, t1, f0, f1 = clip_slab(p, dp, lim, t0, t1, f0, f1, m)
+        if t0 > t1:
+            continue
+        for end in range(2):
+            t, face = (t0, f0) if end == 0 else (t1, f1)
+            if face < 0 or abs(_dot(ao[face], n)) > 0.5:
+                continue  # a corner of box i, or a face of o that faces along n
+            v = (start[0] + t * d[0], start[1] + t * d[1], start[2] + t * d[2])
+            r = (v[0] - co[0], v[1] - co[1], v[2] - co[2])
+            depth = reach_o - sign * _dot(n, r)
+            if (depth > -margin and k < cap and k - first < PAIR_POINTS
+                    and not _near(table, first, k, v, tol)):
+                k = add_point(table, k, a, b, f + 2 * edge + end, v[0], v[1], v[2], n, depth,
+                              mu, e)
+    return k
+
+
+@jit
 def _edges(table, k, cap, a, b, ca, aa, ea, i, cb, ab, eb, j, n, depth, mu, e):
     """Edge on edge: box a's edge along its axis i deepest against n meets box b's edge along
     its axis j deepest along n; one contact midway between their closest points."""
@@ -272,18 +321,13 @@ def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e, margin):
     first = k
     k = _corners_inside(table, k, cap, a, b, 0, first, ca, aa, ea, cb, ab, eb, n, 1.0, mu, e,
                         margin)
-    return _corners_inside(table, k, cap, a, b, 8, first, cb, ab, eb, ca, aa, ea, n, -1.0,
-                           mu, e, margin)
-
-
-@jit
-def _round_on_box(table, k, cap, a, b, geom, r, cr, qr, o, centre, qo, flip, mu, e, margin):
-    """Sphere or capsule geom r against box geom o (the pair a, b; ``flip``: the box is a)."""
-    p, q, radius = _segment(geom, r, cr, qr)
-    ext = (geom[o, G_P], geom[o, G_P + 1], geom[o, G_P + 2])
-    k = _sphere_box(table, k, cap, a, b, 0, p, radius, centre, qo, ext, flip, mu, e, margin)
-    if int(geom[r, G_KIND]) == CAPSULE:
-        k = _sphere_box(table, k, cap, a, b, 1, q, radius, centre, qo, ext, flip, mu, e, margin)
+    k = _corners_inside(table, k, cap, a, b, 8, first, cb, ab, eb, ca, aa, ea, n, -1.0,
+                        mu, e, margin)
+    if k - first < 3:  # no face of corners: the overlap's other corners, where edges cross faces
+        k = _piercings(table, k, cap, a, b, 32, first, ca, aa, ea, cb, ab, eb, n, 1.0, mu, e,
+                       margin)
+        k = _piercings(table, k, cap, a, b, 64, first, cb, ab, eb, ca, aa, ea, n, -1.0, mu, e,
+                       margin)
     return k
 
 
@@ -313,12 +357,14 @@ def pair_contacts(table, k, cap, a, b, ga, gb, geom, ca, qa, cb, qb):
                       (geom[ga, G_P], geom[ga, G_P + 1], geom[ga, G_P + 2]),
                       (cb[0], cb[1], cb[2]), qb,
                       (geom[gb, G_P], geom[gb, G_P + 1], geom[gb, G_P + 2]), mu, e, margin)
-    if round_a and kb == BOX:
-        return _round_on_box(table, k, cap, a, b, geom, ga, ca, qa, gb, cb, qb, False, mu, e,
-                             margin)
-    if ka == BOX and round_b:
-        return _round_on_box(table, k, cap, a, b, geom, gb, cb, qb, ga, ca, qa, True, mu, e,
-                             margin)
+    if ka == SPHERE and kb == BOX:
+        return _sphere_box(table, k, cap, a, b, 0, (ca[0], ca[1], ca[2]), geom[ga, G_P], cb,
+                           qb, (geom[gb, G_P], geom[gb, G_P + 1], geom[gb, G_P + 2]), False, mu,
+                           e, margin)
+    if ka == BOX and kb == SPHERE:
+        return _sphere_box(table, k, cap, a, b, 0, (cb[0], cb[1], cb[2]), geom[gb, G_P], ca,
+                           qa, (geom[ga, G_P], geom[ga, G_P + 1], geom[ga, G_P + 2]), True, mu,
+                           e, margin)
     return k
 
 
@@ -326,4 +372,7 @@ def pair_contacts(table, k, cap, a, b, ga, gb, geom, ca, qa, cb, qb):
 def has_pair_test(ka, kb):
     """Whether :func:`pair_contacts` has a test for geom kinds (codes) ka and kb."""
     fast = (SPHERE, CAPSULE, BOX)
-    return ka in fast and kb in fast
+    # a capsule meets a box through the general narrow phase: its two end spheres (the fast
+    # test it had) miss a capsule whose middle lies across the box
+    return ka in fast and kb in fast and not ((ka == CAPSULE and kb == BOX)
+                                              or (ka == BOX and kb == CAPSULE))

@@ -24,6 +24,7 @@ from rtrigid.contact.convex import (
     rotate_out,
 )
 from rtrigid.contact.geometry import BOX, CAPSULE, CONE, CYLINDER, ELLIPSOID, HULL, SPHERE
+from rtrigid.contact.support import clip_slab
 
 MISS = (np.inf, 0.0, 0.0, 0.0)
 
@@ -135,13 +136,7 @@ def _slabs(o, d, e0, e1, e2):
             if abs(o[i]) > e:
                 return MISS
             continue
-        ta, tb = (-e - o[i]) / d[i], (e - o[i]) / d[i]
-        if ta > tb:
-            ta, tb = tb, ta
-        if ta > enter:
-            enter, ein = ta, i
-        if tb < leave:
-            leave, eout = tb, i
+        enter, leave, ein, eout = clip_slab(o[i], d[i], e, enter, leave, ein, eout, i)
     if enter > leave or leave < 0.0:
         return MISS
     if enter >= 0.0:

@@ -89,6 +89,21 @@ def hull_pools(points):
 
 
 @jit_inline
+def clip_slab(start, rate, half, t0, t1, f0, f1, axis):
+    """The part [t0, t1] of the line x(t) = start + t rate (one coordinate along a box's
+    ``axis``; rate not zero) that lies within the slab |x| <= half, and the axis by which each
+    end was last cut (f0, f1): one step of clipping a segment or a ray to a box."""
+    lo, hi = (-half - start) / rate, (half - start) / rate
+    if lo > hi:
+        lo, hi = hi, lo
+    if lo > t0:
+        t0, f0 = lo, axis
+    if hi < t1:
+        t1, f1 = hi, axis
+    return t0, t1, f0, f1
+
+
+@jit_inline
 def to_world(g, l0, l1, l2):
     """The local point l of geom row g in world coordinates."""
     return (g[W_POS] + g[W_ROT] * l0 + g[W_ROT + 1] * l1 + g[W_ROT + 2] * l2,

@@ -469,7 +469,7 @@ def test_a_stack_of_three_boxes_stands_whatever_the_names_order(names):
         assert np.linalg.norm(one[name] - (0.01 * k, 0, 0.1 + 0.2 * k)) < 1e-3
 
 
-def test_boxes_apart_make_no_contacts_and_capsules_touch_boxes_at_their_ends():
+def test_boxes_apart_make_no_contacts_and_a_capsule_touches_every_box_it_lies_across():
     m = rt.Model(gravity=(0, 0, 0))
     m.add_ground(height=-10)
     for k in range(6):
@@ -479,11 +479,18 @@ def test_boxes_apart_make_no_contacts_and_capsules_touch_boxes_at_their_ends():
     for k in range(6):
         sim.set_position(f"box{k}", (0.21 * k, 0.0, 0.0))
     sim.set_orientation("cap", _quat((0, 1, 0), math.pi / 2))
-    sim.set_position("cap", (0.21, 0.0, 0.149))  # its end spheres over box0 and box2
+    sim.set_position("cap", (0.21, 0.0, 0.149))  # its ends over box0 and box2, box1 between
     sim.step(1)
     c = sim.contacts()
-    assert len(c) == 2 and all(p["depth"] == pytest.approx(1e-3, abs=1e-12) for p in c)
-    assert sorted((p["body"], p["other"]) for p in c) == [(0, 6), (2, 6)]
+    # two points on each box, at the ends of the part of the capsule that lies over it (its
+    # end spheres alone, the fast test it had, missed box1 under its middle)
+    assert len(c) == 6 and all(p["depth"] == pytest.approx(1e-3, abs=1e-12) for p in c)
+    assert sorted((p["body"], p["other"]) for p in c) == [(0, 6)] * 2 + [(1, 6)] * 2 + [
+        (2, 6)] * 2
+    for box in range(3):
+        xs = sorted(p["point"][0] for p in c if p["body"] == box)
+        covered = (max(0.01, 0.21 * box - 0.1), min(0.41, 0.21 * box + 0.1))
+        assert xs == pytest.approx(covered, abs=1e-9)
 
 
 def test_boxes_meeting_edge_on_edge_touch_where_the_edges_cross():
@@ -502,6 +509,27 @@ def test_boxes_meeting_edge_on_edge_touch_where_the_edges_cross():
     assert np.allclose(c[0]["normal"], (0, 0, -1), atol=1e-9)  # into "lower", the first name
     assert c[0]["depth"] == pytest.approx(1e-3, abs=1e-9)
     assert np.allclose(c[0]["point"], (0.01, 0.0, s2 - 5e-4), atol=1e-9)
+
+
+def test_boxes_crossing_face_to_face_touch_at_the_corners_of_their_overlap():
+    """A plank pressed 2 mm into a box's side, longer than the box is wide and lower than it
+    is tall: no corner of either lies inside the other (the corners alone found nothing);
+    the contacts are where the edges of each pass through the other's side faces."""
+    m = rt.Model(gravity=(0, 0, 0))
+    m.add_ground(height=-10)
+    m.add_body("box", 1.0, (1, 1, 1), shape=("box", {"half_extents": (0.1, 0.1, 0.1)}))
+    m.add_body("plank", 1.0, (1, 1, 1), shape=("box", {"half_extents": (0.05, 0.2, 0.05)}))
+    sim = rt.Simulation(m, "nullspace_rk4", 1e-12)
+    sim.set_position("plank", (-0.148, 0.0, 0.03))
+    sim.step(1)
+    c = sim.contacts()
+    assert len(c) >= 4
+    assert all((p["body"], p["other"]) == (0, 1) for p in c)
+    assert all(p["depth"] == pytest.approx(2e-3, abs=1e-12) for p in c)
+    assert all(np.allclose(p["normal"], (1, 0, 0), atol=1e-12) for p in c)
+    corners = {(round(p["point"][1], 9), round(p["point"][2], 9)) for p in c}
+    assert corners == {(y, z) for y in (-0.1, 0.1) for z in (-0.02, 0.08)}
+    assert all(-0.1 - 1e-12 <= p["point"][0] <= -0.098 + 1e-12 for p in c)
 
 
 # -- scenarios -----------------------------------------------------------------------------------

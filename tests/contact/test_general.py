@@ -89,6 +89,24 @@ def test_a_box_given_as_a_hull_rests_flat_on_a_box_as_the_box_does():
     assert z_hull == pytest.approx(z_box, abs=3e-4), (z_box, z_hull)
 
 
+def test_a_capsule_dropped_across_a_narrow_table_rests_on_it():
+    """Its ends hang off both sides: the end spheres alone (the fast test a capsule and a box
+    had) let it fall through the table to the floor."""
+    m = rt.Model()
+    m.add_ground()
+    m.add_geom(None, "box", half_extents=(0.1, 0.5, 0.02), pos=(0, 0, 0.5))
+    bar = m.add_body("bar", 1.0, (0.0005, 0.03, 0.03))
+    m.add_geom(bar, "capsule", radius=0.03, half_length=0.3,
+               quat=(np.sqrt(0.5), 0.0, np.sqrt(0.5), 0.0))  # along x, across the table
+    sim = rt.Simulation(m, "nullspace_rk4", 1 / 240)
+    sim.set_position(bar, (0.0, 0.0, 0.6))
+    sim.step(480)
+    x = sim.pose(bar)[0]
+    assert x[2] == pytest.approx(0.52 + 0.03, abs=1e-3)
+    assert np.linalg.norm(sim.velocity(bar)[0]) < 1e-3
+    assert all(c["other"] is None and c["other_geom"] == 0 for c in sim.contacts())
+
+
 def test_a_duck_of_five_hulls_rests_on_a_static_table():
     pybullet_data = pytest.importorskip("pybullet_data")
     path = os.path.join(pybullet_data.getDataPath(), "duck_vhacd.obj")
