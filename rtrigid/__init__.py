@@ -21,8 +21,8 @@ from rtrigid.geoms import mass_properties
 from rtrigid.loaders import load_model
 from rtrigid.maths import quat
 from rtrigid.model import Model
-from rtrigid.simulation import Hit, Simulation, SimulationError, Snapshot
+from rtrigid.simulation import Closest, Hit, Overlap, Simulation, SimulationError, Snapshot
 from rtrigid.batch import Batch
 
-__all__ = ["Batch", "Hit", "Model", "load_model", "Simulation", "SimulationError", "Snapshot",
-           "geoms", "integrators", "mass_properties", "quat", "scenarios"]
+__all__ = ["Batch", "Closest", "Hit", "Model", "Overlap", "load_model", "Simulation",
+           "SimulationError", "Snapshot", "geoms", "integrators", "mass_properties", "quat", "scenarios"]

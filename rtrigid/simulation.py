@@ -60,7 +60,12 @@ from rtrigid.simulation_helpers import Handle, entry_point, unit_quaternion
 from rtrigid.simulation_joints import JointsMixin
 from rtrigid.simulation_loads import LoadsMixin
 from rtrigid.simulation_queries import QueriesMixin
-from rtrigid.simulation_rays import Hit, RaysMixin  # noqa: F401  (rtrigid.Hit)
+from rtrigid.simulation_rays import (  # noqa: F401  (rtrigid.Hit, Closest, Overlap)
+    Closest,
+    Hit,
+    Overlap,
+    RaysMixin,
+)
 from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
 
 

@@ -1,10 +1,14 @@
-"""Ray casts into a :class:`~rtrigid.simulation.Simulation`'s scene, on its current state: every
-geom (bodies' and the world's; a heightfield excepted) and every ground.
+"""Scene queries on a :class:`~rtrigid.simulation.Simulation`'s current state: ray casts, a
+range finder, the closest distance between two bodies and the overlap of a shape with the
+scene, over every geom (bodies' and the world's; a heightfield excepted) and every ground.
 
 :class:`RaysMixin` holds these methods of ``Simulation``.  The geoms become the world rows of
-:mod:`rtrigid.contact.support` (their poses from the bodies' current poses) and the compiled
+:mod:`rtrigid.contact.support` (their poses from the bodies' current poses).  The compiled
 :func:`rtrigid.contact.raycast.raycast_many` casts the rays: exact against every convex kind,
 as MuJoCo's ``mj_ray`` (a ray that starts inside a geom meets its surface on the way out).
+Distances and overlaps are the general narrow phase's (:func:`rtrigid.contact.convex.collide`:
+GJK, and EPA for a penetration), per pair of geoms whose bounding spheres could be nearer than
+the best pair found so far.
 """
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rtrigid.geoms import quat_matrix
-from rtrigid.simulation_helpers import SimulationBase
+from rtrigid.geoms import check_params, hull, quat_matrix, unit_quat
+from rtrigid.simulation_helpers import Handle, SimulationBase
 from rtrigid.validate import as_scalar, as_vector
 
 
@@ -31,6 +35,28 @@ class Hit(NamedTuple):
     normal: NDArray[np.float64]
 
 
+class Closest(NamedTuple):
+    """What :meth:`RaysMixin.distance` found: ``distance`` (m; negative: how deep the two
+    overlap), ``point`` on the first body's geom ``geom`` and ``other_point`` on the other
+    side's ``other_geom`` (None: a ground), world; where they overlap, ``point`` is the first
+    geom's deepest point in the other and ``other_point`` the other's in it."""
+
+    distance: float
+    point: NDArray[np.float64]
+    other_point: NDArray[np.float64]
+    geom: int
+    other_geom: int | None
+
+
+class Overlap(NamedTuple):
+    """One geom or ground a shape overlaps (:meth:`RaysMixin.overlaps`): ``body`` (None: the
+    world's scenery or a ground), ``geom`` (None: a ground), ``depth`` (m, > 0)."""
+
+    body: int | None
+    geom: int | None
+    depth: float
+
+
 _SIZES = {"sphere": ("radius",), "capsule": ("radius", "half_length"),
           "cylinder": ("radius", "half_length"), "cone": ("radius", "height"),
           "box": ("half_extents",), "ellipsoid": ("radii",)}
@@ -45,7 +71,8 @@ class _RayScene:
         from rtrigid.contact.geometry import GEOM_CODES
 
         rows, planes, handles, bodies, local = [], [np.zeros((0, 4))], [], [], []
-        n_planes = 0
+        verts = [np.zeros((1, 3))]
+        n_planes, n_verts = 0, 1
         for h, g in enumerate(model.geoms):
             if g.kind == "heightfield":
                 continue
@@ -55,17 +82,20 @@ class _RayScene:
                                        for k in _SIZES[g.kind]])
                 convex.world_geom(row, GEOM_CODES[g.kind], np.pad(size, (0, 3 - len(size))),
                                   np.zeros(3), np.eye(3))
-            else:  # a hull: its face planes in the plane pool
+            else:  # a hull: its vertices and face planes in the pools
                 convex.world_geom(row, GEOM_CODES[g.kind], np.zeros(3), np.zeros(3), np.eye(3),
-                                  g.vertices, 0, n_planes, len(g.planes))
+                                  g.vertices, n_verts, n_planes, len(g.planes))
                 planes.append(np.asarray(g.planes, float))
+                verts.append(np.asarray(g.vertices, float))
                 n_planes += len(g.planes)
+                n_verts += len(g.vertices)
             rows.append(row)
             handles.append(h)
             bodies.append(-1 if g.body is None else g.body)
             local.append((np.asarray(g.pos, float), quat_matrix(g.quat)))
         self.rows = np.array(rows).reshape(len(rows), convex.W_WIDTH)
         self.planes = np.concatenate(planes)
+        self.verts = np.ascontiguousarray(np.concatenate(verts))
         self.handles = np.array(handles, np.int64)
         self.bodies = np.array(bodies, np.int64)
         self.local = local
@@ -100,15 +130,21 @@ class RaysMixin(SimulationBase):
         return scene
 
     def _cast(self, scene: _RayScene, origins: NDArray[np.float64],
-              directions: NDArray[np.float64], max_distance: float
+              directions: NDArray[np.float64], max_distance: float,
+              keep: NDArray[np.bool_] | None = None
               ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
-        """(distance, row (-1 - g: ground g; -1 - len(grounds): none), normal) per ray."""
+        """(distance, row (-1 - g: ground g; -1 - len(grounds): none), normal) per ray;
+        ``keep``: the rows that count (None: all)."""
         from rtrigid.contact.raycast import raycast_many
 
         n = len(origins)
         dist, which, normals = np.empty(n), np.empty(n, np.int64), np.empty((n, 3))
-        raycast_many(scene.rows, scene.planes, origins, directions, max_distance, dist, which,
+        rows = scene.rows if keep is None else np.ascontiguousarray(scene.rows[keep])
+        raycast_many(rows, scene.planes, origins, directions, max_distance, dist, which,
                      normals)
+        if keep is not None:
+            hit = which >= 0
+            which[hit] = np.flatnonzero(keep)[which[hit]]
         which[which < 0] = -1 - len(scene.grounds)
         for g, (normal, height) in enumerate(scene.grounds):  # the plane n . x = height
             den = directions @ normal
@@ -153,6 +189,126 @@ class RaysMixin(SimulationBase):
         if np.any(length == 0.0):
             raise ValueError(f"directions: row {int(np.argmin(length))} is zero")
         return self._cast(self._ray_scene(), o, d / length[:, None], _max(max_distance))[0]
+
+
+    def rangefinder(self, body: Handle, point_body: ArrayLike = (0.0, 0.0, 0.0),
+                    axis_body: ArrayLike = (0.0, 0.0, 1.0), max_distance: float = np.inf
+                    ) -> float:
+        """A range finder on ``body``: the distance (m) from its point ``point_body`` (body
+        frame) along the direction ``axis_body`` (body axes, any length) to the first geom or
+        ground it meets, the body's own geoms not counted (as MuJoCo's ``rangefinder``
+        sensor), ``inf`` where none is within ``max_distance``."""
+        b = self.body_index(body)
+        p = as_vector(point_body, 3, "point_body")
+        axis = _unit(as_vector(axis_body, 3, "axis_body"), "axis_body")
+        limit = _max(max_distance)
+        scene = self._ray_scene()
+        R = quat_matrix(np.asarray(self.backend.q[b]))
+        origin = np.asarray(self.backend.x[b]) + R @ p
+        dist = self._cast(scene, origin[None], (R @ axis)[None], limit, scene.bodies != b)[0]
+        return float(dist[0])
+
+    def distance(self, body: Handle, other: Handle | None = None,
+                 max_distance: float = np.inf) -> Closest | None:
+        """The closest distance between the geoms of ``body`` and those of ``other`` (None:
+        the world's scenery and grounds), as a :class:`Closest` (negative: the depth of
+        their deepest overlap), or None when they are farther apart than ``max_distance``
+        (m).  MuJoCo's ``mj_geomDistance`` over the two bodies' geoms; PyBullet's
+        ``getClosestPoints``."""
+        from rtrigid.contact.convex import R_DIST, R_PA, R_PB, R_WIDTH, W_POS, W_RADIUS
+        from rtrigid.contact.convex import collide, workspace
+
+        b = self.body_index(body)
+        o = None if other is None else self.body_index(other)
+        if o == b:
+            raise ValueError(f"other: the same body as body ({self.names[b]!r})")
+        limit = _max(max_distance)
+        scene = self._ray_scene()
+        mine = np.flatnonzero(scene.bodies == b)
+        theirs = np.flatnonzero(scene.bodies == (-1 if o is None else o))
+        for field, h, rows in (("body", b, mine), ("other", o, theirs)):
+            if h is not None and len(rows) == 0:
+                raise ValueError(f"{field}: body {self.names[h]!r} has no geoms")
+        ws, res = workspace(), np.zeros(R_WIDTH)
+        best: Closest | None = None
+        bound = limit
+        for i in mine:
+            gi = scene.rows[i]
+            for j in theirs:
+                gj = scene.rows[j]
+                gap = (np.linalg.norm(gi[W_POS:W_POS + 3] - gj[W_POS:W_POS + 3])
+                       - gi[W_RADIUS] - gj[W_RADIUS])
+                if gap > bound:
+                    continue
+                collide(gi, gj, scene.verts, ws, res)
+                if res[R_DIST] <= bound:
+                    bound = float(res[R_DIST])
+                    best = Closest(bound, res[R_PA:R_PA + 3].copy(), res[R_PB:R_PB + 3].copy(),
+                                   int(scene.handles[i]), int(scene.handles[j]))
+            if o is None:
+                for normal, height in scene.grounds:
+                    d, point = _below(gi, scene.verts, normal, height)
+                    if d <= bound:
+                        bound = d
+                        best = Closest(d, point, point - d * normal, int(scene.handles[i]),
+                                       None)
+        return best
+
+    def overlaps(self, kind: str, pos: ArrayLike = (0.0, 0.0, 0.0),
+                 quat: ArrayLike = (1.0, 0.0, 0.0, 0.0), **params: Any) -> list[Overlap]:
+        """Every geom and ground that a shape at ``pos``, ``quat`` (world) overlaps, each an
+        :class:`Overlap` with its depth: the kinds and parameters of
+        :meth:`rtrigid.Model.add_geom` (sphere, capsule, box, cylinder, cone, ellipsoid,
+        convex), checked as it checks them.  Touching is not overlapping (depth > 0)."""
+        from rtrigid.contact import convex
+        from rtrigid.contact.geometry import GEOM_CODES
+
+        if kind not in _SIZES and kind != "convex":
+            raise ValueError(f"kind: a query shape is one of {sorted(_SIZES) + ['convex']}, "
+                             f"not {kind!r}")
+        clean = check_params(kind, params)
+        centre = as_vector(pos, 3, "pos")
+        R = quat_matrix(unit_quat(quat))
+        scene = self._ray_scene()
+        row, verts = np.zeros(convex.W_WIDTH), scene.verts
+        if kind == "convex":
+            points = hull(clean["vertices"], "vertices")[0]
+            verts = np.ascontiguousarray(np.concatenate([scene.verts, points]))
+            convex.world_geom(row, GEOM_CODES[kind], np.zeros(3), centre, R, points,
+                              len(scene.verts))
+        else:
+            size = np.concatenate([np.atleast_1d(np.asarray(clean[k], float))
+                                   for k in _SIZES[kind]])
+            convex.world_geom(row, GEOM_CODES[kind], np.pad(size, (0, 3 - len(size))), centre,
+                              R)
+        ws, res = convex.workspace(), np.zeros(convex.R_WIDTH)
+        found = []
+        for i, other in enumerate(scene.rows):
+            gap = (np.linalg.norm(row[convex.W_POS:convex.W_POS + 3]
+                                  - other[convex.W_POS:convex.W_POS + 3])
+                   - row[convex.W_RADIUS] - other[convex.W_RADIUS])
+            if gap >= 0.0:
+                continue
+            convex.collide(row, other, verts, ws, res)
+            if res[convex.R_DIST] < 0.0:
+                body = int(scene.bodies[i])
+                found.append(Overlap(None if body < 0 else body, int(scene.handles[i]),
+                                     -float(res[convex.R_DIST])))
+        for normal, height in scene.grounds:
+            d = _below(row, verts, normal, height)[0]
+            if d < 0.0:
+                found.append(Overlap(None, None, -d))
+        return found
+
+
+def _below(row: NDArray[np.float64], verts: NDArray[np.float64], normal: NDArray[np.float64],
+           height: float) -> tuple[float, NDArray[np.float64]]:
+    """(signed distance, point) of a geom's deepest point below the plane normal . p =
+    height (negative: that far below it)."""
+    from rtrigid.contact.convex import support
+
+    p = np.array(support(row, verts, -normal[0], -normal[1], -normal[2]))
+    return float(p @ normal - height), p
 
 
 def _unit(d: NDArray[np.float64], name: str) -> NDArray[np.float64]:
