@@ -109,6 +109,12 @@ demo("euler_disk", "euler_disk", "Euler's disk rolling round on its rim without 
      show_contacts=True)
 demo("box_stack", "box_stack", "a stack of five boxes on the ground: drag one to push it, k "
      "kicks the selected box up", {"n": 5}, show_contacts=True)
+demo("crate_on_ramp", "crate_on_ramp", "a crate resting on a 16.7 deg ramp at a game's 60 Hz: "
+     "static friction holds it where it was put; drag it to move it, k kicks it up",
+     show_contacts=True)
+demo("turntable", "turntable", "blocks on a kinematic turntable turning at 3 rad/s: within "
+     "mu g / omega^2 = 0.55 m of the axis they ride round with it, beyond it they slide off",
+     show_contacts=True)
 demo("ball_on_incline", "ball_on_incline", "a solid ball rolling down a 20 deg slope "
      "(mu = 0.5) without slipping, at (5/7) g sin 20 deg; the camera follows it, drag it to "
      "push it, k kicks it up", follow="ball", lookahead=2.0, show_contacts=True)

@@ -252,7 +252,7 @@ class Model:
 
         ``kinematic=True``: a body the user moves (a moving platform, a conveyor's pallet, a
         robot's target that pushes): it keeps its velocity and angular velocity (body axes)
-        through each step, whatever gravity, loads or contacts do, until
+        through each step, whatever gravity, loads, impulses or contacts do, until
         :meth:`Simulation.set_kinematic_target` (or ``set_velocity``) sets new ones; to the
         bodies it touches it is an infinite mass that carries them by friction.  It touches
         dynamic bodies only (not grounds, scenery or other kinematic bodies) and takes no

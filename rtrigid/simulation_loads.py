@@ -126,7 +126,10 @@ class LoadsMixin(SimulationBase):
         if impulse is None:
             raise ValueError("impulse: missing")
         impulse = self._to_world(b, as_vector(impulse, 3, "impulse"), frame)
-        jump = self.backend.impulse(b, self._load_point(b, point, frame), impulse)
+        where = self._load_point(b, point, frame)
+        if self.model.bodies[b].kinematic:
+            return  # an infinite mass: its motion is the user's (set_kinematic_target)
+        jump = self.backend.impulse(b, where, impulse)
         if jump is None:
             raise ValueError(f"impulse: {impulse.tolist()} would give non-finite velocities")
         self._write("impulse", lambda: self.backend.write_velocities(jump))

@@ -35,8 +35,9 @@ from rtrigid.scenarios.chains import (  # noqa: F401
 from rtrigid.scenarios.actuated import (  # noqa: F401
     QUADROTOR_ARM, QUADROTOR_YAW_PER_THRUST, arm, quadrotor, set_rotor_thrusts)
 from rtrigid.scenarios.contact import (  # noqa: F401
-    QUADRUPED_STAND, ball_on_incline, box_inertia, box_stack, euler_disk,
-    euler_disk_precession, quadruped_model, quadruped_on_ground, tippe_top, top_on_table)
+    QUADRUPED_STAND, ball_on_incline, box_inertia, box_stack, crate_on_ramp, euler_disk,
+    euler_disk_precession, quadruped_model, quadruped_on_ground, tippe_top, top_on_table,
+    turntable)
 from rtrigid.scenarios.linkages import (  # noqa: F401
     bennett, bennett_theta2, delta_robot, delta_robot_arm_angles, four_bar, four_bar_angles,
     slider_crank)

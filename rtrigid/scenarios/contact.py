@@ -1,5 +1,6 @@
 """Contact scenes: bodies on a ground (a ball on an incline, a box stack, the quadruped, tops
-on a table, the tippe top, Euler's disk)."""
+on a table, the tippe top, Euler's disk), a crate on a static ramp, blocks on a kinematic
+turntable."""
 from __future__ import annotations
 
 from typing import Any
@@ -241,4 +242,72 @@ def euler_disk(integrator: str = "energy_momentum", dt: float = 2.5e-4,
     else:
         sim.set_angular_velocity("disk", (0.0, 0.0, as_scalar(spin, "spin")))
     info(sim).update(conserved=[], precession=precession)
+    return sim
+
+
+@scenario(dt=1.0 / 60.0, t_end=10.0)
+def crate_on_ramp(integrator: str = "energy_momentum", dt: float = 1.0 / 60.0,
+                  options: dict[str, Any] | None = None, angle: float = 16.7,
+                  friction: float = 0.5, mass: float = 10.0, size: float = 0.2) -> Simulation:
+    """A crate of half size ``size`` at rest on a static ramp (a box on the world) tilted
+    ``angle`` degrees, at a game's 60 Hz: inside its friction cone (tan(angle) < friction) it
+    stays where it was put; ``info["reference"](t)`` is that place."""
+    angle = np.radians(as_scalar(angle, "angle"))
+    if not 0.0 <= angle < np.pi / 2:
+        raise ValueError("angle: must be in [0, 90) degrees")
+    half = as_scalar(size, "size", positive=True)
+    mass = as_scalar(mass, "mass", positive=True)
+    tilt = np.array([np.cos(angle / 2), 0.0, np.sin(angle / 2), 0.0])  # about y: down along +x
+    normal = quat.rotate(tilt, np.array([0.0, 0.0, 1.0]), np.empty(3))
+    m = Model()
+    m.add_ground(friction=friction)
+    ramp_centre = np.array([0.0, 0.0, 1.2 * np.sin(angle) + 0.05])
+    m.add_geom(None, "box", half_extents=(1.2, 0.6, 0.05), pos=ramp_centre, quat=tilt,
+               friction=friction)
+    m.add_body("crate", mass, box_inertia(mass, (half,) * 3),
+               shape=("box", {"half_extents": (half,) * 3}), friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    start = ramp_centre + (0.05 + half) * normal
+    sim.set_position("crate", start)
+    sim.set_orientation("crate", tilt)
+
+    def place(t: float) -> NDArray[np.float64]:
+        """Where it was put: static friction holds it there."""
+        return start
+
+    info(sim).update(conserved=[], reference=place, reference_name="centre of the crate")
+    return sim
+
+
+@scenario(dt=1.0 / 240.0, t_end=4.0)
+def turntable(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
+              options: dict[str, Any] | None = None, spin: float = 3.0, friction: float = 0.5,
+              radii: ArrayLike = (0.2, 0.35, 0.5, 0.65, 0.8)) -> Simulation:
+    """Blocks on a kinematic turntable (a square plate, ``add_body(kinematic=True)``) turning
+    at ``spin`` rad/s, one at each of ``radii`` (m) from its axis, at rest on it: those within
+    mu g / spin^2 (0.55 m by default) ride round with it, those beyond slide off onto the
+    ground.  ``info["reach"]`` is that radius."""
+    spin = as_scalar(spin, "spin", positive=True)
+    radii = np.atleast_1d(np.asarray(radii, float))
+    if radii.ndim != 1 or np.any(radii < 0.0) or np.any(radii > 0.9):
+        raise ValueError("radii: expected distances in [0, 0.9] m from the axis")
+    m = Model()
+    m.add_ground(friction=friction)
+    table = m.add_body("turntable", 50.0, box_inertia(50.0, (1.0, 1.0, 0.05)), kinematic=True)
+    m.add_geom(table, "box", half_extents=(1.0, 1.0, 0.05), friction=friction)
+    half = (0.05, 0.05, 0.05)
+    for k in range(len(radii)):
+        m.add_body(f"block{k}", 1.0, box_inertia(1.0, half), shape=("box", {"half_extents": half}),
+                   friction=friction)
+    sim = Simulation(m, integrator, dt, options=options)
+    sim.set_position("turntable", (0.0, 0.0, 0.3))
+    sim.set_angular_velocity("turntable", (0.0, 0.0, spin))
+    for k, r in enumerate(radii):
+        a = 2.0 * np.pi * k / len(radii)
+        sim.set_position(k + 1, (r * np.cos(a), r * np.sin(a), 0.4))
+        sim.set_orientation(k + 1, (np.cos(a / 2), 0.0, 0.0, np.sin(a / 2)))
+        sim.set_velocity(k + 1, spin * r * np.array([-np.sin(a), np.cos(a), 0.0]))
+        sim.set_angular_velocity(k + 1, (0.0, 0.0, spin))
+    g = float(np.linalg.norm(m.gravity))
+    info(sim).update(conserved=[], reach=friction * g / spin ** 2)
     return sim

@@ -65,7 +65,9 @@ def test_a_kinematic_body_reaches_its_target_and_keeps_that_velocity():
     np.testing.assert_allclose(x, target_x, atol=1e-12)
     assert abs(abs(q @ target_q) - 1.0) < 1e-12
     np.testing.assert_allclose(sim.velocity(p)[1], (0.0, 0.0, 20.0), atol=1e-9)
-    sim.step()  # it goes on at that velocity, gravity and the box on it notwithstanding
+    sim.apply_impulse(p, (100.0, 0.0, 0.0))  # an infinite mass: no change
+    sim.apply_force(p, (0.0, 1e3, 0.0))
+    sim.step()  # it goes on at that velocity, gravity, loads and the box on it notwithstanding
     np.testing.assert_allclose(sim.pose(p)[0], 2 * target_x - x0, atol=1e-12)
     assert abs(abs(sim.pose(p)[1] @ quat.from_rotvec(np.array([0.0, 0.0, 0.4]))) - 1) < 1e-12
 
@@ -187,3 +189,17 @@ def test_kinematic_bad_input_is_refused_by_name():
     jointed.add_joint("revolute", a, "link", axis_parent=(0, 0, 1))
     with pytest.raises(ValueError, match="kinematic: bodies \\['arm'\\]"):
         rt.Simulation(jointed, integrator="nullspace_rk4", dt=0.01)
+
+
+def test_on_a_turntable_blocks_within_mu_g_over_omega_squared_ride_and_the_others_slide_off():
+    sim = rt.scenarios.build("turntable", integrator="nullspace_rk4")
+    reach = rt.scenarios.info(sim)["reach"]  # 0.545 m
+    radii = (0.2, 0.35, 0.5, 0.65, 0.8)
+    sim.step(480)
+    for k, r in enumerate(radii):
+        x = sim.pose(k + 1)[0]
+        if r < reach:
+            assert np.hypot(x[0], x[1]) == pytest.approx(r, abs=2e-3)
+            assert x[2] == pytest.approx(0.4, abs=1e-3)  # still on the table
+        else:
+            assert np.hypot(x[0], x[1]) > 1.0 and x[2] < 0.06  # on the ground
