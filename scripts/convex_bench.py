@@ -1,6 +1,6 @@
 """Speed of the general convex narrow phase and of the batched ray cast against MuJoCo.
 
-    PYTHONPATH=. python scripts/convex_bench.py [--pairs 500] [--repeats 7]
+    PYTHONPATH=. python scripts/convex_bench.py [--pairs 500] [--repeats 7] [--rays-only]
 
 Per kind pair: random pairs about 10 cm across (tests/contact/mujoco_scenes.py), our
 ``collide`` on every pair in one compiled loop, against MuJoCo's ``mj_collision`` on the same
@@ -46,12 +46,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=500)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--rays-only", action="store_true", help="time the ray casts only")
     args = ap.parse_args()
     ws, res = cv.workspace(), np.zeros(cv.R_WIDTH)
     rng = np.random.default_rng(0)
     names = list(KINDS)
-    print(f"{'pair':22s} {'ours /s':>12s} {'MuJoCo /s':>12s}  ratio")
-    for i, a in enumerate(names):
+    if not args.rays_only:
+        print(f"{'pair':22s} {'ours /s':>12s} {'MuJoCo /s':>12s}  ratio")
+    for i, a in enumerate([] if args.rays_only else names):
         for b in names[i:]:
             scene = random_pairs(a, b, args.pairs, rng)
             m, d = scene.model, scene.data
@@ -65,6 +67,7 @@ def main():
     # rays: 100 geoms of every kind round the origin, 10 000 rays from one point
     from tests.contact.mujoco_scenes import Scene, random_hull_points, random_rotation, \
         random_size
+    rng = np.random.default_rng(1)  # the same scene with or without the pairs
     scene = Scene()
     for k in range(100):
         kind = names[k % len(names)]

@@ -203,13 +203,17 @@ def ray_geom(g, planes, o0, o1, o2, d0, d1, d2, max_dist):
     """(distance, normal) of the ray from o along d against geom row g (world), the outward
     unit normal at the hit; (inf, 0, 0, 0) where it misses within max_dist."""
     p0, p1, p2 = o0 - g[W_POS], o1 - g[W_POS + 1], o2 - g[W_POS + 2]
-    # the bounding sphere first: most rays of a scene miss most geoms
+    # the bounding sphere first: most rays of a scene miss most geoms, or meet it farther
+    # than max_dist (the nearest hit so far, in raycast_many)
     r = g[W_RADIUS]
     dd = d0 * d0 + d1 * d1 + d2 * d2
     pd = p0 * d0 + p1 * d1 + p2 * d2
     pp = p0 * p0 + p1 * p1 + p2 * p2
-    if pp > r * r and (pd >= 0.0 or pp - pd * pd / dd > r * r):
-        return MISS
+    if pp > r * r:
+        if pd >= 0.0 or pp - pd * pd / dd > r * r:
+            return MISS
+        if -pd - np.sqrt(pd * pd - dd * (pp - r * r)) > max_dist * dd:
+            return MISS
     o = rotate_in(g, p0, p1, p2)
     d = rotate_in(g, d0, d1, d2)
     hit = local_ray(g, planes, o, d)
@@ -245,7 +249,8 @@ def raycast_many(geoms, planes, origins, directions, max_dist, dist, which, norm
         k = -1
         for j in range(geoms.shape[0]):
             hit = ray_geom(geoms[j], planes, origins[i, 0], origins[i, 1], origins[i, 2],
-                           directions[i, 0], directions[i, 1], directions[i, 2], max_dist)
+                           directions[i, 0], directions[i, 1], directions[i, 2],
+                           min(max_dist, best[0]))
             if hit[0] < best[0]:
                 best, k = hit, j
         dist[i] = best[0]
