@@ -46,23 +46,25 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
     (gravity, bodyf, bodyi, _, _, S, S_prev, _, _, _, _, _) = open_buffers(F, I)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
-    driven = kinematic_flight(active, S_prev, S, nb, dt)
-    mass, inertia = bodyf[:, B_MASS].copy(), bodyf[:, B_INERTIA:B_INERTIA + 3].copy()
+    kinematic = kinematic_flight(active, S_prev, S, nb, dt)
+    mass, inertia = bodyf[:, B_MASS], bodyf[:, B_INERTIA:B_INERTIA + 3]
     gap = vel[:, GAP]
     if xi.shape[0] > 0 and xi[0] == START_BUDGET:
         x0, _, v0, w0 = state_view(S_prev, nb)[:4]
         flight_gap(mass, inertia, gravity, x0, v0, w0, x, v, w, gap)
     else:
         gap[:] = 0.0
-    for b in range(nb):
-        if active[b] == KINEMATIC:  # an infinite mass to the bodies it touches
-            mass[b] = np.inf
-            inertia[b, :] = np.inf
-            gap[b] = 0.0
+    if kinematic:  # (a model without kinematic bodies allocates nothing here)
+        mass, inertia = mass.copy(), inertia.copy()
+        for b in range(nb):
+            if active[b] == KINEMATIC:  # an infinite mass to the bodies it touches
+                mass[b] = np.inf
+                inertia[b, :] = np.inf
+                gap[b] = 0.0
     count = resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, touched,
                     vel, ints, lift, keys, lam, rows, iters, rest_speed, dt, stats)
     for b in range(nb):
-        if touched[b] or (driven and active[b] == KINEMATIC):
+        if touched[b] or active[b] == KINEMATIC:
             body_momenta(bodyf, b, q, v, w, P, pq, L)
     return count
 
