@@ -490,7 +490,8 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
             ints, lift, keys, lam, rows, iters, rest_speed, dt, stats):
     """Detect and solve every active body's contacts; returns the number of contacts (rows
     of ``table``).  ``touched[b]`` is set to 1 for a body whose velocities or position
-    changed (its momenta must be re-derived), else 0.  Scratch: vel (nb, 17), whose column 16
+    changed (its momenta must be re-derived), else 0 (always 0 for a kinematic body: the
+    solve moves it not at all, and its energy counts in no island).  Scratch: vel (nb, 17), whose column 16
     the caller fills with each body's flight gap (:func:`flight_gap`, or zeros: the budget of
     an energy-keeping flight), ints (nb, 5)
     -- columns order, rank, driven (:func:`driven_islands`), island, level -- and lift (nb, 3).
@@ -512,6 +513,9 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
         if table[k, C_OTHER] >= 0:
             touched[int(table[k, C_OTHER])] = 1
     for b in range(nb):
+        if active[b] == KINEMATIC:
+            touched[b] = 0
+    for b in range(nb):
         minv[b] = 1.0 / mass[b]
         om = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], w[b, 0], w[b, 1], w[b, 2], 1.0)
         for i in range(3):
@@ -525,7 +529,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
     by_level(table, count, ints[:, 4], rows)
     scale_ref = 0.0
     for b in range(nb):
-        if touched[b] and active[b] != KINEMATIC:
+        if touched[b]:
             scale_ref = max(scale_ref, mass[b] * (abs(vel[b, 6]) + abs(vel[b, 7])
                                                   + abs(vel[b, 8]) + 1e-3))
     sweeps = min(iters, max(MIN_SWEEPS, (UPDATE_BUDGET + count - 1) // count))
@@ -541,7 +545,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
     elastic_islands(table, count, island, sums)
     for r in range(nb):
         b = order[r]
-        if touched[b] and active[b] != KINEMATIC:
+        if touched[b]:
             sums[island[b], 0] += _kinetic(q[b], mass[b], inertia[b], vel[b, 6:12])
             sums[island[b], 1] += _kinetic(q[b], mass[b], inertia[b], vel[b, 0:6])
     for r in range(nb):
@@ -576,7 +580,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
         sums[b, 2] = 0.0
     for r in range(nb):
         b = order[r]
-        if touched[b] and active[b] != KINEMATIC:
+        if touched[b]:
             sums[island[b], 2] -= 2.0 * mass[b] * (gravity[0] * lift[b, 0] + gravity[1]
                                                     * lift[b, 1] + gravity[2] * lift[b, 2])
     _rolling_rims(table, count, scene[0], keys, nb, island, ints[:, 4], vel, minv)
@@ -586,7 +590,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
         if driven[b]:  # a moving kinematic body's work: the energy rule does not apply
             sums[b, 0], sums[b, 1] = 1.0, 1.0
     for b in range(nb):
-        if not touched[b] or active[b] == KINEMATIC:
+        if not touched[b]:
             continue
         velocity_scale, lift_scale = sums[island[b], 0], sums[island[b], 1]
         wb = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], vel[b, 3], vel[b, 4], vel[b, 5],
