@@ -114,8 +114,47 @@ if CACHE:
 # other thread of the process: it drops the GIL only for instants (a select, a send) and takes it
 # straight back, so a waiting thread hardly ever gets it (seen: the main thread of a process
 # serving a long STEP took 4-30 s to run a few lines).  The cost is ~40 ns a call.
-jit = functools.partial(numba.njit, cache=CACHE, fastmath=False, error_model="numpy",
-                        nogil=True)
+_njit = functools.partial(numba.njit, cache=CACHE, fastmath=False, error_model="numpy",
+                         nogil=True)
+
+
+def _runtime_arguments_first(dispatcher):
+    """``dispatcher``, made to compile a call from another kernel for its arguments' runtime
+    types first: ``f(x, 0, False)`` inside a kernel uses the ``f(float64, int64, bool)`` that
+    every other caller uses, not a specialization for the literals 0 and False.
+
+    numba types a constant argument as a literal and compiles the callee once more for each
+    literal (seen: the tree energy-momentum solve compiled eight times, a quarter of a cold
+    test run's compile time in such copies).  A callee that needs the literal -- to index a
+    heterogeneous tuple, say -- fails to type with the runtime type and gets it as before.
+    Either way it computes the same numbers: no fast-math, so folding a constant changes
+    nothing in IEEE arithmetic.
+    """
+    from numba.core import errors, types
+
+    literal_call = dispatcher.get_call_template
+
+    def get_call_template(args, kws):
+        plain = tuple(types.unliteral(a) for a in args)
+        plain_kws = {k: types.unliteral(v) for k, v in kws.items()}
+        if plain != tuple(args) or plain_kws != kws:
+            try:
+                return literal_call(plain, plain_kws)
+            except errors.TypingError:
+                pass
+        return literal_call(args, kws)
+
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
+
+
+def jit(func=None, **options):
+    """``numba.njit`` with rtrigid's options (see the module's docstring), compiling calls
+    from other kernels for runtime argument types (:func:`_runtime_arguments_first`)."""
+    if func is None:
+        return functools.partial(jit, **options)
+    return _runtime_arguments_first(_njit(**options)(func))
+
 
 # Hot helpers that take many arrays are inlined into their caller at the numba-IR level: a
 # real call updates a reference count for every array argument, which cost ~30 ns per array
