@@ -161,7 +161,7 @@ REGISTRY = {i.name: i for i in (
     Integrator("semi_implicit_euler", "semi-implicit (symplectic) Euler, MuJoCo's default: "
                "one force evaluation per step, rates then coordinates (quaternions by the "
                "exact exponential map), joint dampers and servo kv implicit; first order, "
-               "conserves neither energy nor momentum", "issue 12; MuJoCo's Euler", False,
+               "conserves neither energy nor momentum", "MuJoCo's Euler", False,
                {BODIES: {(): _B + "semi_implicit_euler:step"},
                 TREE: {(): _T + "semi_implicit_euler:step"}},
                _ALL_KINDS, armature=True, contacts=True, keeps_energy=False),
@@ -176,7 +176,7 @@ REGISTRY = {i.name: i for i in (
     Integrator("energy_momentum4", "symmetric composition of the energy-momentum step: order "
                "4, energy and angular momentum kept as by energy_momentum; option composition "
                "('suzuki': 5 stages, 'triple_jump': 3)",
-               "issue 14; 000 (51)-(54); 003 (180)-(185)", True,
+               "Suzuki (1990), Yoshida (1990); 000 (51)-(54); 003 (180)-(185)", True,
                {BODIES: {("suzuki",): _B + "energy_momentum4:step",
                          ("triple_jump",): _B + "energy_momentum4:step_triple_jump"},
                 TREE: {("suzuki",): _T + "energy_momentum4:step",

@@ -234,7 +234,7 @@ def _with_budget(sim, step_budget):
 def solver_section(repeats=3, steps=600, sizes=(10, 20, 50), dts=(1.0 / 60.0, 1.0 / 120.0),
                    step_budget=STEP_BUDGET):
     """The energy-momentum solver at game-sized steps on spherical chains: fallbacks, budget
-    outcomes and the worst step against the median (issue 14), ``steps`` steps after 5
+    outcomes and the worst step against the median (the real-time contract), ``steps`` steps after 5
     untimed ones, with Simulation's ``step_budget`` (default: its default).
 
     Two states: the scenario's default (links slightly off the vertical, at rest) and the

@@ -1,4 +1,4 @@
-"""Actuators (issue 12, part 1): motors and servos on revolute and prismatic joints, through
+"""Actuators: motors and servos on revolute and prismatic joints, through
 the public API -- exact discrete work and unconditional servo stability under
 energy_momentum, RK4's stable range, MuJoCo's actuators as the reference."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""Contact and friction against the ground (issue 15): the interface, the narrow phase of each
+"""Contact and friction against the ground: the interface, the narrow phase of each
 shape, the solve's must-shows against their analytic values, and the energy rule."""
 import math
 

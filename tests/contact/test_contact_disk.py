@@ -1,4 +1,4 @@
-"""Euler's disk (issue 15's ``euler_disk``): a disc rolling on its rim without slipping keeps
+"""Euler's disk (``euler_disk``): a disc rolling on its rim without slipping keeps
 its energy and precesses at the steady-motion rate of its inclination; rolling friction makes
 it sink and precess faster and faster until it lies flat."""
 import numpy as np

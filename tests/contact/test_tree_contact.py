@@ -1,4 +1,4 @@
-"""Contacts through joints (issue 15): links of a tree, pivoted and free bodies in a model with
+"""Contacts through joints: links of a tree, pivoted and free bodies in a model with
 joints touch the ground and each other; the impulses act through the mechanism (the tree
 backend's rates), the push-out moves the tree's coordinates, and no contact adds energy."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""``energy_momentum`` on prismatic, cylindrical and planar joints (issue 14, item 3): the
+"""``energy_momentum`` on prismatic, cylindrical and planar joints: the
 slides' discrete reactions do no work and have no moment, so energy and momenta are kept as on
 revolute chains; held forces, servos and limits on slides do their exact discrete work; the
 trajectories converge to nullspace_rk4's and agree with MuJoCo's."""
@@ -61,7 +61,7 @@ def test_newton_matrix_is_the_jacobian_with_slides(kinds):
 @pytest.mark.filterwarnings("ignore:energy_momentum. Newton did not converge")
 @pytest.mark.parametrize("seed", range(4))
 def test_slide_chains_keep_energy_over_ten_thousand_steps(seed):
-    """Every kind, 1e4 steps at 1/240 s: energy within 1e-10 (issue 14).  The springs'
+    """Every kind, 1e4 steps at 1/240 s: energy within 1e-10.  The springs'
     derivatives are left out of the Newton matrix, which then converges linearly; the solver
     counted such a slow contraction as a stall and accepted the step at a residual of up to
     1e-9 (seed 2 drifted 1.9e-10).  A stall now counts only once the updates stop halving:
@@ -206,7 +206,7 @@ def test_a_prismatic_stop_holds_a_sliding_block_under_energy_momentum():
 
 def test_energy_momentum4_keeps_energy_on_slide_chains():
     """The composed scheme's stages are energy-momentum steps, slides included: energy to the
-    1e-10 of issue 14's slide chains.  (It is round-off: with numba 0.68 the relative change
+    1e-10 of the slide chains.  (It is round-off: with numba 0.68 the relative change
     wanders up to 1.1e-11 over the 2000 steps, three stages each, where the linear
     convergence left by the springs stops each stage's solve near the floor.)"""
     sim = slide_chain(1, integrator="energy_momentum4")

@@ -1,4 +1,4 @@
-"""The conserving and comparison schemes of issue 3 against the papers' claims.
+"""The conserving and comparison schemes against the papers' claims.
 
 midpoint_em (003 §11), variational (000 App. E), index1 (002 (40), 001 (23)/(29)), director
 and director_nullspace (002 (23)/(25), §6): Jacobians against finite differences, the discrete

@@ -1,4 +1,4 @@
-"""The step budget of the jointed energy-momentum schemes (issue 14's real-time contract):
+"""The step budget of the jointed energy-momentum schemes (the real-time contract):
 a step that runs out of ``step_budget`` Newton iterations takes the budget outcome, an explicit
 step whose energy is capped at the start's plus the loads' work.  Through the public API."""
 import warnings

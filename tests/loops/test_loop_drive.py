@@ -1,4 +1,4 @@
-"""Driving closed loops (issue 16 with issue 12): actuators and joint limits on models with
+"""Driving closed loops: actuators and joint limits on models with
 loop joints, under nullspace_rk4 and energy_momentum.
 
 References: the exact discrete work of a constant motor (its torque times the crank's net

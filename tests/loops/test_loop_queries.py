@@ -1,4 +1,4 @@
-"""The dynamics queries on models with loop joints (issue 16): imu, joint_reaction,
+"""The dynamics queries on models with loop joints: imu, joint_reaction,
 inverse_dynamics, mass_matrix and bias_forces account for the loops.
 
 References: finite differences of the simulated motion (accelerations of the bodies'

@@ -1,4 +1,4 @@
-"""Closed loops (issue 16): loop joints on the tree, null-space method under nullspace_rk4.
+"""Closed loops: loop joints on the tree, null-space method under nullspace_rk4.
 
 References: the four-bar's closed-form kinematics and the one-degree-of-freedom energy
 quadrature (scipy), Bennett's closure relation, and the joints' own residual functions.

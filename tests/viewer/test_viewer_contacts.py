@@ -1,4 +1,4 @@
-"""The viewer on contact scenes (issue 15): contact points and normals drawn on request, and
+"""The viewer on contact scenes: contact points and normals drawn on request, and
 the mouse and keys pushing, kicking and spinning bodies that rest on the ground.
 
 Frames are rendered through real OpenGL (headless EGL) and input goes through pyglet's event

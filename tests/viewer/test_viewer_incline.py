@@ -1,4 +1,4 @@
-"""The viewer on a tilted ground (issue 15's ball_on_incline): the slope drawn as it lies, and
+"""The viewer on a tilted ground (ball_on_incline): the slope drawn as it lies, and
 the demo rolling the ball down it with the camera following and the mouse and keys kicking it.
 
 Frames are rendered through real OpenGL (headless EGL) and input goes through pyglet's event

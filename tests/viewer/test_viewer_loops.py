@@ -1,4 +1,4 @@
-"""The viewer on closed-loop linkages (issue 16): the loop demos run with their loops closed,
+"""The viewer on closed-loop linkages: the loop demos run with their loops closed,
 and a mouse drag on the delta robot's platform pushes it through the loops.
 
 Frames are rendered through real OpenGL (headless EGL) and input goes through pyglet's event
