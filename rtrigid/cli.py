@@ -48,9 +48,11 @@ def scenario_name(text):
         "that exists, nor a model factory as module:function")
 
 
-def add_scenario_arguments(parser, what="scenario"):
-    """The arguments every command that builds a scenario takes (see :func:`build_scenario`)."""
+def add_scenario_arguments(parser, what="scenario", optional=False):
+    """The arguments every command that builds a scenario takes (see :func:`build_scenario`);
+    ``optional``: SCENARIO may be left out (None)."""
     parser.add_argument("scenario", type=scenario_name, metavar="SCENARIO",
+                        **({"nargs": "?", "default": None} if optional else {}),
                         help=f"the {what} to build: a name (rtrigid list shows them), the path "
                         "of a URDF or MJCF robot file (--set floating_base=True, "
                         "merge_fixed=False), or a function returning a Model, as "
