@@ -4,6 +4,8 @@ of its own, this process as the rig answering every state with a command.
     python3 scripts/udp_stream_bench.py --seconds 60 --rate 1000 [--drop 0.01 --reorder 0.01]
                                         [--rt-priority 50] [--json]
 
+With ``--rt-priority N`` the server runs under SCHED_FIFO N and this client under N-1.
+
 Reported: the states' arrival jitter (arrival time minus the tick's ideal release, less the
 smallest such delay seen: how much later than its best a state came), the intervals between
 arrivals minus the period, the ticks whose state never came, and the server's own figures
@@ -36,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reorder", type=float, default=0.0,
                    help="fraction of commands sent after the next one")
     p.add_argument("--rt-priority", type=int, default=0,
-                   help="the server under SCHED_FIFO priority N (needs CAP_SYS_NICE)")
+                   help="the server, and this client at N-1, under SCHED_FIFO (needs "
+                        "CAP_SYS_NICE)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -53,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
             print(server.stderr.read(), file=sys.stderr)
             return 1
         host, port = line.rsplit(" ", 1)[1].split(":")
+        if args.rt_priority:
+            from rtrigid.io.realtime import set_fifo_priority
+
+            set_fifo_priority(max(args.rt_priority - 1, 1))
         rng = random.Random(args.seed)
         period_ns = 1e9 / args.rate
         with StreamClient(host, int(port), timeout=2.0) as client:
