@@ -342,3 +342,18 @@ def test_cli_mistakes_give_one_line_and_status_2(capsys, argv, field):
     assert cli.main(["serve", "arm", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field in err[0], err
+
+
+def test_states_carry_the_imu_readings(arm_server):
+    server = arm_server(imus=["link1", ("link0", (0.0, 0.0, 0.1))])
+    with connect(server) as client:
+        assert [s["name"] for s in client.sensors] == ["imu:link1", "imu:link0@0,0,0.1"]
+        client.command({"joint0": 0.9})
+        server.run(ticks=3)
+        drain(client)
+        # the next tick sends the state as it is now (before that tick's steps)
+        gyro, accel = server.sim.imu("link1")
+        server.run(ticks=1)
+        state = drain(client)[-1]
+        assert (bits(state["sensors"]["imu:link1"]) == bits(np.concatenate([gyro, accel]))).all()
+        assert state["sensors"]["imu:link0@0,0,0.1"].shape == (6,)
