@@ -48,9 +48,11 @@ def scenario_name(text):
         "that exists, nor a model factory as module:function")
 
 
-def add_scenario_arguments(parser, what="scenario"):
-    """The arguments every command that builds a scenario takes (see :func:`build_scenario`)."""
+def add_scenario_arguments(parser, what="scenario", optional=False):
+    """The arguments every command that builds a scenario takes (see :func:`build_scenario`);
+    ``optional``: SCENARIO may be left out (None)."""
     parser.add_argument("scenario", type=scenario_name, metavar="SCENARIO",
+                        **({"nargs": "?", "default": None} if optional else {}),
                         help=f"the {what} to build: a name (rtrigid list shows them), the path "
                         "of a URDF or MJCF robot file (--set floating_base=True, "
                         "merge_fixed=False), or a function returning a Model, as "
@@ -285,6 +287,19 @@ def build_parser():
     sv.add_argument("--imu", action="append", metavar="BODY[@x,y,z]",
                     help="add an IMU on BODY (at a point in body axes from its centre of "
                          "mass) to every state reply; repeatable")
+    sv.add_argument("--udp", type=int, default=None, metavar="PORT",
+                    help="stream over UDP on PORT at a fixed rate instead of serving "
+                         "lock-step TCP (0: any free port; see docs/hil/protocol.md)")
+    sv.add_argument("--rate", type=float, default=None, metavar="HZ",
+                    help="--udp: ticks per second (default 1/dt: one step per tick)")
+    sv.add_argument("--every", type=int, default=1, metavar="K",
+                    help="--udp: send the state every K-th tick (default 1)")
+    sv.add_argument("--watchdog", type=float, default=0.1, metavar="S",
+                    help="--udp: seconds without a command before --on-silence acts "
+                         "(default 0.1)")
+    sv.add_argument("--on-silence", choices=("hold", "zero"), default="hold",
+                    help="--udp: after the watchdog's silence, hold the last command or zero "
+                         "the controls, joint forces and loads (default hold)")
     sv.set_defaults(func=cmd_serve)
     sw = sub.add_parser("sweep", help="a parameter sweep from a TOML spec, in batches on Ray "
                         "(see rtrigid.sweep)")

@@ -102,7 +102,14 @@ def add_parser(sub):
     opens.
     """
     v = sub.add_parser("view", help="show a scenario in the OpenGL viewer (or render it headless)")
-    add_scenario_arguments(v, "scenario to show")
+    add_scenario_arguments(v, "scenario to show (with --attach: the served one if left out)",
+                           optional=True)
+    v.add_argument("--attach", default=None, metavar="HOST:PORT",
+                   help="show a session of a lock-step server (rtrigid serve) live, as its "
+                        "observer, instead of running the scenario here")
+    v.add_argument("--session", default=None, metavar="TOKEN_HEX",
+                   help="--attach: the session's token (the stepping client's "
+                        "Client.session.hex())")
     v.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second")
     v.add_argument("--headless", action="store_true", help="render offscreen, no window")
     v.add_argument("--frames", type=int, default=120,
@@ -130,6 +137,18 @@ def add_output_arguments(parser):
 
 def view_command(args):
     """Handler of ``rtrigid view``."""
+    if args.attach is not None:
+        from .attach import attach_command
+
+        try:
+            return attach_command(args)
+        except RuntimeError as exc:  # the server's refusal (ServerError), no display
+            print(f"rtrigid view: {exc}", file=sys.stderr)
+            return 2
+    if args.session is not None:
+        raise ValueError("session: only with --attach HOST:PORT")
+    if args.scenario is None:
+        raise ValueError("scenario: required (or --attach HOST:PORT --session TOKEN_HEX)")
     sim = build_scenario(args)
     if args.screenshot and not args.headless:
         raise ValueError("screenshot: only with --headless (a window is closed by the user)")

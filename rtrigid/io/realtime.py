@@ -217,6 +217,8 @@ class RealtimeRunner:
         self._stop = False
         self._stats: dict[str, Any] | None = None
         self._late: list[tuple[int, float]] = []
+        self._live: dict[str, int] = {}
+        self._live_samples: tuple[_Samples, _Samples] | None = None
 
     def steps_due(self, k: int) -> int:
         """S(k): steps the schedule has run by the release of tick ``k``."""
@@ -253,7 +255,9 @@ class RealtimeRunner:
         max_steps, max_lag_ns = self.max_steps_per_tick, int(round(self.max_lag * 1e9))
         tick = Tick()
         self._stop = False
-        counts = dict(ticks=0, overruns=0, caught_up=0, missed=0, worst_late=0)
+        counts = self._live = dict(ticks=0, overruns=0, caught_up=0, missed=0, worst_late=0,
+                                   scheduled=0, steps=0, dropped=0)
+        self._live_samples = (step_lat, jitter)
         late = self._late = []  # (tick, seconds late) of every tick done after its deadline
         k = done = 0
         dropped = 0
@@ -315,6 +319,8 @@ class RealtimeRunner:
                     if lag > max_lag_ns:
                         origin += lag - max_lag_ns
                         dropped += lag - max_lag_ns
+                        counts["dropped"] = dropped
+                counts["scheduled"], counts["steps"] = k, done
             clock.sleep_until(origin + k * period)
             finish(clock.now_ns())
         except BaseException:
@@ -353,6 +359,22 @@ class RealtimeRunner:
         if isinstance(self.clock, MonotonicClock):
             out["spin_s"] = self.clock.spin
         return out
+
+    def progress(self) -> dict[str, Any]:
+        """The deadline figures of the run in progress (or of the last one) so far, cheap
+        enough to read between ticks (from the callback): ``ticks``, ``scheduled_ticks``,
+        ``steps``, ``overruns``, ``folded_ticks``, ``late_ticks`` (ticks done after their
+        deadline), ``worst_lateness_us``, ``worst_step_us``, ``worst_start_lateness_us``,
+        ``dropped_s``; all 0 before the first run.  No percentiles: see :meth:`stats`."""
+        c = self._live
+        step_lat, jitter = self._live_samples or (_Samples(1), _Samples(1))
+        return {"ticks": c.get("ticks", 0), "scheduled_ticks": c.get("scheduled", 0),
+                "steps": c.get("steps", 0), "overruns": c.get("overruns", 0),
+                "folded_ticks": c.get("caught_up", 0), "late_ticks": c.get("missed", 0),
+                "worst_lateness_us": c.get("worst_late", 0) * 1e-3,
+                "worst_step_us": step_lat.max * 1e-3,
+                "worst_start_lateness_us": jitter.max * 1e-3,
+                "dropped_s": c.get("dropped", 0) * 1e-9}
 
     def stats(self) -> dict[str, Any] | None:
         """Figures of the last run (None before the first)."""

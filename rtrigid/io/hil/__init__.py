@@ -6,7 +6,9 @@
                             forces={"link1": ((0, 0, 0), (0, 0, 1e-3))})
             r["t"], r["qpos"], r["qvel"], r["sensors"]["imu:link1"], r["poses"]
 
-``rtrigid serve SCENARIO`` runs the server as a process.  The package holds
+``rtrigid serve SCENARIO`` runs the server as a process; ``rtrigid serve SCENARIO --udp PORT``
+streams instead, at a fixed rate (:class:`StreamServer` in :mod:`.stream`, the client
+:class:`StreamClient` in :mod:`.stream_client`).  The package holds
 :mod:`.protocol` (message codes and packing; the specification is
 ``docs/hil/protocol.md``), :mod:`.limits` (the server's limits, checked), :mod:`.server`,
 :mod:`.client` and :mod:`.command` (``rtrigid serve``); every name is re-exported here.
@@ -25,3 +27,5 @@ from rtrigid.io.hil.limits import check_limits  # noqa: F401
 from rtrigid.io.hil.server import Server  # noqa: F401
 from rtrigid.io.hil.client import Client  # noqa: F401
 from rtrigid.io.hil.command import parse_imu, serve_main  # noqa: F401
+from rtrigid.io.hil.stream import StreamServer  # noqa: F401
+from rtrigid.io.hil.stream_client import StreamClient  # noqa: F401

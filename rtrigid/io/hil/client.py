@@ -6,18 +6,19 @@ import os
 import socket
 import struct
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from rtrigid.io.hil.protocol import (
-    ACTUATOR_ROW, CONTROL, ERROR, ERROR_HEAD, HEADER, HELLO, HELLO_HEAD, HELLO_LIMITS,
-    HELLO_SESSION, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC, OBSERVE, PUSH, REPLY, RESET,
-    RESUME, SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD, STATE_WIDTH, STEP,
-    STEP_HEAD, VERSION, ServerError, as_spin, finite3, message, unpack_strings)
+    ERROR, ERROR_HEAD, HEADER, HELLO, HELLO_LIMITS, HELLO_SESSION, KEEPALIVE, MAGIC, OBSERVE,
+    PUSH, REPLY, RESET, RESUME, SET_STATE, SET_STATE_HEAD, STATE, STEP, STEP_HEAD, VERSION,
+    ServerError, as_spin, message)
+from rtrigid.io.hil.records import (
+    pack_controls, pack_joint_forces, pack_loads, read_description, read_state)
 from rtrigid.io.hil.sessions import TOKEN_SIZE
-from rtrigid.validate import as_scalar, as_vector
+from rtrigid.validate import as_vector
 
 
 def _set_timeouts(sock: socket.socket, recv: float | None = None, send: float | None = None
@@ -89,38 +90,11 @@ class Client:
         self._read_hello(hello)
 
     def _read_hello(self, hello: bytearray) -> None:
-        (nb, self.dt, self.max_steps_per_request, n_joints, n_actuators, n_sensors, self.nq,
-         self.nv) = HELLO_HEAD.unpack_from(hello)
-        at = HELLO_HEAD.size
-        self.integrator, self.scenario, *self.names = unpack_strings(hello, at, nb + 2)
-        at += sum(2 + len(x.encode()) for x in (self.integrator, self.scenario, *self.names))
-        self.nb = nb
-
-        def rows(count: int, row: struct.Struct, keys: Sequence[str]) -> list[dict[str, Any]]:
-            nonlocal at
-            out = []
-            for _ in range(count):
-                name, kind = unpack_strings(hello, at, 2)
-                at += 4 + len(name.encode()) + len(kind.encode())
-                out.append({"name": name, "kind": kind,
-                            **dict(zip(keys, row.unpack_from(hello, at)))})
-                at += row.size
-            return out
-
-        self.joints = rows(n_joints, JOINT_ROW, ("parent", "child", "qpos_at", "nq", "qvel_at",
-                                                 "nv", "lower", "upper"))
-        for j in self.joints:
-            j["limits"] = (j.pop("lower"), j.pop("upper"))
-        self.actuators = rows(n_actuators, ACTUATOR_ROW, ("joint", "gear", "ctrl_lo", "ctrl_hi",
-                                                          "force_lo", "force_hi"))
-        for a in self.actuators:
-            a["ctrl_range"] = (a.pop("ctrl_lo"), a.pop("ctrl_hi"))
-            a["force_range"] = (a.pop("force_lo"), a.pop("force_hi"))
-        self.sensors = rows(n_sensors, SENSOR_ROW, ("body", "px", "py", "pz", "width"))
-        for sensor in self.sensors:
-            sensor["point"] = (sensor.pop("px"), sensor.pop("py"), sensor.pop("pz"))
-        self.joint_names = [j["name"] for j in self.joints]
-        self.actuator_names = [a["name"] for a in self.actuators]
+        info, at = read_description(hello)
+        for key in ("dt", "max_steps_per_request", "nq", "nv", "integrator", "scenario",
+                    "names", "nb", "joints", "actuators", "sensors", "joint_names",
+                    "actuator_names"):
+            setattr(self, key, info[key])
         # the server's limits, after the rows (None from a server that does not send them)
         self.limits: dict[str, float] | None = None
         if len(hello) >= at + HELLO_LIMITS.size:
@@ -183,52 +157,11 @@ class Client:
             + np.concatenate(parts).astype("<f8").tobytes()
         return self._state_dict(self._request(SET_STATE, payload))
 
-    def _index(self, what: str, key: object, names: list[str]) -> int:
-        """An actuator's or joint's index from its name or index (``what``: the argument)."""
-        if isinstance(key, str):
-            if key in names:
-                return names.index(key)
-            raise ValueError(f"{what}: no {what[:-1].replace('joint_force', 'joint')} named "
-                             f"{key!r}; known: {names}")
-        if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and (
-                0 <= key < len(names)):
-            return int(key)
-        raise ValueError(f"{what}: {key!r} is neither a name nor an index < {len(names)}")
-
     def _pack_controls(self, controls: Any) -> list[bytes]:
-        if controls is None:
-            return []
-        if not hasattr(controls, "items"):
-            controls = dict(enumerate(as_vector(controls, len(self.actuators), "controls")))
-        out, seen = [], set()
-        for key, u in controls.items():
-            a = self._index("controls", key, self.actuator_names)
-            if a in seen:
-                raise ValueError(f"controls: actuator {self.actuator_names[a]!r} given twice")
-            seen.add(a)
-            u = as_scalar(u, f"controls[{key!r}]")
-            out.append(CONTROL.pack(a, u))
-        return out
+        return pack_controls(controls, self.actuator_names)
 
     def _pack_joint_forces(self, joint_forces: Any) -> list[bytes]:
-        if not hasattr(joint_forces, "items"):
-            raise ValueError(f"joint_forces: expected a mapping joint -> force, got "
-                             f"{type(joint_forces).__name__}")
-        out, seen = [], set()
-        for key, value in joint_forces.items():
-            j = self._index("joint_forces", key, self.joint_names)
-            if j in seen:
-                raise ValueError(f"joint_forces: joint {self.joint_names[j]!r} given twice")
-            seen.add(j)
-            nv = self.joints[j]["nv"]
-            if nv == 0:
-                raise ValueError(f"joint_forces[{key!r}]: joint {self.joint_names[j]!r} has no "
-                                 "rates to take a force")
-            if np.ndim(value) == 0:
-                value = [value]
-            value = as_vector(value, nv, f"joint_forces[{key!r}]")
-            out.append(JOINT_FORCE.pack(j) + value.astype("<f8").tobytes())
-        return out
+        return pack_joint_forces(joint_forces, self.joints)
 
     def state(self) -> dict[str, Any]:
         """The served simulation's state now."""
@@ -299,41 +232,8 @@ class Client:
         """Return the server's simulation to its initial state."""
         return self._state_dict(self._request(RESET))
 
-    def _body(self, body: object) -> int:
-        if isinstance(body, str):
-            if body in self.names:
-                return self.names.index(body)
-            raise ValueError(f"forces: no body named {body!r}; known: {self.names}")
-        if isinstance(body, (int, np.integer)) and not isinstance(body, bool) and (
-                0 <= body < self.nb):
-            return int(body)
-        raise ValueError(f"forces: body {body!r} is neither a name nor an index < {self.nb}")
-
     def _pack_loads(self, forces: Any) -> list[bytes]:
-        if not hasattr(forces, "items"):
-            raise ValueError(f"forces: expected a mapping body -> (force, torque), got "
-                             f"{type(forces).__name__}")
-        records = []
-        seen = set()
-        for body, value in forces.items():
-            b = self._body(body)
-            if b in seen:
-                raise ValueError(f"forces: body {self.names[b]!r} given twice")
-            seen.add(b)
-            if isinstance(value, dict):
-                unknown = set(value) - {"force", "torque"}
-                if unknown:
-                    raise ValueError(f"forces[{body!r}]: unknown keys {sorted(unknown)}")
-                force, torque = value.get("force", (0, 0, 0)), value.get("torque", (0, 0, 0))
-            else:
-                try:
-                    force, torque = value
-                except (TypeError, ValueError):
-                    raise ValueError(f"forces[{body!r}]: expected (force, torque), got "
-                                     f"{value!r}") from None
-            records.append(LOAD.pack(b, *finite3(force, f"forces[{body!r}] force"),
-                                     *finite3(torque, f"forces[{body!r}] torque")))
-        return records
+        return pack_loads(forces, self.names)
 
     def _recv_some(self, got: int, deadline_ns: int) -> int:
         """recv_into the buffer from ``got``; busy-polls until ``deadline_ns``, then blocks."""
@@ -416,16 +316,5 @@ class Client:
                            .decode("utf-8", "replace"))
 
     def _state_dict(self, body: bytearray) -> dict[str, Any]:
-        t, steps, nb, nq, nv, _ = STATE_HEAD.unpack_from(body)
-        values = np.frombuffer(body, dtype="<f8", offset=STATE_HEAD.size)
         # views of a copy made for this reply alone: nothing else holds it
-        bodies = values[:nb * STATE_WIDTH].reshape(nb, STATE_WIDTH)
-        at = nb * STATE_WIDTH
-        qpos, qvel = values[at:at + nq], values[at + nq:at + nq + nv]
-        at += nq + nv
-        sensors: dict[str, Any] = {}
-        for sensor in self.sensors:
-            sensors[sensor["name"]] = values[at:at + sensor["width"]]
-            at += sensor["width"]
-        return {"t": t, "steps": steps, "poses": bodies[:, :7], "velocities": bodies[:, 7:],
-                "qpos": qpos, "qvel": qvel, "sensors": sensors, "names": self.names}
+        return read_state(body, self.sensors, self.names)

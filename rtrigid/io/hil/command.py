@@ -3,6 +3,7 @@ served until interrupted."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -24,6 +25,21 @@ def parse_imu(text: str) -> str | tuple[str, tuple[float, ...]]:
     return body, point
 
 
+def check_stream_options(args: argparse.Namespace) -> None:
+    """``--udp PORT`` and its options, checked before the scenario is built (``ValueError``
+    naming the option)."""
+    if not 0 <= args.udp <= 65535:
+        raise ValueError(f"udp: expected a port in [0, 65535], got {args.udp}")
+    if getattr(args, "unix", None) is not None:
+        raise ValueError("udp: streams over UDP; --unix is for the lock-step server")
+    if args.rate is not None and not (math.isfinite(args.rate) and 0 < args.rate <= 100_000):
+        raise ValueError(f"rate: expected ticks per second in (0, 100000], got {args.rate}")
+    if not 1 <= args.every <= 1_000_000:
+        raise ValueError(f"every: expected an integer in [1, 1000000], got {args.every}")
+    if not (math.isfinite(args.watchdog) and args.watchdog > 0):
+        raise ValueError(f"watchdog: expected seconds > 0, got {args.watchdog}")
+
+
 def serve_main(args: argparse.Namespace) -> None:
     """``rtrigid serve``: build the scenario and serve it until interrupted (SIGTERM, SIGINT);
     then the process exits at once (status 0), its connections closed."""
@@ -31,6 +47,14 @@ def serve_main(args: argparse.Namespace) -> None:
 
     from rtrigid import scenarios
 
+    udp = getattr(args, "udp", None)
+    if udp is None:
+        for name, default in (("rate", None), ("every", 1), ("watchdog", 0.1),
+                              ("on_silence", "hold")):
+            if getattr(args, name, default) != default:
+                raise ValueError(f"{name}: only with --udp PORT (streaming)")
+    else:
+        check_stream_options(args)
     # the limits are checked before the scenario is built: a typo fails at once, in one line
     limits = check_limits(**{k: getattr(args, k) for k in (
         "max_clients", "idle_timeout", "partial_timeout", "send_timeout", "time_slice",
@@ -41,6 +65,11 @@ def serve_main(args: argparse.Namespace) -> None:
     sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt,
                           **dict(args.set or []))
     sim.step(0)  # compile before a real-time priority is taken (the Server compiles too)
+    if udp is not None:
+        from rtrigid.io.hil.stream import stream_main
+
+        stream_main(args, sim, imus)
+        return
     if args.rt_priority:
         from rtrigid.io.realtime import set_fifo_priority
 

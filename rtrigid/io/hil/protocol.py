@@ -116,3 +116,33 @@ def as_spin(spin: float) -> float:
     if not (math.isfinite(value) and 0.0 <= value <= 10.0):
         raise ValueError(f"spin: expected seconds in [0, 10], got {spin!r}")
     return value
+
+
+# -- streaming over UDP (docs/hil/protocol.md, "Streaming over UDP", stream version 1) -------
+# every datagram: HEADER with this magic and version, then exactly `length` bytes of payload
+STREAM_MAGIC = b"RTRU"
+STREAM_VERSION = 1
+COMMAND, SUBSCRIBE, STATS, DESCRIBE = 1, 2, 3, 4  # to the server
+STREAM_STATE = COMMAND | REPLY  # a state, sent every `every` ticks to the destination
+COMMAND_HEAD = struct.Struct("<III")        # n_loads, n_controls, n_joint_forces
+STREAM_STATE_HEAD = struct.Struct("<QII")   # tick, seq of the command in force, status
+STATUS_WATCHDOG = 1  # status bit: no command for `watchdog` seconds (held or zeroed)
+# after DESCRIBE's rows: rate (Hz), every, watchdog (s), on_silence (0 hold, 1 zero),
+# max_payload (the longest datagram payload the server takes)
+STREAM_INFO = struct.Struct("<dIdII")
+ON_SILENCE = ("hold", "zero")
+STATS_COUNTS = ("ticks", "scheduled_ticks", "steps", "late_ticks", "folded_ticks", "overruns",
+                "commands_applied", "commands_superseded", "dropped_stale",
+                "dropped_reordered", "dropped_invalid", "states_sent", "watchdog_trips")
+STATS_TIMES = ("worst_lateness_us", "worst_step_us", "worst_start_lateness_us", "dropped_s")
+STATS_PAYLOAD = struct.Struct(f"<{len(STATS_COUNTS)}Q{len(STATS_TIMES)}d")
+
+
+def datagram(kind: int, seq: int, payload: bytes = b"") -> bytes:
+    """A stream datagram: the header (magic ``RTRU``, stream version) and ``payload``."""
+    return HEADER.pack(STREAM_MAGIC, STREAM_VERSION, kind, 0, seq, len(payload)) + payload
+
+
+def datagram_error(seq: int, code: int, text: str) -> bytes:
+    """A stream ERROR datagram: ``code`` and ``text`` (UTF-8, cut at 1000 bytes)."""
+    return datagram(ERROR, seq, ERROR_HEAD.pack(code) + text.encode("utf-8", "replace")[:1000])

@@ -1,5 +1,6 @@
-"""What the lock-step server serves: copies of the simulation, the rows HELLO describes it
-by (joints, actuators, IMU sensors), and its Unix-domain listener."""
+"""What the lock-step and streaming servers serve: copies of the simulation, the rows HELLO
+describes it by (joints, actuators, IMU sensors), its state packed as the protocol sends it,
+and the Unix-domain listener."""
 from __future__ import annotations
 
 import math
@@ -12,7 +13,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
-from rtrigid.io.hil.protocol import finite3
+from rtrigid.io.hil.protocol import (
+    ACTUATOR_ROW, HELLO_HEAD, IMU_WIDTH, JOINT_ROW, SENSOR_ROW, STATE_HEAD, STATE_WIDTH,
+    finite3, pack_strings)
 from rtrigid.simulation import Simulation
 from rtrigid.simulation_helpers import Handle
 
@@ -99,3 +102,51 @@ def imu_sensors(sim: Simulation, imus: Iterable[ImuSpec] | None
         names.add(name)
         out.append((name, b, np.array(point)))
     return out
+
+
+def describe(sim: Simulation, scenario: str, max_steps: int, joints: list[tuple[Any, ...]],
+             actuators: list[tuple[Any, ...]],
+             imus: list[tuple[str, int, NDArray[np.float64]]]) -> bytes:
+    """The HELLO reply's description of ``sim`` up to its sensor rows (the limits and the
+    session follow it in a lock-step HELLO; a stream's DESCRIBE reply ends with its own
+    block): ``docs/hil/protocol.md``."""
+    out = [HELLO_HEAD.pack(sim.nb, sim.dt, max_steps, len(joints), len(actuators), len(imus),
+                           sim.nq, sim.nv),
+           pack_strings([sim.integrator, scenario, *sim.names])]
+    for name, kind, *row in joints:
+        out += [pack_strings([name, kind]), JOINT_ROW.pack(*row)]
+    for name, kind, *row in actuators:
+        out += [pack_strings([name, kind]), ACTUATOR_ROW.pack(*row)]
+    for name, b, point in imus:
+        out += [pack_strings([name, "imu"]), SENSOR_ROW.pack(b, *point, IMU_WIDTH)]
+    return b"".join(out)
+
+
+class StatePacker:
+    """Packs a simulation's state as the protocol's state payload (STATE_HEAD, the bodies'
+    poses and velocities, qpos, qvel, the IMU readings), into buffers it reuses."""
+
+    def __init__(self, sim: Simulation, imus: list[tuple[str, int, NDArray[np.float64]]]
+                 ) -> None:
+        self.imus = imus
+        n_sensor_values = IMU_WIDTH * len(imus)
+        self.values = np.empty(STATE_WIDTH * sim.nb + sim.nq + sim.nv + n_sensor_values)
+        self.bodies = self.values[:STATE_WIDTH * sim.nb].reshape(sim.nb, STATE_WIDTH)
+        self.head = (sim.nb, sim.nq, sim.nv, n_sensor_values)
+
+    def pack(self, sim: Simulation) -> bytes:
+        """The state payload of ``sim`` (a simulation of the same model) now."""
+        out = self.bodies
+        for b in range(sim.nb):
+            out[b, 0:3], out[b, 3:7] = sim.pose(b)
+            out[b, 7:10], out[b, 10:13] = sim.velocity(b)
+        values = self.values
+        at = STATE_WIDTH * sim.nb
+        values[at:at + sim.nq] = sim.qpos()
+        at += sim.nq
+        values[at:at + sim.nv] = sim.qvel()
+        at += sim.nv
+        for _, b, point in self.imus:
+            values[at:at + 3], values[at + 3:at + 6] = sim.imu(b, point)
+            at += IMU_WIDTH
+        return STATE_HEAD.pack(sim.t, sim.steps_taken, *self.head) + values.tobytes()

@@ -17,14 +17,13 @@ import numpy as np
 
 from rtrigid.io.hil.limits import check_limits
 from rtrigid.io.hil.protocol import (
-    ACTUATOR_ROW, CONTROL, E_FULL, E_IDLE, E_INTERNAL, E_KIND, E_MAGIC, E_SESSION, E_SIZE,
-    E_STEP, E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, HEADER, HELLO, HELLO_HEAD,
-    HELLO_LIMITS, HELLO_SESSION, IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC,
-    OBSERVE, PUSH, REPLY, RESET, RESUME, SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE,
-    STATE_HEAD, STATE_WIDTH, STEP, STEP_HEAD, VERSION, as_spin, error, message,
-    pack_strings)
+    CONTROL, E_FULL, E_IDLE, E_INTERNAL, E_KIND, E_MAGIC, E_SESSION, E_SIZE, E_STEP,
+    E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, HEADER, HELLO, HELLO_LIMITS, HELLO_SESSION,
+    JOINT_FORCE, KEEPALIVE, LOAD, MAGIC, OBSERVE, PUSH, REPLY, RESET, RESUME, SET_STATE,
+    SET_STATE_HEAD, STATE, STEP, STEP_HEAD, VERSION, as_spin, error, message)
 from rtrigid.io.hil.served import (
-    ImuSpec, actuator_rows, imu_sensors, joint_rows, replica, unix_listener)
+    ImuSpec, StatePacker, actuator_rows, describe, imu_sensors, joint_rows, replica,
+    unix_listener)
 from rtrigid.io.hil.requests import Refusal, StepRequest, parse_step
 from rtrigid.io.hil.sessions import TOKEN_SIZE, Sessions
 from rtrigid.simulation import Simulation, SimulationError, Snapshot
@@ -128,10 +127,7 @@ class Server:
             + sum(JOINT_FORCE.size + 8 * nv for nv in self._joint_nv),
             SET_STATE_HEAD.size + 8 * (sim.nq + sim.nv))
         self._hello = self._describe()
-        n_sensor_values = IMU_WIDTH * len(self._imus)
-        self._state_values = np.empty(STATE_WIDTH * sim.nb + sim.nq + sim.nv + n_sensor_values)
-        self._state = self._state_values[:STATE_WIDTH * sim.nb].reshape(sim.nb, STATE_WIDTH)
-        self._state_head = (sim.nb, sim.nq, sim.nv, n_sensor_values)
+        self._packer = StatePacker(sim, self._imus)
         # compile before serving: numba compiles a kernel on its first call (tens of seconds on
         # a cold cache), and the first client's first STEP must not wait for it
         with warnings.catch_warnings():
@@ -167,20 +163,11 @@ class Server:
 
     def _describe(self) -> bytes:
         """The HELLO reply's payload (:mod:`.protocol`)."""
-        sim = self.sim
-        out = [HELLO_HEAD.pack(sim.nb, sim.dt, self.max_steps_per_request, len(self._joints),
-                               len(self._actuators), len(self._imus), sim.nq, sim.nv),
-               pack_strings([sim.integrator, self.scenario, *sim.names])]
-        for name, kind, *row in self._joints:
-            out += [pack_strings([name, kind]), JOINT_ROW.pack(*row)]
-        for name, kind, *row in self._actuators:
-            out += [pack_strings([name, kind]), ACTUATOR_ROW.pack(*row)]
-        for name, b, point in self._imus:
-            out += [pack_strings([name, "imu"]), SENSOR_ROW.pack(b, *point, IMU_WIDTH)]
         # after the rows: the limits (a client that reads only the rows ignores them)
-        out.append(HELLO_LIMITS.pack(self._max_payload, self.max_clients, self.idle_timeout,
-                                     self.partial_timeout, self.send_timeout, self.time_slice))
-        return b"".join(out)
+        return describe(self.sim, self.scenario, self.max_steps_per_request, self._joints,
+                        self._actuators, self._imus) + HELLO_LIMITS.pack(
+            self._max_payload, self.max_clients, self.idle_timeout, self.partial_timeout,
+            self.send_timeout, self.time_slice)
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> Server:
@@ -711,20 +698,7 @@ class Server:
                 sim.apply_torque(b, torque)
 
     def _pack_state(self, sim: Simulation) -> bytes:
-        out = self._state
-        for b in range(sim.nb):
-            out[b, 0:3], out[b, 3:7] = sim.pose(b)
-            out[b, 7:10], out[b, 10:13] = sim.velocity(b)
-        values = self._state_values
-        at = STATE_WIDTH * sim.nb
-        values[at:at + sim.nq] = sim.qpos()
-        at += sim.nq
-        values[at:at + sim.nv] = sim.qvel()
-        at += sim.nv
-        for _, b, point in self._imus:
-            values[at:at + 3], values[at + 3:at + 6] = sim.imu(b, point)
-            at += IMU_WIDTH
-        return STATE_HEAD.pack(sim.t, sim.steps_taken, *self._state_head) + values.tobytes()
+        return self._packer.pack(sim)
 
 
 def _close(sock: socket.socket) -> None:

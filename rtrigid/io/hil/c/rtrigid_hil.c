@@ -1,5 +1,6 @@
-/* rtrigid_hil.c -- C99 reference client of the rtrigid lock-step HIL protocol, version 2
- * (docs/hil/protocol.md).  The C standard library and POSIX sockets only. */
+/* rtrigid_hil.c -- C99 reference client of the rtrigid lock-step HIL protocol, version 2, and
+ * of its UDP stream, version 1 (docs/hil/protocol.md).  The C standard library and POSIX
+ * sockets only. */
 #define _POSIX_C_SOURCE 200809L
 #include "rtrigid_hil.h"
 
@@ -13,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -29,6 +31,8 @@ struct rth_client {
     double *values;              /* the last state's values */
     rth_state state;
     char error[1024];
+    rth_stream_info stream;      /* a stream's (rth_stream_open) */
+    uint32_t ask_seq;            /* a stream's last STATS or DESCRIBE */
 };
 
 /* -- little-endian encoding ---------------------------------------------------------------- */
@@ -309,42 +313,61 @@ static int state_request(rth_client *c, int kind, size_t len) {
     return err ? err : read_state(c, reply);
 }
 
-int rth_step(rth_client *c, uint32_t n_steps, const rth_load *loads, uint32_t n_loads,
-             const rth_control *controls, uint32_t n_controls,
-             const rth_joint_force *joint_forces, uint32_t n_joint_forces) {
-    size_t size = 16 + 52 * (size_t)n_loads + 12 * (size_t)n_controls, at;
-    uint32_t i, k;
-    int err;
-    if (!c || (n_loads && !loads) || (n_controls && !controls) ||
-        (n_joint_forces && !joint_forces))
+/* The bytes of the load, control and joint force records; RTH_E_ARG for a bad argument. */
+static int records_size(const rth_load *loads, uint32_t n_loads, const rth_control *controls,
+                        uint32_t n_controls, const rth_joint_force *joint_forces,
+                        uint32_t n_joint_forces, size_t *size) {
+    uint32_t i;
+    if ((n_loads && !loads) || (n_controls && !controls) || (n_joint_forces && !joint_forces))
         return RTH_E_ARG;
+    *size = 52 * (size_t)n_loads + 12 * (size_t)n_controls;
     for (i = 0; i < n_joint_forces; i++) {
         if (joint_forces[i].nv < 1 || joint_forces[i].nv > 6) return RTH_E_ARG;
-        size += 4 + 8 * (size_t)joint_forces[i].nv;
+        *size += 4 + 8 * (size_t)joint_forces[i].nv;
     }
-    if ((err = reserve(c, HEADER + size)) != RTH_OK) return err;
-    at = HEADER;
-    put_u32(c->buf + at, n_steps);
-    put_u32(c->buf + at + 4, n_loads);
-    put_u32(c->buf + at + 8, n_controls);
-    put_u32(c->buf + at + 12, n_joint_forces);
-    at += 16;
+    return RTH_OK;
+}
+
+static void put_records(unsigned char *p, const rth_load *loads, uint32_t n_loads,
+                        const rth_control *controls, uint32_t n_controls,
+                        const rth_joint_force *joint_forces, uint32_t n_joint_forces) {
+    size_t at = 0;
+    uint32_t i, k;
     for (i = 0; i < n_loads; i++, at += 52) {
-        put_u32(c->buf + at, loads[i].body);
+        put_u32(p + at, loads[i].body);
         for (k = 0; k < 3; k++) {
-            put_f64(c->buf + at + 4 + 8 * k, loads[i].force[k]);
-            put_f64(c->buf + at + 28 + 8 * k, loads[i].torque[k]);
+            put_f64(p + at + 4 + 8 * k, loads[i].force[k]);
+            put_f64(p + at + 28 + 8 * k, loads[i].torque[k]);
         }
     }
     for (i = 0; i < n_controls; i++, at += 12) {
-        put_u32(c->buf + at, controls[i].actuator);
-        put_f64(c->buf + at + 4, controls[i].value);
+        put_u32(p + at, controls[i].actuator);
+        put_f64(p + at + 4, controls[i].value);
     }
     for (i = 0; i < n_joint_forces; i++) {
-        put_u32(c->buf + at, joint_forces[i].joint);
+        put_u32(p + at, joint_forces[i].joint);
         at += 4;
-        for (k = 0; k < joint_forces[i].nv; k++, at += 8) put_f64(c->buf + at, joint_forces[i].value[k]);
+        for (k = 0; k < joint_forces[i].nv; k++, at += 8) put_f64(p + at, joint_forces[i].value[k]);
     }
+}
+
+int rth_step(rth_client *c, uint32_t n_steps, const rth_load *loads, uint32_t n_loads,
+             const rth_control *controls, uint32_t n_controls,
+             const rth_joint_force *joint_forces, uint32_t n_joint_forces) {
+    size_t size;
+    int err;
+    if (!c) return RTH_E_ARG;
+    if ((err = records_size(loads, n_loads, controls, n_controls, joint_forces,
+                            n_joint_forces, &size)) != RTH_OK)
+        return err;
+    size += 16;
+    if ((err = reserve(c, HEADER + size)) != RTH_OK) return err;
+    put_u32(c->buf + HEADER, n_steps);
+    put_u32(c->buf + HEADER + 4, n_loads);
+    put_u32(c->buf + HEADER + 8, n_controls);
+    put_u32(c->buf + HEADER + 12, n_joint_forces);
+    put_records(c->buf + HEADER + 16, loads, n_loads, controls, n_controls, joint_forces,
+                n_joint_forces);
     return state_request(c, STEP, size);
 }
 
@@ -369,4 +392,192 @@ int rth_set_state(rth_client *c, const double *qpos, const double *qvel) {
 int rth_keepalive(rth_client *c) {
     size_t len = 0;
     return c ? request(c, KEEPALIVE, 0, &len) : RTH_E_ARG;
+}
+
+/* -- streaming over UDP ------------------------------------------------------------------------ */
+enum { COMMAND = 1, SUBSCRIBE = 2, STATS = 3, DESCRIBE = 4, STREAM_STATE = 0x81,
+       STREAM_HEAD = 16, STREAM_INFO = 28, STATS_SIZE = 136, DATAGRAM_MAX = 65536 };
+
+static void put_datagram_header(unsigned char *p, int kind, uint32_t seq, size_t len) {
+    memcpy(p, "RTRU", 4);
+    p[4] = RTH_STREAM_VERSION;
+    p[5] = (unsigned char)kind;
+    put_u16(p + 6, 0);
+    put_u32(p + 8, seq);
+    put_u32(p + 12, (uint32_t)len);
+}
+
+static int send_datagram(rth_client *c, int kind, uint32_t seq, size_t len) {
+    put_datagram_header(c->buf, kind, seq, len);
+    for (;;) {
+        if (send(c->fd, c->buf, HEADER + len, 0) >= 0) return RTH_OK;
+        if (errno != EINTR) return RTH_E_IO;
+    }
+}
+
+/* The next datagram of the stream into c->buf: its kind, seq and payload length.  An ERROR is
+ * returned as its code (message in rth_last_error); datagrams of another protocol are skipped. */
+static int recv_datagram(rth_client *c, int *kind, uint32_t *seq, size_t *len) {
+    for (;;) {
+        ssize_t n = recv(c->fd, c->buf, c->cap, 0);
+        size_t length;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return RTH_E_TIMEOUT;
+            return RTH_E_IO;
+        }
+        if ((size_t)n < HEADER || memcmp(c->buf, "RTRU", 4) != 0 ||
+            c->buf[4] != RTH_STREAM_VERSION || get_u32(c->buf + 12) != (size_t)n - HEADER)
+            continue;
+        length = (size_t)n - HEADER;
+        *kind = c->buf[5];
+        *seq = get_u32(c->buf + 8);
+        *len = length;
+        if (*kind == ERROR) {
+            size_t m = length >= 2 ? length - 2 : 0;
+            if (m >= sizeof c->error) m = sizeof c->error - 1;
+            memcpy(c->error, c->buf + HEADER + 2, m);
+            c->error[m] = '\0';
+            return length < 2 ? RTH_E_PROTOCOL : (int)get_u16(c->buf + HEADER);
+        }
+        return RTH_OK;
+    }
+}
+
+/* A state datagram's payload (at c->buf + HEADER, len bytes) as the last state. */
+static int read_stream_state(rth_client *c, size_t len, uint64_t *tick, uint32_t *command_seq,
+                             uint32_t *status) {
+    const unsigned char *p = c->buf + HEADER;
+    if (len < STREAM_HEAD) return RTH_E_PROTOCOL;
+    if (tick) *tick = get_u64(p);
+    if (command_seq) *command_seq = get_u32(p + 8);
+    if (status) *status = get_u32(p + 12);
+    memmove(c->buf + HEADER, c->buf + HEADER + STREAM_HEAD, len - STREAM_HEAD);
+    return read_state(c, len - STREAM_HEAD);
+}
+
+/* Send an empty request (STATS, DESCRIBE) and wait for its reply; states meanwhile are kept
+ * as the last state. */
+static int ask(rth_client *c, int kind, size_t *len) {
+    int rkind, err;
+    uint32_t seq;
+    c->ask_seq = c->ask_seq % 0xFFFFFFFFu + 1u;
+    if ((err = send_datagram(c, kind, c->ask_seq, 0)) != RTH_OK) return err;
+    for (;;) {
+        if ((err = recv_datagram(c, &rkind, &seq, len)) != RTH_OK) return err;
+        if (rkind == (kind | REPLY) && seq == c->ask_seq) return RTH_OK;
+        if (rkind == STREAM_STATE && (err = read_stream_state(c, *len, NULL, NULL, NULL)) != RTH_OK)
+            return err;
+    }
+}
+
+int rth_stream_open(rth_client **out, const char *host, int port, double timeout_s) {
+    struct addrinfo hints, *res = NULL, *ai;
+    struct timeval tv;
+    char service[16];
+    rth_client *c;
+    size_t len = 0;
+    int err = RTH_E_TIMEOUT, tries, size = 1 << 20;
+    const unsigned char *info;
+    if (!out || !host || port <= 0 || port > 65535 || !(timeout_s > 0.0) || timeout_s > 1e6)
+        return RTH_E_ARG;
+    *out = NULL;
+    c = (rth_client *)calloc(1, sizeof *c);
+    if (!c) return RTH_E_NOMEM;
+    c->fd = -1;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    snprintf(service, sizeof service, "%d", port);
+    if (getaddrinfo(host, service, &hints, &res) != 0) { rth_close(c); return RTH_E_CONNECT; }
+    for (ai = res; ai; ai = ai->ai_next) {
+        c->fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (c->fd < 0) continue;
+        /* connected: only the server's datagrams are received */
+        if (connect(c->fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+        close(c->fd);
+        c->fd = -1;
+    }
+    freeaddrinfo(res);
+    if (c->fd < 0) { rth_close(c); return RTH_E_CONNECT; }
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    tv.tv_sec = (time_t)timeout_s;
+    tv.tv_usec = (suseconds_t)((timeout_s - (double)tv.tv_sec) * 1e6);
+    if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1;
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if ((err = reserve(c, DATAGRAM_MAX)) != RTH_OK) { rth_close(c); return err; }
+    for (tries = 0; tries < 5; tries++) {
+        err = ask(c, DESCRIBE, &len);
+        if (err != RTH_E_TIMEOUT) break;
+    }
+    if (err == RTH_OK && len < STREAM_INFO) err = RTH_E_PROTOCOL;
+    /* the description of HELLO, then the stream's block (its last 28 bytes) */
+    if (err == RTH_OK) {
+        info = c->buf + HEADER + len - STREAM_INFO;
+        c->stream.rate = get_f64(info);
+        c->stream.every = get_u32(info + 8);
+        c->stream.watchdog = get_f64(info + 12);
+        c->stream.on_silence = get_u32(info + 20);
+        c->stream.max_payload = get_u32(info + 24);
+        err = read_hello(c, len - STREAM_INFO);
+    }
+    if (err != RTH_OK) { rth_close(c); return err; }
+    *out = c;
+    return RTH_OK;
+}
+
+const rth_stream_info *rth_stream_info_of(const rth_client *c) { return c ? &c->stream : NULL; }
+
+int rth_stream_command(rth_client *c, uint32_t seq, const rth_load *loads, uint32_t n_loads,
+                       const rth_control *controls, uint32_t n_controls,
+                       const rth_joint_force *joint_forces, uint32_t n_joint_forces) {
+    size_t size;
+    int err;
+    if (!c) return RTH_E_ARG;
+    if ((err = records_size(loads, n_loads, controls, n_controls, joint_forces,
+                            n_joint_forces, &size)) != RTH_OK)
+        return err;
+    if (HEADER + 12 + size > c->cap) return RTH_E_ARG;
+    put_u32(c->buf + HEADER, n_loads);
+    put_u32(c->buf + HEADER + 4, n_controls);
+    put_u32(c->buf + HEADER + 8, n_joint_forces);
+    put_records(c->buf + HEADER + 12, loads, n_loads, controls, n_controls, joint_forces,
+                n_joint_forces);
+    return send_datagram(c, COMMAND, seq, 12 + size);
+}
+
+int rth_stream_subscribe(rth_client *c) { return c ? send_datagram(c, SUBSCRIBE, 0, 0) : RTH_E_ARG; }
+
+int rth_stream_next(rth_client *c, uint64_t *tick, uint32_t *command_seq, uint32_t *status) {
+    int kind, err;
+    uint32_t seq;
+    size_t len;
+    if (!c) return RTH_E_ARG;
+    for (;;) {
+        if ((err = recv_datagram(c, &kind, &seq, &len)) != RTH_OK) return err;
+        if (kind == STREAM_STATE) return read_stream_state(c, len, tick, command_seq, status);
+    }
+}
+
+int rth_stream_stats(rth_client *c, rth_stream_figures *out) {
+    const unsigned char *p;
+    uint64_t counts[13];
+    size_t len = 0;
+    int err, i;
+    if (!c || !out) return RTH_E_ARG;
+    if ((err = ask(c, STATS, &len)) != RTH_OK) return err;
+    if (len != STATS_SIZE) return RTH_E_PROTOCOL;
+    p = c->buf + HEADER;
+    for (i = 0; i < 13; i++) counts[i] = get_u64(p + 8 * i);
+    out->ticks = counts[0]; out->scheduled_ticks = counts[1]; out->steps = counts[2];
+    out->late_ticks = counts[3]; out->folded_ticks = counts[4]; out->overruns = counts[5];
+    out->commands_applied = counts[6]; out->commands_superseded = counts[7];
+    out->dropped_stale = counts[8]; out->dropped_reordered = counts[9];
+    out->dropped_invalid = counts[10]; out->states_sent = counts[11];
+    out->watchdog_trips = counts[12];
+    out->worst_lateness_us = get_f64(p + 104);
+    out->worst_step_us = get_f64(p + 112);
+    out->worst_start_lateness_us = get_f64(p + 120);
+    out->dropped_s = get_f64(p + 128);
+    return RTH_OK;
 }

@@ -1,4 +1,5 @@
-/* rtrigid_hil.h -- C99 reference client of the rtrigid lock-step HIL protocol, version 2.
+/* rtrigid_hil.h -- C99 reference client of the rtrigid lock-step HIL protocol, version 2, and
+ * of its UDP stream, version 1 (rth_stream_*).
  *
  * The protocol is specified in docs/hil/protocol.md of the rtrigid sources.  Dependencies: the
  * C standard library and POSIX sockets.  One client per connection; not thread-safe.
@@ -26,14 +27,15 @@ enum {
     RTH_E_CONNECT = -3,  /* the address did not resolve or the connection was refused */
     RTH_E_IO = -4,       /* send or recv failed */
     RTH_E_CLOSED = -5,   /* the server closed the connection */
-    RTH_E_PROTOCOL = -6  /* a reply this client cannot read (wrong magic, version, seq, kind) */
+    RTH_E_PROTOCOL = -6, /* a reply this client cannot read (wrong magic, version, seq, kind) */
+    RTH_E_TIMEOUT = -7   /* streaming: no datagram within the timeout */
 };
 
 /* Server ERROR codes (docs/hil/protocol.md, ERROR replies) */
 enum {
     RTH_ERR_MAGIC = 1, RTH_ERR_VERSION = 2, RTH_ERR_KIND = 3, RTH_ERR_TOO_LONG = 4,
     RTH_ERR_TRUNCATED = 5, RTH_ERR_SIZE = 6, RTH_ERR_VALUE = 7, RTH_ERR_STEP = 8,
-    RTH_ERR_INTERNAL = 9, RTH_ERR_FULL = 10, RTH_ERR_IDLE = 11
+    RTH_ERR_INTERNAL = 9, RTH_ERR_FULL = 10, RTH_ERR_IDLE = 11, RTH_ERR_SESSION = 12
 };
 
 typedef struct {
@@ -105,6 +107,41 @@ int rth_reset(rth_client *c);                     /* RESET */
 /* SET_STATE: qpos (nq values) and/or qvel (nv values); NULL leaves that part. */
 int rth_set_state(rth_client *c, const double *qpos, const double *qvel);
 int rth_keepalive(rth_client *c);                 /* KEEPALIVE */
+
+/* -- streaming over UDP (docs/hil/protocol.md, "Streaming over UDP", stream version 1) ----
+ * The same rth_client type, opened with rth_stream_open: rth_hello_info describes the
+ * simulation (from DESCRIBE; has_limits is 0), rth_last_state is the last state received. */
+#define RTH_STREAM_VERSION 1
+#define RTH_STATUS_WATCHDOG 1u   /* status bit: the watchdog has acted */
+
+typedef struct {
+    double rate;                 /* ticks per second */
+    uint32_t every;              /* a state every `every` ticks */
+    double watchdog;             /* s */
+    uint32_t on_silence;         /* 0 hold, 1 zero */
+    uint32_t max_payload;        /* the longest COMMAND payload */
+} rth_stream_info;
+
+typedef struct {
+    uint64_t ticks, scheduled_ticks, steps, late_ticks, folded_ticks, overruns;
+    uint64_t commands_applied, commands_superseded, dropped_stale, dropped_reordered,
+             dropped_invalid, states_sent, watchdog_trips;
+    double worst_lateness_us, worst_step_us, worst_start_lateness_us, dropped_s;
+} rth_stream_figures;
+
+/* A UDP socket towards the server; DESCRIBE is sent (up to 5 tries of timeout_s each) and its
+ * reply read.  timeout_s also bounds every later wait (rth_stream_next, rth_stream_stats). */
+int rth_stream_open(rth_client **out, const char *host, int port, double timeout_s);
+const rth_stream_info *rth_stream_info_of(const rth_client *c);
+/* COMMAND with sequence number seq (records as rth_step's); sends, waits for nothing. */
+int rth_stream_command(rth_client *c, uint32_t seq, const rth_load *loads, uint32_t n_loads,
+                       const rth_control *controls, uint32_t n_controls,
+                       const rth_joint_force *joint_forces, uint32_t n_joint_forces);
+int rth_stream_subscribe(rth_client *c);          /* SUBSCRIBE */
+/* The next state (then rth_last_state); tick, command_seq, status may be NULL. */
+int rth_stream_next(rth_client *c, uint64_t *tick, uint32_t *command_seq, uint32_t *status);
+/* STATS; states that arrive meanwhile update rth_last_state. */
+int rth_stream_stats(rth_client *c, rth_stream_figures *out);
 
 #ifdef __cplusplus
 }
