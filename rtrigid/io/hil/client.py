@@ -16,7 +16,7 @@ from rtrigid.io.hil.protocol import (
     PUSH, REPLY, RESET, RESUME, SET_STATE, SET_STATE_HEAD, STATE, STEP, STEP_HEAD, VERSION,
     ServerError, as_spin, message)
 from rtrigid.io.hil.records import (
-    pack_controls, pack_joint_forces, pack_loads, read_description, read_state)
+    Described, pack_controls, pack_joint_forces, pack_loads, read_description, read_state)
 from rtrigid.io.hil.sessions import TOKEN_SIZE
 from rtrigid.validate import as_vector
 
@@ -37,7 +37,7 @@ def _set_timeouts(sock: socket.socket, recv: float | None = None, send: float | 
             sock.setsockopt(socket.SOL_SOCKET, opt, struct.pack("ll", sec, usec))
 
 
-class Client:
+class Client(Described):
     """Drive a :class:`Server`: ``step``, ``state``, ``reset``, ``set_state``; each returns a
     state dict.
 
@@ -91,10 +91,7 @@ class Client:
 
     def _read_hello(self, hello: bytearray) -> None:
         info, at = read_description(hello)
-        for key in ("dt", "max_steps_per_request", "nq", "nv", "integrator", "scenario",
-                    "names", "nb", "joints", "actuators", "sensors", "joint_names",
-                    "actuator_names"):
-            setattr(self, key, info[key])
+        self.take_description(info)
         # the server's limits, after the rows (None from a server that does not send them)
         self.limits: dict[str, float] | None = None
         if len(hello) >= at + HELLO_LIMITS.size:

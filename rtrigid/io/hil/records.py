@@ -54,6 +54,29 @@ def read_description(hello: bytes | bytearray) -> tuple[dict[str, Any], int]:
             "actuator_names": [a["name"] for a in actuators]}, at
 
 
+class Described:
+    """A client's view of the served simulation, from :func:`read_description`."""
+
+    nb: int
+    dt: float
+    max_steps_per_request: int
+    nq: int
+    nv: int
+    integrator: str
+    scenario: str
+    names: list[str]
+    joints: list[dict[str, Any]]
+    actuators: list[dict[str, Any]]
+    sensors: list[dict[str, Any]]
+    joint_names: list[str]
+    actuator_names: list[str]
+
+    def take_description(self, info: dict[str, Any]) -> None:
+        """Set the attributes above from :func:`read_description`'s dict."""
+        for key in Described.__annotations__:
+            setattr(self, key, info[key])
+
+
 def index_of(what: str, key: object, names: list[str]) -> int:
     """An actuator's or joint's index from its name or index (``what``: the argument)."""
     if isinstance(key, str):

@@ -15,13 +15,13 @@ from rtrigid.io.hil.protocol import (
     STATS_COUNTS, STATS_PAYLOAD, STATS_TIMES, STATUS_WATCHDOG, STREAM_INFO, STREAM_MAGIC,
     STREAM_STATE, STREAM_STATE_HEAD, STREAM_VERSION, SUBSCRIBE, ServerError, datagram)
 from rtrigid.io.hil.records import (
-    pack_controls, pack_joint_forces, pack_loads, read_description, read_state)
+    Described, pack_controls, pack_joint_forces, pack_loads, read_description, read_state)
 from rtrigid.validate import as_scalar
 
 _KEPT_STATES = 4096  # states received while waiting for a reply, kept for next_state()
 
 
-class StreamClient:
+class StreamClient(Described):
     """Command a streaming server and receive its states.
 
     ``StreamClient(host, port)`` asks the server to DESCRIBE the simulation (``retries``
@@ -59,8 +59,7 @@ class StreamClient:
         except BaseException:
             self._sock.close()
             raise
-        for key, value in info.items():
-            setattr(self, key, value)
+        self.take_description(info)
         self.rate, self.every, self.watchdog, silence, self.max_payload = \
             STREAM_INFO.unpack_from(payload, at)
         self.on_silence = ON_SILENCE[silence]
