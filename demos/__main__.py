@@ -8,6 +8,7 @@ import sys
 
 from . import DEMOS, names
 from rtrigid import integrators
+from rtrigid._jit import compile_notice
 from rtrigid.viewer.cli import add_output_arguments
 
 
@@ -42,12 +43,13 @@ def main(argv=None):
 
     d = DEMOS[args.name]
     try:
-        sim = d.build(args.integrator, args.dt)
-        return run_viewer(sim, headless=args.headless, frames=args.frames,
-                          screenshot=args.screenshot, width=args.width, height=args.height,
-                          title=f"rtrigid demo: {d.name}", record=args.record,
-                          **{**d.viewer_options(sim, args.show_contacts), "hud": args.hud,
-                             "msaa": args.msaa})
+        with compile_notice():  # one line on stderr if kernels compile (a first use)
+            sim = d.build(args.integrator, args.dt)
+            return run_viewer(sim, headless=args.headless, frames=args.frames,
+                              screenshot=args.screenshot, width=args.width, height=args.height,
+                              title=f"rtrigid demo: {d.name}", record=args.record,
+                              **{**d.viewer_options(sim, args.show_contacts), "hud": args.hud,
+                                 "msaa": args.msaa})
     except (ValueError, RuntimeError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
