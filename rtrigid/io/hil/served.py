@@ -53,6 +53,20 @@ def unix_listener(path: str | os.PathLike[str], backlog: int = 128) -> socket.so
     return sock
 
 
+def apply_records(sim: Simulation, controls: Iterable[tuple[Any, ...]],
+                  forces: Iterable[tuple[Any, ...]], loads: Iterable[tuple[Any, ...]]) -> None:
+    """A STEP's or a COMMAND's records applied to ``sim``: controls and joint forces (held),
+    loads (body, force xyz, torque xyz; for the next step).  Raises what the Simulation's
+    setters raise; the caller restores its snapshot then."""
+    for a, u in controls:
+        sim.set_control(a, u)
+    for j, value in forces:
+        sim.set_joint_force(j, value)
+    for b, fx, fy, fz, tx, ty, tz in loads:
+        sim.apply_force(b, (fx, fy, fz))
+        sim.apply_torque(b, (tx, ty, tz))
+
+
 def replica(sim: Simulation) -> Simulation:
     """A new Simulation that steps exactly like ``sim`` (restore it to one of sim's snapshots;
     the snapshot's fingerprint check refuses the restore if anything that matters differs)."""

@@ -22,8 +22,8 @@ from rtrigid.io.hil.protocol import (
     JOINT_FORCE, KEEPALIVE, LOAD, MAGIC, OBSERVE, PUSH, REPLY, RESET, RESUME, SET_STATE,
     SET_STATE_HEAD, STATE, STEP, STEP_HEAD, VERSION, as_spin, error, message)
 from rtrigid.io.hil.served import (
-    ImuSpec, StatePacker, actuator_rows, describe, imu_sensors, joint_rows, replica,
-    unix_listener)
+    ImuSpec, StatePacker, actuator_rows, apply_records, describe, imu_sensors, joint_rows,
+    replica, unix_listener)
 from rtrigid.io.hil.requests import Refusal, StepRequest, parse_step
 from rtrigid.io.hil.sessions import TOKEN_SIZE, Sessions
 from rtrigid.simulation import Simulation, SimulationError, Snapshot
@@ -615,13 +615,7 @@ class Server:
         sim = self._sim_of(conn)
         before = sim.snapshot()
         try:
-            for a, u in controls:
-                sim.set_control(a, u)
-            for j, value in forces:
-                sim.set_joint_force(j, value)
-            for b, fx, fy, fz, tx, ty, tz in loads:
-                sim.apply_force(b, (fx, fy, fz))
-                sim.apply_torque(b, (tx, ty, tz))
+            apply_records(sim, controls, forces, loads)
         except Exception as exc:
             sim.restore(before)
             code = E_VALUE if isinstance(exc, ValueError) else E_STEP

@@ -36,7 +36,8 @@ from rtrigid.io.hil.protocol import (
     STREAM_VERSION, SUBSCRIBE, datagram, datagram_error)
 from rtrigid.io.hil.requests import Refusal, parse_step
 from rtrigid.io.hil.served import (
-    ImuSpec, StatePacker, actuator_rows, describe, imu_sensors, joint_rows, replica)
+    ImuSpec, StatePacker, actuator_rows, apply_records, describe, imu_sensors, joint_rows,
+    replica)
 from rtrigid.io.realtime import Clock, RealtimeRunner, Tick
 from rtrigid.simulation import Simulation, SimulationError
 from rtrigid.validate import as_scalar
@@ -291,13 +292,7 @@ class StreamServer:
         before = sim.snapshot()
         try:
             self._unload()
-            for a, u in controls:
-                sim.set_control(a, u)
-            for j, value in forces:
-                sim.set_joint_force(j, value)
-            for b, fx, fy, fz, tx, ty, tz in loads:
-                sim.apply_force(b, (fx, fy, fz))
-                sim.apply_torque(b, (tx, ty, tz))
+            apply_records(sim, controls, forces, loads)
         except (ValueError, SimulationError) as exc:
             sim.restore(before)
             self.counts["dropped_invalid"] += 1
