@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -266,6 +267,13 @@ def test_client_refuses_bad_commands(arm_server):
             client.command(forces={"link9": ((0, 0, 0), (0, 0, 0))})
 
 
+def _accounted(stats):
+    """The commands a stream server has read: applied, superseded, or dropped as stale or
+    reordered."""
+    return (stats["commands_applied"] + stats["commands_superseded"] + stats["dropped_stale"]
+            + stats["dropped_reordered"])
+
+
 def test_a_paced_stream_accounts_for_every_command_and_state():
     """1 kHz on the wall clock for about a second, the client answering each state with a
     command, 1 % of them never sent and 1 % swapped with the next: whatever the machine's
@@ -295,11 +303,15 @@ def test_a_paced_stream_accounts_for_every_command_and_state():
                     client.send(held)
                     sent += 1
                     held = None
+            # the last commands reach the server at its next ticks: stop once it has read
+            # every one (or the guard runs out, and the count below tells)
+            guard = time.monotonic() + TIMEOUT
+            while _accounted(server.stats()) < sent and time.monotonic() < guard:
+                time.sleep(0.005)
             server.stop()
             states += drain(client)
         stats = server.stats()
-    assert (stats["commands_applied"] + stats["commands_superseded"] + stats["dropped_stale"]
-            + stats["dropped_reordered"]) == sent
+    assert _accounted(stats) == sent
     assert stats["dropped_invalid"] == 0 and len(states) == stats["states_sent"]
     ticks = [s["tick"] for s in states]
     assert ticks == sorted(set(ticks))
