@@ -234,7 +234,7 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
     ``START_BUDGET`` if its flight does not keep energy (the energy budget is then taken from
     the step's start, S_prev: :func:`rtrigid.contact.solver.flight_allowance`), else 0; then
     the rate indices in the order of their bodies' names]."""
-    gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
+    gravity, tf, pf, ti, pi, S, S_prev, A, solver, _scheme_stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, nb, nq, nv)[:14]
