@@ -89,7 +89,7 @@ def workspace():
                      np.zeros((EPA_EDGES, 4), np.int64), np.zeros(EPA_FACES, np.int64))
 
 
-@jit_inline
+@jit
 def _support_pair(ga, gb, verts, d0, d1, d2, row):
     """Support of the Minkowski difference A - B along d into ``row`` (w, a, b)."""
     a = support(ga, verts, d0, d1, d2)
@@ -548,7 +548,7 @@ def collide(ga, gb, verts, ws, res):
     return status
 
 
-@jit_inline
+@jit
 def _depth_along(ga, gb, verts, n0, n1, n2):
     """h(n) = support of A - B along the unit n: the depth of A in B measured along n (the
     translation -h n separates them); with the two support points."""
@@ -569,7 +569,7 @@ def _across(n0, n1, n2):
     return (t0, t1, t2), (n1 * t2 - n2 * t1, n2 * t0 - n0 * t2, n0 * t1 - n1 * t0)
 
 
-@jit_inline
+@jit
 def _turn(ga, gb, verts, n0, n1, n2, e, step):
     """The support point of A - B's change between the normals n -+ step e (e across n)."""
     _, ap, bp = _depth_along(ga, gb, verts, n0 + step * e[0], n1 + step * e[1], n2 + step * e[2])
