@@ -89,6 +89,9 @@ def workspace():
                      np.zeros((EPA_EDGES, 4), np.int64), np.zeros(EPA_FACES, np.int64))
 
 
+# _support_pair, _depth_along and _turn are called, not inlined: GJK, EPA and the depth
+# refinement call them at many places, and each inlined copy compiled every shape's support
+# mapping again (the refinement alone held 16)
 @jit
 def _support_pair(ga, gb, verts, d0, d1, d2, row):
     """Support of the Minkowski difference A - B along d into ``row`` (w, a, b)."""
