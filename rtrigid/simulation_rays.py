@@ -185,7 +185,7 @@ class RaysMixin(SimulationBase):
                              f"and {d.shape}")
         if not (np.all(np.isfinite(o)) and np.all(np.isfinite(d))):
             raise ValueError("origins, directions: must be finite")
-        length = np.linalg.norm(d, axis=1)
+        length = _lengths(d)
         if np.any(length == 0.0):
             raise ValueError(f"directions: row {int(np.argmin(length))} is zero")
         return self._cast(self._ray_scene(), o, d / length[:, None], _max(max_distance))[0]
@@ -311,8 +311,15 @@ def _below(row: NDArray[np.float64], verts: NDArray[np.float64], normal: NDArray
     return float(p @ normal - height), p
 
 
+def _lengths(d: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The lengths of the vectors along ``d``'s last axis (3), in one fixed order of
+    arithmetic, so that a ray cast alone and the same ray in a batch meet the same bits
+    (numpy's ``norm`` of one vector and of rows sum in different orders)."""
+    return np.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1] + d[..., 2] * d[..., 2])
+
+
 def _unit(d: NDArray[np.float64], name: str) -> NDArray[np.float64]:
-    size = float(np.linalg.norm(d))
+    size = float(_lengths(d))
     if size == 0.0:
         raise ValueError(f"{name}: must not be zero")
     return d / size

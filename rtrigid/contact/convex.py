@@ -582,6 +582,40 @@ def _turn(ga, gb, verts, n0, n1, n2, e, step):
 
 
 @jit
+def _depth_on_arc(ga, gb, verts, n0, n1, n2, t, u, d1, d2):
+    """h at the unit vector along n + d1 t + d2 u."""
+    m0 = n0 + d1 * t[0] + d2 * u[0]
+    m1 = n1 + d1 * t[1] + d2 * u[1]
+    m2 = n2 + d1 * t[2] + d2 * u[2]
+    size = np.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
+    return _depth_along(ga, gb, verts, m0 / size, m1 / size, m2 / size)[0]
+
+
+@jit
+def _line_minimum(ga, gb, verts, n0, n1, n2, t, u, d1, d2):
+    """The least h (:func:`_depth_along`) on the arc from the unit n towards n + (d1, d2)
+    (in the frame t, u across n), by golden-section search: the fraction of the step that
+    reaches it and h there.  h is unimodal along the arc, and this finds its least value
+    also where it is a kink (a ridge the step crosses), which Newton's model cannot."""
+    r = 0.6180339887498949
+    lo, hi = 0.0, 1.0
+    x1, x2 = hi - r * (hi - lo), lo + r * (hi - lo)
+    f1 = _depth_on_arc(ga, gb, verts, n0, n1, n2, t, u, x1 * d1, x1 * d2)
+    f2 = _depth_on_arc(ga, gb, verts, n0, n1, n2, t, u, x2 * d1, x2 * d2)
+    for _ in range(40):
+        if f1 <= f2:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - r * (hi - lo)
+            f1 = _depth_on_arc(ga, gb, verts, n0, n1, n2, t, u, x1 * d1, x1 * d2)
+        else:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + r * (hi - lo)
+            f2 = _depth_on_arc(ga, gb, verts, n0, n1, n2, t, u, x2 * d1, x2 * d2)
+    best, fbest = (x1, f1) if f1 <= f2 else (x2, f2)
+    return best, fbest
+
+
+@jit
 def newton_depth(ga, gb, verts, res, tol):
     """Refine the overlap in ``res`` (EPA's) by Newton's method on the unit sphere.
 
@@ -672,6 +706,12 @@ def newton_depth(ga, gb, verts, res, tol):
                 better = True
                 break
             if trial == 0:
+                # the step went too far: the least h along it, by a line search (which also
+                # stops on a ridge the step crossed, where h has a kink)
+                x, fx = _line_minimum(ga, gb, verts, n0, n1, n2, t, u, d1, d2)
+                if fx < f:
+                    d1, d2 = x * d1, x * d2
+                    continue
                 # the step crossed a ridge if the support point jumped (curvature moves it
                 # by at most the size times the turn): keep the step's part along the ridge
                 j0 = am[0] - bm[0] - s0
