@@ -303,5 +303,7 @@ def kernel_driver(source, kernel, *, options="", imports=""):
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod  # numba's cache finds the driver's globals by module name
         spec.loader.exec_module(mod)
-        _DRIVERS[key] = getattr(mod, inner)
+        # a driver called from another (the Batch's around a contact step's, with n = 1)
+        # takes the runtime types too, not a copy per literal
+        _DRIVERS[key] = _runtime_arguments_first(getattr(mod, inner))
     return _DRIVERS[key]

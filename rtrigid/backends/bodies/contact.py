@@ -214,7 +214,10 @@ def _rows_source(run):
         o += nxi
         gi = view(I, o, (ngi,))
         count = view(I, o + ngi, (2,))
-        return kernel(n, dt, view(F, 0, (nf,)), view(I, 0, (ni,)),
+        # F and I as ordinary arrays (slices), not views: the scheme's step that ``run``
+        # calls on them is then the one compiled for a Simulation, not a second copy for
+        # views (a ViewArray is a numba type of its own; the tree RK4 step compiles ~100 s)
+        return kernel(n, dt, F[:nf], I[:ni],
                       (geom, geomi, work, verts, planes, excluded, gf, gi), grounds, table,
                       active,
                       touched, vel, ints, lift, keys, lam, rows, iters, rest_speed, xf, xi,
