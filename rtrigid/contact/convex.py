@@ -582,13 +582,19 @@ def _turn(ga, gb, verts, n0, n1, n2, e, step):
 
 
 @jit
-def _depth_on_arc(ga, gb, verts, n0, n1, n2, t, u, d1, d2):
-    """h at the unit vector along n + d1 t + d2 u."""
+def _on_arc(n0, n1, n2, t, u, d1, d2):
+    """The unit vector along n + d1 t + d2 u (t, u across the unit n)."""
     m0 = n0 + d1 * t[0] + d2 * u[0]
     m1 = n1 + d1 * t[1] + d2 * u[1]
     m2 = n2 + d1 * t[2] + d2 * u[2]
     size = np.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
-    return _depth_along(ga, gb, verts, m0 / size, m1 / size, m2 / size)[0]
+    return m0 / size, m1 / size, m2 / size
+
+
+@jit
+def _depth_on_arc(ga, gb, verts, n0, n1, n2, t, u, d1, d2):
+    """h at :func:`_on_arc`'s unit vector."""
+    return _depth_along(ga, gb, verts, *_on_arc(n0, n1, n2, t, u, d1, d2))[0]
 
 
 @jit
@@ -696,11 +702,7 @@ def newton_depth(ga, gb, verts, res, tol):
             d1, d2 = 0.5 * d1 / size, 0.5 * d2 / size
         better = False
         for trial in range(30):
-            m0 = n0 + d1 * t[0] + d2 * u[0]
-            m1 = n1 + d1 * t[1] + d2 * u[1]
-            m2 = n2 + d1 * t[2] + d2 * u[2]
-            size = np.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
-            m0, m1, m2 = m0 / size, m1 / size, m2 / size
+            m0, m1, m2 = _on_arc(n0, n1, n2, t, u, d1, d2)
             fm, am, bm = _depth_along(ga, gb, verts, m0, m1, m2)
             if fm < f:
                 better = True
