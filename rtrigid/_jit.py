@@ -19,8 +19,10 @@ CACHE = os.environ.get("RTRIGID_NO_CACHE", "") not in ("1", "true", "yes")
 _ROOT = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+@functools.lru_cache(maxsize=None)
 def _imported_files(path):
-    """The files of rtrigid that the module at ``path`` imports by name (not transitively)."""
+    """The files of rtrigid that the module at ``path`` imports by name (not transitively);
+    parsed once per process (every kernel's digest walks the shared modules again)."""
     import ast
 
     with open(path, "rb") as fh:
@@ -43,7 +45,7 @@ def _imported_files(path):
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
             if os.path.isfile(candidate):
                 found.add(os.path.abspath(candidate))
-    return found
+    return frozenset(found)
 
 
 _DIGESTS = {}
