@@ -16,6 +16,7 @@ Layout (each package's docstring says more):
 - :mod:`rtrigid.tools`: benchmarks, the accuracy study, the MuJoCo and scipy references
 - :mod:`rtrigid.scenarios`, :mod:`rtrigid.cli`: ready-made systems and the command line
 """
+
 from rtrigid import geoms, integrators, scenarios
 from rtrigid.geoms import mass_properties
 from rtrigid.loaders import load_model
@@ -24,5 +25,19 @@ from rtrigid.model import Model
 from rtrigid.simulation import Closest, Hit, Overlap, Simulation, SimulationError, Snapshot
 from rtrigid.batch import Batch
 
-__all__ = ["Batch", "Closest", "Hit", "Model", "Overlap", "load_model", "Simulation",
-           "SimulationError", "Snapshot", "geoms", "integrators", "mass_properties", "quat", "scenarios"]
+__all__ = [
+    "Batch",
+    "Closest",
+    "Hit",
+    "Model",
+    "Overlap",
+    "load_model",
+    "Simulation",
+    "SimulationError",
+    "Snapshot",
+    "geoms",
+    "integrators",
+    "mass_properties",
+    "quat",
+    "scenarios",
+]

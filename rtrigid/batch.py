@@ -22,6 +22,7 @@ feedback ``u = u0 - K (x - x_ref)`` with x = (joint coordinates, joint rates) of
 state (tree models; under ``energy_momentum`` the rates are the scheme's own mean rates of the
 last step, see :data:`rtrigid.backends` ``MEAN_RATES``), applied before every step.
 """
+
 from __future__ import annotations
 
 import copy
@@ -103,8 +104,11 @@ def _stepped(sim: Simulation) -> tuple[Any, NDArray[Any], NDArray[Any]]:
 def _digest(sim: Simulation) -> bytes:
     """What tells two copies' models apart: the frozen model, its contact model, its loops."""
     c, lc = sim.batch_plan().contacts, getattr(sim.backend, "loops", None)
-    return (sim.backend.model_digest + (b"" if c is None else c.digest)
-            + (b"" if lc is None else lc.lf.tobytes() + lc.li.tobytes()))
+    return (
+        sim.backend.model_digest
+        + (b"" if c is None else c.digest)
+        + (b"" if lc is None else lc.lf.tobytes() + lc.li.tobytes())
+    )
 
 
 def _structure(sim: Simulation) -> tuple:
@@ -112,8 +116,16 @@ def _structure(sim: Simulation) -> tuple:
     integer part (topology, kinds, sizes)."""
     b = sim.backend
     kernel, F, I = _stepped(sim)
-    return (kernel, F.shape, I.shape, b.I[:len(b.I) - N_STATS].tobytes(), sim.nq, sim.nv,
-            sim.na, sim.dt)
+    return (
+        kernel,
+        F.shape,
+        I.shape,
+        b.I[: len(b.I) - N_STATS].tobytes(),
+        sim.nq,
+        sim.nv,
+        sim.na,
+        sim.dt,
+    )
 
 
 class Batch:
@@ -128,9 +140,16 @@ class Batch:
     Simulation (default energy_momentum at 1 ms, or a Simulation's own).
     """
 
-    def __init__(self, model: Source, n: int = 1000, integrator: str | None = None,
-                 dt: float | None = None, *, options: dict[str, Any] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: Source,
+        n: int = 1000,
+        integrator: str | None = None,
+        dt: float | None = None,
+        *,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.n = as_int(n, "n", minimum=1)
         if isinstance(model, (Model, Simulation)):
             first, factory = model, None
@@ -138,23 +157,31 @@ class Batch:
             factory = model
             first = factory(0)
         else:
-            raise ValueError(f"model: expected an rtrigid Model, a Simulation or a factory "
-                             f"i -> Model, got {type(model).__name__}")
+            raise ValueError(
+                f"model: expected an rtrigid Model, a Simulation or a factory "
+                f"i -> Model, got {type(model).__name__}"
+            )
         if isinstance(first, Simulation):  # its scheme and step unless told otherwise
             integrator = first.integrator if integrator is None else integrator
             dt = first.dt if dt is None else dt
             options = first.options if options is None else options
         integrator = "energy_momentum" if integrator is None else integrator
-        self._sim_kw = dict(integrator=integrator, dt=1e-3 if dt is None else dt,
-                            options=options, **kwargs)
+        self._sim_kw = dict(
+            integrator=integrator, dt=1e-3 if dt is None else dt, options=options, **kwargs
+        )
         self._sims: dict[bytes, Simulation] = {}
         base = self._copy_source(first, 0)
         from rtrigid.contact import has_contacts
 
         why = integrators.get(base.integrator).refusal(
-            base.backend.name, base.model.inbound_joints(), base.model.loop_joints,
-            base.model.actuators, grounds=has_contacts(base.model), batched=True,
-            massless=[b.name for b in base.model.bodies if b.mass == 0.0])
+            base.backend.name,
+            base.model.inbound_joints(),
+            base.model.loop_joints,
+            base.model.actuators,
+            grounds=has_contacts(base.model),
+            batched=True,
+            massless=[b.name for b in base.model.bodies if b.mass == 0.0],
+        )
         if why:
             raise ValueError(f"model: {why}")
         self.integrator, self.dt = base.integrator, base.dt
@@ -198,9 +225,11 @@ class Batch:
         if isinstance(source, Simulation):
             kw = self._sim_kw
             if (source.integrator, source.dt) != (kw["integrator"], kw["dt"]):
-                raise ValueError(f"{field}: copy {i}'s Simulation steps {source.integrator} "
-                                 f"at dt {source.dt:g}, the batch {kw['integrator']} at dt "
-                                 f"{kw['dt']:g}")
+                raise ValueError(
+                    f"{field}: copy {i}'s Simulation steps {source.integrator} "
+                    f"at dt {source.dt:g}, the batch {kw['integrator']} at dt "
+                    f"{kw['dt']:g}"
+                )
             d = _digest(source)
             if d in self._sims:
                 return self._sims[d]
@@ -208,8 +237,10 @@ class Batch:
         elif isinstance(source, Model):
             model = source
         else:
-            raise ValueError(f"{field}: copy {i}: expected an rtrigid Model or Simulation, "
-                             f"got {type(source).__name__}")
+            raise ValueError(
+                f"{field}: copy {i}: expected an rtrigid Model or Simulation, "
+                f"got {type(source).__name__}"
+            )
         try:
             return Simulation(model, **self._sim_kw)
         except ValueError as e:
@@ -220,9 +251,11 @@ class Batch:
         Simulation (its state, controls and loads now)."""
         sim = self._copy_source(source, i, field)
         if _structure(sim) != self._key:
-            raise ValueError(f"{field}: copy {i}'s model does not share the batch's structure "
-                             "(bodies, joints, kinds, actuators, springs and integrator must be "
-                             "those of copy 0; only parameters may differ)")
+            raise ValueError(
+                f"{field}: copy {i}'s model does not share the batch's structure "
+                "(bodies, joints, kinds, actuators, springs and integrator must be "
+                "those of copy 0; only parameters may differ)"
+            )
         d = _digest(sim)
         self._sims.setdefault(d, sim)
         self._which[i] = d
@@ -231,12 +264,17 @@ class Batch:
     def _sim(self, i: int) -> Simulation:
         """The Simulation of copy i's model, holding copy i's row (copy it back after a write)."""
         sim = self._sims[self._which[i]]
-        sim.backend.F[:] = self.F[i, :self._nf]
-        sim.backend.I[:] = self.I[i, :self._ni]
+        sim.backend.F[:] = self.F[i, : self._nf]
+        sim.backend.I[:] = self.I[i, : self._ni]
         return sim
 
-    def _per_copy(self, X: ArrayLike, width: int, field: str,
-                  write: Callable[[Simulation, NDArray[Any]], None]) -> None:
+    def _per_copy(
+        self,
+        X: ArrayLike,
+        width: int,
+        field: str,
+        write: Callable[[Simulation, NDArray[Any]], None],
+    ) -> None:
         """Validate (n, width) X, run write(sim, row) on a copy of every row, then commit
         every row at once (all or nothing)."""
         X = np.asarray(X, dtype=float) if not isinstance(X, np.ndarray) else X
@@ -245,12 +283,12 @@ class Batch:
         F = self.F.copy()
         for i in range(self.n):
             sim = self._sim(i)
-            sim.backend.F[:] = F[i, :self._nf]
+            sim.backend.F[:] = F[i, : self._nf]
             try:
                 write(sim, X[i])
             except ValueError as e:
                 raise ValueError(f"{field}: copy {i}: {e}") from None
-            F[i, :self._nf] = sim.backend.F
+            F[i, : self._nf] = sim.backend.F
         self.F[:] = F
 
     # -- interface ------------------------------------------------------------------------------
@@ -270,25 +308,42 @@ class Batch:
         ``restitution`` (n, nb) of the bodies' contacts (a ground's stay).  Each copy
         is rebuilt from the batch's model with its parameters (re-frozen by a Simulation) and
         restarts from that model's initial state.  All or nothing."""
-        known = ("mass", "inertia", "gravity", "damping", "stiffness", "kp", "kv", "friction",
-                 "restitution")
+        known = (
+            "mass",
+            "inertia",
+            "gravity",
+            "damping",
+            "stiffness",
+            "kp",
+            "kv",
+            "friction",
+            "restitution",
+        )
         for k in params:
             if k not in known:
                 raise ValueError(f"{k}: unknown parameter; known: {list(known)}")
         base = self._base_model
-        shapes = {"mass": (len(base.bodies),), "inertia": (len(base.bodies), 3),
-                  "gravity": (3,), "damping": (len(base.joints),),
-                  "stiffness": (len(base.joints),), "kp": (len(base.actuators),),
-                  "kv": (len(base.actuators),), "friction": (len(base.bodies),),
-                  "restitution": (len(base.bodies),)}
+        shapes = {
+            "mass": (len(base.bodies),),
+            "inertia": (len(base.bodies), 3),
+            "gravity": (3,),
+            "damping": (len(base.joints),),
+            "stiffness": (len(base.joints),),
+            "kp": (len(base.actuators),),
+            "kv": (len(base.actuators),),
+            "friction": (len(base.bodies),),
+            "restitution": (len(base.bodies),),
+        }
         arrays: dict[str, NDArray[np.float64]] = {}
         for k, v in params.items():
             a = np.asarray(v, dtype=float)
             if a.shape == shapes[k]:
                 a = np.broadcast_to(a, (self.n,) + shapes[k])
             if a.shape != (self.n,) + shapes[k]:
-                raise ValueError(f"{k}: expected shape ({self.n}, "
-                                 f"{', '.join(map(str, shapes[k]))}), got {np.shape(v)}")
+                raise ValueError(
+                    f"{k}: expected shape ({self.n}, "
+                    f"{', '.join(map(str, shapes[k]))}), got {np.shape(v)}"
+                )
             if not np.all(np.isfinite(a)):
                 raise ValueError(f"{k}: must be finite")
             if k in ("mass", "inertia") and not np.all(a > 0):
@@ -306,13 +361,18 @@ class Batch:
                     _set_param(m, k, a[i])
                 self._load(i, m, field=",".join(params) or "params")
         except Exception:
-            self.F[:], self.I[:], self._which[:], self._sims = saved[0], saved[1], saved[2], \
-                saved[3]
+            self.F[:], self.I[:], self._which[:], self._sims = (
+                saved[0],
+                saved[1],
+                saved[2],
+                saved[3],
+            )
             raise
         self._steps[:] = 0
 
-    def set_feedback(self, K: ArrayLike | None, u0: ArrayLike | None = None,
-                     x_ref: ArrayLike | None = None) -> None:
+    def set_feedback(
+        self, K: ArrayLike | None, u0: ArrayLike | None = None, x_ref: ArrayLike | None = None
+    ) -> None:
         """Apply ``u = u0 - K (x - x_ref)`` before every step, x = (qpos, qvel) of the kernel's
         state (tree models only); K (nu, nq + nv) for every copy or (n, nu, nq + nv) per copy,
         u0 (n, nu) or (nu,), x_ref (n, nq + nv) or (nq + nv,).  ``set_feedback(None)`` removes
@@ -321,15 +381,18 @@ class Batch:
             self._feedback = None
             return
         if not self._tree:
-            raise ValueError("K: feedback needs a jointed (tree) model; single bodies have "
-                             "no joint state in the kernel")
+            raise ValueError(
+                "K: feedback needs a jointed (tree) model; single bodies have "
+                "no joint state in the kernel"
+            )
         nx = self.nq + self.nv
         K = np.asarray(K, dtype=float)
         if K.shape == (self.na, nx):
             K = K[None]
         if K.shape not in ((1, self.na, nx), (self.n, self.na, nx)):
-            raise ValueError(f"K: expected shape ({self.na}, {nx}) or ({self.n}, {self.na}, "
-                             f"{nx}), got {K.shape}")
+            raise ValueError(
+                f"K: expected shape ({self.na}, {nx}) or ({self.n}, {self.na}, {nx}), got {K.shape}"
+            )
         u0 = _rows(u0, self.n, self.na, "u0")
         x_ref = _rows(x_ref, self.n, nx, "x_ref")
         if not (np.all(np.isfinite(K))):
@@ -351,13 +414,29 @@ class Batch:
             K, u0, xref = self._noK, self._noK[0], self._noK[0]
         self._status[:] = 0
         drive = kernel_driver(_drive_source, self._kernel, options="parallel=True, ")
-        drive(k, self.dt, self.F, self.I, U, u_time, self._c0, self._lo, self._hi, K, u0, xref,
-              self._xidx, self._status)
+        drive(
+            k,
+            self.dt,
+            self.F,
+            self.I,
+            U,
+            u_time,
+            self._c0,
+            self._lo,
+            self._hi,
+            K,
+            u0,
+            xref,
+            self._xidx,
+            self._status,
+        )
         bad = np.nonzero(self._status & FAIL_MASK)[0]
         self._steps += k
         if len(bad):
-            raise RuntimeError(f"{self.integrator}: copies {bad[:10].tolist()} failed a step "
-                               "(rolled back to the start of it)")
+            raise RuntimeError(
+                f"{self.integrator}: copies {bad[:10].tolist()} failed a step "
+                "(rolled back to the start of it)"
+            )
 
     @property
     def failed(self) -> NDArray[np.bool_]:
@@ -374,8 +453,10 @@ class Batch:
             return np.ascontiguousarray(U[None]), False
         if U.shape == (k, self.n, self.na):
             return np.ascontiguousarray(U), True
-        raise ValueError(f"controls: expected shape ({self.n}, {self.na}) or ({k}, {self.n}, "
-                         f"{self.na}), got {np.shape(controls)}")
+        raise ValueError(
+            f"controls: expected shape ({self.n}, {self.na}) or ({k}, {self.n}, "
+            f"{self.na}), got {np.shape(controls)}"
+        )
 
     def qpos(self) -> NDArray[np.float64]:
         """(n, nq) generalized coordinates."""
@@ -391,10 +472,11 @@ class Batch:
 
     def controls(self) -> NDArray[np.float64]:
         """(n, nu) controls held now."""
-        return self.F[:, self._c0:self._c0 + self.na].copy()
+        return self.F[:, self._c0 : self._c0 + self.na].copy()
 
-    def rollout(self, k: int, controls: ArrayLike | None = None,
-                record: Sequence[str] = ("qpos", "qvel")) -> dict[str, NDArray[np.float64]]:
+    def rollout(
+        self, k: int, controls: ArrayLike | None = None, record: Sequence[str] = ("qpos", "qvel")
+    ) -> dict[str, NDArray[np.float64]]:
         """Step k steps recording after each: {name: (k, n, ...)} for names of ``record``
         ("qpos", "qvel", "energy")."""
         k = as_int(k, "k", minimum=0)
@@ -422,8 +504,9 @@ def _rows(a: ArrayLike | None, n: int, width: int, field: str) -> NDArray[np.flo
     if a.shape == (width,):
         a = np.broadcast_to(a, (n, width))
     if a.shape != (n, width) or not np.all(np.isfinite(a)):
-        raise ValueError(f"{field}: expected finite ({n}, {width}) or ({width},), got "
-                         f"{np.shape(a)}")
+        raise ValueError(
+            f"{field}: expected finite ({n}, {width}) or ({width},), got {np.shape(a)}"
+        )
     return np.ascontiguousarray(a)
 
 

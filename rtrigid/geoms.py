@@ -19,6 +19,7 @@ Everything is checked before anything is added: a bad parameter is a ``ValueErro
 it, a mesh file that is missing, unreadable, empty, non-finite, flat or too large names the
 file and the geom.  The records are read-only (:class:`Geom`).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -106,8 +107,11 @@ def _frozen(a):
 
 
 def _bits(value, name):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
-            or not 0 <= value <= MAX_BITS:
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, numbers.Integral)
+        or not 0 <= value <= MAX_BITS
+    ):
         raise ValueError(f"{name}: expected an integer bit mask in [0, 2^31), got {value!r}")
     return int(value)
 
@@ -148,17 +152,21 @@ def optional(module, what):
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ImportError(f"{what} need {module.split('.')[0]}: pip install "
-                          "'rtrigid[geometry]'") from None
+        raise ImportError(
+            f"{what} need {module.split('.')[0]}: pip install 'rtrigid[geometry]'"
+        ) from None
 
 
 def quat_matrix(q):
     """The rotation matrix of the unit quaternion q (scalar first)."""
     w, x, y, z = q
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def hull(points, what):
@@ -171,18 +179,20 @@ def hull(points, what):
     points = np.asarray(points, float)
     extent = float(np.ptp(points, axis=0).max()) if len(points) else 0.0
     if len(points) < 4 or not extent > 0.0:
-        raise ValueError(f"{what}: needs at least 4 points spanning a volume, got "
-                         f"{len(points)}")
+        raise ValueError(f"{what}: needs at least 4 points spanning a volume, got {len(points)}")
     try:
         h = ConvexHull(points)
     except QhullError:
         raise ValueError(f"{what}: the points are flat (they span no volume)") from None
-    if not h.volume > 1e-9 * extent ** 3:
-        raise ValueError(f"{what}: the hull is flat (volume {h.volume:.3g} for an extent of "
-                         f"{extent:.3g})")
+    if not h.volume > 1e-9 * extent**3:
+        raise ValueError(
+            f"{what}: the hull is flat (volume {h.volume:.3g} for an extent of {extent:.3g})"
+        )
     if len(h.vertices) > MAX_HULL_VERTICES:
-        raise ValueError(f"{what}: the hull has {len(h.vertices)} vertices, more than "
-                         f"{MAX_HULL_VERTICES}; simplify the mesh")
+        raise ValueError(
+            f"{what}: the hull has {len(h.vertices)} vertices, more than "
+            f"{MAX_HULL_VERTICES}; simplify the mesh"
+        )
     index = np.full(len(points), -1)
     index[h.vertices] = np.arange(len(h.vertices))
     vertices = points[h.vertices]
@@ -225,8 +235,7 @@ def _check_param(kind, key, value, where):
         except (TypeError, ValueError):
             raise ValueError(f"{name}: expected a (ny, nx) array") from None
         if v.ndim != 2 or min(v.shape) < 2:
-            raise ValueError(f"{name}: expected a (ny, nx) array, ny, nx >= 2, got shape "
-                             f"{v.shape}")
+            raise ValueError(f"{name}: expected a (ny, nx) array, ny, nx >= 2, got shape {v.shape}")
         if not np.all(np.isfinite(v)):
             raise ValueError(f"{name}: must be finite")
         return _frozen(v)
@@ -258,8 +267,9 @@ def check_params(kind, params, where=""):
     params = {**OPTIONAL.get(kind, {}), **params}
     unknown = sorted(set(params) - set(GEOM_PARAMS[kind]))
     if unknown:
-        raise ValueError(f"{unknown[0]}: a {kind} geom takes {list(GEOM_PARAMS[kind])}, not "
-                         f"{unknown}")
+        raise ValueError(
+            f"{unknown[0]}: a {kind} geom takes {list(GEOM_PARAMS[kind])}, not {unknown}"
+        )
     clean = {}
     for key in GEOM_PARAMS[kind]:
         if key not in params:
@@ -277,14 +287,16 @@ def mesh_pieces(file, scale, label):
     if not os.path.isfile(file):
         raise ValueError(f"{where}: no such file")
     if os.path.getsize(file) > MAX_FILE_BYTES:
-        raise ValueError(f"{where}: {os.path.getsize(file)} bytes, more than "
-                         f"{MAX_FILE_BYTES} for a collision mesh")
+        raise ValueError(
+            f"{where}: {os.path.getsize(file)} bytes, more than "
+            f"{MAX_FILE_BYTES} for a collision mesh"
+        )
     try:
-        loaded = trimesh.load(file, force=None, split_objects=True, group_material=False,
-                              process=False)
+        loaded = trimesh.load(
+            file, force=None, split_objects=True, group_material=False, process=False
+        )
     except Exception as e:  # trimesh raises many kinds for a bad file
-        raise ValueError(f"{where}: cannot be read as a mesh ({type(e).__name__}: {e})") \
-            from None
+        raise ValueError(f"{where}: cannot be read as a mesh ({type(e).__name__}: {e})") from None
     meshes = loaded.dump() if isinstance(loaded, trimesh.Scene) else [loaded]
     pieces = []
     for mesh in meshes:
@@ -318,7 +330,7 @@ def _solid(kind, params):
     p = params
     if kind == "sphere":
         r = p["radius"]
-        v = 4.0 / 3.0 * np.pi * r ** 3
+        v = 4.0 / 3.0 * np.pi * r**3
         return v, np.zeros(3), np.eye(3) * 0.4 * v * r * r
     if kind == "ellipsoid":
         a, b, c = p["radii"]
@@ -341,7 +353,7 @@ def _solid(kind, params):
     if kind == "capsule":
         r, h = p["radius"], p["half_length"]
         vc = np.pi * r * r * 2 * h
-        vh = 2.0 / 3.0 * np.pi * r ** 3  # one end: a half ball, its centre of mass 3 r / 8 out
+        vh = 2.0 / 3.0 * np.pi * r**3  # one end: a half ball, its centre of mass 3 r / 8 out
         arm = h + 3 * r / 8
         own = 0.4 * vh * r * r - vh * (3 * r / 8) ** 2
         side = vc * (3 * r * r + 4 * h * h) / 12 + 2 * (own + vh * arm * arm)
@@ -362,8 +374,12 @@ def _polyhedron(vertices, faces):
     com = (det[:, None] * (a + b + c)).sum(axis=0) / (24.0 * volume)
     # second moments  int x_i x_j dV = sum det / 120 (sum over the 4 vertices' products)
     s = a + b + c
-    second = np.einsum("k,ki,kj->ij", det, s, s) + np.einsum("k,ki,kj->ij", det, a, a) \
-        + np.einsum("k,ki,kj->ij", det, b, b) + np.einsum("k,ki,kj->ij", det, c, c)
+    second = (
+        np.einsum("k,ki,kj->ij", det, s, s)
+        + np.einsum("k,ki,kj->ij", det, a, a)
+        + np.einsum("k,ki,kj->ij", det, b, b)
+        + np.einsum("k,ki,kj->ij", det, c, c)
+    )
     second /= 120.0
     second -= volume * np.outer(com, com)
     inertia = np.eye(3) * np.trace(second) - second
@@ -400,8 +416,10 @@ def mass_properties(pieces, density=1000.0):
         if kind == "convex":
             shapes = [hull(clean["vertices"], f"{where}.vertices")]
         elif kind == "mesh":
-            shapes = [hull(v, f"file: {clean['file']} ({where}, object {j})")
-                      for j, v in enumerate(mesh_pieces(clean["file"], clean["scale"], where))]
+            shapes = [
+                hull(v, f"file: {clean['file']} ({where}, object {j})")
+                for j, v in enumerate(mesh_pieces(clean["file"], clean["scale"], where))
+            ]
         else:
             shapes = None
         if shapes is None:
@@ -422,36 +440,59 @@ def mass_properties(pieces, density=1000.0):
 
 
 # -- the records of Model.add_geom --------------------------------------------------------------
-def make_geoms(model, body, kind, pos, quat, friction, restitution, torsional_friction,
-               rolling_friction, contype, conaffinity, params):
+def make_geoms(
+    model,
+    body,
+    kind,
+    pos,
+    quat,
+    friction,
+    restitution,
+    torsional_friction,
+    rolling_friction,
+    contype,
+    conaffinity,
+    params,
+):
     """The checked :class:`Geom` records of one :meth:`rtrigid.Model.add_geom` call (several
     for a mesh file of several objects); nothing is added to the model here."""
 
     b = None if body is None else model.body_index(body)
-    label = f"geom {len(model.geoms)} on " + ("the world" if b is None
-                                              else f"body {model.bodies[b].name!r}")
+    label = f"geom {len(model.geoms)} on " + (
+        "the world" if b is None else f"body {model.bodies[b].name!r}"
+    )
     if kind == "heightfield" and b is not None:
         raise ValueError("body: a heightfield is terrain: it goes on the world (body None)")
     clean = check_params(kind, params)
     common = dict(
-        pos=_frozen(as_vector(pos, 3, "pos")), quat=_frozen(unit_quat(quat)),
-        friction=0.0, restitution=0.0, torsional_friction=0.0, rolling_friction=0.0,
-        contype=_bits(contype, "contype"), conaffinity=_bits(conaffinity, "conaffinity"))
+        pos=_frozen(as_vector(pos, 3, "pos")),
+        quat=_frozen(unit_quat(quat)),
+        friction=0.0,
+        restitution=0.0,
+        torsional_friction=0.0,
+        rolling_friction=0.0,
+        contype=_bits(contype, "contype"),
+        conaffinity=_bits(conaffinity, "conaffinity"),
+    )
     common["friction"], common["restitution"] = check_contact(friction, restitution)
     common["torsional_friction"], common["rolling_friction"] = check_spin_friction(
-        torsional_friction, rolling_friction)
+        torsional_friction, rolling_friction
+    )
     if kind == "convex":
         shapes = [hull(clean["vertices"], f"vertices ({label})")]
         params = [clean]
     elif kind == "mesh":
         pieces = mesh_pieces(clean["file"], clean["scale"], label)
-        shapes = [hull(v, f"file: {clean['file']} ({label}, object {i})")
-                  for i, v in enumerate(pieces)]
+        shapes = [
+            hull(v, f"file: {clean['file']} ({label}, object {i})") for i, v in enumerate(pieces)
+        ]
         params = [Params({**clean, "object": i}) for i in range(len(pieces))]
     else:
         return [Geom(b, kind, clean, **common)]
-    return [Geom(b, kind, p, vertices=_frozen(v), faces=_frozen(f), planes=_frozen(pl),
-                 **common) for p, (v, f, pl) in zip(params, shapes)]
+    return [
+        Geom(b, kind, p, vertices=_frozen(v), faces=_frozen(f), planes=_frozen(pl), **common)
+        for p, (v, f, pl) in zip(params, shapes)
+    ]
 
 
 def shape_geoms(body_index, body):
@@ -463,8 +504,20 @@ def shape_geoms(body_index, body):
     for shape in shapes:
         if shape is None or not body.collide or shape.kind not in GEOM_PARAMS:
             continue
-        out.append(Geom(body_index, shape.kind, Params(dict(shape.params)),
-                        _frozen(shape.offset), _frozen(quat_along(shape.axis)),
-                        body.friction, body.restitution, body.torsional_friction,
-                        body.rolling_friction, 1, 1, source="shape"))
+        out.append(
+            Geom(
+                body_index,
+                shape.kind,
+                Params(dict(shape.params)),
+                _frozen(shape.offset),
+                _frozen(quat_along(shape.axis)),
+                body.friction,
+                body.restitution,
+                body.torsional_friction,
+                body.rolling_friction,
+                1,
+                1,
+                source="shape",
+            )
+        )
     return out

@@ -20,6 +20,7 @@ one group each.
 Adding an integrator: write its kernel module under the backend(s) it supports, then add one
 entry to :data:`REGISTRY`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -40,28 +41,28 @@ class Integrator(NamedTuple):
 
     name: str
     summary: str
-    source: str                 # the papers' equations it implements
+    source: str  # the papers' equations it implements
     implicit: bool
-    kernels: dict               # backend -> {variant key: "module:function"}
-    joint_kinds: frozenset      # kinds its tree kernel supports (empty: no tree kernel)
+    kernels: dict  # backend -> {variant key: "module:function"}
+    joint_kinds: frozenset  # kinds its tree kernel supports (empty: no tree kernel)
     joint_springs: bool = True  # its tree kernel steps joint springs and dampers
-    armature: bool = False      # its tree kernel steps joint armature (rotor inertia)
-    options: dict = {}          # option -> allowed values, the default first
-    rigid: dict = {}            # backend -> {variant key: a kernel for models without springs,
-                                # which compiles less}
-    limit_bounce: bool = True   # its joint limits take a restitution (else they are inelastic)
-    loops: bool = False         # it steps loop joints (Model.add_loop_joint)
+    armature: bool = False  # its tree kernel steps joint armature (rotor inertia)
+    options: dict = {}  # option -> allowed values, the default first
+    rigid: dict = {}  # backend -> {variant key: a kernel for models without springs,
+    # which compiles less}
+    limit_bounce: bool = True  # its joint limits take a restitution (else they are inelastic)
+    loops: bool = False  # it steps loop joints (Model.add_loop_joint)
     batched_loops: bool = False  # its loop step is one compiled kernel (LoopStepper.rows,
-                                 # LoopEnergyMomentum.rows) that a Batch runs per copy
-    contacts: bool = False      # it steps models with a ground (the contact solve after its
-                                # free flight)
-    keeps_energy: bool = True   # its free flight keeps energy (else the contact event's energy
-                                # budget is taken from the step's start: see
-                                # rtrigid.contact.solver.flight_allowance)
-    step_budget: bool = False   # its tree kernel (loop models aside) keeps Simulation's
-                                # step_budget (the budget outcome of tree.energy_momentum)
-    group: str = "product"      # "product": offered for use; "paper": kept to re-check the
-                                # papers
+    # LoopEnergyMomentum.rows) that a Batch runs per copy
+    contacts: bool = False  # it steps models with a ground (the contact solve after its
+    # free flight)
+    keeps_energy: bool = True  # its free flight keeps energy (else the contact event's energy
+    # budget is taken from the step's start: see
+    # rtrigid.contact.solver.flight_allowance)
+    step_budget: bool = False  # its tree kernel (loop models aside) keeps Simulation's
+    # step_budget (the budget outcome of tree.energy_momentum)
+    group: str = "product"  # "product": offered for use; "paper": kept to re-check the
+    # papers
 
     def backends(self) -> tuple[str, ...]:
         """The backends this scheme has kernels for."""
@@ -78,14 +79,24 @@ class Integrator(NamedTuple):
         for key, allowed in self.options.items():
             value = options.get(key, allowed[0])
             if value not in allowed:
-                raise ValueError(f"options: {self.name} option {key!r} must be one of "
-                                 f"{list(allowed)}, got {value!r}")
+                raise ValueError(
+                    f"options: {self.name} option {key!r} must be one of "
+                    f"{list(allowed)}, got {value!r}"
+                )
             out[key] = value
         return out
 
-    def obstacle(self, backend: str, joints: Sequence[Joint], loop_joints: Sequence[Joint] = (),
-                 actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] | bool = (),
-                 batched: bool = False, massless: Sequence[str] = ()) -> str | None:
+    def obstacle(
+        self,
+        backend: str,
+        joints: Sequence[Joint],
+        loop_joints: Sequence[Joint] = (),
+        actuators: Sequence[Actuator] = (),
+        *,
+        grounds: Sequence[Ground] | bool = (),
+        batched: bool = False,
+        massless: Sequence[str] = (),
+    ) -> str | None:
         """What in a model this scheme does not step (one sentence), or None.
 
         The model is described by its backend, inbound joints, loop joints, actuators, grounds
@@ -96,9 +107,11 @@ class Integrator(NamedTuple):
         if loop_joints and not self.loops:
             return f"{self.name} does not step closed loops (loop joint {loop_joints[0].name!r})"
         if batched and loop_joints and not self.batched_loops:
-            return (f"{self.name} does not batch loop joints (loop joint "
-                    f"{loop_joints[0].name!r}): its loop step is not one compiled kernel a "
-                    "Batch can run per copy")
+            return (
+                f"{self.name} does not batch loop joints (loop joint "
+                f"{loop_joints[0].name!r}): its loop step is not one compiled kernel a "
+                "Batch can run per copy"
+            )
         if backend not in self.kernels:
             return f"{self.name} has no kernel for {backend} models"
         if backend == TREE:
@@ -106,38 +119,69 @@ class Integrator(NamedTuple):
                 if j.kind not in self.joint_kinds:
                     return f"{self.name} does not support {j.kind} joints (joint {j.name!r})"
                 if j.limit_restitution and not self.limit_bounce:
-                    return (f"{self.name} keeps joint limits inelastic (the rebound of its "
-                            f"locked step is taken out, see docs/guide/joints.md); joint "
-                            f"{j.name!r} has limit_restitution {j.limit_restitution:g} (0 "
-                            "makes it inelastic)")
+                    return (
+                        f"{self.name} keeps joint limits inelastic (the rebound of its "
+                        f"locked step is taken out, see docs/guide/joints.md); joint "
+                        f"{j.name!r} has limit_restitution {j.limit_restitution:g} (0 "
+                        "makes it inelastic)"
+                    )
                 if getattr(j, "armature", 0.0) and not self.armature:
-                    return (f"{self.name} does not step joint armature (rotor inertia; joint "
-                            f"{j.name!r} has {j.armature:g})")
+                    return (
+                        f"{self.name} does not step joint armature (rotor inertia; joint "
+                        f"{j.name!r} has {j.armature:g})"
+                    )
                 if (j.stiffness or j.damping) and not self.joint_springs:
-                    return (f"{self.name} does not support joint springs or dampers (joint "
-                            f"{j.name!r}; a point-to-point spring is another way)")
+                    return (
+                        f"{self.name} does not support joint springs or dampers (joint "
+                        f"{j.name!r}; a point-to-point spring is another way)"
+                    )
         if massless and self.implicit:
-            return (f"{self.name} cannot step massless bodies ({massless[0]!r}: a link between "
-                    "two joints of one file body)")
+            return (
+                f"{self.name} cannot step massless bodies ({massless[0]!r}: a link between "
+                "two joints of one file body)"
+            )
         return None
 
-    def refusal(self, backend: str, joints: Sequence[Joint], loop_joints: Sequence[Joint] = (),
-                actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] | bool = (),
-                batched: bool = False, massless: Sequence[str] = ()) -> str | None:
+    def refusal(
+        self,
+        backend: str,
+        joints: Sequence[Joint],
+        loop_joints: Sequence[Joint] = (),
+        actuators: Sequence[Actuator] = (),
+        *,
+        grounds: Sequence[Ground] | bool = (),
+        batched: bool = False,
+        massless: Sequence[str] = (),
+    ) -> str | None:
         """Why this scheme cannot step a model, or None: :meth:`obstacle`, then the schemes
         that step the whole model (never one that would refuse it for another reason)."""
-        why = self.obstacle(backend, joints, loop_joints, actuators, grounds=grounds,
-                            batched=batched, massless=massless)
+        why = self.obstacle(
+            backend,
+            joints,
+            loop_joints,
+            actuators,
+            grounds=grounds,
+            batched=batched,
+            massless=massless,
+        )
         if why is None:
             return None
-        others = accepting(backend, joints, loop_joints, actuators, grounds=grounds,
-                           batched=batched, massless=massless)
+        others = accepting(
+            backend,
+            joints,
+            loop_joints,
+            actuators,
+            grounds=grounds,
+            batched=batched,
+            massless=massless,
+        )
         if others:
             return f"{why}; schemes that step this model{' batched' if batched else ''}: {others}"
         return f"{why}; no scheme steps this model as a whole"
 
-    def module(self, backend: str, options: dict[str, Any], springs: bool = True
-               ) -> tuple[ModuleType, Callable[..., Any]]:
+    def module(
+        self, backend: str, options: dict[str, Any], springs: bool = True
+    ) -> tuple[ModuleType, Callable[..., Any]]:
         """(kernel module, kernel function) for a backend, a full option dict and whether the
         model has springs."""
         key = tuple(options[k] for k in self.options)
@@ -151,64 +195,160 @@ class Integrator(NamedTuple):
 
 _ALL_KINDS = frozenset(KINDS)
 
-REGISTRY = {i.name: i for i in (
-    Integrator("nullspace_rk4", "RK4 on the quaternion null-space equations, normalised "
-               "after each step", "002 (42), (63)", False,
-               {BODIES: {(): _B + "nullspace_rk4:step"}, TREE: {(): _T + "nullspace_rk4:step"}},
-               _ALL_KINDS, armature=True, loops=True, batched_loops=True, contacts=True),
-    # keeps_energy=False: Euler's flight drops a resting body by g h^2 with kinetic energy for
-    # only half of that lift, so the contact event's budget is the step's start energy
-    Integrator("semi_implicit_euler", "semi-implicit (symplectic) Euler, MuJoCo's default: "
-               "one force evaluation per step, rates then coordinates (quaternions by the "
-               "exact exponential map), joint dampers and servo kv implicit; first order, "
-               "conserves neither energy nor momentum", "MuJoCo's Euler", False,
-               {BODIES: {(): _B + "semi_implicit_euler:step"},
-                TREE: {(): _T + "semi_implicit_euler:step"}},
-               _ALL_KINDS, armature=True, contacts=True, keeps_energy=False),
-    Integrator("energy_momentum", "energy-momentum scheme: energy and angular momentum kept "
-               "to round-off (QUAT.EM; Cayley step with mean arms for trees)",
-               "000 (51)-(54); 003 (180)-(185)", True,
-               {BODIES: {(): _B + "energy_momentum:step"},
-                TREE: {(): _T + "energy_momentum:step"}},
-               _ALL_KINDS, joint_springs=False,
-               rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}}, limit_bounce=False,
-               loops=True, batched_loops=True, contacts=True, step_budget=True),
-    Integrator("energy_momentum4", "symmetric composition of the energy-momentum step: order "
-               "4, energy and angular momentum kept as by energy_momentum; option composition "
-               "('suzuki': 5 stages, 'triple_jump': 3)",
-               "Suzuki (1990), Yoshida (1990); 000 (51)-(54); 003 (180)-(185)", True,
-               {BODIES: {("suzuki",): _B + "energy_momentum4:step",
-                         ("triple_jump",): _B + "energy_momentum4:step_triple_jump"},
-                TREE: {("suzuki",): _T + "energy_momentum4:step",
-                       ("triple_jump",): _T + "energy_momentum4:step_triple_jump"}},
-               _ALL_KINDS, joint_springs=False,
-               options={"composition": ("suzuki", "triple_jump")},
-               rigid={BODIES: {("suzuki",): _B + "energy_momentum4:step_rigid",
-                               ("triple_jump",): _B + "energy_momentum4:step_triple_jump_rigid"}},
-               limit_bounce=False, loops=True, batched_loops=True, contacts=True,
-               step_budget=True),
-    Integrator("energy_momentum_appd", "the same scheme solved as 000 App. D does (7 or 10 "
-               "unknowns): the reference solver", "000 (52)-(54), App. D", True,
-               {BODIES: {(): _B + "energy_momentum:step_appendix_d"}}, frozenset(),
-               group="paper"),
-    Integrator("midpoint_em", "energy-conserving mid-point scheme of Geradin & Rixen; "
-               "option update='momentum' takes step (iv) instead", "003 §11", True,
-               {BODIES: {("energy",): _B + "midpoint_em:step",
-                         ("momentum",): _B + "midpoint_em:step_momentum_update"}},
-               frozenset(), options={"update": ("energy", "momentum")}, group="paper"),
-    Integrator("variational", "variational integrator QUAT.VI", "000 App. E", True,
-               {BODIES: {(): _B + "variational:step"}}, frozenset(), group="paper"),
-    Integrator("index1", "index-1 quaternion equations by RK4; options form (23 or 29) and "
-               "torque (1: Q_p1, 2: Q_p2)", "001 (23), (29), (59), (62)", False,
-               {BODIES: {(29, 2): _B + "index1:step", (23, 1): _B + "index1:step_23_p1",
-                         (23, 2): _B + "index1:step_23_p2", (29, 1): _B + "index1:step_29_p1"}},
-               frozenset(), options={"form": (29, 23), "torque": (2, 1)}, group="paper"),
-    Integrator("director", "rotation-free director formulation by RK4", "002 (21)-(25)", False,
-               {BODIES: {(): _B + "director:step"}}, frozenset(), group="paper"),
-    Integrator("director_nullspace", "director formulation, null-space form with the "
-               "Spurrier-Klumpp projection", "002 (25), §6", False,
-               {BODIES: {(): _B + "director:step_nullspace"}}, frozenset(), group="paper"),
-)}
+REGISTRY = {
+    i.name: i
+    for i in (
+        Integrator(
+            "nullspace_rk4",
+            "RK4 on the quaternion null-space equations, normalised after each step",
+            "002 (42), (63)",
+            False,
+            {BODIES: {(): _B + "nullspace_rk4:step"}, TREE: {(): _T + "nullspace_rk4:step"}},
+            _ALL_KINDS,
+            armature=True,
+            loops=True,
+            batched_loops=True,
+            contacts=True,
+        ),
+        # keeps_energy=False: Euler's flight drops a resting body by g h^2 with kinetic energy for
+        # only half of that lift, so the contact event's budget is the step's start energy
+        Integrator(
+            "semi_implicit_euler",
+            "semi-implicit (symplectic) Euler, MuJoCo's default: "
+            "one force evaluation per step, rates then coordinates (quaternions by the "
+            "exact exponential map), joint dampers and servo kv implicit; first order, "
+            "conserves neither energy nor momentum",
+            "MuJoCo's Euler",
+            False,
+            {
+                BODIES: {(): _B + "semi_implicit_euler:step"},
+                TREE: {(): _T + "semi_implicit_euler:step"},
+            },
+            _ALL_KINDS,
+            armature=True,
+            contacts=True,
+            keeps_energy=False,
+        ),
+        Integrator(
+            "energy_momentum",
+            "energy-momentum scheme: energy and angular momentum kept "
+            "to round-off (QUAT.EM; Cayley step with mean arms for trees)",
+            "000 (51)-(54); 003 (180)-(185)",
+            True,
+            {BODIES: {(): _B + "energy_momentum:step"}, TREE: {(): _T + "energy_momentum:step"}},
+            _ALL_KINDS,
+            joint_springs=False,
+            rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}},
+            limit_bounce=False,
+            loops=True,
+            batched_loops=True,
+            contacts=True,
+            step_budget=True,
+        ),
+        Integrator(
+            "energy_momentum4",
+            "symmetric composition of the energy-momentum step: order "
+            "4, energy and angular momentum kept as by energy_momentum; option composition "
+            "('suzuki': 5 stages, 'triple_jump': 3)",
+            "Suzuki (1990), Yoshida (1990); 000 (51)-(54); 003 (180)-(185)",
+            True,
+            {
+                BODIES: {
+                    ("suzuki",): _B + "energy_momentum4:step",
+                    ("triple_jump",): _B + "energy_momentum4:step_triple_jump",
+                },
+                TREE: {
+                    ("suzuki",): _T + "energy_momentum4:step",
+                    ("triple_jump",): _T + "energy_momentum4:step_triple_jump",
+                },
+            },
+            _ALL_KINDS,
+            joint_springs=False,
+            options={"composition": ("suzuki", "triple_jump")},
+            rigid={
+                BODIES: {
+                    ("suzuki",): _B + "energy_momentum4:step_rigid",
+                    ("triple_jump",): _B + "energy_momentum4:step_triple_jump_rigid",
+                }
+            },
+            limit_bounce=False,
+            loops=True,
+            batched_loops=True,
+            contacts=True,
+            step_budget=True,
+        ),
+        Integrator(
+            "energy_momentum_appd",
+            "the same scheme solved as 000 App. D does (7 or 10 unknowns): the reference solver",
+            "000 (52)-(54), App. D",
+            True,
+            {BODIES: {(): _B + "energy_momentum:step_appendix_d"}},
+            frozenset(),
+            group="paper",
+        ),
+        Integrator(
+            "midpoint_em",
+            "energy-conserving mid-point scheme of Geradin & Rixen; "
+            "option update='momentum' takes step (iv) instead",
+            "003 §11",
+            True,
+            {
+                BODIES: {
+                    ("energy",): _B + "midpoint_em:step",
+                    ("momentum",): _B + "midpoint_em:step_momentum_update",
+                }
+            },
+            frozenset(),
+            options={"update": ("energy", "momentum")},
+            group="paper",
+        ),
+        Integrator(
+            "variational",
+            "variational integrator QUAT.VI",
+            "000 App. E",
+            True,
+            {BODIES: {(): _B + "variational:step"}},
+            frozenset(),
+            group="paper",
+        ),
+        Integrator(
+            "index1",
+            "index-1 quaternion equations by RK4; options form (23 or 29) and "
+            "torque (1: Q_p1, 2: Q_p2)",
+            "001 (23), (29), (59), (62)",
+            False,
+            {
+                BODIES: {
+                    (29, 2): _B + "index1:step",
+                    (23, 1): _B + "index1:step_23_p1",
+                    (23, 2): _B + "index1:step_23_p2",
+                    (29, 1): _B + "index1:step_29_p1",
+                }
+            },
+            frozenset(),
+            options={"form": (29, 23), "torque": (2, 1)},
+            group="paper",
+        ),
+        Integrator(
+            "director",
+            "rotation-free director formulation by RK4",
+            "002 (21)-(25)",
+            False,
+            {BODIES: {(): _B + "director:step"}},
+            frozenset(),
+            group="paper",
+        ),
+        Integrator(
+            "director_nullspace",
+            "director formulation, null-space form with the Spurrier-Klumpp projection",
+            "002 (25), §6",
+            False,
+            {BODIES: {(): _B + "director:step_nullspace"}},
+            frozenset(),
+            group="paper",
+        ),
+    )
+}
 
 
 def names() -> list[str]:
@@ -240,14 +380,33 @@ def supporting(kind: str) -> list[str]:
     return [i.name for i in REGISTRY.values() if kind in i.joint_kinds]
 
 
-def accepting(backend: str, joints: Sequence[Joint], loop_joints: Sequence[Joint] = (),
-              actuators: Sequence[Actuator] = (), *, grounds: Sequence[Ground] | bool = (),
-              batched: bool = False, massless: Sequence[str] = ()) -> list[str]:
+def accepting(
+    backend: str,
+    joints: Sequence[Joint],
+    loop_joints: Sequence[Joint] = (),
+    actuators: Sequence[Actuator] = (),
+    *,
+    grounds: Sequence[Ground] | bool = (),
+    batched: bool = False,
+    massless: Sequence[str] = (),
+) -> list[str]:
     """Names of the schemes offered for use that step the whole model described as
     :meth:`Integrator.obstacle` takes it, in :func:`names`' order."""
-    return [i.name for i in REGISTRY.values() if i.group == "product"
-            and i.obstacle(backend, joints, loop_joints, actuators, grounds=grounds,
-                           batched=batched, massless=massless) is None]
+    return [
+        i.name
+        for i in REGISTRY.values()
+        if i.group == "product"
+        and i.obstacle(
+            backend,
+            joints,
+            loop_joints,
+            actuators,
+            grounds=grounds,
+            batched=batched,
+            massless=massless,
+        )
+        is None
+    ]
 
 
 def for_model(model: Model, *, batched: bool = False) -> list[str]:
@@ -255,9 +414,15 @@ def for_model(model: Model, *, batched: bool = False) -> list[str]:
     as a whole; ``batched``: as copies in a :class:`~rtrigid.Batch`."""
     from rtrigid.contact import has_contacts  # (the contact package imports the model)
 
-    return accepting(select(model), model.inbound_joints(), getattr(model, "loop_joints", []),
-                     model.actuators, grounds=has_contacts(model), batched=batched,
-                     massless=[b.name for b in model.bodies if b.mass == 0.0])
+    return accepting(
+        select(model),
+        model.inbound_joints(),
+        getattr(model, "loop_joints", []),
+        model.actuators,
+        grounds=has_contacts(model),
+        batched=batched,
+        massless=[b.name for b in model.bodies if b.mass == 0.0],
+    )
 
 
 _COLUMNS = (
@@ -280,12 +445,15 @@ _COLUMNS = (
 def capability_table(group: str = "product") -> str:
     """A Markdown table of what each scheme of ``group`` ("product" or "paper") steps, read
     from the registry (the documentation includes it as generated)."""
+
     def cell(value: bool | str) -> str:
         return ("yes" if value else "no") if isinstance(value, bool) else value
 
     rows = [i for i in REGISTRY.values() if i.group == group]
-    lines = ["| scheme | " + " | ".join(c for c, _ in _COLUMNS) + " |",
-             "|---" * (len(_COLUMNS) + 1) + "|"]
+    lines = [
+        "| scheme | " + " | ".join(c for c, _ in _COLUMNS) + " |",
+        "|---" * (len(_COLUMNS) + 1) + "|",
+    ]
     for i in rows:
         lines.append(f"| `{i.name}` | " + " | ".join(cell(f(i)) for _, f in _COLUMNS) + " |")
     return "\n".join(lines)

@@ -47,6 +47,7 @@ R(p) = E(p) G(p)^T is written as the quadratic form, so everything is a polynomi
 the spherical part is quadratic and the rotational parts are bilinear in (p_p, p_c) (as in the
 lower pairs of 002 Table 2, written with quaternions instead of directors).
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -58,24 +59,27 @@ class JointKind(NamedTuple):
     """One row of the joint-kind table."""
 
     name: str
-    code: int        # the integer the compiled kernels branch on
-    nq: int          # generalized coordinates
-    nv: int          # rates
-    axial: bool      # defined by an axis (or a plane normal) in each body
-    spring: bool     # takes a joint spring and damper on its coordinate
-    residuals: int   # scalar constraint equations (6 - nv)
+    code: int  # the integer the compiled kernels branch on
+    nq: int  # generalized coordinates
+    nv: int  # rates
+    axial: bool  # defined by an axis (or a plane normal) in each body
+    spring: bool  # takes a joint spring and damper on its coordinate
+    residuals: int  # scalar constraint equations (6 - nv)
     quaternion: int  # offset of a unit quaternion in the coordinates, -1 if there is none
 
 
-KINDS = {k.name: k for k in (
-    JointKind("free", 0, 7, 6, False, False, 0, 3),
-    JointKind("spherical", 1, 4, 3, False, False, 3, 0),
-    JointKind("revolute", 2, 1, 1, True, True, 5, -1),
-    JointKind("prismatic", 3, 1, 1, True, True, 5, -1),
-    JointKind("cylindrical", 4, 2, 2, True, False, 4, -1),
-    JointKind("planar", 5, 3, 3, True, False, 3, -1),
-    JointKind("fixed", 6, 0, 0, False, False, 6, -1),
-)}
+KINDS = {
+    k.name: k
+    for k in (
+        JointKind("free", 0, 7, 6, False, False, 0, 3),
+        JointKind("spherical", 1, 4, 3, False, False, 3, 0),
+        JointKind("revolute", 2, 1, 1, True, True, 5, -1),
+        JointKind("prismatic", 3, 1, 1, True, True, 5, -1),
+        JointKind("cylindrical", 4, 2, 2, True, False, 4, -1),
+        JointKind("planar", 5, 3, 3, True, False, 3, -1),
+        JointKind("fixed", 6, 0, 0, False, False, 6, -1),
+    )
+}
 
 # the kinds a user joins bodies with; "free" is what a body with no joint has
 USER_KINDS = tuple(k for k in KINDS if k != "free")
@@ -134,10 +138,14 @@ def qmul(a, b):
     """Hamilton product of two quaternions (any dtype, so complex steps go through)."""
     a0, a1, a2, a3 = a
     b0, b1, b2, b3 = b
-    return np.array([a0 * b0 - a1 * b1 - a2 * b2 - a3 * b3,
-                     a0 * b1 + a1 * b0 + a2 * b3 - a3 * b2,
-                     a0 * b2 - a1 * b3 + a2 * b0 + a3 * b1,
-                     a0 * b3 + a1 * b2 - a2 * b1 + a3 * b0])
+    return np.array(
+        [
+            a0 * b0 - a1 * b1 - a2 * b2 - a3 * b3,
+            a0 * b1 + a1 * b0 + a2 * b3 - a3 * b2,
+            a0 * b2 - a1 * b3 + a2 * b0 + a3 * b1,
+            a0 * b3 + a1 * b2 - a2 * b1 + a3 * b0,
+        ]
+    )
 
 
 def conj(a):
@@ -147,11 +155,25 @@ def conj(a):
 def rot(p):
     """E(p) G(p)^T: the rotation matrix times |p|², a quadratic form in p."""
     p0, p1, p2, p3 = p
-    return np.array([
-        [p0 * p0 + p1 * p1 - p2 * p2 - p3 * p3, 2 * (p1 * p2 - p0 * p3), 2 * (p1 * p3 + p0 * p2)],
-        [2 * (p1 * p2 + p0 * p3), p0 * p0 - p1 * p1 + p2 * p2 - p3 * p3, 2 * (p2 * p3 - p0 * p1)],
-        [2 * (p1 * p3 - p0 * p2), 2 * (p2 * p3 + p0 * p1), p0 * p0 - p1 * p1 - p2 * p2 + p3 * p3],
-    ])
+    return np.array(
+        [
+            [
+                p0 * p0 + p1 * p1 - p2 * p2 - p3 * p3,
+                2 * (p1 * p2 - p0 * p3),
+                2 * (p1 * p3 + p0 * p2),
+            ],
+            [
+                2 * (p1 * p2 + p0 * p3),
+                p0 * p0 - p1 * p1 + p2 * p2 - p3 * p3,
+                2 * (p2 * p3 - p0 * p1),
+            ],
+            [
+                2 * (p1 * p3 - p0 * p2),
+                2 * (p2 * p3 + p0 * p1),
+                p0 * p0 - p1 * p1 - p2 * p2 + p3 * p3,
+            ],
+        ]
+    )
 
 
 def residual(kind, g: Geometry, xp, pp, xc, pc):

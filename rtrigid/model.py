@@ -11,184 +11,36 @@ body has exactly one *inbound joint* (:meth:`Model.inbound_joints`): the joint t
 its parent body or to the world -- one added with :meth:`Model.add_joint`, the spherical joint
 to the world of :meth:`Model.attach_to_world` (the top's tip), or else a free joint.
 """
+
 from __future__ import annotations
 
-import numbers
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
 from rtrigid.geoms import make_geoms, shape_geoms
 from rtrigid.joints import KINDS, USER_KINDS, rot
+from rtrigid.model_records import (  # noqa: F401  (the records: importable from here too)
+    SHAPES,
+    PART_TYPES,
+    check_inertia,
+    Shape,
+    Body,
+    Ground,
+    Spring,
+    Joint,
+    LIMITED_KINDS,
+    check_limits,
+    Actuator,
+    ACTUATOR_KINDS,
+)
 from rtrigid.validate import (  # noqa: F401  (check_contact, check_spin_friction: also from here)
-    as_scalar, as_vector, check_contact, check_spin_friction, unit_vector)
-
-SHAPES = {
-    "box": ("half_extents",),
-    "sphere": ("radius",),
-    "cylinder": ("radius", "half_length"),
-    "cone": ("radius", "height"),
-    "capsule": ("radius", "half_length"),
-    "torus": ("radius", "tube_radius"),
-    "visuals": ("parts",),
-}
-# the parts of a "visuals" shape (what robot files draw; see rtrigid.loaders): each a dict with
-# "type", "pos" and "quat" (the part's frame in the body frame), "color" (rgba or None) and
-# per type: box "half_extents", sphere "radius", cylinder/capsule "radius" and
-# "half_length" (axis z), mesh "file", "scale" and "missing" (the file was not found)
-PART_TYPES = {"box": ("half_extents",), "sphere": ("radius",),
-              "cylinder": ("radius", "half_length"), "capsule": ("radius", "half_length"),
-              "mesh": ("file", "scale")}
-
-
-def check_inertia(inertia, allow_nonphysical, name="inertia"):
-    """Validate principal moments: positive and, unless opted out, the triangle inequality."""
-    j = as_vector(inertia, 3, name)
-    if np.any(j <= 0.0):
-        raise ValueError(f"{name}: principal moments must be > 0, got {j.tolist()}")
-    if not allow_nonphysical:
-        for i in range(3):
-            if j[i] > j[(i + 1) % 3] + j[(i + 2) % 3] * (1.0 + 1e-12):
-                raise ValueError(
-                    f"{name}: {j.tolist()} violates the triangle inequality "
-                    f"I{i + 1} <= I{(i + 1) % 3 + 1} + I{(i + 2) % 3 + 1}, which every real body "
-                    "satisfies; pass allow_nonphysical_inertia=True to use it anyway"
-                )
-    return j
-
-
-@dataclass
-class Shape:
-    """Render shape of a body, in its body frame (centred on the centre of mass).
-
-    ``offset``: where the shape's own centre sits; ``axis``: where the shape's own z axis
-    points (a cylinder's, cone's, capsule's or torus's axis); ``color``: optional RGB in [0, 1]
-    (a marking, a material); None leaves the colour to the viewer.
-    """
-
-    kind: str
-    params: dict
-    offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
-    color: tuple | None = None
-
-
-@dataclass
-class Body:
-    """A body; ``free_joint`` names its free joint (if it has one; default ``free_<name>``)
-    and ``pose0`` is its starting (x, q) as a free body (default: the origin, unturned)."""
-
-    name: str
-    mass: float
-    inertia: np.ndarray
-    shape: Shape | tuple | None = None  # a Shape or a tuple of Shapes (the parts)
-    pivot_body: np.ndarray | None = None
-    pivot_world: np.ndarray | None = None
-    free_joint: str | None = None
-    pose0: tuple | None = None
-    friction: float = 0.5
-    restitution: float = 0.0
-    collide: bool = True
-    torsional_friction: float = 0.0
-    rolling_friction: float = 0.0
-    kinematic: bool = False
-
-
-@dataclass
-class Ground:
-    """A half-space {p : normal . p <= height}: the ground bodies rest on (see
-    :meth:`Model.add_ground`)."""
-
-    height: float
-    normal: np.ndarray
-    friction: float
-    restitution: float
-    torsional_friction: float = 0.0
-    rolling_friction: float = 0.0
-
-
-@dataclass
-class Spring:
-    body: int
-    point_body: np.ndarray
-    anchor_world: np.ndarray
-    stiffness: float
-    rest_length: float
-    other: int = -1  # a second body (anchor_world is then a point of that body, its frame)
-
-
-
-
-@dataclass
-class Joint:
-    """A lower pair between ``parent`` (-1: the world) and ``child``; see :meth:`Model.add_joint`."""
-
-    name: str
-    kind: str
-    parent: int
-    child: int
-    anchor_parent: np.ndarray
-    anchor_child: np.ndarray
-    axis_parent: np.ndarray
-    axis_child: np.ndarray
-    stiffness: float = 0.0
-    rest: float = 0.0
-    damping: float = 0.0
-    rotation: np.ndarray | None = None  # child axes in parent axes at zero; None: the default
-    limits: tuple = (-np.inf, np.inf)  # (lower, upper) of the coordinate; +-inf: none
-    limit_restitution: float = 0.0
-    position: np.ndarray | None = None  # initial coordinates (None: zero, or the nearer limit)
-    armature: float = 0.0  # rotor inertia on a revolute or prismatic coordinate
-
-
-LIMITED_KINDS = ("revolute", "prismatic")
-
-
-def _check_limits(kind, limits, restitution):
-    """((lower, upper), restitution) of :meth:`Model.add_joint`, checked."""
-    bounce = as_scalar(restitution, "limit_restitution", nonnegative=True)
-    if bounce > 1.0:
-        raise ValueError(f"limit_restitution: must be in [0, 1], got {bounce}")
-    if limits is None:
-        if bounce:
-            raise ValueError("limit_restitution: the joint has no limits")
-        return (-np.inf, np.inf), 0.0
-    if kind not in LIMITED_KINDS:
-        raise ValueError(f"limits: only {' and '.join(LIMITED_KINDS)} joints take limits, "
-                         f"not {kind}")
-    try:
-        lo, hi = limits
-    except (TypeError, ValueError):
-        raise ValueError(f"limits: expected (lower, upper), got {limits!r}") from None
-    out = []
-    for value, side in ((lo, "lower"), (hi, "upper")):
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-            raise ValueError(f"limits: the {side} limit must be a number, got {value!r}")
-        value = float(value)
-        if np.isnan(value):
-            raise ValueError(f"limits: the {side} limit is NaN")
-        out.append(value)
-    lo, hi = out
-    if not lo < hi or lo == np.inf or hi == -np.inf:
-        raise ValueError(f"limits: need lower < upper (finite or -inf / +inf), got {(lo, hi)}")
-    return (lo, hi), bounce
-
-
-@dataclass
-class Actuator:
-    """A force on one revolute or prismatic joint's coordinate; see :meth:`Model.add_actuator`."""
-
-    name: str
-    joint: int
-    kind: str
-    gear: float
-    kp: float
-    kv: float
-    force_range: tuple
-    ctrl_range: tuple
-
-
-ACTUATOR_KINDS = ("motor", "position", "velocity")
+    as_scalar,
+    as_vector,
+    check_contact,
+    check_spin_friction,
+    unit_vector,
+)
 
 
 class Model:
@@ -221,9 +73,22 @@ class Model:
         self.load_report = None
 
     # -- bodies -------------------------------------------------------------------------
-    def add_body(self, name, mass, inertia, *, shape=None, allow_nonphysical_inertia=False,
-                 massless=False, friction=0.5, restitution=0.0, collide=True,
-                 torsional_friction=0.0, rolling_friction=0.0, kinematic=False):
+    def add_body(
+        self,
+        name,
+        mass,
+        inertia,
+        *,
+        shape=None,
+        allow_nonphysical_inertia=False,
+        massless=False,
+        friction=0.5,
+        restitution=0.0,
+        collide=True,
+        torsional_friction=0.0,
+        rolling_friction=0.0,
+        kinematic=False,
+    ):
         """Add a rigid body and return its index.
 
         ``massless=True`` (mass and inertia then 0) adds a link between two joints, as
@@ -277,17 +142,38 @@ class Model:
                 raise ValueError(f"{what}: expected True or False, got {flag!r}")
         if kinematic and massless:
             raise ValueError("kinematic: a massless link cannot be kinematic")
-        body = Body(name, mass, inertia, self.check_shape(shape), friction=mu, restitution=e,
-                    collide=bool(collide), torsional_friction=mu_t, rolling_friction=mu_r,
-                    kinematic=bool(kinematic))
+        body = Body(
+            name,
+            mass,
+            inertia,
+            self.check_shape(shape),
+            friction=mu,
+            restitution=e,
+            collide=bool(collide),
+            torsional_friction=mu_t,
+            rolling_friction=mu_r,
+            kinematic=bool(kinematic),
+        )
         self.bodies.append(body)
         self._geoms.extend(shape_geoms(len(self.bodies) - 1, body))
         return len(self.bodies) - 1
 
     # -- geoms ---------------------------------------------------------------------------
-    def add_geom(self, body, kind, *, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
-                 friction=0.5, restitution=0.0, torsional_friction=0.0, rolling_friction=0.0,
-                 contype=1, conaffinity=1, **params):
+    def add_geom(
+        self,
+        body,
+        kind,
+        *,
+        pos=(0.0, 0.0, 0.0),
+        quat=(1.0, 0.0, 0.0, 0.0),
+        friction=0.5,
+        restitution=0.0,
+        torsional_friction=0.0,
+        rolling_friction=0.0,
+        contype=1,
+        conaffinity=1,
+        **params,
+    ):
         """Add a collision geom to ``body`` (an index or name; ``None``: static scenery on
         the world) and return its handle, an index into :attr:`geoms`.
 
@@ -306,8 +192,20 @@ class Model:
         1).  Geoms do not change a body's mass or inertia.  ``ValueError`` naming the field
         (for a mesh file: the file and the geom) and nothing added on bad input.
         """
-        records = make_geoms(self, body, kind, pos, quat, friction, restitution,
-                             torsional_friction, rolling_friction, contype, conaffinity, params)
+        records = make_geoms(
+            self,
+            body,
+            kind,
+            pos,
+            quat,
+            friction,
+            restitution,
+            torsional_friction,
+            rolling_friction,
+            contype,
+            conaffinity,
+            params,
+        )
         first = len(self._geoms)
         self._geoms.extend(records)
         if kind == "mesh":
@@ -323,9 +221,13 @@ class Model:
         for g in self._geoms:
             if g.source == "shape":
                 body = self.bodies[g.body]
-                g = replace(g, friction=body.friction, restitution=body.restitution,
-                            torsional_friction=body.torsional_friction,
-                            rolling_friction=body.rolling_friction)
+                g = replace(
+                    g,
+                    friction=body.friction,
+                    restitution=body.restitution,
+                    torsional_friction=body.torsional_friction,
+                    rolling_friction=body.rolling_friction,
+                )
             out.append(g)
         return tuple(out)
 
@@ -344,8 +246,15 @@ class Model:
             raise ValueError("body_b: a body does not collide with itself")
         self.excluded.add((min(a, b), max(a, b)))
 
-    def add_ground(self, height=0.0, normal=(0.0, 0.0, 1.0), friction=0.5, restitution=0.0,
-                   torsional_friction=0.0, rolling_friction=0.0):
+    def add_ground(
+        self,
+        height=0.0,
+        normal=(0.0, 0.0, 1.0),
+        friction=0.5,
+        restitution=0.0,
+        torsional_friction=0.0,
+        rolling_friction=0.0,
+    ):
         """Add a ground: the half-space below the plane normal . p = height (world), its
         surface facing ``normal`` (made unit).  Bodies with a collision shape rest on it; a
         tilted normal makes an incline.  ``friction`` and ``restitution`` as for
@@ -412,15 +321,15 @@ class Model:
         for part in parts:
             kind = part.get("type") if isinstance(part, dict) else None
             if kind not in PART_TYPES:
-                raise ValueError(f"shape.parts: a part's type must be one of "
-                                 f"{sorted(PART_TYPES)}, got {kind!r}")
+                raise ValueError(
+                    f"shape.parts: a part's type must be one of {sorted(PART_TYPES)}, got {kind!r}"
+                )
             missing = [k for k in PART_TYPES[kind] if k not in part]
             if missing:
                 raise ValueError(f"shape.parts: a {kind} part needs {missing}")
             clean = dict(part)
             clean["pos"] = as_vector(part.get("pos", (0.0, 0.0, 0.0)), 3, "shape.parts.pos")
-            clean["quat"] = as_vector(part.get("quat", (1.0, 0.0, 0.0, 0.0)), 4,
-                                      "shape.parts.quat")
+            clean["quat"] = as_vector(part.get("quat", (1.0, 0.0, 0.0, 0.0)), 4, "shape.parts.quat")
             clean.setdefault("color", None)
             out.append(clean)
         return out
@@ -435,7 +344,9 @@ class Model:
             for i, b in enumerate(self.bodies):
                 if b.name == body:
                     return i
-            raise ValueError(f"body: no body named {body!r}; known: {[b.name for b in self.bodies]}")
+            raise ValueError(
+                f"body: no body named {body!r}; known: {[b.name for b in self.bodies]}"
+            )
         raise ValueError(f"body: expected an index or a name, got {body!r}")
 
     # -- attachments and force elements ------------------------------------------------
@@ -492,10 +403,26 @@ class Model:
         )
         return len(self.springs) - 1
 
-    def add_joint(self, kind, parent, child, *, anchor_parent=(0.0, 0.0, 0.0),
-                  anchor_child=(0.0, 0.0, 0.0), axis_parent=None, axis_child=None,
-                  stiffness=0.0, rest=0.0, damping=0.0, limits=None, limit_restitution=0.0,
-                  name=None, rotation=None, position=None, armature=0.0):
+    def add_joint(
+        self,
+        kind,
+        parent,
+        child,
+        *,
+        anchor_parent=(0.0, 0.0, 0.0),
+        anchor_child=(0.0, 0.0, 0.0),
+        axis_parent=None,
+        axis_child=None,
+        stiffness=0.0,
+        rest=0.0,
+        damping=0.0,
+        limits=None,
+        limit_restitution=0.0,
+        name=None,
+        rotation=None,
+        position=None,
+        armature=0.0,
+    ):
         """Join ``child`` to ``parent`` (a body, or ``None`` / ``"world"``) by a lower pair.
 
         ``kind``: spherical, revolute, prismatic, cylindrical, planar or fixed.
@@ -530,23 +457,40 @@ class Model:
         """
         p, c = self._joint_bodies(kind, parent, child)
         if any(j.child == c for j in self.joints) or self.bodies[c].pivot_body is not None:
-            raise ValueError(f"child: {self.bodies[c].name!r} already has a parent joint; close "
-                             "a loop with add_loop_joint (each body has one parent joint)")
+            raise ValueError(
+                f"child: {self.bodies[c].name!r} already has a parent joint; close "
+                "a loop with add_loop_joint (each body has one parent joint)"
+            )
         # walking up from the parent must not reach the child (that would close a loop)
         a = p
         while a >= 0:
             if a == c:
-                raise ValueError("parent: this joint would close a loop; close loops with "
-                                 "add_loop_joint")
+                raise ValueError(
+                    "parent: this joint would close a loop; close loops with add_loop_joint"
+                )
             a = next((j.parent for j in self.joints if j.child == a), -1)
-        joint = self._joint_record(kind, p, c, anchor_parent, anchor_child, axis_parent,
-                                   axis_child, stiffness, rest, damping, limits,
-                                   limit_restitution, name, rotation)
+        joint = self._joint_record(
+            kind,
+            p,
+            c,
+            anchor_parent,
+            anchor_child,
+            axis_parent,
+            axis_child,
+            stiffness,
+            rest,
+            damping,
+            limits,
+            limit_restitution,
+            name,
+            rotation,
+        )
         joint.position = self._initial_position(joint, position)
         joint.armature = as_scalar(armature, "armature", nonnegative=True)
         if joint.armature and kind not in LIMITED_KINDS:
-            raise ValueError(f"armature: only {' and '.join(LIMITED_KINDS)} joints take an "
-                             f"armature, not {kind}")
+            raise ValueError(
+                f"armature: only {' and '.join(LIMITED_KINDS)} joints take an armature, not {kind}"
+            )
         self.joints.append(joint)
         return len(self.joints) - 1
 
@@ -577,8 +521,11 @@ class Model:
         """(parent index or -1, child index) of a new joint, checked."""
         if kind not in USER_KINDS:
             raise ValueError(f"kind: unknown joint kind {kind!r}; known: {list(USER_KINDS)}")
-        p = -1 if parent is None or (isinstance(parent, str) and parent == "world") \
+        p = (
+            -1
+            if parent is None or (isinstance(parent, str) and parent == "world")
             else self.body_index(parent)
+        )
         try:
             c = self.body_index(child)
         except ValueError as e:
@@ -587,8 +534,23 @@ class Model:
             raise ValueError("child: a body cannot be jointed to itself")
         return p, c
 
-    def _joint_record(self, kind, p, c, anchor_parent, anchor_child, axis_parent, axis_child,
-                      stiffness, rest, damping, limits, limit_restitution, name, rotation):
+    def _joint_record(
+        self,
+        kind,
+        p,
+        c,
+        anchor_parent,
+        anchor_child,
+        axis_parent,
+        axis_child,
+        stiffness,
+        rest,
+        damping,
+        limits,
+        limit_restitution,
+        name,
+        rotation,
+    ):
         """The checked :class:`Joint` of :meth:`add_joint` / :meth:`add_loop_joint`."""
         ap = as_vector(anchor_parent, 3, "anchor_parent")
         ac = as_vector(anchor_child, 3, "anchor_child")
@@ -605,8 +567,10 @@ class Model:
         rest = as_scalar(rest, "rest")
         if (k or d or rest) and not KINDS[kind].spring:
             springy = [name for name, jk in KINDS.items() if jk.spring]
-            raise ValueError(f"stiffness: only {' and '.join(springy)} joints take a spring or "
-                             f"damper, not {kind}")
+            raise ValueError(
+                f"stiffness: only {' and '.join(springy)} joints take a spring or "
+                f"damper, not {kind}"
+            )
         if rotation is not None:
             r = as_vector(rotation, 4, "rotation")
             if abs(np.linalg.norm(r) - 1.0) > 1e-9:
@@ -614,17 +578,26 @@ class Model:
             if KINDS[kind].axial and np.linalg.norm(rot(r) @ uc - up) > 1e-9:
                 raise ValueError("rotation: must turn axis_child onto axis_parent")
             rotation = r
-        limits, bounce = _check_limits(kind, limits, limit_restitution)
+        limits, bounce = check_limits(kind, limits, limit_restitution)
         if name is None:
             name = f"{kind}_{self.bodies[c].name}"
-        if not isinstance(name, str) or any(j.name == name
-                                            for j in self.joints + self.loop_joints):
+        if not isinstance(name, str) or any(j.name == name for j in self.joints + self.loop_joints):
             raise ValueError(f"name: joint name {name!r} is not a new string")
         return Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d, rotation, limits, bounce)
 
-    def add_loop_joint(self, kind, parent, child, *, anchor_parent=(0.0, 0.0, 0.0),
-                       anchor_child=(0.0, 0.0, 0.0), axis_parent=None, axis_child=None,
-                       name=None, rotation=None):
+    def add_loop_joint(
+        self,
+        kind,
+        parent,
+        child,
+        *,
+        anchor_parent=(0.0, 0.0, 0.0),
+        anchor_child=(0.0, 0.0, 0.0),
+        axis_parent=None,
+        axis_child=None,
+        name=None,
+        rotation=None,
+    ):
         """Close a loop: join ``child`` to ``parent`` by a lower pair that is not part of the
         tree (a *cut joint*); the arguments are those of :meth:`add_joint`.
 
@@ -639,8 +612,22 @@ class Model:
         p, c = self._joint_bodies(kind, parent, child)
         if name is None:
             name = f"loop_{self.bodies[c].name}"
-        joint = self._joint_record(kind, p, c, anchor_parent, anchor_child, axis_parent,
-                                   axis_child, 0.0, 0.0, 0.0, None, 0.0, name, rotation)
+        joint = self._joint_record(
+            kind,
+            p,
+            c,
+            anchor_parent,
+            anchor_child,
+            axis_parent,
+            axis_child,
+            0.0,
+            0.0,
+            0.0,
+            None,
+            0.0,
+            name,
+            rotation,
+        )
         self.loop_joints.append(joint)
         return joint.name
 
@@ -649,18 +636,32 @@ class Model:
         if isinstance(joint, (int, np.integer)) and not isinstance(joint, bool):
             if 0 <= joint < len(self.joints):
                 return int(joint)
-            raise ValueError(f"joint: index {joint} out of range (model has {len(self.joints)} "
-                             "joints added with add_joint)")
+            raise ValueError(
+                f"joint: index {joint} out of range (model has {len(self.joints)} "
+                "joints added with add_joint)"
+            )
         if isinstance(joint, str):
             for i, j in enumerate(self.joints):
                 if j.name == joint:
                     return i
-            raise ValueError(f"joint: no joint named {joint!r} added with add_joint; known: "
-                             f"{[j.name for j in self.joints]}")
+            raise ValueError(
+                f"joint: no joint named {joint!r} added with add_joint; known: "
+                f"{[j.name for j in self.joints]}"
+            )
         raise ValueError(f"joint: expected a joint handle or name, got {joint!r}")
 
-    def add_actuator(self, joint, kind, *, gear=1.0, kp=None, kv=None, force_range=None,
-                     ctrl_range=None, name=None):
+    def add_actuator(
+        self,
+        joint,
+        kind,
+        *,
+        gear=1.0,
+        kp=None,
+        kv=None,
+        force_range=None,
+        ctrl_range=None,
+        name=None,
+    ):
         """Drive a revolute or prismatic joint; return the actuator's handle.
 
         MuJoCo's actuators on a joint: the actuator length is l = gear * c (c the joint
@@ -680,11 +681,12 @@ class Model:
         j = self.joint_index(joint)
         kind_j = self.joints[j].kind
         if kind_j not in ("revolute", "prismatic"):
-            raise ValueError(f"joint: actuators drive revolute or prismatic joints, not "
-                             f"{kind_j} ({self.joints[j].name!r})")
+            raise ValueError(
+                f"joint: actuators drive revolute or prismatic joints, not "
+                f"{kind_j} ({self.joints[j].name!r})"
+            )
         if kind not in ACTUATOR_KINDS:
-            raise ValueError(f"kind: unknown actuator kind {kind!r}; known: "
-                             f"{list(ACTUATOR_KINDS)}")
+            raise ValueError(f"kind: unknown actuator kind {kind!r}; known: {list(ACTUATOR_KINDS)}")
         gear = as_scalar(gear, "gear")
         if gear == 0.0:
             raise ValueError("gear: must be non-zero")
@@ -732,9 +734,18 @@ class Model:
         for b, body in enumerate(self.bodies):
             if inbound[b] is None:
                 if body.pivot_body is not None:
-                    inbound[b] = Joint(f"pivot_{body.name}", "spherical", -1, b,
-                                       body.pivot_world.copy(), body.pivot_body.copy(), ez, ez)
+                    inbound[b] = Joint(
+                        f"pivot_{body.name}",
+                        "spherical",
+                        -1,
+                        b,
+                        body.pivot_world.copy(),
+                        body.pivot_body.copy(),
+                        ez,
+                        ez,
+                    )
                 else:
-                    inbound[b] = Joint(body.free_joint or f"free_{body.name}", "free", -1, b,
-                                       zero, zero, ez, ez)
+                    inbound[b] = Joint(
+                        body.free_joint or f"free_{body.name}", "free", -1, b, zero, zero, ez, ez
+                    )
         return inbound

@@ -16,6 +16,7 @@ body axes with ``frame="body"``.  Every public method validates its input first 
 ``ValueError`` naming the offending field; a refused call leaves the simulation exactly as it
 was.
 """
+
 from __future__ import annotations
 
 import copy
@@ -24,10 +25,10 @@ import math
 import threading
 import warnings
 from collections import namedtuple
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from rtrigid import integrators
 from rtrigid.backends import BODIES, select
@@ -56,7 +57,8 @@ from rtrigid.simulation_actuators import (  # noqa: F401  (importable from here 
     RK4_SERVO_LIMIT,
     ActuatorsMixin,
 )
-from rtrigid.simulation_helpers import Handle, entry_point, unit_quaternion
+from rtrigid.simulation_bodies import BodiesMixin
+from rtrigid.simulation_helpers import Handle, entry_point, readonly
 from rtrigid.simulation_joints import JointsMixin
 from rtrigid.simulation_loads import LoadsMixin
 from rtrigid.simulation_queries import QueriesMixin
@@ -66,16 +68,18 @@ from rtrigid.simulation_rays import (  # noqa: F401  (rtrigid.Hit, Closest, Over
     Overlap,
     RaysMixin,
 )
-from rtrigid.validate import as_frame, as_int, as_scalar, as_vector
+from rtrigid.validate import as_int, as_scalar
 
 
-MAX_STEPS = 2 ** 53
+MAX_STEPS = 2**53
 # Simulation's default step_budget: none (docs/guide/step-budget.md: a budget low enough for
 # real time is reached by the random chains and stiff servos the scheme must keep exactly)
 STEP_BUDGET = None
-_TWO_THREADS = ("Simulation: entered from a second thread while another thread steps it; a "
-                "Simulation belongs to one thread at a time (give each thread its own, or "
-                "serialise the calls)")
+_TWO_THREADS = (
+    "Simulation: entered from a second thread while another thread steps it; a "
+    "Simulation belongs to one thread at a time (give each thread its own, or "
+    "serialise the calls)"
+)
 
 BatchPlan = namedtuple("BatchPlan", "kernel contacts controls ctrl_lo ctrl_hi qidx vidx")
 BatchPlan.__doc__ = """What :class:`rtrigid.Batch` steps and reads of a Simulation (see
@@ -103,12 +107,13 @@ def _check_kinematic(model: Model, kind: str) -> None:
         return
     pivoted = [b.name for b in model.bodies if b.kinematic and b.pivot_body is not None]
     if pivoted:
-        raise ValueError(f"kinematic: body {pivoted[0]!r} is pivoted; a kinematic body "
-                         "moves alone")
+        raise ValueError(f"kinematic: body {pivoted[0]!r} is pivoted; a kinematic body moves alone")
     if kind != BODIES:
-        raise ValueError(f"kinematic: bodies {kinematic} are kinematic in a model with "
-                         "joints (or springs between bodies); kinematic bodies are stepped "
-                         "in free-body models only so far")
+        raise ValueError(
+            f"kinematic: bodies {kinematic} are kinematic in a model with "
+            "joints (or springs between bodies); kinematic bodies are stepped "
+            "in free-body models only so far"
+        )
 
 
 def _alternatives(model: Model, dt: float) -> str:
@@ -124,14 +129,7 @@ def _alternatives(model: Model, dt: float) -> str:
         except ValueError:
             continue
         ok.append(name)
-    return f"schemes that step this model: {ok}" if ok else \
-        "no scheme steps this model as a whole"
-
-
-def _readonly(a: NDArray[Any]) -> NDArray[Any]:
-    view = a.view()
-    view.flags.writeable = False
-    return view
+    return f"schemes that step this model: {ok}" if ok else "no scheme steps this model as a whole"
 
 
 def _create_backend(kind: str, model: Model, module: Any) -> Any:
@@ -144,7 +142,7 @@ def _create_backend(kind: str, model: Model, module: Any) -> Any:
     return TreeBackend(model, module)
 
 
-class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixin):
+class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixin):
     """Fixed-step simulation of a :class:`~rtrigid.model.Model`.
 
     Parameters
@@ -183,10 +181,18 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
     # the backend: the protocol of rtrigid.backends, which its two engines implement
     backend: Any
 
-    def __init__(self, model: Model, integrator: str = "energy_momentum", dt: float = 0.01, *,
-                 options: dict[str, Any] | None = None, max_iter: int = 25,
-                 max_halvings: int = 6, step_budget: int | None = STEP_BUDGET,
-                 max_steps_per_advance: int = 64) -> None:
+    def __init__(
+        self,
+        model: Model,
+        integrator: str = "energy_momentum",
+        dt: float = 0.01,
+        *,
+        options: dict[str, Any] | None = None,
+        max_iter: int = 25,
+        max_halvings: int = 6,
+        step_budget: int | None = STEP_BUDGET,
+        max_steps_per_advance: int = 64,
+    ) -> None:
         if not isinstance(model, Model):
             raise ValueError(f"model: expected an rtrigid Model, got {type(model).__name__}")
         if not model.bodies:
@@ -201,16 +207,22 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         max_halvings = as_int(max_halvings, "max_halvings", minimum=0)
         if step_budget is not None:
             step_budget = as_int(step_budget, "step_budget", minimum=1)
-        self.max_steps_per_advance = as_int(max_steps_per_advance, "max_steps_per_advance",
-                                            minimum=1)
+        self.max_steps_per_advance = as_int(
+            max_steps_per_advance, "max_steps_per_advance", minimum=1
+        )
         kind = select(model)
         _check_kinematic(model, kind)
         loop_joints = getattr(model, "loop_joints", [])
         from rtrigid.contact import has_contacts
 
-        why = entry.obstacle(kind, model.inbound_joints(), loop_joints, model.actuators,
-                             grounds=has_contacts(model),
-                             massless=[b.name for b in model.bodies if b.mass == 0.0])
+        why = entry.obstacle(
+            kind,
+            model.inbound_joints(),
+            loop_joints,
+            model.actuators,
+            grounds=has_contacts(model),
+            massless=[b.name for b in model.bodies if b.mass == 0.0],
+        )
         if why:
             raise ValueError(f"integrator: {why}; {_alternatives(model, self.dt)}")
         module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))
@@ -237,7 +249,8 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         inbound = self.backend.joints
         explicit = {j.child for j in model.joints}
         self._joint_child = [j.child for j in model.joints] + [
-            b for b in range(self.nb) if b not in explicit]
+            b for b in range(self.nb) if b not in explicit
+        ]
         self.joint_names = [inbound[b].name for b in self._joint_child]
         self._loop_names = [j.name for j in loop_joints]
         # qpos / qvel: joint by joint in handle order; where each entry sits in the backend's
@@ -256,12 +269,16 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         self.nq, self.nv = len(qidx), len(vidx)
         self._queries: Any = None  # see _dynamics()
         # every joint with its geometry, tree and loop joints: what constraint_error checks
-        self._all_joints = (list(zip(self.backend.joints, self.backend.geometry))
-                            + [(j, geometry(j)) for j in loop_joints])
+        self._all_joints = list(zip(self.backend.joints, self.backend.geometry)) + [
+            (j, geometry(j)) for j in loop_joints
+        ]
         # set_joint_force's fast path: each handle's rate in the backend if it has one alone
-        self._force_at = [self.backend.slots(b)[1].start
-                          if self.backend.slots(b)[1].stop - self.backend.slots(b)[1].start == 1
-                          else -1 for b in self._joint_child]
+        self._force_at = [
+            self.backend.slots(b)[1].start
+            if self.backend.slots(b)[1].stop - self.backend.slots(b)[1].start == 1
+            else -1
+            for b in self._joint_child
+        ]
         # actuators: names in model order, their controls (in the applied loads) and
         # cumulative work (in the state); ctrl_range clamps what set_control(s) is given
         self.actuator_names = [a.name for a in model.actuators]
@@ -285,14 +302,20 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         self.dropped_time = 0.0
         self._busy = threading.Lock()  # held while stepping: see the threading note above
         b = self.backend
-        self.x, self.q = _readonly(b.x), _readonly(b.q)
+        self.x, self.q = readonly(b.x), readonly(b.q)
         self._F, self._I, self._stats = b.F, b.I, b.stats  # step() reads these on every call
         # qpos() / qvel(): one copy of the backend's own array where the layouts agree
         tree = b.name != BODIES
-        self._qpos_src = (b.positions() if tree and np.array_equal(
-            self._qidx, np.arange(len(b.positions()))) else None)
-        self._qvel_src = (b.nu if tree and not b.mean_rates and np.array_equal(
-            self._vidx, np.arange(len(b.nu))) else None)
+        self._qpos_src = (
+            b.positions()
+            if tree and np.array_equal(self._qidx, np.arange(len(b.positions())))
+            else None
+        )
+        self._qvel_src = (
+            b.nu
+            if tree and not b.mean_rates and np.array_equal(self._vidx, np.arange(len(b.nu)))
+            else None
+        )
         self._fingerprint = self._make_fingerprint()
 
     def _make_fingerprint(self) -> str:
@@ -300,11 +323,17 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         step and the solver settings."""
         b = self.backend
         loops = getattr(b, "loops", None)
-        return hashlib.sha256(b"".join((
-            b.model_digest, b.solver.tobytes(),
-            self._contacts.digest if self._contacts is not None else b"",
-            b"" if loops is None else loops.lf.tobytes() + loops.li.tobytes(),
-            repr((self.integrator, sorted(self.options.items()), self.dt)).encode()))).hexdigest()
+        return hashlib.sha256(
+            b"".join(
+                (
+                    b.model_digest,
+                    b.solver.tobytes(),
+                    self._contacts.digest if self._contacts is not None else b"",
+                    b"" if loops is None else loops.lf.tobytes() + loops.li.tobytes(),
+                    repr((self.integrator, sorted(self.options.items()), self.dt)).encode(),
+                )
+            )
+        ).hexdigest()
 
     def set_step_budget(self, step_budget: int | None) -> None:
         """Set ``step_budget`` (see the class docstring; None: no budget) from the next step on.
@@ -336,19 +365,26 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         budget = 0 if integrators.get(integrator).keeps_energy else START_BUDGET
         if kind != BODIES:
             if getattr(model, "loop_joints", None):
-                raise ValueError("grounds: contacts on a model with loop joints are not "
-                                 "stepped yet")
-            spin = [model.bodies[g.body].name if g.body is not None else "the world"
-                    for g in model.geoms
-                    if g.torsional_friction > 0.0 or g.rolling_friction > 0.0]
-            if spin or any(g.torsional_friction > 0.0 or g.rolling_friction > 0.0
-                           for g in model.grounds):
-                raise ValueError("torsional_friction: torsional and rolling friction are "
-                                 "stepped for free-body models only so far (bodies "
-                                 f"{spin}, or a ground)")
+                raise ValueError(
+                    "grounds: contacts on a model with loop joints are not stepped yet"
+                )
+            spin = [
+                model.bodies[g.body].name if g.body is not None else "the world"
+                for g in model.geoms
+                if g.torsional_friction > 0.0 or g.rolling_friction > 0.0
+            ]
+            if spin or any(
+                g.torsional_friction > 0.0 or g.rolling_friction > 0.0 for g in model.grounds
+            ):
+                raise ValueError(
+                    "torsional_friction: torsional and rolling friction are "
+                    "stepped for free-body models only so far (bodies "
+                    f"{spin}, or a ground)"
+                )
         bodyi, after, extra = self.backend.contact_workspace(contacts, budget)
-        self._kernel = ContactStepper(self._kernel, contacts, bodyi, SWEEPS, rest_speed,
-                                      after=after, extra=extra)
+        self._kernel = ContactStepper(
+            self._kernel, contacts, bodyi, SWEEPS, rest_speed, after=after, extra=extra
+        )
         return contacts
 
     def contacts(self) -> list[dict[str, Any]]:
@@ -407,8 +443,10 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         if n < 0:
             raise ValueError(f"n: expected a non-negative integer, got {n!r}")
         if n > MAX_STEPS - self._steps:
-            raise ValueError(f"n: {n} steps would take the step count past {MAX_STEPS} (2**53, "
-                             "where the clock t = steps * dt stops being exact)")
+            raise ValueError(
+                f"n: {n} steps would take the step count past {MAX_STEPS} (2**53, "
+                "where the clock t = steps * dt stops being exact)"
+            )
         return n
 
     @property
@@ -422,8 +460,7 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         self._kernel_fn = kernel
         self._call = self._first_call
 
-    def _first_call(self, n: int, dt: float, F: NDArray[np.float64],
-                    I: NDArray[np.int64]) -> int:
+    def _first_call(self, n: int, dt: float, F: NDArray[np.float64], I: NDArray[np.int64]) -> int:
         """The kernel through numba's dispatcher (which compiles it or loads it from the
         cache), then :attr:`_call` becomes its compiled entry point: called directly it
         skips the dispatcher's type resolution (0.47 -> 0.37 us for an empty step on the
@@ -455,7 +492,10 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         if status & USED_FALLBACK:
             warnings.warn(
                 f"{self.integrator}: Newton did not converge on some step(s); they were redone "
-                "as sub-steps (counts in solver_stats())", RuntimeWarning, stacklevel=3)
+                "as sub-steps (counts in solver_stats())",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             status &= ~USED_FALLBACK
         if status & USED_BUDGET:
             if not self._budget_warned:  # once per simulation: a hard motion hits it often
@@ -464,16 +504,26 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
                     f"{self.integrator}: some step(s) ran out of step_budget "
                     f"({self.step_budget} Newton iterations) and took the budget outcome, an "
                     "explicit step whose energy is capped: not an energy-momentum step "
-                    "(counts in solver_stats()['budget_steps'])", RuntimeWarning, stacklevel=3)
+                    "(counts in solver_stats()['budget_steps'])",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
             status &= ~USED_BUDGET
         if status != OK:
-            what = ("Newton failed even with 2**max_halvings sub-steps" if status == FAILED
-                    else "the state became non-finite")
-            hint = ("a smaller dt" if not self.implicit
-                    else "a smaller dt or a larger max_iter / max_halvings")
+            what = (
+                "Newton failed even with 2**max_halvings sub-steps"
+                if status == FAILED
+                else "the state became non-finite"
+            )
+            hint = (
+                "a smaller dt"
+                if not self.implicit
+                else "a smaller dt or a larger max_iter / max_halvings"
+            )
             raise SimulationError(
                 f"{self.integrator}: step {self._steps + 1} (t={self.t:.6g}) not taken: {what}; "
-                f"the state is that of the last completed step; try {hint}")
+                f"the state is that of the last completed step; try {hint}"
+            )
 
     def solver_stats(self) -> dict[str, int | float]:
         """Counters since construction: steps, Newton iterations (of converged solves),
@@ -494,8 +544,11 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
                 fallback_steps=int(s[STAT_FALLBACKS]),
             )
         if self.implicit and self._budgeted:
-            out.update(charged_iterations=int(s[STAT_SPENT]), budget_steps=int(s[STAT_BUDGET]),
-                       path_steps=int(s[STAT_PATH]))
+            out.update(
+                charged_iterations=int(s[STAT_SPENT]),
+                budget_steps=int(s[STAT_BUDGET]),
+                path_steps=int(s[STAT_PATH]),
+            )
         return out
 
     def batch_plan(self) -> BatchPlan:
@@ -506,8 +559,15 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         ``ctrl_lo``/``ctrl_hi`` (their ranges), ``qidx``/``vidx`` (where each entry of
         :meth:`qpos` and :meth:`qvel` sits in the backend's coordinates and rates).  The
         simulation's own objects, not copies: read them only."""
-        return BatchPlan(self._kernel, self._contacts, self._ctrl, self._ctrl_lo,
-                         self._ctrl_hi, self._qidx, self._vidx)
+        return BatchPlan(
+            self._kernel,
+            self._contacts,
+            self._ctrl,
+            self._ctrl_lo,
+            self._ctrl_hi,
+            self._qidx,
+            self._vidx,
+        )
 
     # -- real-time stepping ----------------------------------------------------------------
     def advance(self, elapsed: float) -> int:
@@ -520,8 +580,10 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         elapsed = as_scalar(elapsed, "elapsed", nonnegative=True)
         steps = (self._accumulator + elapsed) / self.dt
         if not steps < MAX_STEPS - self._steps:  # also refuses an overflow to inf
-            raise ValueError(f"elapsed: {elapsed:g} s is more than this simulation can count in "
-                             f"steps of {self.dt:g} s")
+            raise ValueError(
+                f"elapsed: {elapsed:g} s is more than this simulation can count in "
+                f"steps of {self.dt:g} s"
+            )
         if not self._busy.acquire(False):
             raise RuntimeError(_TWO_THREADS)
         try:
@@ -545,8 +607,9 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         """Interpolation factor in [0, 1): accumulated time past the last step, over dt."""
         return min(self._accumulator / self.dt, 1.0)
 
-    def interpolated_pose(self, body: Handle, alpha: float | None = None
-                          ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    def interpolated_pose(
+        self, body: Handle, alpha: float | None = None
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Pose between the previous and the current step (x lerp, q slerp) for rendering."""
         b = self.body_index(body)
         a = self.alpha if alpha is None else as_scalar(alpha, "alpha", nonnegative=True)
@@ -556,147 +619,6 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         x = (1.0 - a) * be.x_prev[b] + a * be.x[b]
         q = quat.quat_slerp(be.q_prev[b].copy(), be.q[b].copy(), a, np.empty(4))
         return x, q
-
-    # -- bodies -----------------------------------------------------------------------------
-    def body_index(self, body: Handle) -> int:
-        """Resolve a body handle (what ``Model.add_body`` returned) or name."""
-        if isinstance(body, (int, np.integer)) and not isinstance(body, bool):
-            if 0 <= body < self.nb:
-                return int(body)
-            raise ValueError(f"body: index {body} out of range (simulation has {self.nb})")
-        if isinstance(body, str):
-            if body in self.names:
-                return self.names.index(body)
-            raise ValueError(f"body: no body named {body!r}; known: {self.names}")
-        raise ValueError(f"body: expected an index or a name, got {body!r}")
-
-    def pose(self, body: Handle) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """World centre-of-mass position and unit quaternion, body -> world (copies)."""
-        b = self.body_index(body)
-        return self.backend.x[b].copy(), self.backend.q[b].copy()
-
-    def link_pose(self, link: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """World origin and unit quaternion (link axes -> world axes) of a link frame as the
-        file of :func:`rtrigid.load_model` defines it (copies), merged links included; a body
-        name gives the body frame (its centre of mass on principal axes), as :meth:`pose`."""
-        links = self.model.links
-        if not isinstance(link, str) or (link not in links and link not in self.names):
-            raise ValueError(f"link: no link {link!r}; known: {sorted(links) or self.names}")
-        if link not in links:
-            return self.pose(link)
-        b, p, r = links[link]
-        if b < 0:
-            return p.copy(), r.copy()
-        xb, qb = self.backend.x[b], self.backend.q[b]
-        return xb + quat.rotate(qb, p, np.empty(3)), quat.quat_mul(qb, r, np.empty(4))
-
-    @property
-    def v(self) -> NDArray[np.float64]:
-        """Centre-of-mass velocities at t, (nb, 3) world axes (read-only view)."""
-        return _readonly(self.backend.velocities()[0])
-
-    @property
-    def w(self) -> NDArray[np.float64]:
-        """Angular velocities at t, (nb, 3) each in its body's axes (read-only view)."""
-        return _readonly(self.backend.velocities()[1])
-
-    def velocity(self, body: Handle, frame: str = "world"
-                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """(centre-of-mass velocity, angular velocity) at t, in world axes or, with
-        ``frame="body"``, in the body's axes (copies).
-
-        These are the velocities of the joint rates at t (:meth:`qvel`,
-        :meth:`joint_velocity`) under every integrator.  The jointed ``energy_momentum``
-        steps the bodies' momenta, which meet the joints' velocity constraints only to
-        O(dt^2); it reports the rates whose generalized momentum is the bodies', and their
-        velocities, while :meth:`energy` and :meth:`momentum` are the scheme's own (the
-        quantities it conserves), computed from the momenta.
-        """
-        b = self.body_index(body)
-        as_frame(frame)
-        q = self.backend.q
-        v, w = self.backend.velocities()
-        if frame == "body":
-            return quat.rotate_inv(q[b], v[b], np.empty(3)), w[b].copy()
-        return v[b].copy(), quat.rotate(q[b], w[b], np.empty(3))
-
-    def _write(self, field: str, write: Callable[[], object]) -> None:
-        """Run a state write; if the state it leaves (or its energy or momentum) is not finite,
-        put everything back and refuse the value, naming ``field``."""
-        be = self.backend
-        saved = be.S.copy(), be.S_prev.copy()
-        with np.errstate(all="ignore"):
-            try:
-                write()
-                linear, angular = self.momentum()
-                ok = (bool(np.all(np.isfinite(be.S))) and np.isfinite(self.energy())
-                      and bool(np.all(np.isfinite(linear)) and np.all(np.isfinite(angular))))
-            except FloatingPointError:
-                ok = False
-            except ValueError:  # a write the backend refuses (a loop it cannot close)
-                be.S[:], be.S_prev[:] = saved
-                raise
-        if not ok:
-            be.S[:], be.S_prev[:] = saved
-            raise ValueError(f"{field}: the state would not be finite with this value (its "
-                             "energy or momentum overflows); the simulation is unchanged")
-
-    def _to_world(self, b: int, vector: NDArray[np.float64], frame: str
-                  ) -> NDArray[np.float64]:
-        """A vector given in ``frame`` as world components."""
-        if frame == "body":
-            return quat.rotate(self.backend.q[b], vector, np.empty(3))
-        return vector
-
-    def set_orientation(self, body: Handle, q: ArrayLike) -> None:
-        """Set the orientation (normalised); a pivoted body turns about its pivot."""
-        b = self.body_index(body)
-        q = unit_quaternion(as_vector(q, 4, "q"), "q")
-        self._write("q", lambda: self.backend.set_body(b, q=q))
-
-    def set_angular_velocity(self, body: Handle, omega: ArrayLike, frame: str = "world"
-                             ) -> None:
-        """Set the angular velocity, given in world axes (default) or body axes."""
-        b = self.body_index(body)
-        omega = as_vector(omega, 3, "omega")
-        frame = as_frame(frame)
-        self._write("omega", lambda: self.backend.set_body(b, w=omega, w_frame=frame))
-
-    def set_position(self, body: Handle, x: ArrayLike) -> None:
-        """Set the centre-of-mass position (world) of a free body."""
-        b = self.body_index(body)
-        x = as_vector(x, 3, "x")
-        self._write("x", lambda: self.backend.set_body(b, x=x))
-
-    def set_velocity(self, body: Handle, v: ArrayLike, frame: str = "world") -> None:
-        """Set the centre-of-mass velocity of a free body, in world (default) or body axes."""
-        b = self.body_index(body)
-        v = self._to_world(b, as_vector(v, 3, "v"), as_frame(frame))
-        self._write("v", lambda: self.backend.set_body(b, v=v))
-
-    def set_kinematic_target(self, body: Handle, x: ArrayLike, q: ArrayLike | None = None
-                             ) -> None:
-        """Move a kinematic body (``add_body(..., kinematic=True)``) so that it reaches the
-        centre-of-mass position ``x`` and orientation ``q`` (unit quaternion; None: as it is)
-        at the end of the next step: its velocity and angular velocity become those of a
-        uniform screw motion from its pose now to that pose in ``dt``, and it keeps them
-        through later steps until the next target.  Call it before each step to drive it
-        along a path (a platform, a pusher); the bodies it touches are carried by friction.
-        """
-        b = self.body_index(body)
-        if not self.model.bodies[b].kinematic:
-            raise ValueError(f"body: {self.names[b]!r} is not kinematic "
-                             "(add_body(..., kinematic=True))")
-        x = as_vector(x, 3, "x")
-        be = self.backend
-        q0 = be.q[b].copy()
-        q = q0 if q is None else unit_quaternion(as_vector(q, 4, "q"), "q")
-        if float(q @ q0) < 0.0:
-            q = -q  # the shorter way round
-        turn = quat.quat_mul(quat.quat_conj(q0, np.empty(4)), q, np.empty(4))
-        v = (x - be.x[b]) / self.dt
-        w = quat.quat_to_rotvec(turn, np.empty(3)) / self.dt  # body axes
-        self._write("x", lambda: be.set_body(b, v=v, w=w, w_frame="body"))
 
     # -- diagnostics ----------------------------------------------------------------------
     @property
@@ -756,9 +678,19 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
         be = self.backend
         c = self._contacts
         table = None if c is None else c.state()
-        return Snapshot((be.S.copy(), be.S_prev.copy(), be.A.copy(), self._steps,
-                         self._accumulator, self.dropped_time, be.stats.copy(),
-                         self._fingerprint, table))
+        return Snapshot(
+            (
+                be.S.copy(),
+                be.S_prev.copy(),
+                be.A.copy(),
+                self._steps,
+                self._accumulator,
+                self.dropped_time,
+                be.stats.copy(),
+                self._fingerprint,
+                table,
+            )
+        )
 
     def restore(self, snap: Snapshot) -> None:
         """Return to a snapshot taken from this simulation, bit for bit."""
@@ -767,9 +699,11 @@ class Simulation(JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMixin, RaysMixi
             raise ValueError(f"snap: expected a Snapshot, got {type(snap).__name__}")
         S, S_prev, A, steps, acc, dropped, stats, fingerprint, table = snap._data
         if fingerprint != self._fingerprint:
-            raise ValueError("snap: taken from a simulation of another model, integrator, "
-                             "option, step or solver setting (max_iter, max_halvings, "
-                             "step_budget); this one cannot continue it")
+            raise ValueError(
+                "snap: taken from a simulation of another model, integrator, "
+                "option, step or solver setting (max_iter, max_halvings, "
+                "step_budget); this one cannot continue it"
+            )
         be.S[:] = S
         be.S_prev[:] = S_prev
         be.A[:] = A

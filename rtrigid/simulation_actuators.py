@@ -4,6 +4,7 @@ stable range.
 
 :class:`ActuatorsMixin` holds these methods of ``Simulation``.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,10 @@ class ActuatorsMixin(SimulationBase):
         if isinstance(actuator, (int, np.integer)) and not isinstance(actuator, bool):
             if 0 <= actuator < self.na:
                 return int(actuator)
-            raise ValueError(f"actuator: no actuator with handle {actuator}; the model has "
-                             f"{self.na}: {self.actuator_names}")
+            raise ValueError(
+                f"actuator: no actuator with handle {actuator}; the model has "
+                f"{self.na}: {self.actuator_names}"
+            )
         if isinstance(actuator, str) and actuator in self.actuator_names:
             return self.actuator_names.index(actuator)
         raise ValueError(f"actuator: no actuator {actuator!r}; known: {self.actuator_names}")
@@ -75,13 +78,23 @@ class ActuatorsMixin(SimulationBase):
     def set_controls(self, u: ArrayLike) -> None:
         """Set every actuator's control, ``u`` of length ``na`` in model order
         (``actuator_names``); clamped to each ``ctrl_range`` (see :meth:`set_control`)."""
-        if not (type(u) is np.ndarray and u.dtype is _F64 and u.shape == self._na_shape
-                and u.strides == _STRIDE_F64
-                and self._clamp(u, self._ctrl_lo, self._ctrl_hi, self._ctrl)):
+        if not (
+            type(u) is np.ndarray
+            and u.dtype is _F64
+            and u.shape == self._na_shape
+            and u.strides == _STRIDE_F64
+            and self._clamp(u, self._ctrl_lo, self._ctrl_hi, self._ctrl)
+        ):
             # the full checks (on a copy; a non-finite entry is refused here)
             clamp_into(as_vector(u, self.na, "u"), self._ctrl_lo, self._ctrl_hi, self._ctrl)
 
-    def _clamp(self, u: NDArray[np.float64], lo: NDArray[np.float64], hi: NDArray[np.float64], out: NDArray[np.float64]) -> bool:
+    def _clamp(
+        self,
+        u: NDArray[np.float64],
+        lo: NDArray[np.float64],
+        hi: NDArray[np.float64],
+        out: NDArray[np.float64],
+    ) -> bool:
         """:func:`clamp_into` through numba's dispatcher; then the instance's ``_clamp``
         becomes its compiled entry point for these types (0.43 -> 0.26 us a set_controls on
         the 7-link arm), as :meth:`_first_call` does for the kernel.  Only contiguous float64
@@ -105,8 +118,9 @@ class ActuatorsMixin(SimulationBase):
             act = self.backend.act
             Qg, nu = self.backend.positions(), self.backend.rates()
             for a in range(self.na):
-                out[a] = actuator_force.py_func(act, a, self._ctrl, Qg[int(act[a, ACT_Q])],
-                                                nu[int(act[a, ACT_V])])
+                out[a] = actuator_force.py_func(
+                    act, a, self._ctrl, Qg[int(act[a, ACT_Q])], nu[int(act[a, ACT_V])]
+                )
         return out
 
     def actuator_work(self) -> NDArray[np.float64]:
@@ -137,7 +151,7 @@ class ActuatorsMixin(SimulationBase):
         else:  # in the backend's order, then qvel's
             Qg = self.backend.Qg
             M = lc.mass_matrix(Qg).copy()
-            N = np.linalg.svd(lc.jacobian(Qg))[2][lc.rank:].T
+            N = np.linalg.svd(lc.jacobian(Qg))[2][lc.rank :].T
             Minv = (N @ np.linalg.solve(N.T @ M @ N, N.T))[np.ix_(self._vidx, self._vidx)]
         for k, a in enumerate(model.actuators):
             if a.kind == "motor":
@@ -147,7 +161,7 @@ class ActuatorsMixin(SimulationBase):
             g2 = a.gear * a.gear
             c, w2 = a.kv * g2 / m, a.kp * g2 / m
             if self.integrator == "semi_implicit_euler":
-                self._check_euler_servo(a, m, w2 * self.dt ** 2, c * self.dt)
+                self._check_euler_servo(a, m, w2 * self.dt**2, c * self.dt)
                 continue
             disc = 0.25 * c * c - w2
             lam = math.sqrt(w2) if disc < 0.0 else 0.5 * c + math.sqrt(disc)
@@ -157,19 +171,18 @@ class ActuatorsMixin(SimulationBase):
                     f"are beyond nullspace_rk4's stable range at dt={self.dt:g}: with the joint's "
                     f"apparent inertia m_eff={m:.4g} at the initial state its fastest rate is "
                     f"|s|={lam:.4g}/s, |s| dt={lam * self.dt:.3g} > {RK4_SERVO_LIMIT} "
-                    f"(kp g² dt²/m_eff must stay below {RK4_SERVO_LIMIT ** 2:g} and "
-                    f"kv g² dt/m_eff below {RK4_SERVO_LIMIT:g}, here {w2 * self.dt ** 2:.3g} and "
-                    f"{c * self.dt:.3g}); lower the gains or dt{self._stable_servo_schemes()}")
+                    f"(kp g² dt²/m_eff must stay below {RK4_SERVO_LIMIT**2:g} and "
+                    f"kv g² dt/m_eff below {RK4_SERVO_LIMIT:g}, here {w2 * self.dt**2:.3g} and "
+                    f"{c * self.dt:.3g}); lower the gains or dt{self._stable_servo_schemes()}"
+                )
 
     def _stable_servo_schemes(self) -> str:
-        """", or use X, whose servos are stable at any gain" for the schemes that step this
+        """ ", or use X, whose servos are stable at any gain" for the schemes that step this
         model as a whole and whose servos are (implicit ones); "" when there is none."""
         ok = [n for n in integrators.for_model(self.model) if integrators.get(n).implicit]
-        return (f", or use {' or '.join(ok)}, whose servos are stable at any gain" if ok
-                else "")
+        return f", or use {' or '.join(ok)}, whose servos are stable at any gain" if ok else ""
 
-    def _check_euler_servo(self, a: Any, m: float, stiff: float, damp: float
-                           ) -> None:
+    def _check_euler_servo(self, a: Any, m: float, stiff: float, damp: float) -> None:
         """semi_implicit_euler, its damping implicit: the servo alone on its joint,
         x'' = -w2 x - c x', steps as [[1 - a/(1+b), 1/(1+b)], [-a/(1+b), 1/(1+b)]] on
         (x, h x') with a = w2 h², b = c h: determinant 1/(1+b), stable iff a < 4 + 2b (the
@@ -183,7 +196,8 @@ class ActuatorsMixin(SimulationBase):
                 f"joint's apparent inertia m_eff={m:.4g} at the initial state, "
                 f"kp g² dt²/m_eff = {stiff:.3g} must stay below {EULER_SERVO_MARGIN:g} "
                 f"(4 + 2 kv g² dt/m_eff) = {bound:.3g} (its damping is implicit, its stiffness "
-                "explicit); lower kp or dt, raise kv" + self._stable_servo_schemes())
+                "explicit); lower kp or dt, raise kv" + self._stable_servo_schemes()
+            )
 
     def _vidx_of_joint(self, j: int) -> int:
         """Index in qvel of joint handle j's first rate."""

@@ -1,6 +1,7 @@
 """Helpers the modules of :class:`~rtrigid.simulation.Simulation` share: a numba
 dispatcher's compiled entry point, the overflow-safe normalisation of a quaternion, and what
 its mixins see of it when type-checked (:class:`SimulationBase`)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Union
@@ -11,6 +12,14 @@ from numpy.typing import NDArray
 # A body, joint or actuator handle (what Model.add_body / add_joint / add_actuator returned)
 # or its name
 Handle = Union[int, np.integer, str]
+
+
+def readonly(a: NDArray[Any]) -> NDArray[Any]:
+    """A read-only view of ``a`` (what the simulation hands out of its state)."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
 
 if TYPE_CHECKING:
     from rtrigid.model import Model
@@ -52,9 +61,12 @@ if TYPE_CHECKING:
         _na_shape: tuple[int]
 
         def body_index(self, body: Handle) -> int: ...
+        def energy(self) -> float: ...
+        def momentum(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
         def _write(self, field: str, write: Callable[[], object]) -> None: ...
-        def _to_world(self, b: int, vector: NDArray[np.float64], frame: str
-                      ) -> NDArray[np.float64]: ...
+        def _to_world(
+            self, b: int, vector: NDArray[np.float64], frame: str
+        ) -> NDArray[np.float64]: ...
         def _joint_body(self, joint: Handle) -> int: ...
         def mass_matrix(self) -> NDArray[np.float64]: ...
         def actuator_forces(self) -> NDArray[np.float64]: ...
@@ -64,8 +76,6 @@ if TYPE_CHECKING:
         def _t_app(self) -> NDArray[np.float64]: ...
 else:
     SimulationBase = object
-
-
 
 
 def entry_point(kernel: Any, *args: Any) -> Callable[..., Any]:

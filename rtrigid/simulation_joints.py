@@ -3,6 +3,7 @@ rates and held force, and the generalized coordinates (``qpos``, ``qvel``) of al
 
 :class:`JointsMixin` holds these methods of ``Simulation``.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,6 @@ from rtrigid.simulation_helpers import Handle, SimulationBase, unit_quaternion
 from rtrigid.validate import as_vector
 
 
-
 class JointsMixin(SimulationBase):
     """Joint and generalized-coordinate access, for :class:`~rtrigid.simulation.Simulation`."""
 
@@ -25,9 +25,11 @@ class JointsMixin(SimulationBase):
         if isinstance(joint, (int, np.integer)) and not isinstance(joint, bool):
             if 0 <= joint < len(self._joint_child):
                 return int(joint)
-            raise ValueError(f"joint: no joint with handle {joint}; handles are what "
-                             "Model.add_joint returned, names work too: "
-                             f"{self.joint_names}")
+            raise ValueError(
+                f"joint: no joint with handle {joint}; handles are what "
+                "Model.add_joint returned, names work too: "
+                f"{self.joint_names}"
+            )
         if isinstance(joint, str) and joint in self.joint_names:
             return self.joint_names.index(joint)
         raise ValueError(f"joint: no joint {joint!r}; known: {self.joint_names}")
@@ -54,11 +56,12 @@ class JointsMixin(SimulationBase):
         value = as_vector(value, n, "value")
         k = KINDS[j.kind].quaternion
         if k >= 0:
-            value[k:k + 4] = unit_quaternion(value[k:k + 4], "value")
+            value[k : k + 4] = unit_quaternion(value[k : k + 4], "value")
         lo, hi = j.limits
         if n == 1 and not lo <= value[0] <= hi:
-            raise ValueError(f"value: {value[0]} is outside the limits [{lo}, {hi}] of joint "
-                             f"{j.name!r}")
+            raise ValueError(
+                f"value: {value[0]} is outside the limits [{lo}, {hi}] of joint {j.name!r}"
+            )
         self._write("value", lambda: self.backend.set_joint_state(b, qpos=value))
 
     def set_joint_velocity(self, joint: Handle, value: ArrayLike) -> None:
@@ -118,15 +121,17 @@ class JointsMixin(SimulationBase):
         """
         qpos = as_vector(qpos, self.nq, "qpos")
         for k, name in self._quat_at:
-            qpos[k:k + 4] = unit_quaternion(qpos[k:k + 4], f"qpos (joint {name!r}, "
-                                                            f"entries {k}..{k + 3})")
+            qpos[k : k + 4] = unit_quaternion(
+                qpos[k : k + 4], f"qpos (joint {name!r}, entries {k}..{k + 3})"
+            )
         full = np.empty(self.nq)
         full[self._qidx] = qpos
         for _, o, lo, hi in self._limits:
             if not lo <= full[o] <= hi:
                 k = int(np.flatnonzero(self._qidx == o)[0])
-                raise ValueError(f"qpos: entry {k} = {full[o]} is outside its joint's limits "
-                                 f"[{lo}, {hi}]")
+                raise ValueError(
+                    f"qpos: entry {k} = {full[o]} is outside its joint's limits [{lo}, {hi}]"
+                )
         self._write("qpos", lambda: self.backend.set_coordinates(qpos=full))
 
     def set_qvel(self, qvel: ArrayLike) -> None:
@@ -149,16 +154,23 @@ class JointsMixin(SimulationBase):
         tau (theta1 - theta0) over a step, so energy() changes by that amount.
         """
         forces = self.backend.joint_forces
-        if (type(value) is float and type(joint) is int and forces is not None
-                and 0 <= joint < len(self._force_at) and self._force_at[joint] >= 0
-                and math.isfinite(value)):  # a control loop's call: one revolute/prismatic
+        if (
+            type(value) is float
+            and type(joint) is int
+            and forces is not None
+            and 0 <= joint < len(self._force_at)
+            and self._force_at[joint] >= 0
+            and math.isfinite(value)
+        ):  # a control loop's call: one revolute/prismatic
             forces[self._force_at[joint]] = value
             return
         b = self._joint_body(joint)
         j = self.backend.joints[b]
         if forces is None:
-            raise ValueError(f"joint: {j.name!r} is a {j.kind} joint of a single body, whose "
-                             "kernels take no joint force; use apply_force / apply_torque")
+            raise ValueError(
+                f"joint: {j.name!r} is a {j.kind} joint of a single body, whose "
+                "kernels take no joint force; use apply_force / apply_torque"
+            )
         vs = self.backend.slots(b)[1]
         n = vs.stop - vs.start
         if n == 0:

@@ -3,6 +3,7 @@ cleared, and impulses; with the fast checks a control loop's calls take.
 
 :class:`LoadsMixin` holds these methods of ``Simulation``.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,14 +35,15 @@ class LoadsMixin(SimulationBase):
 
     @property
     def _f_app(self) -> NDArray[np.float64]:
-        return self.backend.A[:3 * self.nb].reshape(self.nb, 3)
+        return self.backend.A[: 3 * self.nb].reshape(self.nb, 3)
 
     @property
     def _t_app(self) -> NDArray[np.float64]:
-        return self.backend.A[3 * self.nb:6 * self.nb].reshape(self.nb, 3)
+        return self.backend.A[3 * self.nb : 6 * self.nb].reshape(self.nb, 3)
 
-    def apply_force(self, body: Handle, force: ArrayLike,
-                    point: ArrayLike | None = None, frame: str = "world") -> None:
+    def apply_force(
+        self, body: Handle, force: ArrayLike, point: ArrayLike | None = None, frame: str = "world"
+    ) -> None:
         """Add a constant force, acting from now on until :meth:`clear_applied`.
 
         ``force`` and ``point`` are in ``frame``: world components and a world point, or
@@ -75,8 +77,7 @@ class LoadsMixin(SimulationBase):
         A[i], A[i + 1], A[i + 2] = f0, f1, f2
         A[j], A[j + 1], A[j + 2] = t0, t1, t2
 
-    def apply_torque(self, body: Handle, torque: ArrayLike, frame: str = "world"
-                     ) -> None:
+    def apply_torque(self, body: Handle, torque: ArrayLike, frame: str = "world") -> None:
         """Add a constant torque (world components, or body components taken as the body
         is now), acting from now on until :meth:`clear_applied`."""
         b = self.body_index(body)
@@ -93,7 +94,7 @@ class LoadsMixin(SimulationBase):
         """Remove applied forces and torques (of one body, or of all); joint forces held by
         :meth:`set_joint_force` stay until set again."""
         if body is None:
-            self.backend.A[:6 * self.nb] = 0.0
+            self.backend.A[: 6 * self.nb] = 0.0
         else:
             b = self.body_index(body)
             self._f_app[b] = 0.0
@@ -104,10 +105,16 @@ class LoadsMixin(SimulationBase):
         b = self.body_index(body)
         return self._f_app[b].copy(), self._t_app[b].copy()
 
-    def apply_impulse(self, body: Handle, impulse: ArrayLike | None = None,
-                      point: ArrayLike | None = None, frame: str = "world", *,
-                      impulse_world: ArrayLike | None = None,
-                      point_world: ArrayLike | None = None) -> None:
+    def apply_impulse(
+        self,
+        body: Handle,
+        impulse: ArrayLike | None = None,
+        point: ArrayLike | None = None,
+        frame: str = "world",
+        *,
+        impulse_world: ArrayLike | None = None,
+        point_world: ArrayLike | None = None,
+    ) -> None:
         """Apply an instantaneous impulse; velocities jump at once.
 
         ``impulse`` and ``point`` are in ``frame`` like :meth:`apply_force`'s (default: at the
@@ -120,8 +127,9 @@ class LoadsMixin(SimulationBase):
         frame = as_frame(frame)
         if impulse_world is not None or point_world is not None:
             if impulse is not None or frame != "world":
-                raise ValueError("impulse: give impulse/point/frame or impulse_world/"
-                                 "point_world, not both")
+                raise ValueError(
+                    "impulse: give impulse/point/frame or impulse_world/point_world, not both"
+                )
             impulse, point = impulse_world, point_world if point is None else point
         if impulse is None:
             raise ValueError("impulse: missing")
@@ -141,8 +149,7 @@ def _vec3(value: Any, name: str) -> tuple[float, ...]:
     their messages for anything else."""
     if type(value) in (tuple, list, np.ndarray) and len(value) == 3:
         a, b, c = value
-        if (type(a) in _PLAIN_NUMBERS and type(b) in _PLAIN_NUMBERS
-                and type(c) in _PLAIN_NUMBERS):
+        if type(a) in _PLAIN_NUMBERS and type(b) in _PLAIN_NUMBERS and type(c) in _PLAIN_NUMBERS:
             try:
                 a, b, c = float(a), float(b), float(c)
             except OverflowError:  # a huge int: the slow path says so
@@ -166,11 +173,16 @@ def _rotate(q: NDArray[np.float64], v: Sequence[float]) -> tuple[float, float, f
     t0 = 2.0 * (y * v[2] - z * v[1])
     t1 = 2.0 * (z * v[0] - x * v[2])
     t2 = 2.0 * (x * v[1] - y * v[0])
-    return (v[0] + w * t0 + y * t2 - z * t1, v[1] + w * t1 + z * t0 - x * t2,
-            v[2] + w * t2 + x * t1 - y * t0)
+    return (
+        v[0] + w * t0 + y * t2 - z * t1,
+        v[1] + w * t1 + z * t0 - x * t2,
+        v[2] + w * t2 + x * t1 - y * t0,
+    )
 
 
 def _refuse_nonfinite(field: str, *arrays: ArrayLike) -> None:
     if not all(np.all(np.isfinite(a)) for a in arrays):
-        raise ValueError(f"{field}: the applied loads would not be finite with this value; "
-                         "the simulation is unchanged")
+        raise ValueError(
+            f"{field}: the applied loads would not be finite with this value; "
+            "the simulation is unchanged"
+        )

@@ -4,6 +4,7 @@ and the joints as they are now.
 
 :class:`QueriesMixin` holds these methods of ``Simulation``.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,7 +16,6 @@ from rtrigid.joints import KINDS
 from rtrigid.maths import quat
 from rtrigid.simulation_helpers import Handle, SimulationBase
 from rtrigid.validate import as_vector
-
 
 
 class QueriesMixin(SimulationBase):
@@ -77,8 +77,9 @@ class QueriesMixin(SimulationBase):
         nudot = np.empty(self.nv)
         nudot[self._vidx] = qacc
         be = self.backend
-        return self._dynamics().inverse_dynamics(be.positions(), be.rates(), nudot,
-                                                 self._joint_loads())[self._vidx]
+        return self._dynamics().inverse_dynamics(
+            be.positions(), be.rates(), nudot, self._joint_loads()
+        )[self._vidx]
 
     def _joint_loads(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """(f_app, t_app, held) now: the applied loads, and the held joint forces with the
@@ -89,18 +90,21 @@ class QueriesMixin(SimulationBase):
             held = held.copy()
             from rtrigid.backends.tree.kinematics import ACT_GEAR, ACT_V
 
-            np.add.at(held, be.act[:, ACT_V].astype(np.intp),
-                      be.act[:, ACT_GEAR] * self.actuator_forces())
+            np.add.at(
+                held, be.act[:, ACT_V].astype(np.intp), be.act[:, ACT_GEAR] * self.actuator_forces()
+            )
         return self._f_app, self._t_app, held
 
     def _motion(self) -> tuple:
         """The query engine's :meth:`~rtrigid.backends.tree.dynamics.Queries.motion` now."""
         be = self.backend
-        return self._dynamics().motion(be.positions(), be.rates(), self._joint_loads(),
-                                       self._limits)
+        return self._dynamics().motion(
+            be.positions(), be.rates(), self._joint_loads(), self._limits
+        )
 
-    def imu(self, body: Handle, point_body: ArrayLike = (0.0, 0.0, 0.0)
-            ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    def imu(
+        self, body: Handle, point_body: ArrayLike = (0.0, 0.0, 0.0)
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """(gyro, accel) of an inertial measurement unit fixed at a body point, body axes.
 
         ``gyro``: the body's angular velocity at t (what ``velocity(body, frame="body")[1]``
@@ -149,8 +153,9 @@ class QueriesMixin(SimulationBase):
         wrench = self._motion()[2]
         return wrench[b, 3:].copy(), wrench[b, :3].copy()
 
-    def jacobian(self, body: Handle, point_body: ArrayLike = (0.0, 0.0, 0.0)
-                 ) -> NDArray[np.float64]:
+    def jacobian(
+        self, body: Handle, point_body: ArrayLike = (0.0, 0.0, 0.0)
+    ) -> NDArray[np.float64]:
         """(6, nv): rows [linear; angular] world velocity of a body point per unit rate, so
         ``jacobian(b, p) @ qvel()`` is (velocity of the point, angular velocity), world axes.
         ``point_body``: body axes, from the centre of mass.  With loop joints the same
@@ -179,8 +184,17 @@ class QueriesMixin(SimulationBase):
             axis = None
             if KINDS[j.kind].axial:
                 axis = quat.rotate(be.q[b], g.axis_child, np.empty(3))
-            out.append({"kind": j.kind, "parent": j.parent, "child": b, "anchor": anchor,
-                        "axis": axis, "name": j.name, "limits": j.limits})
+            out.append(
+                {
+                    "kind": j.kind,
+                    "parent": j.parent,
+                    "child": b,
+                    "anchor": anchor,
+                    "axis": axis,
+                    "name": j.name,
+                    "limits": j.limits,
+                }
+            )
         return out
 
     def loop_joints(self) -> list[dict[str, Any]]:
@@ -191,9 +205,17 @@ class QueriesMixin(SimulationBase):
         ``axis_child`` (the joint axis in the child's frame, ``None`` where the kind has
         none).  Constant: place them at any poses (the loop closes where the two anchors
         meet)."""
-        return [{"name": j.name, "kind": j.kind, "parent": j.parent, "child": j.child,
-                 "anchor_parent": np.array(j.anchor_parent, dtype=np.float64),
-                 "anchor_child": np.array(j.anchor_child, dtype=np.float64),
-                 "axis_child": (np.array(j.axis_child, dtype=np.float64)
-                                if KINDS[j.kind].axial else None)}
-                for j in getattr(self.model, "loop_joints", ())]
+        return [
+            {
+                "name": j.name,
+                "kind": j.kind,
+                "parent": j.parent,
+                "child": j.child,
+                "anchor_parent": np.array(j.anchor_parent, dtype=np.float64),
+                "anchor_child": np.array(j.anchor_child, dtype=np.float64),
+                "axis_child": (
+                    np.array(j.axis_child, dtype=np.float64) if KINDS[j.kind].axial else None
+                ),
+            }
+            for j in getattr(self.model, "loop_joints", ())
+        ]

@@ -10,6 +10,7 @@ Distances and overlaps are the general narrow phase's (:func:`rtrigid.contact.co
 GJK, and EPA for a penetration), per pair of geoms whose bounding spheres could be nearer than
 the best pair found so far.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -57,9 +58,14 @@ class Overlap(NamedTuple):
     depth: float
 
 
-_SIZES = {"sphere": ("radius",), "capsule": ("radius", "half_length"),
-          "cylinder": ("radius", "half_length"), "cone": ("radius", "height"),
-          "box": ("half_extents",), "ellipsoid": ("radii",)}
+_SIZES = {
+    "sphere": ("radius",),
+    "capsule": ("radius", "half_length"),
+    "cylinder": ("radius", "half_length"),
+    "cone": ("radius", "height"),
+    "box": ("half_extents",),
+    "ellipsoid": ("radii",),
+}
 
 
 class _RayScene:
@@ -78,13 +84,28 @@ class _RayScene:
                 continue
             row = np.zeros(convex.W_WIDTH)
             if g.kind in _SIZES:
-                size = np.concatenate([np.atleast_1d(np.asarray(g.params[k], float))
-                                       for k in _SIZES[g.kind]])
-                convex.world_geom(row, GEOM_CODES[g.kind], np.pad(size, (0, 3 - len(size))),
-                                  np.zeros(3), np.eye(3))
+                size = np.concatenate(
+                    [np.atleast_1d(np.asarray(g.params[k], float)) for k in _SIZES[g.kind]]
+                )
+                convex.world_geom(
+                    row,
+                    GEOM_CODES[g.kind],
+                    np.pad(size, (0, 3 - len(size))),
+                    np.zeros(3),
+                    np.eye(3),
+                )
             else:  # a hull: its vertices and face planes in the pools
-                convex.world_geom(row, GEOM_CODES[g.kind], np.zeros(3), np.zeros(3), np.eye(3),
-                                  g.vertices, n_verts, n_planes, len(g.planes))
+                convex.world_geom(
+                    row,
+                    GEOM_CODES[g.kind],
+                    np.zeros(3),
+                    np.zeros(3),
+                    np.eye(3),
+                    g.vertices,
+                    n_verts,
+                    n_planes,
+                    len(g.planes),
+                )
                 planes.append(np.asarray(g.planes, float))
                 verts.append(np.asarray(g.vertices, float))
                 n_planes += len(g.planes)
@@ -108,8 +129,8 @@ class _RayScene:
         from rtrigid.contact.convex import W_POS, W_ROT
 
         pos, rot = self.local[i]
-        self.rows[i, W_POS:W_POS + 3] = x + R @ pos
-        self.rows[i, W_ROT:W_ROT + 9] = (R @ rot).ravel()
+        self.rows[i, W_POS : W_POS + 3] = x + R @ pos
+        self.rows[i, W_ROT : W_ROT + 9] = (R @ rot).ravel()
 
     def update(self, xs: NDArray[np.float64], qs: NDArray[np.float64]) -> None:
         """The moving geoms' rows at the bodies' poses xs (nb, 3), qs (nb, 4)."""
@@ -129,10 +150,14 @@ class RaysMixin(SimulationBase):
         scene.update(np.asarray(self.backend.x), np.asarray(self.backend.q))
         return scene
 
-    def _cast(self, scene: _RayScene, origins: NDArray[np.float64],
-              directions: NDArray[np.float64], max_distance: float,
-              keep: NDArray[np.bool_] | None = None
-              ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+    def _cast(
+        self,
+        scene: _RayScene,
+        origins: NDArray[np.float64],
+        directions: NDArray[np.float64],
+        max_distance: float,
+        keep: NDArray[np.bool_] | None = None,
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
         """(distance, row (-1 - g: ground g; -1 - len(grounds): none), normal) per ray;
         ``keep``: the rows that count (None: all)."""
         from rtrigid.contact.raycast import raycast_many
@@ -140,8 +165,7 @@ class RaysMixin(SimulationBase):
         n = len(origins)
         dist, which, normals = np.empty(n), np.empty(n, np.int64), np.empty((n, 3))
         rows = scene.rows if keep is None else np.ascontiguousarray(scene.rows[keep])
-        raycast_many(rows, scene.planes, origins, directions, max_distance, dist, which,
-                     normals)
+        raycast_many(rows, scene.planes, origins, directions, max_distance, dist, which, normals)
         if keep is not None:
             hit = which >= 0
             which[hit] = np.flatnonzero(keep)[which[hit]]
@@ -154,8 +178,9 @@ class RaysMixin(SimulationBase):
             dist[hit], which[hit], normals[hit] = t[hit], -1 - g, normal
         return dist, which, normals
 
-    def raycast(self, origin: ArrayLike, direction: ArrayLike,
-                max_distance: float = np.inf) -> Hit | None:
+    def raycast(
+        self, origin: ArrayLike, direction: ArrayLike, max_distance: float = np.inf
+    ) -> Hit | None:
         """The first geom or ground the ray from ``origin`` along ``direction`` (any length,
         not zero) meets within ``max_distance`` (m), as a :class:`Hit`, or None."""
         o = as_vector(origin, 3, "origin")
@@ -173,16 +198,18 @@ class RaysMixin(SimulationBase):
             owner, geom = None, None
         return Hit(owner, geom, float(dist[0]), o + dist[0] * d, normals[0].copy())
 
-    def raycast_many(self, origins: ArrayLike, directions: ArrayLike,
-                     max_distance: float = np.inf) -> NDArray[np.float64]:
+    def raycast_many(
+        self, origins: ArrayLike, directions: ArrayLike, max_distance: float = np.inf
+    ) -> NDArray[np.float64]:
         """(n,) distances (m) along each ray (origins, directions (n, 3); the directions any
         length, not zero) to the first geom or ground it meets, ``inf`` where none within
         ``max_distance``.  Compiled: one call casts them all."""
         o = np.ascontiguousarray(origins, dtype=float)
         d = np.ascontiguousarray(directions, dtype=float)
         if o.ndim != 2 or o.shape[1] != 3 or d.shape != o.shape:
-            raise ValueError(f"origins, directions: expected two (n, 3) arrays, got {o.shape} "
-                             f"and {d.shape}")
+            raise ValueError(
+                f"origins, directions: expected two (n, 3) arrays, got {o.shape} and {d.shape}"
+            )
         if not (np.all(np.isfinite(o)) and np.all(np.isfinite(d))):
             raise ValueError("origins, directions: must be finite")
         length = _lengths(d)
@@ -190,10 +217,13 @@ class RaysMixin(SimulationBase):
             raise ValueError(f"directions: row {int(np.argmin(length))} is zero")
         return self._cast(self._ray_scene(), o, d / length[:, None], _max(max_distance))[0]
 
-
-    def rangefinder(self, body: Handle, point_body: ArrayLike = (0.0, 0.0, 0.0),
-                    axis_body: ArrayLike = (0.0, 0.0, 1.0), max_distance: float = np.inf
-                    ) -> float:
+    def rangefinder(
+        self,
+        body: Handle,
+        point_body: ArrayLike = (0.0, 0.0, 0.0),
+        axis_body: ArrayLike = (0.0, 0.0, 1.0),
+        max_distance: float = np.inf,
+    ) -> float:
         """A range finder on ``body``: the distance (m) from its point ``point_body`` (body
         frame) along the direction ``axis_body`` (body axes, any length) to the first geom or
         ground it meets, the body's own geoms not counted (as MuJoCo's ``rangefinder``
@@ -208,8 +238,9 @@ class RaysMixin(SimulationBase):
         dist = self._cast(scene, origin[None], (R @ axis)[None], limit, scene.bodies != b)[0]
         return float(dist[0])
 
-    def distance(self, body: Handle, other: Handle | None = None,
-                 max_distance: float = np.inf) -> Closest | None:
+    def distance(
+        self, body: Handle, other: Handle | None = None, max_distance: float = np.inf
+    ) -> Closest | None:
         """The closest distance between the geoms of ``body`` and those of ``other`` (None:
         the world's scenery and grounds), as a :class:`Closest` (negative: the depth of
         their deepest overlap), or None when they are farther apart than ``max_distance``
@@ -236,26 +267,38 @@ class RaysMixin(SimulationBase):
             gi = scene.rows[i]
             for j in theirs:
                 gj = scene.rows[j]
-                gap = (np.linalg.norm(gi[W_POS:W_POS + 3] - gj[W_POS:W_POS + 3])
-                       - gi[W_RADIUS] - gj[W_RADIUS])
+                gap = (
+                    np.linalg.norm(gi[W_POS : W_POS + 3] - gj[W_POS : W_POS + 3])
+                    - gi[W_RADIUS]
+                    - gj[W_RADIUS]
+                )
                 if gap > bound:
                     continue
                 collide(gi, gj, scene.verts, ws, res)
                 if res[R_DIST] <= bound:
                     bound = float(res[R_DIST])
-                    best = Closest(bound, res[R_PA:R_PA + 3].copy(), res[R_PB:R_PB + 3].copy(),
-                                   int(scene.handles[i]), int(scene.handles[j]))
+                    best = Closest(
+                        bound,
+                        res[R_PA : R_PA + 3].copy(),
+                        res[R_PB : R_PB + 3].copy(),
+                        int(scene.handles[i]),
+                        int(scene.handles[j]),
+                    )
             if o is None:
                 for normal, height in scene.grounds:
                     d, point = _below(gi, scene.verts, normal, height)
                     if d <= bound:
                         bound = d
-                        best = Closest(d, point, point - d * normal, int(scene.handles[i]),
-                                       None)
+                        best = Closest(d, point, point - d * normal, int(scene.handles[i]), None)
         return best
 
-    def overlaps(self, kind: str, pos: ArrayLike = (0.0, 0.0, 0.0),
-                 quat: ArrayLike = (1.0, 0.0, 0.0, 0.0), **params: Any) -> list[Overlap]:
+    def overlaps(
+        self,
+        kind: str,
+        pos: ArrayLike = (0.0, 0.0, 0.0),
+        quat: ArrayLike = (1.0, 0.0, 0.0, 0.0),
+        **params: Any,
+    ) -> list[Overlap]:
         """Every geom and ground that a shape at ``pos``, ``quat`` (world) overlaps, each an
         :class:`Overlap` with its depth: the kinds and parameters of
         :meth:`rtrigid.Model.add_geom` (sphere, capsule, box, cylinder, cone, ellipsoid,
@@ -264,8 +307,9 @@ class RaysMixin(SimulationBase):
         from rtrigid.contact.geometry import GEOM_CODES
 
         if kind not in _SIZES and kind != "convex":
-            raise ValueError(f"kind: a query shape is one of {sorted(_SIZES) + ['convex']}, "
-                             f"not {kind!r}")
+            raise ValueError(
+                f"kind: a query shape is one of {sorted(_SIZES) + ['convex']}, not {kind!r}"
+            )
         clean = check_params(kind, params)
         centre = as_vector(pos, 3, "pos")
         R = quat_matrix(unit_quat(quat))
@@ -274,26 +318,36 @@ class RaysMixin(SimulationBase):
         if kind == "convex":
             points = hull(clean["vertices"], "vertices")[0]
             verts = np.ascontiguousarray(np.concatenate([scene.verts, points]))
-            convex.world_geom(row, GEOM_CODES[kind], np.zeros(3), centre, R, points,
-                              len(scene.verts))
+            convex.world_geom(
+                row, GEOM_CODES[kind], np.zeros(3), centre, R, points, len(scene.verts)
+            )
         else:
-            size = np.concatenate([np.atleast_1d(np.asarray(clean[k], float))
-                                   for k in _SIZES[kind]])
-            convex.world_geom(row, GEOM_CODES[kind], np.pad(size, (0, 3 - len(size))), centre,
-                              R)
+            size = np.concatenate(
+                [np.atleast_1d(np.asarray(clean[k], float)) for k in _SIZES[kind]]
+            )
+            convex.world_geom(row, GEOM_CODES[kind], np.pad(size, (0, 3 - len(size))), centre, R)
         ws, res = convex.workspace(), np.zeros(convex.R_WIDTH)
         found = []
         for i, other in enumerate(scene.rows):
-            gap = (np.linalg.norm(row[convex.W_POS:convex.W_POS + 3]
-                                  - other[convex.W_POS:convex.W_POS + 3])
-                   - row[convex.W_RADIUS] - other[convex.W_RADIUS])
+            gap = (
+                np.linalg.norm(
+                    row[convex.W_POS : convex.W_POS + 3] - other[convex.W_POS : convex.W_POS + 3]
+                )
+                - row[convex.W_RADIUS]
+                - other[convex.W_RADIUS]
+            )
             if gap >= 0.0:
                 continue
             convex.collide(row, other, verts, ws, res)
             if res[convex.R_DIST] < 0.0:
                 body = int(scene.bodies[i])
-                found.append(Overlap(None if body < 0 else body, int(scene.handles[i]),
-                                     -float(res[convex.R_DIST])))
+                found.append(
+                    Overlap(
+                        None if body < 0 else body,
+                        int(scene.handles[i]),
+                        -float(res[convex.R_DIST]),
+                    )
+                )
         for normal, height in scene.grounds:
             d = _below(row, verts, normal, height)[0]
             if d < 0.0:
@@ -301,8 +355,9 @@ class RaysMixin(SimulationBase):
         return found
 
 
-def _below(row: NDArray[np.float64], verts: NDArray[np.float64], normal: NDArray[np.float64],
-           height: float) -> tuple[float, NDArray[np.float64]]:
+def _below(
+    row: NDArray[np.float64], verts: NDArray[np.float64], normal: NDArray[np.float64], height: float
+) -> tuple[float, NDArray[np.float64]]:
     """(signed distance, point) of a geom's deepest point below the plane normal . p =
     height (negative: that far below it)."""
     from rtrigid.contact.convex import support

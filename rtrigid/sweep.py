@@ -35,6 +35,7 @@ digest, the batches and which are done); a rerun of the same spec into the same 
 runs only the batches whose files are missing.  Workers only compute, so a cluster needs no
 shared file system; each node needs rtrigid (and numba) installed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -55,9 +56,20 @@ if TYPE_CHECKING:
     from rtrigid.simulation import Simulation
 
 RECORDS = ("qpos", "qvel", "energy")
-KEYS = {"scenario": str, "integrator": str, "dt": float, "steps": int, "record": list,
-        "record_every": int, "batch_size": int, "threads": int, "seed": int, "params": dict,
-        "grid": dict, "random": dict}
+KEYS = {
+    "scenario": str,
+    "integrator": str,
+    "dt": float,
+    "steps": int,
+    "record": list,
+    "record_every": int,
+    "batch_size": int,
+    "threads": int,
+    "seed": int,
+    "params": dict,
+    "grid": dict,
+    "random": dict,
+}
 DISTRIBUTIONS = ("uniform", "normal", "loguniform", "choice")
 INDEX = "index.json"
 
@@ -86,22 +98,37 @@ def check_spec(raw: dict[str, Any], folder: str = ".") -> dict[str, Any]:
         if key not in KEYS:
             raise ValueError(f"{key}: unknown spec key; known: {sorted(KEYS)}")
         want = KEYS[key]
-        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-              if want is float else isinstance(value, want) and not isinstance(value, bool))
+        ok = (
+            isinstance(value, (int, float)) and not isinstance(value, bool)
+            if want is float
+            else isinstance(value, want) and not isinstance(value, bool)
+        )
         if not ok:
             raise ValueError(f"{key}: expected a {want.__name__}, got {value!r}")
     for key in ("scenario", "steps"):
         if key not in raw:
             raise ValueError(f"{key}: the spec must give it")
-    spec = {"integrator": None, "dt": None, "record": ["qpos", "qvel"], "batch_size": 64,
-            "threads": 1, "seed": 0, "params": {}, "grid": {}, "random": {}, **raw}
+    spec = {
+        "integrator": None,
+        "dt": None,
+        "record": ["qpos", "qvel"],
+        "batch_size": 64,
+        "threads": 1,
+        "seed": 0,
+        "params": {},
+        "grid": {},
+        "random": {},
+        **raw,
+    }
     name = spec["scenario"]
     if not (name in scenarios.names() or scenarios.is_factory(name)):
         path = os.path.join(folder, name)
         if not os.path.isfile(path):
-            raise ValueError(f"scenario: {name!r} is neither a scenario "
-                             f"({', '.join(scenarios.names())}), nor a robot file that exists, "
-                             "nor a model factory as module:function")
+            raise ValueError(
+                f"scenario: {name!r} is neither a scenario "
+                f"({', '.join(scenarios.names())}), nor a robot file that exists, "
+                "nor a model factory as module:function"
+            )
         spec["scenario"] = os.path.abspath(path)
     for key in ("steps", "batch_size", "threads"):
         if spec[key] < 1:
@@ -153,15 +180,19 @@ def _draw(rng: np.random.Generator, name: str, dist: object, n: int) -> list[Any
     """n draws of random parameter ``name`` (plain Python values)."""
     field = f"random.{name}"
     if not isinstance(dist, dict) or len(dist) != 1 or next(iter(dist)) not in DISTRIBUTIONS:
-        raise ValueError(f"{field}: expected one of {{{', '.join(DISTRIBUTIONS)} = [...]}}, "
-                         f"got {dist!r}")
+        raise ValueError(
+            f"{field}: expected one of {{{', '.join(DISTRIBUTIONS)} = [...]}}, got {dist!r}"
+        )
     kind, args = next(iter(dist.items()))
     if kind == "choice":
         if not isinstance(args, list) or not args:
             raise ValueError(f"{field}: choice needs a non-empty list, got {args!r}")
         return [args[i] for i in rng.integers(0, len(args), n)]
-    if (not isinstance(args, list) or len(args) != 2
-            or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args)):
+    if (
+        not isinstance(args, list)
+        or len(args) != 2
+        or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args)
+    ):
         raise ValueError(f"{field}: {kind} needs two numbers, got {args!r}")
     a, b = float(args[0]), float(args[1])
     if kind == "normal":
@@ -169,8 +200,11 @@ def _draw(rng: np.random.Generator, name: str, dist: object, n: int) -> list[Any
             raise ValueError(f"{field}: normal's standard deviation must be >= 0, got {b}")
         return rng.normal(a, b, n).tolist()
     if not a < b or (kind == "loguniform" and not a > 0):
-        raise ValueError(f"{field}: {kind} needs 0 < lo < hi" if kind == "loguniform"
-                         else f"{field}: uniform needs lo < hi, got {args!r}")
+        raise ValueError(
+            f"{field}: {kind} needs 0 < lo < hi"
+            if kind == "loguniform"
+            else f"{field}: uniform needs lo < hi, got {args!r}"
+        )
     if kind == "loguniform":
         return np.exp(rng.uniform(np.log(a), np.log(b), n)).tolist()
     return rng.uniform(a, b, n).tolist()
@@ -179,8 +213,7 @@ def _draw(rng: np.random.Generator, name: str, dist: object, n: int) -> list[Any
 def _build(spec: dict[str, Any], point: dict[str, Any]) -> Simulation:
     from rtrigid import scenarios
 
-    return scenarios.build(spec["scenario"], integrator=spec["integrator"], dt=spec["dt"],
-                           **point)
+    return scenarios.build(spec["scenario"], integrator=spec["integrator"], dt=spec["dt"], **point)
 
 
 def varied(spec: dict[str, Any]) -> list[str]:
@@ -206,8 +239,9 @@ def run_batch(spec: dict[str, Any], start: int, stop: int) -> dict[str, NDArray[
         numba.set_num_threads(threads)
 
 
-def _record(spec: dict[str, Any], batch: Batch, points: list[dict[str, Any]], start: int, stop: int
-            ) -> dict[str, NDArray[Any]]:
+def _record(
+    spec: dict[str, Any], batch: Batch, points: list[dict[str, Any]], start: int, stop: int
+) -> dict[str, NDArray[Any]]:
     every, n_rec = spec["record_every"], spec["steps"] // spec["record_every"]
     out = {"point": np.arange(start, stop), "t": batch.dt * every * np.arange(1, n_rec + 1)}
     for name in varied(spec):
@@ -235,17 +269,21 @@ def digest(spec: dict[str, Any]) -> str:
 def plan(spec: dict[str, Any]) -> list[tuple[str, int, int]]:
     """[(file name, start, stop)] of the batches."""
     n, size = len(spec["points"]), spec["batch_size"]
-    return [(f"batch_{b:05d}.npz", s, min(s + size, n))
-            for b, s in enumerate(range(0, n, size))]
+    return [(f"batch_{b:05d}.npz", s, min(s + size, n)) for b, s in enumerate(range(0, n, size))]
 
 
 def write_index(out: str, spec: dict[str, Any], done: set[str]) -> None:
     """Write ``out``/index.json: the spec, its digest, the batches, which of ``done`` (file
     names) are finished."""
-    index = {"spec": spec, "digest": digest(spec), "points": len(spec["points"]),
-             "varied": varied(spec),
-             "batches": [{"file": f, "start": a, "stop": b, "done": f in done}
-                         for f, a, b in plan(spec)]}
+    index = {
+        "spec": spec,
+        "digest": digest(spec),
+        "points": len(spec["points"]),
+        "varied": varied(spec),
+        "batches": [
+            {"file": f, "start": a, "stop": b, "done": f in done} for f, a, b in plan(spec)
+        ],
+    }
     _atomic(os.path.join(out, INDEX), lambda fh: fh.write(json.dumps(index, indent=1).encode()))
 
 
@@ -268,13 +306,21 @@ def _finished(out: str, spec: dict[str, Any]) -> set[str]:
         except json.JSONDecodeError:
             raise ValueError(f"out: {path} is not a sweep index") from None
     if index.get("digest") != digest(spec):
-        raise ValueError(f"out: {out} holds a sweep of another spec; give another --out "
-                         "or remove it")
+        raise ValueError(
+            f"out: {out} holds a sweep of another spec; give another --out or remove it"
+        )
     return {f for f, _, _ in plan(spec) if os.path.exists(os.path.join(out, f))}
 
 
-def run(spec: dict[str, Any], out: str, *, address: str | None = None, cpus: int | None = None,
-        retries: int = 2, progress: bool = True) -> dict[str, Any]:
+def run(
+    spec: dict[str, Any],
+    out: str,
+    *,
+    address: str | None = None,
+    cpus: int | None = None,
+    retries: int = 2,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Run the batches of ``spec`` (from :func:`load_spec`) not yet in ``out`` on Ray: a new
     local cluster (``cpus`` CPUs, default all) unless ``address`` names one to join.  A batch
     whose worker dies is retried ``retries`` times, then left for a rerun.  Returns
@@ -293,18 +339,31 @@ def run(spec: dict[str, Any], out: str, *, address: str | None = None, cpus: int
         import ray
         from tqdm import tqdm
     except ImportError as e:
-        raise ValueError(f"sweep: needs Ray and tqdm ({e.name} is missing): "
-                         "python3 -m pip install 'ray[default]' tqdm") from None
+        raise ValueError(
+            f"sweep: needs Ray and tqdm ({e.name} is missing): "
+            "python3 -m pip install 'ray[default]' tqdm"
+        ) from None
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, num_cpus=cpus if address is None else None,
-                 include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(
+            address=address,
+            num_cpus=cpus if address is None else None,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
     try:
         task = ray.remote(num_cpus=spec["threads"], max_retries=retries)(run_batch)
         shared = ray.put(spec)
         refs = {task.remote(shared, a, b): (f, a, b) for f, a, b in todo}
-        with tqdm(total=len(plan(spec)), initial=len(done), unit="batch", file=sys.stderr,
-                  disable=not progress, desc="sweep") as bar:
+        with tqdm(
+            total=len(plan(spec)),
+            initial=len(done),
+            unit="batch",
+            file=sys.stderr,
+            disable=not progress,
+            desc="sweep",
+        ) as bar:
             while refs:
                 ready, _ = ray.wait(list(refs), num_returns=1)
                 f, _, _ = refs.pop(ready[0])
@@ -335,8 +394,11 @@ def load(out: str) -> dict[str, NDArray[Any]]:
     axis 0 (``point``, ``param_*``, ``failed_at``) or axis 1 (records), ``t`` once."""
     with open(os.path.join(out, INDEX)) as fh:
         index = json.load(fh)
-    parts = [np.load(os.path.join(out, b["file"])) for b in index["batches"]
-             if os.path.exists(os.path.join(out, b["file"]))]
+    parts = [
+        np.load(os.path.join(out, b["file"]))
+        for b in index["batches"]
+        if os.path.exists(os.path.join(out, b["file"]))
+    ]
     if not parts:
         return {}
     joined = {"t": parts[0]["t"]}

@@ -3,6 +3,7 @@
 Each returns a clean value or raises ``ValueError`` whose message starts with the name of the
 offending field, so a caller can tell the user which argument was wrong.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -93,5 +94,7 @@ def check_contact(friction, restitution):
 def check_spin_friction(torsional_friction, rolling_friction):
     """(torsional_friction, rolling_friction) of a body or the ground (lengths, m), checked:
     finite and >= 0."""
-    return (as_scalar(torsional_friction, "torsional_friction", nonnegative=True),
-            as_scalar(rolling_friction, "rolling_friction", nonnegative=True))
+    return (
+        as_scalar(torsional_friction, "torsional_friction", nonnegative=True),
+        as_scalar(rolling_friction, "rolling_friction", nonnegative=True),
+    )

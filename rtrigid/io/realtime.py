@@ -46,6 +46,7 @@ Statistics (:meth:`RealtimeRunner.stats`)
     after its release; late ticks of an overrun count with their full lateness).
     Percentiles are over the last ``sample_capacity`` ticks; counts and maxima over the run.
 """
+
 from __future__ import annotations
 
 import math
@@ -127,10 +128,10 @@ class Tick:
     __slots__ = ("index", "ticks", "steps", "lateness")
 
     def __init__(self) -> None:
-        self.index = 0        # index of the (first) tick this call covers
-        self.ticks = 1        # ticks covered: > 1 when late ticks are folded in
-        self.steps = 0        # steps that will run after the callback returns
-        self.lateness = 0.0   # seconds between the tick's release and now
+        self.index = 0  # index of the (first) tick this call covers
+        self.ticks = 1  # ticks covered: > 1 when late ticks are folded in
+        self.steps = 0  # steps that will run after the callback returns
+        self.lateness = 0.0  # seconds between the tick's release and now
 
 
 class _Samples:
@@ -148,12 +149,15 @@ class _Samples:
             self.max = value
 
     def summary(self, name: str) -> dict[str, float | None]:
-        window = self.buf[:min(self.n, len(self.buf))]
+        window = self.buf[: min(self.n, len(self.buf))]
         if not len(window):
             return {f"{name}_p50": None, f"{name}_p99": None, f"{name}_max": None}
         p50, p99 = np.percentile(window, [50, 99], method="higher")
-        return {f"{name}_p50": float(p50) * 1e-3, f"{name}_p99": float(p99) * 1e-3,
-                f"{name}_max": self.max * 1e-3}
+        return {
+            f"{name}_p50": float(p50) * 1e-3,
+            f"{name}_p99": float(p99) * 1e-3,
+            f"{name}_max": self.max * 1e-3,
+        }
 
 
 class RealtimeRunner:
@@ -179,10 +183,18 @@ class RealtimeRunner:
         Ticks kept for the percentiles (the most recent ones).
     """
 
-    def __init__(self, sim: Steppable, callback: Callable[[Any, Tick], object] | None = None, *,
-                 rate: float | None = None, max_steps_per_tick: int | None = None,
-                 max_lag: float = 0.1, clock: Clock | None = None, spin: float = 3e-4,
-                 sample_capacity: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        sim: Steppable,
+        callback: Callable[[Any, Tick], object] | None = None,
+        *,
+        rate: float | None = None,
+        max_steps_per_tick: int | None = None,
+        max_lag: float = 0.1,
+        clock: Clock | None = None,
+        spin: float = 3e-4,
+        sample_capacity: int = 1 << 20,
+    ) -> None:
         dt = as_scalar(sim.dt, "sim.dt", positive=True)
         if callback is not None and not callable(callback):
             raise ValueError(f"callback: expected a callable or None, got {callback!r}")
@@ -202,8 +214,10 @@ class RealtimeRunner:
             max_steps_per_tick = 4 * max(nominal, 1)
         m = as_scalar(max_steps_per_tick, "max_steps_per_tick", positive=True)
         if m != int(m) or m < nominal:
-            raise ValueError(f"max_steps_per_tick: must be an integer >= {nominal} (the steps "
-                             f"of one tick at {self.rate:g} Hz), got {max_steps_per_tick!r}")
+            raise ValueError(
+                f"max_steps_per_tick: must be an integer >= {nominal} (the steps "
+                f"of one tick at {self.rate:g} Hz), got {max_steps_per_tick!r}"
+            )
         self.max_steps_per_tick = int(m)
         self.max_lag = as_scalar(max_lag, "max_lag", nonnegative=True)
         self.clock: Clock = MonotonicClock(spin) if clock is None else clock
@@ -247,16 +261,27 @@ class RealtimeRunner:
             if t != int(t):
                 raise ValueError(f"ticks: expected a whole number, got {ticks!r}")
             n_ticks = int(t)
-        expected = n_ticks if n_ticks is not None else (
-            stop_ns // self.period_ns + 1 if stop_ns is not None else self.sample_capacity)
+        expected = (
+            n_ticks
+            if n_ticks is not None
+            else (stop_ns // self.period_ns + 1 if stop_ns is not None else self.sample_capacity)
+        )
         cap = min(self.sample_capacity, max(expected, 1))
         step_lat, cb_lat, jitter = _Samples(cap), _Samples(cap), _Samples(cap)
         clock, sim, callback, period = self.clock, self.sim, self.callback, self.period_ns
         max_steps, max_lag_ns = self.max_steps_per_tick, int(round(self.max_lag * 1e9))
         tick = Tick()
         self._stop = False
-        counts = self._live = dict(ticks=0, overruns=0, caught_up=0, missed=0, worst_late=0,
-                                   scheduled=0, steps=0, dropped=0)
+        counts = self._live = dict(
+            ticks=0,
+            overruns=0,
+            caught_up=0,
+            missed=0,
+            worst_late=0,
+            scheduled=0,
+            steps=0,
+            dropped=0,
+        )
         self._live_samples = (step_lat, jitter)
         late = self._late = []  # (tick, seconds late) of every tick done after its deadline
         k = done = 0
@@ -266,13 +291,16 @@ class RealtimeRunner:
             stop_ns += start
 
         def finish(end_ns: int) -> None:
-            self._stats = self._summarize(counts, k, done, dropped, end_ns - start,
-                                          step_lat, cb_lat, jitter)
+            self._stats = self._summarize(
+                counts, k, done, dropped, end_ns - start, step_lat, cb_lat, jitter
+            )
 
         def releasable(j: int) -> bool:
             """Tick j belongs to the run (within ``ticks``, released before the end)."""
-            return not ((n_ticks is not None and j >= n_ticks)
-                        or (stop_ns is not None and origin + j * period >= stop_ns))
+            return not (
+                (n_ticks is not None and j >= n_ticks)
+                or (stop_ns is not None and origin + j * period >= stop_ns)
+            )
 
         try:
             while not self._stop and releasable(k):
@@ -282,8 +310,11 @@ class RealtimeRunner:
                 # fold in the ticks released since, as far as the step bound allows
                 last = k
                 released = (begin - origin) // period
-                while (last < released and releasable(last + 1)
-                       and self.steps_due(last + 2) - done <= max_steps):
+                while (
+                    last < released
+                    and releasable(last + 1)
+                    and self.steps_due(last + 2) - done <= max_steps
+                ):
                     last += 1
                 n = self.steps_due(last + 1) - done
                 tick.index, tick.ticks, tick.steps = k, last - k + 1, n
@@ -328,9 +359,17 @@ class RealtimeRunner:
             raise
         return cast("dict[str, Any]", self.stats())
 
-    def _summarize(self, counts: dict[str, int], k: int, done: int, dropped_ns: int,
-                   wall_ns: int, step_lat: _Samples, cb_lat: _Samples, jitter: _Samples
-                   ) -> dict[str, Any]:
+    def _summarize(
+        self,
+        counts: dict[str, int],
+        k: int,
+        done: int,
+        dropped_ns: int,
+        wall_ns: int,
+        step_lat: _Samples,
+        cb_lat: _Samples,
+        jitter: _Samples,
+    ) -> dict[str, Any]:
         sim_time = done * self.dt
         out: dict[str, Any] = {
             "rate_hz": self.rate,
@@ -368,13 +407,18 @@ class RealtimeRunner:
         ``dropped_s``; all 0 before the first run.  No percentiles: see :meth:`stats`."""
         c = self._live
         step_lat, jitter = self._live_samples or (_Samples(1), _Samples(1))
-        return {"ticks": c.get("ticks", 0), "scheduled_ticks": c.get("scheduled", 0),
-                "steps": c.get("steps", 0), "overruns": c.get("overruns", 0),
-                "folded_ticks": c.get("caught_up", 0), "late_ticks": c.get("missed", 0),
-                "worst_lateness_us": c.get("worst_late", 0) * 1e-3,
-                "worst_step_us": step_lat.max * 1e-3,
-                "worst_start_lateness_us": jitter.max * 1e-3,
-                "dropped_s": c.get("dropped", 0) * 1e-9}
+        return {
+            "ticks": c.get("ticks", 0),
+            "scheduled_ticks": c.get("scheduled", 0),
+            "steps": c.get("steps", 0),
+            "overruns": c.get("overruns", 0),
+            "folded_ticks": c.get("caught_up", 0),
+            "late_ticks": c.get("missed", 0),
+            "worst_lateness_us": c.get("worst_late", 0) * 1e-3,
+            "worst_step_us": step_lat.max * 1e-3,
+            "worst_start_lateness_us": jitter.max * 1e-3,
+            "dropped_s": c.get("dropped", 0) * 1e-9,
+        }
 
     def stats(self) -> dict[str, Any] | None:
         """Figures of the last run (None before the first)."""
@@ -407,8 +451,10 @@ def set_fifo_priority(priority: int) -> tuple[int, int]:
     try:
         os.sched_setscheduler(0, policy, os.sched_param(priority))
     except PermissionError:
-        raise ValueError(f"priority: not permitted to use SCHED_FIFO {priority} "
-                         "(needs CAP_SYS_NICE or an rtprio limit)") from None
+        raise ValueError(
+            f"priority: not permitted to use SCHED_FIFO {priority} "
+            "(needs CAP_SYS_NICE or an rtprio limit)"
+        ) from None
     return previous
 
 
@@ -434,8 +480,7 @@ def print_stats(stats: dict[str, Any]) -> None:
         print(f"{key:<{width}}  {text}")
 
 
-def run_main(sim: Simulation, duration: float, as_json: bool = False, rt_priority: int = 0
-             ) -> int:
+def run_main(sim: Simulation, duration: float, as_json: bool = False, rt_priority: int = 0) -> int:
     """``rtrigid run SCENARIO --realtime``: a paced run of ``duration`` wall-clock seconds."""
     import json
 
@@ -443,8 +488,12 @@ def run_main(sim: Simulation, duration: float, as_json: bool = False, rt_priorit
     if rt_priority:
         set_fifo_priority(rt_priority)
     stats = RealtimeRunner(sim).run(duration=duration)
-    stats = {"scenario": scenarios.info(sim).get("scenario"), "integrator": sim.integrator,
-             "rt_priority": rt_priority, **stats}
+    stats = {
+        "scenario": scenarios.info(sim).get("scenario"),
+        "integrator": sim.integrator,
+        "rt_priority": rt_priority,
+        **stats,
+    }
     if as_json:
         print(json.dumps(stats, indent=2))
     else:

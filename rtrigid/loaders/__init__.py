@@ -5,6 +5,7 @@ needs nothing more; MJCF is compiled by MuJoCo (the optional extra ``rtrigid[mjc
 compiled model converted (:mod:`.mjcf`).  The frames and merging rules are in :mod:`.assemble`,
 the load report in :mod:`.report`.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,22 @@ import os
 from rtrigid.loaders._xml import Source
 
 
-def load_model(path, floating_base=False, *, merge_fixed=True, allow_nonphysical_inertia=False,
-               ignore=(), limits=True, actuators=None, kp=None, kv=None, collision=True,
-               package_dirs=(), strict=False, self_collision=False):
+def load_model(
+    path,
+    floating_base=False,
+    *,
+    merge_fixed=True,
+    allow_nonphysical_inertia=False,
+    ignore=(),
+    limits=True,
+    actuators=None,
+    kp=None,
+    kv=None,
+    collision=True,
+    package_dirs=(),
+    strict=False,
+    self_collision=False,
+):
     """The :class:`rtrigid.Model` of a URDF or MJCF file (told apart by the root element).
 
     MJCF files are compiled by MuJoCo (the optional extra ``rtrigid[mjcf]``) and the
@@ -64,9 +78,16 @@ def load_model(path, floating_base=False, *, merge_fixed=True, allow_nonphysical
     if _root_tag(path) == "mujoco":
         from rtrigid.loaders import mjcf
 
-        model = mjcf.read(path, floating_base=floating_base, merge_fixed=merge_fixed,
-                          allow_nonphysical_inertia=allow_nonphysical_inertia, ignore=ignore,
-                          limits=bool(limits), collision=bool(collision), strict=bool(strict))
+        model = mjcf.read(
+            path,
+            floating_base=floating_base,
+            merge_fixed=merge_fixed,
+            allow_nonphysical_inertia=allow_nonphysical_inertia,
+            ignore=ignore,
+            limits=bool(limits),
+            collision=bool(collision),
+            strict=bool(strict),
+        )
         model.load_report.warn(stacklevel=3)
     else:
         src = Source(path)
@@ -77,11 +98,18 @@ def load_model(path, floating_base=False, *, merge_fixed=True, allow_nonphysical
         if isinstance(package_dirs, (str, os.PathLike)):
             package_dirs = (package_dirs,)
         report = LoadReport(src.path)
-        model = urdf.read(src, floating_base=floating_base, merge_fixed=merge_fixed,
-                          allow_nonphysical_inertia=allow_nonphysical_inertia, ignore=ignore,
-                          limits=bool(limits), collision=bool(collision),
-                          package_dirs=tuple(package_dirs),
-                          self_collision=bool(self_collision), report=report)
+        model = urdf.read(
+            src,
+            floating_base=floating_base,
+            merge_fixed=merge_fixed,
+            allow_nonphysical_inertia=allow_nonphysical_inertia,
+            ignore=ignore,
+            limits=bool(limits),
+            collision=bool(collision),
+            package_dirs=tuple(package_dirs),
+            self_collision=bool(self_collision),
+            report=report,
+        )
         for what, lines in src.ignored.items():
             for line in lines:
                 report.add("ignored", what, "not simulated", f"{src.path}:{line}")
@@ -117,8 +145,9 @@ def _root_tag(path):
         pass
     except expat.ExpatError as e:
         if not found:
-            raise ValueError(f"{os.fspath(path)}:{e.lineno}: malformed XML: "
-                             f"{expat.ErrorString(e.code)}") from None
+            raise ValueError(
+                f"{os.fspath(path)}:{e.lineno}: malformed XML: {expat.ErrorString(e.code)}"
+            ) from None
     if not found:
         raise ValueError(f"{os.fspath(path)}: no XML element")
     return found[0]
@@ -137,5 +166,11 @@ def _add_actuators(model, kind, kp, kv):
         if joint.kind not in ("revolute", "prismatic") or j in driven:
             continue
         effort = model.joint_info.get(joint.name, {}).get("effort")
-        model.add_actuator(j, kind, kp=kp, kv=kv, name=joint.name,
-                           force_range=(-effort, effort) if effort else None)
+        model.add_actuator(
+            j,
+            kind,
+            kp=kp,
+            kv=kv,
+            name=joint.name,
+            force_range=(-effort, effort) if effort else None,
+        )

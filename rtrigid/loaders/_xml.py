@@ -4,6 +4,7 @@ The standard library's expat parser is used directly: ``xml.etree`` drops line n
 the URDF packages (urdf_parser_py, yourdfpy) keep neither the line of an element nor the tags
 they do not know, which a loader that refuses what it cannot simulate needs.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,16 +59,18 @@ class Source:
         # blank lines before the XML declaration (pybullet's and MuJoCo's readers allow them):
         # parsed from the declaration on, the lines counted from the file's first
         body = data.lstrip()
-        skipped = data[:len(data) - len(body)].count(b"\n")
+        skipped = data[: len(data) - len(body)].count(b"\n")
         try:
             parser.Parse(body, True)
         except expat.ExpatError as e:
             if not (roots and not stack):
-                raise ValueError(f"{self.path}:{e.lineno + skipped}: malformed XML: "
-                                 f"{expat.ErrorString(e.code)}") from None
+                raise ValueError(
+                    f"{self.path}:{e.lineno + skipped}: malformed XML: {expat.ErrorString(e.code)}"
+                ) from None
             # text after the root element closed (pybullet's reader stops there too)
             self.ignored.setdefault("text after the root element ignored", []).append(
-                e.lineno + skipped)
+                e.lineno + skipped
+            )
         if skipped:
             for node in _walk(roots):
                 node.line += skipped
@@ -82,8 +85,7 @@ class Source:
     def warn_ignored(self):
         """One warning per kind of thing ignored, with its lines (at the loader's caller)."""
         for what, lines in self.ignored.items():
-            warnings.warn(f"{self.path}: {what}, lines {', '.join(map(str, lines))}",
-                          stacklevel=4)
+            warnings.warn(f"{self.path}: {what}, lines {', '.join(map(str, lines))}", stacklevel=4)
 
     def where(self, node):
         return f"{self.path}:{node.line}"
@@ -150,7 +152,7 @@ class ElementIndex:
         except OSError:
             return
         body = data.lstrip()  # MuJoCo reads files whose XML does not start at the first byte
-        skipped = data[:len(data) - len(body)].count(b"\n")
+        skipped = data[: len(data) - len(body)].count(b"\n")
         parser = expat.ParserCreate()
         stack = []
 
@@ -165,8 +167,9 @@ class ElementIndex:
                 return
             for kind, (tags, parents) in self.KINDS.items():
                 if (tags is None or tag in tags) and (parents is None or parent in parents):
-                    self.elements[kind].append((attrib.get("name", ""), f"{path}:{line}",
-                                                dict(attrib)))
+                    self.elements[kind].append(
+                        (attrib.get("name", ""), f"{path}:{line}", dict(attrib))
+                    )
 
         parser.StartElementHandler = start
         parser.EndElementHandler = lambda tag: stack.pop()

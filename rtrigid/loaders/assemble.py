@@ -16,6 +16,7 @@ centre of mass on principal axes, so the loader:
 
 Transforms are pairs ``(p, R)``: the frame's origin and axes in its reference frame.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,8 +27,14 @@ from rtrigid.maths import quat
 from rtrigid.model import Model
 
 WORLD = -1
-KIND_OF = {"revolute": "revolute", "prismatic": "prismatic", "fixed": "fixed",
-           "planar": "planar", "spherical": "spherical", "floating": "free"}
+KIND_OF = {
+    "revolute": "revolute",
+    "prismatic": "prismatic",
+    "fixed": "fixed",
+    "planar": "planar",
+    "spherical": "spherical",
+    "floating": "free",
+}
 
 
 @dataclass
@@ -38,9 +45,9 @@ class Link:
     mass: float
     com: np.ndarray
     inertia: np.ndarray
-    where: str          # "file:line", for messages
+    where: str  # "file:line", for messages
     node: object = None
-    virtual: bool = False   # a massless link between two joints of one file body
+    virtual: bool = False  # a massless link between two joints of one file body
     visuals: list = field(default_factory=list)  # drawing parts, "pos"/"R" in the link frame
     collisions: list = field(default_factory=list)  # geom specs, "pos"/"R" in the link frame
 
@@ -76,9 +83,13 @@ def rpy_matrix(rpy):
     """URDF roll-pitch-yaw: R = Rz(yaw) Ry(pitch) Rx(roll)."""
     r, p, y = rpy
     cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-    return np.array([[cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-                     [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-                     [-sp, cp * sr, cp * cr]])
+    return np.array(
+        [
+            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+            [-sp, cp * sr, cp * cr],
+        ]
+    )
 
 
 def quat_matrix(q):
@@ -112,9 +123,20 @@ def principal_axes(inertia):
     return moments, axes
 
 
-def build(source, links, joints, root, *, floating_base, merge_fixed,
-          allow_nonphysical_inertia, gravity=(0.0, 0.0, -9.81), limits=True, report=None,
-          self_collision=True):
+def build(
+    source,
+    links,
+    joints,
+    root,
+    *,
+    floating_base,
+    merge_fixed,
+    allow_nonphysical_inertia,
+    gravity=(0.0, 0.0, -9.81),
+    limits=True,
+    report=None,
+    self_collision=True,
+):
     """The :class:`Model` of a tree of ``links`` and ``joints``.
 
     ``root`` is the element errors about the tree as a whole name.  ``source`` is the
@@ -131,15 +153,21 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
             if end not in links:
                 raise source.error(j.node, f"names link {end!r}, which the file does not define")
         if j.child in by_child:
-            raise source.error(j.node, f"link {j.child!r} already has a parent joint "
-                                       f"({by_child[j.child].name!r}); closed loops are not "
-                                       "supported")
+            raise source.error(
+                j.node,
+                f"link {j.child!r} already has a parent joint "
+                f"({by_child[j.child].name!r}); closed loops are not "
+                "supported",
+            )
         by_child[j.child] = j
         children[j.parent].append(j)
     roots = [name for name in links if name not in by_child]
     if len(roots) != 1:
-        raise source.error(root, f"expected one root link (a link no joint has as child), "
-                                 f"found {roots or 'none (a loop)'}")
+        raise source.error(
+            root,
+            f"expected one root link (a link no joint has as child), "
+            f"found {roots or 'none (a loop)'}",
+        )
     root = roots[0]
 
     # 1. groups, walking from the root: group[link] = (group root link, link in root frame)
@@ -161,12 +189,14 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
     visit(root)
     unreached = sorted(set(links) - set(group))
     if unreached:
-        raise source.error(links[unreached[0]].node,
-                           f"not connected to the root link {root!r}; a file holds one tree")
+        raise source.error(
+            links[unreached[0]].node,
+            f"not connected to the root link {root!r}; a file holds one tree",
+        )
 
     # 2. each group's mass, centre of mass and inertia in its root link's frame
     model = Model(gravity=gravity)
-    frames = {}        # group root -> (body index or WORLD, body frame in the root link frame)
+    frames = {}  # group root -> (body index or WORLD, body frame in the root link frame)
     members = {g: [] for g in order}
     for name, (g, T) in group.items():
         members[g].append((name, T))
@@ -184,8 +214,11 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
             frames[g] = (model.add_body(g, 0.0, np.zeros(3), massless=True), IDENTITY)
             continue
         if mass <= 0.0:
-            raise source.error(links[g].node, "has no mass (nor any link welded to it), but "
-                               "it moves; rtrigid gives no body made-up inertia")
+            raise source.error(
+                links[g].node,
+                "has no mass (nor any link welded to it), but "
+                "it moves; rtrigid gives no body made-up inertia",
+            )
         com = first / mass
         inertia = np.zeros((3, 3))
         for name, (p, R) in members[g]:
@@ -194,12 +227,16 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
             inertia += R @ link.inertia @ R.T + link.mass * (d @ d * np.eye(3) - np.outer(d, d))
         moments, axes = principal_axes(inertia)
         try:
-            b = model.add_body(g, mass, moments,
-                               allow_nonphysical_inertia=allow_nonphysical_inertia)
+            b = model.add_body(
+                g, mass, moments, allow_nonphysical_inertia=allow_nonphysical_inertia
+            )
         except ValueError as e:
-            raise source.error(links[g].node, f"{e} (the inertia of the link"
-                               f"{'s ' + ', '.join(n for n, _ in members[g]) if len(members[g]) > 1 else ''}"
-                               " about their centre of mass)") from None
+            raise source.error(
+                links[g].node,
+                f"{e} (the inertia of the link"
+                f"{'s ' + ', '.join(n for n, _ in members[g]) if len(members[g]) > 1 else ''}"
+                " about their centre of mass)",
+            ) from None
         frames[g] = (b, (com, axes))
     if floating_base:
         b, B = frames[root]
@@ -214,7 +251,8 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
         for part in links[name].visuals:
             pp, pR = compose((p, R), (part["pos"], part["R"]))
             parts.setdefault(b, []).append(
-                {**{k: v for k, v in part.items() if k != "R"}, "pos": pp, "quat": matrix_quat(pR)})
+                {**{k: v for k, v in part.items() if k != "R"}, "pos": pp, "quat": matrix_quat(pR)}
+            )
     # without self-collision, a fixed base's geoms (on the world) are in filter group 2: the
     # robot's links (group 1) pass through their own base; what has bit 2 touches it
     base_bits = 1 if self_collision else 2
@@ -223,7 +261,7 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
     if not self_collision:
         touching = sorted({g.body for g in model.geoms if g.body is not None})
         for i, a in enumerate(touching):
-            for b in touching[i + 1:]:
+            for b in touching[i + 1 :]:
                 model.exclude_contacts(a, b)
     for b, body_parts in parts.items():
         shape = model.check_shape(("visuals", {"parts": body_parts}))
@@ -235,17 +273,20 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
         gp, Tp = group[j.parent]
         bp, Bp = frames[gp]
         bc, Bc = frames[j.child]
-        parent_link = compose(inverse(Bp), Tp)           # parent link in parent body
-        child_link = inverse(Bc)                         # child link in child body
-        at_zero = compose(parent_link, j.origin)         # child link in parent body, zero coords
-        r0 = at_zero[1] @ child_link[1].T                # child body axes in parent body axes
+        parent_link = compose(inverse(Bp), Tp)  # parent link in parent body
+        child_link = inverse(Bc)  # child link in child body
+        at_zero = compose(parent_link, j.origin)  # child link in parent body, zero coords
+        r0 = at_zero[1] @ child_link[1].T  # child body axes in parent body axes
         anchor_child = child_link[0] + child_link[1] @ j.anchor
         anchor_parent = at_zero[0] + at_zero[1] @ j.anchor
         kind = KIND_OF[j.kind]
         if kind == "free":
             if bp != WORLD:
-                raise source.error(j.node, "a floating joint below the root is not supported "
-                                   "(rtrigid's free joints are tree roots)")
+                raise source.error(
+                    j.node,
+                    "a floating joint below the root is not supported "
+                    "(rtrigid's free joints are tree roots)",
+                )
             pose = compose(at_zero, Bc)
             model.bodies[bc].free_joint = j.name
             model.bodies[bc].pose0 = (pose[0], matrix_quat(pose[1]))
@@ -254,18 +295,33 @@ def build(source, links, joints, root, *, floating_base, merge_fixed,
         axis = {}
         if kind in ("revolute", "prismatic", "planar"):
             axis = dict(axis_child=child_link[1] @ j.axis, axis_parent=at_zero[1] @ j.axis)
-        coordinate = dict(damping=j.damping, stiffness=j.stiffness, rest=j.rest,
-                          armature=j.armature) if kind in ("revolute", "prismatic") else {}
+        coordinate = (
+            dict(damping=j.damping, stiffness=j.stiffness, rest=j.rest, armature=j.armature)
+            if kind in ("revolute", "prismatic")
+            else {}
+        )
         lo, hi = j.info.get("lower", -np.inf), j.info.get("upper", np.inf)
-        if limits and kind in ("revolute", "prismatic") and lo < hi and (lo, hi) != (
-                -np.inf, np.inf):
+        if (
+            limits
+            and kind in ("revolute", "prismatic")
+            and lo < hi
+            and (lo, hi) != (-np.inf, np.inf)
+        ):
             coordinate["limits"] = (lo, hi)
         if j.position is not None and kind in ("revolute", "prismatic"):
             coordinate["position"] = j.position
         try:
-            model.add_joint(kind, None if bp == WORLD else bp, bc, anchor_parent=anchor_parent,
-                            anchor_child=anchor_child, name=j.name, **axis, **coordinate,
-                            rotation=matrix_quat(r0))
+            model.add_joint(
+                kind,
+                None if bp == WORLD else bp,
+                bc,
+                anchor_parent=anchor_parent,
+                anchor_child=anchor_child,
+                name=j.name,
+                **axis,
+                **coordinate,
+                rotation=matrix_quat(r0),
+            )
         except ValueError as e:
             raise source.error(j.node, str(e)) from None
         model.joint_info[j.name] = dict(kind=kind, source=source.where(j.node), **j.info)
@@ -286,25 +342,34 @@ def _add_collisions(source, model, link, b, B, T, report, base_bits=1):
         if c["kind"] == "plane":
             if b != WORLD:
                 source.ignored.setdefault("a plane on a moving link ignored", []).append(
-                    c["node"].line)
+                    c["node"].line
+                )
                 continue
             n = cR @ c["params"]["normal"]
             n = n / np.linalg.norm(n)
-            model.add_ground(height=float(n @ cp), normal=n, friction=c["friction"],
-                             restitution=c["restitution"])
+            model.add_ground(
+                height=float(n @ cp), normal=n, friction=c["friction"], restitution=c["restitution"]
+            )
             if report is not None:
                 report.add("mapped", "plane collision", "a ground", where)
             continue
         try:
             bits = base_bits if b == WORLD else 1
-            model.add_geom(None if b == WORLD else b, c["kind"], pos=cp, quat=matrix_quat(cR),
-                           friction=c["friction"], restitution=c["restitution"], contype=bits,
-                           conaffinity=bits, **c["params"])
+            model.add_geom(
+                None if b == WORLD else b,
+                c["kind"],
+                pos=cp,
+                quat=matrix_quat(cR),
+                friction=c["friction"],
+                restitution=c["restitution"],
+                contype=bits,
+                conaffinity=bits,
+                **c["params"],
+            )
         except (ValueError, ImportError) as e:  # ImportError: trimesh or scipy missing
             if c["kind"] != "mesh":
                 raise source.error(c["node"], f"<collision>: {e}") from None
-            source.ignored.setdefault(f"collision mesh not read ({e})", []).append(
-                c["node"].line)
+            source.ignored.setdefault(f"collision mesh not read ({e})", []).append(c["node"].line)
             continue
         if report is not None:
             report.add("mapped", "collision geom", c["kind"], where)
@@ -317,11 +382,11 @@ def resolve(base_dir, name, package_dirs=()):
     import os
 
     if name.startswith("file://"):
-        name = name[len("file://"):]
+        name = name[len("file://") :]
     if not name.startswith("package://"):
         path = name if os.path.isabs(name) else os.path.join(base_dir, name)
         return path if os.path.isfile(path) else None
-    rest = name[len("package://"):].lstrip("/")
+    rest = name[len("package://") :].lstrip("/")
     candidates = [rest] + ([rest.split("/", 1)[1]] if "/" in rest else [])
     for folder in package_dirs:
         for c in candidates:

@@ -18,6 +18,7 @@ ellipsoid as its box, a mesh from its file where the asset has one).  Geoms that
 A model with ``add_geom`` gets them added; otherwise they are kept in
 ``model.load_report.geoms`` and reported as "collision geometry: not yet simulated".
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,16 @@ import numpy as np
 from rtrigid.loaders.assemble import compose, inverse, matrix_quat, quat_matrix, resolve
 
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
-KIND_NAMES = {PLANE: "plane", HFIELD: "heightfield", SPHERE: "sphere", CAPSULE: "capsule",
-              ELLIPSOID: "ellipsoid", CYLINDER: "cylinder", BOX: "box", MESH: "convex"}
+KIND_NAMES = {
+    PLANE: "plane",
+    HFIELD: "heightfield",
+    SPHERE: "sphere",
+    CAPSULE: "capsule",
+    ELLIPSOID: "ellipsoid",
+    CYLINDER: "cylinder",
+    BOX: "box",
+    MESH: "convex",
+}
 DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 
 
@@ -82,8 +91,7 @@ def _mesh_files(m, spec, lines):
         mesh = spec.meshes[k] if k < len(spec.meshes) else None
         path = None
         if mesh is not None and mesh.file:
-            path = resolve(folder, mesh.file) or resolve(os.path.dirname(lines.path),
-                                                         mesh.file)
+            path = resolve(folder, mesh.file) or resolve(os.path.dirname(lines.path), mesh.file)
         raw = inverse((m.mesh_pos[k].copy(), quat_matrix(m.mesh_quat[k])))
         out.append((path, np.array(m.mesh_scale[k], float), raw))
     return out
@@ -99,15 +107,22 @@ def _part(m, g, frame, meshes, report, where):
     if kind == SPHERE:
         part.update(type="sphere", radius=float(size[0]))
     elif kind in (CAPSULE, CYLINDER):
-        part.update(type="capsule" if kind == CAPSULE else "cylinder", radius=float(size[0]),
-                    half_length=float(size[1]))
+        part.update(
+            type="capsule" if kind == CAPSULE else "cylinder",
+            radius=float(size[0]),
+            half_length=float(size[1]),
+        )
     elif kind in (BOX, ELLIPSOID):
         part.update(type="box", half_extents=np.array(size[:3], float))
     elif kind == MESH:
         path, scale, raw = meshes[int(m.geom_dataid[g])]
         if path is None:
-            report.add("approximated", "mesh given by inline vertices",
-                       "inline vertices not drawn (the viewer draws mesh files)", where)
+            report.add(
+                "approximated",
+                "mesh given by inline vertices",
+                "inline vertices not drawn (the viewer draws mesh files)",
+                where,
+            )
             return None
         frame = compose(frame, raw)
         part.update(type="mesh", file=path, missing=False, scale=scale)
@@ -123,18 +138,29 @@ def _collision_spec(m, g, b, frame, report, where):
     size = m.geom_size[g]
     friction = float(m.geom_friction[g, 0]) if m.geom_condim[g] > 1 else 0.0
     if m.geom_condim[g] > 3 and np.any(m.geom_friction[g, 1:]):
-        report.add("approximated", "geom condim", f"condim {int(m.geom_condim[g])}: the "
-                   "torsional and rolling friction are not passed to the geometry", where)
+        report.add(
+            "approximated",
+            "geom condim",
+            f"condim {int(m.geom_condim[g])}: the "
+            "torsional and rolling friction are not passed to the geometry",
+            where,
+        )
     if kind == PLANE:
         if b >= 0:
-            report.add("ignored", "plane geom", "a plane on a moving body is not simulated",
-                       where)
+            report.add("ignored", "plane geom", "a plane on a moving body is not simulated", where)
             return None
         return {"kind": "plane", "friction": friction}
-    spec = {"body": None if b < 0 else b, "kind": KIND_NAMES.get(kind, str(kind)),
-            "pos": frame[0], "quat": matrix_quat(frame[1]), "friction": friction,
-            "restitution": 0.0, "contype": int(m.geom_contype[g]),
-            "conaffinity": int(m.geom_conaffinity[g]), "where": where}
+    spec = {
+        "body": None if b < 0 else b,
+        "kind": KIND_NAMES.get(kind, str(kind)),
+        "pos": frame[0],
+        "quat": matrix_quat(frame[1]),
+        "friction": friction,
+        "restitution": 0.0,
+        "contype": int(m.geom_contype[g]),
+        "conaffinity": int(m.geom_conaffinity[g]),
+        "where": where,
+    }
     if kind == SPHERE:
         spec["radius"] = float(size[0])
     elif kind in (CAPSULE, CYLINDER):
@@ -147,8 +173,12 @@ def _collision_spec(m, g, b, frame, report, where):
         spec["vertices"] = _hull_vertices(m, int(m.geom_dataid[g]))
     elif kind == HFIELD:
         if b >= 0:
-            report.add("ignored", "heightfield geom", "a heightfield on a moving body is not "
-                       "simulated (terrain goes on the world)", where)
+            report.add(
+                "ignored",
+                "heightfield geom",
+                "a heightfield on a moving body is not simulated (terrain goes on the world)",
+                where,
+            )
             return None
         h = int(m.geom_dataid[g])
         nrow, ncol = int(m.hfield_nrow[h]), int(m.hfield_ncol[h])
@@ -156,11 +186,13 @@ def _collision_spec(m, g, b, frame, report, where):
         # MuJoCo's size: x and y half extents, the top's height (the data are 0..1 of it)
         # and the base's depth; rtrigid's heightfield takes heights in metres and (sx, sy)
         sx, sy, top = (float(v) for v in m.hfield_size[h][:3])
-        spec.update(heights=top * np.array(m.hfield_data[adr:adr + nrow * ncol],
-                                           float).reshape(nrow, ncol), size=(sx, sy))
+        spec.update(
+            heights=top
+            * np.array(m.hfield_data[adr : adr + nrow * ncol], float).reshape(nrow, ncol),
+            size=(sx, sy),
+        )
     else:
-        report.add("ignored", "geom", f"type {kind} (an SDF or plugin) is not simulated",
-                   where)
+        report.add("ignored", "geom", f"type {kind} (an SDF or plugin) is not simulated", where)
         return None
     return spec
 
@@ -169,11 +201,11 @@ def _hull_vertices(m, k):
     """Mesh k's convex hull vertices as MuJoCo compiled them (its hull graph where it has
     one, else every vertex), in the geom frame, float64."""
     start, n = int(m.mesh_vertadr[k]), int(m.mesh_vertnum[k])
-    verts = np.array(m.mesh_vert[start:start + n], float)
+    verts = np.array(m.mesh_vert[start : start + n], float)
     adr = int(m.mesh_graphadr[k])
     if adr >= 0:
         numvert = int(m.mesh_graph[adr])
-        ids = np.array(m.mesh_graph[adr + 2 + numvert:adr + 2 + 2 * numvert], int)
+        ids = np.array(m.mesh_graph[adr + 2 + numvert : adr + 2 + 2 * numvert], int)
         if ids.size and ids.min() >= 0 and ids.max() < n:
             return verts[ids]
     return verts

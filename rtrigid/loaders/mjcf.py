@@ -24,6 +24,7 @@ Geoms: :mod:`rtrigid.loaders.geoms`.  Everything else met is listed in ``model.l
 (:mod:`rtrigid.loaders.report`) as approximated or ignored with ``file:line`` (found by
 :class:`rtrigid.loaders._xml.ElementIndex`), and warned about once per kind.
 """
+
 from __future__ import annotations
 
 import os
@@ -82,8 +83,9 @@ def compile_file(path):
     try:
         import mujoco
     except ImportError:
-        raise ValueError(f"{path}: an MJCF file is read by MuJoCo's compiler, which is not "
-                         f"installed: {EXTRA}") from None
+        raise ValueError(
+            f"{path}: an MJCF file is read by MuJoCo's compiler, which is not installed: {EXTRA}"
+        ) from None
     try:
         spec = mujoco.MjSpec.from_file(path)
         m = spec.compile()
@@ -95,8 +97,17 @@ def compile_file(path):
     return mujoco, spec, m
 
 
-def read(path, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore=(),
-         limits=True, collision=True, strict=False):
+def read(
+    path,
+    *,
+    floating_base,
+    merge_fixed,
+    allow_nonphysical_inertia,
+    ignore=(),
+    limits=True,
+    collision=True,
+    strict=False,
+):
     """The :class:`rtrigid.Model` of the MJCF file at ``path`` (see :func:`load_model`)."""
     path = os.fspath(path)
     mujoco, spec, m = compile_file(path)
@@ -107,15 +118,26 @@ def read(path, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore=
     gravity = _options(m, lines, report)
     limits = limits and not m.opt.disableflags & DSBL_LIMIT
     if m.opt.disableflags & DSBL_CONTACT and collision:
-        report.add("mapped", "option flag contact", "disabled: no collision geometry",
-                   lines.attribute("flag", "contact")[1])
+        report.add(
+            "mapped",
+            "option flag contact",
+            "disabled: no collision geometry",
+            lines.attribute("flag", "contact")[1],
+        )
         collision = False
 
     links, joints = _tree(m, lines, report, name_of, floating_base, ignore, limits)
-    model = build(places, links, joints, Place("worldbody", {}, lines.path),
-                  floating_base=False, merge_fixed=merge_fixed,
-                  allow_nonphysical_inertia=allow_nonphysical_inertia, gravity=gravity,
-                  limits=limits)
+    model = build(
+        places,
+        links,
+        joints,
+        Place("worldbody", {}, lines.path),
+        floating_base=False,
+        merge_fixed=merge_fixed,
+        allow_nonphysical_inertia=allow_nonphysical_inertia,
+        gravity=gravity,
+        limits=limits,
+    )
     timestep, where = lines.attribute("option", "timestep")
     if timestep is not None:
         model.timestep = float(m.opt.timestep)
@@ -126,9 +148,14 @@ def read(path, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore=
     _sensors(m, lines, report, name_of, model)
     for kind, what in (("keyframe", "keyframe"), ("contact", "contact pair/exclude")):
         for _, where, _ in lines.elements[kind]:
-            report.add("ignored", what, "not used by rtrigid (the initial state is qpos0)"
-                       if kind == "keyframe" else "contact filtering by pair is not simulated",
-                       where)
+            report.add(
+                "ignored",
+                what,
+                "not used by rtrigid (the initial state is qpos0)"
+                if kind == "keyframe"
+                else "contact filtering by pair is not simulated",
+                where,
+            )
     geom_loader.add_mjcf_geoms(m, spec, lines, report, name_of, model, collision)
     model.load_report = report
     if strict:
@@ -138,6 +165,7 @@ def read(path, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore=
 
 def _names(m):
     """name_of(kind, id): the element's name, or a made-up one for an unnamed element."""
+
     def name_of(kind, i):
         if kind == "body":
             return WORLD_LINK if i == 0 else (m.body(i).name or f"body{i}")
@@ -152,6 +180,7 @@ def _names(m):
         if kind == "site":
             return m.site(i).name
         raise KeyError(kind)
+
     return name_of
 
 
@@ -168,16 +197,28 @@ def _options(m, lines, report):
     for key in ("viscosity", "density"):
         value = float(getattr(m.opt, key))
         if value:
-            report.add("ignored", f"option {key}", f"{key}={value:g}: fluid forces are not "
-                       "simulated", lines.attribute("option", key)[1])
+            report.add(
+                "ignored",
+                f"option {key}",
+                f"{key}={value:g}: fluid forces are not simulated",
+                lines.attribute("option", key)[1],
+            )
     if np.any(m.opt.wind):
-        report.add("ignored", "option wind", "fluid forces are not simulated",
-                   lines.attribute("option", "wind")[1])
+        report.add(
+            "ignored",
+            "option wind",
+            "fluid forces are not simulated",
+            lines.attribute("option", "wind")[1],
+        )
     integrator, where = lines.attribute("option", "integrator")
     if integrator is not None:
-        report.add("approximated", "option integrator",
-                   f"{integrator}: the scheme is Simulation(integrator=...)'s "
-                   "(nullspace_rk4 for RK4, semi_implicit_euler for Euler)", where)
+        report.add(
+            "approximated",
+            "option integrator",
+            f"{integrator}: the scheme is Simulation(integrator=...)'s "
+            "(nullspace_rk4 for RK4, semi_implicit_euler for Euler)",
+            where,
+        )
     return gravity
 
 
@@ -196,8 +237,16 @@ def _ref_frame(kind, anchor, axis, ref):
 
 def _tree(m, lines, report, name_of, floating_base, ignore, limits):
     """Links and joint specs of the compiled bodies and joints (see the module docstring)."""
-    links = {WORLD_LINK: Link(WORLD_LINK, 0.0, np.zeros(3), np.zeros((3, 3)), lines.path,
-                              Place("worldbody", {}, lines.path))}
+    links = {
+        WORLD_LINK: Link(
+            WORLD_LINK,
+            0.0,
+            np.zeros(3),
+            np.zeros((3, 3)),
+            lines.path,
+            Place("worldbody", {}, lines.path),
+        )
+    }
     joints, approximated_limits = [], False
     for i in range(1, m.nbody):
         name = name_of("body", i)
@@ -210,40 +259,80 @@ def _tree(m, lines, report, name_of, floating_base, ignore, limits):
         mass = float(m.body_mass[i])
         inertia = R @ np.diag(m.body_inertia[i]) @ R.T
         njnt, adr = int(m.body_jntnum[i]), int(m.body_jntadr[i])
-        link = Link(name, mass, m.body_ipos[i].copy(), inertia, where, place,
-                    virtual=mass == 0.0 and njnt > 0)
+        link = Link(
+            name,
+            mass,
+            m.body_ipos[i].copy(),
+            inertia,
+            where,
+            place,
+            virtual=mass == 0.0 and njnt > 0,
+        )
         if m.body_gravcomp[i]:
-            report.add("ignored", "body gravcomp", "gravity compensation is not simulated",
-                       where)
+            report.add("ignored", "body gravcomp", "gravity compensation is not simulated", where)
         if m.body_mocapid[i] >= 0:
             report.add("approximated", "mocap body", "welded where the file puts it", where)
         origin = (m.body_pos[i].copy(), quat_matrix(m.body_quat[i]))
         if njnt == 0 and floating_base and parent == WORLD_LINK:
-            joints.append(JointSpec(f"free_{name}", "floating", parent, name, origin,
-                                    np.zeros(3), np.array([0.0, 0.0, 1.0]), place))
+            joints.append(
+                JointSpec(
+                    f"free_{name}",
+                    "floating",
+                    parent,
+                    name,
+                    origin,
+                    np.zeros(3),
+                    np.array([0.0, 0.0, 1.0]),
+                    place,
+                )
+            )
         elif njnt == 0:
-            joints.append(JointSpec(f"{name}_weld", "fixed", parent, name, origin, np.zeros(3),
-                                    np.array([0.0, 0.0, 1.0]), place))
+            joints.append(
+                JointSpec(
+                    f"{name}_weld",
+                    "fixed",
+                    parent,
+                    name,
+                    origin,
+                    np.zeros(3),
+                    np.array([0.0, 0.0, 1.0]),
+                    place,
+                )
+            )
         prev = parent
         for k in range(njnt):
             j = adr + k
             spec = _joint(m, j, lines, report, name_of, ignore, limits)
             spec.parent = prev
             spec.child = name if k == njnt - 1 else f"{name}:{spec.name}"
-            ref_frame = _ref_frame(int(m.jnt_type[j]), spec.anchor, spec.axis,
-                                   float(m.qpos0[m.jnt_qposadr[j]]) if int(m.jnt_type[j]) in (
-                                       HINGE, SLIDE) else 0.0)
+            ref_frame = _ref_frame(
+                int(m.jnt_type[j]),
+                spec.anchor,
+                spec.axis,
+                float(m.qpos0[m.jnt_qposadr[j]]) if int(m.jnt_type[j]) in (HINGE, SLIDE) else 0.0,
+            )
             spec.origin = compose(origin, ref_frame) if k == 0 else ref_frame
             if spec.child != name:
-                links[spec.child] = Link(spec.child, 0.0, np.zeros(3), np.zeros((3, 3)),
-                                         spec.node.where, spec.node, virtual=True)
+                links[spec.child] = Link(
+                    spec.child,
+                    0.0,
+                    np.zeros(3),
+                    np.zeros((3, 3)),
+                    spec.node.where,
+                    spec.node,
+                    virtual=True,
+                )
             approximated_limits |= limits and "lower" in spec.info
             joints.append(spec)
             prev = spec.child
         links[name] = link
     if approximated_limits:
-        report.add("approximated", "joint range", "hard joint limits (MuJoCo's are soft: "
-                   "solref/solimp)", lines.where("joint", 0))
+        report.add(
+            "approximated",
+            "joint range",
+            "hard joint limits (MuJoCo's are soft: solref/solimp)",
+            lines.where("joint", 0),
+        )
     return links, joints
 
 
@@ -262,8 +351,9 @@ def _joint(m, j, lines, report, name_of, ignore, limits):
     if not m.joint(j).name:
         report.add("approximated", "unnamed joint", f"named {name!r}", where)
     if m.dof_frictionloss[dof]:
-        report.add("ignored", "joint frictionloss", "Coulomb joint friction is not simulated",
-                   where)
+        report.add(
+            "ignored", "joint frictionloss", "Coulomb joint friction is not simulated", where
+        )
     info, spec_kw = {}, {}
     if kind in (HINGE, SLIDE):
         if m.jnt_limited[j]:
@@ -273,19 +363,41 @@ def _joint(m, j, lines, report, name_of, ignore, limits):
             armature = 0.0
         start = float(m.qpos0[qadr])
         if limits and m.jnt_limited[j] and not info["lower"] <= start <= info["upper"]:
-            report.add("approximated", "joint start", f"qpos0 {start:g} lies outside the "
-                       "range: the joint starts at its nearer limit", where)
+            report.add(
+                "approximated",
+                "joint start",
+                f"qpos0 {start:g} lies outside the range: the joint starts at its nearer limit",
+                where,
+            )
             start = None
-        spec_kw = dict(damping=damping, stiffness=stiffness, rest=float(m.qpos_spring[qadr]),
-                       armature=armature, position=start)
+        spec_kw = dict(
+            damping=damping,
+            stiffness=stiffness,
+            rest=float(m.qpos_spring[qadr]),
+            armature=armature,
+            position=start,
+        )
     else:
-        for what, value in (("damping", damping), ("stiffness", stiffness),
-                            ("armature", armature)):
+        for what, value in (("damping", damping), ("stiffness", stiffness), ("armature", armature)):
             if value:
-                report.add("ignored", f"{JOINT_KINDS[kind]} joint {what}",
-                           f"{what} on ball and free joints is not simulated", where)
-    return JointSpec(name, JOINT_KINDS[kind], "", "", None, m.jnt_pos[j].copy(),
-                     m.jnt_axis[j].copy(), place, info=info, **spec_kw)
+                report.add(
+                    "ignored",
+                    f"{JOINT_KINDS[kind]} joint {what}",
+                    f"{what} on ball and free joints is not simulated",
+                    where,
+                )
+    return JointSpec(
+        name,
+        JOINT_KINDS[kind],
+        "",
+        "",
+        None,
+        m.jnt_pos[j].copy(),
+        m.jnt_axis[j].copy(),
+        place,
+        info=info,
+        **spec_kw,
+    )
 
 
 def _servo(m, a):
@@ -316,9 +428,13 @@ def _actuators(m, lines, report, name_of, model):
         servo = _servo(m, a)
         joint = name_of("joint", target) if m.actuator_trntype[a] == TRN_JOINT else None
         if joint is None or servo is None or joint not in known:
-            why = ("its transmission is not a joint" if joint is None else
-                   "its gain, bias or dynamics are not a motor's or a servo's"
-                   if servo is None else f"drives {joint!r}, not a hinge or slide")
+            why = (
+                "its transmission is not a joint"
+                if joint is None
+                else "its gain, bias or dynamics are not a motor's or a servo's"
+                if servo is None
+                else f"drives {joint!r}, not a hinge or slide"
+            )
             report.add("ignored", "actuator", f"{name!r} {why}", where)
             continue
         kind, gains, scale = servo
@@ -328,8 +444,9 @@ def _actuators(m, lines, report, name_of, model):
             force = (force[1], force[0])
         ctrl = tuple(m.actuator_ctrlrange[a]) if m.actuator_ctrllimited[a] else None
         try:
-            model.add_actuator(joint, kind, gear=gear, name=name, force_range=force,
-                               ctrl_range=ctrl, **gains)
+            model.add_actuator(
+                joint, kind, gear=gear, name=name, force_range=force, ctrl_range=ctrl, **gains
+            )
         except ValueError as e:
             raise ValueError(f"{where}: actuator {name!r}: {e}") from None
         report.add("mapped", "actuator", f"{name!r}: {kind} on {joint!r}", where)
@@ -341,42 +458,77 @@ def _equalities(m, lines, report, name_of, model):
         where = lines.where("equality", e, m.eq(e).name)
         kind = EQ_NAMES.get(int(m.eq_type[e]), str(int(m.eq_type[e])))
         if int(m.eq_type[e]) != EQ_CONNECT or m.eq_objtype[e] != OBJ_BODY:
-            report.add("ignored", f"equality {kind}", "only connect between bodies is "
-                       "simulated (as a loop joint)", where)
+            report.add(
+                "ignored",
+                f"equality {kind}",
+                "only connect between bodies is simulated (as a loop joint)",
+                where,
+            )
             continue
         ends = []
-        for side, data in ((m.eq_obj1id[e], m.eq_data[e, 0:3]), (m.eq_obj2id[e],
-                                                                 m.eq_data[e, 3:6])):
+        for side, data in (
+            (m.eq_obj1id[e], m.eq_data[e, 0:3]),
+            (m.eq_obj2id[e], m.eq_data[e, 3:6]),
+        ):
             b, p, q = model.links[name_of("body", int(side))]
             ends.append((None if b < 0 else b, p + quat_matrix(q) @ data))
         if ends[1][0] is None:  # the world is the parent side of a loop joint
             ends.reverse()
         try:
-            model.add_loop_joint("spherical", ends[0][0], ends[1][0], anchor_parent=ends[0][1],
-                                 anchor_child=ends[1][1], name=m.eq(e).name or None)
+            model.add_loop_joint(
+                "spherical",
+                ends[0][0],
+                ends[1][0],
+                anchor_parent=ends[0][1],
+                anchor_child=ends[1][1],
+                name=m.eq(e).name or None,
+            )
         except ValueError as err:
             raise ValueError(f"{where}: equality connect: {err}") from None
-        report.add("approximated", "equality connect", "a spherical loop joint, held "
-                   "exactly (MuJoCo's is soft: solref/solimp)", where)
+        report.add(
+            "approximated",
+            "equality connect",
+            "a spherical loop joint, held exactly (MuJoCo's is soft: solref/solimp)",
+            where,
+        )
 
 
 def _tendons(m, lines, report):
     for t in range(m.ntendon):
         where = lines.where("tendon", t, m.tendon(t).name)
-        acts = any(m.actuator_trntype[a] != TRN_JOINT and m.actuator_trnid[a, 0] == t
-                   for a in range(m.nu))
-        if (m.tendon_limited[t] or m.tendon_stiffness[t] or m.tendon_damping[t]
-                or m.tendon_frictionloss[t] or acts):
-            report.add("ignored", "tendon", "tendons (limits, springs, dampers, actuation) "
-                       "are not simulated", where)
+        acts = any(
+            m.actuator_trntype[a] != TRN_JOINT and m.actuator_trnid[a, 0] == t for a in range(m.nu)
+        )
+        if (
+            m.tendon_limited[t]
+            or m.tendon_stiffness[t]
+            or m.tendon_damping[t]
+            or m.tendon_frictionloss[t]
+            or acts
+        ):
+            report.add(
+                "ignored",
+                "tendon",
+                "tendons (limits, springs, dampers, actuation) are not simulated",
+                where,
+            )
         else:
-            report.add("mapped", "tendon", "exerts no force (no limit, spring, damper or "
-                       "actuator): nothing to simulate", where)
+            report.add(
+                "mapped",
+                "tendon",
+                "exerts no force (no limit, spring, damper or actuator): nothing to simulate",
+                where,
+            )
 
 
-SENSORS = {"jointpos": ("joint_position", "joint"), "jointvel": ("joint_velocity", "joint"),
-           "accelerometer": ("imu", "site"), "gyro": ("imu", "site"),
-           "force": ("joint_reaction", "site"), "torque": ("joint_reaction", "site")}
+SENSORS = {
+    "jointpos": ("joint_position", "joint"),
+    "jointvel": ("joint_velocity", "joint"),
+    "accelerometer": ("imu", "site"),
+    "gyro": ("imu", "site"),
+    "force": ("joint_reaction", "site"),
+    "torque": ("joint_reaction", "site"),
+}
 
 
 def _sensors(m, lines, report, name_of, model):
@@ -387,7 +539,7 @@ def _sensors(m, lines, report, name_of, model):
 
     for s in range(m.nsensor):
         where = lines.where("sensor", s, m.sensor(s).name)
-        kind = mujoco.mjtSensor(int(m.sensor_type[s])).name[len("mjSENS_"):].lower()
+        kind = mujoco.mjtSensor(int(m.sensor_type[s])).name[len("mjSENS_") :].lower()
         name = name_of("sensor", s)
         if kind not in SENSORS:
             report.add("ignored", f"sensor {kind}", "rtrigid has no query for it", where)
@@ -400,11 +552,17 @@ def _sensors(m, lines, report, name_of, model):
             b, p, q = model.links[name_of("body", int(m.site_bodyid[target]))]
             inbound = [j.name for j in model.joints if j.child == b]
             if b < 0 or (query == "joint_reaction" and not inbound):
-                report.add("ignored", f"sensor {kind}", "its site is on a body without a "
-                           "joint to its parent", where)
+                report.add(
+                    "ignored",
+                    f"sensor {kind}",
+                    "its site is on a body without a joint to its parent",
+                    where,
+                )
                 continue
-            args = (inbound[0],) if query == "joint_reaction" else (
-                model.bodies[b].name, p + quat_matrix(q) @ m.site_pos[target])
-        report.sensors.append(dict(name=name, kind=kind, query=query, args=args,
-                                   where=where))
+            args = (
+                (inbound[0],)
+                if query == "joint_reaction"
+                else (model.bodies[b].name, p + quat_matrix(q) @ m.site_pos[target])
+            )
+        report.sensors.append(dict(name=name, kind=kind, query=query, args=args, where=where))
         report.add("mapped", f"sensor {kind}", f"{name!r}: Simulation.{query}", where)

@@ -11,6 +11,7 @@ Every element the loader met falls in one of three kinds:
 Each entry names where the element is (``file:line`` where the line is known, else the
 file) so that a user can find it.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -68,8 +69,9 @@ class LoadReport:
         if ignored:
             e = ignored[0]
             more = f" (and {len(ignored) - 1} more ignored)" if len(ignored) > 1 else ""
-            raise ValueError(f"{e.where}: {e.what}: {e.detail}; strict=True refuses what "
-                             f"is not simulated{more}")
+            raise ValueError(
+                f"{e.where}: {e.what}: {e.detail}; strict=True refuses what is not simulated{more}"
+            )
 
     def warn(self, stacklevel=4):
         """One warning per kind of thing ignored or approximated, listing where."""
@@ -79,8 +81,11 @@ class LoadReport:
                 groups.setdefault((e.kind, e.what, e.detail), []).append(e.where)
         for (kind, what, detail), where in groups.items():
             lines = [w.rsplit(":", 1)[1] for w in where if w.startswith(self.path + ":")]
-            at = f", lines {', '.join(lines)}" if lines and len(lines) == len(where) else \
-                f" ({'; '.join(where[:5])}{' ...' if len(where) > 5 else ''})"
+            at = (
+                f", lines {', '.join(lines)}"
+                if lines and len(lines) == len(where)
+                else f" ({'; '.join(where[:5])}{' ...' if len(where) > 5 else ''})"
+            )
             warnings.warn(f"{self.path}: {what} {kind}: {detail}{at}", stacklevel=stacklevel)
 
     def __str__(self):

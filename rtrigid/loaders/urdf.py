@@ -13,6 +13,7 @@ object in its file, as pybullet's VHACD files are made), with pybullet's ``<cont
 configures other software (``material``, ``gazebo``, ``transmission``, ``calibration``,
 ``safety_controller``) is ignored, with a warning for the last four.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,15 @@ import numpy as np
 
 from rtrigid.loaders.assemble import JointSpec, Link, build, resolve, rpy_matrix
 
-JOINT_KINDS = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic",
-               "fixed": "fixed", "floating": "floating", "planar": "planar",
-               "spherical": "spherical"}
+JOINT_KINDS = {
+    "revolute": "revolute",
+    "continuous": "revolute",
+    "prismatic": "prismatic",
+    "fixed": "fixed",
+    "floating": "floating",
+    "planar": "planar",
+    "spherical": "spherical",
+}
 SILENT = {"material"}
 # ignored with a warning (and in the load report): other software's settings, and ROS's old
 # <joint_properties> (damping and friction, which <dynamics> gives)
@@ -43,8 +50,7 @@ def _children(src, node, known, ignore):
         elif c.tag in SILENT:
             continue
         elif c.tag == "mimic":
-            src.ignored.setdefault("<mimic> ignored: the joint moves on its own", []).append(
-                c.line)
+            src.ignored.setdefault("<mimic> ignored: the joint moves on its own", []).append(c.line)
         elif c.tag in WARN or c.tag in ignore:
             src.ignored.setdefault(f"<{c.tag}> ignored", []).append(c.line)
         else:
@@ -62,12 +68,16 @@ def _origin(src, node):
 
 def _link(src, node, ignore, materials, collision, package_dirs):
     link = _link_inertia(src, node, ignore)
-    link.visuals = [p for v in node.findall("visual")
-                    for p in _visual(src, v, materials, package_dirs)]
+    link.visuals = [
+        p for v in node.findall("visual") for p in _visual(src, v, materials, package_dirs)
+    ]
     if collision:
         coefficients = _contact(src, node)
-        link.collisions = [c for e in node.findall("collision")
-                           for c in _collision(src, e, package_dirs, coefficients)]
+        link.collisions = [
+            c
+            for e in node.findall("collision")
+            for c in _collision(src, e, package_dirs, coefficients)
+        ]
     return link
 
 
@@ -99,8 +109,10 @@ def _collision(src, node, package_dirs, coefficients):
     elif g.tag == "sphere":
         kind, params = "sphere", {"radius": src.floats(g, "radius", 1)}
     elif g.tag in ("cylinder", "capsule"):
-        kind, params = g.tag, {"radius": src.floats(g, "radius", 1),
-                               "half_length": 0.5 * src.floats(g, "length", 1)}
+        kind, params = (
+            g.tag,
+            {"radius": src.floats(g, "radius", 1), "half_length": 0.5 * src.floats(g, "length", 1)},
+        )
     elif g.tag == "mesh":
         filename = g.attrib.get("filename")
         if not filename:
@@ -111,10 +123,11 @@ def _collision(src, node, package_dirs, coefficients):
             return []
         kind, params = "mesh", {"file": path, "scale": _scale(src, g)}
     elif g.tag == "plane":  # pybullet's infinite plane
-        kind, params = "plane", {"normal": src.floats(g, "normal", 3, np.array([0., 0., 1.]))}
+        kind, params = "plane", {"normal": src.floats(g, "normal", 3, np.array([0.0, 0.0, 1.0]))}
     else:
-        src.ignored.setdefault(f"<collision> <{g.tag}> ignored: not a convex shape rtrigid "
-                               "reads", []).append(g.line)
+        src.ignored.setdefault(
+            f"<collision> <{g.tag}> ignored: not a convex shape rtrigid reads", []
+        ).append(g.line)
         return []
     return [{"kind": kind, "params": params, "pos": pos, "R": R, "node": g, **coefficients}]
 
@@ -142,8 +155,11 @@ def _visual(src, node, materials, package_dirs=()):
     elif g.tag == "sphere":
         part.update(type="sphere", radius=src.floats(g, "radius", 1))
     elif g.tag in ("cylinder", "capsule"):
-        part.update(type=g.tag, radius=src.floats(g, "radius", 1),
-                    half_length=0.5 * src.floats(g, "length", 1))
+        part.update(
+            type=g.tag,
+            radius=src.floats(g, "radius", 1),
+            half_length=0.5 * src.floats(g, "length", 1),
+        )
     elif g.tag == "mesh":
         filename = g.attrib.get("filename")
         if not filename:
@@ -151,9 +167,9 @@ def _visual(src, node, materials, package_dirs=()):
         path = resolve(os.path.dirname(src.path), filename, package_dirs)
         if path is None:
             src.ignored.setdefault("mesh files not found (drawn as placeholders)", []).append(
-                g.line)
-        part.update(type="mesh", file=path or filename, missing=path is None,
-                    scale=_scale(src, g))
+                g.line
+            )
+        part.update(type="mesh", file=path or filename, missing=path is None, scale=_scale(src, g))
     elif g.tag == "plane":
         return []  # pybullet's infinite plane: its collision is the ground; not drawn
     else:
@@ -191,8 +207,9 @@ def _link_inertia(src, node, ignore):
     ie = el.find("inertia")
     if ie is None:
         raise src.error(el, "missing <inertia>")
-    ixx, ixy, ixz, iyy, iyz, izz = (src.floats(ie, k, 1) for k in
-                                    ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"))
+    ixx, ixy, ixz, iyy, iyz, izz = (
+        src.floats(ie, k, 1) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+    )
     tensor = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
     com, R = _origin(src, el)
     if mass == 0.0:
@@ -236,16 +253,38 @@ def _joint(src, node, ignore):
         if damping < 0.0:
             raise src.error(dyn, f"negative damping {damping}")
         if src.floats(dyn, "friction", 1, 0.0) != 0.0:
-            src.ignored.setdefault("joint friction (Coulomb) ignored: not simulated",
-                                   []).append(dyn.line)
+            src.ignored.setdefault("joint friction (Coulomb) ignored: not simulated", []).append(
+                dyn.line
+            )
         if damping and kind not in ("revolute", "continuous", "prismatic"):
             raise src.error(dyn, f"damping on a {kind} joint is not supported")
-    return JointSpec(name, JOINT_KINDS[kind], ends[0], ends[1], _origin(src, node),
-                     np.zeros(3), axis, node, damping=damping, info=info)
+    return JointSpec(
+        name,
+        JOINT_KINDS[kind],
+        ends[0],
+        ends[1],
+        _origin(src, node),
+        np.zeros(3),
+        axis,
+        node,
+        damping=damping,
+        info=info,
+    )
 
 
-def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore, limits=True,
-         collision=True, package_dirs=(), self_collision=False, report=None):
+def read(
+    src,
+    *,
+    floating_base,
+    merge_fixed,
+    allow_nonphysical_inertia,
+    ignore,
+    limits=True,
+    collision=True,
+    package_dirs=(),
+    self_collision=False,
+    report=None,
+):
     """The :class:`rtrigid.Model` of the URDF in ``src`` (a parsed Source); the collision
     geoms added are listed as mapped in ``report`` (a LoadReport)."""
     robot = src.root
@@ -271,8 +310,17 @@ def read(src, *, floating_base, merge_fixed, allow_nonphysical_inertia, ignore, 
         seen = set()
         dup = next(j for j in joints if j.name in seen or seen.add(j.name))
         raise src.error(dup.node, f"a second joint named {dup.name!r}")
-    model = build(src, links, joints, robot, floating_base=floating_base,
-                  merge_fixed=merge_fixed, allow_nonphysical_inertia=allow_nonphysical_inertia,
-                  limits=limits, report=report, self_collision=self_collision)
+    model = build(
+        src,
+        links,
+        joints,
+        robot,
+        floating_base=floating_base,
+        merge_fixed=merge_fixed,
+        allow_nonphysical_inertia=allow_nonphysical_inertia,
+        limits=limits,
+        report=report,
+        self_collision=self_collision,
+    )
     src.warn_ignored()
     return model

@@ -1,6 +1,7 @@
 """Contact scenes: bodies on a ground (a ball on an incline, a box stack, the quadruped, tops
 on a table, the tippe top, Euler's disk), a crate on a static ramp, blocks on a kinematic
 turntable."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,9 +23,15 @@ def box_inertia(mass: float, half: ArrayLike) -> NDArray[np.float64]:
 
 
 @scenario(dt=1.0 / 240.0, t_end=2.0)
-def ball_on_incline(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
-                    options: dict[str, Any] | None = None, angle: float = 20.0,
-                    friction: float = 0.5, radius: float = 0.1, mass: float = 1.0) -> Simulation:
+def ball_on_incline(
+    integrator: str = "energy_momentum",
+    dt: float = 1.0 / 240.0,
+    options: dict[str, Any] | None = None,
+    angle: float = 20.0,
+    friction: float = 0.5,
+    radius: float = 0.1,
+    mass: float = 1.0,
+) -> Simulation:
     """A solid ball rolling down an incline of ``angle`` degrees from rest.
 
     It rolls without slipping while tan(angle) <= 7/2 mu, with acceleration (5/7) g sin(angle)
@@ -55,9 +62,15 @@ def ball_on_incline(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0
 
 
 @scenario(dt=1.0 / 240.0, t_end=10.0)
-def box_stack(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
-              options: dict[str, Any] | None = None, n: int = 10, size: float = 0.1,
-              mass: float = 1.0, friction: float = 0.5) -> Simulation:
+def box_stack(
+    integrator: str = "energy_momentum",
+    dt: float = 1.0 / 240.0,
+    options: dict[str, Any] | None = None,
+    n: int = 10,
+    size: float = 0.1,
+    mass: float = 1.0,
+    friction: float = 0.5,
+) -> Simulation:
     """``n`` cubes of half size ``size`` stacked on the ground, at rest: the stack should stand."""
     n = as_int(n, "n", minimum=1)
     half = (as_scalar(size, "size", positive=True),) * 3
@@ -65,8 +78,13 @@ def box_stack(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
     m = Model()
     m.add_ground(friction=friction)
     for k in range(n):
-        m.add_body(f"box{k}", mass, box_inertia(mass, half), shape=("box", {"half_extents": half}),
-                   friction=friction)
+        m.add_body(
+            f"box{k}",
+            mass,
+            box_inertia(mass, half),
+            shape=("box", {"half_extents": half}),
+            friction=friction,
+        )
     sim = Simulation(m, integrator, dt, options=options)
     for k in range(n):
         sim.set_position(k, (0.0, 0.0, half[2] * (2 * k + 1)))
@@ -74,8 +92,13 @@ def box_stack(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
     return sim
 
 
-def quadruped_model(torso_mass: float = 4.0, leg_mass: float = 0.3, friction: float = 0.8,
-                    kp: float = 60.0, kv: float = 1.0) -> Model:
+def quadruped_model(
+    torso_mass: float = 4.0,
+    leg_mass: float = 0.3,
+    friction: float = 0.8,
+    kp: float = 60.0,
+    kv: float = 1.0,
+) -> Model:
     """A simple quadruped on the ground: a box torso (0.4 x 0.2 x 0.1 m) on four capsule legs
     (0.2 m, 2 cm end caps) hinged about y at its bottom corners, each held upright by a
     position servo (kp, kv).  Standing, the torso's centre is 0.27 m over the ground.
@@ -84,15 +107,27 @@ def quadruped_model(torso_mass: float = 4.0, leg_mass: float = 0.3, friction: fl
     half = (0.2, 0.1, 0.05)
     m = Model()
     m.add_ground(friction=friction)
-    m.add_body("torso", torso_mass, box_inertia(torso_mass, half),
-               shape=("box", {"half_extents": half}), friction=friction)
+    m.add_body(
+        "torso",
+        torso_mass,
+        box_inertia(torso_mass, half),
+        shape=("box", {"half_extents": half}),
+        friction=friction,
+    )
     leg = ("capsule", {"radius": 0.02, "half_length": 0.1})
-    j = leg_mass * 0.2 ** 2 / 12.0
+    j = leg_mass * 0.2**2 / 12.0
     for i, (sx, sy) in enumerate(((1, 1), (1, -1), (-1, 1), (-1, -1))):
         name = f"leg{i}"
         m.add_body(name, leg_mass, (j, j, 1e-4), shape=leg, friction=friction)
-        m.add_joint("revolute", "torso", name, anchor_parent=(0.15 * sx, 0.12 * sy, -0.05),
-                    anchor_child=(0.0, 0.0, 0.1), axis_parent=(0.0, 1.0, 0.0), name=f"hip{i}")
+        m.add_joint(
+            "revolute",
+            "torso",
+            name,
+            anchor_parent=(0.15 * sx, 0.12 * sy, -0.05),
+            anchor_child=(0.0, 0.0, 0.1),
+            axis_parent=(0.0, 1.0, 0.0),
+            name=f"hip{i}",
+        )
         m.add_actuator(f"hip{i}", "position", kp=kp, kv=kv)
     return m
 
@@ -101,8 +136,12 @@ QUADRUPED_STAND = 0.27  # quadruped_model's torso centre over the ground, standi
 
 
 @scenario(dt=1.0 / 240.0, t_end=3.0, integrator="nullspace_rk4")
-def quadruped_on_ground(integrator: str = "nullspace_rk4", dt: float = 1.0 / 240.0,
-                        options: dict[str, Any] | None = None, drop: float = 0.02) -> Simulation:
+def quadruped_on_ground(
+    integrator: str = "nullspace_rk4",
+    dt: float = 1.0 / 240.0,
+    options: dict[str, Any] | None = None,
+    drop: float = 0.02,
+) -> Simulation:
     """A simple quadruped (a box on four servo-held capsule legs) dropped ``drop`` m onto the
     ground: contacts through joints; it lands and stands on its feet."""
     m = quadruped_model()
@@ -112,9 +151,18 @@ def quadruped_on_ground(integrator: str = "nullspace_rk4", dt: float = 1.0 / 240
     return sim
 
 
-def _cone_top(integrator: str, options: dict[str, Any] | None, dt: float, mass: float,
-              radius: float, height: float, friction: float, tilt: float, spin: float,
-              name: str) -> Simulation:
+def _cone_top(
+    integrator: str,
+    options: dict[str, Any] | None,
+    dt: float,
+    mass: float,
+    radius: float,
+    height: float,
+    friction: float,
+    tilt: float,
+    spin: float,
+    name: str,
+) -> Simulation:
     """A solid cone standing on its apex, tilted ``tilt`` about x, spinning ``spin`` about its
     axis, on a ground of ``friction``."""
     mass = as_scalar(mass, "mass", positive=True)
@@ -124,9 +172,13 @@ def _cone_top(integrator: str, options: dict[str, Any] | None, dt: float, mass: 
     j1 = 3.0 * mass / 80.0 * (4.0 * r * r + h * h)
     m = Model()
     m.add_ground(friction=friction)
-    m.add_body(name, mass, (j1, j1, 0.3 * mass * r * r), shape=("cone", {"radius": r,
-                                                                          "height": h}),
-               friction=friction)
+    m.add_body(
+        name,
+        mass,
+        (j1, j1, 0.3 * mass * r * r),
+        shape=("cone", {"radius": r, "height": h}),
+        friction=friction,
+    )
     sim = Simulation(m, integrator, dt, options=options)
     q = np.array([np.cos(tilt / 2), np.sin(tilt / 2), 0.0, 0.0])
     axis = quat.rotate(q, np.array([0.0, 0.0, 1.0]), np.empty(3))
@@ -137,10 +189,17 @@ def _cone_top(integrator: str, options: dict[str, Any] | None, dt: float, mass: 
 
 
 @scenario(dt=1e-3, t_end=5.0)
-def top_on_table(integrator: str = "energy_momentum", dt: float = 1e-3,
-                 options: dict[str, Any] | None = None, mass: float = 0.1, radius: float = 0.03,
-                 height: float = 0.06, friction: float = 0.3, tilt: float = 0.1,
-                 spin: float = 400.0) -> Simulation:
+def top_on_table(
+    integrator: str = "energy_momentum",
+    dt: float = 1e-3,
+    options: dict[str, Any] | None = None,
+    mass: float = 0.1,
+    radius: float = 0.03,
+    height: float = 0.06,
+    friction: float = 0.3,
+    tilt: float = 0.1,
+    spin: float = 400.0,
+) -> Simulation:
     """A solid cone top spinning on its apex on a table: it precesses with its tip on the
     table; below about 240 rad/s (its critical spin 2 sqrt(I1 m g l) / I3 about the apex) it
     falls over."""
@@ -150,10 +209,17 @@ def top_on_table(integrator: str = "energy_momentum", dt: float = 1e-3,
 
 
 @scenario(dt=5e-4, t_end=5.0)
-def tippe_top(integrator: str = "energy_momentum", dt: float = 5e-4,
-              options: dict[str, Any] | None = None, mass: float = 0.015, radius: float = 0.02,
-              offset: float = 0.3, friction: float = 0.3, tilt: float = 0.1,
-              spin: float = 150.0) -> Simulation:
+def tippe_top(
+    integrator: str = "energy_momentum",
+    dt: float = 5e-4,
+    options: dict[str, Any] | None = None,
+    mass: float = 0.015,
+    radius: float = 0.02,
+    offset: float = 0.3,
+    friction: float = 0.3,
+    tilt: float = 0.1,
+    spin: float = 150.0,
+) -> Simulation:
     """A tippe top: a ball whose centre of mass lies ``offset`` radii below its centre, spun
     fast about the vertical; sliding friction turns it over onto its top (its centre of mass
     rises above the ball's centre)."""
@@ -166,8 +232,13 @@ def tippe_top(integrator: str = "energy_momentum", dt: float = 5e-4,
     i1 = i3 / 1.1  # inversion needs 1 - offset < I3 / I1 < 1 + offset
     m = Model()
     m.add_ground(friction=friction)
-    m.add_body("top", mass, (i1, i1, i3), shape=("sphere", {"radius": r, "offset": (0, 0, a)}),
-               friction=friction)
+    m.add_body(
+        "top",
+        mass,
+        (i1, i1, i3),
+        shape=("sphere", {"radius": r, "offset": (0, 0, a)}),
+        friction=friction,
+    )
     sim = Simulation(m, integrator, dt, options=options)
     tilt = as_scalar(tilt, "tilt")
     q = np.array([np.cos(tilt / 2), np.sin(tilt / 2), 0.0, 0.0])
@@ -179,8 +250,9 @@ def tippe_top(integrator: str = "energy_momentum", dt: float = 5e-4,
     return sim
 
 
-def euler_disk_precession(alpha: float, radius: float = 0.04, thickness: float = 0.01,
-                          g: float = 9.81) -> float:
+def euler_disk_precession(
+    alpha: float, radius: float = 0.04, thickness: float = 0.01, g: float = 9.81
+) -> float:
     """The precession rate (rad/s) of a uniform disc (a cylinder of ``radius`` and
     ``thickness``) rolling without slipping on its rim round a fixed centre, its face at
     ``alpha`` (rad) to the table: the steady motion of Euler's disk.
@@ -200,10 +272,18 @@ def euler_disk_precession(alpha: float, radius: float = 0.04, thickness: float =
 
 
 @scenario(dt=2.5e-4, t_end=7.0)
-def euler_disk(integrator: str = "energy_momentum", dt: float = 2.5e-4,
-               options: dict[str, Any] | None = None, mass: float = 0.2, radius: float = 0.04,
-               thickness: float = 0.01, friction: float = 0.3, alpha: float = 0.5,
-               rolling_friction: float = 3e-4, spin: float | None = None) -> Simulation:
+def euler_disk(
+    integrator: str = "energy_momentum",
+    dt: float = 2.5e-4,
+    options: dict[str, Any] | None = None,
+    mass: float = 0.2,
+    radius: float = 0.04,
+    thickness: float = 0.01,
+    friction: float = 0.3,
+    alpha: float = 0.5,
+    rolling_friction: float = 3e-4,
+    spin: float | None = None,
+) -> Simulation:
     """Euler's disk: a thick coin rolling round on its rim, its face at ``alpha`` rad to the
     table, started in the steady rolling of that inclination (centre at rest, precessing at
     :func:`euler_disk_precession`); ``spin``: instead released spinning at that rate about
@@ -222,8 +302,14 @@ def euler_disk(integrator: str = "energy_momentum", dt: float = 2.5e-4,
     i1 = mass * (3 * r * r + 4 * hl * hl) / 12.0
     m = Model()
     m.add_ground(friction=friction)
-    m.add_body("disk", mass, (i1, i1, i3), shape=("cylinder", {"radius": r, "half_length": hl}),
-               friction=friction, rolling_friction=rolling_friction)
+    m.add_body(
+        "disk",
+        mass,
+        (i1, i1, i3),
+        shape=("cylinder", {"radius": r, "half_length": hl}),
+        friction=friction,
+        rolling_friction=rolling_friction,
+    )
     sim = Simulation(m, integrator, dt, options=options)
     # the axis alpha from the vertical, turned about x: the contact point lies along -y
     q = np.array([np.cos(alpha / 2), np.sin(alpha / 2), 0.0, 0.0])
@@ -237,8 +323,9 @@ def euler_disk(integrator: str = "energy_momentum", dt: float = 2.5e-4,
     if spin is None:
         e3 = np.array([0.0, -np.sin(alpha), np.cos(alpha)])
         down = np.array([0.0, -np.cos(alpha), -np.sin(alpha)])
-        sim.set_angular_velocity("disk", -precession(alpha) * np.sin(alpha) / r
-                                 * (r * down - hl * e3))
+        sim.set_angular_velocity(
+            "disk", -precession(alpha) * np.sin(alpha) / r * (r * down - hl * e3)
+        )
     else:
         sim.set_angular_velocity("disk", (0.0, 0.0, as_scalar(spin, "spin")))
     info(sim).update(conserved=[], precession=precession)
@@ -246,9 +333,15 @@ def euler_disk(integrator: str = "energy_momentum", dt: float = 2.5e-4,
 
 
 @scenario(dt=1.0 / 60.0, t_end=10.0)
-def crate_on_ramp(integrator: str = "energy_momentum", dt: float = 1.0 / 60.0,
-                  options: dict[str, Any] | None = None, angle: float = 16.7,
-                  friction: float = 0.5, mass: float = 10.0, size: float = 0.2) -> Simulation:
+def crate_on_ramp(
+    integrator: str = "energy_momentum",
+    dt: float = 1.0 / 60.0,
+    options: dict[str, Any] | None = None,
+    angle: float = 16.7,
+    friction: float = 0.5,
+    mass: float = 10.0,
+    size: float = 0.2,
+) -> Simulation:
     """A crate of half size ``size`` at rest on a static ramp (a box on the world) tilted
     ``angle`` degrees, at a game's 60 Hz: inside its friction cone (tan(angle) < friction) it
     stays where it was put; ``info["reference"](t)`` is that place."""
@@ -262,10 +355,16 @@ def crate_on_ramp(integrator: str = "energy_momentum", dt: float = 1.0 / 60.0,
     m = Model()
     m.add_ground(friction=friction)
     ramp_centre = np.array([0.0, 0.0, 1.2 * np.sin(angle) + 0.05])
-    m.add_geom(None, "box", half_extents=(1.2, 0.6, 0.05), pos=ramp_centre, quat=tilt,
-               friction=friction)
-    m.add_body("crate", mass, box_inertia(mass, (half,) * 3),
-               shape=("box", {"half_extents": (half,) * 3}), friction=friction)
+    m.add_geom(
+        None, "box", half_extents=(1.2, 0.6, 0.05), pos=ramp_centre, quat=tilt, friction=friction
+    )
+    m.add_body(
+        "crate",
+        mass,
+        box_inertia(mass, (half,) * 3),
+        shape=("box", {"half_extents": (half,) * 3}),
+        friction=friction,
+    )
     sim = Simulation(m, integrator, dt, options=options)
     start = ramp_centre + (0.05 + half) * normal
     sim.set_position("crate", start)
@@ -280,9 +379,14 @@ def crate_on_ramp(integrator: str = "energy_momentum", dt: float = 1.0 / 60.0,
 
 
 @scenario(dt=1.0 / 240.0, t_end=4.0)
-def turntable(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
-              options: dict[str, Any] | None = None, spin: float = 3.0, friction: float = 0.5,
-              radii: ArrayLike = (0.2, 0.35, 0.5, 0.65, 0.8)) -> Simulation:
+def turntable(
+    integrator: str = "energy_momentum",
+    dt: float = 1.0 / 240.0,
+    options: dict[str, Any] | None = None,
+    spin: float = 3.0,
+    friction: float = 0.5,
+    radii: ArrayLike = (0.2, 0.35, 0.5, 0.65, 0.8),
+) -> Simulation:
     """Blocks on a kinematic turntable (a square plate, ``add_body(kinematic=True)``) turning
     at ``spin`` rad/s, one at each of ``radii`` (m) from its axis, at rest on it: those within
     mu g / spin^2 (0.55 m by default) ride round with it, those beyond slide off onto the
@@ -297,8 +401,13 @@ def turntable(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
     m.add_geom(table, "box", half_extents=(1.0, 1.0, 0.05), friction=friction)
     half = (0.05, 0.05, 0.05)
     for k in range(len(radii)):
-        m.add_body(f"block{k}", 1.0, box_inertia(1.0, half), shape=("box", {"half_extents": half}),
-                   friction=friction)
+        m.add_body(
+            f"block{k}",
+            1.0,
+            box_inertia(1.0, half),
+            shape=("box", {"half_extents": half}),
+            friction=friction,
+        )
     sim = Simulation(m, integrator, dt, options=options)
     sim.set_position("turntable", (0.0, 0.0, 0.3))
     sim.set_angular_velocity("turntable", (0.0, 0.0, spin))
@@ -309,5 +418,5 @@ def turntable(integrator: str = "energy_momentum", dt: float = 1.0 / 240.0,
         sim.set_velocity(k + 1, spin * r * np.array([-np.sin(a), np.cos(a), 0.0]))
         sim.set_angular_velocity(k + 1, (0.0, 0.0, spin))
     g = float(np.linalg.norm(m.gravity))
-    info(sim).update(conserved=[], reach=friction * g / spin ** 2)
+    info(sim).update(conserved=[], reach=friction * g / spin**2)
     return sim

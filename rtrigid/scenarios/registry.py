@@ -1,5 +1,6 @@
 """The scenario registry: the :func:`scenario` decorator, :func:`build` and the queries on
 registered names, model factories (``"module:function"``) and robot files."""
+
 from __future__ import annotations
 
 import importlib
@@ -17,20 +18,27 @@ _B = TypeVar("_B", bound=Builder)
 _BUILDERS: dict[str, tuple[Builder, float, float]] = {}
 # simulation -> its scenario's metadata
 _INFO: weakref.WeakKeyDictionary[Simulation, dict[str, Any]] = weakref.WeakKeyDictionary()
-FACTORY_DT = 1e-3    # the step of a model factory's simulation unless dt is given
+FACTORY_DT = 1e-3  # the step of a model factory's simulation unless dt is given
 FACTORY_T_END = 1.0  # and its default duration
-ALL_AXES = [("linear", 0), ("linear", 1), ("linear", 2),
-            ("angular", 0), ("angular", 1), ("angular", 2)]
+ALL_AXES = [
+    ("linear", 0),
+    ("linear", 1),
+    ("linear", 2),
+    ("angular", 0),
+    ("angular", 1),
+    ("angular", 2),
+]
 
 
-def scenario(dt: float, t_end: float, integrator: str = "energy_momentum"
-             ) -> Callable[[_B], _B]:
+def scenario(dt: float, t_end: float, integrator: str = "energy_momentum") -> Callable[[_B], _B]:
     """Register a builder under its function name with its default step, duration and
     integrator (what :func:`build` uses when none is given)."""
+
     def register(fn: _B) -> _B:
         _BUILDERS[fn.__name__] = (fn, dt, t_end)
         _DEFAULT_INTEGRATOR[fn.__name__] = integrator
         return fn
+
     return register
 
 
@@ -56,9 +64,12 @@ def defaults(name: str) -> tuple[float, float]:
 def parameters(name: str) -> dict[str, Any]:
     """The keyword parameters of a scenario with their defaults."""
     fn = _get(name)[0]
-    return {k: p.default for k, p in inspect.signature(fn).parameters.items()
-            if k not in ("integrator", "dt", "options")
-            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {
+        k: p.default
+        for k, p in inspect.signature(fn).parameters.items()
+        if k not in ("integrator", "dt", "options")
+        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
 
 
 def info(sim: Simulation) -> dict[str, Any]:
@@ -118,28 +129,46 @@ def _get(name: str) -> tuple[Builder, float, float]:
     if is_factory(name):
         return factory(name), FACTORY_DT, FACTORY_T_END
     if name not in _BUILDERS:
-        raise ValueError(f"name: unknown scenario {name!r}; known: {names()} (or a model "
-                         "factory as module:function)")
+        raise ValueError(
+            f"name: unknown scenario {name!r}; known: {names()} (or a model "
+            "factory as module:function)"
+        )
     return _BUILDERS[name]
 
 
-def _from_factory(name: str, integrator: str, dt: float | None,
-                  options: dict[str, Any] | None, params: dict[str, Any]) -> Simulation:
+def _from_factory(
+    name: str,
+    integrator: str,
+    dt: float | None,
+    options: dict[str, Any] | None,
+    params: dict[str, Any],
+) -> Simulation:
     """Build the simulation of a model factory: ``fn(**params)`` returns a Model (stepped
     here by ``integrator`` at ``dt``) or a Simulation (taken as it is)."""
     made = factory(name)(**params)
     if isinstance(made, Simulation):
         return made
     if not isinstance(made, Model):
-        raise ValueError(f"name: {name} returned a {type(made).__name__}, not a Model or a "
-                         "Simulation")
-    return Simulation(made, integrator=integrator, dt=FACTORY_DT if dt is None else dt,
-                      options=options)
+        raise ValueError(
+            f"name: {name} returned a {type(made).__name__}, not a Model or a Simulation"
+        )
+    return Simulation(
+        made, integrator=integrator, dt=FACTORY_DT if dt is None else dt, options=options
+    )
 
 
-FILE_PARAMETERS: dict[str, Any] = {"floating_base": False, "merge_fixed": True, "ignore": (),
-                                   "limits": True, "actuators": None, "kp": None, "kv": None,
-                                   "collision": True, "package_dirs": (), "strict": False}
+FILE_PARAMETERS: dict[str, Any] = {
+    "floating_base": False,
+    "merge_fixed": True,
+    "ignore": (),
+    "limits": True,
+    "actuators": None,
+    "kp": None,
+    "kv": None,
+    "collision": True,
+    "package_dirs": (),
+    "strict": False,
+}
 FILE_DT, FILE_T_END = 1e-3, 2.0
 
 
@@ -148,8 +177,13 @@ def is_file(name: object) -> bool:
     return isinstance(name, str) and name not in _BUILDERS and os.path.isfile(name)
 
 
-def build(name: str, integrator: str | None = None, dt: float | None = None,
-          options: dict[str, Any] | None = None, **params: Any) -> Simulation:
+def build(
+    name: str,
+    integrator: str | None = None,
+    dt: float | None = None,
+    options: dict[str, Any] | None = None,
+    **params: Any,
+) -> Simulation:
     """Build scenario ``name`` stepped by ``integrator`` (with its ``options``); unknown
     parameters are refused with ``ValueError``.  ``integrator`` defaults to the scenario's
     (:func:`default_integrator`: ``energy_momentum``, ``nullspace_rk4`` for the closed
@@ -164,15 +198,16 @@ def build(name: str, integrator: str | None = None, dt: float | None = None,
 
         for key in params:
             if key not in FILE_PARAMETERS:
-                raise ValueError(f"{key}: not a parameter of a robot file; known: "
-                                 f"{sorted(FILE_PARAMETERS)}")
+                raise ValueError(
+                    f"{key}: not a parameter of a robot file; known: {sorted(FILE_PARAMETERS)}"
+                )
         model = load_model(name, **params)
         if dt is None:
             dt = model.timestep or FILE_DT
-        sim = Simulation(model, integrator=integrator or "nullspace_rk4", dt=dt,
-                         options=options)
-        info(sim).update(scenario=name, t_end=FILE_T_END, conserved=[],
-                         params={**FILE_PARAMETERS, **params})
+        sim = Simulation(model, integrator=integrator or "nullspace_rk4", dt=dt, options=options)
+        info(sim).update(
+            scenario=name, t_end=FILE_T_END, conserved=[], params={**FILE_PARAMETERS, **params}
+        )
         return sim
     fn, default_dt, t_end = _get(name)
     integrator = integrator or default_integrator(name)
@@ -184,8 +219,9 @@ def build(name: str, integrator: str | None = None, dt: float | None = None,
     if is_factory(name):
         sim = _from_factory(name, integrator, dt, options, params)
     else:
-        sim = fn(integrator=integrator, dt=default_dt if dt is None else dt, options=options,
-                 **params)
+        sim = fn(
+            integrator=integrator, dt=default_dt if dt is None else dt, options=options, **params
+        )
     info(sim).setdefault("scenario", name)
     info(sim).setdefault("t_end", t_end)
     info(sim)["params"] = {**known, **params}

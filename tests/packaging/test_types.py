@@ -10,8 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
 # the modules the typed API is made of, each of which the configuration must check
 TYPED = ["rtrigid/simulation.py", "rtrigid/simulation_actuators.py",
-         "rtrigid/simulation_helpers.py", "rtrigid/simulation_joints.py",
-         "rtrigid/simulation_loads.py", "rtrigid/simulation_queries.py",
+         "rtrigid/simulation_bodies.py", "rtrigid/simulation_helpers.py",
+         "rtrigid/simulation_joints.py", "rtrigid/simulation_loads.py",
+         "rtrigid/simulation_queries.py",
          "rtrigid/simulation_rays.py", "rtrigid/batch.py",
          "rtrigid/sweep.py", "rtrigid/integrators.py", "rtrigid/scenarios", "rtrigid/io"]
 

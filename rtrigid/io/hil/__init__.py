@@ -13,16 +13,53 @@ streams instead, at a fixed rate (:class:`StreamServer` in :mod:`.stream`, the c
 ``docs/hil/protocol.md``), :mod:`.limits` (the server's limits, checked), :mod:`.server`,
 :mod:`.client` and :mod:`.command` (``rtrigid serve``); every name is re-exported here.
 """
+
 from rtrigid.io.hil.protocol import *  # noqa: F401,F403
 from rtrigid.io.hil.server import *  # noqa: F401,F403
 from rtrigid.io.hil.client import *  # noqa: F401,F403
 from rtrigid.io.hil.command import *  # noqa: F401,F403
 from rtrigid.io.hil.protocol import (  # noqa: F401
-    ACTUATOR_ROW, CONTROL, E_FULL, E_IDLE, E_INTERNAL, E_KIND, E_MAGIC, E_SIZE, E_STEP,
-    E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, ERROR, ERROR_HEAD, ERRORS, FATAL, HEADER, HELLO,
-    HELLO_HEAD, HELLO_LIMITS, IMU_WIDTH, JOINT_FORCE, JOINT_ROW, KEEPALIVE, LOAD, MAGIC,
-    MAX_STEPS_LIMIT, REPLY, RESET, SENSOR_ROW, SET_STATE, SET_STATE_HEAD, STATE, STATE_HEAD,
-    STATE_WIDTH, STEP, STEP_HEAD, VERSION, ServerError)
+    ACTUATOR_ROW,
+    CONTROL,
+    E_FULL,
+    E_IDLE,
+    E_INTERNAL,
+    E_KIND,
+    E_MAGIC,
+    E_SIZE,
+    E_STEP,
+    E_TOO_LONG,
+    E_TRUNCATED,
+    E_VALUE,
+    E_VERSION,
+    ERROR,
+    ERROR_HEAD,
+    ERRORS,
+    FATAL,
+    HEADER,
+    HELLO,
+    HELLO_HEAD,
+    HELLO_LIMITS,
+    IMU_WIDTH,
+    JOINT_FORCE,
+    JOINT_ROW,
+    KEEPALIVE,
+    LOAD,
+    MAGIC,
+    MAX_STEPS_LIMIT,
+    REPLY,
+    RESET,
+    SENSOR_ROW,
+    SET_STATE,
+    SET_STATE_HEAD,
+    STATE,
+    STATE_HEAD,
+    STATE_WIDTH,
+    STEP,
+    STEP_HEAD,
+    VERSION,
+    ServerError,
+)
 from rtrigid.io.hil.limits import check_limits  # noqa: F401
 from rtrigid.io.hil.server import Server  # noqa: F401
 from rtrigid.io.hil.client import Client  # noqa: F401

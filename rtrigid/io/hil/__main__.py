@@ -1,4 +1,5 @@
 """``python -m rtrigid.io.hil SCENARIO ...``: the same as ``rtrigid serve SCENARIO ...``."""
+
 import sys
 
 from rtrigid.cli import main

@@ -1,5 +1,6 @@
 """The lock-step client: :class:`Client` drives a :class:`~rtrigid.io.hil.server.Server`
 (the specification: ``docs/hil/protocol.md``)."""
+
 from __future__ import annotations
 
 import os
@@ -12,17 +13,44 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from rtrigid.io.hil.protocol import (
-    ERROR, ERROR_HEAD, HEADER, HELLO, HELLO_LIMITS, HELLO_SESSION, KEEPALIVE, MAGIC, OBSERVE,
-    PUSH, REPLY, RESET, RESUME, SET_STATE, SET_STATE_HEAD, STATE, STEP, STEP_HEAD, VERSION,
-    ServerError, as_spin, message)
+    ERROR,
+    ERROR_HEAD,
+    HEADER,
+    HELLO,
+    HELLO_LIMITS,
+    HELLO_SESSION,
+    KEEPALIVE,
+    MAGIC,
+    OBSERVE,
+    PUSH,
+    REPLY,
+    RESET,
+    RESUME,
+    SET_STATE,
+    SET_STATE_HEAD,
+    STATE,
+    STEP,
+    STEP_HEAD,
+    VERSION,
+    ServerError,
+    as_spin,
+    message,
+)
 from rtrigid.io.hil.records import (
-    Described, pack_controls, pack_joint_forces, pack_loads, read_description, read_state)
+    Described,
+    pack_controls,
+    pack_joint_forces,
+    pack_loads,
+    read_description,
+    read_state,
+)
 from rtrigid.io.hil.sessions import TOKEN_SIZE
 from rtrigid.validate import as_vector
 
 
-def _set_timeouts(sock: socket.socket, recv: float | None = None, send: float | None = None
-                  ) -> None:
+def _set_timeouts(
+    sock: socket.socket, recv: float | None = None, send: float | None = None
+) -> None:
     """Blocking socket whose recv/send give up after the given seconds (None: never).
 
     The kernel enforces them (SO_RCVTIMEO / SO_SNDTIMEO), so a call costs one system call;
@@ -58,8 +86,15 @@ class Client(Described):
     11: idle), after which this client is closed.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int | None = None, timeout: float = 5.0,
-                 *, unix: str | os.PathLike[str] | None = None, spin: float = 0.0) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        timeout: float = 5.0,
+        *,
+        unix: str | os.PathLike[str] | None = None,
+        spin: float = 0.0,
+    ) -> None:
         self.spin = as_spin(spin)
         self._spin_ns = int(round(self.spin * 1e9))
         if unix is not None:
@@ -95,9 +130,19 @@ class Client(Described):
         # the server's limits, after the rows (None from a server that does not send them)
         self.limits: dict[str, float] | None = None
         if len(hello) >= at + HELLO_LIMITS.size:
-            self.limits = dict(zip(("max_payload", "max_clients", "idle_timeout",
-                                    "partial_timeout", "send_timeout", "time_slice"),
-                                   HELLO_LIMITS.unpack_from(hello, at)))
+            self.limits = dict(
+                zip(
+                    (
+                        "max_payload",
+                        "max_clients",
+                        "idle_timeout",
+                        "partial_timeout",
+                        "send_timeout",
+                        "time_slice",
+                    ),
+                    HELLO_LIMITS.unpack_from(hello, at),
+                )
+            )
             at += HELLO_LIMITS.size
         # the session, after the limits (None from a server without sessions)
         self.session = None
@@ -115,9 +160,14 @@ class Client(Described):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def step(self, n: int = 1, forces: Mapping[int | str, Any] | None = None, *,
-             controls: Mapping[int | str, float] | ArrayLike | None = None,
-             joint_forces: Mapping[int | str, ArrayLike] | None = None) -> dict[str, Any]:
+    def step(
+        self,
+        n: int = 1,
+        forces: Mapping[int | str, Any] | None = None,
+        *,
+        controls: Mapping[int | str, float] | ArrayLike | None = None,
+        joint_forces: Mapping[int | str, ArrayLike] | None = None,
+    ) -> dict[str, Any]:
         """Run ``n`` steps; return the state after.
 
         ``forces`` maps a body (name or index) to ``(force, torque)``, both world-frame
@@ -129,19 +179,25 @@ class Client(Described):
         ``Simulation.set_joint_force``).  Controls and joint forces are held from this request
         on, until a request changes them, as in process.
         """
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not (
-                0 <= n <= self.max_steps_per_request):
-            raise ValueError(f"n: expected an integer in [0, {self.max_steps_per_request}], "
-                             f"got {n!r}")
+        if (
+            isinstance(n, bool)
+            or not isinstance(n, (int, np.integer))
+            or not (0 <= n <= self.max_steps_per_request)
+        ):
+            raise ValueError(
+                f"n: expected an integer in [0, {self.max_steps_per_request}], got {n!r}"
+            )
         loads = self._pack_loads(forces or {})
         controls = self._pack_controls(controls)
         joint_forces = self._pack_joint_forces(joint_forces or {})
-        payload = STEP_HEAD.pack(int(n), len(loads), len(controls), len(joint_forces)) \
-            + b"".join(loads + controls + joint_forces)
+        payload = STEP_HEAD.pack(int(n), len(loads), len(controls), len(joint_forces)) + b"".join(
+            loads + controls + joint_forces
+        )
         return self._state_dict(self._request(STEP, payload))
 
-    def set_state(self, qpos: ArrayLike | None = None, qvel: ArrayLike | None = None
-                  ) -> dict[str, Any]:
+    def set_state(
+        self, qpos: ArrayLike | None = None, qvel: ArrayLike | None = None
+    ) -> dict[str, Any]:
         """Set the generalized coordinates and/or rates (``Simulation.set_qpos``/``set_qvel``;
         None leaves them); both are checked before either is set."""
         parts = []
@@ -150,8 +206,10 @@ class Client(Described):
                 parts.append(np.empty(0))
                 continue
             parts.append(as_vector(value, n, name))
-        payload = SET_STATE_HEAD.pack(parts[0].size, parts[1].size) \
+        payload = (
+            SET_STATE_HEAD.pack(parts[0].size, parts[1].size)
             + np.concatenate(parts).astype("<f8").tobytes()
+        )
         return self._state_dict(self._request(SET_STATE, payload))
 
     def _pack_controls(self, controls: Any) -> list[bytes]:
@@ -188,8 +246,10 @@ class Client(Described):
             raise ValueError("next_state: only an observer (observe()) receives states")
         _set_timeouts(self._sock, recv=self.timeout if timeout is None else timeout)
         try:
-            while len(self._pending) < HEADER.size or len(self._pending) < HEADER.size + \
-                    HEADER.unpack_from(self._pending)[5]:
+            while (
+                len(self._pending) < HEADER.size
+                or len(self._pending) < HEADER.size + HEADER.unpack_from(self._pending)[5]
+            ):
                 data = self._sock.recv(1 << 16)
                 if not data:
                     raise ConnectionError("server closed the connection")
@@ -199,16 +259,18 @@ class Client(Described):
         finally:
             _set_timeouts(self._sock, recv=self.timeout)
         magic, version, kind, _, seq, length = HEADER.unpack_from(self._pending)
-        body = bytes(self._pending[HEADER.size:HEADER.size + length])
-        del self._pending[:HEADER.size + length]
+        body = bytes(self._pending[HEADER.size : HEADER.size + length])
+        del self._pending[: HEADER.size + length]
         if kind == ERROR:
             (code,) = ERROR_HEAD.unpack_from(body)
             self.close()
-            raise ServerError(code, body[ERROR_HEAD.size:].decode("utf-8", "replace"))
+            raise ServerError(code, body[ERROR_HEAD.size :].decode("utf-8", "replace"))
         if (magic, version, kind) != (MAGIC, VERSION, PUSH):
             self.close()
-            raise ConnectionError(f"unexpected message (magic {magic!r}, version {version}, "
-                                  f"kind {kind}) for an observer")
+            raise ConnectionError(
+                f"unexpected message (magic {magic!r}, version {version}, "
+                f"kind {kind}) for an observer"
+            )
         state = self._state_dict(bytearray(body))
         state["seq"] = seq
         return state
@@ -216,8 +278,9 @@ class Client(Described):
     @staticmethod
     def _token(session: object) -> bytes:
         if not isinstance(session, (bytes, bytearray)) or len(session) != TOKEN_SIZE:
-            raise ValueError(f"session: expected the {TOKEN_SIZE}-byte token of "
-                             f"Client.session, got {session!r}")
+            raise ValueError(
+                f"session: expected the {TOKEN_SIZE}-byte token of Client.session, got {session!r}"
+            )
         return bytes(session)
 
     def keepalive(self) -> None:
@@ -251,8 +314,7 @@ class Client(Described):
             raise ConnectionError("server closed the connection")
         return got + k
 
-    def _request(self, kind: int, payload: bytes = b"", keep_rest: bool = False
-                 ) -> bytearray:
+    def _request(self, kind: int, payload: bytes = b"", keep_rest: bool = False) -> bytearray:
         self._seq = self._seq % 0xFFFFFFFF + 1  # 1 .. 2**32-1: seq 0 marks the server's notices
         try:
             self._sock.sendall(message(kind, self._seq, payload))
@@ -269,11 +331,17 @@ class Client(Described):
             got = self._recv_some(got, deadline)
         magic, version, rkind, _, seq, length = HEADER.unpack_from(self._buf)
         notice = rkind == ERROR and seq == 0  # the server's last word before it hangs up
-        if magic != MAGIC or version != VERSION or (seq != self._seq and not notice) or (
-                length > 1 << 24):
+        if (
+            magic != MAGIC
+            or version != VERSION
+            or (seq != self._seq and not notice)
+            or (length > 1 << 24)
+        ):
             self.close()
-            raise ConnectionError(f"unexpected reply header (magic {magic!r}, version "
-                                  f"{version}, seq {seq} for {self._seq}, length {length})")
+            raise ConnectionError(
+                f"unexpected reply header (magic {magic!r}, version "
+                f"{version}, seq {seq} for {self._seq}, length {length})"
+            )
         end = HEADER.size + length
         if end > len(self._buf):
             self._buf.extend(bytes(end - len(self._buf)))  # no view of it is held here
@@ -285,12 +353,12 @@ class Client(Described):
         elif got > end and not notice:  # one request, one reply: nothing may follow it
             self.close()
             raise ConnectionError(f"{got - end} unexpected bytes after a reply")
-        body = bytearray(self._view[HEADER.size:end])
+        body = bytearray(self._view[HEADER.size : end])
         if rkind == ERROR:
             (code,) = ERROR_HEAD.unpack_from(body)
             if notice:
                 self.close()  # the server has closed its end; nothing more will come
-            raise ServerError(code, bytes(body[ERROR_HEAD.size:]).decode("utf-8", "replace"))
+            raise ServerError(code, bytes(body[ERROR_HEAD.size :]).decode("utf-8", "replace"))
         if rkind != kind | REPLY:
             self.close()
             raise ConnectionError(f"reply kind {rkind} to a request of kind {kind}")
@@ -306,11 +374,14 @@ class Client(Described):
             return None
         magic, version, kind, _, seq, length = HEADER.unpack_from(data)
         if (magic, version, kind, seq) != (MAGIC, VERSION, ERROR, 0) or (
-                len(data) < HEADER.size + length or length < ERROR_HEAD.size):
+            len(data) < HEADER.size + length or length < ERROR_HEAD.size
+        ):
             return None
         (code,) = ERROR_HEAD.unpack_from(data, HEADER.size)
-        return ServerError(code, data[HEADER.size + ERROR_HEAD.size:HEADER.size + length]
-                           .decode("utf-8", "replace"))
+        return ServerError(
+            code,
+            data[HEADER.size + ERROR_HEAD.size : HEADER.size + length].decode("utf-8", "replace"),
+        )
 
     def _state_dict(self, body: bytearray) -> dict[str, Any]:
         # views of a copy made for this reply alone: nothing else holds it

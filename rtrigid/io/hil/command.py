@@ -1,5 +1,6 @@
 """The ``rtrigid serve`` command: its IMU arguments parsed, the limits checked, the scenario
 served until interrupted."""
+
 from __future__ import annotations
 
 import argparse
@@ -49,21 +50,36 @@ def serve_main(args: argparse.Namespace) -> None:
 
     udp = getattr(args, "udp", None)
     if udp is None:
-        for name, default in (("rate", None), ("every", 1), ("watchdog", 0.1),
-                              ("on_silence", "hold")):
+        for name, default in (
+            ("rate", None),
+            ("every", 1),
+            ("watchdog", 0.1),
+            ("on_silence", "hold"),
+        ):
             if getattr(args, name, default) != default:
                 raise ValueError(f"{name}: only with --udp PORT (streaming)")
     else:
         check_stream_options(args)
     # the limits are checked before the scenario is built: a typo fails at once, in one line
-    limits = check_limits(**{k: getattr(args, k) for k in (
-        "max_clients", "idle_timeout", "partial_timeout", "send_timeout", "time_slice",
-        "session_grace")
-        if hasattr(args, k)})
+    limits = check_limits(
+        **{
+            k: getattr(args, k)
+            for k in (
+                "max_clients",
+                "idle_timeout",
+                "partial_timeout",
+                "send_timeout",
+                "time_slice",
+                "session_grace",
+            )
+            if hasattr(args, k)
+        }
+    )
     spin = as_spin(getattr(args, "spin", 0.0))
     imus = [parse_imu(text) for text in getattr(args, "imu", None) or ()]
-    sim = scenarios.build(args.scenario, integrator=args.integrator, dt=args.dt,
-                          **dict(args.set or []))
+    sim = scenarios.build(
+        args.scenario, integrator=args.integrator, dt=args.dt, **dict(args.set or [])
+    )
     sim.step(0)  # compile before a real-time priority is taken (the Server compiles too)
     if udp is not None:
         from rtrigid.io.hil.stream import stream_main
@@ -75,12 +91,13 @@ def serve_main(args: argparse.Namespace) -> None:
 
         set_fifo_priority(args.rt_priority)
     unix = getattr(args, "unix", None)
-    server = Server(sim, args.host, args.port, scenario=args.scenario, unix=unix, spin=spin,
-                    imus=imus,
-                    **limits)
+    server = Server(
+        sim, args.host, args.port, scenario=args.scenario, unix=unix, spin=spin, imus=imus, **limits
+    )
     where = f"unix:{server.address}" if unix is not None else "{}:{}".format(*server.address)
-    print(f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) on {where}",
-          flush=True)
+    print(
+        f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) on {where}", flush=True
+    )
     # both signals stop it, SIGINT too when it was started with SIGINT ignored (as a shell's
     # background job or a test runner's worker starts it: Python then raises no
     # KeyboardInterrupt)

@@ -12,6 +12,7 @@ little-endian) and its payload; one reply per request, in order, kind ``request 
 Each connection steps its own copy of the served simulation.  Float64 values travel as raw
 IEEE 754 bytes, so stepping through the server is bit-identical to the same calls in process.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,9 +28,9 @@ PUSH = 0x89  # a state sent to an observer (no request of kind 9 exists)
 ERROR = 0xFF
 HEADER = struct.Struct("<4sBBHII")
 STEP_HEAD = struct.Struct("<IIII")  # n_steps, n_loads, n_controls, n_joint_forces
-LOAD = struct.Struct("<I6d")        # body, force xyz, torque xyz: 52 bytes
-CONTROL = struct.Struct("<Id")      # actuator, control: 12 bytes
-JOINT_FORCE = struct.Struct("<I")   # joint, then one f64 per rate of that joint
+LOAD = struct.Struct("<I6d")  # body, force xyz, torque xyz: 52 bytes
+CONTROL = struct.Struct("<Id")  # actuator, control: 12 bytes
+JOINT_FORCE = struct.Struct("<I")  # joint, then one f64 per rate of that joint
 SET_STATE_HEAD = struct.Struct("<II")  # nq given (0 or nq), nv given (0 or nv)
 STATE_HEAD = struct.Struct("<dQIIII")  # t, steps, n_bodies, nq, nv, n_sensor_values
 HELLO_HEAD = struct.Struct("<IdIIIIII")  # n_bodies, dt, max_steps, joints, actuators,
@@ -42,19 +43,42 @@ HELLO_LIMITS = struct.Struct("<II4d")
 # waits for RESUME after its connection closes
 HELLO_SESSION = struct.Struct("<16sd")
 JOINT_ROW = struct.Struct("<iIIIIIdd")  # parent, child, qpos at, nq, qvel at, nv, lower, upper
-ACTUATOR_ROW = struct.Struct("<I5d")    # joint, gear, ctrl lo, hi, force lo, hi
-SENSOR_ROW = struct.Struct("<I3dI")     # body, point (body axes), values
+ACTUATOR_ROW = struct.Struct("<I5d")  # joint, gear, ctrl lo, hi, force lo, hi
+SENSOR_ROW = struct.Struct("<I3dI")  # body, point (body axes), values
 ERROR_HEAD = struct.Struct("<H")
 STATE_WIDTH = 13
 IMU_WIDTH = 6
 
-ERRORS = {1: "bad magic", 2: "bad version", 3: "unknown kind", 4: "too long", 5: "truncated",
-          6: "bad size", 7: "bad value", 8: "step failed", 9: "internal error",
-          10: "server full", 11: "idle", 12: "session"}
-(E_MAGIC, E_VERSION, E_KIND, E_TOO_LONG, E_TRUNCATED, E_SIZE, E_VALUE, E_STEP,
- E_INTERNAL, E_FULL, E_IDLE, E_SESSION) = range(1, 13)
+ERRORS = {
+    1: "bad magic",
+    2: "bad version",
+    3: "unknown kind",
+    4: "too long",
+    5: "truncated",
+    6: "bad size",
+    7: "bad value",
+    8: "step failed",
+    9: "internal error",
+    10: "server full",
+    11: "idle",
+    12: "session",
+}
+(
+    E_MAGIC,
+    E_VERSION,
+    E_KIND,
+    E_TOO_LONG,
+    E_TRUNCATED,
+    E_SIZE,
+    E_VALUE,
+    E_STEP,
+    E_INTERNAL,
+    E_FULL,
+    E_IDLE,
+    E_SESSION,
+) = range(1, 13)
 FATAL = (E_MAGIC, E_TRUNCATED, E_FULL, E_IDLE)  # the server closes after these
-MAX_STEPS_LIMIT = 2 ** 32 - 1  # n_steps is a u32 on the wire
+MAX_STEPS_LIMIT = 2**32 - 1  # n_steps is a u32 on the wire
 
 
 class ServerError(RuntimeError):
@@ -72,8 +96,9 @@ def message(kind: int, seq: int, payload: bytes = b"", version: int = VERSION) -
 
 def error(seq: int, code: int, text: str, version: int = VERSION) -> bytes:
     """An ERROR reply: ``code`` and ``text`` (UTF-8, cut at 1000 bytes)."""
-    return message(ERROR, seq, ERROR_HEAD.pack(code) + text.encode("utf-8", "replace")[:1000],
-                    version)
+    return message(
+        ERROR, seq, ERROR_HEAD.pack(code) + text.encode("utf-8", "replace")[:1000], version
+    )
 
 
 def pack_strings(strings: Iterable[str]) -> bytes:
@@ -91,7 +116,7 @@ def unpack_strings(buf: bytes | bytearray | memoryview, offset: int, count: int)
     for _ in range(count):
         (size,) = struct.unpack_from("<H", buf, offset)
         offset += 2
-        out.append(bytes(buf[offset:offset + size]).decode("utf-8"))
+        out.append(bytes(buf[offset : offset + size]).decode("utf-8"))
         offset += size
     return out
 
@@ -124,16 +149,28 @@ STREAM_MAGIC = b"RTRU"
 STREAM_VERSION = 1
 COMMAND, SUBSCRIBE, STATS, DESCRIBE = 1, 2, 3, 4  # to the server
 STREAM_STATE = COMMAND | REPLY  # a state, sent every `every` ticks to the destination
-COMMAND_HEAD = struct.Struct("<III")        # n_loads, n_controls, n_joint_forces
-STREAM_STATE_HEAD = struct.Struct("<QII")   # tick, seq of the command in force, status
+COMMAND_HEAD = struct.Struct("<III")  # n_loads, n_controls, n_joint_forces
+STREAM_STATE_HEAD = struct.Struct("<QII")  # tick, seq of the command in force, status
 STATUS_WATCHDOG = 1  # status bit: no command for `watchdog` seconds (held or zeroed)
 # after DESCRIBE's rows: rate (Hz), every, watchdog (s), on_silence (0 hold, 1 zero),
 # max_payload (the longest datagram payload the server takes)
 STREAM_INFO = struct.Struct("<dIdII")
 ON_SILENCE = ("hold", "zero")
-STATS_COUNTS = ("ticks", "scheduled_ticks", "steps", "late_ticks", "folded_ticks", "overruns",
-                "commands_applied", "commands_superseded", "dropped_stale",
-                "dropped_reordered", "dropped_invalid", "states_sent", "watchdog_trips")
+STATS_COUNTS = (
+    "ticks",
+    "scheduled_ticks",
+    "steps",
+    "late_ticks",
+    "folded_ticks",
+    "overruns",
+    "commands_applied",
+    "commands_superseded",
+    "dropped_stale",
+    "dropped_reordered",
+    "dropped_invalid",
+    "states_sent",
+    "watchdog_trips",
+)
 STATS_TIMES = ("worst_lateness_us", "worst_step_us", "worst_start_lateness_us", "dropped_s")
 STATS_PAYLOAD = struct.Struct(f"<{len(STATS_COUNTS)}Q{len(STATS_TIMES)}d")
 

@@ -1,6 +1,7 @@
 """What the lock-step and streaming servers serve: copies of the simulation, the rows HELLO
 describes it by (joints, actuators, IMU sensors), its state packed as the protocol sends it,
 and the Unix-domain listener."""
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,16 @@ from numpy.typing import NDArray
 
 from rtrigid.backends.buffers import SOLVER_HALVINGS, SOLVER_MAX_ITER
 from rtrigid.io.hil.protocol import (
-    ACTUATOR_ROW, HELLO_HEAD, IMU_WIDTH, JOINT_ROW, SENSOR_ROW, STATE_HEAD, STATE_WIDTH,
-    finite3, pack_strings)
+    ACTUATOR_ROW,
+    HELLO_HEAD,
+    IMU_WIDTH,
+    JOINT_ROW,
+    SENSOR_ROW,
+    STATE_HEAD,
+    STATE_WIDTH,
+    finite3,
+    pack_strings,
+)
 from rtrigid.simulation import Simulation
 from rtrigid.simulation_helpers import Handle
 
@@ -53,8 +62,12 @@ def unix_listener(path: str | os.PathLike[str], backlog: int = 128) -> socket.so
     return sock
 
 
-def apply_records(sim: Simulation, controls: Iterable[tuple[Any, ...]],
-                  forces: Iterable[tuple[Any, ...]], loads: Iterable[tuple[Any, ...]]) -> None:
+def apply_records(
+    sim: Simulation,
+    controls: Iterable[tuple[Any, ...]],
+    forces: Iterable[tuple[Any, ...]],
+    loads: Iterable[tuple[Any, ...]],
+) -> None:
     """A STEP's or a COMMAND's records applied to ``sim``: controls and joint forces (held),
     loads (body, force xyz, torque xyz; for the next step).  Raises what the Simulation's
     setters raise; the caller restores its snapshot then."""
@@ -70,11 +83,16 @@ def apply_records(sim: Simulation, controls: Iterable[tuple[Any, ...]],
 def replica(sim: Simulation) -> Simulation:
     """A new Simulation that steps exactly like ``sim`` (restore it to one of sim's snapshots;
     the snapshot's fingerprint check refuses the restore if anything that matters differs)."""
-    return Simulation(sim.model, sim.integrator, sim.dt, options=sim.options,
-                      max_iter=int(sim.backend.solver[SOLVER_MAX_ITER]),
-                      max_halvings=int(sim.backend.solver[SOLVER_HALVINGS]),
-                      step_budget=sim.step_budget,
-                      max_steps_per_advance=sim.max_steps_per_advance)
+    return Simulation(
+        sim.model,
+        sim.integrator,
+        sim.dt,
+        options=sim.options,
+        max_iter=int(sim.backend.solver[SOLVER_MAX_ITER]),
+        max_halvings=int(sim.backend.solver[SOLVER_HALVINGS]),
+        step_budget=sim.step_budget,
+        max_steps_per_advance=sim.max_steps_per_advance,
+    )
 
 
 def joint_rows(sim: Simulation) -> list[tuple[Any, ...]]:
@@ -95,22 +113,32 @@ def actuator_rows(sim: Simulation) -> list[tuple[Any, ...]]:
     """The served simulation's actuators in model order: (name, kind, joint handle, gear,
     ctrl range, force range)."""
     unbounded = (-math.inf, math.inf)
-    return [(a.name, a.kind, a.joint, a.gear, *(a.ctrl_range or unbounded),
-             *(a.force_range or unbounded)) for a in sim.model.actuators]
+    return [
+        (
+            a.name,
+            a.kind,
+            a.joint,
+            a.gear,
+            *(a.ctrl_range or unbounded),
+            *(a.force_range or unbounded),
+        )
+        for a in sim.model.actuators
+    ]
 
 
-def imu_sensors(sim: Simulation, imus: Iterable[ImuSpec] | None
-                ) -> list[tuple[str, int, NDArray[np.float64]]]:
+def imu_sensors(
+    sim: Simulation, imus: Iterable[ImuSpec] | None
+) -> list[tuple[str, int, NDArray[np.float64]]]:
     """IMU sensors as (name, body, point_body): ``imus`` lists bodies (name or index) or
     (body, point_body) pairs; each is named ``imu:BODY`` (``imu:BODY@x,y,z`` off the centre)."""
     out, names = [], set()
     for item in imus or ():
-        body, point = (item, (0.0, 0.0, 0.0)) if isinstance(item, (str, int, np.integer)) \
-            else item
+        body, point = (item, (0.0, 0.0, 0.0)) if isinstance(item, (str, int, np.integer)) else item
         b = sim.body_index(body)
         point = finite3(point, f"imus[{body!r}] point")
-        name = f"imu:{sim.names[b]}" + ("" if point == (0.0, 0.0, 0.0)
-                                        else "@{:g},{:g},{:g}".format(*point))
+        name = f"imu:{sim.names[b]}" + (
+            "" if point == (0.0, 0.0, 0.0) else "@{:g},{:g},{:g}".format(*point)
+        )
         if name in names:
             raise ValueError(f"imus: {name} given twice")
         names.add(name)
@@ -118,15 +146,23 @@ def imu_sensors(sim: Simulation, imus: Iterable[ImuSpec] | None
     return out
 
 
-def describe(sim: Simulation, scenario: str, max_steps: int, joints: list[tuple[Any, ...]],
-             actuators: list[tuple[Any, ...]],
-             imus: list[tuple[str, int, NDArray[np.float64]]]) -> bytes:
+def describe(
+    sim: Simulation,
+    scenario: str,
+    max_steps: int,
+    joints: list[tuple[Any, ...]],
+    actuators: list[tuple[Any, ...]],
+    imus: list[tuple[str, int, NDArray[np.float64]]],
+) -> bytes:
     """The HELLO reply's description of ``sim`` up to its sensor rows (the limits and the
     session follow it in a lock-step HELLO; a stream's DESCRIBE reply ends with its own
     block): ``docs/hil/protocol.md``."""
-    out = [HELLO_HEAD.pack(sim.nb, sim.dt, max_steps, len(joints), len(actuators), len(imus),
-                           sim.nq, sim.nv),
-           pack_strings([sim.integrator, scenario, *sim.names])]
+    out = [
+        HELLO_HEAD.pack(
+            sim.nb, sim.dt, max_steps, len(joints), len(actuators), len(imus), sim.nq, sim.nv
+        ),
+        pack_strings([sim.integrator, scenario, *sim.names]),
+    ]
     for name, kind, *row in joints:
         out += [pack_strings([name, kind]), JOINT_ROW.pack(*row)]
     for name, kind, *row in actuators:
@@ -140,12 +176,11 @@ class StatePacker:
     """Packs a simulation's state as the protocol's state payload (STATE_HEAD, the bodies'
     poses and velocities, qpos, qvel, the IMU readings), into buffers it reuses."""
 
-    def __init__(self, sim: Simulation, imus: list[tuple[str, int, NDArray[np.float64]]]
-                 ) -> None:
+    def __init__(self, sim: Simulation, imus: list[tuple[str, int, NDArray[np.float64]]]) -> None:
         self.imus = imus
         n_sensor_values = IMU_WIDTH * len(imus)
         self.values = np.empty(STATE_WIDTH * sim.nb + sim.nq + sim.nv + n_sensor_values)
-        self.bodies = self.values[:STATE_WIDTH * sim.nb].reshape(sim.nb, STATE_WIDTH)
+        self.bodies = self.values[: STATE_WIDTH * sim.nb].reshape(sim.nb, STATE_WIDTH)
         self.head = (sim.nb, sim.nq, sim.nv, n_sensor_values)
 
     def pack(self, sim: Simulation) -> bytes:
@@ -156,11 +191,11 @@ class StatePacker:
             out[b, 7:10], out[b, 10:13] = sim.velocity(b)
         values = self.values
         at = STATE_WIDTH * sim.nb
-        values[at:at + sim.nq] = sim.qpos()
+        values[at : at + sim.nq] = sim.qpos()
         at += sim.nq
-        values[at:at + sim.nv] = sim.qvel()
+        values[at : at + sim.nv] = sim.qvel()
         at += sim.nv
         for _, b, point in self.imus:
-            values[at:at + 3], values[at + 3:at + 6] = sim.imu(b, point)
+            values[at : at + 3], values[at + 3 : at + 6] = sim.imu(b, point)
             at += IMU_WIDTH
         return STATE_HEAD.pack(sim.t, sim.steps_taken, *self.head) + values.tobytes()

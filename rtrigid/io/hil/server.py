@@ -1,5 +1,6 @@
 """The lock-step server: one thread serving every connection in time-sliced turns, each
 connection stepping a copy of the served Simulation (specification: ``docs/hil/protocol.md``)."""
+
 from __future__ import annotations
 
 import collections
@@ -11,66 +12,69 @@ import socket
 import threading
 import time
 import warnings
-from typing import Any, Iterable, cast
+from typing import Iterable, cast
 
 import numpy as np
 
+from rtrigid.io.hil.connection import Connection, close_quietly
+from rtrigid.io.hil.handlers import RequestsMixin
 from rtrigid.io.hil.limits import check_limits
 from rtrigid.io.hil.protocol import (
-    CONTROL, E_FULL, E_IDLE, E_INTERNAL, E_KIND, E_MAGIC, E_SESSION, E_SIZE, E_STEP,
-    E_TOO_LONG, E_TRUNCATED, E_VALUE, E_VERSION, HEADER, HELLO, HELLO_LIMITS, HELLO_SESSION,
-    JOINT_FORCE, KEEPALIVE, LOAD, MAGIC, OBSERVE, PUSH, REPLY, RESET, RESUME, SET_STATE,
-    SET_STATE_HEAD, STATE, STEP, STEP_HEAD, VERSION, as_spin, error, message)
+    CONTROL,
+    E_FULL,
+    E_IDLE,
+    E_INTERNAL,
+    E_KIND,
+    E_MAGIC,
+    E_SESSION,
+    E_SIZE,
+    E_TOO_LONG,
+    E_TRUNCATED,
+    E_VALUE,
+    E_VERSION,
+    HEADER,
+    HELLO,
+    HELLO_LIMITS,
+    HELLO_SESSION,
+    JOINT_FORCE,
+    KEEPALIVE,
+    LOAD,
+    MAGIC,
+    OBSERVE,
+    REPLY,
+    RESET,
+    RESUME,
+    SET_STATE,
+    SET_STATE_HEAD,
+    STATE,
+    STEP,
+    STEP_HEAD,
+    VERSION,
+    as_spin,
+    error,
+    message,
+)
 from rtrigid.io.hil.served import (
-    ImuSpec, StatePacker, actuator_rows, apply_records, describe, imu_sensors, joint_rows,
-    replica, unix_listener)
-from rtrigid.io.hil.requests import Refusal, StepRequest, parse_step
-from rtrigid.io.hil.sessions import TOKEN_SIZE, Sessions
-from rtrigid.simulation import Simulation, SimulationError, Snapshot
-
-
-class _Connection:
-    """One client: its bytes in and out, its request in progress, its simulation."""
-
-    __slots__ = ("sock", "buf", "out", "sim", "job", "closing", "dead", "queued", "events",
-                 "since", "deadline", "why", "skip", "token", "observing")
-
-    def __init__(self, sock: socket.socket, now: float, token: bytes) -> None:
-        self.sock = sock
-        self.buf = bytearray()   # received, not yet served: whole messages, then a partial one
-        self.out = bytearray()   # replies not yet taken by the socket
-        self.sim: Simulation | None = None  # made on the first request that needs one
-        self.job: _Job | None = None  # the STEP in progress
-        self.closing = False     # close once ``out`` is sent
-        self.dead = False
-        self.queued = False      # in the server's run queue
-        self.events = selectors.EVENT_READ
-        self.since = now         # idle since / first byte of the partial message / stuck since
-        self.deadline = math.inf
-        self.why: str | None = None  # what the deadline is for: "idle", "partial" or "send"
-        self.skip = 0            # bytes still to discard: the payload of a refused long message
-        self.token = token       # the session its simulation belongs to (.sessions)
-        # the token of the session it observes, if it is an observer
-        self.observing: bytes | None = None
-
-
-class _Job:
-    """A STEP being served: what is left of it and how to undo it."""
-
-    __slots__ = ("seq", "left", "loads", "before")
-
-    def __init__(self, seq: int, left: int, loads: list[tuple[Any, ...]], before: Snapshot
-                 ) -> None:
-        self.seq, self.left, self.loads, self.before = seq, left, loads, before
+    ImuSpec,
+    StatePacker,
+    actuator_rows,
+    describe,
+    imu_sensors,
+    joint_rows,
+    replica,
+    unix_listener,
+)
+from rtrigid.io.hil.requests import Refusal
+from rtrigid.io.hil.sessions import Sessions
+from rtrigid.simulation import Simulation, SimulationError
 
 
 _ACCEPTS_PER_TURN = 64  # a flood of connections still lets requests through between batches
-_OUT_HIGH = 1 << 16     # a turn stops producing replies once this many bytes wait to be sent
-_SPARE_SIMS = 8         # simulations of closed connections kept for the next ones
-_COST_MEMORY = 0.9      # see Server._work
+_OUT_HIGH = 1 << 16  # a turn stops producing replies once this many bytes wait to be sent
+_SPARE_SIMS = 8  # simulations of closed connections kept for the next ones
 
 
-class Server:
+class Server(RequestsMixin):
     """Serve a Simulation to lock-step clients (protocol in ``docs/hil/protocol.md``).
 
     ``port=0`` picks a free port; :attr:`address` tells which.  ``unix=PATH`` listens on a
@@ -88,20 +92,36 @@ class Server:
     with its session token (0: it is freed at once; see Sessions in the specification).
     """
 
-    def __init__(self, sim: Simulation, host: str = "127.0.0.1", port: int = 0, *,
-                 scenario: str = "", max_steps_per_request: int = 100_000,
-                 partial_timeout: float = 2.0, send_timeout: float = 1.0,
-                 idle_timeout: float = 60.0, max_clients: int = 256, time_slice: float = 0.002,
-                 unix: str | os.PathLike[str] | None = None, spin: float = 0.0,
-                 imus: Iterable[ImuSpec] = (), session_grace: float = 120.0) -> None:
+    def __init__(
+        self,
+        sim: Simulation,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        scenario: str = "",
+        max_steps_per_request: int = 100_000,
+        partial_timeout: float = 2.0,
+        send_timeout: float = 1.0,
+        idle_timeout: float = 60.0,
+        max_clients: int = 256,
+        time_slice: float = 0.002,
+        unix: str | os.PathLike[str] | None = None,
+        spin: float = 0.0,
+        imus: Iterable[ImuSpec] = (),
+        session_grace: float = 120.0,
+    ) -> None:
         if not isinstance(sim, Simulation):
             raise ValueError(f"sim: expected an rtrigid Simulation, got {type(sim).__name__}")
         self.spin = as_spin(spin)
-        limits = check_limits(max_clients=max_clients, idle_timeout=idle_timeout,
-                              partial_timeout=partial_timeout, send_timeout=send_timeout,
-                              time_slice=time_slice,
-                              max_steps_per_request=max_steps_per_request,
-                              session_grace=session_grace)
+        limits = check_limits(
+            max_clients=max_clients,
+            idle_timeout=idle_timeout,
+            partial_timeout=partial_timeout,
+            send_timeout=send_timeout,
+            time_slice=time_slice,
+            max_steps_per_request=max_steps_per_request,
+            session_grace=session_grace,
+        )
         self.max_clients = limits["max_clients"]
         self.idle_timeout = limits["idle_timeout"]
         self.partial_timeout = limits["partial_timeout"]
@@ -116,16 +136,20 @@ class Server:
         first = replica(sim)
         first.restore(self._initial)  # refuses here, not per connection, if the copy differs
         self._spare = [first]
-        self._own_loads = {b: sim.applied(b) for b in range(sim.nb)
-                           if any(np.any(a) for a in sim.applied(b))}
+        self._own_loads = {
+            b: sim.applied(b) for b in range(sim.nb) if any(np.any(a) for a in sim.applied(b))
+        }
         self._joints = joint_rows(sim)
         self._actuators = actuator_rows(sim)
         self._imus = imu_sensors(sim, imus)
         self._joint_nv = [row[7] for row in self._joints]
         self._max_payload = max(
-            STEP_HEAD.size + LOAD.size * sim.nb + CONTROL.size * len(self._actuators)
+            STEP_HEAD.size
+            + LOAD.size * sim.nb
+            + CONTROL.size * len(self._actuators)
             + sum(JOINT_FORCE.size + 8 * nv for nv in self._joint_nv),
-            SET_STATE_HEAD.size + 8 * (sim.nq + sim.nv))
+            SET_STATE_HEAD.size + 8 * (sim.nq + sim.nv),
+        )
         self._hello = self._describe()
         self._packer = StatePacker(sim, self._imus)
         # compile before serving: numba compiles a kernel on its first call (tens of seconds on
@@ -151,29 +175,51 @@ class Server:
         self._wake_r, self._wake_w = socket.socketpair()
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._conns: dict[int, _Connection] = {}
-        self._runq: collections.deque[_Connection] = collections.deque()
-        self._again: _Connection | None = None  # whose turn just ended, still with work
+        self._conns: dict[int, Connection] = {}
+        self._runq: collections.deque[Connection] = collections.deque()
+        self._again: Connection | None = None  # whose turn just ended, still with work
         self._next_check = math.inf  # no deadline of any connection is earlier than this
         self._cost: float | None = None  # seconds per step, measured on the last chunk
         self._accept_paused: bool | float = False  # or when to try accepting again
         self.counts = dict.fromkeys(
-            ("accepted", "refused_full", "closed_idle", "closed_partial", "closed_send",
-             "send_stalled", "requests", "preempted", "resumed", "expired"), 0)
+            (
+                "accepted",
+                "refused_full",
+                "closed_idle",
+                "closed_partial",
+                "closed_send",
+                "send_stalled",
+                "requests",
+                "preempted",
+                "resumed",
+                "expired",
+            ),
+            0,
+        )
 
     def _describe(self) -> bytes:
         """The HELLO reply's payload (:mod:`.protocol`)."""
         # after the rows: the limits (a client that reads only the rows ignores them)
-        return describe(self.sim, self.scenario, self.max_steps_per_request, self._joints,
-                        self._actuators, self._imus) + HELLO_LIMITS.pack(
-            self._max_payload, self.max_clients, self.idle_timeout, self.partial_timeout,
-            self.send_timeout, self.time_slice)
+        return describe(
+            self.sim,
+            self.scenario,
+            self.max_steps_per_request,
+            self._joints,
+            self._actuators,
+            self._imus,
+        ) + HELLO_LIMITS.pack(
+            self._max_payload,
+            self.max_clients,
+            self.idle_timeout,
+            self.partial_timeout,
+            self.send_timeout,
+            self.time_slice,
+        )
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> Server:
         """Serve in a daemon thread; returns the server."""
-        self._thread = threading.Thread(target=self.serve_forever, name="rtrigid-hil",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.serve_forever, name="rtrigid-hil", daemon=True)
         self._thread.start()
         return self
 
@@ -225,7 +271,8 @@ class Server:
                         self._flush(key.data)
                         self._settle(key.data)
                     elif key.data.events == selectors.EVENT_READ and not (
-                            key.data.queued or key.data.job or key.data.closing):
+                        key.data.queued or key.data.job or key.data.closing
+                    ):
                         self._read(key.data)
                     # else: a connection with work waiting; its bytes are read once it is done
                 if again is not None and not again.dead:
@@ -280,14 +327,20 @@ class Server:
             if len(self._conns) >= self.max_clients:
                 self.counts["refused_full"] += 1
                 try:
-                    sock.send(error(0, E_FULL, f"{self.max_clients} clients already "
-                                     "connected (max_clients); try again later"))
+                    sock.send(
+                        error(
+                            0,
+                            E_FULL,
+                            f"{self.max_clients} clients already "
+                            "connected (max_clients); try again later",
+                        )
+                    )
                 except OSError:
                     pass
-                _close(sock)
+                close_quietly(sock)
                 continue
             self.counts["accepted"] += 1
-            conn = _Connection(sock, time.monotonic(), Sessions.new_token())
+            conn = Connection(sock, time.monotonic(), Sessions.new_token())
             self._conns[sock.fileno()] = conn
             self._sel.register(sock, selectors.EVENT_READ, conn)
             self._settle(conn)
@@ -312,7 +365,7 @@ class Server:
             self._sel.register(self._listener, selectors.EVENT_READ, "listen")
             self._accept_paused = False
 
-    def _drop(self, conn: _Connection) -> None:
+    def _drop(self, conn: Connection) -> None:
         if conn.dead:
             return
         conn.dead = True
@@ -321,7 +374,7 @@ class Server:
             self._sel.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
-        _close(conn.sock)
+        close_quietly(conn.sock)
         self._sessions.unobserve(conn)
         if conn.observing is None:
             if conn.job is not None:  # its STEP is undone: the session resumes before it
@@ -337,14 +390,14 @@ class Server:
         if len(self._spare) < _SPARE_SIMS:
             self._spare.append(sim)  # restored to the start before it is used again
 
-    def _last_words(self, conn: _Connection, code: int, text: str) -> None:
+    def _last_words(self, conn: Connection, code: int, text: str) -> None:
         """Queue an error that answers no request, then close once it is sent."""
         conn.out += error(0, code, text)
         conn.closing = True
         self._flush(conn)
         self._settle(conn)
 
-    def _read(self, conn: _Connection) -> None:
+    def _read(self, conn: Connection) -> None:
         if conn.dead:  # dropped earlier in the same batch of events
             return
         try:
@@ -356,8 +409,9 @@ class Server:
             return
         if not data:
             if conn.buf or conn.skip:
-                self._last_words(conn, E_TRUNCATED, f"connection closed {len(conn.buf)} bytes "
-                                 "into a message")
+                self._last_words(
+                    conn, E_TRUNCATED, f"connection closed {len(conn.buf)} bytes into a message"
+                )
             else:
                 self._drop(conn)
             return
@@ -373,7 +427,7 @@ class Server:
         conn.buf += data
         self._settle(conn)
 
-    def _ready(self, conn: _Connection) -> bool:
+    def _ready(self, conn: Connection) -> bool:
         """Whether ``conn.buf`` starts with a message to serve (or a header to refuse)."""
         buf = conn.buf
         if len(buf) < HEADER.size:
@@ -381,7 +435,7 @@ class Server:
         magic, _, _, _, _, length = HEADER.unpack_from(buf)
         return magic != MAGIC or length > self._max_payload or len(buf) >= HEADER.size + length
 
-    def _settle(self, conn: _Connection, later: bool = False) -> None:
+    def _settle(self, conn: Connection, later: bool = False) -> None:
         """Put ``conn`` where its state says: run queue, waiting to write, or waiting to read
         (then with the deadline of an idle connection or of a partial message).  ``later``:
         it has just had its turn, and joins the run queue only after the next look at the
@@ -402,13 +456,15 @@ class Server:
                 else:
                     self._runq.append(conn)
         elif conn.buf or conn.skip:
-            events, deadline, why = (selectors.EVENT_READ, conn.since + self.partial_timeout,
-                                     "partial")
+            events, deadline, why = (
+                selectors.EVENT_READ,
+                conn.since + self.partial_timeout,
+                "partial",
+            )
         elif conn.observing is not None:  # an observer waits for states, not requests
             events, deadline, why = selectors.EVENT_READ, math.inf, None
         else:
-            events, deadline, why = (selectors.EVENT_READ, conn.since + self.idle_timeout,
-                                     "idle")
+            events, deadline, why = (selectors.EVENT_READ, conn.since + self.idle_timeout, "idle")
         if events != conn.events:
             self._sel.modify(conn.sock, events, conn)
             conn.events = events
@@ -416,7 +472,7 @@ class Server:
         if deadline < self._next_check:
             self._next_check = deadline
 
-    def _flush(self, conn: _Connection) -> None:
+    def _flush(self, conn: Connection) -> None:
         """Send what the socket takes now; never wait for it."""
         if not conn.out or conn.dead:
             return
@@ -447,8 +503,11 @@ class Server:
                     continue
                 if conn.why == "partial":
                     self.counts["closed_partial"] += 1
-                    self._last_words(conn, E_TRUNCATED, "message incomplete "
-                                     f"{self.partial_timeout:g} s after its first byte")
+                    self._last_words(
+                        conn,
+                        E_TRUNCATED,
+                        f"message incomplete {self.partial_timeout:g} s after its first byte",
+                    )
                 elif conn.why == "idle":
                     self.counts["closed_idle"] += 1
                     self._last_words(conn, E_IDLE, f"no request for {self.idle_timeout:g} s")
@@ -458,12 +517,16 @@ class Server:
             self.counts["expired"] += 1
             self._recycle(sim)
             for watcher in list(self._sessions.watchers(token)):
-                self._last_words(watcher, E_SESSION, "the session observed ended: its client "
-                                 f"did not resume it within {self.session_grace:g} s")
+                self._last_words(
+                    watcher,
+                    E_SESSION,
+                    "the session observed ended: its client "
+                    f"did not resume it within {self.session_grace:g} s",
+                )
         self._next_check = min(self._next_check, self._sessions.next_expiry())
 
     # -- turns ---------------------------------------------------------------------------------
-    def _turn(self, conn: _Connection) -> None:
+    def _turn(self, conn: Connection) -> None:
         """Serve ``conn`` for at most one time slice: its STEP in progress, then its next
         requests, until the slice is used, a STEP is left unfinished, or replies pile up."""
         end = time.perf_counter() + self.time_slice
@@ -484,42 +547,53 @@ class Server:
         self._flush(conn)
         self._settle(conn, later=True)
 
-    def _serve_next(self, conn: _Connection) -> None:
+    def _serve_next(self, conn: Connection) -> None:
         buf = conn.buf
         magic, version, kind, flags, seq, length = HEADER.unpack_from(buf)
         if magic != MAGIC:
-            self._last_words_for(conn, seq, E_MAGIC, f"magic {bytes(magic)!r}, expected "
-                                 f"{MAGIC!r}")
+            self._last_words_for(conn, seq, E_MAGIC, f"magic {bytes(magic)!r}, expected {MAGIC!r}")
             return
         if length > self._max_payload:
             # the header says where the next message starts: the payload is discarded as it
             # arrives, and the connection and its simulation stay
             self.counts["requests"] += 1
-            conn.out += error(seq, E_TOO_LONG, f"length {length} over the limit "
-                              f"{self._max_payload} (max_payload in HELLO); payload discarded")
+            conn.out += error(
+                seq,
+                E_TOO_LONG,
+                f"length {length} over the limit "
+                f"{self._max_payload} (max_payload in HELLO); payload discarded",
+            )
             have = len(buf) - HEADER.size
             if have >= length:
-                del buf[:HEADER.size + length]
+                del buf[: HEADER.size + length]
             else:
                 conn.skip = length - have
                 buf.clear()
             return
-        payload = bytes(buf[HEADER.size:HEADER.size + length])
-        del buf[:HEADER.size + length]
+        payload = bytes(buf[HEADER.size : HEADER.size + length])
+        del buf[: HEADER.size + length]
         self.counts["requests"] += 1
         if version != VERSION:
             # in the request's own version: an ERROR reads the same in every version, so an
             # older client shows this message instead of failing on the header
-            conn.out += error(seq, E_VERSION, f"protocol version {version}; this server speaks "
-                               f"version {VERSION} only (joints, actuators and sensors): use "
-                               f"a client of version {VERSION} (rtrigid.io.hil.Client)", version)
+            conn.out += error(
+                seq,
+                E_VERSION,
+                f"protocol version {version}; this server speaks "
+                f"version {VERSION} only (joints, actuators and sensors): use "
+                f"a client of version {VERSION} (rtrigid.io.hil.Client)",
+                version,
+            )
             return
         try:
             if flags:
                 raise Refusal(E_VALUE, f"flags {flags:#x}; must be 0")
             if conn.observing is not None and kind not in (HELLO, KEEPALIVE):
-                raise Refusal(E_SESSION, "an observer steps and asks nothing (HELLO and "
-                               "KEEPALIVE aside): it receives the states of the session")
+                raise Refusal(
+                    E_SESSION,
+                    "an observer steps and asks nothing (HELLO and "
+                    "KEEPALIVE aside): it receives the states of the session",
+                )
             if kind in (RESUME, OBSERVE):
                 self._join(conn, seq, kind, payload)
                 return
@@ -536,8 +610,12 @@ class Server:
             if payload:
                 raise Refusal(E_SIZE, f"kind {kind} takes no payload, got {len(payload)} bytes")
             if kind == HELLO:
-                conn.out += message(HELLO | REPLY, seq, self._hello + HELLO_SESSION.pack(
-                    conn.observing or conn.token, self.session_grace))
+                conn.out += message(
+                    HELLO | REPLY,
+                    seq,
+                    self._hello
+                    + HELLO_SESSION.pack(conn.observing or conn.token, self.session_grace),
+                )
                 return
             if kind == KEEPALIVE:  # resets the idle timeout, as any request does
                 conn.out += message(KEEPALIVE | REPLY, seq)
@@ -551,157 +629,6 @@ class Server:
         except Exception as exc:  # the server outlives any request
             conn.out += error(seq, E_INTERNAL, f"{type(exc).__name__}: {exc}")
 
-    def _last_words_for(self, conn: _Connection, seq: int, code: int, text: str) -> None:
+    def _last_words_for(self, conn: Connection, seq: int, code: int, text: str) -> None:
         conn.out += error(seq, code, text)
         conn.closing = True
-
-    def _sim_of(self, conn: _Connection) -> Simulation:
-        if conn.sim is None:
-            sim = self._spare.pop() if self._spare else replica(self.sim)
-            sim.restore(self._initial)
-            conn.sim = sim
-            self._sessions.open(conn.token, conn)
-        return conn.sim
-
-    def _reply_state(self, conn: _Connection, kind: int, seq: int) -> None:
-        """Reply to ``conn``'s request with its simulation's state, and send the same state
-        to every observer of its session."""
-        payload = self._pack_state(cast(Simulation, conn.sim))  # a reply of its simulation
-        conn.out += message(kind | REPLY, seq, payload)
-        for watcher in self._sessions.watchers(conn.token):
-            if not watcher.dead:
-                watcher.out += message(PUSH, seq, payload)
-                self._flush(watcher)
-                self._settle(watcher)
-
-    def _join(self, conn: _Connection, seq: int, kind: int, payload: bytes) -> None:
-        """RESUME: take over a detached session; OBSERVE: watch a session."""
-        if len(payload) != TOKEN_SIZE:
-            raise Refusal(E_SIZE, f"kind {kind} takes a {TOKEN_SIZE}-byte session token, got "
-                           f"{len(payload)} bytes")
-        if kind == RESUME:
-            self._reap()  # the session's old connection, if it has closed but is not seen yet
-            found = self._sessions.resume(payload, conn)
-            if found is None:
-                raise Refusal(E_SESSION, "no session waits for this token (unknown, expired, "
-                               "or its connection is still open)")
-            token, sim = found
-            if conn.sim is not None:  # the connection's own session waits in turn
-                for old in self._sessions.close(conn.token, conn.sim, time.monotonic()):
-                    self._recycle(old)
-            conn.sim, conn.token = sim, token
-            self.counts["resumed"] += 1
-            self._reply_state(conn, RESUME, seq)
-            return
-        if conn.sim is not None:
-            raise Refusal(E_SESSION, "a connection that steps a simulation cannot observe one")
-        token = self._sessions.find(payload)
-        sim = None if token is None else (
-            self._sessions.live[token].sim if token in self._sessions.live
-            else self._sessions.detached[token][0])
-        # (a simulation was found, so token is not None)
-        if sim is None or not self._sessions.observe(cast(bytes, token), conn):
-            raise Refusal(E_SESSION, "no session has this token (unknown or expired)")
-        conn.observing = token
-        conn.out += message(OBSERVE | REPLY, seq, self._pack_state(sim))
-
-    def _parse_step(self, payload: bytes) -> StepRequest:
-        return parse_step(payload, self.sim.nb, len(self._actuators), self._joint_nv,
-                          self.max_steps_per_request)
-
-    def _begin_step(self, conn: _Connection, seq: int, n: int, loads: list[tuple[Any, ...]],
-                    controls: Iterable[tuple[Any, ...]] = (),
-                    forces: Iterable[tuple[int, tuple[float, ...]]] = ()) -> None:
-        sim = self._sim_of(conn)
-        before = sim.snapshot()
-        try:
-            apply_records(sim, controls, forces, loads)
-        except Exception as exc:
-            sim.restore(before)
-            code = E_VALUE if isinstance(exc, ValueError) else E_STEP
-            raise Refusal(code, f"{type(exc).__name__}: {exc}") from None
-        conn.job = _Job(seq, n, loads, before)
-
-    def _set_state(self, conn: _Connection, payload: bytes) -> None:
-        """SET_STATE: qpos and/or qvel, all or nothing."""
-        sim = self._sim_of(conn)
-        if len(payload) < SET_STATE_HEAD.size:
-            raise Refusal(E_SIZE, f"SET_STATE payload of {len(payload)} bytes; needs at "
-                           f"least {SET_STATE_HEAD.size}")
-        nq, nv = SET_STATE_HEAD.unpack_from(payload)
-        if nq not in (0, sim.nq) or nv not in (0, sim.nv):
-            raise Refusal(E_VALUE, f"SET_STATE of {nq} coordinates and {nv} rates; this "
-                           f"simulation has nq {sim.nq} and nv {sim.nv} (0: leave them)")
-        want = SET_STATE_HEAD.size + 8 * (nq + nv)
-        if len(payload) != want:
-            raise Refusal(E_SIZE, f"SET_STATE of {nq} + {nv} values needs {want} bytes, got "
-                           f"{len(payload)}")
-        values = np.frombuffer(payload, "<f8", offset=SET_STATE_HEAD.size)
-        before = sim.snapshot()
-        try:
-            if nq:
-                sim.set_qpos(values[:nq])
-            if nv:
-                sim.set_qvel(values[nq:])
-        except ValueError as exc:
-            sim.restore(before)
-            raise Refusal(E_VALUE, str(exc)) from None
-
-    def _work(self, conn: _Connection, end: float) -> None:
-        """Step ``conn``'s STEP until it is done or the slice ending at ``end`` is used."""
-        # a connection with a STEP in progress (_turn's call) has both
-        job, sim = cast(_Job, conn.job), cast(Simulation, conn.sim)
-        try:
-            while job.left:
-                if self._cost is None:
-                    k = 1  # the first chunk measures the cost of a step
-                else:
-                    k = int(max(end - time.perf_counter(), 0.0) / self._cost)
-                    k = min(max(k, 1), job.left)
-                t0 = time.perf_counter()
-                sim.step(k)
-                t1 = time.perf_counter()
-                job.left -= k
-                # a step's cost can jump a hundredfold (Newton's sub-step fallback) and come
-                # back: keep the dearest recent cost, forgotten by a tenth per chunk, so that
-                # chunks stay small while dear steps keep coming
-                cost = (t1 - t0) / k
-                self._cost = max(cost, _COST_MEMORY * self._cost if self._cost else cost, 1e-9)
-                if t1 >= end:
-                    break
-        except Exception as exc:
-            sim.restore(job.before)
-            conn.job = None
-            conn.out += error(job.seq, E_STEP, f"{type(exc).__name__}: {exc}")
-            return
-        if job.left:
-            return
-        conn.job = None
-        self._loads_back(sim, job)
-        self._reply_state(conn, STEP, job.seq)
-
-    def _loads_back(self, sim: Simulation, job: _Job) -> None:
-        """Back to the simulation's own loads after ``job``; they never change while it is
-        served (the initial snapshot that RESET restores holds the same ones)."""
-        for record in job.loads:
-            b = record[0]
-            sim.clear_applied(b)
-            if b in self._own_loads:
-                force, torque = self._own_loads[b]
-                sim.apply_force(b, force)
-                sim.apply_torque(b, torque)
-
-    def _pack_state(self, sim: Simulation) -> bytes:
-        return self._packer.pack(sim)
-
-
-def _close(sock: socket.socket) -> None:
-    """Close without a reset: what the peer sent and nobody read would make the kernel answer
-    with RST, and a peer may then lose the last reply still unread in its buffer."""
-    try:
-        for _ in range(16):
-            if not sock.recv(1 << 16, socket.MSG_DONTWAIT):
-                break
-    except OSError:
-        pass
-    sock.close()

@@ -9,6 +9,7 @@ token) receives every state the session's stepping client receives, in order, an
 nothing.  Without the token nobody resumes or observes a session: tokens come from
 :func:`secrets.token_bytes` and are compared in constant time.
 """
+
 from __future__ import annotations
 
 import hmac

@@ -15,6 +15,7 @@ the commands after ``watchdog`` seconds without one.  With a
 :class:`~rtrigid.io.realtime.ManualClock` every tick runs at once, which makes the server
 deterministic (the tests and the specification's examples step it tick by tick).
 """
+
 from __future__ import annotations
 
 import math
@@ -30,14 +31,45 @@ from typing import Any, Iterable
 import numpy as np
 
 from rtrigid.io.hil.protocol import (
-    COMMAND, COMMAND_HEAD, CONTROL, DESCRIBE, E_KIND, E_MAGIC, E_SIZE, E_VALUE, E_VERSION,
-    HEADER, JOINT_FORCE, LOAD, ON_SILENCE, REPLY, STATS, STATS_COUNTS, STATS_PAYLOAD,
-    STATS_TIMES, STATUS_WATCHDOG, STREAM_INFO, STREAM_MAGIC, STREAM_STATE, STREAM_STATE_HEAD,
-    STREAM_VERSION, SUBSCRIBE, datagram, datagram_error)
+    COMMAND,
+    COMMAND_HEAD,
+    CONTROL,
+    DESCRIBE,
+    E_KIND,
+    E_MAGIC,
+    E_SIZE,
+    E_VALUE,
+    E_VERSION,
+    HEADER,
+    JOINT_FORCE,
+    LOAD,
+    ON_SILENCE,
+    REPLY,
+    STATS,
+    STATS_COUNTS,
+    STATS_PAYLOAD,
+    STATS_TIMES,
+    STATUS_WATCHDOG,
+    STREAM_INFO,
+    STREAM_MAGIC,
+    STREAM_STATE,
+    STREAM_STATE_HEAD,
+    STREAM_VERSION,
+    SUBSCRIBE,
+    datagram,
+    datagram_error,
+)
 from rtrigid.io.hil.requests import Refusal, parse_step
 from rtrigid.io.hil.served import (
-    ImuSpec, StatePacker, actuator_rows, apply_records, describe, imu_sensors, joint_rows,
-    replica)
+    ImuSpec,
+    StatePacker,
+    actuator_rows,
+    apply_records,
+    describe,
+    imu_sensors,
+    joint_rows,
+    replica,
+)
 from rtrigid.io.realtime import Clock, RealtimeRunner, Tick
 from rtrigid.simulation import Simulation, SimulationError
 from rtrigid.validate import as_scalar
@@ -60,26 +92,45 @@ class StreamServer:
     copy of ``sim`` as it is now; ``sim`` itself is never stepped (:attr:`sim` is the copy).
     """
 
-    def __init__(self, sim: Simulation, host: str = "127.0.0.1", port: int = 0, *,
-                 scenario: str = "", rate: float | None = None, every: int = 1,
-                 watchdog: float = 0.1, on_silence: str = "hold", imus: Iterable[ImuSpec] = (),
-                 clock: Clock | None = None, spin: float = 3e-4,
-                 max_steps_per_tick: int | None = None, max_lag: float = 0.1,
-                 max_packets_per_tick: int = 256) -> None:
+    def __init__(
+        self,
+        sim: Simulation,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        scenario: str = "",
+        rate: float | None = None,
+        every: int = 1,
+        watchdog: float = 0.1,
+        on_silence: str = "hold",
+        imus: Iterable[ImuSpec] = (),
+        clock: Clock | None = None,
+        spin: float = 3e-4,
+        max_steps_per_tick: int | None = None,
+        max_lag: float = 0.1,
+        max_packets_per_tick: int = 256,
+    ) -> None:
         if not isinstance(sim, Simulation):
             raise ValueError(f"sim: expected an rtrigid Simulation, got {type(sim).__name__}")
-        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or not (
-                1 <= every <= 1_000_000):
+        if (
+            isinstance(every, bool)
+            or not isinstance(every, (int, np.integer))
+            or not (1 <= every <= 1_000_000)
+        ):
             raise ValueError(f"every: expected an integer in [1, 1000000], got {every!r}")
         self.every = int(every)
         self.watchdog = as_scalar(watchdog, "watchdog", positive=True)
         if on_silence not in ON_SILENCE:
             raise ValueError(f"on_silence: expected one of {ON_SILENCE}, got {on_silence!r}")
         self.on_silence = on_silence
-        if isinstance(max_packets_per_tick, bool) or not isinstance(
-                max_packets_per_tick, (int, np.integer)) or max_packets_per_tick < 1:
-            raise ValueError(f"max_packets_per_tick: expected an integer >= 1, got "
-                             f"{max_packets_per_tick!r}")
+        if (
+            isinstance(max_packets_per_tick, bool)
+            or not isinstance(max_packets_per_tick, (int, np.integer))
+            or max_packets_per_tick < 1
+        ):
+            raise ValueError(
+                f"max_packets_per_tick: expected an integer >= 1, got {max_packets_per_tick!r}"
+            )
         self.max_packets_per_tick = int(max_packets_per_tick)
         self.scenario = str(scenario)
         self.sim = replica(sim)
@@ -88,19 +139,31 @@ class StreamServer:
         self._actuators = actuator_rows(sim)
         self._imus = imu_sensors(sim, imus)
         self._joint_nv = [row[7] for row in self._joints]
-        self._own_loads = {b: sim.applied(b) for b in range(sim.nb)
-                           if any(np.any(a) for a in sim.applied(b))}
+        self._own_loads = {
+            b: sim.applied(b) for b in range(sim.nb) if any(np.any(a) for a in sim.applied(b))
+        }
         self._packer = StatePacker(sim, self._imus)
-        self.max_payload = (COMMAND_HEAD.size + LOAD.size * sim.nb
-                            + CONTROL.size * len(self._actuators)
-                            + sum(JOINT_FORCE.size + 8 * nv for nv in self._joint_nv))
-        self._runner = RealtimeRunner(self.sim, self._tick, rate=rate, clock=clock, spin=spin,
-                                      max_steps_per_tick=max_steps_per_tick, max_lag=max_lag)
+        self.max_payload = (
+            COMMAND_HEAD.size
+            + LOAD.size * sim.nb
+            + CONTROL.size * len(self._actuators)
+            + sum(JOINT_FORCE.size + 8 * nv for nv in self._joint_nv)
+        )
+        self._runner = RealtimeRunner(
+            self.sim,
+            self._tick,
+            rate=rate,
+            clock=clock,
+            spin=spin,
+            max_steps_per_tick=max_steps_per_tick,
+            max_lag=max_lag,
+        )
         self.rate = self._runner.rate
-        self._describe = describe(sim, self.scenario, 0, self._joints, self._actuators,
-                                  self._imus) + STREAM_INFO.pack(
-            self.rate, self.every, self.watchdog, ON_SILENCE.index(on_silence),
-            self.max_payload)
+        self._describe = describe(
+            sim, self.scenario, 0, self._joints, self._actuators, self._imus
+        ) + STREAM_INFO.pack(
+            self.rate, self.every, self.watchdog, ON_SILENCE.index(on_silence), self.max_payload
+        )
         # compile before serving (numba compiles a kernel on its first call)
         before = self.sim.snapshot()
         with warnings.catch_warnings():
@@ -111,8 +174,9 @@ class StreamServer:
                 pass
         self._packer.pack(self.sim)
         self.sim.restore(before)
-        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                   socket.SOCK_DGRAM)
+        self._sock = socket.socket(
+            socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM
+        )
         try:
             self._sock.bind((host, port))
         except BaseException:
@@ -122,12 +186,12 @@ class StreamServer:
         self.address: tuple[str, int] = self._sock.getsockname()[:2]
         self._buf = bytearray(65536)
         self._view = memoryview(self._buf)
-        self._next_tick = 0          # index of the next tick, over every run
+        self._next_tick = 0  # index of the next tick, over every run
         self.destination: Any = None  # where states go
         self._applied: dict[Any, int] = {}  # sender -> seq of its last applied command
-        self.command_seq = 0          # seq of the command in force (0: none yet)
+        self.command_seq = 0  # seq of the command in force (0: none yet)
         self._last_command_ns: int | None = None
-        self._silent = False          # the watchdog has acted since the last command
+        self._silent = False  # the watchdog has acted since the last command
         self._loaded: set[int] = set()  # bodies the command in force loads
         self._forced: set[int] = set()  # joints a command has given a force
         self._stopping = False
@@ -145,8 +209,9 @@ class StreamServer:
 
     def start(self, duration: float | None = None) -> StreamServer:
         """Stream in a daemon thread (until :meth:`stop`, or for ``duration`` seconds)."""
-        self._thread = threading.Thread(target=self.run, args=(duration,),
-                                        name="rtrigid-udp", daemon=True)
+        self._thread = threading.Thread(
+            target=self.run, args=(duration,), name="rtrigid-udp", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -188,19 +253,25 @@ class StreamServer:
         self._next_tick += tick.ticks
         now = self._runner.clock.now_ns()
         self._receive(now)
-        if (self._last_command_ns is not None and not self._silent
-                and now - self._last_command_ns > self.watchdog * 1e9):
+        if (
+            self._last_command_ns is not None
+            and not self._silent
+            and now - self._last_command_ns > self.watchdog * 1e9
+        ):
             self._silent = True
             self.counts["watchdog_trips"] += 1
             if self.on_silence == "zero":
                 self._zero()
         last = first + tick.ticks - 1
         if self.destination is not None and last // self.every * self.every >= first:
-            head = STREAM_STATE_HEAD.pack(first, self.command_seq,
-                                          STATUS_WATCHDOG if self._silent else 0)
+            head = STREAM_STATE_HEAD.pack(
+                first, self.command_seq, STATUS_WATCHDOG if self._silent else 0
+            )
             try:
-                self._sock.sendto(datagram(STREAM_STATE, first & 0xFFFFFFFF,
-                                           head + self._packer.pack(sim)), self.destination)
+                self._sock.sendto(
+                    datagram(STREAM_STATE, first & 0xFFFFFFFF, head + self._packer.pack(sim)),
+                    self.destination,
+                )
                 self.counts["states_sent"] += 1
             except OSError:
                 self.counts["states_unsent"] += 1
@@ -232,16 +303,18 @@ class StreamServer:
                         self.destination = sender
                 elif kind == SUBSCRIBE:
                     if payload:
-                        raise Refusal(E_SIZE, f"SUBSCRIBE takes no payload, got "
-                                      f"{len(payload)} bytes")
+                        raise Refusal(
+                            E_SIZE, f"SUBSCRIBE takes no payload, got {len(payload)} bytes"
+                        )
                     self.destination = sender
                     self._applied.pop(sender, None)  # its next command starts a sequence
                     if best is not None and best[1] == sender:
                         best = (-1, sender, best[2])
                 elif kind in (STATS, DESCRIBE):
                     if payload:
-                        raise Refusal(E_SIZE, f"kind {kind} takes no payload, got "
-                                      f"{len(payload)} bytes")
+                        raise Refusal(
+                            E_SIZE, f"kind {kind} takes no payload, got {len(payload)} bytes"
+                        )
                     self._reply(kind, seq, sender)
                 else:
                     raise Refusal(E_KIND, f"unknown kind {kind}")
@@ -259,27 +332,30 @@ class StreamServer:
     def _check(self, size: int) -> tuple[int, int, bytes]:
         """(kind, seq, payload) of the datagram in the buffer, or a :class:`Refusal`."""
         if size < HEADER.size:
-            raise Refusal(E_SIZE, f"a datagram of {size} bytes; the header alone is "
-                          f"{HEADER.size}")
+            raise Refusal(E_SIZE, f"a datagram of {size} bytes; the header alone is {HEADER.size}")
         magic, version, kind, flags, seq, length = HEADER.unpack_from(self._buf)
         if magic != STREAM_MAGIC:
             raise Refusal(E_MAGIC, f"magic {bytes(magic)!r}, expected {STREAM_MAGIC!r}")
         if version != STREAM_VERSION:
-            raise Refusal(E_VERSION, f"stream version {version}; this server speaks "
-                          f"{STREAM_VERSION}")
+            raise Refusal(
+                E_VERSION, f"stream version {version}; this server speaks {STREAM_VERSION}"
+            )
         if flags:
             raise Refusal(E_VALUE, f"flags {flags:#x}; must be 0")
         if length != size - HEADER.size:
             raise Refusal(E_SIZE, f"length {length} but {size - HEADER.size} bytes of payload")
-        return kind, seq, bytes(self._view[HEADER.size:size])
+        return kind, seq, bytes(self._view[HEADER.size : size])
 
     def _parse(self, payload: bytes) -> Any:
         if len(payload) < COMMAND_HEAD.size:
-            raise Refusal(E_SIZE, f"COMMAND payload of {len(payload)} bytes; needs at least "
-                          f"{COMMAND_HEAD.size}")
+            raise Refusal(
+                E_SIZE,
+                f"COMMAND payload of {len(payload)} bytes; needs at least {COMMAND_HEAD.size}",
+            )
         try:
-            _, loads, controls, forces = parse_step(_NO_STEPS + payload, self.sim.nb,
-                                                    len(self._actuators), self._joint_nv, 0)
+            _, loads, controls, forces = parse_step(
+                _NO_STEPS + payload, self.sim.nb, len(self._actuators), self._joint_nv, 0
+            )
         except Refusal as exc:
             raise Refusal(exc.code, str(exc).replace("STEP", "COMMAND")) from None
         return loads, controls, forces
@@ -297,8 +373,9 @@ class StreamServer:
             sim.restore(before)
             self.counts["dropped_invalid"] += 1
             try:
-                self._sock.sendto(datagram_error(max(seq, 0), E_VALUE,
-                                                 f"{type(exc).__name__}: {exc}"), sender)
+                self._sock.sendto(
+                    datagram_error(max(seq, 0), E_VALUE, f"{type(exc).__name__}: {exc}"), sender
+                )
             except OSError:
                 pass
             return
@@ -335,8 +412,9 @@ class StreamServer:
     def _reply(self, kind: int, seq: int, sender: Any) -> None:
         if kind == STATS:
             stats = self.stats()
-            payload = STATS_PAYLOAD.pack(*(int(stats[k]) for k in STATS_COUNTS),
-                                         *(float(stats[k]) for k in STATS_TIMES))
+            payload = STATS_PAYLOAD.pack(
+                *(int(stats[k]) for k in STATS_COUNTS), *(float(stats[k]) for k in STATS_TIMES)
+            )
         else:
             payload = self._describe
         try:
@@ -350,15 +428,27 @@ def stream_main(args: Any, sim: Simulation, imus: list[Any]) -> None:
     figures (one ``key value`` line each) and exit with status 0."""
     from rtrigid.io.realtime import print_stats
 
-    server = StreamServer(sim, args.host, args.udp, scenario=args.scenario, rate=args.rate,
-                          every=args.every, watchdog=args.watchdog,
-                          on_silence=args.on_silence, imus=imus, spin=args.spin or 3e-4)
+    server = StreamServer(
+        sim,
+        args.host,
+        args.udp,
+        scenario=args.scenario,
+        rate=args.rate,
+        every=args.every,
+        watchdog=args.watchdog,
+        on_silence=args.on_silence,
+        imus=imus,
+        spin=args.spin or 3e-4,
+    )
     if args.rt_priority:
         from rtrigid.io.realtime import set_fifo_priority
 
         set_fifo_priority(args.rt_priority)
-    print(f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) streaming at "
-          f"{server.rate:g} Hz on udp {server.address[0]}:{server.address[1]}", flush=True)
+    print(
+        f"rtrigid serve: {args.scenario} ({sim.integrator}, dt={sim.dt:g}) streaming at "
+        f"{server.rate:g} Hz on udp {server.address[0]}:{server.address[1]}",
+        flush=True,
+    )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: server.stop())
     try:
@@ -366,8 +456,9 @@ def stream_main(args: Any, sim: Simulation, imus: list[Any]) -> None:
     except KeyboardInterrupt:
         pass
     server.close()
-    print_stats({k: v for k, v in server.stats().items() if not (
-        isinstance(v, float) and math.isnan(v))})
+    print_stats(
+        {k: v for k, v in server.stats().items() if not (isinstance(v, float) and math.isnan(v))}
+    )
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

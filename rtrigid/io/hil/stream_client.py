@@ -1,6 +1,7 @@
 """The streaming client: :class:`StreamClient` commands a
 :class:`~rtrigid.io.hil.stream.StreamServer` over UDP and receives its states (specification:
 "Streaming over UDP" in ``docs/hil/protocol.md``)."""
+
 from __future__ import annotations
 
 import collections
@@ -11,11 +12,36 @@ from typing import Any, Mapping
 from numpy.typing import ArrayLike
 
 from rtrigid.io.hil.protocol import (
-    COMMAND, COMMAND_HEAD, DESCRIBE, ERROR, ERROR_HEAD, HEADER, ON_SILENCE, REPLY, STATS,
-    STATS_COUNTS, STATS_PAYLOAD, STATS_TIMES, STATUS_WATCHDOG, STREAM_INFO, STREAM_MAGIC,
-    STREAM_STATE, STREAM_STATE_HEAD, STREAM_VERSION, SUBSCRIBE, ServerError, datagram)
+    COMMAND,
+    COMMAND_HEAD,
+    DESCRIBE,
+    ERROR,
+    ERROR_HEAD,
+    HEADER,
+    ON_SILENCE,
+    REPLY,
+    STATS,
+    STATS_COUNTS,
+    STATS_PAYLOAD,
+    STATS_TIMES,
+    STATUS_WATCHDOG,
+    STREAM_INFO,
+    STREAM_MAGIC,
+    STREAM_STATE,
+    STREAM_STATE_HEAD,
+    STREAM_VERSION,
+    SUBSCRIBE,
+    ServerError,
+    datagram,
+)
 from rtrigid.io.hil.records import (
-    Described, pack_controls, pack_joint_forces, pack_loads, read_description, read_state)
+    Described,
+    pack_controls,
+    pack_joint_forces,
+    pack_loads,
+    read_description,
+    read_state,
+)
 from rtrigid.validate import as_scalar
 
 _KEPT_STATES = 4096  # states received while waiting for a reply, kept for next_state()
@@ -33,8 +59,14 @@ class StreamClient(Described):
     :meth:`next_state` returns the next state received, :meth:`stats` the server's figures.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int | None = None, *,
-                 timeout: float = 1.0, retries: int = 5) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        *,
+        timeout: float = 1.0,
+        retries: int = 5,
+    ) -> None:
         if port is None:
             raise ValueError("port: required")
         self.timeout = as_scalar(timeout, "timeout", positive=True)
@@ -53,15 +85,18 @@ class StreamClient(Described):
                     break
                 except TimeoutError:
                     if attempt == max(int(retries), 1) - 1:
-                        raise TimeoutError(f"no DESCRIBE reply from udp {host}:{port} in "
-                                           f"{retries} tries of {timeout} s") from None
+                        raise TimeoutError(
+                            f"no DESCRIBE reply from udp {host}:{port} in "
+                            f"{retries} tries of {timeout} s"
+                        ) from None
             info, at = read_description(payload)
         except BaseException:
             self._sock.close()
             raise
         self.take_description(info)
-        self.rate, self.every, self.watchdog, silence, self.max_payload = \
-            STREAM_INFO.unpack_from(payload, at)
+        self.rate, self.every, self.watchdog, silence, self.max_payload = STREAM_INFO.unpack_from(
+            payload, at
+        )
         self.on_silence = ON_SILENCE[silence]
 
     @property
@@ -80,9 +115,13 @@ class StreamClient(Described):
         self.close()
 
     # -- sending -----------------------------------------------------------------------------
-    def packet(self, seq: int, controls: Mapping[int | str, float] | ArrayLike | None = None,
-               joint_forces: Mapping[int | str, ArrayLike] | None = None,
-               forces: Mapping[int | str, Any] | None = None) -> bytes:
+    def packet(
+        self,
+        seq: int,
+        controls: Mapping[int | str, float] | ArrayLike | None = None,
+        joint_forces: Mapping[int | str, ArrayLike] | None = None,
+        forces: Mapping[int | str, Any] | None = None,
+    ) -> bytes:
         """A COMMAND datagram with sequence number ``seq`` (0 .. 2**32-1), arguments as
         :meth:`Client.step <rtrigid.io.hil.client.Client.step>`'s; send it with
         :meth:`send` (e.g. out of order, on purpose)."""
@@ -91,12 +130,19 @@ class StreamClient(Described):
         loads = pack_loads(forces or {}, self.names)
         us = pack_controls(controls, self.actuator_names)
         jfs = pack_joint_forces(joint_forces or {}, self.joints)
-        return datagram(COMMAND, seq, COMMAND_HEAD.pack(len(loads), len(us), len(jfs))
-                        + b"".join(loads + us + jfs))
+        return datagram(
+            COMMAND,
+            seq,
+            COMMAND_HEAD.pack(len(loads), len(us), len(jfs)) + b"".join(loads + us + jfs),
+        )
 
-    def command(self, controls: Mapping[int | str, float] | ArrayLike | None = None, *,
-                joint_forces: Mapping[int | str, ArrayLike] | None = None,
-                forces: Mapping[int | str, Any] | None = None) -> int:
+    def command(
+        self,
+        controls: Mapping[int | str, float] | ArrayLike | None = None,
+        *,
+        joint_forces: Mapping[int | str, ArrayLike] | None = None,
+        forces: Mapping[int | str, Any] | None = None,
+    ) -> int:
         """Send a command with the next sequence number; returns that number.  It is in
         force from the server's next tick until a newer one arrives (loads included)."""
         seq = self.seq + 1
@@ -130,8 +176,7 @@ class StreamClient(Described):
     def _state(self, payload: bytes) -> dict[str, Any]:
         tick, command_seq, status = STREAM_STATE_HEAD.unpack_from(payload)
         state = read_state(payload, self.sensors, self.names, STREAM_STATE_HEAD.size)
-        state.update(tick=tick, command_seq=command_seq,
-                     watchdog=bool(status & STATUS_WATCHDOG))
+        state.update(tick=tick, command_seq=command_seq, watchdog=bool(status & STATUS_WATCHDOG))
         return state
 
     def stats(self) -> dict[str, Any]:
@@ -171,8 +216,8 @@ class StreamClient(Described):
             magic, version, kind, _, seq, length = HEADER.unpack_from(self._buf)
             if magic != STREAM_MAGIC or version != STREAM_VERSION or length != size - HEADER.size:
                 continue  # not a datagram of this protocol
-            payload = bytes(self._buf[HEADER.size:size])
+            payload = bytes(self._buf[HEADER.size : size])
             if kind == ERROR:
                 (code,) = ERROR_HEAD.unpack_from(payload)
-                raise ServerError(code, payload[ERROR_HEAD.size:].decode("utf-8", "replace"))
+                raise ServerError(code, payload[ERROR_HEAD.size :].decode("utf-8", "replace"))
             return kind, seq, payload
