@@ -3,8 +3,16 @@ Cholesky (with diagonal pivoting stopped at the rank), LU with partial pivoting,
 K-norm correction, one-sided Jacobi for the row space, and the charts' matrix products.
 """
 
+from collections import namedtuple
+
 import numpy as np
 from rtrigid._jit import jit, jit_inline
+
+# the loop steps' correction scratch by name: k_correction's (L, A, G, pivots, lambda, a right
+# side, w, the correction), least_k_norm's (rate indices, L_f, A, U, g, y), limit_rates' (the
+# stacked rows, their defect, a mask of every rate), then K_f (see loops.carve_loop)
+LoopWork = namedtuple("LoopWork", ("L", "A", "Gm", "piv", "lam", "bm", "w", "c", "idx", "Lf",
+                                   "Af", "U", "g", "y", "Ja", "dfc", "every", "Kf"))
 
 RANK_GAP = 1e-9     # a singular value below this fraction of the largest is round-off
 JACOBI_SWEEPS = 60  # least_k_norm's Jacobi sweeps (a few suffice: convergence is quadratic)
@@ -110,7 +118,7 @@ def least_k_norm(J, K, defect, free, delta, ws):
     are orthogonal, A = U W with W's rows orthogonal: pinv(A) = W^T diag(1/|w_i|^2) U^T),
     then delta_f = L^-T y.  False (delta untouched) if K_f is not positive definite."""
     m, n = J.shape
-    idx, Lf, A, U, g, y, Kf = ws[8], ws[9], ws[10], ws[11], ws[12], ws[13], ws[17]
+    idx, Lf, A, U, g, y, Kf = ws.idx, ws.Lf, ws.Af, ws.U, ws.g, ws.y, ws.Kf
     nf = 0
     for i in range(n):
         if free[i]:

@@ -58,6 +58,7 @@ from rtrigid.backends.tree.layout import (
     T_J,
     T_MASS,
     carve,
+    pass_arrays,
     open_buffers,
     state_views,
 )
@@ -237,7 +238,7 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, _scheme_stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, nb, nq, nv)[:14]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(carve(work, nb, nq, nv))
     cap = table.shape[0]
     Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp = _carve(xf, cap, nb, nq, nv)
     mean_rates = xi[0] == 1

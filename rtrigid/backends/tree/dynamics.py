@@ -59,6 +59,7 @@ from rtrigid.backends.tree.layout import (
     T_MASS,
     base_work_size,
     carve,
+    pass_arrays,
     col_block,
     nv_of,
     open_buffers,
@@ -306,7 +307,7 @@ def rates_of_momenta(F, I, x, q, nu, v, w):
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu_s, x_s, q_s, v_s, w_s, L = state_views(S, nb, nq, nv)
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, nb, nq, nv)[:14]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(carve(work, nb, nq, nv))
     return momentum_rates(tf, ti, Qg, v_s, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
                           I6, tau, nu, v, w)
 

@@ -151,8 +151,8 @@ def newton_matrix(h, tf, ti, q0, mu, work, nq):
     scr = carve(work, ti.shape[0], nq, mu.shape[0])
     em = em_carve(work, ti.shape[0], nq, mu.shape[0])
     jx = jac_carve(work, ti.shape[0], nq, mu.shape[0])
-    R, rj = scr[0], scr[1]
-    IA = scr[5]
+    R, rj = scr.R, scr.rj
+    IA = scr.IA
     (x0, v0, L0, x1, v1, L1, u, fw, q0_, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
@@ -547,7 +547,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
     em = em_carve(work, nb, nq, nv)
     jx = jac_carve(work, nb, nq, nv)
-    x0, v0, L0, q0, mu, res = em[0], em[1], em[2], em[8], em[13], em[15]
+    x0, v0, L0, q0, mu, res = em.x0, em.v0, em.L0, em.q0, em.mu, em.res
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
@@ -557,7 +557,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     for j in range(nv):
         res_out[j] = res[j]
     newton_matrix(dt, tf, ti, q0, mu, work, nq)
-    actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, R0, scr[0], em[6], kd, Cb)
+    actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, R0, scr.R, em.u, kd, Cb)
     if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
         return False
     tree_solve(ti, SL, SR, U, W, Dinv, g, pA, acc, ucol, sol_out)

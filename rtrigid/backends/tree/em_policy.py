@@ -82,7 +82,7 @@ def follow(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, S, S_
                    pi, A, forces, Qg, nu, x, q, v, w, L, scr, em, jx, start, stats, act, ctrl,
                    awork, False) and all_finite(S)
         if ok and target == 1.0:
-            _whole_step_work(dt, act, ctrl, S, S_prev, nq, em[13], awork)
+            _whole_step_work(dt, act, ctrl, S, S_prev, nq, em.mu, awork)
             return True
         if ok:
             for j in range(nv):
@@ -166,10 +166,10 @@ def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg
     no outcome.
     """
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
-    Q0, nu0, Lv = scr[14], scr[15], scr[23]
+    Q0, nu0, Lv = scr.Q0, scr.nu0, scr.Lv
     x0, v0, L0, x1, v1, L1, u, fw, q0, q1 = em[:10]
-    mu, Y = em[13], em[18]
-    R0 = jx[4]
+    mu, Y = em.mu, em.Y
+    R0 = jx.R0
     nb = ti.shape[0]
     nv = nu.shape[0]
     nq = Qg.shape[0]
@@ -197,7 +197,7 @@ def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg
         for j in range(nv):
             nu0[j] = nu[j]
         ok = rk4_step(h, k == 0, gravity, tf, ti, pf, pi, A, Q0, nu0, Qg, nu, scr, em, act,
-                      ctrl, scr[17][0])
+                      ctrl, scr.knu[0])
         normalize_coordinates(ti, Qg)
         ok = ok and all_finite(Qg) and all_finite(nu)
     if not ok:
@@ -220,7 +220,7 @@ def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg
         return False
     # the configuration of mu (the energy-momentum step's convention), the momenta of nu1
     for i in range(nq):
-        Qg[i] = em[12][i]
+        Qg[i] = em.Q1[i]
     normalize_coordinates(ti, Qg)
     refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
     t1 = _kinetic(tf, v, L)

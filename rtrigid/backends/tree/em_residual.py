@@ -210,10 +210,10 @@ def residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, work, act, ctr
     scr = carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
     em = em_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
     jx = jac_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
-    R, rj = scr[0], scr[1]
+    R, rj = scr.R, scr.rj
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
-    mt, Nm, R0 = jx[0], jx[1], jx[4]
+    mt, Nm, R0 = jx.mt, jx.Nm, jx.R0
     nb = ti.shape[0]
     update_coordinates(ti, Q0, mu, Q1)
     forward_kinematics(tf, ti, Q1, x1, q1, R, rj)

@@ -24,6 +24,7 @@ from rtrigid.backends.tree.kinematics import (
     joint_velocities,
     normalize_coordinates,
 )
+from rtrigid.backends.tree.layout import limit_arrays, pass_arrays
 from rtrigid.backends import newton
 from rtrigid.backends.tree.dynamics import momentum_rates
 from rtrigid.backends.tree.limits import limit_impulse
@@ -72,7 +73,7 @@ def _factor(ti, work, nq, nv):
     see :func:`residual`; the factorization inlined)."""
     scr = carve(work, ti.shape[0], nq, nv)
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jac_carve(work, ti.shape[0], nq, nv)
-    return tree_factor_inline(ti, SL, SR, Cb, scr[5], scr[6], scr[8], scr[7], scr[12], aug,
+    return tree_factor_inline(ti, SL, SR, Cb, scr.IA, scr.U, scr.W, scr.Dinv, scr.I6, aug,
                               kd, dc)
 
 
@@ -81,13 +82,13 @@ def _correction(h, ti, work, nq, nv, nlock):
     """dmu <- the Newton correction -(h/2) M^-1 res with the factored matrix (the locked
     joints kept, see :func:`_keep_locked`); False if that fails.  ``work``: the flat scratch
     (carved here, see :func:`residual`; the solve inlined)."""
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, ti.shape[0], nq,
-                                                                    nv)[:14]
-    lim = carve(work, ti.shape[0], nq, nv)[21:25]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(
+        carve(work, ti.shape[0], nq, nv))
+    lim = limit_arrays(carve(work, ti.shape[0], nq, nv))
     em = em_carve(work, ti.shape[0], nq, nv)
-    res, rhs, dmu = em[15], em[16], em[14]
+    res, rhs, dmu = em.res, em.rhs, em.dmu
     jx = jac_carve(work, ti.shape[0], nq, nv)
-    SL, SR, ucol = jx[5], jx[6], jx[8]
+    SL, SR, ucol = jx.SL, jx.SR, jx.ucol
     for j in range(res.shape[0]):
         rhs[j] = -0.5 * h * res[j]
     tree_solve_inline(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
@@ -102,7 +103,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     False on failure.  The first ``nlock`` joints of the limit scratch Lv are locked: their
     increments are Lv[2] and their equations are left out (see :func:`_solve_with_limits`).
     With ``add_work`` the actuators' work over the step is added to ``awork``."""
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
      Y) = em
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
@@ -113,8 +114,8 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
     for j in range(nv):
         mu[j] = h * rates[j]
     if nlock > 0:  # (the limit scratch is touched only then: a view costs reference counts)
-        _locked_increments(mu, scr[23], nlock)
-    back = scr[15]  # the last update taken (free during the solve: the predictor's nu_t)
+        _locked_increments(mu, scr.Lv, nlock)
+    back = scr.nu0  # the last update taken (free during the solve: the predictor's nu_t)
     best = np.inf
     stalls = 0
     update = np.inf
@@ -134,7 +135,7 @@ def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v
         rnorm, floor = residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, work, act,
                                 ctrl)
         if nlock > 0:
-            rnorm = _free_rows_norm(res, scr[23], nlock, rnorm)
+            rnorm = _free_rows_norm(res, scr.Lv, nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
         accept = max(ACCEPT, FLOOR_MARGIN * floor)
         grew = not np.isfinite(rnorm)  # (then the update left the domain)
@@ -339,10 +340,10 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
     only takes energy out (the limits are inelastic: the registry refuses a restitution for
     this scheme).  The actuators' work is added once, for the step finally taken.
     """
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
-    start, guess, at_t = scr[14], scr[19], scr[20]
-    Lc, La, Lv, Ld = scr[21:25]
-    x0, v0, L0, x1, u, q0, res = em[0], em[1], em[2], em[3], em[6], em[8], em[15]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
+    start, guess, at_t = scr.Q0, scr.nus, scr.nudot
+    Lc, La, Lv, Ld = limit_arrays(scr)
+    x0, v0, L0, x1, u, q0, res = em.x0, em.v0, em.L0, em.x1, em.u, em.q0, em.res
     nb = ti.shape[0]
     nv = nu.shape[0]
     made = stats[STAT_ITERS]
@@ -403,7 +404,7 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
                                        nlock, False):
             return False
     if add_work:
-        add_actuator_work(h, act, ctrl, start, em[13], awork)  # of the step taken, once
+        add_actuator_work(h, act, ctrl, start, em.mu, awork)  # of the step taken, once
     if nlock == 0:
         return True
     for a in range(nlock):  # exactly on the limit (start + increment may miss it by an ulp)
@@ -468,7 +469,7 @@ def explicit_start(h, end, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, 
         return False
     nu_t, back = path[0], path[3]
     for j in range(nu_t.shape[0]):
-        nu_t[j] = scr[15][j]
+        nu_t[j] = scr.nu0[j]
         back[j] = nu_t[j] - 0.5 * change[j]
     choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
                  ctrl, pred, change)

@@ -41,8 +41,8 @@ def predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, c
     energy-momentum solver").
     """
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
-    nu_t = scr[15]
-    xs, vs, ws, qs, Q1 = em[3], em[4], em[6], em[9], em[12]  # (free until the solve starts)
+    nu_t = scr.nu0
+    xs, vs, ws, qs, Q1 = em.x1, em.v1, em.u, em.q1, em.Q1  # (free until the solve starts)
     if not momentum_rates(tf, ti, Qg, v, L, xs, qs, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
                           I6, tau, nu_t, vs, ws):
         return False
@@ -65,9 +65,9 @@ def rk4_step(h, factored, gravity, tf, ti, pf, pi, A, Q0, nu0, Q1, nu1, scr, em,
     The actuators act at every stage; their work is not added here (the caller counts it by
     this scheme's rule)."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
-    kQ, Qs, nus = scr[16], scr[18], scr[19]
-    dQ, sQ, dnu, snu = kQ[0], kQ[1], scr[20], scr[17][1]
-    xs, qs = em[3], em[9]
+    kQ, Qs, nus = scr.kQ, scr.Qs, scr.nus
+    dQ, sQ, dnu, snu = kQ[0], kQ[1], scr.nudot, scr.knu[1]
+    xs, qs = em.x1, em.q1
     nb = ti.shape[0]
     nv = nu0.shape[0]
     nq = Q0.shape[0]
@@ -125,13 +125,13 @@ def extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, Qs, pred):
 def choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
                  ctrl, pred, change):
     """Of three starts -- the RK4 prediction in ``pred``, the Taylor one nu_t + change/2
-    (nu_t in scr[15], the rates at t_n) and the stored rates ``nu`` (the last step's mean
+    (nu_t in scr.nu0, the rates at t_n) and the stored rates ``nu`` (the last step's mean
     rates) -- leave in ``pred`` the one whose residual is smallest.  The stored rates win
     where the explicit dynamics is unstable at this step (a stiff servo, kp h²/m = 1e4)."""
-    x0, v0, L0, q0, mu, alt = em[0], em[1], em[2], em[8], em[13], em[16]
-    nu_t = scr[15]
+    x0, v0, L0, q0, mu, alt = em.x0, em.v0, em.L0, em.q0, em.mu, em.rhs
+    nu_t = scr.nu0
     nv = pred.shape[0]
-    load_start(x, v, L, q, x0, v0, L0, q0, jx[4])
+    load_start(x, v, L, q, x0, v0, L0, q0, jx.R0)
     for j in range(nv):
         alt[j] = nu_t[j] + 0.5 * change[j]
     best = np.inf
@@ -152,9 +152,9 @@ def choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr,
 @jit_inline
 def work_of(scr):
     """The flat scratch that the kinematics scratch ``scr`` (and the solver's tuples after it)
-    was carved from: :func:`kinematics.carve` puts scr[0] at its start."""
-    nb, nv, nq = scr[0].shape[0], scr[13].shape[0], scr[14].shape[0]
-    return flat(scr[0], base_work_size(nb, nq, nv) + em_size(nb, nq, nv)
+    was carved from: :func:`kinematics.carve` puts scr.R at its start."""
+    nb, nv, nq = scr.R.shape[0], scr.tau.shape[0], scr.Q0.shape[0]
+    return flat(scr.R, base_work_size(nb, nq, nv) + em_size(nb, nq, nv)
                 + path_size(nb, nq, nv))
 
 

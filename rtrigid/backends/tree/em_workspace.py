@@ -1,6 +1,7 @@
 """The scratch of the jointed ``energy_momentum`` step: its sizes and how it is carved out of
 the work array (after the kinematics scratch of :func:`.kinematics.carve`).
 """
+from collections import namedtuple
 
 from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.buffers import view
@@ -41,6 +42,14 @@ def _jac_size(nb, nv):
     return 12 * nb + 9 * nb + 36 * nb * 2 + 36 * nb + 6 * nb + nv + 36 + 72 + nv
 
 
+# the solver's scratch by name (what :func:`em_carve` returns)
+EmScratch = namedtuple("EmScratch", ("x0", "v0", "L0", "x1", "v1", "L1", "u", "fw", "q0", "q1",
+                                     "rot", "smid", "Q1", "mu", "dmu", "res", "rhs", "Fs", "Y"))
+# the Newton matrix's scratch by name (what :func:`jac_carve` returns)
+JacScratch = namedtuple("JacScratch", ("mt", "Nm", "dc", "xt", "R0", "SL", "SR", "Cb", "ucol",
+                                       "pred", "M3", "aug", "kd"))
+
+
 @jit_inline
 def em_carve(work, nb, nq, nv):
     o = base_work_size(nb, nq, nv)
@@ -75,13 +84,13 @@ def em_carve(work, nb, nq, nv):
     Fs = view(work, o, (nb, 6))
     o += 6 * nb
     Y = view(work, o, (nb, 6))
-    return x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs, Y
+    return EmScratch(x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
+                     Y)
 
 
 @jit_inline
 def jac_carve(work, nb, nq, nv):
-    """Scratch of the Newton matrix: (mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug,
-    kd)."""
+    """Scratch of the Newton matrix, as a :data:`JacScratch`."""
     o = base_work_size(nb, nq, nv) + em_size(nb, nq, nv) - _jac_size(nb, nv)
     mt = view(work, o, (nb, 3))
     Nm = view(work, o + 3 * nb, (nb, 3))
@@ -105,7 +114,7 @@ def jac_carve(work, nb, nq, nv):
     aug = view(work, o, (6, 12))
     o += 72
     kd = view(work, o, (nv,))
-    return mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd
+    return JacScratch(mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd)
 
 
 @jit

@@ -243,7 +243,7 @@ def step(n, dt, F, I):
     em = em_carve(work, nb, nq, nv)
     jx = jac_carve(work, nb, nq, nv)
     path = path_carve(work, nb, nq, nv)
-    pred, change = jx[9], scr[17][0]
+    pred, change = jx.pred, scr.knu[0]
     act, ctrl, awork = actuator_views(F, I)
     forces = False  # any joint force held (A after the body loads; constant over the call)
     for i in range(6 * nb, 6 * nb + nv):
@@ -256,7 +256,7 @@ def step(n, dt, F, I):
     for _ in range(n):
         # the step's solves may hand out iterations until stats[STAT_SPENT] reaches end
         end = stats[STAT_SPENT] + (budget if budget > 0 else UNBUDGETED)
-        extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, em[12], pred)
+        extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, em.Q1, pred)
         for i in range(S.shape[0]):
             S_prev[i] = S[i]
         m = 1

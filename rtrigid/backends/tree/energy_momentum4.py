@@ -76,7 +76,7 @@ def _run(n, dt, F, I, stages, mids):
     forces = False  # any joint force held (A after the body loads; constant over the call)
     for i in range(6 * nb, 6 * nb + nv):
         forces = forces or A[i] != 0.0
-    pred = jx[9]
+    pred = jx.pred
     act, ctrl, awork = em.actuator_views(F, I)
     change = work[o:o + nv]
     rates = work[o + nv:o + 2 * nv]

@@ -2,6 +2,8 @@
 coordinates and rates, the columns of the per-body, per-spring rows and of a body's joint
 geometry, where each joint's coordinates and rates sit, and the kernel buffers (model,
 state, applied loads, the per-step scratch) with their views."""
+from collections import namedtuple
+
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
@@ -115,6 +117,10 @@ def work_layout(nb, nq, nv):
             ("Lc", (nb, nv)), ("La", (nb, nb)), ("Lv", (4, nb)), ("Ld", (nv,)))
 
 
+# the scratch arrays by name (what :func:`carve` returns; a kernel reads ``scr.nu0``)
+Scratch = namedtuple("Scratch", [name for name, _ in work_layout(1, 1, 1)])
+
+
 # -- the kernel buffers -------------------------------------------------------------------------
 #   I = [nb, ns, nq, nv, na | ti (nb x I_WIDTH) | pi (ns x 2) | stats]
 #   F = [gravity (3) | tf (nb x T_WIDTH) | pf (ns x P_WIDTH) | act (na x ACT_WIDTH) | S
@@ -202,7 +208,7 @@ def actuator_views(F, I):
 
 @jit_inline
 def carve(work, nb, nq, nv):
-    """The scratch arrays of :func:`work_layout`, in that order."""
+    """The scratch arrays of :func:`work_layout`, in that order, as a :data:`Scratch`."""
     o = 0
     R = view(work, o, (nb, 3, 3))
     o += 9 * nb
@@ -255,5 +261,19 @@ def carve(work, nb, nq, nv):
     Lv = view(work, o, (4, nb))
     o += 4 * nb
     Ld = view(work, o, (nv,))
-    return (R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs, nus,
-            nudot, Lc, La, Lv, Ld)
+    return Scratch(R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs,
+                   nus, nudot, Lc, La, Lv, Ld)
+
+
+@jit_inline
+def pass_arrays(scr):
+    """The scratch arrays the tree's passes take, in their order: (R, rj, G, V, cb, IA, U,
+    Dinv, W, pA, acc, fext, I6, tau)."""
+    return (scr.R, scr.rj, scr.G, scr.V, scr.cb, scr.IA, scr.U, scr.Dinv, scr.W, scr.pA, scr.acc,
+            scr.fext, scr.I6, scr.tau)
+
+
+@jit_inline
+def limit_arrays(scr):
+    """The joint limits' scratch (:mod:`.limits`): (Lc, La, Lv, Ld)."""
+    return scr.Lc, scr.La, scr.Lv, scr.Ld

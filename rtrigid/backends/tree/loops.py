@@ -69,12 +69,13 @@ from rtrigid.backends.tree.kinematics import (
     rk4_stage_input,
     state_views,
 )
+from rtrigid.backends.tree.layout import pass_arrays
 from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS, all_finite, view
 from rtrigid.backends.tree.limits import clamp_limits, has_limits
 from rtrigid.backends.tree.nullspace_rk4 import RK4_WEIGHTS
 from rtrigid.backends.tree.dynamics import mass_matrix
 from rtrigid.joints import geometry as joint_geometry
-from rtrigid.maths.dense import RANK_GAP
+from rtrigid.maths.dense import RANK_GAP, LoopWork
 from rtrigid.backends.tree.loops_rows import (
     LI_WIDTH,
     L_AC,
@@ -219,7 +220,7 @@ def carve_loop(xf, xi, nb, nq, nv):
     piv = view(xi, o, (m,))
     masks = view(xi, o + m, (3, nv))
     idx, every, free = masks[0], masks[1], masks[2]
-    ws = (L, A, Gm, piv, lam, bm, w, c, idx, Lf, Af, U, g, y, Ja, dfc, every, Kf)
+    ws = LoopWork(L, A, Gm, piv, lam, bm, w, c, idx, Lf, Af, U, g, y, Ja, dfc, every, Kf)
     return (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc, Lnew, Q0, nu0, Qs, nus, dQ, dnu,
             sQ, snu, free, dQr, delta, zero, loads)
 
@@ -235,8 +236,8 @@ def loop_step(n, dt, F, I, xf, xi):
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
     f_app, t_app, held = applied_views(A, nb, nv)
     act, ctrl, awork = actuator_views(F, I)
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, nb, nq, nv)[:14]
-    Lv = carve(work, nb, nq, nv)[23]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(carve(work, nb, nq, nv))
+    Lv = carve(work, nb, nq, nv).Lv
     (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc2, Lnew, Q0, nu0, Qs, nus, dQ, dnu, sQ,
      snu, free, dQr, delta, zero, loads) = carve_loop(xf, xi, nb, nq, nv)
     done = rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, f_app,
@@ -340,7 +341,8 @@ class LoopClosure:
     def rows(self, Qg, nu=None, what=7):
         """(phi, J, gamma) at (Qg, nu), computed as ``what`` asks (bits 1, 2, 4; see
         :func:`loop_rows`); views of scratch, valid until the next call."""
-        R, rj, G, V, cb = self._scr[:5]
+        s = self._scr
+        R, rj, G, V, cb = s.R, s.rj, s.G, s.V, s.cb
         loop_rows(self.tree.tf, self.tree.ti, Qg, self._nu0 if nu is None else nu, self.lf,
                   self.li, self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._J6,
                   self._phi, self._J, self._gam, what)
@@ -356,8 +358,8 @@ class LoopClosure:
         return self.rows(Qg, what=2)[1].copy()
 
     def mass_matrix(self, Qg):
-        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6 = self._scr[:13]
-        mass_matrix(self.tree.tf, self.tree.ti, Qg, self._x, self._q, R, rj, G, IA, I6,
+        s = self._scr
+        mass_matrix(self.tree.tf, self.tree.ti, Qg, self._x, self._q, s.R, s.rj, s.G, s.IA, s.I6,
                     self._F6, self._M)
         return self._M
 
@@ -373,8 +375,9 @@ class LoopClosure:
         f_app, t_app, held = loads
         return constrained_acceleration(
             tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, Qg, nu, f_app, t_app, held,
-            self.lf, self.li, self.rank, self.ws, self._x, self._q, *self._scr[:14], self._F6,
-            self._M, self._E, self._J6, self._phi, self._J, self._gam, self._acc, out)
+            self.lf, self.li, self.rank, self.ws, self._x, self._q,
+            *pass_arrays.py_func(self._scr), self._F6, self._M, self._E, self._J6, self._phi,
+            self._J, self._gam, self._acc, out)
 
     def retract(self, Qg, delta):
         """Qg moved by the rate-space increment delta (first order), quaternions normalised."""
@@ -383,9 +386,9 @@ class LoopClosure:
         normalize_coordinates(self.tree.ti, Qg)
 
     def _common(self):
-        R, rj, G, V, cb, IA = self._scr[:6]
-        return (self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._J6, self._phi,
-                self._J, self._gam, IA, self._scr[12], self._F6, self._M)
+        s = self._scr
+        return (self._x, self._q, s.R, s.rj, s.G, s.V, s.cb, self._acc, self._E, self._J6,
+                self._phi, self._J, self._gam, s.IA, s.I6, self._F6, self._M)
 
     def close_positions(self, Qg, free=None, max_iter=12):
         """Newton's method on Phi(Qg) = 0 with least K-norm corrections of the free rates
@@ -413,7 +416,7 @@ class LoopClosure:
         K = self.mass_matrix(Qg).copy()
         J = self.jacobian(Qg)  # also leaves the bodies' poses in _x and R (scratch)
         lam = np.linalg.lstsq(J.T, K @ dnu, rcond=RANK_GAP)[0]
-        x, R = self._x, self._scr[0]
+        x, R = self._x, self._scr.R
         out = []
         row = 0
         for lp in self.loops:

@@ -614,7 +614,7 @@ def em_loop_step(n, dt, F, I, xf, xi, ef, ei):
     f_app, t_app, held = applied_views(A, nb, nv)
     act, ctrl, awork = actuator_views(F, I)
     scr = carve(work, nb, nq, nv)
-    R, rj, G, V, cb, IA, I6 = scr[0], scr[1], scr[2], scr[3], scr[4], scr[5], scr[12]
+    R, rj, G, V, cb, IA, I6 = scr.R, scr.rj, scr.G, scr.V, scr.cb, scr.IA, scr.I6
     (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc2, Lnew) = carve_loop(xf, xi, nb, nq,
                                                                            nv)[:13]
     em = carve_em(ef, ei, nb, nq, nv, phi.shape[0], act.shape[0])

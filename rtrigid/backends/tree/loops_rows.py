@@ -149,7 +149,7 @@ def _k_change(J, K, defect, free, rank, ws, delta):
     not positive definite."""
     if rank < 0:
         return least_k_norm(J, K, defect, free, delta, ws)
-    ok = k_correction(J, K, defect, rank, ws[0], ws[1], ws[2], ws[3], ws[4], ws[6], delta)
+    ok = k_correction(J, K, defect, rank, ws.L, ws.A, ws.Gm, ws.piv, ws.lam, ws.w, delta)
     for i in range(delta.shape[0]):
         delta[i] = -delta[i]
     return ok
@@ -219,11 +219,11 @@ def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held
                           G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, out)
     loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam, 6)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
-    bm, c = ws[5], ws[7]
+    bm, c = ws.bm, ws.c
     _rows_times(J, out, bm)
     for r in range(bm.shape[0]):
         bm[r] += gam[r]
-    ok &= k_correction(J, K, bm, rank, ws[0], ws[1], ws[2], ws[3], ws[4], ws[6], c)
+    ok &= k_correction(J, K, bm, rank, ws.L, ws.A, ws.Gm, ws.piv, ws.lam, ws.w, c)
     for i in range(out.shape[0]):
         out[i] -= c[i]
     return ok
@@ -288,7 +288,7 @@ def limit_rates(tf, ti, Qg, nu, lf, li, k, Lv, x, q, R, rj, G, V, cb, acc, E, J6
     loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
     m, n = J.shape
-    Ja, defect, every = ws[14][:m + k], ws[15][:m + k], ws[16]
+    Ja, defect, every = ws.Ja[:m + k], ws.dfc[:m + k], ws.every
     for r in range(m + k):
         for c in range(n):
             Ja[r, c] = J[r, c] if r < m else 0.0

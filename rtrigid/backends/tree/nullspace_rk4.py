@@ -39,6 +39,7 @@ from rtrigid.backends.tree.kinematics import (
     state_views,
     world_loads,
 )
+from rtrigid.backends.tree.layout import limit_arrays, pass_arrays
 from rtrigid.backends.tree.kinematics import work_size as _mb_work_size
 from rtrigid.backends.tree.limits import clamp_limits, has_limits, limit_impulse
 
@@ -78,8 +79,9 @@ def step(n, dt, F, I):
     held = A[6 * nb:6 * nb + nv]  # joint forces on the rates, constant over the call
     scratch = carve(work, nb, nq, nv)
     act, ctrl, awork = actuator_views(F, I)
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
-    Q0, nu0, kQ, knu, Qs, nus = scratch[14:20]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scratch)
+    Q0, nu0, kQ, knu = scratch.Q0, scratch.nu0, scratch.kQ, scratch.knu
+    Qs, nus = scratch.Qs, scratch.nus
     dQ, dnu, sQ, snu = kQ[0], knu[0], kQ[1], knu[1]
     limited = has_limits(tf, ti)
     status = OK
@@ -182,8 +184,8 @@ def _hold_limits(F, I):
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q = state_views(S, nb, nq, nv)[:4]
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = carve(work, nb, nq, nv)[:14]
-    Lc, La, Lv, Ld = carve(work, nb, nq, nv)[21:25]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(carve(work, nb, nq, nv))
+    Lc, La, Lv, Ld = limit_arrays(carve(work, nb, nq, nv))
     k = clamp_limits(tf, ti, Qg, nu, Lv)
     if k == 0:
         return True

@@ -136,8 +136,8 @@ def step(n, dt, F, I):
     scratch = carve(work, nb, nq, nv)
     na = act.shape[0]
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
-    Q0, nu0 = scratch[14], scratch[15]
-    arm, nudot = scratch[19], scratch[20]
+    Q0, nu0 = scratch.Q0, scratch.nu0
+    arm, nudot = scratch.nus, scratch.nudot
     limited = has_limits(tf, ti)
     status = OK
     for _ in range(n):
