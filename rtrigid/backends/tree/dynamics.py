@@ -347,7 +347,7 @@ class Queries:
 
     def mass_matrix(self, Qg):
         tf, ti = self._arrays[:2]
-        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6 = self._scr[:13]
+        R, rj, G, IA, I6 = self._scr.R, self._scr.rj, self._scr.G, self._scr.IA, self._scr.I6
         M = np.empty((self.nv, self.nv))
         mass_matrix(tf, ti, Qg, self._x, self._q, R, rj, G, IA, I6, self._F6, M)
         return M
@@ -356,7 +356,7 @@ class Queries:
         """tau for nudot; ``loads`` = (f_app, t_app, held) of the simulation, or None for
         gravity alone (then with nudot = 0 this is the bias force)."""
         tf, ti, pf, pi, gravity = self._arrays
-        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = self._scr[:14]
+        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = pass_arrays.py_func(self._scr)
         f_app, t_app, held = self._zero_loads if loads is None else loads
         tau = np.empty(self.nv)
         inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held,
@@ -381,7 +381,7 @@ class Queries:
         """
         f_app, t_app, held = loads
         tf, ti, pf, pi, gravity = self._arrays
-        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = self._scr[:14]
+        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = pass_arrays.py_func(self._scr)
         nudot = np.empty(self.nv)
         forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, self._x,
                          self._q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp, nudot)
@@ -462,7 +462,7 @@ class Queries:
 
     def jacobian(self, Qg, b, point):
         tf, ti = self._arrays[:2]
-        R, rj, G = self._scr[:3]
+        R, rj, G = self._scr.R, self._scr.rj, self._scr.G
         J = np.empty((6, self.nv))
         point_jacobian(tf, ti, Qg, b, point, self._x, self._q, R, rj, G, J)
         return J

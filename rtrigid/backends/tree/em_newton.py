@@ -4,6 +4,7 @@ solve; :func:`newton_probe` exposes one residual and one Newton solve for studie
 
 import numpy as np
 from rtrigid._jit import inline_copy, jit, jit_inline
+from rtrigid.backends.tree.layout import pass_arrays
 from rtrigid.backends.tree.kinematics import (
     ACT_BODY,
     ACT_GEAR,
@@ -544,7 +545,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
     scr = carve(work, nb, nq, nv)
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     em = em_carve(work, nb, nq, nv)
     jx = jac_carve(work, nb, nq, nv)
     x0, v0, L0, q0, mu, res = em.x0, em.v0, em.L0, em.q0, em.mu, em.res

@@ -6,6 +6,7 @@ outcome (a few RK4 steps projected back to the step's energy).
 import numpy as np
 from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.buffers import STAT_BUDGET, STAT_ITERS, STAT_SPENT, all_finite
+from rtrigid.backends.tree.layout import pass_arrays
 from rtrigid.backends.tree.kinematics import (
     T_J,
     T_MASS,
@@ -44,8 +45,7 @@ def _whole_step_work(dt, act, ctrl, S, S_prev, nq, mu, awork):
 
 
 @jit
-def follow(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, S, S_prev, Qg, nu,
-           x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork, path):
+def follow(dt, max_iter, end, limited, model, S, S_prev, state, ws, stats, drive, path):
     """The whole step of size dt from S_prev by following the path of its solution in h from
     h = 0 (path-following continuation); True: it converged and is in S, False: it did not
     and S is S_prev.
@@ -61,6 +61,10 @@ def follow(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, S, S_
     the same test as any other; the tries add no actuator work (the kept one adds the whole
     step's).
     """
+    gravity, tf, ti, pf, pi, A, forces = model
+    Qg, nu, x, q, v, w, L = state
+    scr, em, jx = ws
+    act, ctrl, awork = drive
     nu_t, start, lo, lo2 = path[0], path[1], path[2], path[3]
     nq = Qg.shape[0]
     nv = nu.shape[0]
@@ -78,9 +82,8 @@ def follow(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, S, S_
         for i in range(core):
             S[i] = S_prev[i]
         made = stats[STAT_ITERS]
-        ok = solve(target * dt, min(FOLLOW_ITER, max_iter), end, limited, gravity, tf, ti, pf,
-                   pi, A, forces, Qg, nu, x, q, v, w, L, scr, em, jx, start, stats, act, ctrl,
-                   awork, False) and all_finite(S)
+        ok = solve(target * dt, min(FOLLOW_ITER, max_iter), end, limited, model, state, ws,
+                   start, stats, drive, False) and all_finite(S)
         if ok and target == 1.0:
             _whole_step_work(dt, act, ctrl, S, S_prev, nq, em.mu, awork)
             return True
@@ -108,16 +111,15 @@ def spent(stats, end):
 
 
 @jit
-def out_of_budget(dt, gravity, tf, ti, pf, pi, A, forces, limited, S, S_prev, Q_start, Qg, nu, x,
-                  q, v, w, L, scr, em, jx, stats, act, ctrl, awork):
+def out_of_budget(dt, model, limited, S, S_prev, Q_start, state, ws, stats, drive):
     """A step that ran out of its budget (``step_budget``): from its start (S_prev, whose
     coordinates are Q_start) it takes the budget outcome (:func:`_budget_outcome`), or, if
     that has none, stops at its start: every rate and momentum zero, the configuration kept
     (the energy can only drop).  Counted in stats[STAT_BUDGET]."""
+    Qg, nu, x, q, v, w, L = state
     for i in range(S.shape[0]):
         S[i] = S_prev[i]
-    if not (_budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg, nu, x,
-                            q, v, w, L, scr, em, jx, act, ctrl, awork) and all_finite(S)):
+    if not (_budget_outcome(dt, model, limited, Q_start, state, ws, drive) and all_finite(S)):
         for i in range(S.shape[0]):
             S[i] = S_prev[i]
         for j in range(nu.shape[0]):
@@ -131,8 +133,7 @@ def out_of_budget(dt, gravity, tf, ti, pf, pi, A, forces, limited, S, S_prev, Q_
 
 
 @jit
-def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg, nu, x, q, v, w,
-                    L, scr, em, jx, act, ctrl, awork):
+def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
     """The budget outcome of a step from the state at its start (in the state arrays; its
     coordinates also in Q_start): the explicit dynamics' motion over the step, its kinetic
     energy capped so that the energy does not grow by more than the loads' work.  False (the
@@ -165,9 +166,14 @@ def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg
     sqrt(cap / T1); T0 + W < 0 (the explicit motion climbs higher than the energy allows) has
     no outcome.
     """
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    gravity, tf, ti, pf, pi, A, forces = model
+    Qg, nu, x, q, v, w, L = state
+    scr, em, jx = ws
+    act, ctrl, awork = drive
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     Q0, nu0, Lv = scr.Q0, scr.nu0, scr.Lv
-    x0, v0, L0, x1, v1, L1, u, fw, q0, q1 = em[:10]
+    x0, v0, L0, x1, v1 = em.x0, em.v0, em.L0, em.x1, em.v1
+    u, fw, q0, q1 = em.u, em.fw, em.q0, em.q1
     mu, Y = em.mu, em.Y
     R0 = jx.R0
     nb = ti.shape[0]
@@ -196,8 +202,7 @@ def _budget_outcome(dt, gravity, tf, ti, pf, pi, A, forces, limited, Q_start, Qg
             Q0[i] = Qg[i]
         for j in range(nv):
             nu0[j] = nu[j]
-        ok = rk4_step(h, k == 0, gravity, tf, ti, pf, pi, A, Q0, nu0, Qg, nu, scr, em, act,
-                      ctrl, scr.knu[0])
+        ok = rk4_step(h, k == 0, model, Q0, nu0, Qg, nu, ws, drive, scr.knu[0])
         normalize_coordinates(ti, Qg)
         ok = ok and all_finite(Qg) and all_finite(nu)
     if not ok:

@@ -97,12 +97,15 @@ def _correction(h, ti, work, nq, nv, nlock):
 
 
 @jit
-def _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
-                scr, em, jx, rates, stats, act, ctrl, awork, nlock, add_work):
+def _solve_step(h, max_iter, model, state, ws, rates, stats, drive, nlock, add_work):
     """One EM step of size h from the state in (Qg, x, q, v, L), starting from mu = h rates;
     False on failure.  The first ``nlock`` joints of the limit scratch Lv are locked: their
     increments are Lv[2] and their equations are left out (see :func:`_solve_with_limits`).
     With ``add_work`` the actuators' work over the step is added to ``awork``."""
+    gravity, tf, ti, pf, pi, A, forces = model
+    Qg, nu, x, q, v, w, L = state
+    scr, em, jx = ws
+    act, ctrl, awork = drive
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
      Y) = em
@@ -324,8 +327,7 @@ def _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, unit, dmu, nlock, Lc, La
 
 
 @jit
-def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
-                       L, scr, em, jx, rates, stats, act, ctrl, awork, add_work):
+def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_work):
     """:func:`_solve_step` with the joint limits (revolute and prismatic joints; see the
     README); the actuators' work over the step taken is added to ``awork`` with ``add_work``.
 
@@ -340,6 +342,10 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
     only takes energy out (the limits are inelastic: the registry refuses a restitution for
     this scheme).  The actuators' work is added once, for the step finally taken.
     """
+    gravity, tf, ti, pf, pi, A, forces = model
+    Qg, nu, x, q, v, w, L = state
+    scr, em, jx = ws
+    act, ctrl, awork = drive
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     start, guess, at_t = scr.Q0, scr.nus, scr.nudot
     Lc, La, Lv, Ld = limit_arrays(scr)
@@ -349,8 +355,7 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
     made = stats[STAT_ITERS]
     for i in range(Qg.shape[0]):
         start[i] = Qg[i]
-    if not _solve_step(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
-                       scr, em, jx, rates, stats, act, ctrl, awork, 0, False):
+    if not _solve_step(h, max_iter, model, state, ws, rates, stats, drive, 0, False):
         return False
     nlock = 0
     for _ in range(6):
@@ -399,9 +404,8 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
             for k in range(4):
                 q[b, k] = q0[b, k]
         left = max_iter - (stats[STAT_ITERS] - made)
-        if left < 1 or not _solve_step(h, left, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x,
-                                       q, v, w, L, scr, em, jx, guess, stats, act, ctrl, awork,
-                                       nlock, False):
+        if left < 1 or not _solve_step(h, left, model, state, ws, guess, stats, drive, nlock,
+                                       False):
             return False
     if add_work:
         add_actuator_work(h, act, ctrl, start, em.mu, awork)  # of the step taken, once
@@ -431,8 +435,7 @@ def _solve_with_limits(h, max_iter, gravity, tf, ti, pf, pi, A, forces, Qg, nu, 
 
 
 @jit_inline
-def solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L,
-          scr, em, jx, pred, stats, act, ctrl, awork, add_work=True):
+def solve(h, max_iter, end, limited, model, state, ws, pred, stats, drive, add_work=True):
     """One step of size h from the start ``pred`` (with the limits if the tree has any); the
     actuators' work is added to ``awork`` with ``add_work``.
 
@@ -445,43 +448,37 @@ def solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu,
         return False
     made = stats[STAT_ITERS]
     if limited:
-        ok = _solve_with_limits(h, cap, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w,
-                                L, scr, em, jx, pred, stats, act, ctrl, awork, add_work)
+        ok = _solve_with_limits(h, cap, model, state, ws, pred, stats, drive, add_work)
     else:
-        ok = _solve_step(h, cap, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
-                         em, jx, pred, stats, act, ctrl, awork, 0, add_work)
+        ok = _solve_step(h, cap, model, state, ws, pred, stats, drive, 0, add_work)
     stats[STAT_SPENT] += stats[STAT_ITERS] - made if ok else cap
     return ok
 
 
 @jit
-def explicit_start(h, end, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx,
-                   stats, act, ctrl, pred, change, path):
+def explicit_start(h, end, model, state, ws, stats, drive, pred, change, path):
     """The explicit start of a step of size h (:func:`predict`, :func:`choose_start`) in
     ``pred``; path[0] <- the rates at t_n, path[3] <- nu_t - h nudot / 2, the point at s = -1
     of the tangent at t_n of the path of the step's mean rates in s = h / dt (see
     :func:`follow`).  False if there is none or the step budget leaves too little; the start
     is charged PREDICT_CHARGE iterations, and made only if the budget leaves more."""
+    scr, em, jx = ws
     if end - stats[STAT_SPENT] <= PREDICT_CHARGE:
         return False
     stats[STAT_SPENT] += PREDICT_CHARGE
-    if not predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, change):
+    if not predict(h, model, state, ws, drive, pred, change):
         return False
     nu_t, back = path[0], path[3]
     for j in range(nu_t.shape[0]):
         nu_t[j] = scr.nu0[j]
         back[j] = nu_t[j] - 0.5 * change[j]
-    choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
-                 ctrl, pred, change)
+    choose_start(h, model, state, ws, drive, pred, change)
     return True
 
 
 @jit
-def explicit_solve(h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
-                   v, w, L, scr, em, jx, stats, act, ctrl, awork, pred, change, path):
+def explicit_solve(h, max_iter, end, limited, model, state, ws, stats, drive, pred, change, path):
     """One step of size h from the explicit start (:func:`explicit_start`).  False (state
     unchanged) if there is none, the step budget is spent or the solve fails."""
-    return explicit_start(h, end, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr,
-                          em, jx, stats, act, ctrl, pred, change, path) and solve(
-        h, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, w, L, scr,
-        em, jx, pred, stats, act, ctrl, awork)
+    return explicit_start(h, end, model, state, ws, stats, drive, pred, change, path) and solve(
+        h, max_iter, end, limited, model, state, ws, pred, stats, drive)

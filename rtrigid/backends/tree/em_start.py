@@ -5,6 +5,7 @@ RK4 start, and the step's mean rates.
 import numpy as np
 from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.buffers import all_finite, flat, view
+from rtrigid.backends.tree.layout import pass_arrays
 from rtrigid.backends.tree.kinematics import (
     ACT_GEAR,
     ACT_Q,
@@ -28,7 +29,7 @@ from rtrigid.backends.tree.em_residual import load_start, residual, update_coord
 
 
 @jit
-def predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, change):
+def predict(h, model, state, ws, drive, pred, change):
     """Explicit prediction of a step's mean rates: pred <- the mean rates of one RK4 step of
     the explicit dynamics from the present state (as ``nullspace_rk4`` steps, with every
     load acting), change <- h nudot at t_n; False if the inertia is singular or a value is
@@ -40,15 +41,17 @@ def predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, c
     iteration's reach, not its matrix, limits it, and RK4 lands closer (README, "The
     energy-momentum solver").
     """
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    gravity, tf, ti, pf, pi, A, forces = model
+    Qg, nu, x, q, v, w, L = state
+    scr, em, jx = ws
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     nu_t = scr.nu0
-    xs, vs, ws, qs, Q1 = em.x1, em.v1, em.u, em.q1, em.Q1  # (free until the solve starts)
+    xs, vs, us, qs, Q1 = em.x1, em.v1, em.u, em.q1, em.Q1  # (free until the solve starts)
     if not momentum_rates(tf, ti, Qg, v, L, xs, qs, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
-                          I6, tau, nu_t, vs, ws):
+                          I6, tau, nu_t, vs, us):
         return False
     # (the end rates go to pred, which the mean rates then overwrite)
-    if not rk4_step(h, True, gravity, tf, ti, pf, pi, A, Qg, nu_t, Q1, pred, scr, em, act,
-                    ctrl, change):
+    if not rk4_step(h, True, model, Qg, nu_t, Q1, pred, ws, drive, change):
         return False
     normalize_coordinates(ti, Q1)
     mean_rates(ti, Qg, Q1, h, pred)
@@ -56,15 +59,17 @@ def predict(h, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, em, act, ctrl, pred, c
 
 
 @jit
-def rk4_step(h, factored, gravity, tf, ti, pf, pi, A, Q0, nu0, Q1, nu1, scr, em, act, ctrl,
-             change):
+def rk4_step(h, factored, model, Q0, nu0, Q1, nu1, ws, drive, change):
     """One RK4 step of size h of the explicit dynamics from (Q0, nu0), every load acting (as
     ``nullspace_rk4`` steps it, its stage inputs from ``nullspace_rk4.loads``): (Q1, nu1) <-
     its end (Q1 not yet normalised), change <- h nudot at the start; False if the inertia is
     singular.  ``factored``: the recursion is factored at Q0 already (by ``momentum_rates``).
     The actuators act at every stage; their work is not added here (the caller counts it by
     this scheme's rule)."""
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scr[:14]
+    gravity, tf, ti, pf, pi, A, forces = model
+    scr, em, jx = ws
+    act, ctrl, awork = drive
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     kQ, Qs, nus = scr.kQ, scr.Qs, scr.nus
     dQ, sQ, dnu, snu = kQ[0], kQ[1], scr.nudot, scr.knu[1]
     xs, qs = em.x1, em.q1
@@ -122,12 +127,15 @@ def extrapolate(dt, ti, Qg, nu, Qg_prev, nu_prev, Qs, pred):
 
 
 @jit
-def choose_start(h, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q, v, L, scr, em, jx, act,
-                 ctrl, pred, change):
+def choose_start(h, model, state, ws, drive, pred, change):
     """Of three starts -- the RK4 prediction in ``pred``, the Taylor one nu_t + change/2
     (nu_t in scr.nu0, the rates at t_n) and the stored rates ``nu`` (the last step's mean
     rates) -- leave in ``pred`` the one whose residual is smallest.  The stored rates win
     where the explicit dynamics is unstable at this step (a stiff servo, kp h²/m = 1e4)."""
+    gravity, tf, ti, pf, pi, A, forces = model
+    Qg, nu, x, q, v, w, L = state
+    scr, em, jx = ws
+    act, ctrl, awork = drive
     x0, v0, L0, q0, mu, alt = em.x0, em.v0, em.L0, em.q0, em.mu, em.rhs
     nu_t = scr.nu0
     nv = pred.shape[0]

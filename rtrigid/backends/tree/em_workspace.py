@@ -49,6 +49,15 @@ EmScratch = namedtuple("EmScratch", ("x0", "v0", "L0", "x1", "v1", "L1", "u", "f
 JacScratch = namedtuple("JacScratch", ("mt", "Nm", "dc", "xt", "R0", "SL", "SR", "Cb", "ucol",
                                        "pred", "M3", "aug", "kd"))
 
+# The groups the step's functions (.em_solve, .em_start, .em_policy) take instead of their
+# members one by one: the model and its applied loads (``forces``: some joint force is held),
+# the state's views (kinematics.state_views), the scratch (carve, em_carve, jac_carve) and
+# the actuators (kinematics.actuator_views).  A function unpacks what it uses.
+TreeModel = namedtuple("TreeModel", ("gravity", "tf", "ti", "pf", "pi", "A", "forces"))
+TreeState = namedtuple("TreeState", ("Qg", "nu", "x", "q", "v", "w", "L"))
+EmWork = namedtuple("EmWork", ("scr", "em", "jx"))
+Drive = namedtuple("Drive", ("act", "ctrl", "awork"))
+
 
 @jit_inline
 def em_carve(work, nb, nq, nv):

@@ -215,7 +215,8 @@ from rtrigid.backends.buffers import (
 )
 from rtrigid.backends.tree.kinematics import actuator_views, carve, open_buffers, state_views
 from rtrigid.backends.tree.limits import has_limits
-from rtrigid.backends.tree.em_workspace import em_carve, jac_carve, path_carve
+from rtrigid.backends.tree.em_workspace import (Drive, EmWork, TreeModel, TreeState, em_carve,
+                                                jac_carve, path_carve)
 from rtrigid.backends.tree.em_start import extrapolate, predict
 from rtrigid.backends.tree.em_solve import QUICK, explicit_solve, explicit_start, solve
 # what the composed scheme (.energy_momentum4), the backend and the studies take from here
@@ -252,6 +253,10 @@ def step(n, dt, F, I):
     most = 2 ** int(solver[SOLVER_HALVINGS])
     budget = int(solver[SOLVER_BUDGET])
     limited = has_limits(tf, ti)
+    model = TreeModel(gravity, tf, ti, pf, pi, A, forces)
+    state = TreeState(Qg, nu, x, q, v, w, L)
+    ws = EmWork(scr, em, jx)
+    drive = Drive(act, ctrl, awork)
     flags = OK
     for _ in range(n):
         # the step's solves may hand out iterations until stats[STAT_SPENT] reaches end
@@ -261,20 +266,16 @@ def step(n, dt, F, I):
             S_prev[i] = S[i]
         m = 1
         # the cheap start first, with a few iterations; then the explicit start
-        ok = solve(dt, min(QUICK, max_iter), end, limited, gravity, tf, ti, pf, pi, A, forces,
-                   Qg, nu, x, q, v, w, L, scr, em, jx, pred, stats, act, ctrl,
-                   awork) and all_finite(S)
+        ok = solve(dt, min(QUICK, max_iter), end, limited, model, state, ws, pred, stats,
+                   drive) and all_finite(S)
         if not ok:
             for i in range(S.shape[0]):  # (a failed solve changes no state; exact)
                 S[i] = S_prev[i]
-            started = explicit_start(dt, end, gravity, tf, ti, pf, pi, A, forces, Qg, nu, x, q,
-                                     v, L, scr, em, jx, stats, act, ctrl, pred, change, path)
-            ok = started and solve(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A,
-                                   forces, Qg, nu, x, q, v, w, L, scr, em, jx, pred, stats, act,
-                                   ctrl, awork) and all_finite(S)
+            started = explicit_start(dt, end, model, state, ws, stats, drive, pred, change, path)
+            ok = started and solve(dt, max_iter, end, limited, model, state, ws, pred, stats,
+                                   drive) and all_finite(S)
             if not ok and started:
-                ok = follow(dt, max_iter, end, limited, gravity, tf, ti, pf, pi, A, forces, S,
-                            S_prev, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork,
+                ok = follow(dt, max_iter, end, limited, model, S, S_prev, state, ws, stats, drive,
                             path)
                 if ok:
                     stats[STAT_PATH] += 1
@@ -285,14 +286,12 @@ def step(n, dt, F, I):
             m *= 2
             ok = True
             for k in range(m):
-                ok = explicit_solve(dt / m, max_iter, end, limited, gravity, tf, ti, pf, pi, A,
-                                    forces, Qg, nu, x, q, v, w, L, scr, em, jx, stats, act,
-                                    ctrl, awork, pred, change, path) and all_finite(S)
+                ok = explicit_solve(dt / m, max_iter, end, limited, model, state, ws, stats, drive,
+                                    pred, change, path) and all_finite(S)
                 if not ok:
                     break
         if not ok and spent(stats, end):
-            out_of_budget(dt, gravity, tf, ti, pf, pi, A, forces, limited, S, S_prev, Qg_prev,
-                          Qg, nu, x, q, v, w, L, scr, em, jx, stats, act, ctrl, awork)
+            out_of_budget(dt, model, limited, S, S_prev, Qg_prev, state, ws, stats, drive)
             flags |= USED_BUDGET
             ok = True
             m = 1

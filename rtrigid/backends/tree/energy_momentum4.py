@@ -84,6 +84,10 @@ def _run(n, dt, F, I, stages, mids):
     most = 2 ** int(solver[SOLVER_HALVINGS])
     budget = int(solver[SOLVER_BUDGET])
     limited = has_limits(tf, ti)
+    model = em.TreeModel(gravity, tf, ti, pf, pi, A, forces)
+    state = em.TreeState(Qg, nu, x, q, v, w, L)
+    ws = em.EmWork(scr, emw, jx)
+    drive = em.Drive(act, ctrl, awork)
     ns_ = len(stages)
     flags = OK
     for _ in range(n):
@@ -92,8 +96,7 @@ def _run(n, dt, F, I, stages, mids):
         afford = end - stats[STAT_SPENT] > em.PREDICT_CHARGE
         if afford:
             stats[STAT_SPENT] += em.PREDICT_CHARGE
-        if not (afford and em.predict_rates(dt, gravity, tf, ti, pf, pi, A, Qg, v, L, scr, emw,
-                                            act, ctrl, pred, change)):
+        if not (afford and em.predict_rates(dt, model, state, ws, drive, pred, change)):
             for j in range(nv):  # no explicit prediction: start from the stored rates
                 pred[j] = nu[j]
                 change[j] = 0.0
@@ -114,9 +117,8 @@ def _run(n, dt, F, I, stages, mids):
                 else:
                     for j in range(nv):
                         rates[j] = nu[j] + (mids[k] - mids[k - 1]) * change[j]
-                ok = em.solve_step(stages[k] * hm, max_iter, end, limited, gravity, tf, ti, pf, pi,
-                                   A, forces, Qg, nu, x, q, v, w, L, scr, emw, jx, rates, stats,
-                                   act, ctrl, awork)
+                ok = em.solve_step(stages[k] * hm, max_iter, end, limited, model, state, ws, rates,
+                                   stats, drive)
                 if not ok:
                     break
             ok = ok and all_finite(S)
@@ -126,8 +128,7 @@ def _run(n, dt, F, I, stages, mids):
                 S[i] = S_prev[i]
             m *= 2
         if not ok and stats[STAT_SPENT] >= end:
-            em.out_of_budget(dt, gravity, tf, ti, pf, pi, A, forces, limited, S, S_prev, Qg_prev,
-                             Qg, nu, x, q, v, w, L, scr, emw, jx, stats, act, ctrl, awork)
+            em.out_of_budget(dt, model, limited, S, S_prev, Qg_prev, state, ws, stats, drive)
             flags |= USED_BUDGET
             ok = True
             m = 1

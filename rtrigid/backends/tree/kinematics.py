@@ -135,6 +135,7 @@ from rtrigid.backends.tree.layout import (
     model_sizes,
     nv_of,
     open_buffers,
+    pass_arrays,
     state_size,
     state_views,
     work_layout,
@@ -522,7 +523,7 @@ def impulse_response(tf, ti, Qg, x, q, b, point, impulse, scratch, dnu, dv, dw):
     only (negative) bias force; dv, dw are the resulting centre-of-mass velocity (world) and
     body angular velocity jumps.  False if the joint-space inertia is singular.
     """
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scratch)
     geometry(tf, ti, Qg, x, q, R, rj, G)
     nb = ti.shape[0]
     if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):

@@ -26,6 +26,7 @@ times the joint's increment, so a motor's work is exactly u g (theta_{n+1} - the
 """
 from rtrigid._jit import inline_copy, jit
 from rtrigid.backends.buffers import NONFINITE, OK
+from rtrigid.backends.tree.layout import pass_arrays
 from rtrigid.backends.tree.kinematics import (
     ACT_GEAR,
     ACT_HI,
@@ -135,7 +136,7 @@ def step(n, dt, F, I):
     f_app, t_app, held = applied_views(A, nb, nv)  # held: joint forces, constant over the call
     scratch = carve(work, nb, nq, nv)
     na = act.shape[0]
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = scratch[:14]
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scratch)
     Q0, nu0 = scratch.Q0, scratch.nu0
     arm, nudot = scratch.nus, scratch.nudot
     limited = has_limits(tf, ti)
