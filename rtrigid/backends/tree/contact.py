@@ -238,7 +238,8 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, _scheme_stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(carve(work, nb, nq, nv))
+    passes = pass_arrays(carve(work, nb, nq, nv))
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
     cap = table.shape[0]
     Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp = _carve(xf, cap, nb, nq, nv)
     mean_rates = xi[0] == 1
@@ -259,8 +260,7 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
                    vel[:, GAP])
     # the rates at the step's end and the articulated factor of its configuration
     if mean_rates:
-        if not momentum_rates(tf, ti, Qg, v, L, xk, qk, R, rj, G, V, cb, IA, U, Dinv, W, pA,
-                              acc, I6, tau, nu0, v0, w0):
+        if not momentum_rates(tf, ti, Qg, v, L, xk, qk, passes, nu0, v0, w0):
             remember(table, 0, keys, lam)
             return 0
     else:

@@ -58,6 +58,7 @@ from rtrigid.backends.tree.layout import (
     T_ARM,
     T_MASS,
     base_work_size,
+    TreeTables,
     carve,
     pass_arrays,
     col_block,
@@ -125,16 +126,19 @@ def mass_matrix(tf, ti, Qg, x, q, R, rj, G, Ic, I6, F6, M):
 
 
 @jit
-def inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held, full, x, q,
-                     R, rj, G, V, cb, Ib, pA, acc, fext, tp, tau):
+def inverse_dynamics(tables, Qg, nu, nudot, applied, full, x, q, passes, tau):
     """tau <- the generalized force the joints must add to give the accelerations ``nudot``.
 
     ``full``: the external loads are gravity, the applied forces and torques and the
     point-to-point springs, and the joint springs, dampers and ``held`` forces are taken as
     acting already (so tau is what must be added on top); otherwise the loads are gravity
-    alone and nothing else acts (with nudot = 0: the bias forces).  Scratch as in
-    :func:`~.layout.carve` (Ib: (nb, 6, 6), tp: (nv,)).
+    alone and nothing else acts (with nudot = 0: the bias forces).  ``tables``: a
+    :data:`~.layout.TreeTables`; ``applied``: (f_app, t_app, held); ``passes``: the scratch
+    of :func:`~.layout.pass_arrays` (its IA and tau serve as Ib and tp here).
     """
+    tf, ti, pf, pi, gravity = tables
+    f_app, t_app, held = applied
+    R, rj, G, V, cb, Ib, U, Dinv, W, pA, acc, fext, I6, tp = passes
     geometry(tf, ti, Qg, x, q, R, rj, G)
     joint_velocities(ti, G, nu, V, cb)
     nb = ti.shape[0]
@@ -193,11 +197,14 @@ def inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held,
 
 
 @jit
-def forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, x, q, R, rj, G, V,
-                     cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, nudot):
+def forward_dynamics(tables, Qg, nu, applied, x, q, passes, nudot):
     """nudot <- the accelerations at (Qg, nu) with every load acting (gravity, applied loads,
     springs, joint springs and dampers, ``held`` joint forces): the articulated-body
-    recursion the explicit kernel steps with, O(n).  False if the inertia is singular."""
+    recursion the explicit kernel steps with, O(n).  False if the inertia is singular.
+    ``tables``, ``applied`` and ``passes`` as :func:`inverse_dynamics` takes them."""
+    tf, ti, pf, pi, gravity = tables
+    f_app, t_app, held = applied
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
     geometry(tf, ti, Qg, x, q, R, rj, G)
     joint_velocities(ti, G, nu, V, cb)
     world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
@@ -261,12 +268,12 @@ def add_point_columns(ti, G, rj, b, pw, sign, J):
 
 
 @jit
-def momentum_rates(tf, ti, Qg, v, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, I6, tau,
-                   nu_out, v_out, w_out):
+def momentum_rates(tf, ti, Qg, v, L, x, q, passes, nu_out, v_out, w_out):
     """nu_out <- (T^T M T)^-1 T^T p for the body momenta p = (m v, R L) at Qg (v: world
     centre-of-mass velocities, L: body-axis angular momenta about the centres), and v_out,
     w_out <- the bodies' velocities T nu_out (world, body axes).  False if the joint-space
-    inertia is singular."""
+    inertia is singular.  ``passes``: the scratch of :func:`~.layout.pass_arrays`."""
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
     geometry(tf, ti, Qg, x, q, R, rj, G)
     ok = articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6)
     nb = ti.shape[0]
@@ -307,9 +314,8 @@ def rates_of_momenta(F, I, x, q, nu, v, w):
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu_s, x_s, q_s, v_s, w_s, L = state_views(S, nb, nq, nv)
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(carve(work, nb, nq, nv))
-    return momentum_rates(tf, ti, Qg, v_s, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
-                          I6, tau, nu, v, w)
+    return momentum_rates(tf, ti, Qg, v_s, L, x, q, pass_arrays(carve(work, nb, nq, nv)), nu, v,
+                          w)
 
 
 class Queries:
@@ -324,7 +330,7 @@ class Queries:
         self.tree = tree = Tree(model)
         nb, nq, nv = tree.nb, tree.nq, tree.nv
         self.nv = nv
-        self._arrays = tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity
+        self._arrays = TreeTables(tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity)
         self._work = np.zeros(int(base_work_size.py_func(nb, nq, nv)))
         self._scr = carve.py_func(self._work, nb, nq, nv)
         self._x, self._q = np.zeros((nb, 3)), np.zeros((nb, 4))
@@ -355,13 +361,10 @@ class Queries:
     def inverse_dynamics(self, Qg, nu, nudot, loads=None):
         """tau for nudot; ``loads`` = (f_app, t_app, held) of the simulation, or None for
         gravity alone (then with nudot = 0 this is the bias force)."""
-        tf, ti, pf, pi, gravity = self._arrays
-        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = pass_arrays.py_func(self._scr)
-        f_app, t_app, held = self._zero_loads if loads is None else loads
+        applied = self._zero_loads if loads is None else loads
         tau = np.empty(self.nv)
-        inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held,
-                         loads is not None, self._x, self._q, R, rj, G, V, cb, IA, pA, acc,
-                         fext, tp, tau)
+        inverse_dynamics(self._arrays, Qg, nu, nudot, applied, loads is not None, self._x,
+                         self._q, pass_arrays.py_func(self._scr), tau)
         return tau
 
     def motion(self, Qg, nu, loads, limits):
@@ -380,11 +383,11 @@ class Queries:
         bodies' rotations.
         """
         f_app, t_app, held = loads
-        tf, ti, pf, pi, gravity = self._arrays
-        R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp = pass_arrays.py_func(self._scr)
+        passes = pass_arrays.py_func(self._scr)
+        R, rj, V, pA, acc = passes.R, passes.rj, passes.V, passes.pA, passes.acc
         nudot = np.empty(self.nv)
-        forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, self._x,
-                         self._q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tp, nudot)
+        forward_dynamics(self._arrays, Qg, nu, (f_app, t_app, held), self._x, self._q, passes,
+                         nudot)
         tree_free = nudot
         if self.loops is not None:  # the limits push against what the loops let through
             nudot = self._loop_free(Qg, nu, loads)
@@ -425,14 +428,12 @@ class Queries:
                 active.append(entering[0])
             held = held + gen
             if self.loops is not None:  # the tree's own accelerations, the limits pushing
-                forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held,
-                                 self._x, self._q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
-                                 fext, I6, tp, tree_free)
+                forward_dynamics(self._arrays, Qg, nu, (f_app, t_app, held), self._x, self._q,
+                                 passes, tree_free)
         if self.loops is not None:
             nudot, f_app, t_app = self._loop_reactions(Qg, nu, (f_app, t_app, held), tree_free)
-        inverse_dynamics(tf, ti, pf, pi, gravity, Qg, nu, nudot, f_app, t_app, held, True,
-                         self._x, self._q, R, rj, G, V, cb, IA, pA, acc, fext, tp,
-                         np.empty(self.nv))
+        inverse_dynamics(self._arrays, Qg, nu, nudot, (f_app, t_app, held), True, self._x,
+                         self._q, passes, np.empty(self.nv))
         return nudot, acc, pA, V, rj, R
 
     def _loop_free(self, Qg, nu, loads):

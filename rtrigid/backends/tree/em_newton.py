@@ -40,7 +40,7 @@ from rtrigid.backends.tree.kinematics import (
     state_views,
 )
 from rtrigid.maths.quat import qmul_t
-from rtrigid.backends.tree.em_workspace import em_carve, jac_carve
+from rtrigid.backends.tree.em_workspace import TreeModel, em_carve, jac_carve
 from rtrigid.backends.tree.em_residual import (
     first_slide,
     load_start,
@@ -554,7 +554,7 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     for j in range(nv):
         mu[j] = mu_in[j]
     act, ctrl = actuator_views(F, I)[:2]
-    residual(dt, gravity, tf, ti, pf, pi, A, True, Qg, mu, x, q, work, act, ctrl)
+    residual(dt, TreeModel(gravity, tf, ti, pf, pi, A, True), Qg, mu, x, q, work, act, ctrl)
     for j in range(nv):
         res_out[j] = res[j]
     newton_matrix(dt, tf, ti, q0, mu, work, nq)

@@ -181,8 +181,7 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
     nq = Qg.shape[0]
     load_start(x, v, L, q, x0, v0, L0, q0, R0)
     t0 = _kinetic(tf, v0, L0)
-    ok = momentum_rates(tf, ti, Qg, v, L, x1, q1, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, I6,
-                        tau, nu, v1, u)
+    ok = momentum_rates(tf, ti, Qg, v, L, x1, q1, pass_arrays(scr), nu, v1, u)
     # the momenta's projection on the joints drops the part that the mean-rate state leaves
     # off them (O(h^2), up to ~6 % of the kinetic energy on the hard steps of the lively
     # chains): the rates are scaled back to the momenta's kinetic energy
@@ -213,8 +212,7 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
     mean_rates(ti, Q_start, Qg, dt, mu)
     for j in range(nv):
         mu[j] *= dt
-    residual(dt, gravity, tf, ti, pf, pi, A, forces, Q_start, mu, x, q, work_of(scr), act,
-             ctrl)
+    residual(dt, model, Q_start, mu, x, q, work_of(scr), act, ctrl)
     work = 0.0
     for b in range(nb):
         bw = rot_vec(R0[b], u[b, 0], u[b, 1], u[b, 2])

@@ -195,7 +195,7 @@ def _slide_pair(tf, ti, b, f1, f2, R0, rot, u, x0, x1, fw, Y):
 
 
 @jit
-def residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, work, act, ctrl):
+def residual(h, model, Q0, mu, x, q, work, act, ctrl):
     """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, w (into ``u``), the mean rotation
     matrices Rbar = (R0 + R1)/2 (into ``rot``), and for the Newton matrix each body's R1 L1
     (mt) and the moment about its joint point of its subtree's residuals (Nm).  Needs the
@@ -206,7 +206,9 @@ def residual(h, gravity, tf, ti, pf, pi, A, forces, Q0, mu, x, q, work, act, ctr
 
     ``work``: the flat scratch (:func:`work_of`), carved here: numba copies every field of
     every array argument into a call, and the ~40 views of the scratch cost more than the
-    arithmetic of a small tree that way (the profile of the 2-link arm)."""
+    arithmetic of a small tree that way (the profile of the 2-link arm).  ``model``: a
+    :data:`~.em_workspace.TreeModel`."""
+    gravity, tf, ti, pf, pi, A, forces = model
     scr = carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
     em = em_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
     jx = jac_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])

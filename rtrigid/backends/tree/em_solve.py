@@ -135,8 +135,7 @@ def _solve_step(h, max_iter, model, state, ws, rates, stats, drive, nlock, add_w
     reused = False  # the last update was taken with a matrix factored at an earlier iterate
     done = False
     for it in range(max_iter + 1):
-        rnorm, floor = residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, work, act,
-                                ctrl)
+        rnorm, floor = residual(h, model, Qg, mu, x, q, work, act, ctrl)
         if nlock > 0:
             rnorm = _free_rows_norm(res, scr.Lv, nlock, rnorm)
         tight = max(TIGHT, FLOOR_MARGIN * floor)
@@ -417,8 +416,7 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
             if ti[b, I_VOFF] == j and (ti[b, I_KIND] == REVOLUTE or ti[b, I_KIND] == PRISMATIC):
                 Qg[ti[b, I_QOFF]] = tf[b, T_LO] if Lv[1, a] > 0.0 else tf[b, T_HI]
     # the rates at t_{n+1} of the momenta, then the impulse on the locked joints
-    if not momentum_rates(tf, ti, Qg, v, L, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
-                          I6, tau, at_t, x1, u):
+    if not momentum_rates(tf, ti, Qg, v, L, x, q, pass_arrays(scr), at_t, x1, u):
         return False
     for a in range(nlock):
         Lv[2, a] = 0.0

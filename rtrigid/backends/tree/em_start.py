@@ -47,8 +47,7 @@ def predict(h, model, state, ws, drive, pred, change):
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     nu_t = scr.nu0
     xs, vs, us, qs, Q1 = em.x1, em.v1, em.u, em.q1, em.Q1  # (free until the solve starts)
-    if not momentum_rates(tf, ti, Qg, v, L, xs, qs, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
-                          I6, tau, nu_t, vs, us):
+    if not momentum_rates(tf, ti, Qg, v, L, xs, qs, pass_arrays(scr), nu_t, vs, us):
         return False
     # (the end rates go to pred, which the mean rates then overwrite)
     if not rk4_step(h, True, model, Qg, nu_t, Q1, pred, ws, drive, change):
@@ -147,8 +146,7 @@ def choose_start(h, model, state, ws, drive, pred, change):
     for c in range(3):
         for j in range(nv):
             mu[j] = h * (pred[j] if c == 0 else (alt[j] if c == 1 else nu[j]))
-        r = residual(h, gravity, tf, ti, pf, pi, A, forces, Qg, mu, x, q, work_of(scr), act,
-                     ctrl)[0]
+        r = residual(h, model, Qg, mu, x, q, work_of(scr), act, ctrl)[0]
         if r < best:
             best = r
             choice = c

@@ -119,6 +119,10 @@ def work_layout(nb, nq, nv):
 
 # the scratch arrays by name (what :func:`carve` returns; a kernel reads ``scr.nu0``)
 Scratch = namedtuple("Scratch", [name for name, _ in work_layout(1, 1, 1)])
+# the part of the scratch the passes over the bodies take (what :func:`pass_arrays` returns)
+Passes = namedtuple("Passes", Scratch._fields[:14])
+# a tree's tables and gravity, as the dynamics kernels take them (see :func:`open_buffers`)
+TreeTables = namedtuple("TreeTables", ("tf", "ti", "pf", "pi", "gravity"))
 
 
 # -- the kernel buffers -------------------------------------------------------------------------
@@ -267,10 +271,10 @@ def carve(work, nb, nq, nv):
 
 @jit_inline
 def pass_arrays(scr):
-    """The scratch arrays the tree's passes take, in their order: (R, rj, G, V, cb, IA, U,
-    Dinv, W, pA, acc, fext, I6, tau)."""
-    return (scr.R, scr.rj, scr.G, scr.V, scr.cb, scr.IA, scr.U, scr.Dinv, scr.W, scr.pA, scr.acc,
-            scr.fext, scr.I6, scr.tau)
+    """The scratch arrays the tree's passes take, as a :data:`Passes`: (R, rj, G, V, cb, IA,
+    U, Dinv, W, pA, acc, fext, I6, tau)."""
+    return Passes(scr.R, scr.rj, scr.G, scr.V, scr.cb, scr.IA, scr.U, scr.Dinv, scr.W, scr.pA,
+                  scr.acc, scr.fext, scr.I6, scr.tau)
 
 
 @jit_inline

@@ -21,6 +21,7 @@ from rtrigid.backends.tree.kinematics import (
     joint_velocities,
     normalize_coordinates,
 )
+from rtrigid.backends.tree.layout import Passes, TreeTables
 from rtrigid.backends.tree.limits import clamp_limits
 from rtrigid.backends.tree.dynamics import add_point_columns, forward_dynamics, mass_matrix
 from rtrigid.maths.quat import qmul_t
@@ -215,8 +216,9 @@ def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held
     (J K^-1 J^T) lambda = J a_f + gamma (:func:`k_correction`, the mechanism's ``rank``;
     the module docstring's null-space form, without an SVD).  Allocates nothing (scratch
     ``ws``); False if the inertia is singular."""
-    ok = forward_dynamics(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, x, q, R, rj,
-                          G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, out)
+    ok = forward_dynamics(TreeTables(tf, ti, pf, pi, gravity), Qg, nu, (f_app, t_app, held), x,
+                          q, Passes(R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau),
+                          out)
     loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam, 6)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
     bm, c = ws.bm, ws.c
