@@ -6,6 +6,7 @@ from collections import namedtuple
 from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.buffers import view
 from rtrigid.backends.tree.kinematics import base_work_size, carve
+from rtrigid.backends.tree.layout import Drive, TreeModel, TreeState  # noqa: F401
 
 
 def work_size(nb, nq, nv):
@@ -49,14 +50,9 @@ EmScratch = namedtuple("EmScratch", ("x0", "v0", "L0", "x1", "v1", "L1", "u", "f
 JacScratch = namedtuple("JacScratch", ("mt", "Nm", "dc", "xt", "R0", "SL", "SR", "Cb", "ucol",
                                        "pred", "M3", "aug", "kd"))
 
-# The groups the step's functions (.em_solve, .em_start, .em_policy) take instead of their
-# members one by one: the model and its applied loads (``forces``: some joint force is held),
-# the state's views (kinematics.state_views), the scratch (carve, em_carve, jac_carve) and
-# the actuators (kinematics.actuator_views).  A function unpacks what it uses.
-TreeModel = namedtuple("TreeModel", ("gravity", "tf", "ti", "pf", "pi", "A", "forces"))
-TreeState = namedtuple("TreeState", ("Qg", "nu", "x", "q", "v", "w", "L"))
+# The step's scratch as its functions (.em_solve, .em_start, .em_policy) take it, with the
+# groups of .layout (TreeModel, TreeState, Drive): carve's, em_carve's and jac_carve's.
 EmWork = namedtuple("EmWork", ("scr", "em", "jx"))
-Drive = namedtuple("Drive", ("act", "ctrl", "awork"))
 
 
 @jit_inline

@@ -123,6 +123,12 @@ Scratch = namedtuple("Scratch", [name for name, _ in work_layout(1, 1, 1)])
 Passes = namedtuple("Passes", Scratch._fields[:14])
 # a tree's tables and gravity, as the dynamics kernels take them (see :func:`open_buffers`)
 TreeTables = namedtuple("TreeTables", ("tf", "ti", "pf", "pi", "gravity"))
+# The groups the stepping kernels pass along instead of their members one by one (a kernel
+# unpacks what it uses): the model and its applied loads A (``forces``: some joint force is
+# held), the state's views (:func:`state_views`) and the actuators (:func:`actuator_views`)
+TreeModel = namedtuple("TreeModel", ("gravity", "tf", "ti", "pf", "pi", "A", "forces"))
+TreeState = namedtuple("TreeState", ("Qg", "nu", "x", "q", "v", "w", "L"))
+Drive = namedtuple("Drive", ("act", "ctrl", "awork"))
 
 
 # -- the kernel buffers -------------------------------------------------------------------------

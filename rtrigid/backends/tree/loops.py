@@ -55,6 +55,8 @@ Newton solve, and energy and closure stay exact.
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from rtrigid._jit import jit
 from rtrigid.backends.tree.kinematics import (
@@ -69,7 +71,7 @@ from rtrigid.backends.tree.kinematics import (
     rk4_stage_input,
     state_views,
 )
-from rtrigid.backends.tree.layout import pass_arrays
+from rtrigid.backends.tree.layout import TreeState, TreeTables, pass_arrays
 from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS, all_finite, view
 from rtrigid.backends.tree.limits import clamp_limits, has_limits
 from rtrigid.backends.tree.nullspace_rk4 import RK4_WEIGHTS
@@ -96,6 +98,9 @@ from rtrigid.backends.tree.loops_rows import (
     close_positions,
     close_rates,
     constrained_acceleration,
+    LoopTables,
+    MassWork,
+    RowWork,
     hold_loop_limits,
     loop_rows,
 )
@@ -115,14 +120,25 @@ REFORMS = 3         # Newton matrices formed afresh in one EM loop step, past th
 
 
 @jit
-def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, f_app, t_app,
-              held, act, ctrl, awork, lf, li, rank, ws, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc,
-              fext, I6, tau, F6, K, E, J6, phi, J, gam, acc2, Lv, Lnew, Q0, nu0, Qs, nus, dQ, dnu,
-              sQ, snu, free, dQr, delta, zero, loads):
+def rk4_steps(n, dt, tables, S, S_prev, state, applied, drive, passes, Lv, lp):
     """n RK4 steps with the loops (see :class:`LoopStepper`); the number of steps taken (a
     failed step leaves the state of the step before it).  The actuators act at every stage
-    with the stage's coordinates and rates (``loads``: the held joint forces plus theirs);
-    their work is RK4's quadrature of their power, as on trees."""
+    with the stage's coordinates and rates (``lp.loads``: the held joint forces plus theirs);
+    their work is RK4's quadrature of their power, as on trees.  ``tables``: a
+    :data:`~.layout.TreeTables`; ``state``: the state's views (kinematics.state_views);
+    ``applied``: (f_app, t_app, held); ``drive``: (act, ctrl, awork); ``passes``: the
+    scratch of :func:`~.layout.pass_arrays`, Lv the limits'; ``lp``: the loop scratch
+    (:func:`carve_loop`)."""
+    tf, ti = tables.tf, tables.ti
+    Qg, nu, x, q, v, w, L = state
+    f_app, t_app, held = applied
+    act, ctrl, awork = drive
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
+    (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc2, Lnew, Q0, nu0, Qs, nus, dQ, dnu, sQ,
+     snu, free, dQr, delta, zero, loads) = lp
+    lt = LoopTables(lf, li, rank, ws)
+    rw = RowWork(x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam)
+    mw = MassWork(IA, I6, F6, K)
     limited = has_limits(tf, ti)
     for done in range(n):
         S_prev[:] = S
@@ -135,10 +151,8 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
             loads[:] = held
             if act.shape[0]:
                 actuator_loads(act, ctrl, Qs, nus, loads, awork, dt * RK4_WEIGHTS[st])
-            ok &= constrained_acceleration(tf, ti, pf, pi, gravity, Qs, nus, f_app, t_app,
-                                           loads, lf, li, rank, ws, x, q, R, rj, G, V, cb,
-                                           IA, U, Dinv, W, pA, acc, fext, I6, tau, F6, K, E,
-                                           J6, phi, J, gam, acc2, dnu)
+            ok &= constrained_acceleration(tables, Qs, nus, (f_app, t_app, loads), lt, passes,
+                                           rw, mw, dnu)
             wt = RK4_WEIGHTS[st]
             for i in range(Qg.shape[0]):
                 sQ[i] = sQ[i] + wt * dQ[i] if st > 0 else wt * dQ[i]
@@ -151,14 +165,11 @@ def rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, 
         normalize_coordinates(ti, Qg)
         k = clamp_limits(tf, ti, Qg, nu, Lv) if limited else 0
         if k == 0:
-            err = close_positions(tf, ti, Qg, lf, li, free, rank, ws, 12, x, q, R, rj, G, V,
-                                  cb, acc2, E, J6, phi, J, gam, IA, I6, F6, K, dQr, delta, zero)
-            ok &= close_rates(tf, ti, Qg, nu, lf, li, free, rank, ws, x, q, R, rj, G, V, cb,
-                              acc2, E, J6, phi, J, gam, IA, I6, F6, K, delta) < np.inf
+            err = close_positions(tf, ti, Qg, lt, free, 12, rw, mw, dQr, delta, zero)
+            ok &= close_rates(tf, ti, Qg, nu, lt, free, rw, mw, delta) < np.inf
         else:
-            err = hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free,
-                                   ws, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam, IA, I6,
-                                   F6, K, dQr, delta, zero, Qs)
+            err = hold_loop_limits(tf, ti, Qg, nu, drive, lt, k, (Lv, Lnew), free, rw, mw,
+                                   (dQr, delta, zero, Qs))
         refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
         if not (ok and err <= 1e-9 and all_finite(S)):
             S[:] = S_prev
@@ -175,6 +186,12 @@ def loop_scratch_size(nb, nq, nv, m, nl):
     nxf = (nl * L_WIDTH + 4 * nv * nv + nv * m + m * m + 2 * m + 3 * nv + 2 * M * nv + M * M
            + 2 * M + 6 + 9 + 6 * nv + 2 * m + m * nv + 6 * nb + 4 * nb + 5 * nq + 7 * nv)
     return nxf, XI_HEAD + nl * LI_WIDTH + m + 3 * nv
+
+
+# the loop stepper's scratch by name (what :func:`carve_loop` returns)
+LoopScratch = namedtuple("LoopScratch", (
+    "lf", "li", "rank", "ws", "F6", "K", "E", "J6", "phi", "J", "gam", "acc", "Lnew", "Q0", "nu0",
+    "Qs", "nus", "dQ", "dnu", "sQ", "snu", "free", "dQr", "delta", "zero", "loads"))
 
 
 @jit
@@ -221,8 +238,8 @@ def carve_loop(xf, xi, nb, nq, nv):
     masks = view(xi, o + m, (3, nv))
     idx, every, free = masks[0], masks[1], masks[2]
     ws = LoopWork(L, A, Gm, piv, lam, bm, w, c, idx, Lf, Af, U, g, y, Ja, dfc, every, Kf)
-    return (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc, Lnew, Q0, nu0, Qs, nus, dQ, dnu,
-            sQ, snu, free, dQr, delta, zero, loads)
+    return LoopScratch(lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc, Lnew, Q0, nu0, Qs, nus,
+                       dQ, dnu, sQ, snu, free, dQr, delta, zero, loads)
 
 
 @jit
@@ -234,16 +251,11 @@ def loop_step(n, dt, F, I, xf, xi):
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
-    f_app, t_app, held = applied_views(A, nb, nv)
-    act, ctrl, awork = actuator_views(F, I)
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(carve(work, nb, nq, nv))
-    Lv = carve(work, nb, nq, nv).Lv
-    (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc2, Lnew, Q0, nu0, Qs, nus, dQ, dnu, sQ,
-     snu, free, dQr, delta, zero, loads) = carve_loop(xf, xi, nb, nq, nv)
-    done = rk4_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L, f_app,
-                     t_app, held, act, ctrl, awork, lf, li, rank, ws, R, rj, G, V, cb, IA, U,
-                     Dinv, W, pA, acc, fext, I6, tau, F6, K, E, J6, phi, J, gam, acc2, Lv, Lnew,
-                     Q0, nu0, Qs, nus, dQ, dnu, sQ, snu, free, dQr, delta, zero, loads)
+    scr = carve(work, nb, nq, nv)
+    done = rk4_steps(n, dt, TreeTables(tf, ti, pf, pi, gravity), S, S_prev,
+                     TreeState(Qg, nu, x, q, v, w, L), applied_views(A, nb, nv),
+                     actuator_views(F, I), pass_arrays(scr), scr.Lv,
+                     carve_loop(xf, xi, nb, nq, nv))
     stats[STAT_STEPS] += done
     return OK if done == n else NONFINITE
 
@@ -322,7 +334,7 @@ class LoopClosure:
             np.zeros(self.m)
         self._nu0 = np.zeros(tree.nv)
         # the dense solves' scratch (k_correction's, least_k_norm's: carve_loop's ws)
-        self.ws = self.scratch()[1][3]
+        self.ws = self.scratch()[1].ws
 
     def scratch(self):
         """(xf, xi, arrays): a new loop scratch for this closure's tree -- the float and
@@ -333,19 +345,16 @@ class LoopClosure:
         xf, xi = np.zeros(nxf), np.zeros(nxi, np.int64)
         xi[:XI_HEAD] = self.m, len(self.loops), -1 if self.rank is None else self.rank
         arrays = carve_loop.py_func(xf, xi, tree.nb, tree.nq, tree.nv)
-        arrays[0][:], arrays[1][:] = self.lf, self.li
-        arrays[3][16][:] = 1
-        arrays[21][:] = 1
+        arrays.lf[:], arrays.li[:] = self.lf, self.li
+        arrays.ws.every[:] = 1
+        arrays.free[:] = 1
         return (xf, xi), arrays
 
     def rows(self, Qg, nu=None, what=7):
         """(phi, J, gamma) at (Qg, nu), computed as ``what`` asks (bits 1, 2, 4; see
         :func:`loop_rows`); views of scratch, valid until the next call."""
-        s = self._scr
-        R, rj, G, V, cb = s.R, s.rj, s.G, s.V, s.cb
         loop_rows(self.tree.tf, self.tree.ti, Qg, self._nu0 if nu is None else nu, self.lf,
-                  self.li, self._x, self._q, R, rj, G, V, cb, self._acc, self._E, self._J6,
-                  self._phi, self._J, self._gam, what)
+                  self.li, self._common()[0], what)
         return self._phi, self._J, self._gam
 
     # -- kinematics of the cut joints -------------------------------------------------------
@@ -374,10 +383,9 @@ class LoopClosure:
         tree = self.tree
         f_app, t_app, held = loads
         return constrained_acceleration(
-            tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity, Qg, nu, f_app, t_app, held,
-            self.lf, self.li, self.rank, self.ws, self._x, self._q,
-            *pass_arrays.py_func(self._scr), self._F6, self._M, self._E, self._J6, self._phi,
-            self._J, self._gam, self._acc, out)
+            TreeTables(tree.tf, tree.ti, tree.pf, tree.pi, tree.gravity), Qg, nu,
+            (f_app, t_app, held), LoopTables(self.lf, self.li, self.rank, self.ws),
+            pass_arrays.py_func(self._scr), *self._common(), out)
 
     def retract(self, Qg, delta):
         """Qg moved by the rate-space increment delta (first order), quaternions normalised."""
@@ -386,24 +394,28 @@ class LoopClosure:
         normalize_coordinates(self.tree.ti, Qg)
 
     def _common(self):
+        """(RowWork, MassWork) of the Python-side calls: the tree's scratch and this
+        closure's own row arrays."""
         s = self._scr
-        return (self._x, self._q, s.R, s.rj, s.G, s.V, s.cb, self._acc, self._E, self._J6,
-                self._phi, self._J, self._gam, s.IA, s.I6, self._F6, self._M)
+        return (RowWork(self._x, self._q, s.R, s.rj, s.G, s.V, s.cb, self._acc, self._E,
+                        self._J6, self._phi, self._J, self._gam),
+                MassWork(s.IA, s.I6, self._F6, self._M))
 
     def close_positions(self, Qg, free=None, max_iter=12):
         """Newton's method on Phi(Qg) = 0 with least K-norm corrections of the free rates
         (a bool mask; None: all); the final |Phi|.  ``LinAlgError`` if the mass matrix is not
         positive definite on the free rates."""
-        return _raising(close_positions(self.tree.tf, self.tree.ti, Qg, self.lf, self.li,
-                                        self._free(free), -1, self.ws, max_iter, *self._common(),
-                                        self._dQ, np.zeros(self.nv), self._nu0))
+        return _raising(close_positions(self.tree.tf, self.tree.ti, Qg,
+                                        LoopTables(self.lf, self.li, -1, self.ws),
+                                        self._free(free), max_iter, *self._common(), self._dQ,
+                                        np.zeros(self.nv), self._nu0))
 
     def close_rates(self, Qg, nu, free=None):
         """nu <- its K-orthogonal projection onto J nu = 0 (changing only the free rates);
         the final |J nu|; ``LinAlgError`` as :meth:`close_positions`."""
-        return _raising(close_rates(self.tree.tf, self.tree.ti, Qg, nu, self.lf, self.li,
-                                    self._free(free), -1, self.ws, *self._common(),
-                                    np.zeros(self.nv)))
+        return _raising(close_rates(self.tree.tf, self.tree.ti, Qg, nu,
+                                    LoopTables(self.lf, self.li, -1, self.ws), self._free(free),
+                                    *self._common(), np.zeros(self.nv)))
 
     def reactions(self, Qg, dnu, f_app, t_app):
         """The loop joints' reactions when they change the tree's accelerations by dnu

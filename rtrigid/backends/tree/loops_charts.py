@@ -39,7 +39,7 @@ from rtrigid.maths.dense import (
     row_space_projector,
     spd_solve,
 )
-from rtrigid.backends.tree.loops_rows import loop_rows
+from rtrigid.backends.tree.loops_rows import RowWork, loop_rows
 
 DG_NOISE = 1e-13    # H's relative round-off, below which the discrete gradient's gap is noise
 
@@ -132,14 +132,17 @@ def chart(ti, Q0, theta, Q, T, sp):
 
 
 @jit
-def em_hamiltonian(tf, ti, pf, pi, gravity, Q0, theta, p, f_app, held, Q, T, sp, x, q, R, rj,
-                   G, IA, I6, F6, K, hs):
+def em_hamiltonian(geo, Q0, theta, p, Q, T):
     """H(theta, p) = 1/2 P^T K(Q)^-1 P + V(Q) of :class:`LoopEnergyMomentum` in the step's
     chart at Q0 (Q, T of :func:`chart`; P = T^-T p the rates' momenta K nu): V gravity,
     the point springs, the applied forces at the centres and the held joint forces (as the
-    potential -held . theta).  hs: scratch (LU (n, n), L (n, n), P (n,), y (n,), pivots
-    (n,)); NaN if T or K is singular."""
-    LU, L, P, y, piv = hs
+    potential -held . theta).  ``geo``: the step's :data:`~.loops_em.EmGeometry` (its hs:
+    scratch (LU (n, n), L (n, n), P (n,), y (n,), pivots (n,))); NaN if T or K is
+    singular."""
+    tf, ti, pf, pi, gravity = geo.tf, geo.ti, geo.pf, geo.pi, geo.gravity
+    f_app, held, sp, x, q = geo.f_app, geo.held, geo.sp, geo.x, geo.q
+    R, rj, G, IA, I6, F6, K = geo.R, geo.rj, geo.G, geo.IA, geo.I6, geo.F6, geo.K
+    LU, L, P, y, piv = geo.hs
     n = theta.shape[0]
     chart(ti, Q0, theta, Q, T, sp)
     mass_matrix(tf, ti, Q, x, q, R, rj, G, IA, I6, F6, K)  # also the bodies' poses
@@ -192,9 +195,7 @@ def em_actuator_work(h, act, ctrl, Q0, theta1, work):
 
 
 @jit
-def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, held, act, ctrl,
-                locks, lf, li, rank, Q, T, sp, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, IA,
-                I6, F6, K, hs, rs, sel, out):
+def em_residual(h, Q0, P0, H0, phi0, z1, geo, locks, Q, T, out):
     """out <- the residual of one discrete-gradient step of :class:`LoopEnergyMomentum` at
     z1 = (theta1, p1), the step's chart coordinates and their momenta (theta0 = 0, p0 = P0):
     (theta1 - h dH_bar/dp, the momentum equation projected off the rows of Phi_bar,
@@ -207,17 +208,21 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
     mu theta1_j / h.  The projection: Phi_bar's rows (with the locks') turned orthogonal
     (:func:`jacobi_rows`), the leading ``rank`` (with locks: those of the leading rank + k
     above RANK_GAP of the largest) spanning its row space.  out: 2 nv + m + k.  Allocates
-    nothing: hs is :func:`em_hamiltonian`'s scratch, rs = (Tm, Km, L, thm, pm, gP, gQ, tha,
-    dP, a, ga, phi1, corr, Jm (m + nb, nv), U (m + nb, m + nb), g (m + nb,), p3 (3,)), sel
-    (m + nb,) ints."""
-    Tm, Km, L, thm, pm, gP, gQ, tha, dP, a, ga, phi1, corr, Jm, Ub, g, p3 = rs
+    nothing: ``geo`` is the step's :data:`~.loops_em.EmGeometry`: its hs is
+    :func:`em_hamiltonian`'s scratch, its rs = (Tm, Km, L, thm, pm, gP, gQ, tha, dP, a, ga,
+    phi1, corr, Jm (m + nb, nv), U (m + nb, m + nb), g (m + nb,), p3 (3,)), its sel (m + nb,)
+    ints."""
+    tf, ti, t_app, act, ctrl = geo.tf, geo.ti, geo.t_app, geo.act, geo.ctrl
+    lf, li, rank, sp, x, q = geo.lf, geo.li, geo.rank, geo.sp, geo.x, geo.q
+    R, rj, G, V, cb, acc = geo.R, geo.rj, geo.G, geo.V, geo.cb, geo.acc
+    E, J6, phi, J, gam, K, sel = geo.E, geo.J6, geo.phi, geo.J, geo.gam, geo.K, geo.sel
+    Tm, Km, L, thm, pm, gP, gQ, tha, dP, a, ga, phi1, corr, Jm, Ub, g, p3 = geo.rs
     n = P0.shape[0]
     m = phi.shape[0]
     for i in range(n):
         thm[i] = 0.5 * z1[i]
         pm[i] = 0.5 * (P0[i] + z1[n + i])
-    em_hamiltonian(tf, ti, pf, pi, gravity, Q0, thm, pm, f_app, held, Q, T, sp, x, q, R, rj, G,
-                   IA, I6, F6, K, hs)  # leaves K, T at the midpoint
+    em_hamiltonian(geo, Q0, thm, pm, Q, T)  # leaves K, T at the midpoint
     Tm[:, :] = T
     chart_mass_matrix(K, Tm, L, Km, n)  # at the midpoint
     if not spd_solve(Km, L, pm, gP, n):
@@ -239,8 +244,7 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
             kk = (1.0, -1.0, 2.0, -2.0)[st]
             wk = (8.0, -8.0, -1.0, 1.0)[st]
             tha[i] = thm[i] + kk * eps
-            gs += wk * em_hamiltonian(tf, ti, pf, pi, gravity, Q0, tha, pm, f_app, held, Q, T,
-                                      sp, x, q, R, rj, G, IA, I6, F6, K, hs)
+            gs += wk * em_hamiltonian(geo, Q0, tha, pm, Q, T)
         tha[i] = thm[i]
         gQ[i] = gs / (12.0 * eps)
     dz2 = 0.0
@@ -252,8 +256,7 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
         dz2 += dP[i] * dP[i]
     dz2 += dq2
     if dz2 > 0.0:
-        H1 = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, z1[:n], z1[n:], f_app, held, Q, T, sp,
-                            x, q, R, rj, G, IA, I6, F6, K, hs)
+        H1 = em_hamiltonian(geo, Q0, z1[:n], z1[n:], Q, T)
         num = H1 - H0
         for i in range(n):
             num -= gQ[i] * z1[i] + gP[i] * dP[i]
@@ -266,10 +269,11 @@ def em_residual(h, Q0, P0, H0, phi0, z1, tf, ti, pf, pi, gravity, f_app, t_app, 
                 gP[i] += c * dP[i]
     # Phi(Q1), then its chart Jacobian J(Qm) Tm at the midpoint (the rates are not used)
     chart(ti, Q0, z1[:n], Q, T, sp)
-    loop_rows(tf, ti, Q, z1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
+    rw = RowWork(x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam)
+    loop_rows(tf, ti, Q, z1, lf, li, rw, 1)
     phi1[:] = phi
     chart(ti, Q0, thm, Q, T, sp)
-    loop_rows(tf, ti, Q, z1, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
+    loop_rows(tf, ti, Q, z1, lf, li, rw, 2)
     chart_product(J, Tm, Jm, m, n)
     if dq2 > 0.0:
         for r in range(m):

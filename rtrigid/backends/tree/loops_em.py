@@ -7,6 +7,8 @@ a solve that fails is a status (the sub-step fallback first, then FAILED with th
 step before).  The mathematics is :class:`LoopEnergyMomentum`'s docstring; the same
 kernel runs on a copy's row of a :class:`rtrigid.Batch` (:func:`em_loop_rows_step`).
 """
+from collections import namedtuple
+
 import numpy as np
 
 from rtrigid._jit import jit
@@ -17,6 +19,7 @@ from rtrigid.backends.tree.dynamics import mass_matrix
 from rtrigid.backends.tree.kinematics import (I_QOFF, I_VOFF, T_HI, T_LO, actuator_views,
                                               applied_views, carve, open_buffers,
                                               refresh_bodies, state_views)
+from rtrigid.backends.tree.layout import Drive, TreeModel, TreeState
 from rtrigid.backends.tree.limits import has_limits
 from rtrigid.maths.dense import (
     chart_mass_matrix,
@@ -30,7 +33,7 @@ from rtrigid.maths.dense import (
     row_space_projector,
     spd_solve,
 )
-from rtrigid.backends.tree.loops_rows import limit_rates, loop_rows
+from rtrigid.backends.tree.loops_rows import MassWork, RowWork, limit_rates, loop_rows
 from rtrigid.backends.tree.loops_charts import (
     chart,
     em_actuator_work,
@@ -53,6 +56,22 @@ def em_scratch_size(nb, nq, nv, m, na, ns, nc, nw):
            + 2 * nq + 2 * n + na + 3 * nb)
     nxi = EI_HEAD + 2 * (3 * ns + 3 * nc) + n + mb + n + 2 * n + rr + m
     return nxf, nxi
+
+
+# carve_em's groups by name: the Newton solve's arrays, the structured inverse's (a chart's
+# mass matrix Km0, its factors, the chart T, ..., the chart's coordinates Q) and the
+# residual's (see loops_charts.em_residual)
+EmSolve = namedtuple("EmSolve", ("full", "z", "dz", "zk", "r", "rt", "rfull", "Bt", "Uq", "gq",
+                                 "dcol", "tmp", "phi0"))
+EmStructured = namedtuple("EmStructured", ("Km0", "L", "D", "Pn", "Kinv", "T", "g0", "gt", "th",
+                                           "ev", "Jmk", "J1", "Um", "Q"))
+# carve_em's arrays (spins: (sf, si, cf, ci) of spin_links; the loads' spins sp2 alike)
+LoopEmScratch = namedtuple("LoopEmScratch", (
+    "weights", "spins", "sp2", "x", "q", "hs", "rs", "sel", "selm", "solve", "structured",
+    "advance", "Qs", "nus", "aws", "locks", "keep", "cols", "rows"))
+EmResidualWork = namedtuple("EmResidualWork", ("Tm", "Km", "L", "thm", "pm", "gP", "gQ", "tha",
+                                               "dP", "a", "ga", "phi1", "corr", "Jm", "Ub", "g",
+                                               "p3"))
 
 
 @jit
@@ -84,8 +103,8 @@ def carve_em(ef, ei, nb, nq, nv, m, na):
     o += mb * n + mb * mb + mb
     p3 = view(ef, o, (3,))
     o += 3
-    rs = (sq[2], sq[3], sq[4], vn[2], vn[3], vn[4], vn[5], vn[6], vn[7], vn[8], vn[9], phi1,
-          corr, Jm, Ub, g, p3)
+    rs = EmResidualWork(sq[2], sq[3], sq[4], vn[2], vn[3], vn[4], vn[5], vn[6], vn[7], vn[8],
+                        vn[9], phi1, corr, Jm, Ub, g, p3)
     v2 = view(ef, o, (7, 2 * n))
     o += 14 * n
     full, z, dz, zk, gq, dcol, z1 = v2[0], v2[1], v2[2], v2[3], v2[4], v2[5], v2[6]
@@ -100,7 +119,7 @@ def carve_em(ef, ei, nb, nq, nv, m, na):
     o += 4 * n * n
     tmp = view(ef, o, (2 * n,))
     o += 2 * n
-    solve = (full, z, dz, zk, r, rt, rfull, Bt, Uq, gq, dcol, tmp, phi0)
+    solve = EmSolve(full, z, dz, zk, r, rt, rfull, Bt, Uq, gq, dcol, tmp, phi0)
     Jmk, J1 = view(ef, o, (m, n)), view(ef, o + m * n, (m, n))
     o += 2 * m * n
     Um = view(ef, o, (m, m))
@@ -108,8 +127,8 @@ def carve_em(ef, ei, nb, nq, nv, m, na):
     Qc = view(ef, o, (nq,))
     o += nq
     # structured: Km0, L, D, Pn, Kinv, T, g0, gt, th, ev, svm (m + nb), Jmk, J1, Um, Q
-    structured = (sq[5], sq[6], sq[7], sq[8], sq[9], sq[10], vn[10], vn[11], vn[12], vn[13],
-                  Jmk, J1, Um, Qc)
+    structured = EmStructured(sq[5], sq[6], sq[7], sq[8], sq[9], sq[10], vn[10], vn[11], vn[12],
+                              vn[13], Jmk, J1, Um, Qc)
     Q1, Qs = view(ef, o, (nq,)), view(ef, o + nq, (nq,))
     o += 2 * nq
     nus, aws = view(ef, o, (n,)), view(ef, o + n, (na,))
@@ -126,8 +145,8 @@ def carve_em(ef, ei, nb, nq, nv, m, na):
     o += 2 * n + rr
     selm = view(ei, o, (m,))
     hs = (hs_LU, hs_L, hs_P, hs_y, piv)
-    return (weights, (sf, si, cf, ci), (sf2, si2, cf2, ci2), x, q, hs, rs, sel, selm, solve,
-            structured, advance, Qs, nus, aws, locks, keep, cols, rows)
+    return LoopEmScratch(weights, (sf, si, cf, ci), (sf2, si2, cf2, ci2), x, q, hs, rs, sel,
+                         selm, solve, structured, advance, Qs, nus, aws, locks, keep, cols, rows)
 
 
 @jit
@@ -198,13 +217,31 @@ def _scale_columns(Bt, nc, nr, d):
             Bt[c, a] *= d[c]
 
 
+# what every pass of the step reads (the model, its loads, the loops' tables and the scratch),
+# built once per call of :func:`em_loop_steps`
+EmGeometry = namedtuple("EmGeometry", (
+    "tf", "ti", "pf", "pi", "gravity", "f_app", "t_app", "held", "act", "ctrl", "lf", "li",
+    "rank", "ws", "R", "rj", "G", "V", "cb", "IA", "I6", "F6", "K", "E", "J6", "phi", "J",
+    "gam", "acc", "Lv", "x", "q", "sp", "hs", "rs", "sel", "selm", "solve", "structured",
+    "keep", "cols", "rows", "stats", "max_iter", "locks"))
+
+
 @jit
-def em_loop_steps(n_steps, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, xb, qb, vb, wb, Lb,
-                  f_app, t_app, held, act, ctrl, awork, solver, stats, lf, li, rank, ws, R, rj,
-                  G, V, cb, IA, I6, F6, K, E, J6, phi, J, gam, acc, Lv, em):
+def em_loop_steps(n_steps, dt, model, S, S_prev, state, drive, solver, stats, lp, scr, em):
     """n_steps of :class:`LoopEnergyMomentum` (its docstring); OK (| USED_FALLBACK
     if a step needed sub-steps), or FAILED with the state of the step before the failed
-    one.  ``em``: :func:`carve_em`'s arrays."""
+    one.  ``model``, ``state``, ``drive``: the groups of :mod:`.layout` (TreeModel,
+    TreeState, Drive); ``lp``: the loop scratch (:func:`~.loops.carve_loop`; its Lnew is
+    the limits' Lv here); ``scr``: the tree's (:func:`~.layout.carve`); ``em``:
+    :func:`carve_em`'s arrays."""
+    gravity, tf, ti, pf, pi, A = model.gravity, model.tf, model.ti, model.pf, model.pi, model.A
+    Qg, nu, xb, qb, vb, wb, Lb = state
+    act, ctrl, awork = drive
+    nb = ti.shape[0]
+    f_app, t_app, held = applied_views(A, nb, nu.shape[0])
+    R, rj, G, V, cb, IA, I6 = scr.R, scr.rj, scr.G, scr.V, scr.cb, scr.IA, scr.I6
+    lf, li, rank, ws, F6, K, E, J6 = lp.lf, lp.li, lp.rank, lp.ws, lp.F6, lp.K, lp.E, lp.J6
+    phi, J, gam, acc, Lv = lp.phi, lp.J, lp.gam, lp.acc, lp.Lnew
     (weights, spins, sp2, x, q, hs, rs, sel, selm, solve, structured, advance, Qs, nus, aws,
      locks, keep, cols, rows) = em
     n = nu.shape[0]
@@ -220,9 +257,9 @@ def em_loop_steps(n_steps, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, xb, q
             k += 1
     max_iter = int(solver[SOLVER_MAX_ITER])
     halvings = int(solver[SOLVER_HALVINGS])
-    geo = (tf, ti, pf, pi, gravity, f_app, t_app, held, act, ctrl, lf, li, rank, ws, R, rj, G,
-           V, cb, IA, I6, F6, K, E, J6, phi, J, gam, acc, Lv, x, q, sp, hs, rs, sel, selm,
-           solve, structured, keep[:k], cols, rows, stats, max_iter, locks)
+    geo = EmGeometry(tf, ti, pf, pi, gravity, f_app, t_app, held, act, ctrl, lf, li, rank, ws, R,
+                     rj, G, V, cb, IA, I6, F6, K, E, J6, phi, J, gam, acc, Lv, x, q, sp, hs, rs,
+                     sel, selm, solve, structured, keep[:k], cols, rows, stats, max_iter, locks)
     status = OK
     for _ in range(n_steps):
         S_prev[:] = S
@@ -307,8 +344,9 @@ def _advance(Q, nu, work, dt, weights, geo, advance):
                 Lv[0, a] = locks[a, 0]
                 for r in range(1, 4):
                     Lv[r, a] = 0.0
-            if limit_rates(tf, ti, Q1, nu, lf, li, nk, Lv, x, q, R, rj, G, V, cb, acc, E, J6,
-                           phi, J, gam, IA, I6, F6, K, zero, ws) == np.inf:
+            rw = RowWork(x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam)
+            if limit_rates(tf, ti, Q1, nu, lf, li, nk, Lv, rw, MassWork(IA, I6, F6, K), zero,
+                           ws) == np.inf:
                 return False
             for i in range(n):
                 zero[i] = 0.0
@@ -339,24 +377,20 @@ def _coordinate(ti, ov):
 @jit
 def _residual(h, Q0, p0, H0, phi0, full, nk, geo, out):
     """out <- :func:`~.loops.em_residual` at ``full`` with the first nk locks."""
-    (tf, ti, pf, pi, gravity, f_app, t_app, held, act, ctrl, lf, li, rank, ws, R, rj, G, V, cb,
-     IA, I6, F6, K, E, J6, phi, J, gam, acc, Lv, x, q, sp, hs, rs, sel, selm, solve, structured,
-     keep, cols, rows, stats, max_iter, locks) = geo
-    em_residual(h, Q0, p0, H0, phi0, full, tf, ti, pf, pi, gravity, f_app, t_app, held, act, ctrl,
-                locks[:nk], lf, li, rank, structured[13], structured[5], sp, x, q, R, rj, G, V,
-                cb, acc, E, J6, phi, J, gam, IA, I6, F6, K, hs, rs, sel, out)
+    em_residual(h, Q0, p0, H0, phi0, full, geo, geo.locks[:nk], geo.structured.Q,
+                geo.structured.T, out)
 
 
 @jit
 def _res(h, Q0, p0, H0, phi0, z, nk, geo, out):
     """out[:len rows] <- the residual's rows ``rows`` at the unknowns z (on ``cols``)."""
-    cols, rows, solve = geo[40], geo[41], geo[37]
-    full, rfull = solve[0], solve[6]
-    nz = 2 * geo[39].shape[0]
+    cols, rows, solve = geo.cols, geo.rows, geo.solve
+    full, rfull = solve.full, solve.rfull
+    nz = 2 * geo.keep.shape[0]
     for i in range(nz):
         full[cols[i]] = z[i]
     _residual(h, Q0, p0, H0, phi0, full, nk, geo, rfull)
-    nr = nz + geo[25].shape[0] + nk
+    nr = nz + geo.phi.shape[0] + nk
     big = 0.0
     for i in range(nr):
         out[i] = rfull[rows[i]]
@@ -376,17 +410,17 @@ def _solve_step(h, Q0, p0, z1, nk, geo):
      IA, I6, F6, K, E, J6, phi, J, gam, acc, Lv, x, q, sp, hs, rs, sel, selm, solve, structured,
      keep, cols, rows, stats, max_iter, locks) = geo
     full, z, dz, zk, r, rt, rfull, Bt, Uq, gq, dcol, tmp, _ = solve
-    Qc, Tc = structured[13], structured[5]
+    Qc, Tc = structured.Q, structured.T
     n = p0.shape[0]
     m = phi.shape[0]
     k = keep.shape[0]
     nz, nr = 2 * k, 2 * k + m + nk
-    th0 = structured[8]
+    th0 = structured.th
     th0[:] = 0.0
-    H0 = em_hamiltonian(tf, ti, pf, pi, gravity, Q0, th0, p0, f_app, held, Qc, Tc, sp, x, q, R,
-                        rj, G, IA, I6, F6, K, hs)
-    phi0 = solve[12]
-    loop_rows(tf, ti, Q0, p0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
+    H0 = em_hamiltonian(geo, Q0, th0, p0, Qc, Tc)
+    phi0 = solve.phi0
+    rw = RowWork(x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam)
+    loop_rows(tf, ti, Q0, p0, lf, li, rw, 1)
     phi0[:] = phi
     for i in range(2 * n):
         full[i] = z1[i]
@@ -447,11 +481,11 @@ def _solve_step(h, Q0, p0, z1, nk, geo):
 def _rates(Q0, theta, pm, geo, Km, tmp, out):
     """Km <- the chart's mass matrix T^T K T at theta, out <- Km^-1 pm (dH/dp at (theta,
     pm)); tmp: (n, n) scratch.  False if Km is not positive definite."""
-    tf, ti, R, rj, G, IA, I6, F6, K, x, q, sp = (geo[0], geo[1], geo[14], geo[15], geo[16],
-                                                geo[19], geo[20], geo[21], geo[22], geo[30],
-                                                geo[31], geo[32])
-    structured = geo[38]
-    Qc, Tc, L = structured[13], structured[5], structured[1]
+    tf, ti, R, rj, G, IA, I6, F6, K, x, q, sp = (geo.tf, geo.ti, geo.R, geo.rj, geo.G,
+                                                geo.IA, geo.I6, geo.F6, geo.K, geo.x,
+                                                geo.q, geo.sp)
+    structured = geo.structured
+    Qc, Tc, L = structured.Q, structured.T, structured.L
     n = pm.shape[0]
     chart(ti, Q0, theta, Qc, Tc, sp)
     mass_matrix(tf, ti, Qc, x, q, R, rj, G, IA, I6, F6, K)
@@ -476,15 +510,16 @@ def _structured_inverse(h, Q0, p0, full, geo):
      IA, I6, F6, K, E, J6, phi, J, gam, acc, Lv, x, q, sp, hs, rs, sel, selm, solve, structured,
      keep, cols, rows, stats, max_iter, locks) = geo
     Km0, L, D, Pn, Kinv, Tc, g0, gt, th, ev, Jmk, J1, Um, Qc = structured
-    Bt, Uq, gq, dcol = solve[7], solve[8], solve[9], solve[10]
-    thm, pm, g = rs[3], rs[4], rs[15]
+    Bt, Uq, gq, dcol = solve.Bt, solve.Uq, solve.gq, solve.dcol
+    thm, pm, g = rs.thm, rs.pm, rs.g
     n, m, k = p0.shape[0], phi.shape[0], keep.shape[0]
     for i in range(n):
         thm[i] = 0.5 * full[i]
         pm[i] = 0.5 * (p0[i] + full[n + i])
     if not _rates(Q0, thm, pm, geo, Km0, Pn, g0):
         return False
-    loop_rows(tf, ti, Qc, p0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
+    rw = RowWork(x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam)
+    loop_rows(tf, ti, Qc, p0, lf, li, rw, 2)
     chart_product(J, Tc, J1, m, n)
     for r in range(m):
         for c in range(k):
@@ -499,7 +534,7 @@ def _structured_inverse(h, Q0, p0, full, geo):
         for i in range(k):
             D[i, c] = (gt[keep[i]] - g0[keep[i]]) / eps
     chart(ti, Q0, full[:n], Qc, Tc, sp)
-    loop_rows(tf, ti, Qc, p0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
+    loop_rows(tf, ti, Qc, p0, lf, li, rw, 2)
     chart_product(J, Tc, J1, m, n)
     jacobi_rows(Jmk, m, k, Um)
     row_space_projector(Jmk, m, k, rank, g, selm)
@@ -543,8 +578,8 @@ def _newton_inverse(h, Q0, p0, H0, phi0, z, r, nk, geo):
     residual), by forward differences, its columns scaled to unit length first: a light
     rod's spin (were it an unknown) leaves columns 1e-8 of the largest, which the rank cut
     would otherwise drop."""
-    solve, keep, phi = geo[37], geo[39], geo[25]
-    zk, rt, Bt, Uq, gq, dcol = solve[3], solve[5], solve[7], solve[8], solve[9], solve[10]
+    solve, keep, phi = geo.solve, geo.keep, geo.phi
+    zk, rt, Bt, Uq, gq, dcol = solve.zk, solve.rt, solve.Bt, solve.Uq, solve.gq, solve.dcol
     nz = 2 * keep.shape[0]
     nr = nz + phi.shape[0] + nk
     for c in range(nz):
@@ -567,9 +602,10 @@ def _lock_limits(h, Q, p0, z1, geo, Q1, T):
     increment, limit), or -1 if a solve fails or a locked solve stalls off the loops
     (1.6e-8 m, seen on the four-bar resting on a limit; sub-steps follow).  A lock that
     would pull is kept (not released)."""
-    tf, ti, lf, li, sp, locks = geo[0], geo[1], geo[10], geo[11], geo[32], geo[44]
-    x, q, R, rj, G, V, cb = geo[30], geo[31], geo[14], geo[15], geo[16], geo[17], geo[18]
-    acc, E, J6, phi, J, gam = geo[28], geo[23], geo[24], geo[25], geo[26], geo[27]
+    tf, ti, lf, li, sp, locks = geo.tf, geo.ti, geo.lf, geo.li, geo.sp, geo.locks
+    x, q, R, rj, G, V, cb = geo.x, geo.q, geo.R, geo.rj, geo.G, geo.V, geo.cb
+    acc, E, J6, phi, J, gam = geo.acc, geo.E, geo.J6, geo.phi, geo.J, geo.gam
+    rw = RowWork(x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam)
     n = p0.shape[0]
     nk = 0
     for _ in range(6):
@@ -594,7 +630,7 @@ def _lock_limits(h, Q, p0, z1, geo, Q1, T):
         nk += more
         ok = _solve_step(h, Q, p0, z1, nk, geo)
         chart(ti, Q, z1[:n], Q1, T, sp)
-        loop_rows(tf, ti, Q1, p0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
+        loop_rows(tf, ti, Q1, p0, lf, li, rw, 1)
         err = 0.0
         for r in range(phi.shape[0]):
             err = max(err, abs(phi[r]))
@@ -611,16 +647,12 @@ def em_loop_step(n, dt, F, I, xf, xi, ef, ei):
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, _, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
-    f_app, t_app, held = applied_views(A, nb, nv)
     act, ctrl, awork = actuator_views(F, I)
-    scr = carve(work, nb, nq, nv)
-    R, rj, G, V, cb, IA, I6 = scr.R, scr.rj, scr.G, scr.V, scr.cb, scr.IA, scr.I6
-    (lf, li, rank, ws, F6, K, E, J6, phi, J, gam, acc2, Lnew) = carve_loop(xf, xi, nb, nq,
-                                                                           nv)[:13]
-    em = carve_em(ef, ei, nb, nq, nv, phi.shape[0], act.shape[0])
-    return em_loop_steps(n, dt, tf, ti, pf, pi, gravity, S, S_prev, Qg, nu, x, q, v, w, L,
-                         f_app, t_app, held, act, ctrl, awork, solver, stats, lf, li, rank, ws,
-                         R, rj, G, V, cb, IA, I6, F6, K, E, J6, phi, J, gam, acc2, Lnew, em)
+    lp = carve_loop(xf, xi, nb, nq, nv)
+    em = carve_em(ef, ei, nb, nq, nv, lp.phi.shape[0], act.shape[0])
+    return em_loop_steps(n, dt, TreeModel(gravity, tf, ti, pf, pi, A, False), S, S_prev,
+                         TreeState(Qg, nu, x, q, v, w, L), Drive(act, ctrl, awork), solver,
+                         stats, lp, carve(work, nb, nq, nv), em)
 
 
 EM_ROW_SIZES = 4
@@ -648,8 +680,8 @@ def em_scratch(tree, closure, weights):
     ef, ei = np.zeros(nxf), np.zeros(nxi, np.int64)
     ei[:EI_HEAD] = ns, nc, nw
     arrays = carve_em.py_func(ef, ei, tree.nb, tree.nq, tree.nv, closure.m, tree.na)
-    arrays[0][:] = weights
-    for a, b in zip(arrays[1], tables):
+    arrays.weights[:] = weights
+    for a, b in zip(arrays.spins, tables):
         a[:] = b
     return ef, ei
 

@@ -3,6 +3,8 @@ the projections back onto the constraint manifold, the constrained acceleration,
 limits held on a mechanism with loops (see :mod:`.loops` for the mathematics).
 """
 
+from collections import namedtuple
+
 import numpy as np
 from rtrigid._jit import jit
 from rtrigid.backends.tree.kinematics import (
@@ -21,7 +23,6 @@ from rtrigid.backends.tree.kinematics import (
     joint_velocities,
     normalize_coordinates,
 )
-from rtrigid.backends.tree.layout import Passes, TreeTables
 from rtrigid.backends.tree.limits import clamp_limits
 from rtrigid.backends.tree.dynamics import add_point_columns, forward_dynamics, mass_matrix
 from rtrigid.maths.quat import qmul_t
@@ -33,6 +34,16 @@ L_AP, L_AC, L_FRAME, L_UC, L_R0, L_WIDTH = 0, 3, 6, 15, 18, 22
 # its int row: parent, child, translation row count and directions, rotation kind, first row
 L_PARENT, L_CHILD, L_NT, L_T, L_ROT, L_ROW, LI_WIDTH = 0, 1, 2, 3, 6, 7, 8
 ROT_NONE, ROT_AXIS, ROT_FRAME = 0, 1, 2
+
+# The groups the loop kernels take: the loops' tables (rows lf, li), the mechanism's rank (-1:
+# the free rates' least K-norm instead) and the dense solves' scratch (maths.dense.LoopWork);
+# what the rows read and write (the tree's poses and motion, then the rows' own scratch:
+# E (3, 3), J6 (6, nv), phi, J, gamma); the mass matrix's scratch (K, and the inertias it
+# is assembled from).
+LoopTables = namedtuple("LoopTables", ("lf", "li", "rank", "ws"))
+RowWork = namedtuple("RowWork", ("x", "q", "R", "rj", "G", "V", "cb", "acc", "E", "J6", "phi",
+                                 "J", "gam"))
+MassWork = namedtuple("MassWork", ("IA", "I6", "F6", "K"))
 
 
 @jit
@@ -46,10 +57,11 @@ def _body_point(x, R, b, a0, a1, a2):
 
 
 @jit
-def loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, what):
+def loop_rows(tf, ti, Qg, nu, lf, li, rw, what):
     """The loops' residual phi (what & 1), Jacobian J (what & 2) and acceleration terms
-    gamma (what & 4) at (Qg, nu): the rows of the module's table.  E: (3, 3), J6: (6, nv)
-    scratch."""
+    gamma (what & 4) at (Qg, nu): the rows of the module's table, into ``rw`` (a
+    :data:`RowWork`)."""
+    x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam = rw
     geometry(tf, ti, Qg, x, q, R, rj, G)
     if what & 4:
         joint_velocities(ti, G, nu, V, cb)
@@ -170,13 +182,15 @@ def _rows_times(J, v, out):
 
 
 @jit
-def close_positions(tf, ti, Qg, lf, li, free, rank, ws, max_iter, x, q, R, rj, G, V, cb, acc,
-                    E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, nu0):
+def close_positions(tf, ti, Qg, lt, free, max_iter, rw, mw, dQ, delta, nu0):
     """Newton's method on Phi(Qg) = 0, each correction the least K-norm change of the free
     rates (:func:`_k_change`), retracted to first order (quaternions normalised); the final
-    |Phi|, or inf if K is not positive definite on the free rates (``rank`` < 0)."""
+    |Phi|, or inf if K is not positive definite on the free rates (``lt.rank`` < 0)."""
+    lf, li, rank, ws = lt
+    x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam = rw
+    IA, I6, F6, K = mw
     for _ in range(max_iter):
-        loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 3)
+        loop_rows(tf, ti, Qg, nu0, lf, li, rw, 3)
         if max_abs(phi) <= CLOSED:
             return max_abs(phi)
         mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
@@ -188,16 +202,18 @@ def close_positions(tf, ti, Qg, lf, li, free, rank, ws, max_iter, x, q, R, rj, G
         for i in range(Qg.shape[0]):
             Qg[i] += dQ[i]
         normalize_coordinates(ti, Qg)
-    loop_rows(tf, ti, Qg, nu0, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 1)
+    loop_rows(tf, ti, Qg, nu0, lf, li, rw, 1)
     return max_abs(phi)
 
 
 @jit
-def close_rates(tf, ti, Qg, nu, lf, li, free, rank, ws, x, q, R, rj, G, V, cb, acc, E, J6, phi,
-                J, gam, IA, I6, F6, K, delta):
+def close_rates(tf, ti, Qg, nu, lt, free, rw, mw, delta):
     """nu <- its K-orthogonal projection onto J nu = 0, changing the free rates only
     (:func:`_k_change`); the final |J nu| (phi is overwritten)."""
-    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
+    lf, li, rank, ws = lt
+    x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam = rw
+    IA, I6, F6, K = mw
+    loop_rows(tf, ti, Qg, nu, lf, li, rw, 2)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
     _rows_times(J, nu, phi)
     if not _k_change(J, K, phi, free, rank, ws, delta):
@@ -208,18 +224,21 @@ def close_rates(tf, ti, Qg, nu, lf, li, free, rank, ws, x, q, R, rj, G, V, cb, a
 
 
 @jit
-def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held, lf, li,
-                             rank, ws, x, q, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6,
-                             tau, F6, K, E, J6, phi, J, gam, acc2, out):
+def constrained_acceleration(tables, Qg, nu, applied, lt, passes, rw, mw, out):
     """out <- nu' at (Qg, nu): the tree's free acceleration a_f (articulated recursion)
     projected in the metric K onto J nu' = -gamma, a_f - K^-1 J^T lambda with
     (J K^-1 J^T) lambda = J a_f + gamma (:func:`k_correction`, the mechanism's ``rank``;
     the module docstring's null-space form, without an SVD).  Allocates nothing (scratch
-    ``ws``); False if the inertia is singular."""
-    ok = forward_dynamics(TreeTables(tf, ti, pf, pi, gravity), Qg, nu, (f_app, t_app, held), x,
-                          q, Passes(R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau),
-                          out)
-    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc2, E, J6, phi, J, gam, 6)
+    ``lt.ws``); False if the inertia is singular.  ``tables``, ``applied`` and ``passes`` as
+    :func:`~.dynamics.forward_dynamics` takes them; the rows' acceleration scratch ``rw.acc``
+    is not the tree's ``passes.acc``."""
+    tf, ti = tables.tf, tables.ti
+    lf, li, rank, ws = lt
+    x, q, R, rj, G = rw.x, rw.q, rw.R, rw.rj, rw.G
+    J, gam = rw.J, rw.gam
+    IA, I6, F6, K = mw
+    ok = forward_dynamics(tables, Qg, nu, applied, x, q, passes, out)
+    loop_rows(tf, ti, Qg, nu, lf, li, rw, 6)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
     bm, c = ws.bm, ws.c
     _rows_times(J, out, bm)
@@ -232,8 +251,7 @@ def constrained_acceleration(tf, ti, pf, pi, gravity, Qg, nu, f_app, t_app, held
 
 
 @jit
-def hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free, ws, x, q, R,
-                     rj, G, V, cb, acc, E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, zero, Qpre):
+def hold_loop_limits(tf, ti, Qg, nu, drive, lt, k, limits, free, rw, mw, corr):
     """The joint limits of a step that ended with k coordinates beyond them (put on them by
     :func:`~.limits.clamp_limits`, recorded in Lv; Qpre: scratch): the loops closed
     with those coordinates held on their limits (more joints pushed past theirs by the
@@ -242,7 +260,13 @@ def hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free
     impulse is a joint-space one that respects the loops.  The actuators' work over the
     motion the clamp and the closure took back is taken back (their force at the end of the
     step times it: exact for a constant force), as the tree's ``_hold_limits`` does.  The
-    final |Phi| (inf if the rates cannot be projected)."""
+    final |Phi| (inf if the rates cannot be projected).  ``drive``: (act, ctrl, awork);
+    ``lt``: the loops' tables (its rank is not used); ``limits``: (Lv, Lnew); ``corr``: the
+    corrections' scratch (dQ, delta, zero rates, Qpre)."""
+    act, ctrl, awork = drive
+    lf, li, rank, ws = lt
+    Lv, Lnew = limits
+    dQ, delta, zero, Qpre = corr
     for i in range(Qg.shape[0]):
         Qpre[i] = Qg[i]
     for a in range(k):  # Lv[3]: how far beyond; Qpre the coordinates before the clamp
@@ -255,8 +279,8 @@ def hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free
             free[i] = True
         for a in range(k):
             free[int(Lv[0, a])] = False
-        err = close_positions(tf, ti, Qg, lf, li, free, -1, ws, 12, x, q, R, rj, G, V, cb, acc,
-                              E, J6, phi, J, gam, IA, I6, F6, K, dQ, delta, zero)
+        err = close_positions(tf, ti, Qg, LoopTables(lf, li, -1, ws), free, 12, rw, mw, dQ,
+                              delta, zero)
         if err == np.inf:  # singular: the step fails (its caller puts S back)
             return err
         more = clamp_limits(tf, ti, Qg, nu, Lnew)
@@ -272,22 +296,23 @@ def hold_loop_limits(tf, ti, Qg, nu, act, ctrl, awork, lf, li, k, Lv, Lnew, free
         o, ov = int(act[a, ACT_Q]), int(act[a, ACT_V])
         awork[a] += act[a, ACT_GEAR] * actuator_force(act, a, ctrl, Qpre[o], nu[ov]) * (
             Qg[o] - Qpre[o])
-    if limit_rates(tf, ti, Qg, nu, lf, li, k, Lv, x, q, R, rj, G, V, cb, acc, E, J6, phi, J,
-                   gam, IA, I6, F6, K, delta, ws) == np.inf:
+    if limit_rates(tf, ti, Qg, nu, lf, li, k, Lv, rw, mw, delta, ws) == np.inf:
         return np.inf
     return err
 
 
 @jit
-def limit_rates(tf, ti, Qg, nu, lf, li, k, Lv, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam,
-                IA, I6, F6, K, delta, ws):
+def limit_rates(tf, ti, Qg, nu, lf, li, k, Lv, rw, mw, delta, ws):
     """nu <- its K-orthogonal projection onto J nu = 0 with the k limited rates of Lv at their
     targets Lv[2]: the least K-norm change, K^-1 (J^T lambda + S^T mu) -- the limits' impulse
     through the loops (:func:`least_k_norm` on the rows stacked).  With the targets 0 it is
     the projection onto a subspace, so it never adds kinetic energy.  The final |J nu|, or
     inf (nu untouched) if K is not positive definite.  Scratch: ``ws`` (:func:`loop_scratch`;
-    the stacked rows in its tail), allocating nothing."""
-    loop_rows(tf, ti, Qg, nu, lf, li, x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam, 2)
+    the stacked rows in its tail), allocating nothing.  ``rw``, ``mw``: :data:`RowWork`,
+    :data:`MassWork`."""
+    x, q, R, rj, G, V, cb, acc, E, J6, phi, J, gam = rw
+    IA, I6, F6, K = mw
+    loop_rows(tf, ti, Qg, nu, lf, li, rw, 2)
     mass_matrix(tf, ti, Qg, x, q, R, rj, G, IA, I6, F6, K)
     m, n = J.shape
     Ja, defect, every = ws.Ja[:m + k], ws.dfc[:m + k], ws.every
