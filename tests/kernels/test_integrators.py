@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import rtrigid.maths.quat as rq
+from rtrigid.backends.bodies.layout import BodiesModel
 from rtrigid import scenarios
 from rtrigid.backends.bodies.forces import body_loads, discrete_gradient, potential_energy
 from rtrigid.backends.bodies import energy_momentum as em
@@ -88,7 +89,7 @@ def test_appd_jacobian_matches_finite_differences(pivoted):
     newton, _ = appd.carve(np.zeros(appd.work_size(1)))
 
     def res(u):
-        appd.residual(g, bf, bi, sf, si, 0, 0.01, x0, q0, P0, p0, u[:3], u[3:7],
+        appd.residual(BodiesModel(g, bf, bi, sf, si), 0, 0.01, x0, q0, P0, p0, u[:3], u[3:7],
                       u[7:10] if n == 10 else x1, f_app, t_app, np.zeros(4), newton)
         return newton[2][:n].copy()
 
@@ -121,13 +122,13 @@ def test_discrete_gradient_is_exact(pivoted, rest_length):
             if not pivoted:
                 sim.set_position(0, rng.normal(size=3))
             z.append((sim.x.copy(), sim.q.copy()))
-        v = [potential_energy(g, bf, bi, sf, si, x, q) for x, q in z]
+        v = [potential_energy(BodiesModel(g, bf, bi, sf, si), x, q) for x, q in z]
         xref = [x[0] if not pivoted else sim.backend.frozen.pivot[0] for x, _ in z]
         z0 = np.concatenate([xref[0], z[0][1][0]])
         z1 = np.concatenate([xref[1], z[1][1][0]])
         grad = np.zeros(7)
-        discrete_gradient(g, bf, bi, sf, si, 0, z0, z1, zero, zero, grad, np.zeros((7, 7)),
-                          np.zeros(128))
+        discrete_gradient(BodiesModel(g, bf, bi, sf, si), 0, z0, z1, zero, zero, grad,
+                          np.zeros((7, 7)), np.zeros(128))
         assert abs(v[1] - v[0] - grad @ (z1 - z0)) < 1e-12 * (abs(v[0]) + abs(v[1]))
 
 
@@ -141,12 +142,12 @@ def test_body_torque_is_the_projected_quaternion_force():
 
     def potential(q):
         x = fm.pivot[0] + rq.to_matrix(q) @ fm.com[0]  # the centre of mass moves with q
-        return potential_energy(g, bf, bi, sf, si, x[None], q[None])
+        return potential_energy(BodiesModel(g, bf, bi, sf, si), x[None], q[None])
 
     for _ in range(5):
         q = random_unit_quaternion(rng)
         x = fm.pivot[0] + rq.to_matrix(q) @ fm.com[0]
-        loads = body_loads.py_func(g, bf, bi, sf, si, zero, zero, 0, *x, *q)
+        loads = body_loads.py_func(BodiesModel(g, bf, bi, sf, si), zero, zero, 0, *x, *q)
         grad = np.zeros(4)
         for k in range(4):
             dq = np.zeros(4)

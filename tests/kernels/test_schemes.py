@@ -14,6 +14,7 @@ import pytest
 import rtrigid.maths.quat as rq
 from rtrigid import scenarios
 from rtrigid.backends.bodies import director, index1, midpoint_em, variational
+from rtrigid.backends.bodies.layout import BodiesModel
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation, SimulationError
 from rtrigid.references.scipy_ref import fitted_order, rigid_body_reference
@@ -211,7 +212,8 @@ def test_variational_steps_satisfy_the_discrete_euler_lagrange_equations():
 def test_variational_jacobian_matches_finite_differences(pivoted):
     rng = np.random.default_rng(7)
     sim = Simulation(spring_model(pivoted), "variational", 0.01)
-    g, bf, bi, sf, si = sim.backend.arrays
+    model = BodiesModel(*sim.backend.arrays)
+    bf = model.bodyf
     f_app, t_app = rng.normal(size=(1, 3)), rng.normal(size=(1, 3))
     work = np.zeros(variational.work_size(1))
     coupled = not pivoted
@@ -223,8 +225,7 @@ def test_variational_jacobian_matches_finite_differences(pivoted):
     u0 = np.r_[0.1 * rng.normal(size=3), z0[:3] + 0.01 * rng.normal(size=3)]
 
     def res(u):
-        variational.residual(g, bf, bi, sf, si, 0, h, z0, l0, p0, f_app, t_app, u, coupled,
-                             work)
+        variational.residual(model, 0, h, z0, l0, p0, f_app, t_app, u, coupled, work)
         return variational.carve(work)[5][:n].copy()
 
     res(u0)
@@ -354,7 +355,8 @@ def test_index1_q_p2_is_the_derivative_of_the_load_point():
     for _ in range(5):
         q = random_unit_quaternion(rng)
         qt = tuple(q)
-        Q = np.array(index1.torque_p2(g, bf, bi, sf, si, zero, zero, 0, (0.0, 0.0, 0.0), qt))
+        Q = np.array(index1.torque_p2(BodiesModel(g, bf, bi, sf, si), zero, zero, 0,
+                                      (0.0, 0.0, 0.0), qt))
         B2 = np.zeros((3, 4))
         for k in range(4):
             dq = np.zeros(4)
@@ -399,8 +401,8 @@ def test_index1_accelerations_of_all_forms_agree_on_the_manifold():
         qd = tuple(0.5 * _gmat(q).T @ (rng.normal(size=3) * 10))
         out = []
         for form, torque in [(23, 1), (23, 2), (29, 1), (29, 2)]:
-            _, Q = index1.generalized_torque(g, bf, bi, sf, si, zero, zero, 0, (0.0, 0.0, 0.0),
-                                             q, torque)
+            _, Q = index1.generalized_torque(BodiesModel(g, bf, bi, sf, si), zero, zero, 0,
+                                             (0.0, 0.0, 0.0), q, torque)
             acc, _ = index1.quaternion_acceleration(bf, 0, q, qd, Q, form)
             out.append(np.array(acc))
         for a in out[1:]:

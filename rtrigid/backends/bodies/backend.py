@@ -12,7 +12,7 @@ from rtrigid.backends.bodies.common import (
     state_view,
 )
 from rtrigid.backends.bodies.forces import potential_energy
-from rtrigid.backends.bodies.layout import PIVOTED, flatten, freeze, kernel_arrays
+from rtrigid.backends.bodies.layout import BodiesModel, PIVOTED, flatten, freeze, kernel_arrays
 from rtrigid.backends.buffers import allocate, model_digest, sections
 from rtrigid.joints import geometry
 from rtrigid.maths import quat
@@ -82,7 +82,7 @@ class BodiesBackend:
                 (np.zeros(0), np.array([budget], np.int64)))
 
     def potential_energy(self) -> float:
-        return float(potential_energy(*self.arrays, self.x, self.q))
+        return float(potential_energy(BodiesModel(*self.arrays), self.x, self.q))
 
     def rotor_energy(self) -> float:
         """Free bodies and pivots carry no joint armature."""

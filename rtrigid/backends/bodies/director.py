@@ -40,7 +40,7 @@ from rtrigid.backends.bodies.common import (
     state_view,
 )
 from rtrigid.maths.linalg import solve_inplace
-from rtrigid.backends.bodies.layout import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED, S_ANCHOR, S_K, \
+from rtrigid.backends.bodies.layout import BodiesModel, B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED, S_ANCHOR, S_K, \
     S_POINT, S_REST
 from rtrigid.maths.quat import euler_map, euler_map_diff_pinv, spurrier_klumpp
 
@@ -75,8 +75,9 @@ def _add_point_force(psi, force, u0, u1, u2, f0, f1, f2):
 
 
 @jit
-def director_loads(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, y, psi, force):
+def director_loads(bm, f_app, t_app, b, y, psi, force):
     """Generalized director forces psi (9,) and the resultant world force (3,) at y."""
+    gravity, bodyf, bodyi, springf, springi = bm
     psi[:] = 0.0
     force[:] = 0.0
     m = bodyf[b, B_MASS]
@@ -132,12 +133,13 @@ def _constraint_rows(y, A):
 
 
 @jit
-def derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, y, out, absolute, A,
+def derivative(bm, f_app, t_app, b, y, out, absolute, A,
                scratch):
     """Right-hand side of 002 (23) (``absolute``) or (25) for body b at y, into ``out``."""
+    gravity, bodyf, bodyi, springf, springi = bm
     psi = scratch[0:9]
     force = scratch[9:12]
-    director_loads(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, y, psi, force)
+    director_loads(bm, f_app, t_app, b, y, psi, force)
     free = bodyi[b] != PIVOTED
     minv = 1.0 / bodyf[b, B_MASS]
     for k in range(3):
@@ -237,6 +239,7 @@ def _run(n, dt, F, I, absolute):
     """The step loop; ``absolute`` (0/1) picks 002 (23) over (25)."""
     (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, _, stats,
      work) = open_buffers(F, I)
+    bm = BodiesModel(gravity, bodyf, bodyi, springf, springi)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
     y, k, tmp, A, R, pinv, p8 = carve(work)
@@ -249,12 +252,12 @@ def _run(n, dt, F, I, absolute):
         energy = 0.0
         for b in range(nb):
             _start(bodyf, bodyi, b, x, q, v, w, y, absolute)
-            derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, y, k[0],
+            derivative(bm, f_app, t_app, b, y, k[0],
                        absolute, A, loads)
             for s in range(3):
                 for i in range(ny):
                     tmp[i] = y[i] + weights[s] * k[s, i]
-                derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, tmp,
+                derivative(bm, f_app, t_app, b, tmp,
                            k[s + 1], absolute, A, loads)
             for i in range(ny):
                 y[i] += dt / 6.0 * (k[0, i] + 2.0 * (k[1, i] + k[2, i]) + k[3, i])

@@ -60,7 +60,7 @@ from rtrigid.backends.buffers import (
     USED_FALLBACK,
 )
 from rtrigid.backends.bodies.common import open_buffers, pivot_kinematics, restore_body, state_view
-from rtrigid.backends.bodies.layout import B_COM, B_JINV, B_MASS, PIVOTED
+from rtrigid.backends.bodies.layout import BodiesModel, B_COM, B_JINV, B_MASS, PIVOTED
 from rtrigid.maths.quat import qmul_t, rotate_t
 
 
@@ -315,18 +315,19 @@ def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, 
 
 
 @jit
-def _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, S, S_prev, f_app,
+def _spring_body_substeps(bm, b, h, m, S, S_prev, f_app,
                           t_app, max_iter, work, stats, stages):
     """The Appendix D solver for body b: bodies with springs, whose x and q are coupled."""
+    gravity, bodyf, bodyi, springf, springi = bm
     nb = bodyi.shape[0]
     state = state_view(S, nb)
     prev = state_view(S_prev, nb)
     newton, buf = appd.carve(work)
     if len(stages) == 1:
-        return appd.substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev,
+        return appd.substeps(bm, b, h, m, state, prev,
                              f_app, t_app, max_iter, newton, buf, stats)
     for i in range(m * len(stages)):
-        if not appd.substeps(gravity, bodyf, bodyi, springf, springi, b,
+        if not appd.substeps(bm, b,
                              stages[i % len(stages)] * (h / m), 1, state, prev, f_app, t_app,
                              max_iter, newton, buf, stats):
             return False
@@ -347,6 +348,7 @@ def step_loop(n, dt, F, I, all_appendix_d, stages):
     """
     (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, solver, stats,
      work) = open_buffers(F, I)
+    bm = BodiesModel(gravity, bodyf, bodyi, springf, springi)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
     max_iter = int(solver[SOLVER_MAX_ITER])
@@ -359,7 +361,7 @@ def step_loop(n, dt, F, I, all_appendix_d, stages):
             m = 1
             while True:
                 if all_appendix_d is not None and (all_appendix_d or _has_springs(springi, b)):
-                    ok = _spring_body_substeps(gravity, bodyf, bodyi, springf, springi, b, dt, m,
+                    ok = _spring_body_substeps(bm, b, dt, m,
                                                S, S_prev, f_app, t_app, max_iter, work, stats,
                                                stages)
                 else:

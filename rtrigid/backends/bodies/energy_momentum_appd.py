@@ -112,13 +112,14 @@ def _ql_t_pair(a, b, c, d, qlbuf, out):
 
 
 @jit
-def residual(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, theta, p1, x1, f_app, t_app, q1, work):
+def residual(bm, b, h, x0, q0, P0, p0, theta, p1, x1, f_app, t_app, q1, work):
     """Residual of 000 (52)_1, (53) and the translational mid-point rule at (theta, p1, x1).
 
     Writes q1 = exp((0, theta/2)) o q0 and the residual into work[2][:n] (n = 7 for a pivoted
     body, 10 for a free one) and keeps the intermediates the Jacobian needs.  Returns the
     scaled max-norm of the residual.
     """
+    gravity, bodyf, bodyi, springf, springi = bm
     dgw, _, res, grad, dgrad, zz, m4, v4, _, _, m34 = work
     e, qm, pm, s, a, kk, k4, tmp, fp, _ = (v4[0], v4[1], v4[2], v4[3], v4[4], v4[5], v4[6],
                                            v4[7], v4[8], v4[9])
@@ -141,7 +142,7 @@ def residual(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, thet
     zz[0, 3:] = q0
     zz[1, :3] = x1
     zz[1, 3:] = q1
-    discrete_gradient(gravity, bodyf, bodyi, springf, springi, b, zz[0], zz[1], f_app, t_app, grad,
+    discrete_gradient(bm, b, zz[0], zz[1], f_app, t_app, grad,
                       dgrad, dgw)
     # K = Qleft(p0)^T q0 + Qleft(p1)^T q1, k4 = J4^-1 K; F_p = p1 - p0 + h/8 pm o k4 + h grad_q
     _ql_t_pair(p0, q0, p1, q1, m4[1:3], kk)
@@ -235,13 +236,14 @@ def jacobian(bodyi, bodyf, b, h, theta, p1, q1, work):
 
 
 @jit
-def solve_body(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, w0, f_app, t_app, max_iter, x1, q1, p1, theta,
+def solve_body(bm, b, h, x0, q0, P0, p0, w0, f_app, t_app, max_iter, x1, q1, p1, theta,
                work):
     """Newton on one body's step of size h.  Returns the iteration count, or -1 on failure.
 
     x0 is the reference point (centre of mass of a free body), w0 the body angular velocity
     used for the initial guess theta = h R(q0) w0, p1 = exp(theta/2) o p0.
     """
+    gravity, bodyf, bodyi, springf, springi = bm
     res = work[2]
     jac = work[1]
     e = work[7][0]
@@ -265,7 +267,7 @@ def solve_body(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, w0
     previous = np.inf
     update = np.inf
     for it in range(max_iter + 1):
-        r = residual(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, theta, p1, x1, f_app,
+        r = residual(bm, b, h, x0, q0, P0, p0, theta, p1, x1, f_app,
                      t_app, q1, work)
         if not np.isfinite(r):
             return -1
@@ -296,9 +298,10 @@ def solve_body(gravity, bodyf, bodyi, springf, springi, b, h, x0, q0, P0, p0, w0
 
 
 @jit
-def substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev, f_app, t_app, max_iter,
+def substeps(bm, b, h, m, state, prev, f_app, t_app, max_iter,
               work, buf, stats):
     """Advance body b by m sub-steps of size h/m; on failure restore it from ``prev``."""
+    gravity, bodyf, bodyi, springf, springi = bm
     x, q, v, w, P, pq, L = state
     x0, q0, P0, p0, x1, q1, p1, theta = buf
     hs = h / m
@@ -308,7 +311,7 @@ def substeps(gravity, bodyf, bodyi, springf, springi, b, h, m, state, prev, f_ap
         q0[:] = q[b]
         P0[:] = P[b]
         p0[:] = pq[b]
-        it = solve_body(gravity, bodyf, bodyi, springf, springi, b, hs, x0, q0, P0, p0, w[b], f_app, t_app,
+        it = solve_body(bm, b, hs, x0, q0, P0, p0, w[b], f_app, t_app,
                         max_iter, x1, q1, p1, theta, work)
         if it < 0:
             for now, start in zip(state, prev):

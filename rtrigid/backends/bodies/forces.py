@@ -75,7 +75,7 @@ def spring_force(bodyf, bodyi, springf, s, b, x0, x1, x2, q0, q1, q2, q3):
 
 
 @jit_inline
-def body_loads(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, x0, x1, x2, q0, q1, q2,
+def body_loads(bm, f_app, t_app, b, x0, x1, x2, q0, q1, q2,
                q3):
     """World force on body b's centre of mass and body-frame torque about its reference point.
 
@@ -86,6 +86,7 @@ def body_loads(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, x0, x1,
     The centre-of-mass load is taken to the body frame once (c x R^T f), and a world torque is
     rotated only when one is applied.
     """
+    gravity, bodyf, bodyi, springf, springi = bm
     m = bodyf[b, B_MASS]
     f0 = m * gravity[0] + f_app[b, 0]
     f1 = m * gravity[1] + f_app[b, 1]
@@ -124,8 +125,9 @@ def add_spring_loads(bodyf, bodyi, springf, springi, b, x0, x1, x2, q0, q1, q2, 
 
 
 @jit
-def potential_energy(gravity, bodyf, bodyi, springf, springi, x, q):
+def potential_energy(bm, x, q):
     """Gravity plus spring energy of all bodies; x are centre-of-mass positions."""
+    gravity, bodyf, bodyi, springf, springi = bm
     v = 0.0
     for b in range(x.shape[0]):
         for k in range(3):
@@ -168,7 +170,7 @@ def add_point_load_hessian(c, f, scale, out, w):
 
 
 @jit
-def discrete_gradient(gravity, bodyf, bodyi, springf, springi, b, z0, z1, f_app, t_app, grad,
+def discrete_gradient(bm, b, z0, z1, f_app, t_app, grad,
                       dgrad, work):
     """Exact discrete gradient of body b's potential minus the discrete work of applied loads.
 
@@ -177,6 +179,7 @@ def discrete_gradient(gravity, bodyf, bodyi, springf, springi, b, z0, z1, f_app,
     dgrad: (7,7) output, d grad / d z1 (analytic; used by Newton).
     work: (128,) float scratch, carved into views below (no allocation).
     """
+    gravity, bodyf, bodyi, springf, springi = bm
     free = bodyi[b] != PIVOTED
     zm = work[0:7]
     load = work[7:10]

@@ -7,6 +7,7 @@ fails is restored from the start of the step and redone as 2, 4, ..., 2**max_hal
 sub-steps; if even that fails the whole step is rolled back and FAILED returned (the
 Simulation then raises).  USED_FALLBACK is or-ed into the status when any step needed it.
 """
+from rtrigid.backends.bodies.layout import BodiesModel
 from rtrigid._jit import jit_inline
 from rtrigid.backends.buffers import (
     FAILED,
@@ -24,6 +25,7 @@ def run(n, dt, F, I, advance_body):
     """Advance ``n`` steps of size ``dt`` with the sub-step fallback (common kernel contract)."""
     (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, solver, stats,
      work) = open_buffers(F, I)
+    bm = BodiesModel(gravity, bodyf, bodyi, springf, springi)
     nb = bodyi.shape[0]
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
@@ -34,7 +36,7 @@ def run(n, dt, F, I, advance_body):
         for b in range(nb):
             m = 1
             while True:
-                ok = advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, dt,
+                ok = advance_body(bm, f_app, t_app, b, dt,
                                   m, S, S_prev, max_iter, work, stats)
                 if ok or m >= most:
                     break

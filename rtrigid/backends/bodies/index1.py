@@ -45,7 +45,7 @@ from rtrigid.backends.bodies.common import (
     settle_body,
     state_view,
 )
-from rtrigid.backends.bodies.layout import B_COM, B_JINV, B_JREF, B_MASS, PIVOTED, S_POINT
+from rtrigid.backends.bodies.layout import BodiesModel, B_COM, B_JINV, B_JREF, B_MASS, PIVOTED, S_POINT
 from rtrigid.maths.quat import qmul_t, rotate_t
 
 FORMS = (23, 29)
@@ -66,8 +66,9 @@ def _b2t(q, f0, f1, f2, u0, u1, u2):
 
 
 @jit_inline
-def torque_p2(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, x, q):
+def torque_p2(bm, f_app, t_app, b, x, q):
     """Q_p2 of 001 (62): every force through B2^T f at its point, pure moments as 2 G^T m."""
+    gravity, bodyf, bodyi, springf, springi = bm
     m = bodyf[b, B_MASS]
     out = _b2t(q, m * gravity[0] + f_app[b, 0], m * gravity[1] + f_app[b, 1],
                m * gravity[2] + f_app[b, 2], bodyf[b, B_COM], bodyf[b, B_COM + 1],
@@ -111,24 +112,26 @@ def quaternion_acceleration(bodyf, b, q, qd, Q, form):
 
 
 @jit_inline
-def generalized_torque(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, x, q, torque):
+def generalized_torque(bm, f_app, t_app, b, x, q, torque):
     """(world force on the centre of mass, generalized quaternion torque Q_p1 or Q_p2)."""
-    f0, f1, f2, n0, n1, n2 = body_loads(gravity, bodyf, bodyi, springf, springi, f_app, t_app,
+    gravity, bodyf, bodyi, springf, springi = bm
+    f0, f1, f2, n0, n1, n2 = body_loads(bm, f_app, t_app,
                                         b, x[0], x[1], x[2], q[0], q[1], q[2], q[3])
     if torque == 1:
         Q = gt_mul(q, 2.0 * n0, 2.0 * n1, 2.0 * n2)  # 2 G^T n, 001 (59)
     else:
-        Q = torque_p2(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, x, q)
+        Q = torque_p2(bm, f_app, t_app, b, x, q)
     return (f0, f1, f2), Q
 
 
 @jit
-def derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, y, form, torque):
+def derivative(bm, f_app, t_app, b, y, form, torque):
     """Right-hand side of the index-0 system for body b at y = (x, p, v, pdot) (14-tuple)."""
+    gravity, bodyf, bodyi, springf, springi = bm
     x = (y[0], y[1], y[2])
     q = (y[3], y[4], y[5], y[6])
     qd = (y[10], y[11], y[12], y[13])
-    f, Q = generalized_torque(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, x, q,
+    f, Q = generalized_torque(bm, f_app, t_app, b, x, q,
                               torque)
     a, _ = quaternion_acceleration(bodyf, b, q, qd, Q, form)
     if bodyi[b] == PIVOTED:
@@ -172,6 +175,7 @@ def _run(n, dt, F, I, form, torque):
     """The step loop for one (form, torque) variant."""
     (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, _, stats,
      _) = open_buffers(F, I)
+    bm = BodiesModel(gravity, bodyf, bodyi, springf, springi)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
     half = 0.5 * dt
@@ -185,13 +189,13 @@ def _run(n, dt, F, I, form, torque):
                         0.5 * w[b, 2])
             y = (x[b, 0], x[b, 1], x[b, 2], q[b, 0], q[b, 1], q[b, 2], q[b, 3],
                  v[b, 0], v[b, 1], v[b, 2], qd[0], qd[1], qd[2], qd[3])
-            k1 = derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, y, form,
+            k1 = derivative(bm, f_app, t_app, b, y, form,
                             torque)
-            k2 = derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b,
+            k2 = derivative(bm, f_app, t_app, b,
                             _axpy(y, k1, half), form, torque)
-            k3 = derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b,
+            k3 = derivative(bm, f_app, t_app, b,
                             _axpy(y, k2, half), form, torque)
-            k4 = derivative(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b,
+            k4 = derivative(bm, f_app, t_app, b,
                             _axpy(y, k3, dt), form, torque)
             y = _rk4(y, k1, k2, k3, k4, sixth)
             # projection 002 (63): (P) onto the unit sphere, (V) onto its tangent space
@@ -247,13 +251,13 @@ def _check_variant(form, torque):
 
 
 @jit
-def _multipliers(gravity, bodyf, bodyi, springf, springi, f_app, t_app, x, q, w, form, torque,
-                 out):
+def _multipliers(bm, f_app, t_app, x, q, w, form, torque, out):
+    gravity, bodyf, bodyi, springf, springi = bm
     for b in range(bodyi.shape[0]):
         qd = qmul_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], 0.0, 0.5 * w[b, 0], 0.5 * w[b, 1],
                     0.5 * w[b, 2])
         qb = (q[b, 0], q[b, 1], q[b, 2], q[b, 3])
-        _, Q = generalized_torque(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b,
+        _, Q = generalized_torque(bm, f_app, t_app, b,
                                   (x[b, 0], x[b, 1], x[b, 2]), qb, torque)
         _, out[b] = quaternion_acceleration(bodyf, b, qb, qd, Q, form)
     return out
@@ -265,5 +269,5 @@ def multipliers(sim, form=29, torque=2):
     _check_variant(form, torque)
     be = sim.backend
     f_app, t_app = applied_view(be.A, be.nb)
-    return _multipliers(*be.arrays, f_app, t_app, be.x, be.q, be.w, form, torque,
+    return _multipliers(BodiesModel(*be.arrays), f_app, t_app, be.x, be.q, be.w, form, torque,
                         np.empty(be.nb))

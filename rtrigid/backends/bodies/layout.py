@@ -9,6 +9,7 @@ which it is.
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import NamedTuple
 
 import numpy as np
@@ -90,6 +91,11 @@ def flatten(fm: FrozenModel):
     floats = np.concatenate([fm.gravity, bodyf.ravel(), springf.ravel()])
     ints = np.concatenate([[nb, ns], fm.kind, fm.spring_body]).astype(np.int64)
     return floats, ints
+
+
+# the frozen model as the kernels pass it along (what :func:`kernel_arrays` gives, named); a
+# kernel unpacks what it uses
+BodiesModel = namedtuple("BodiesModel", ("gravity", "bodyf", "bodyi", "springf", "springi"))
 
 
 @jit

@@ -406,7 +406,7 @@ def _mtv(a, x0, x1, x2):
 
 
 @jit
-def _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter, work,
+def _advance(bm, f_app, t_app, b, h, m, S, max_iter, work,
              stats, energy_update):
     """Move body b through m sub-steps of size h/m; False when a Newton solve fails.
 
@@ -414,6 +414,7 @@ def _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, 
     the spatial angular momentum update of 003 §11.5 (iv), h_{n+1} = 2 R_{n+1/2} J Omega_m - h_n,
     i.e. J Omega_{n+1} = F^T (2 J Omega_m - F^T J Omega_n).
     """
+    gravity, bodyf, bodyi, springf, springi = bm
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
     hs = h / m
@@ -451,18 +452,20 @@ def _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, 
 
 
 @jit
-def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, S_prev,
+def advance_body(bm, f_app, t_app, b, h, m, S, S_prev,
                  max_iter, work, stats):
     """The energy-conserving update (the registered ``midpoint_em``)."""
-    return _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
+    gravity, bodyf, bodyi, springf, springi = bm
+    return _advance(bm, f_app, t_app, b, h, m, S, max_iter,
                     work, stats, runtime_int(1))
 
 
 @jit
-def advance_body_momentum(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S,
+def advance_body_momentum(bm, f_app, t_app, b, h, m, S,
                           S_prev, max_iter, work, stats):
     """The angular-momentum update of 003 §11.5 (iv)."""
-    return _advance(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, max_iter,
+    gravity, bodyf, bodyi, springf, springi = bm
+    return _advance(bm, f_app, t_app, b, h, m, S, max_iter,
                     work, stats, runtime_int(0))
 
 

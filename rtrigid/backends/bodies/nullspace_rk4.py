@@ -22,7 +22,7 @@ from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.bodies.forces import add_spring_loads
 from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS
 from rtrigid.backends.bodies.common import STATE_WIDTH, has_springs, open_buffers
-from rtrigid.backends.bodies.layout import B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
+from rtrigid.backends.bodies.layout import BodiesModel, B_COM, B_JINV, B_JREF, B_MASS, B_PIVOT, PIVOTED
 from rtrigid.maths.quat import rotate_t
 
 # One body's coefficients of 002 (42) for a call.  force: world force at the centre of mass
@@ -213,13 +213,14 @@ def store_body(S, nb, b, s):
 
 
 @jit
-def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, S, S_prev, b, n, dt):
+def advance_body(bm, f_app, t_app, S, S_prev, b, n, dt):
     """Take up to n steps of body b alone; returns how many were taken.
 
     Stops before a step that would leave a non-finite state.  Writes the body's entries of S
     (the state after the steps taken) and S_prev (the state before the last of them; the
     state at entry if none was taken).
     """
+    gravity, bodyf, bodyi, springf, springi = bm
     c = body_constants(gravity, bodyf, bodyi, springi, f_app, t_app, b)
     nb = bodyi.shape[0]
     if c.springs:
@@ -283,6 +284,7 @@ def step(n, dt, F, I):
     """
     (gravity, bodyf, bodyi, springf, springi, S, S_prev, f_app, t_app, _, stats,
      work) = open_buffers(F, I)
+    bm = BodiesModel(gravity, bodyf, bodyi, springf, springi)
     if n <= 0:
         return OK
     nb = bodyi.shape[0]
@@ -294,7 +296,7 @@ def step(n, dt, F, I):
     while again:
         again = False
         for b in range(nb):
-            taken = advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, S,
+            taken = advance_body(bm, f_app, t_app, S,
                                  S_prev, b, done, dt)
             if taken < done:
                 done = taken

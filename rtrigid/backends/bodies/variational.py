@@ -80,7 +80,7 @@ def _jmul(bodyf, b, a0, a1, a2):
 
 
 @jit
-def residual(gravity, bodyf, bodyi, springf, springi, b, h, z0, l0, p0, f_app, t_app, u,
+def residual(bm, b, h, z0, l0, p0, f_app, t_app, u,
              coupled, work):
     """Residual of the step equations at u = (xi, x_{n+1}), into ``carve(work)[5]``.
 
@@ -89,6 +89,7 @@ def residual(gravity, bodyf, bodyi, springf, springi, b, h, z0, l0, p0, f_app, t
     discrete gradient (and its derivative) in grad, dgrad.  Returns the scaled max-norm, or
     inf when |xi| >= 1.
     """
+    gravity, bodyf, bodyi, springf, springi = bm
     dgw, grad, dgrad, zz, _, res, _ = carve(work)
     xi0, xi1, xi2 = u[0], u[1], u[2]
     s2 = xi0 * xi0 + xi1 * xi1 + xi2 * xi2
@@ -102,7 +103,7 @@ def residual(gravity, bodyf, bodyi, springf, springi, b, h, z0, l0, p0, f_app, t
     m = bodyf[b, B_MASS]
     for k in range(3):
         zz[1, k] = u[3 + k] if coupled else z0[k]
-    discrete_gradient(gravity, bodyf, bodyi, springf, springi, b, z0, zz[1], f_app, t_app, grad,
+    discrete_gradient(bm, b, z0, zz[1], f_app, t_app, grad,
                       dgrad, dgw)
     jx = _jmul(bodyf, b, xi0, xi1, xi2)
     gv = g_mul(q, grad[3:7])
@@ -177,10 +178,11 @@ def jacobian(bodyf, b, h, z0, u, coupled, work):
 
 
 @jit
-def solve_step(gravity, bodyf, bodyi, springf, springi, b, h, z0, l0, p0, w0, f_app, t_app,
+def solve_step(bm, b, h, z0, l0, p0, w0, f_app, t_app,
                coupled, max_iter, work):
     """Newton for one body's step; returns the iteration count or -1.  The converged unknowns
     are left in ``carve(work)[6]``, z_{n+1} in zz[1] and the gradient in grad."""
+    gravity, bodyf, bodyi, springf, springi = bm
     _, _, _, _, jac, res, u = carve(work)
     m = bodyf[b, B_MASS]
     # initial guess: the relative rotation of the current spin, xi = h w / 2
@@ -195,7 +197,7 @@ def solve_step(gravity, bodyf, bodyi, springf, springi, b, h, z0, l0, p0, w0, f_
     previous = np.inf
     update = np.inf
     for it in range(max_iter + 1):
-        rnorm = residual(gravity, bodyf, bodyi, springf, springi, b, h, z0, l0, p0, f_app, t_app,
+        rnorm = residual(bm, b, h, z0, l0, p0, f_app, t_app,
                          u, coupled, work)
         if not np.isfinite(rnorm):
             return -1
@@ -219,9 +221,10 @@ def solve_step(gravity, bodyf, bodyi, springf, springi, b, h, z0, l0, p0, w0, f_
 
 
 @jit
-def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m, S, S_prev,
+def advance_body(bm, f_app, t_app, b, h, m, S, S_prev,
                  max_iter, work, stats):
     """Move body b through m sub-steps of size h/m; False when a Newton solve fails."""
+    gravity, bodyf, bodyi, springf, springi = bm
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
     _, grad, _, zz, _, _, u = carve(work)
@@ -235,7 +238,7 @@ def advance_body(gravity, bodyf, bodyi, springf, springi, f_app, t_app, b, h, m,
             z0[k] = x[b, k] if free else bodyf[b, B_PIVOT + k]
         for k in range(4):
             z0[3 + k] = q[b, k]
-        it = solve_step(gravity, bodyf, bodyi, springf, springi, b, hs, z0, L[b], P[b], w[b],
+        it = solve_step(bm, b, hs, z0, L[b], P[b], w[b],
                         f_app, t_app, coupled, max_iter, work)
         if it < 0:
             return False
