@@ -236,3 +236,82 @@ def test_the_view_command_is_added_by_the_viewer_without_loading_gl():
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
                          text=True, check=True)
     assert out.stdout.split() == [installed["view"].split(":")[0], "False", "False"]
+
+
+# -- the house's size rules ---------------------------------------------------------------------
+SOURCES = sorted([*PACKAGE.rglob("*.py"), *ADDONS["rtrigid.viewer"].rglob("*.py"),
+                  *ADDONS["rtrigid.demos"].rglob("*.py")])
+SOURCES = [p for p in SOURCES if _core(_module_name(p)) or p.is_relative_to(ROOT / "viewer")
+           or p.is_relative_to(ROOT / "demos")]
+MAX_LINES = 800
+MAX_POSITIONAL = 12
+# the functions still over MAX_POSITIONAL positional parameters; the list only shrinks (a
+# kernel passes its arrays in named groups instead: docs/layout.md, "Kernel arguments")
+LONG_PARAMETER_LISTS = {
+    "rtrigid/backends/bodies/contact.py::after_step", "rtrigid/backends/bodies/contact.py::run",
+    "rtrigid/backends/bodies/energy_momentum.py::_dr_du",
+    "rtrigid/backends/bodies/energy_momentum.py::_fast_substeps",
+    "rtrigid/backends/bodies/energy_momentum_appd.py::residual",
+    "rtrigid/backends/bodies/energy_momentum_appd.py::solve_body",
+    "rtrigid/backends/bodies/forces.py::add_spring_loads",
+    "rtrigid/backends/bodies/midpoint_em.py::residual",
+    "rtrigid/backends/bodies/midpoint_em.py::solve_step",
+    "rtrigid/backends/tree/contact.py::_shorten", "rtrigid/backends/tree/contact.py::after_step",
+    "rtrigid/backends/tree/em_newton.py::_slide_columns",
+    "rtrigid/backends/tree/em_residual.py::_actuator_loads",
+    "rtrigid/backends/tree/em_solve.py::_keep_locked",
+    "rtrigid/backends/tree/kinematics.py::refresh_bodies",
+    "rtrigid/backends/tree/limits.py::limit_impulse",
+    "rtrigid/backends/tree/nullspace_rk4.py::loads",
+    "rtrigid/backends/tree/nullspace_rk4.py::end_step", "rtrigid/batch.py::drive",
+    "rtrigid/contact/general.py::general_pair", "rtrigid/contact/general.py::_general_pair_c",
+    "rtrigid/contact/general.py::_call", "rtrigid/contact/general.py::_pair_by_address",
+    "rtrigid/contact/geometry.py::_point", "rtrigid/contact/geometry.py::_circle",
+    "rtrigid/contact/geometry.py::_hull_points", "rtrigid/contact/geometry.py::_hull_vertex",
+    "rtrigid/contact/geometry.py::ground_contacts", "rtrigid/contact/manifold.py::general_pair",
+    "rtrigid/contact/pairs.py::_sphere_box", "rtrigid/contact/pairs.py::_corners_inside",
+    "rtrigid/contact/pairs.py::_piercings", "rtrigid/contact/pairs.py::_edges",
+    "rtrigid/contact/pairs.py::_boxes", "rtrigid/contact/solver.py::resolve",
+    "rtrigid/model.py::_joint_record"}
+
+
+def _long_parameter_lists(path, tree):
+    rel = path.relative_to(ROOT).as_posix()
+    return {f"{rel}::{n.name}" for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and len(n.args.posonlyargs) + len(n.args.args) > MAX_POSITIONAL}
+
+
+def test_no_module_is_over_800_lines():
+    assert len(SOURCES) > 120  # the walk saw the code
+    long = [f"{p.relative_to(ROOT)}: {n}" for p in SOURCES
+            if (n := len(p.read_text().splitlines())) > MAX_LINES]
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_new_function_takes_more_than_12_positional_parameters():
+    found = set().union(*(_long_parameter_lists(p, ast.parse(p.read_text())) for p in SOURCES))
+    assert not found - LONG_PARAMETER_LISTS, (
+        "new functions over 12 positional parameters (pass named groups instead): "
+        f"{sorted(found - LONG_PARAMETER_LISTS)}")
+    assert not LONG_PARAMETER_LISTS - found, (
+        f"shortened, take them off LONG_PARAMETER_LISTS: {sorted(LONG_PARAMETER_LISTS - found)}")
+
+
+def test_the_parameter_rule_sees_a_long_list(tmp_path):
+    """The rule is not vacuous: a kernel of 13 positional parameters is caught."""
+    path = ROOT / "rtrigid" / "example.py"
+    src = "def kernel(" + ", ".join(f"a{i}" for i in range(13)) + ", *, k=0):\n    return a0\n"
+    assert _long_parameter_lists(path, ast.parse(src)) == {"rtrigid/example.py::kernel"}
+    assert not _long_parameter_lists(path, ast.parse("def f(a, b, *rest):\n    return a\n"))
+
+
+def test_the_tree_kernels_take_no_scratch_array_by_position():
+    """Scratch tuples are named tuples read by name (``scr.nu0``, not ``scr[15]``)."""
+    import re
+    pattern = re.compile(r"\b(scr|scratch|em|emw|jx|ws|geo|solve|structured|rs|lp)\[\d")
+    hits = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+            for p in [*(PACKAGE / "backends" / "tree").glob("*.py"),
+                      PACKAGE / "maths" / "dense.py"]
+            for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not hits, "\n".join(hits)
