@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 
 import rtrigid.maths.quat as rq
-from rtrigid.backends.bodies.layout import BodiesModel
 from rtrigid import scenarios
 from rtrigid.backends.bodies.forces import body_loads, discrete_gradient, potential_energy
 from rtrigid.backends.bodies import energy_momentum as em
@@ -74,7 +73,8 @@ def test_em_cramer_solve_matches_numpy():
 def test_appd_jacobian_matches_finite_differences(pivoted):
     rng = np.random.default_rng(5)
     sim = Simulation(spring_model(pivoted, rest_length=0.4), "energy_momentum_appd", 0.01)
-    g, bf, bi, sf, si = sim.backend.arrays
+    model = sim.backend.arrays
+    bf, bi = model.bodyf, model.bodyi
     f_app = rng.normal(size=(1, 3))
     t_app = rng.normal(size=(1, 3))
     q0 = random_unit_quaternion(rng)
@@ -89,7 +89,7 @@ def test_appd_jacobian_matches_finite_differences(pivoted):
     newton, _ = appd.carve(np.zeros(appd.work_size(1)))
 
     def res(u):
-        appd.residual(BodiesModel(g, bf, bi, sf, si), 0, 0.01, x0, q0, P0, p0, u[:3], u[3:7],
+        appd.residual(model, 0, 0.01, x0, q0, P0, p0, u[:3], u[3:7],
                       u[7:10] if n == 10 else x1, f_app, t_app, np.zeros(4), newton)
         return newton[2][:n].copy()
 
@@ -112,7 +112,7 @@ def test_discrete_gradient_is_exact(pivoted, rest_length):
     """V(z1) - V(z0) = grad . (z1 - z0) to round-off, for far-apart configurations."""
     rng = np.random.default_rng(17)
     sim = Simulation(spring_model(pivoted, rest_length), "energy_momentum", 0.01)
-    g, bf, bi, sf, si = sim.backend.arrays
+    model = sim.backend.arrays
     zero = np.zeros((1, 3))
     for _ in range(10):
         z = []
@@ -122,12 +122,12 @@ def test_discrete_gradient_is_exact(pivoted, rest_length):
             if not pivoted:
                 sim.set_position(0, rng.normal(size=3))
             z.append((sim.x.copy(), sim.q.copy()))
-        v = [potential_energy(BodiesModel(g, bf, bi, sf, si), x, q) for x, q in z]
+        v = [potential_energy(model, x, q) for x, q in z]
         xref = [x[0] if not pivoted else sim.backend.frozen.pivot[0] for x, _ in z]
         z0 = np.concatenate([xref[0], z[0][1][0]])
         z1 = np.concatenate([xref[1], z[1][1][0]])
         grad = np.zeros(7)
-        discrete_gradient(BodiesModel(g, bf, bi, sf, si), 0, z0, z1, zero, zero, grad,
+        discrete_gradient(model, 0, z0, z1, zero, zero, grad,
                           np.zeros((7, 7)), np.zeros(128))
         assert abs(v[1] - v[0] - grad @ (z1 - z0)) < 1e-12 * (abs(v[0]) + abs(v[1]))
 
@@ -136,18 +136,18 @@ def test_body_torque_is_the_projected_quaternion_force():
     """002 (42): the null-space torque equals 1/2 G(q) psi_p, psi_p = -dV/dq (by differences)."""
     rng = np.random.default_rng(23)
     sim = Simulation(spring_model(True, 0.3), "nullspace_rk4", 0.01)
-    g, bf, bi, sf, si = sim.backend.arrays
+    model = sim.backend.arrays
     zero = np.zeros((1, 3))
     fm = sim.backend.frozen
 
     def potential(q):
         x = fm.pivot[0] + rq.to_matrix(q) @ fm.com[0]  # the centre of mass moves with q
-        return potential_energy(BodiesModel(g, bf, bi, sf, si), x[None], q[None])
+        return potential_energy(model, x[None], q[None])
 
     for _ in range(5):
         q = random_unit_quaternion(rng)
         x = fm.pivot[0] + rq.to_matrix(q) @ fm.com[0]
-        loads = body_loads.py_func(BodiesModel(g, bf, bi, sf, si), zero, zero, 0, *x, *q)
+        loads = body_loads.py_func(model, zero, zero, 0, *x, *q)
         grad = np.zeros(4)
         for k in range(4):
             dq = np.zeros(4)

@@ -14,7 +14,6 @@ import pytest
 import rtrigid.maths.quat as rq
 from rtrigid import scenarios
 from rtrigid.backends.bodies import director, index1, midpoint_em, variational
-from rtrigid.backends.bodies.layout import BodiesModel
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation, SimulationError
 from rtrigid.references.scipy_ref import fitted_order, rigid_body_reference
@@ -212,7 +211,7 @@ def test_variational_steps_satisfy_the_discrete_euler_lagrange_equations():
 def test_variational_jacobian_matches_finite_differences(pivoted):
     rng = np.random.default_rng(7)
     sim = Simulation(spring_model(pivoted), "variational", 0.01)
-    model = BodiesModel(*sim.backend.arrays)
+    model = sim.backend.arrays
     bf = model.bodyf
     f_app, t_app = rng.normal(size=(1, 3)), rng.normal(size=(1, 3))
     work = np.zeros(variational.work_size(1))
@@ -347,7 +346,7 @@ def test_index1_q_p2_is_the_derivative_of_the_load_point():
     with form 23 its multiplier is p.Q_p2 = 2 (R u).f (Euler's theorem, R quadratic in p)."""
     rng = np.random.default_rng(4)
     sim = scenarios.build("heavy_top", integrator="index1")
-    g, bf, bi, sf, si = sim.backend.arrays
+    model = sim.backend.arrays
     fm = sim.backend.frozen
     f = fm.mass[0] * fm.gravity
     u = fm.com[0]
@@ -355,7 +354,7 @@ def test_index1_q_p2_is_the_derivative_of_the_load_point():
     for _ in range(5):
         q = random_unit_quaternion(rng)
         qt = tuple(q)
-        Q = np.array(index1.torque_p2(BodiesModel(g, bf, bi, sf, si), zero, zero, 0,
+        Q = np.array(index1.torque_p2(model, zero, zero, 0,
                                       (0.0, 0.0, 0.0), qt))
         B2 = np.zeros((3, 4))
         for k in range(4):
@@ -394,14 +393,15 @@ def test_index1_torque_forms_give_same_motion_different_multipliers():
 def test_index1_accelerations_of_all_forms_agree_on_the_manifold():
     rng = np.random.default_rng(9)
     sim = scenarios.build("heavy_top", integrator="index1")
-    g, bf, bi, sf, si = sim.backend.arrays
+    model = sim.backend.arrays
+    bf = model.bodyf
     zero = np.zeros((1, 3))
     for _ in range(5):
         q = tuple(random_unit_quaternion(rng))
         qd = tuple(0.5 * _gmat(q).T @ (rng.normal(size=3) * 10))
         out = []
         for form, torque in [(23, 1), (23, 2), (29, 1), (29, 2)]:
-            _, Q = index1.generalized_torque(BodiesModel(g, bf, bi, sf, si), zero, zero, 0,
+            _, Q = index1.generalized_torque(model, zero, zero, 0,
                                              (0.0, 0.0, 0.0), q, torque)
             acc, _ = index1.quaternion_acceleration(bf, 0, q, qd, Q, form)
             out.append(np.array(acc))

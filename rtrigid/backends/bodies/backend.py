@@ -35,7 +35,8 @@ class BodiesBackend:
         self.model_digest = model_digest(mf, mi)
         self.S, self.S_prev, self.A, self.solver, self.stats, _ = sections.py_func(
             self.F, self.I, len(mf), len(mi), STATE_WIDTH * nb, 6 * nb)
-        self.arrays = kernel_arrays.py_func(self.F[:len(mf)], self.I[:len(mi)])
+        # the frozen model as the kernels take it (a BodiesModel)
+        self.arrays = BodiesModel(*kernel_arrays.py_func(self.F[:len(mf)], self.I[:len(mi)]))
         self.x, self.q, self.v, self.w, self._P, self._pq, self._L = state_view.py_func(
             self.S, nb)
         self.x_prev, self.q_prev = state_view.py_func(self.S_prev, nb)[:2]
@@ -82,7 +83,7 @@ class BodiesBackend:
                 (np.zeros(0), np.array([budget], np.int64)))
 
     def potential_energy(self) -> float:
-        return float(potential_energy(BodiesModel(*self.arrays), self.x, self.q))
+        return float(potential_energy(self.arrays, self.x, self.q))
 
     def rotor_energy(self) -> float:
         """Free bodies and pivots carry no joint armature."""

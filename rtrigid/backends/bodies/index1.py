@@ -269,5 +269,5 @@ def multipliers(sim, form=29, torque=2):
     _check_variant(form, torque)
     be = sim.backend
     f_app, t_app = applied_view(be.A, be.nb)
-    return _multipliers(BodiesModel(*be.arrays), f_app, t_app, be.x, be.q, be.w, form, torque,
+    return _multipliers(be.arrays, f_app, t_app, be.x, be.q, be.w, form, torque,
                         np.empty(be.nb))

@@ -352,7 +352,7 @@ class Queries:
         return slice(o, o + int(NQ[kind])), slice(ov, ov + int(NV[kind]))
 
     def mass_matrix(self, Qg):
-        tf, ti = self._arrays[:2]
+        tf, ti = self._arrays.tf, self._arrays.ti
         R, rj, G, IA, I6 = self._scr.R, self._scr.rj, self._scr.G, self._scr.IA, self._scr.I6
         M = np.empty((self.nv, self.nv))
         mass_matrix(tf, ti, Qg, self._x, self._q, R, rj, G, IA, I6, self._F6, M)
@@ -462,7 +462,7 @@ class Queries:
         return nudot, f_app, t_app
 
     def jacobian(self, Qg, b, point):
-        tf, ti = self._arrays[:2]
+        tf, ti = self._arrays.tf, self._arrays.ti
         R, rj, G = self._scr.R, self._scr.rj, self._scr.G
         J = np.empty((6, self.nv))
         point_jacobian(tf, ti, Qg, b, point, self._x, self._q, R, rj, G, J)

@@ -40,7 +40,8 @@ from rtrigid.backends.tree.kinematics import (
     state_views,
 )
 from rtrigid.maths.quat import qmul_t
-from rtrigid.backends.tree.em_workspace import TreeModel, em_carve, jac_carve
+from rtrigid.backends.tree.em_workspace import em_carve, jac_carve
+from rtrigid.backends.tree.layout import TreeModel
 from rtrigid.backends.tree.em_residual import (
     first_slide,
     load_start,

@@ -6,7 +6,6 @@ from collections import namedtuple
 from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.buffers import view
 from rtrigid.backends.tree.kinematics import base_work_size, carve
-from rtrigid.backends.tree.layout import Drive, TreeModel, TreeState  # noqa: F401
 
 
 def work_size(nb, nq, nv):

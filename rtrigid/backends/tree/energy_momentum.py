@@ -215,8 +215,8 @@ from rtrigid.backends.buffers import (
 )
 from rtrigid.backends.tree.kinematics import actuator_views, carve, open_buffers, state_views
 from rtrigid.backends.tree.limits import has_limits
-from rtrigid.backends.tree.em_workspace import (Drive, EmWork, TreeModel, TreeState, em_carve,
-                                                jac_carve, path_carve)
+from rtrigid.backends.tree.layout import Drive, TreeModel, TreeState
+from rtrigid.backends.tree.em_workspace import EmWork, em_carve, jac_carve, path_carve
 from rtrigid.backends.tree.em_start import extrapolate, predict
 from rtrigid.backends.tree.em_solve import QUICK, explicit_solve, explicit_start, solve
 # what the composed scheme (.energy_momentum4), the backend and the studies take from here

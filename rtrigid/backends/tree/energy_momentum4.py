@@ -50,6 +50,7 @@ from rtrigid.backends.tree.kinematics import (
     open_buffers,
     state_views,
 )
+from rtrigid.backends.tree.layout import Drive, TreeModel, TreeState
 from rtrigid.backends.tree.limits import has_limits
 
 
@@ -84,10 +85,10 @@ def _run(n, dt, F, I, stages, mids):
     most = 2 ** int(solver[SOLVER_HALVINGS])
     budget = int(solver[SOLVER_BUDGET])
     limited = has_limits(tf, ti)
-    model = em.TreeModel(gravity, tf, ti, pf, pi, A, forces)
-    state = em.TreeState(Qg, nu, x, q, v, w, L)
+    model = TreeModel(gravity, tf, ti, pf, pi, A, forces)
+    state = TreeState(Qg, nu, x, q, v, w, L)
     ws = em.EmWork(scr, emw, jx)
-    drive = em.Drive(act, ctrl, awork)
+    drive = Drive(act, ctrl, awork)
     ns_ = len(stages)
     flags = OK
     for _ in range(n):
