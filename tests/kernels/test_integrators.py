@@ -89,8 +89,9 @@ def test_appd_jacobian_matches_finite_differences(pivoted):
     newton, _ = appd.carve(np.zeros(appd.work_size(1)))
 
     def res(u):
-        appd.residual(model, 0, 0.01, x0, q0, P0, p0, u[:3], u[3:7],
-                      u[7:10] if n == 10 else x1, f_app, t_app, np.zeros(4), newton)
+        appd.residual(model, 0, 0.01, (x0, q0, P0, p0),
+                      (u[:3], u[3:7], u[7:10] if n == 10 else x1), (f_app, t_app),
+                      np.zeros(4), newton)
         return newton[2][:n].copy()
 
     u0 = np.concatenate([theta, p1, x1])[:n]

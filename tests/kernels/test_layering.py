@@ -249,21 +249,7 @@ MAX_POSITIONAL = 12
 # kernel passes its arrays in named groups instead: docs/layout.md, "Kernel arguments")
 LONG_PARAMETER_LISTS = {
     "rtrigid/backends/bodies/contact.py::after_step", "rtrigid/backends/bodies/contact.py::run",
-    "rtrigid/backends/bodies/energy_momentum.py::_dr_du",
-    "rtrigid/backends/bodies/energy_momentum.py::_fast_substeps",
-    "rtrigid/backends/bodies/energy_momentum_appd.py::residual",
-    "rtrigid/backends/bodies/energy_momentum_appd.py::solve_body",
-    "rtrigid/backends/bodies/forces.py::add_spring_loads",
-    "rtrigid/backends/bodies/midpoint_em.py::residual",
-    "rtrigid/backends/bodies/midpoint_em.py::solve_step",
     "rtrigid/backends/tree/contact.py::_shorten", "rtrigid/backends/tree/contact.py::after_step",
-    "rtrigid/backends/tree/em_newton.py::_slide_columns",
-    "rtrigid/backends/tree/em_residual.py::_actuator_loads",
-    "rtrigid/backends/tree/em_solve.py::_keep_locked",
-    "rtrigid/backends/tree/kinematics.py::refresh_bodies",
-    "rtrigid/backends/tree/limits.py::limit_impulse",
-    "rtrigid/backends/tree/nullspace_rk4.py::loads",
-    "rtrigid/backends/tree/nullspace_rk4.py::end_step", "rtrigid/batch.py::drive",
     "rtrigid/contact/general.py::general_pair", "rtrigid/contact/general.py::_general_pair_c",
     "rtrigid/contact/general.py::_call", "rtrigid/contact/general.py::_pair_by_address",
     "rtrigid/contact/geometry.py::_point", "rtrigid/contact/geometry.py::_circle",
@@ -271,8 +257,7 @@ LONG_PARAMETER_LISTS = {
     "rtrigid/contact/geometry.py::ground_contacts", "rtrigid/contact/manifold.py::general_pair",
     "rtrigid/contact/pairs.py::_sphere_box", "rtrigid/contact/pairs.py::_corners_inside",
     "rtrigid/contact/pairs.py::_piercings", "rtrigid/contact/pairs.py::_edges",
-    "rtrigid/contact/pairs.py::_boxes", "rtrigid/contact/solver.py::resolve",
-    "rtrigid/model.py::_joint_record"}
+    "rtrigid/contact/pairs.py::_boxes", "rtrigid/contact/solver.py::resolve"}
 
 
 def _long_parameter_lists(path, tree):

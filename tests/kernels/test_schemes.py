@@ -97,7 +97,8 @@ def test_midpoint_jacobian_matches_finite_differences(pivoted):
 
         def res(u):
             r = np.zeros(9)
-            midpoint_em.residual(bf, bi, sf, si, 0, h, x0, v0, R0, hn, fc, tau, u, F, D, r, vec)
+            midpoint_em.residual((bf, bi, sf, si), 0, h, (x0, v0, R0, hn), (fc, tau), u,
+                                 (F, D, r, vec))
             return r[:n]
 
         res(u0)

@@ -112,13 +112,15 @@ def _im_one_minus_u(u, y):
 
 
 @jit
-def _dr_du(j, u, n, y0, yt, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh):
-    """Column j of dr/du at fixed L1 (S = L1 + L0, D = L1 - L0, ud = u.D, hh = h/2):
+def _dr_du(j, u, n, y0, yt, y, fb, tb, c, sd, hh):
+    """Column j of dr/du at fixed L1 (sd = (S, D, u.D) flat, S = L1 + L0, D = L1 - L0;
+    hh = h/2):
 
     -2 u_j D + 2 e_j x S + 2 D_j u + 2 (u.D) e_j + h/2 (Im[(1-U) o dy_j] - Im[E_j o y]),
     with dy_j = 2/n (F_b o E_j o C - n T_b o E_j - 2 u_j Y_T - 2 u_j / n Y0), Y0 of
     :func:`_load_quaternion` and Y_T = T_b o (1+U) (``yt``).
     """
+    s0, s1, s2, d0, d1, d2, ud = sd
     e0 = 1.0 if j == 0 else 0.0
     e1 = 1.0 if j == 1 else 0.0
     e2 = 1.0 if j == 2 else 0.0
@@ -185,9 +187,10 @@ def rotation_jacobian(h, b, l0, l1, c, fb, tb, u, y0):
     else:
         yt = qmul_t(0.0, tb[0], tb[1], tb[2], 1.0, u[0], u[1], u[2])
     hh = 0.5 * h
-    m0 = _dr_du(0, u, n, y0, yt, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
-    m1 = _dr_du(1, u, n, y0, yt, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
-    m2 = _dr_du(2, u, n, y0, yt, y, fb, tb, c, s0, s1, s2, d0, d1, d2, ud, hh)
+    sd = (s0, s1, s2, d0, d1, d2, ud)
+    m0 = _dr_du(0, u, n, y0, yt, y, fb, tb, c, sd, hh)
+    m1 = _dr_du(1, u, n, y0, yt, y, fb, tb, c, sd, hh)
+    m2 = _dr_du(2, u, n, y0, yt, y, fb, tb, c, sd, hh)
     diag = 1.0 - uu
     return (
         diag + 2.0 * u[0] * u[0] + m0[0] * b[0] + m1[0] * b[3] + m2[0] * b[6],
@@ -257,10 +260,14 @@ ONE_STAGE = (1.0,)
 
 
 @jit
-def _fast_substeps(gravity, bodyf, bodyi, b, h, m, max_iter, x, q, v, w, P, pq, L, f_app,
-                   t_app, stats, stages):
+def _fast_substeps(bm, b, h, m, max_iter, state, applied, stats, stages):
     """Advance body b (no springs) by m sub-steps of size h/m, each made of the ``stages``
-    (fractions of it, summing to 1), every stage its own solve; False on a failed solve."""
+    (fractions of it, summing to 1), every stage its own solve; False on a failed solve.
+    ``bm``: the :data:`~.layout.BodiesModel`; ``state``: the state's views (x, q, v, w, P,
+    pq, L) of ``state_view``; ``applied``: (f_app, t_app)."""
+    gravity, bodyf, bodyi = bm.gravity, bm.bodyf, bm.bodyi
+    x, q, v, w, P, pq, L = state
+    f_app, t_app = applied
     hm = h / m
     jinv = (bodyf[b, B_JINV], bodyf[b, B_JINV + 1], bodyf[b, B_JINV + 2],
             bodyf[b, B_JINV + 3], bodyf[b, B_JINV + 4], bodyf[b, B_JINV + 5],
@@ -350,7 +357,8 @@ def step_loop(n, dt, F, I, all_appendix_d, stages):
      work) = open_buffers(F, I)
     bm = BodiesModel(gravity, bodyf, bodyi, springf, springi)
     nb = bodyi.shape[0]
-    x, q, v, w, P, pq, L = state_view(S, nb)
+    state = state_view(S, nb)
+    applied = (f_app, t_app)
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
     flags = OK
@@ -365,8 +373,7 @@ def step_loop(n, dt, F, I, all_appendix_d, stages):
                                                S, S_prev, f_app, t_app, max_iter, work, stats,
                                                stages)
                 else:
-                    ok = _fast_substeps(gravity, bodyf, bodyi, b, dt, m, max_iter, x, q, v, w, P,
-                                        pq, L, f_app, t_app, stats, stages)
+                    ok = _fast_substeps(bm, b, dt, m, max_iter, state, applied, stats, stages)
                 if ok or m >= most:
                     break
                 restore_body(S, S_prev, nb, b)

@@ -112,14 +112,19 @@ def _ql_t_pair(a, b, c, d, qlbuf, out):
 
 
 @jit
-def residual(bm, b, h, x0, q0, P0, p0, theta, p1, x1, f_app, t_app, q1, work):
-    """Residual of 000 (52)_1, (53) and the translational mid-point rule at (theta, p1, x1).
+def residual(bm, b, h, start, unknowns, applied, q1, work):
+    """Residual of 000 (52)_1, (53) and the translational mid-point rule at the ``unknowns``
+    (theta, p1, x1) from the step's ``start`` (x0, q0, P0, p0) under the ``applied`` loads
+    (f_app, t_app).
 
     Writes q1 = exp((0, theta/2)) o q0 and the residual into work[2][:n] (n = 7 for a pivoted
     body, 10 for a free one) and keeps the intermediates the Jacobian needs.  Returns the
     scaled max-norm of the residual.
     """
     gravity, bodyf, bodyi, springf, springi = bm
+    x0, q0, P0, p0 = start
+    theta, p1, x1 = unknowns
+    f_app, t_app = applied
     dgw, _, res, grad, dgrad, zz, m4, v4, _, _, m34 = work
     e, qm, pm, s, a, kk, k4, tmp, fp, _ = (v4[0], v4[1], v4[2], v4[3], v4[4], v4[5], v4[6],
                                            v4[7], v4[8], v4[9])
@@ -236,14 +241,15 @@ def jacobian(bodyi, bodyf, b, h, theta, p1, q1, work):
 
 
 @jit
-def solve_body(bm, b, h, x0, q0, P0, p0, w0, f_app, t_app, max_iter, x1, q1, p1, theta,
-               work):
+def solve_body(bm, b, h, buf, w0, applied, max_iter, work):
     """Newton on one body's step of size h.  Returns the iteration count, or -1 on failure.
 
-    x0 is the reference point (centre of mass of a free body), w0 the body angular velocity
-    used for the initial guess theta = h R(q0) w0, p1 = exp(theta/2) o p0.
+    ``buf``: (x0, q0, P0, p0, x1, q1, p1, theta), the step's start and its unknowns; x0 is the
+    reference point (centre of mass of a free body), w0 the body angular velocity used for
+    the initial guess theta = h R(q0) w0, p1 = exp(theta/2) o p0.  ``applied``: (f_app, t_app).
     """
     gravity, bodyf, bodyi, springf, springi = bm
+    x0, q0, P0, p0, x1, q1, p1, theta = buf
     res = work[2]
     jac = work[1]
     e = work[7][0]
@@ -267,8 +273,7 @@ def solve_body(bm, b, h, x0, q0, P0, p0, w0, f_app, t_app, max_iter, x1, q1, p1,
     previous = np.inf
     update = np.inf
     for it in range(max_iter + 1):
-        r = residual(bm, b, h, x0, q0, P0, p0, theta, p1, x1, f_app,
-                     t_app, q1, work)
+        r = residual(bm, b, h, (x0, q0, P0, p0), (theta, p1, x1), applied, q1, work)
         if not np.isfinite(r):
             return -1
         if converged(r, previous, update, 1.0):
@@ -311,8 +316,7 @@ def substeps(bm, b, h, m, state, prev, f_app, t_app, max_iter,
         q0[:] = q[b]
         P0[:] = P[b]
         p0[:] = pq[b]
-        it = solve_body(bm, b, hs, x0, q0, P0, p0, w[b], f_app, t_app,
-                        max_iter, x1, q1, p1, theta, work)
+        it = solve_body(bm, b, hs, buf, w[b], (f_app, t_app), max_iter, work)
         if it < 0:
             for now, start in zip(state, prev):
                 now[b] = start[b]

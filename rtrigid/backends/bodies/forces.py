@@ -101,14 +101,17 @@ def body_loads(bm, f_app, t_app, b, x0, x1, x2, q0, q1, q2,
         t0 += a[0]
         t1 += a[1]
         t2 += a[2]
-    return add_spring_loads(bodyf, bodyi, springf, springi, b, x0, x1, x2, q0, q1, q2, q3,
+    return add_spring_loads((bodyf, bodyi, springf, springi), b, (x0, x1, x2, q0, q1, q2, q3),
                             (f0, f1, f2, t0, t1, t2))
 
 
 @jit_inline
-def add_spring_loads(bodyf, bodyi, springf, springi, b, x0, x1, x2, q0, q1, q2, q3, loads):
+def add_spring_loads(springs, b, pose, loads):
     """``loads`` (world force, body-frame torque about the reference point: a 6-tuple) plus
-    those of the springs that pull body b, in the order of the springs."""
+    those of the springs that pull body b, in the order of the springs.  ``springs``:
+    (bodyf, bodyi, springf, springi); ``pose``: body b's (x0, x1, x2, q0, q1, q2, q3)."""
+    bodyf, bodyi, springf, springi = springs
+    x0, x1, x2, q0, q1, q2, q3 = pose
     f0, f1, f2, t0, t1, t2 = loads
     for s in range(springi.shape[0]):
         if springi[s] == b:

@@ -174,14 +174,19 @@ def _spring_point(bodyf, springf, s, b):
 
 
 @jit
-def residual(bodyf, bodyi, springf, springi, b, h, x0, v0, R0, hn, fc, tau, u, F, D, res, vec):
+def residual(arrays, b, h, start, loads, u, out):
     """Residual r of 003 (341) at u = (x_{n+1}, e, lambda), written into ``res``.
 
-    Extended by the applied torque and the springs (module docstring).  hn: spatial angular
-    momentum R_n J Omega_n about the centre of mass; fc: constant world force at the centre of
-    mass (gravity and applied).  Fills F and D for u's e.  Returns the scaled max-norm of r,
-    or inf when |e| >= 1.
+    Extended by the applied torque and the springs (module docstring).  ``arrays``: the
+    model's (bodyf, bodyi, springf, springi); ``start``: (x0, v0, R0, hn), hn the spatial
+    angular momentum R_n J Omega_n about the centre of mass; ``loads``: (fc, tau), fc the
+    constant world force at the centre of mass (gravity and applied); ``out``: (F, D, res,
+    vec).  Fills F and D for u's e.  Returns the scaled max-norm of r, or inf when |e| >= 1.
     """
+    bodyf, bodyi, springf, springi = arrays
+    x0, v0, R0, hn = start
+    fc, tau = loads
+    F, D, res, vec = out
     pivoted = bodyi[b] == PIVOTED
     m = bodyf[b, B_MASS]
     e = u[3:6]
@@ -340,14 +345,20 @@ def _loads(gravity, bodyf, f_app, t_app, b):
 
 
 @jit
-def solve_step(bodyf, bodyi, springf, springi, b, h, x0, q0, v0, w0, fc, tau, max_iter, work):
-    """Newton for one body's step.  Returns the iteration count, or -1 on failure; the
-    converged unknowns are left in the scratch (``carve(work)[5]``) with F, D of their e."""
+def solve_step(arrays, b, h, start, loads, max_iter, work):
+    """Newton for one body's step from ``start`` (x0, q0, v0, w0) under ``loads`` (fc, tau)
+    (``arrays``: the model's (bodyf, bodyi, springf, springi)).  Returns the iteration count,
+    or -1 on failure; the converged unknowns are left in the scratch (``carve(work)[5]``) with
+    F, D of their e."""
+    bodyf, bodyi, springf, springi = arrays
+    x0, q0, v0, w0 = start
+    fc, tau = loads
     F, D, R0, jac, res, u, vec = carve(work)
     rotmat(q0, R0)
     j = (bodyf[b, B_INERTIA] * w0[0], bodyf[b, B_INERTIA + 1] * w0[1],
          bodyf[b, B_INERTIA + 2] * w0[2])
     hn = _mv(R0, j[0], j[1], j[2])
+    at, out = (x0, v0, R0, hn), (F, D, res, vec)
     m = bodyf[b, B_MASS]
     pivoted = bodyi[b] == PIVOTED
     # initial guess: e from the current spin (Omega_m = 2e/h), kept inside the unit ball;
@@ -363,17 +374,16 @@ def solve_step(bodyf, bodyi, springf, springi, b, h, x0, q0, v0, w0, fc, tau, ma
         u[k] = x0[k] + h * v0[k] + 0.5 * h * h / m * fc[k]
         u[6 + k] = 0.0
     if pivoted:
-        residual(bodyf, bodyi, springf, springi, b, h, x0, v0, R0, hn, fc, tau, u, F, D, res, vec)
+        residual(arrays, b, h, at, loads, u, out)
         for k in range(3):
             u[k] -= res[6 + k]  # r_lambda is linear in x1 with unit slope
-        residual(bodyf, bodyi, springf, springi, b, h, x0, v0, R0, hn, fc, tau, u, F, D, res, vec)
+        residual(arrays, b, h, at, loads, u, out)
         for k in range(3):
             u[6 + k] = -res[k]  # r_x is linear in lambda with unit slope
     previous = np.inf
     update = np.inf
     for it in range(max_iter + 1):
-        rnorm = residual(bodyf, bodyi, springf, springi, b, h, x0, v0, R0, hn, fc, tau, u, F, D,
-                         res, vec)
+        rnorm = residual(arrays, b, h, at, loads, u, out)
         if not np.isfinite(rnorm):
             return -1
         if converged(rnorm, previous, update, 1.0):
@@ -423,8 +433,8 @@ def _advance(bm, f_app, t_app, b, h, m, S, max_iter, work,
     u = carve(work)[5]
     j0, j1, j2 = bodyf[b, B_INERTIA], bodyf[b, B_INERTIA + 1], bodyf[b, B_INERTIA + 2]
     for _ in range(m):
-        it = solve_step(bodyf, bodyi, springf, springi, b, hs, x[b], q[b], v[b], w[b], fc, tau,
-                        max_iter, work)
+        it = solve_step((bodyf, bodyi, springf, springi), b, hs, (x[b], q[b], v[b], w[b]),
+                        (fc, tau), max_iter, work)
         if it < 0:
             return False
         stats[STAT_ITERS] += it

@@ -109,9 +109,8 @@ def derivative(c, springs, b, y):
         t1 += a1
         t2 += a2
     if springs is not None:
-        bodyf, bodyi, springf, springi = springs
-        f0, f1, f2, t0, t1, t2 = add_spring_loads(bodyf, bodyi, springf, springi, b, x0, x1, x2,
-                                                  q0, q1, q2, q3, (f0, f1, f2, t0, t1, t2))
+        f0, f1, f2, t0, t1, t2 = add_spring_loads(springs, b, (x0, x1, x2, q0, q1, q2, q3),
+                                                  (f0, f1, f2, t0, t1, t2))
     h0, h1, h2 = _mat3(c.jref, w0, w1, w2)
     a0, a1, a2 = _mat3(c.jinv, t0 - (w1 * h2 - w2 * h1), t1 - (w2 * h0 - w0 * h2),
                        t2 - (w0 * h1 - w1 * h0))

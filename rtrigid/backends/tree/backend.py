@@ -38,6 +38,7 @@ from rtrigid.backends.tree.kinematics import (
     state_views,
 )
 from rtrigid.backends.tree.dynamics import changed, rates_of_momenta
+from rtrigid.backends.tree.layout import TreeState
 from rtrigid.joints import geometry
 from rtrigid.maths import quat
 
@@ -154,8 +155,8 @@ class TreeBackend:
 
     def _sync(self, teleport=True):
         """Rewrite the bodies' views from (Qg, nu); a teleport also resets the previous pose."""
-        refresh_bodies(self._tf, self._ti, self.Qg, self.nu, self.x, self.q, self.v, self.w,
-                       self._L, *self._scratch()[:5])
+        state = TreeState(self.Qg, self.nu, self.x, self.q, self.v, self.w, self._L)
+        refresh_bodies(self._tf, self._ti, state, *self._scratch()[:5])
         if teleport:
             self.S_prev[:] = self.S
 
@@ -326,8 +327,8 @@ class TreeBackend:
                 return None
             R, rj, G, V, cb = self._scratch()[:5]
             x, q = self.x.copy(), self.q.copy()
-            refresh_bodies(self._tf, self._ti, self.Qg, nu, x, q, dv, dw, np.empty_like(dv),
-                           R, rj, G, V, cb)
+            state = TreeState(self.Qg, nu, x, q, dv, dw, np.empty_like(dv))
+            refresh_bodies(self._tf, self._ti, state, R, rj, G, V, cb)
             new = (nu, dv, dw)
         if not (ok and all(np.all(np.isfinite(a)) for a in new)):
             return None

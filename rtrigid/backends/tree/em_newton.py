@@ -273,13 +273,15 @@ def newton_matrix(h, tf, ti, q0, mu, work, nq):
                 E[0, 3 + j] = -e * fxw[j]
         first = first_slide(kind)
         if first < 6:
-            _slide_columns(tf, ti, b, first, R0, R, u, F, e, SL, SR, E, dc)
+            _slide_columns(tf, ti, b, first, R, u, F, e, jx)
 
 
 @jit
-def _slide_columns(tf, ti, b, first, R0, R1, u, F, e, SL, SR, E, dc):
+def _slide_columns(tf, ti, b, first, R1, u, F, e, jx):
     """The slide columns of joint b in SL (0, m), SR (0, n1: the slide at t_{n+1} moves the
-    child along the parent's axis then) and their E rows, and dc[b] (see :func:`_tree_factor`).
+    child along the parent's axis then) and their E rows (in Cb[b]), and dc[b] (see
+    :func:`_tree_factor`); SL, SR, Cb, dc and the rotations R0 at t_n are those of ``jx``
+    (``jac_carve``), R1 the rotations at t_{n+1}, u the bodies' Cayley vectors.
 
     A slide's row m.F turns with the parent's turn: dm = dbeta x n0 with
     dbeta = 1/2 (1 - [beta]x + beta beta^T) dtheta_p, so the row's E part is
@@ -288,6 +290,8 @@ def _slide_columns(tf, ti, b, first, R0, R1, u, F, e, SL, SR, E, dc):
     own turn) for a cylindrical or planar one: that part, E_row.n1, goes into dc[b] to be taken
     off the matrix in the turn's column again.
     """
+    R0, SL, SR, dc = jx.R0, jx.SL, jx.SR, jx.dc
+    E = jx.Cb[b]
     p = ti[b, I_PARENT]
     kind = ti[b, I_KIND]
     beta = parent_beta(ti, b, R0, u)

@@ -225,7 +225,7 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
     for i in range(nq):
         Qg[i] = em.Q1[i]
     normalize_coordinates(ti, Qg)
-    refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
+    refresh_bodies(tf, ti, state, R, rj, G, V, cb)
     t1 = _kinetic(tf, v, L)
     if t1 > cap:
         f = np.sqrt(cap / t1)

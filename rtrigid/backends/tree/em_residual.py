@@ -260,7 +260,7 @@ def residual(h, model, Q0, mu, x, q, work, act, ctrl):
     if forces:  # some joint force is held (see step)
         _joint_force_loads(tf, ti, A, mu, R0, rot, u, x0, x1, fw, Y)
     if act.shape[0]:
-        _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y)
+        _actuator_loads(h, tf, ti, (act, ctrl), Q0, mu, R0, em)
     # per-body residuals (world): R1 L1 - R0 L0 - h T and m (v1 - v0) - h f
     for b in range(nb):
         m = tf[b, T_MASS]
@@ -398,7 +398,7 @@ def servo_state(h, act, a, Q0, mu):
 
 
 @jit_inline
-def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y):
+def _actuator_loads(h, tf, ti, actuators, Q0, mu, R0, em):
     """Every actuator's force as a revolute torque pair (a prismatic joint's: the slide's
     force pair) doing exact discrete work (into fw, Y).
 
@@ -410,7 +410,11 @@ def _actuator_loads(h, tf, ti, act, ctrl, Q0, mu, R0, rot, u, x0, x1, fw, Y):
     gain and step.  A saturated force (force_range) is a constant force, whose work is exact
     too, but the spring energy is then no longer the servo's potential.  Inlined into
     :func:`residual`, its one caller (a call copies its 13 arrays field by field).
+    ``actuators``: (act, ctrl); ``em``: the step's scratch (``em_carve``), whose mean
+    rotations, arms and loads it reads and adds to.
     """
+    act, ctrl = actuators
+    rot, u, x0, x1, fw, Y = em.rot, em.u, em.x0, em.x1, em.fw, em.Y
     for a in range(act.shape[0]):
         ov, c, cdot = servo_state(h, act, a, Q0, mu)
         gf = act[a, ACT_GEAR] * actuator_force(act, a, ctrl, c, cdot)

@@ -82,8 +82,8 @@ def _correction(h, ti, work, nq, nv, nlock):
     """dmu <- the Newton correction -(h/2) M^-1 res with the factored matrix (the locked
     joints kept, see :func:`_keep_locked`); False if that fails.  ``work``: the flat scratch
     (carved here, see :func:`residual`; the solve inlined)."""
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(
-        carve(work, ti.shape[0], nq, nv))
+    passes = pass_arrays(carve(work, ti.shape[0], nq, nv))
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
     lim = limit_arrays(carve(work, ti.shape[0], nq, nv))
     em = em_carve(work, ti.shape[0], nq, nv)
     res, rhs, dmu = em.res, em.rhs, em.dmu
@@ -92,8 +92,7 @@ def _correction(h, ti, work, nq, nv, nlock):
     for j in range(res.shape[0]):
         rhs[j] = -0.5 * h * res[j]
     tree_solve_inline(ti, SL, SR, U, W, Dinv, rhs, pA, acc, ucol, dmu)
-    return nlock == 0 or _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, tau, dmu, nlock,
-                                      lim[0], lim[1], lim[2], lim[3])
+    return nlock == 0 or _keep_locked(ti, passes, jx, dmu, nlock, lim)
 
 
 @jit
@@ -301,10 +300,15 @@ def _free_rows_norm(res, Lv, nlock, rnorm):
 
 
 @jit
-def _keep_locked(ti, SL, SR, U, W, Dinv, pA, acc, ucol, unit, dmu, nlock, Lc, La, Lv, rhs):
+def _keep_locked(ti, passes, jx, dmu, nlock, limits):
     """Make the Newton update ``dmu`` of the full system that of the system without the
     locked joints' rows and columns: dmu - Z c, Z the full inverse's columns of the locked
-    joints, c such that the locked increments stay (dmu - Z c = 0 there)."""
+    joints, c such that the locked increments stay (dmu - Z c = 0 there).  ``passes``: the
+    factored recursion's arrays (its ``tau`` is scratch here), ``jx``: the Newton matrix's
+    (``jac_carve``), ``limits``: (Lc, La, Lv, Ld) of ``limit_arrays``, Ld scratch."""
+    U, W, Dinv, pA, acc, unit = passes.U, passes.W, passes.Dinv, passes.pA, passes.acc, passes.tau
+    SL, SR, ucol = jx.SL, jx.SR, jx.ucol
+    Lc, La, Lv, rhs = limits
     nv = dmu.shape[0]
     for a in range(nlock):
         for i in range(nv):
@@ -420,7 +424,7 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
         return False
     for a in range(nlock):
         Lv[2, a] = 0.0
-    if not limit_impulse(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nlock, Lc, La, Lv, at_t, Ld):
+    if not limit_impulse(ti, pass_arrays(scr), limit_arrays(scr), nlock, at_t):
         return False
     joint_velocities(ti, G, Ld, V, cb)
     body_rates(ti, R, G, V, x1, u)

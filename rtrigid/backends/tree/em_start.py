@@ -5,7 +5,7 @@ RK4 start, and the step's mean rates.
 import numpy as np
 from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.buffers import all_finite, flat, view
-from rtrigid.backends.tree.layout import pass_arrays
+from rtrigid.backends.tree.layout import Drive, TreeTables, pass_arrays
 from rtrigid.backends.tree.kinematics import (
     ACT_GEAR,
     ACT_Q,
@@ -68,20 +68,22 @@ def rk4_step(h, factored, model, Q0, nu0, Q1, nu1, ws, drive, change):
     gravity, tf, ti, pf, pi, A, forces = model
     scr, em, jx = ws
     act, ctrl, awork = drive
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
+    passes = pass_arrays(scr)
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
     kQ, Qs, nus = scr.kQ, scr.Qs, scr.nus
     dQ, sQ, dnu, snu = kQ[0], kQ[1], scr.nudot, scr.knu[1]
     xs, qs = em.x1, em.q1
     nb = ti.shape[0]
     nv = nu0.shape[0]
     nq = Q0.shape[0]
+    tables = TreeTables(tf, ti, pf, pi, gravity)
+    applied = (view(A, 0, (nb, 3)), view(A, 3 * nb, (nb, 3)), A[6 * nb:6 * nb + nv])
+    silent = Drive(act[:0], ctrl, ctrl)  # no actuator: their forces are added below
     for st in range(4):
         rk4_stage_input(st, h, Q0, nu0, dQ, dnu, Qs, nus)
         coordinate_rates(ti, Qs, nus, dQ)
         # nullspace_rk4's stage inputs; the actuators below, as their work is not wanted here
-        rk4_loads(tf, ti, pf, pi, gravity, Qs, nus, xs, qs, R, rj, G, V, cb,
-                  view(A, 0, (nb, 3)), view(A, 3 * nb, (nb, 3)), fext, pA,
-                  A[6 * nb:6 * nb + nv], tau, act[:0], ctrl, ctrl, 0.0)
+        rk4_loads(tables, Qs, nus, xs, qs, passes, applied, silent, 0.0)
         if (st > 0 or not factored) and not articulated_factor(tf, ti, R, G, IA, U, Dinv, W,
                                                                I6):
             return False

@@ -407,8 +407,10 @@ def geometry(tf, ti, Qg, x, q, R, rj, G):
 
 
 @jit
-def refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb):
-    """Write the bodies' x, q, v, w, L from (Qg, nu) (R, rj, G, V, cb: scratch of carve)."""
+def refresh_bodies(tf, ti, state, R, rj, G, V, cb):
+    """Write the bodies' x, q, v, w, L of the :data:`~.layout.TreeState` ``state`` from its
+    (Qg, nu) (R, rj, G, V, cb: scratch of carve)."""
+    Qg, nu, x, q, v, w, L = state
     geometry(tf, ti, Qg, x, q, R, rj, G)
     joint_velocities(ti, G, nu, V, cb)
     body_rates(ti, R, G, V, v, w)

@@ -74,10 +74,13 @@ def clamp_limits(tf, ti, Qg, nu, Lv):
 
 
 @jit
-def limit_impulse(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, k, Lc, La, Lv, rates, dnu):
+def limit_impulse(ti, passes, limits, k, rates):
     """dnu <- K⁻¹ Sᵀ λ with λ such that (rates + dnu) at the k active rates of Lv equals their
-    targets; the articulated factor (IA, U, Dinv, W) of the configuration must be current.
+    targets; the articulated factor (IA, U, Dinv, W of ``passes``, the recursion's arrays) of
+    the configuration must be current.  ``limits``: (Lc, La, Lv, dnu) of ``limit_arrays``.
     Returns False if the k x k matrix is singular."""
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
+    Lc, La, Lv, dnu = limits
     nb = ti.shape[0]
     nv = dnu.shape[0]
     for a in range(k):

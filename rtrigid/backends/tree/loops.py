@@ -170,7 +170,7 @@ def rk4_steps(n, dt, tables, S, S_prev, state, applied, drive, passes, Lv, lp):
         else:
             err = hold_loop_limits(tf, ti, Qg, nu, drive, lt, k, (Lv, Lnew), free, rw, mw,
                                    (dQr, delta, zero, Qs))
-        refresh_bodies(tf, ti, Qg, nu, x, q, v, w, L, R, rj, G, V, cb)
+        refresh_bodies(tf, ti, state, R, rj, G, V, cb)
         if not (ok and err <= 1e-9 and all_finite(S)):
             S[:] = S_prev
             return done

@@ -286,7 +286,7 @@ def em_loop_steps(n_steps, dt, model, S, S_prev, state, drive, solver, stats, lp
         Qg[:] = Qs
         nu[:] = nus
         awork[:] = aws
-        refresh_bodies(tf, ti, Qg, nu, xb, qb, vb, wb, Lb, R, rj, G, V, cb)
+        refresh_bodies(tf, ti, state, R, rj, G, V, cb)
         stats[STAT_STEPS] += 1
     return status
 

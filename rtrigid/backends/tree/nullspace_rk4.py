@@ -39,7 +39,13 @@ from rtrigid.backends.tree.kinematics import (
     state_views,
     world_loads,
 )
-from rtrigid.backends.tree.layout import limit_arrays, pass_arrays
+from rtrigid.backends.tree.layout import (
+    Drive,
+    TreeState,
+    TreeTables,
+    limit_arrays,
+    pass_arrays,
+)
 from rtrigid.backends.tree.kinematics import work_size as _mb_work_size
 from rtrigid.backends.tree.limits import clamp_limits, has_limits, limit_impulse
 
@@ -79,7 +85,12 @@ def step(n, dt, F, I):
     held = A[6 * nb:6 * nb + nv]  # joint forces on the rates, constant over the call
     scratch = carve(work, nb, nq, nv)
     act, ctrl, awork = actuator_views(F, I)
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scratch)
+    passes = pass_arrays(scratch)
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
+    tables = TreeTables(tf, ti, pf, pi, gravity)
+    state = TreeState(Qg, nu, x, q, v, w, L)
+    applied = (f_app, t_app, held)
+    drive = Drive(act, ctrl, awork)
     Q0, nu0, kQ, knu = scratch.Q0, scratch.nu0, scratch.kQ, scratch.knu
     Qs, nus = scratch.Qs, scratch.nus
     dQ, dnu, sQ, snu = kQ[0], knu[0], kQ[1], knu[1]
@@ -91,8 +102,7 @@ def step(n, dt, F, I):
             # stage input from the previous stage's derivative (dQ, dnu still hold it)
             rk4_stage_input(st, dt, Q0, nu0, dQ, dnu, Qs, nus)
             _coordinate_rates(ti, Qs, nus, dQ)
-            _loads(tf, ti, pf, pi, gravity, Qs, nus, x, q, R, rj, G, V, cb, f_app, t_app, fext,
-                   pA, held, tau, act, ctrl, awork, dt * RK4_WEIGHTS[st])
+            _loads(tables, Qs, nus, x, q, passes, applied, drive, dt * RK4_WEIGHTS[st])
             if not _articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
                 status = NONFINITE
                 break
@@ -108,8 +118,7 @@ def step(n, dt, F, I):
             for i in range(nv):
                 nu[i] = nu0[i] + dt * snu[i]
             _normalize_coordinates(ti, Qg)
-        status = _end_step(F, I, status, limited, tf, ti, S, S_prev, stats, Qg, nu, x, q, v, w, L,
-                           R, rj, G, V, cb)
+        status = _end_step(F, I, status, limited, tf, ti, S, S_prev, stats, state, passes)
         if status != OK:
             break
     # one exit, every array used up to it: see kinematics.keep_alive
@@ -120,11 +129,17 @@ def step(n, dt, F, I):
 
 
 @jit
-def loads(tf, ti, pf, pi, gravity, Qg, nu, x, q, R, rj, G, V, cb, f_app, t_app, fext, pA, held,
-          tau, act, ctrl, awork, weight):
+def loads(tables, Qg, nu, x, q, passes, applied, drive, weight):
     """The recursion's inputs at (Qg, nu): poses and joint geometry, velocities, each body's
     bias force less its external load (pA), and the joint forces tau (held, springs, dampers,
-    actuators; awork[a] += weight times actuator a's power)."""
+    actuators; awork[a] += weight times actuator a's power).  ``tables``: a
+    :data:`~.layout.TreeTables`; ``passes``: the recursion's arrays (``pass_arrays``);
+    ``applied``: (f_app, t_app, held joint forces) as ``applied_views`` gives them;
+    ``drive``: a :data:`~.layout.Drive`."""
+    tf, ti, pf, pi, gravity = tables
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
+    f_app, t_app, held = applied
+    act, ctrl, awork = drive
     _geometry(tf, ti, Qg, x, q, R, rj, G)
     _joint_velocities(ti, G, nu, V, cb)
     _world_loads(tf, ti, pf, pi, gravity, x, R, G, f_app, t_app, fext)
@@ -146,14 +161,16 @@ def start_step(S, S_prev, Qg, nu, Q0, nu0):
 
 
 @jit
-def end_step(F, I, status, limited, tf, ti, S, S_prev, stats, Qg, nu, x, q, v, w, L, R, rj, G, V,
-             cb):
+def end_step(F, I, status, limited, tf, ti, S, S_prev, stats, state, passes):
     """A step's end, after the update of (Qg, nu) if ``status`` is OK: the joint limits, then
     the bodies' x, q, v, w, L, and the step counted; returns OK, or NONFINITE (a singular
     limit impulse, a non-finite state, or ``status`` already so) with S put back to S_prev.
+    ``state``: a :data:`~.layout.TreeState`; ``passes``: the recursion's arrays.
 
     kinematics.refresh_bodies, its passes called here directly: through it they cost ~0.2 us
     more per step (reference counts it cannot prune, see keep_alive)."""
+    Qg, nu, x, q, v, w, L = state
+    R, rj, G, V, cb = passes[:5]
     if status == OK:
         if limited and not _hold_limits(F, I):
             status = NONFINITE
@@ -184,8 +201,10 @@ def _hold_limits(F, I):
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q = state_views(S, nb, nq, nv)[:4]
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(carve(work, nb, nq, nv))
-    Lc, La, Lv, Ld = limit_arrays(carve(work, nb, nq, nv))
+    scratch = carve(work, nb, nq, nv)
+    passes, limits = pass_arrays(scratch), limit_arrays(scratch)
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
+    Lc, La, Lv, Ld = limits
     k = clamp_limits(tf, ti, Qg, nu, Lv)
     if k == 0:
         return True
@@ -201,8 +220,8 @@ def _hold_limits(F, I):
                 awork[a] -= act[a, ACT_GEAR] * actuator_force(
                     act, a, ctrl, Qg[int(act[a, ACT_Q])] + Lv[3, i], nu[ov]) * Lv[3, i]
     geometry(tf, ti, Qg, x, q, R, rj, G)
-    if not (articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6) and limit_impulse(
-            ti, G, IA, U, Dinv, W, tau, cb, pA, acc, k, Lc, La, Lv, nu, Ld)):
+    if not (articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6)
+            and limit_impulse(ti, passes, limits, k, nu)):
         return False
     for i in range(nv):
         nu[i] += Ld[i]

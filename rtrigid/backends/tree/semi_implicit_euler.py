@@ -26,7 +26,7 @@ times the joint's increment, so a motor's work is exactly u g (theta_{n+1} - the
 """
 from rtrigid._jit import inline_copy, jit
 from rtrigid.backends.buffers import NONFINITE, OK
-from rtrigid.backends.tree.layout import pass_arrays
+from rtrigid.backends.tree.layout import Drive, TreeState, TreeTables, pass_arrays
 from rtrigid.backends.tree.kinematics import (
     ACT_GEAR,
     ACT_HI,
@@ -136,7 +136,12 @@ def step(n, dt, F, I):
     f_app, t_app, held = applied_views(A, nb, nv)  # held: joint forces, constant over the call
     scratch = carve(work, nb, nq, nv)
     na = act.shape[0]
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scratch)
+    passes = pass_arrays(scratch)
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
+    tables = TreeTables(tf, ti, pf, pi, gravity)
+    state = TreeState(Qg, nu, x, q, v, w, L)
+    applied = (f_app, t_app, held)
+    drive = Drive(act, ctrl, awork)
     Q0, nu0 = scratch.Q0, scratch.nu0
     arm, nudot = scratch.nus, scratch.nudot
     limited = has_limits(tf, ti)
@@ -144,8 +149,7 @@ def step(n, dt, F, I):
     for _ in range(n):
         _start_step(S, S_prev, Qg, nu, Q0, nu0)
         # the actuators' work is counted after the step (_actuator_step_work): weight 0
-        _loads(tf, ti, pf, pi, gravity, Qg, nu, x, q, R, rj, G, V, cb, f_app, t_app, fext, pA,
-               held, tau, act, ctrl, awork, 0.0)
+        _loads(tables, Qg, nu, x, q, passes, applied, drive, 0.0)
         _implicit_damping(tf, ti, act, ctrl, Qg, nu, dt, arm)
         if not _articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6, arm):
             status = NONFINITE
@@ -156,8 +160,7 @@ def step(n, dt, F, I):
             _turn_coordinates(ti, Q0, nu, dt, Qg)
             if na:
                 _actuator_step_work(act, ctrl, Q0, nu0, Qg, nu, awork)
-        status = _end_step(F, I, status, limited, tf, ti, S, S_prev, stats, Qg, nu, x, q, v, w, L,
-                           R, rj, G, V, cb)
+        status = _end_step(F, I, status, limited, tf, ti, S, S_prev, stats, state, passes)
         if status != OK:
             break
     # one exit, every array used up to it: see kinematics.keep_alive
