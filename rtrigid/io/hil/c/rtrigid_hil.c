@@ -96,11 +96,33 @@ static int recv_all(int fd, unsigned char *p, size_t n) {
     return RTH_OK;
 }
 
+/* Read one message: its header into head, its payload to c->buf + HEADER (*len bytes).  An
+ * ERROR is returned as its code, its message in c->error. */
+static int recv_message(rth_client *c, unsigned char head[HEADER], size_t *len) {
+    uint32_t length;
+    int err = recv_all(c->fd, head, HEADER);
+    if (err) return err;
+    length = get_u32(head + 12);
+    if (memcmp(head, "RTRG", 4) != 0 || head[4] != RTH_VERSION || length > (1u << 24))
+        return RTH_E_PROTOCOL;
+    if ((err = reserve(c, HEADER + (size_t)length)) != RTH_OK) return err;
+    if ((err = recv_all(c->fd, c->buf + HEADER, length)) != RTH_OK) return err;
+    *len = length;
+    if (head[5] == ERROR) {
+        size_t n = length >= 2 ? length - 2 : 0;
+        if (n >= sizeof c->error) n = sizeof c->error - 1;
+        memcpy(c->error, c->buf + HEADER + 2, n);   /* the message fills the payload */
+        c->error[n] = '\0';
+        if (length < 2) return RTH_E_PROTOCOL;
+        return (int)get_u16(c->buf + HEADER);       /* a notice (seq 0) too: the code says */
+    }
+    return RTH_OK;
+}
+
 /* Send the request whose payload (len bytes) is at c->buf + HEADER; on return the reply's
  * payload is at c->buf + HEADER and its length in *reply_len. */
 static int request(rth_client *c, int kind, size_t len, size_t *reply_len) {
     unsigned char head[HEADER];
-    uint32_t length;
     int err, sent;
     c->seq = c->seq % 0xFFFFFFFFu + 1u;          /* seq 0 marks the server's notices */
     memcpy(c->buf, "RTRG", 4);
@@ -112,25 +134,11 @@ static int request(rth_client *c, int kind, size_t len, size_t *reply_len) {
     c->error[0] = '\0';
     sent = send_all(c->fd, c->buf, HEADER + len);
     /* even if sending failed, the server may have said why before it hung up (ERROR 10, 11) */
-    err = recv_all(c->fd, head, HEADER);
-    if (err) return sent ? sent : err;
-    length = get_u32(head + 12);
-    if (memcmp(head, "RTRG", 4) != 0 || head[4] != RTH_VERSION || length > (1u << 24))
-        return RTH_E_PROTOCOL;
-    if ((err = reserve(c, HEADER + (size_t)length)) != RTH_OK) return err;
-    err = recv_all(c->fd, c->buf + HEADER, length);
-    if (err) return err;
-    if (head[5] == ERROR) {
-        size_t n = length >= 2 ? length - 2 : 0;
-        if (n >= sizeof c->error) n = sizeof c->error - 1;
-        memcpy(c->error, c->buf + HEADER + 2, n);   /* the message fills the payload */
-        c->error[n] = '\0';
-        if (length < 2) return RTH_E_PROTOCOL;
-        return (int)get_u16(c->buf + HEADER);       /* a notice (seq 0) too: the code says */
-    }
+    err = recv_message(c, head, reply_len);
+    if (err > 0) return err;
     if (sent) return sent;
+    if (err) return err;
     if (get_u32(head + 8) != c->seq || head[5] != (kind | REPLY)) return RTH_E_PROTOCOL;
-    *reply_len = length;
     return RTH_OK;
 }
 
