@@ -225,10 +225,10 @@ def test_c_observer_receives_every_state_of_the_session_in_order(require, tmp_pa
             with running(program, host, port, "observe", token, 28) as observer:
                 assert first_line(observer) == "now " + line(start)
                 want = []
+                seqs = iter(range(3, 100))  # the Python client's: HELLO 1, the first step 2
 
                 def push(state):
-                    # owner._seq: the seq the Python client gave the request just answered
-                    want.append(f"push {owner._seq} {line(state)}")
+                    want.append(f"push {next(seqs)} {line(state)}")
                     return state
 
                 for k in range(8):
@@ -264,9 +264,9 @@ def test_c_observer_is_told_when_the_session_expires(require, tmp_path):
             with running(program, host, port, "observe", owner.session.hex()) as observer:
                 assert first_line(observer) == "now " + line(now)
                 want = []
-                for _ in range(3):
+                for seq in (3, 4, 5):  # its requests' seqs: HELLO 1, the first step 2
                     state = owner.step(2)
-                    want.append(f"push {owner._seq} {line(state)}")  # its request's seq
+                    want.append(f"push {seq} {line(state)}")
                 owner.close()
                 out, err = observer.communicate(timeout=TIMEOUT)
         assert server.counts["expired"] == 1
