@@ -1,6 +1,6 @@
-/* rtrigid_hil.c -- C99 reference client of the rtrigid lock-step HIL protocol, version 2, and
- * of its UDP stream, version 1 (docs/hil/protocol.md).  The C standard library and POSIX
- * sockets only. */
+/* rtrigid_hil.c -- C99 reference client of the rtrigid lock-step HIL protocol, version 2 (with
+ * its sessions), and of its UDP stream, version 1 (docs/hil/protocol.md).  The C standard
+ * library and POSIX sockets only. */
 #define _POSIX_C_SOURCE 200809L
 #include "rtrigid_hil.h"
 
@@ -18,8 +18,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-enum { HELLO = 1, STEP = 2, STATE = 3, RESET = 4, SET_STATE = 5, KEEPALIVE = 6,
-       REPLY = 0x80, ERROR = 0xFF, HEADER = 16, STATE_HEAD = 32, STATE_WIDTH = 13 };
+enum { HELLO = 1, STEP = 2, STATE = 3, RESET = 4, SET_STATE = 5, KEEPALIVE = 6, RESUME = 7,
+       OBSERVE = 8, REPLY = 0x80, PUSH = 0x89, ERROR = 0xFF, HEADER = 16, STATE_HEAD = 32,
+       STATE_WIDTH = 13, SESSION_BLOCK = RTH_TOKEN_SIZE + 8 };
 
 struct rth_client {
     int fd;
@@ -33,6 +34,7 @@ struct rth_client {
     char error[1024];
     rth_stream_info stream;      /* a stream's (rth_stream_open) */
     uint32_t ask_seq;            /* a stream's last STATS or DESCRIBE */
+    int observing;               /* rth_observe succeeded: PUSH messages follow */
 };
 
 /* -- little-endian encoding ---------------------------------------------------------------- */
@@ -96,12 +98,35 @@ static int recv_all(int fd, unsigned char *p, size_t n) {
     return RTH_OK;
 }
 
+/* Read one message: its header into head, its payload to c->buf + HEADER (*len bytes).  An
+ * ERROR is returned as its code, its message in c->error. */
+static int recv_message(rth_client *c, unsigned char head[HEADER], size_t *len) {
+    uint32_t length;
+    int err = recv_all(c->fd, head, HEADER);
+    if (err) return err;
+    length = get_u32(head + 12);
+    if (memcmp(head, "RTRG", 4) != 0 || head[4] != RTH_VERSION || length > (1u << 24))
+        return RTH_E_PROTOCOL;
+    if ((err = reserve(c, HEADER + (size_t)length)) != RTH_OK) return err;
+    if ((err = recv_all(c->fd, c->buf + HEADER, length)) != RTH_OK) return err;
+    *len = length;
+    if (head[5] == ERROR) {
+        size_t n = length >= 2 ? length - 2 : 0;
+        if (n >= sizeof c->error) n = sizeof c->error - 1;
+        memcpy(c->error, c->buf + HEADER + 2, n);   /* the message fills the payload */
+        c->error[n] = '\0';
+        if (length < 2) return RTH_E_PROTOCOL;
+        return (int)get_u16(c->buf + HEADER);       /* a notice (seq 0) too: the code says */
+    }
+    return RTH_OK;
+}
+
 /* Send the request whose payload (len bytes) is at c->buf + HEADER; on return the reply's
  * payload is at c->buf + HEADER and its length in *reply_len. */
 static int request(rth_client *c, int kind, size_t len, size_t *reply_len) {
     unsigned char head[HEADER];
-    uint32_t length;
     int err, sent;
+    if (c->observing) return RTH_E_ARG;          /* an observer only receives (rth_observe) */
     c->seq = c->seq % 0xFFFFFFFFu + 1u;          /* seq 0 marks the server's notices */
     memcpy(c->buf, "RTRG", 4);
     c->buf[4] = RTH_VERSION;
@@ -112,25 +137,11 @@ static int request(rth_client *c, int kind, size_t len, size_t *reply_len) {
     c->error[0] = '\0';
     sent = send_all(c->fd, c->buf, HEADER + len);
     /* even if sending failed, the server may have said why before it hung up (ERROR 10, 11) */
-    err = recv_all(c->fd, head, HEADER);
-    if (err) return sent ? sent : err;
-    length = get_u32(head + 12);
-    if (memcmp(head, "RTRG", 4) != 0 || head[4] != RTH_VERSION || length > (1u << 24))
-        return RTH_E_PROTOCOL;
-    if ((err = reserve(c, HEADER + (size_t)length)) != RTH_OK) return err;
-    err = recv_all(c->fd, c->buf + HEADER, length);
-    if (err) return err;
-    if (head[5] == ERROR) {
-        size_t n = length >= 2 ? length - 2 : 0;
-        if (n >= sizeof c->error) n = sizeof c->error - 1;
-        memcpy(c->error, c->buf + HEADER + 2, n);   /* the message fills the payload */
-        c->error[n] = '\0';
-        if (length < 2) return RTH_E_PROTOCOL;
-        return (int)get_u16(c->buf + HEADER);       /* a notice (seq 0) too: the code says */
-    }
+    err = recv_message(c, head, reply_len);
+    if (err > 0) return err;
     if (sent) return sent;
+    if (err) return err;
     if (get_u32(head + 8) != c->seq || head[5] != (kind | REPLY)) return RTH_E_PROTOCOL;
-    *reply_len = length;
     return RTH_OK;
 }
 
@@ -226,6 +237,11 @@ static int read_hello(rth_client *c, size_t len) {
         h->partial_timeout = r_f64(&r);
         h->send_timeout = r_f64(&r);
         h->time_slice = r_f64(&r);
+        if (r.left >= SESSION_BLOCK) {   /* the session block, after the limits */
+            h->has_session = 1;
+            memcpy(h->session, take(&r, RTH_TOKEN_SIZE), RTH_TOKEN_SIZE);
+            h->session_grace = r_f64(&r);
+        }
     }
     return RTH_OK;
 }
@@ -392,6 +408,47 @@ int rth_set_state(rth_client *c, const double *qpos, const double *qvel) {
 int rth_keepalive(rth_client *c) {
     size_t len = 0;
     return c ? request(c, KEEPALIVE, 0, &len) : RTH_E_ARG;
+}
+
+/* -- sessions -------------------------------------------------------------------------------- */
+/* RESUME or OBSERVE of `token`: the reply's state as the last state. */
+static int join(rth_client *c, int kind, const uint8_t *token) {
+    int err;
+    if (!c || !token) return RTH_E_ARG;
+    if ((err = reserve(c, HEADER + RTH_TOKEN_SIZE)) != RTH_OK) return err;
+    memcpy(c->buf + HEADER, token, RTH_TOKEN_SIZE);
+    return state_request(c, kind, RTH_TOKEN_SIZE);
+}
+
+int rth_resume(rth_client *c, const uint8_t token[RTH_TOKEN_SIZE]) {
+    uint8_t copy[RTH_TOKEN_SIZE];
+    int err;
+    if (!c || !token) return RTH_E_ARG;
+    memcpy(copy, token, RTH_TOKEN_SIZE);         /* token may be c's own hello.session */
+    if ((err = join(c, RESUME, copy)) != RTH_OK) return err;
+    c->hello.has_session = 1;                    /* the connection's token is the resumed one */
+    memcpy(c->hello.session, copy, RTH_TOKEN_SIZE);
+    return RTH_OK;
+}
+
+int rth_observe(rth_client *c, const uint8_t token[RTH_TOKEN_SIZE]) {
+    int err = join(c, OBSERVE, token);
+    if (err == RTH_OK) c->observing = 1;
+    return err;
+}
+
+int rth_observe_next(rth_client *c, uint32_t *seq) {
+    unsigned char head[HEADER];
+    size_t len = 0;
+    int err;
+    if (!c || !c->observing) return RTH_E_ARG;
+    c->error[0] = '\0';
+    /* ERROR 12 with seq 0 (the session expired) comes back as its code */
+    if ((err = recv_message(c, head, &len)) != RTH_OK) return err;
+    if (head[5] != PUSH) return RTH_E_PROTOCOL;
+    if ((err = read_state(c, len)) != RTH_OK) return err;
+    if (seq) *seq = get_u32(head + 8);           /* the stepping connection's request */
+    return RTH_OK;
 }
 
 /* -- streaming over UDP ------------------------------------------------------------------------ */

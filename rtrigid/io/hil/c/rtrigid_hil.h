@@ -1,5 +1,5 @@
-/* rtrigid_hil.h -- C99 reference client of the rtrigid lock-step HIL protocol, version 2, and
- * of its UDP stream, version 1 (rth_stream_*).
+/* rtrigid_hil.h -- C99 reference client of the rtrigid lock-step HIL protocol, version 2 (with
+ * its sessions: rth_resume, rth_observe), and of its UDP stream, version 1 (rth_stream_*).
  *
  * The protocol is specified in docs/hil/protocol.md of the rtrigid sources.  Dependencies: the
  * C standard library and POSIX sockets.  One client per connection; not thread-safe.
@@ -19,6 +19,7 @@ extern "C" {
 #endif
 
 #define RTH_VERSION 2
+#define RTH_TOKEN_SIZE 16        /* a session token's bytes */
 
 enum {
     RTH_OK = 0,
@@ -70,6 +71,10 @@ typedef struct {
     int has_limits;              /* 0 from a server that does not send the limits block */
     uint32_t max_payload, max_clients;
     double idle_timeout, partial_timeout, send_timeout, time_slice;  /* seconds */
+    int has_session;             /* 0 from a server that does not send the session block */
+    uint8_t session[RTH_TOKEN_SIZE];  /* this connection's session token (rth_resume: the
+                                         resumed one) */
+    double session_grace;        /* s a closed connection's simulation waits for RESUME; 0: none */
 } rth_hello;
 
 typedef struct {
@@ -107,6 +112,30 @@ int rth_reset(rth_client *c);                     /* RESET */
 /* SET_STATE: qpos (nq values) and/or qvel (nv values); NULL leaves that part. */
 int rth_set_state(rth_client *c, const double *qpos, const double *qvel);
 int rth_keepalive(rth_client *c);                 /* KEEPALIVE */
+
+/* -- sessions (docs/hil/protocol.md, "Sessions: RESUME and OBSERVE") -----------------------
+ * Every connection's simulation belongs to a session named by the token in rth_hello_info's
+ * session.  After the connection closes, the simulation waits session_grace seconds for a new
+ * connection to resume it.  A token that names no session the call may take (rth_resume:
+ * unknown, expired, or its connection still open; rth_observe: unknown or expired) gets
+ * RTH_ERR_SESSION and changes nothing. */
+/* RESUME (after rth_connect): this connection takes over the waiting session `token` and
+ * steps on exactly where it stopped; rth_last_state is its state, and rth_hello_info's session
+ * is `token` from then on (a simulation the connection stepped before waits in turn, under
+ * the token it had). */
+int rth_resume(rth_client *c, const uint8_t token[RTH_TOKEN_SIZE]);
+/* OBSERVE (after rth_connect, on a connection that has stepped nothing: one with a simulation
+ * of its own gets ERROR 12): this connection becomes an observer of the session `token`, open
+ * or waiting; rth_last_state is its state now.  From then on the connection only receives:
+ * every other request returns RTH_E_ARG (an observer has no idle timeout, so it needs no
+ * KEEPALIVE). */
+int rth_observe(rth_client *c, const uint8_t token[RTH_TOKEN_SIZE]);
+/* An observer's next state (blocks until it comes): every state the session's stepping
+ * connection receives (its replies to STEP, STATE, RESET, SET_STATE, RESUME), in order, as
+ * rth_last_state; *seq (may be NULL) is the seq of the request it answered.  When the session
+ * expires (its client did not resume it in time) the server sends ERROR 12 with seq 0 and
+ * closes: RTH_ERR_SESSION is returned, its message in rth_last_error. */
+int rth_observe_next(rth_client *c, uint32_t *seq);
 
 /* -- streaming over UDP (docs/hil/protocol.md, "Streaming over UDP", stream version 1) ----
  * The same rth_client type, opened with rth_stream_open: rth_hello_info describes the
