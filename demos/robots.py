@@ -34,25 +34,28 @@ def available(robot):
     return path(robot) is not None
 
 
-def _load(robot):
+def _load(robot, **options):
     with warnings.catch_warnings():
         # the files' massless links carry an <inertia>: the loader says it ignores it
         warnings.simplefilter("ignore", UserWarning)
-        return rt.load_model(path(robot))
+        return rt.load_model(path(robot), **options)
 
 
-def servoed(model, pose, integrator, dt, omega, zeta=1.0):
+def servoed(model, pose, integrator, dt, omega, zeta=1.0, base=()):
     """``model`` with a position servo on each joint (kp = M_jj omega^2, kv = 2 zeta M_jj
-    omega at ``pose``, force range +- the file's effort), built, at ``pose`` and holding it."""
+    omega at ``pose``, force range +- the file's effort), built, at ``pose`` and holding it.
+    ``base``: a free base's coordinates (position, quaternion), which follow the joints' in
+    qpos."""
     probe = rt.Simulation(model, "nullspace_rk4", dt)
-    probe.set_qpos(pose)
+    qpos = np.concatenate([pose, base])
+    probe.set_qpos(qpos)
     m = np.diag(probe.mass_matrix())
-    for k, name in enumerate(probe.joint_names):
+    for k, name in enumerate(probe.joint_names[:len(pose)]):
         effort = model.joint_info.get(name, {}).get("effort")
         model.add_actuator(name, "position", kp=m[k] * omega ** 2, kv=2 * zeta * m[k] * omega,
                            force_range=(-effort, effort) if effort else None, name=name)
     sim = rt.Simulation(model, integrator, dt)
-    sim.set_qpos(pose)
+    sim.set_qpos(qpos)
     sim.set_controls(np.asarray(pose, dtype=float))
     return sim
 
@@ -75,6 +78,15 @@ A1_STANCE = (0.0, 0.8, -1.6)   # hip, thigh (upper), knee (lower), rad
 def a1(integrator="energy_momentum", dt=None):
     """Unitree A1, base welded to the world where the file puts it: held in the air."""
     return servoed(_load(A1), A1_STANCE * len(LEGS), integrator, dt or 1e-3, omega=30.0)
+
+
+def a1_standing(integrator="nullspace_rk4", dt=None):
+    """Unitree A1 on the floor: its base free, its collision geometry on a ground (friction
+    0.8), standing on 12 position servos stiff enough to carry it (omega 100 rad/s)."""
+    model = _load(A1, floating_base=True)
+    model.add_ground(friction=0.8)
+    return servoed(model, A1_STANCE * len(LEGS), integrator, dt or 1e-3, omega=100.0,
+                   base=(0.0, 0.0, 0.31, 1.0, 0.0, 0.0, 0.0))
 
 
 def a1_controller(sim):

@@ -44,14 +44,17 @@ def hex_bits(values):
     return [format(struct.unpack("<Q", struct.pack("<d", float(x)))[0], "016x") for x in values]
 
 
-def in_process(steps):
-    """example.c's calls made on a Simulation: its lines, in its format."""
-    sim = scenarios.build("arm")
-    body, joint = sim.nb - 1, len(sim.joint_names) - 1
+def in_process(steps, sim=None, scale=1.0):
+    """example.c's calls (``example HOST PORT steps scale``) made on a Simulation (``arm`` by
+    default): its lines, in its format."""
+    sim = scenarios.build("arm") if sim is None else sim
+    body = sim.nb - 1
+    joint = max(j for j, name in enumerate(sim.joint_names) if len(sim.joint_velocity(name)) == 1)
     lines = []
     for i in range(steps):
         for k in range(len(sim.model.actuators)):
-            sim.set_control(k, 0.5 - 0.001 * (i % 100) if k == 0 else -0.8 + 0.002 * (i % 50))
+            sim.set_control(k, scale * (0.5 - 0.001 * (i % 100) if k == 0
+                                        else -0.8 + 0.002 * (i % 50)))
         sim.set_joint_force(joint, 0.05 if i % 3 == 0 else -0.02)
         sim.apply_force(body, (0.01 * (i % 7) - 0.03, 0.0, 0.0))
         sim.apply_torque(body, (0.0, 0.001 * (i % 5), 0.0))
@@ -84,6 +87,26 @@ def test_c_client_drives_the_arm_bit_identically_to_in_process(require, tmp_path
     first_bad = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), None)
     assert first_bad is None, f"step {first_bad}: C {got[first_bad]!r}, in process " \
                               f"{want[first_bad]!r}"
+
+
+def test_c_client_drives_the_a1_on_the_floor_bit_identically_to_in_process(require, tmp_path):
+    """The Unitree A1 from pybullet's URDF, its base free on the floor with its collision
+    geometry, 12 position servos: 1000 lock-steps from C with controls, a load and a joint
+    force give the qpos/qvel of the same calls in process, bit for bit."""
+    pytest.importorskip("pybullet_data", reason="the robot files come with pybullet_data")
+    from rtrigid.demos.robots import a1_standing
+
+    program = build(require, tmp_path, "-O2")
+    with Server(a1_standing(), port=0, scenario="a1").start() as server:
+        host, port = server.address
+        done = subprocess.run([str(program), host, str(port), str(STEPS), "0.05"],
+                              capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert "a1 (nullspace_rk4, dt=0.001): 13 bodies, 13 joints, 12 actuators" in done.stderr
+    sim = a1_standing()
+    got, want = done.stdout.splitlines(), in_process(STEPS, sim, 0.05)
+    assert len(got) == STEPS and got == want
+    assert sim.contacts() and 0.25 < sim.qpos()[14] < 0.45  # on its feet, on the floor
 
 
 def test_c_client_reports_the_servers_error_code(require, tmp_path):
