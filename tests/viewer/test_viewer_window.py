@@ -229,6 +229,85 @@ def test_window_keys_mouse_and_frames_under_x(xserver, tmp_path):
         child.stdout.close()
 
 
+ATTACHED = r"""
+import json, sys
+import numpy as np
+from rtrigid.viewer.attach import Attached
+
+host, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+a = Attached(host, port, token, width=%d, height=%d, hud=False, msaa=0,
+             title="rtrigid-attach-test")
+frames = 0
+
+def report(tag):
+    print(json.dumps({"tag": tag, "steps": a.state["steps"], "received": a.feed.received,
+                      "qpos": np.asarray(a.sim.qpos()).view(np.uint64).tolist(),
+                      "frames": frames}), flush=True)
+
+pull, render = a.pull, a.viewer.render
+
+def pulled(timeout=0.0):  # report every state the window's loop applies
+    n = pull(timeout)
+    if n:
+        report("state")
+    return n
+
+def rendered(*args, **kwargs):
+    global frames
+    frames += 1
+    return render(*args, **kwargs)
+
+a.pull, a.viewer.render = pulled, rendered
+report("attached")
+a.run()
+report("closed")
+a.close()
+""" % (W, H)
+
+
+def test_attached_viewer_in_a_window_shows_every_served_state_and_closes(xserver, tmp_path):
+    """``rtrigid view --attach`` in a real X window: its own loop (``Attached.run``) applies
+    every state the stepping client receives, in order, bit for bit, and draws frames until
+    Esc closes the window."""
+    from rtrigid import scenarios
+    from rtrigid.io.hil import Client, Server
+
+    env = {**os.environ, "DISPLAY": xserver, "PYTHONPATH": str(ROOT)}
+    env.pop("PYGLET_HEADLESS", None)
+    stderr_path = tmp_path / "viewer.stderr"
+    with Server(scenarios.build("arm"), port=0, scenario="arm").start() as server, \
+            Client(*server.address, timeout=BOUND) as client:
+        host, port = server.address
+        first = client.step(10)
+        with open(stderr_path, "w") as err:
+            child = subprocess.Popen([sys.executable, "-c", ATTACHED, host, str(port),
+                                      client.session.hex()], env=env, stdout=subprocess.PIPE,
+                                     stderr=err, text=True)
+        reports = Reports(child, stderr_path)
+        try:
+            assert reports.next("attached")["steps"] == first["steps"]
+            for k in range(3):
+                reply = client.step(40, controls={"joint0": (-1) ** k, "joint1": 0.5})
+                shown = reports.next("state")
+                while shown["steps"] != reply["steps"]:  # states come in order, none skipped
+                    assert shown["steps"] < reply["steps"]
+                    shown = reports.next("state")
+                want = np.asarray(reply["qpos"], dtype=np.float64).view(np.uint64).tolist()
+                assert shown["qpos"] == want and shown["received"] == 2 + k
+            win = _xdo(xserver, "search", "--sync", "--onlyvisible", "--name",
+                       "rtrigid-attach-test").split()[0]
+            _xdo(xserver, "mousemove", "--sync", "--window", win, "5", "5")
+            _xdo(xserver, "key", "Escape")  # nothing selected: closes
+            assert child.wait(timeout=BOUND) == 0, stderr_path.read_text()[-2000:]
+            closed = reports.next("closed")
+            assert closed["received"] == 4 and closed["frames"] > 0
+        finally:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            child.stdout.close()
+
+
 NEEDS_XVFB = """
 import pytest
 
