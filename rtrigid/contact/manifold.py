@@ -29,6 +29,7 @@ from rtrigid.contact.geometry import (
     W_CENTRE,
     W_LO,
     W_QUAT,
+    Pose,
     ground_contacts,
 )
 from rtrigid.contact.pairs import geom_pose, pair_contacts
@@ -189,13 +190,14 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
                                         or geomi[g, GI_CONAFFINITY] & 1):
             continue
         om = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], w[b, 0], w[b, 1], w[b, 2], 1.0)
+        pose = Pose(work[g, W_CENTRE:W_CENTRE + 3], work[g, W_QUAT:W_QUAT + 4])
         for p in range(grounds.shape[0]):
             if k + MAX_POINTS > cap:
                 stats[1] += 1
                 continue
             k0 = k
-            k = ground_contacts(table, k, b, g, geom, geomi, verts, work[g, W_CENTRE:W_CENTRE + 3],
-                                work[g, W_QUAT:W_QUAT + 4], p, grounds[p], om, 0.5 * dt)
+            k = ground_contacts(table, k, b, g, geom, geomi, verts, pose, p, grounds[p], om,
+                                0.5 * dt)
             _finish_pair(table, k0, k, g, -1 - p, max(geom[g, G_MUT], grounds[p, P_MUT]),
                          max(geom[g, G_MUR], grounds[p, P_MUR]))
     lo = work[:, W_LO]

@@ -93,8 +93,8 @@ def test_a_buried_shape_makes_its_ground_points(kind):
     plane[2], plane[3] = 1.0, 10.0  # normal z, height 10 m above the shape
     table = np.zeros((MAX_POINTS, C_WIDTH))
     k = geometry.ground_contacts(table, 0, 0, 0, geom, np.zeros((1, GI_WIDTH), np.int64),
-                                 np.zeros((0, 3)), np.zeros(3), IDENTITY, 0, plane,
-                                 (0.0, 0.0, 0.0), 0.0)
+                                 np.zeros((0, 3)), geometry.Pose(np.zeros(3), IDENTITY), 0,
+                                 plane, (0.0, 0.0, 0.0), 0.0)
     assert k == SHAPES[kind].ground_points
 
 
