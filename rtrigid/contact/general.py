@@ -59,6 +59,7 @@ from rtrigid.contact.geometry import (
     GI_WIDTH,
     HEIGHTFIELD,
     HULL,
+    Pose,
     add_point,
 )
 from rtrigid.contact.manifold import detect
@@ -150,7 +151,7 @@ def general_pair(table, k, cap, a, b, ga, gb, geom, geomi, verts, planes, xf, xi
     is one, else collide and the clipped manifold; returns the next free row."""
     ka, kb = int(geom[ga, G_KIND]), int(geom[gb, G_KIND])
     if has_pair_test(ka, kb):
-        return pair_contacts(table, k, cap, a, b, ga, gb, geom, ca, qa, cb, qb)
+        return pair_contacts(table, k, cap, a, b, ga, gb, geom, Pose(ca, qa), Pose(cb, qb))
     if ka == HEIGHTFIELD or kb == HEIGHTFIELD or k >= cap:
         return k
     mu, e, margin = pair_coefficients(geom, ga, gb)

@@ -227,16 +227,14 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
             # the first geom: the lower row (body-name order; scenery rows come last)
             g1, g2 = (ga, gb) if ga < gb else (gb, ga)
             k0 = k
+            pa = Pose(work[g1, W_CENTRE:W_CENTRE + 3], work[g1, W_QUAT:W_QUAT + 4])
+            pb = Pose(work[g2, W_CENTRE:W_CENTRE + 3], work[g2, W_QUAT:W_QUAT + 4])
             if GENERAL:
                 k = general_pair(table, k, cap, geomi[g1, GI_BODY], geomi[g2, GI_BODY], g1,
-                                 g2, geom, geomi, verts, planes, xf, xi,
-                                 work[g1, W_CENTRE:W_CENTRE + 3], work[g1, W_QUAT:W_QUAT + 4],
-                                 work[g2, W_CENTRE:W_CENTRE + 3], work[g2, W_QUAT:W_QUAT + 4])
+                                 g2, geom, geomi, verts, planes, xf, xi, pa.c, pa.q, pb.c, pb.q)
             else:
                 k = pair_contacts(table, k, cap, geomi[g1, GI_BODY], geomi[g2, GI_BODY], g1,
-                                  g2, geom, work[g1, W_CENTRE:W_CENTRE + 3],
-                                  work[g1, W_QUAT:W_QUAT + 4], work[g2, W_CENTRE:W_CENTRE + 3],
-                                  work[g2, W_QUAT:W_QUAT + 4])
+                                  g2, geom, pa, pb)
             _finish_pair(table, k0, k, g1, g2, max(geom[g1, G_MUT], geom[g2, G_MUT]),
                          max(geom[g1, G_MUR], geom[g2, G_MUR]))
     return k

@@ -76,8 +76,9 @@ def test_pair_contacts_meets_exactly_the_pairs_of_the_table(a, b):
     for the pair (one contact for the segments test)."""
     geom = np.array([_geom_row(a), _geom_row(b)])
     table = np.zeros((32, C_WIDTH))
-    k = pairs.pair_contacts(table, 0, table.shape[0], 0, 1, 0, 1, geom, np.zeros(3), IDENTITY,
-                            np.array([0.01, 0.02, 0.03]), IDENTITY)
+    k = pairs.pair_contacts(table, 0, table.shape[0], 0, 1, 0, 1, geom,
+                            geometry.Pose(np.zeros(3), IDENTITY),
+                            geometry.Pose(np.array([0.01, 0.02, 0.03]), IDENTITY))
     test = SHAPES[a].pairs.get(b)
     assert (k > 0) == (test is not None), (a, b, k)
     if test == SEGMENTS:

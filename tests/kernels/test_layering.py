@@ -267,9 +267,7 @@ LONG_PARAMETER_LISTS = {
     "rtrigid/contact/general.py::general_pair", "rtrigid/contact/general.py::_general_pair_c",
     "rtrigid/contact/general.py::_call", "rtrigid/contact/general.py::_pair_by_address",
     "rtrigid/contact/manifold.py::general_pair",
-    "rtrigid/contact/pairs.py::_sphere_box", "rtrigid/contact/pairs.py::_corners_inside",
-    "rtrigid/contact/pairs.py::_piercings", "rtrigid/contact/pairs.py::_edges",
-    "rtrigid/contact/pairs.py::_boxes", "rtrigid/contact/solver.py::resolve",
+    "rtrigid/contact/solver.py::resolve",
     "rtrigid/model.py::_joint_record"}
 
 
