@@ -1,7 +1,10 @@
 """The contacts of a step and their identity: ground contacts of every active body, the
 sweep-and-prune broad phase and the pairs' narrow phase (:func:`detect`), and a key per
 contact that finds it again the next step, so that its impulse starts that step's solve
-(:func:`remember`, :func:`contact_key`, :func:`slot`)."""
+(:func:`remember`, :func:`contact_key`, :func:`slot`).  The geoms they meet are passed as one
+:class:`Scene`."""
+from typing import NamedTuple
+
 import numpy as np
 
 from rtrigid._jit import jit
@@ -49,14 +52,33 @@ LAM_WIDTH = 10
 # it touches dynamic bodies only, as an infinite mass
 DYNAMIC = 1
 KINEMATIC = 2
+
+
+class Scene(NamedTuple):
+    """The geoms as the contact step takes them (:class:`rtrigid.contact.Contacts` builds it):
+    ``geom`` (ng, G_WIDTH) the geom table, its rows in the order of their bodies' names,
+    scenery last; ``geomi`` (ng, GI_WIDTH) its int rows; ``work`` (ng, W_WIDTH) the broad
+    phase's scratch; ``verts`` (nv, 3) and ``planes`` (np, 4) the pools of hull vertices
+    (and heightfield grids) and face planes; ``excluded`` the sorted keys a * 2^32 + b of the
+    body pairs a < b that never collide; ``xf``, ``xi`` the general pairs' float and int
+    scratch (:mod:`.general`; empty in a model without such pairs)."""
+    geom: np.ndarray
+    geomi: np.ndarray
+    work: np.ndarray
+    verts: np.ndarray
+    planes: np.ndarray
+    excluded: np.ndarray
+    xf: np.ndarray
+    xi: np.ndarray
+
+
 # This form of detect has only the fast pairs; contact.general rebinds it with GENERAL True and
 # general_pair bound to its general pair test (so models without such pairs never compile it).
 GENERAL = False
 
 
 @jit
-def general_pair(table, k, cap, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa, cb,
-                 qb):
+def general_pair(table, k, cap, a, b, ga, gb, scene, pa, pb):
     """Stands for :func:`rtrigid.contact.general.general_pair`; never called here."""
     return k
 
@@ -163,15 +185,15 @@ def _moves(geomi, active, g):
 @jit
 def detect(table, x, q, w, active, scene, grounds, dt, stats):
     """Ground contacts of every active body's geoms, then the geom pairs the sweep finds;
-    returns the number of contacts.  scene = (geom, geomi, work, verts, planes, excluded, xf,
-    xi): the geom table (its rows in the order of their bodies' names, scenery last), its int
-    rows, the broad phase's scratch, the vertex and plane pools, the excluded body pairs
+    returns the number of contacts.  scene: the geoms (a :class:`Scene`: the geom table, its
+    int rows, the broad phase's scratch, the vertex and plane pools, the excluded body pairs
     (joined by a joint, or :meth:`rtrigid.Model.exclude_contacts`), the general pairs'
-    scratch (:mod:`.general`; empty in this form, which has only the fast pairs).  w: body angular
+    scratch, empty in this form, which has only the fast pairs).  w: body angular
     velocities (body axes), for the rims' contact points half a step ahead
     (:func:`.geometry.ground_contacts`).  A pair that would not fit in the table is left out
     and counted in stats[1]."""
-    geom, geomi, work, verts, planes, excluded, xf, xi = scene
+    geom, geomi, work, verts, excluded = (scene.geom, scene.geomi, scene.work, scene.verts,
+                                          scene.excluded)
     cap = table.shape[0]
     ng = geom.shape[0]
     k = 0
@@ -231,7 +253,7 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
             pb = Pose(work[g2, W_CENTRE:W_CENTRE + 3], work[g2, W_QUAT:W_QUAT + 4])
             if GENERAL:
                 k = general_pair(table, k, cap, geomi[g1, GI_BODY], geomi[g2, GI_BODY], g1,
-                                 g2, geom, geomi, verts, planes, xf, xi, pa.c, pa.q, pb.c, pb.q)
+                                 g2, scene, pa, pb)
             else:
                 k = pair_contacts(table, k, cap, geomi[g1, GI_BODY], geomi[g2, GI_BODY], g1,
                                   g2, geom, pa, pb)

@@ -583,7 +583,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
         if touched[b]:
             sums[island[b], 2] -= 2.0 * mass[b] * (gravity[0] * lift[b, 0] + gravity[1]
                                                     * lift[b, 1] + gravity[2] * lift[b, 2])
-    _rolling_rims(table, count, scene[0], keys, nb, island, ints[:, 4], vel, minv)
+    _rolling_rims(table, count, scene.geom, keys, nb, island, ints[:, 4], vel, minv)
     flight_allowance(order, touched, island, sums, vel[:, GAP])
     energy_scales(order, touched, island, sums, ints[:, 4], minv)
     for b in range(nb):

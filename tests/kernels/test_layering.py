@@ -264,9 +264,6 @@ LONG_PARAMETER_LISTS = {
     "rtrigid/backends/tree/limits.py::limit_impulse",
     "rtrigid/backends/tree/nullspace_rk4.py::loads",
     "rtrigid/backends/tree/nullspace_rk4.py::end_step", "rtrigid/batch.py::drive",
-    "rtrigid/contact/general.py::general_pair", "rtrigid/contact/general.py::_general_pair_c",
-    "rtrigid/contact/general.py::_call", "rtrigid/contact/general.py::_pair_by_address",
-    "rtrigid/contact/manifold.py::general_pair",
     "rtrigid/contact/solver.py::resolve",
     "rtrigid/model.py::_joint_record"}
 

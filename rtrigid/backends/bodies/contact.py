@@ -158,7 +158,7 @@ _ROWS_IMPORTS = ("from rtrigid.backends.bodies.contact import ROW_SIZES\n"
                  "from rtrigid.backends.buffers import view\n"
                  "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, GI_WIDTH, P_WIDTH, "
                  "W_WIDTH\n"
-                 "from rtrigid.contact.manifold import LAM_WIDTH\n"
+                 "from rtrigid.contact.manifold import LAM_WIDTH, Scene\n"
                  "from rtrigid.contact.solver import VEL_WIDTH")
 
 
@@ -218,7 +218,7 @@ def _rows_source(run):
         # calls on them is then the one compiled for a Simulation, not a second copy for
         # views (a ViewArray is a numba type of its own; the tree RK4 step compiles ~100 s)
         return kernel(n, dt, F[:nf], I[:ni],
-                      (geom, geomi, work, verts, planes, excluded, gf, gi), grounds, table,
+                      Scene(geom, geomi, work, verts, planes, excluded, gf, gi), grounds, table,
                       active,
                       touched, vel, ints, lift, keys, lam, rows, iters, rest_speed, xf, xi,
                       count)
