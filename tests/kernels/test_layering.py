@@ -248,7 +248,6 @@ MAX_POSITIONAL = 12
 # the functions still over MAX_POSITIONAL positional parameters; the list only shrinks (a
 # kernel passes its arrays in named groups instead: docs/layout.md, "Kernel arguments")
 LONG_PARAMETER_LISTS = {
-    "rtrigid/backends/bodies/contact.py::after_step", "rtrigid/backends/bodies/contact.py::run",
     "rtrigid/backends/bodies/energy_momentum.py::_dr_du",
     "rtrigid/backends/bodies/energy_momentum.py::_fast_substeps",
     "rtrigid/backends/bodies/energy_momentum_appd.py::residual",
@@ -256,7 +255,7 @@ LONG_PARAMETER_LISTS = {
     "rtrigid/backends/bodies/forces.py::add_spring_loads",
     "rtrigid/backends/bodies/midpoint_em.py::residual",
     "rtrigid/backends/bodies/midpoint_em.py::solve_step",
-    "rtrigid/backends/tree/contact.py::_shorten", "rtrigid/backends/tree/contact.py::after_step",
+    "rtrigid/backends/tree/contact.py::_shorten",
     "rtrigid/backends/tree/em_newton.py::_slide_columns",
     "rtrigid/backends/tree/em_residual.py::_actuator_loads",
     "rtrigid/backends/tree/em_solve.py::_keep_locked",
@@ -264,7 +263,6 @@ LONG_PARAMETER_LISTS = {
     "rtrigid/backends/tree/limits.py::limit_impulse",
     "rtrigid/backends/tree/nullspace_rk4.py::loads",
     "rtrigid/backends/tree/nullspace_rk4.py::end_step", "rtrigid/batch.py::drive",
-    "rtrigid/contact/solver.py::resolve",
     "rtrigid/model.py::_joint_record"}
 
 

@@ -226,15 +226,20 @@ def _blend(ti, island, root, s, base, out):
 
 
 @jit
-def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, keys, lam, rows,
-               iters, rest_speed, dt, xf, xi, stats):
+def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats):
     """The contact solve after a step of a tree scheme; returns the number of contacts.
-    ``scene``: the geoms (:func:`rtrigid.contact.manifold.detect`), stats[1] counts the
-    pairs left out for want of table rows.
-    ``xf``: float scratch (:func:`scratch_size`); ``xi``: [1 if the scheme keeps mean rates,
-    ``START_BUDGET`` if its flight does not keep energy (the energy budget is then taken from
-    the step's start, S_prev: :func:`rtrigid.contact.solver.flight_allowance`), else 0; then
-    the rate indices in the order of their bodies' names]."""
+    ``scene``: the geoms (a :class:`rtrigid.contact.manifold.Scene`, see
+    :func:`rtrigid.contact.manifold.detect`); ``arrays``: the contact step's
+    :class:`rtrigid.contact.solver.ContactArrays` (its ``lift`` unused here), ``settings``
+    its :class:`~rtrigid.contact.solver.SolveSettings`; stats[1] counts the pairs left out
+    for want of table rows.  ``xf``: float scratch (:func:`scratch_size`); ``xi``: [1 if the
+    scheme keeps mean rates, ``START_BUDGET`` if its flight does not keep energy (the energy
+    budget is then taken from the step's start, S_prev:
+    :func:`rtrigid.contact.solver.flight_allowance`), else 0; then the rate indices in the
+    order of their bodies' names]."""
+    table, touched, vel, ints = arrays.table, arrays.touched, arrays.vel, arrays.ints
+    keys, lam, rows = arrays.keys, arrays.lam, arrays.rows
+    iters, rest_speed = settings
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, _scheme_stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
