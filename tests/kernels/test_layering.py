@@ -255,7 +255,6 @@ LONG_PARAMETER_LISTS = {
     "rtrigid/backends/bodies/forces.py::add_spring_loads",
     "rtrigid/backends/bodies/midpoint_em.py::residual",
     "rtrigid/backends/bodies/midpoint_em.py::solve_step",
-    "rtrigid/backends/tree/contact.py::_shorten",
     "rtrigid/backends/tree/em_newton.py::_slide_columns",
     "rtrigid/backends/tree/em_residual.py::_actuator_loads",
     "rtrigid/backends/tree/em_solve.py::_keep_locked",
