@@ -60,10 +60,10 @@ from rtrigid.contact.geometry import (
     W_WIDTH,
 )
 from rtrigid.contact.general import needs_general, scratch
-from rtrigid.contact.manifold import LAM_WIDTH, slot
+from rtrigid.contact.manifold import LAM_WIDTH, Scene, slot
 from rtrigid.contact.pairs import has_pair_test
 from rtrigid.contact.shapes import SHAPES as SHAPE_TABLE
-from rtrigid.contact.solver import VEL_WIDTH
+from rtrigid.contact.solver import VEL_WIDTH, ContactArrays
 
 SWEEPS = 16  # most Gauss-Seidel sweeps over the contacts per step: the solve's budget
 PAIR_ROWS = 16  # table rows per geom for contacts between geoms, to start with (it grows)
@@ -127,18 +127,18 @@ def _grid(geom):
 class Contacts:
     """The frozen contact model of a Model and the contact table of the last step.
 
-    scene = (geom, geomi, work, verts, planes, excluded, xf, xi): the geom table, a row per geom in
-    the order of their bodies' names (then handles), the world's geoms last -- geom
-    (ng, G_WIDTH) the shape code, its parameters, pose in the body frame, friction and
-    restitution; geomi (ng, GI_WIDTH) body, kind, filter bits, pool slices, handle and the
-    sweep's order; work (ng, W_WIDTH) the broad phase's scratch (the world geoms' poses
-    fixed); verts (nv, 3) and planes (np, 4) the pools of hull vertices and face planes
-    (and heightfield grids); excluded, the sorted keys a * 2^32 + b of the body pairs
-    a < b that never collide (joined by a joint, or excluded); xf, xi the general pairs'
+    scene (a :class:`~.manifold.Scene`: geom, geomi, work, verts, planes, excluded, xf, xi):
+    the geom table, a row per geom in the order of their bodies' names (then handles), the
+    world's geoms last -- geom (ng, G_WIDTH) the shape code, its parameters, pose in the body
+    frame, friction and restitution; geomi (ng, GI_WIDTH) body, kind, filter bits, pool
+    slices, handle and the sweep's order; work (ng, W_WIDTH) the broad phase's scratch (the
+    world geoms' poses fixed); verts (nv, 3) and planes (np, 4) the pools of hull vertices and
+    face planes (and heightfield grids); excluded, the sorted keys a * 2^32 + b of the body
+    pairs a < b that never collide (joined by a joint, or excluded); xf, xi the general pairs'
     scratch (:mod:`.general`, empty when every pair that may meet has a fast test:
-    ``general`` False).  grounds (ng, P_WIDTH):
-    normal, height, friction, restitution.  table: a row per contact found, ``count`` of
-    them (see :class:`~rtrigid.backends.bodies.contact.ContactStepper` for its size).
+    ``general`` False).  grounds (ng, P_WIDTH): normal, height, friction, restitution.
+    table: a row per contact found, ``count`` of them (see
+    :class:`~rtrigid.backends.bodies.contact.ContactStepper` for its size).
     """
 
     def __init__(self, model):
@@ -189,11 +189,10 @@ class Contacts:
         pairs = model.jointed_pairs() | set(getattr(model, "excluded", ()))
         excluded = np.array(sorted((a << 32) + b for a, b in pairs), np.int64)
         self.geom, self.geomi = geom, geomi
-        self.scene = (geom, geomi, work, np.concatenate(verts), np.concatenate(planes),
-                      excluded)
         # whether two geoms may meet with no fast pair test (contact.general)
-        self.general = self._check_pairs(geoms, rows)
-        self.scene += scratch(self.general)
+        self.general = self._check_pairs(geoms, rows, excluded)
+        self.scene = Scene(geom, geomi, work, np.concatenate(verts), np.concatenate(planes),
+                           excluded, *scratch(self.general))
         self.collides = np.zeros(nb, bool)
         self.collides[geomi[:len(moving), GI_BODY]] = True
         # bodies whose motion the user sets (Simulation.set_kinematic_target)
@@ -227,17 +226,19 @@ class Contacts:
         self.lam = np.zeros((size, LAM_WIDTH))
         self.rows = np.zeros(size, np.int64)
         frozen = geomi[:, :GI_SWEEP]
+        scene = self.scene
         self.digest = hashlib.sha256(b"".join(a.tobytes() for a in (
-            geom, frozen, self.scene[3], self.scene[4], excluded, self.grounds))).digest()
+            geom, frozen, scene.verts, scene.planes, excluded, self.grounds))).digest()
 
-    def _check_pairs(self, geoms, rows):
+    def _check_pairs(self, geoms, rows, excluded):
         """Whether two geoms may touch whose kinds have no fast pair test (they meet through
-        :mod:`.general`).  Refuses (``ValueError`` naming the kinds) a heightfield that may
-        touch a geom (it meets the grounds' bodies only so far)."""
+        :mod:`.general`); excluded: the sorted keys of the body pairs that never collide.
+        Refuses (``ValueError`` naming the kinds) a heightfield that may touch a geom (it meets
+        the grounds' bodies only so far)."""
         geomi = self.geomi
         kinds = geomi[:, GI_KIND]
         body = geomi[:, GI_BODY]
-        excluded = set(self.scene[5].tolist())
+        excluded = set(excluded.tolist())
         present = sorted(set(kinds.tolist()))
         general = False
         for i, ka in enumerate(present):
@@ -264,6 +265,12 @@ class Contacts:
                         "the grounds' bodies so far); keep them apart with "
                         "contype/conaffinity or exclude_contacts")
         return general
+
+    def arrays(self):
+        """The contact step's arrays as the kernels take them (a
+        :class:`~.solver.ContactArrays`)."""
+        return ContactArrays(self.table, self.touched, self.vel, self.ints, self.lift,
+                             self.keys, self.lam, self.rows)
 
     def grow(self, size):
         """Make room for ``size`` contact rows, keeping the table, its count and the warm

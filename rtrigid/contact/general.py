@@ -12,11 +12,12 @@ The general pair is compiled once, as a C callback (:func:`address`), and ``dete
 calls it through its address: a scheme's contact step then links only that call, not the
 general narrow phase's code, so each scheme's step (and a Batch's driver) compiles in the time
 of the fast form's.  It works in scratch carved from two flat arrays of the scene (``xf``
-floats, ``xi`` ints: :func:`scratch`; ``xi[0]`` holds the callback's address), so a step
-allocates nothing and each copy of a :class:`~rtrigid.Batch` has its own.  Its contacts are written as the fast paths write theirs:
-``body`` the first geom's body, the normal from the second geom into the first, the point
-midway through the overlap, contacts within the speculative margin with negative depth; a
-face-on pair gets up to four points (the clipped manifold), a curved one its deepest point.
+floats, ``xi`` ints of the :class:`~.manifold.Scene`: :func:`scratch`; ``xi[0]`` holds the
+callback's address), so a step allocates nothing and each copy of a :class:`~rtrigid.Batch`
+has its own.  Its contacts are written as the fast paths write theirs: ``body`` the first
+geom's body, the normal from the second geom into the first, the point midway through the
+overlap, contacts within the speculative margin with negative depth; a face-on pair gets up
+to four points (the clipped manifold), a curved one its deepest point.
 """
 import numpy as np
 from llvmlite import ir
@@ -59,9 +60,10 @@ from rtrigid.contact.geometry import (
     GI_WIDTH,
     HEIGHTFIELD,
     HULL,
+    Pose,
     add_point,
 )
-from rtrigid.contact.manifold import detect
+from rtrigid.contact.manifold import Scene, detect
 from rtrigid.contact.pairs import has_pair_test, pair_coefficients, pair_contacts
 from rtrigid.contact.solver import resolve
 from rtrigid.maths.quat import rotmat
@@ -144,17 +146,21 @@ def _carve(xf, xi):
 
 
 @jit
-def general_pair(table, k, cap, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa, cb,
-                 qb):
+def general_pair(table, k, cap, a, b, ga, gb, scene, pa, pb):
     """:func:`.pairs.pair_contacts` for every pair of convex kinds: the fast path where there
-    is one, else collide and the clipped manifold; returns the next free row."""
+    is one, else collide and the clipped manifold; returns the next free row.  scene: the
+    geoms (a :class:`~.manifold.Scene`; this reads its geom tables, pools and the general
+    pairs' scratch xf, xi), pa, pb: the two geoms' :class:`~.geometry.Pose`."""
+    geom, geomi, verts, planes = scene.geom, scene.geomi, scene.verts, scene.planes
+    ca, qa = pa
+    cb, qb = pb
     ka, kb = int(geom[ga, G_KIND]), int(geom[gb, G_KIND])
     if has_pair_test(ka, kb):
-        return pair_contacts(table, k, cap, a, b, ga, gb, geom, ca, qa, cb, qb)
+        return pair_contacts(table, k, cap, a, b, ga, gb, geom, pa, pb)
     if ka == HEIGHTFIELD or kb == HEIGHTFIELD or k >= cap:
         return k
     mu, e, margin = pair_coefficients(geom, ga, gb)
-    wa, wb, res, out, ws, cs = _carve(xf, xi)
+    wa, wb, res, out, ws, cs = _carve(scene.xf, scene.xi)
     _world_row(geom, geomi, ga, ca, qa, wa)
     _world_row(geom, geomi, gb, cb, qb, wb)
     collide(wa, wb, verts, ws, res)
@@ -171,19 +177,25 @@ def general_pair(table, k, cap, a, b, ga, gb, geom, geomi, verts, planes, xf, xi
 
 
 _P, _PI, _I = types.CPointer(types.float64), types.CPointer(types.int64), types.int64
-# table (rows), k, a, b, ga, gb, geom (rows), geomi, verts (rows), planes (rows), xf, xi, ca, qa,
-# cb, qb
-_C_SIG = _I(_P, _I, _I, _I, _I, _I, _I, _P, _I, _PI, _P, _I, _P, _I, _P, _PI, _P, _P, _P, _P)
+# the C callback's arguments: table (rows), the integers (_INTS of them: cap, k, a, b, ga, gb,
+# the rows of geom, verts and planes), geom, geomi, verts, planes, xf, xi, ca, qa, cb, qb
+_C_SIG = _I(_P, _PI, _P, _PI, _P, _P, _P, _PI, _P, _P, _P, _P)
+_INTS = 9
 
 
-def _general_pair_c(table_p, cap, k, a, b, ga, gb, geom_p, ng, geomi_p, verts_p, nv, planes_p,
-                    npl, xf_p, xi_p, ca_p, qa_p, cb_p, qb_p):
-    """:func:`general_pair` on C pointers (the arrays rebuilt in place, nothing copied)."""
-    return general_pair(carray(table_p, (cap, C_WIDTH)), k, cap, a, b, ga, gb,
-                        carray(geom_p, (ng, G_WIDTH)), carray(geomi_p, (ng, GI_WIDTH)),
-                        carray(verts_p, (nv, 3)), carray(planes_p, (npl, 4)),
-                        carray(xf_p, (F_SIZE,)), carray(xi_p, (I_SIZE,)), carray(ca_p, (3,)),
-                        carray(qa_p, (4,)), carray(cb_p, (3,)), carray(qb_p, (4,)))
+def _general_pair_c(table_p, ints_p, geom_p, geomi_p, verts_p, planes_p, xf_p, xi_p, ca_p,
+                    qa_p, cb_p, qb_p):
+    """:func:`general_pair` on C pointers (the arrays rebuilt in place, nothing copied); its
+    integers in one block (see ``_C_SIG``).  The scene is rebuilt without the broad phase's
+    work and excluded pairs (None), which the pair test does not read."""
+    n = carray(ints_p, (_INTS,))
+    cap, ng = n[0], n[6]
+    scene = Scene(carray(geom_p, (ng, G_WIDTH)), carray(geomi_p, (ng, GI_WIDTH)), None,
+                  carray(verts_p, (n[7], 3)), carray(planes_p, (n[8], 4)), None,
+                  carray(xf_p, (F_SIZE,)), carray(xi_p, (I_SIZE,)))
+    return general_pair(carray(table_p, (cap, C_WIDTH)), n[1], cap, n[2], n[3], n[4], n[5],
+                        scene, Pose(carray(ca_p, (3,)), carray(qa_p, (4,))),
+                        Pose(carray(cb_p, (3,)), carray(qb_p, (4,))))
 
 
 _CALLBACK = []
@@ -198,28 +210,38 @@ def address():
 
 
 @intrinsic
-def _call(typingctx, addr, table, k, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa,
-          cb, qb):
-    """The C callback at ``addr`` called on these arrays' data pointers and row counts."""
-    sig = types.int64(addr, table, k, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa,
-                      cb, qb)
+def _call(typingctx, addr, table, k, a, b, ga, gb, scene, pa, pb):
+    """The C callback at ``addr`` called on these arrays' data pointers and row counts (the
+    scene's and the poses' arrays by name; the integers in a block on the stack)."""
+    sig = types.int64(addr, table, k, a, b, ga, gb, scene, pa, pb)
 
     def codegen(context, builder, signature, args):
         tys = signature.args
-        arrays = {i: context.make_array(tys[i])(context, builder, args[i])
-                  for i in (1, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)}
 
-        def rows(i):
-            return cgutils.unpack_tuple(builder, arrays[i].shape)[0]
+        def array(ty, value):
+            return context.make_array(ty)(context, builder, value)
+
+        def member(i, name):  # an array of the named tuple args[i]
+            j = tys[i].fields.index(name)
+            return array(tys[i].types[j], builder.extract_value(args[i], j))
+
+        def rows(arr):
+            return cgutils.unpack_tuple(builder, arr.shape)[0]
 
         def integer(i):
             return context.cast(builder, args[i], tys[i], types.int64)
 
-        cargs = [arrays[1].data, rows(1), integer(2), integer(3), integer(4), integer(5),
-                 integer(6), arrays[7].data, rows(7), arrays[8].data, arrays[9].data, rows(9),
-                 arrays[10].data, rows(10), arrays[11].data, arrays[12].data, arrays[13].data,
-                 arrays[14].data, arrays[15].data, arrays[16].data]
         i64 = ir.IntType(64)
+        table = array(tys[1], args[1])
+        geom, geomi, verts, planes, xf, xi = (member(7, name) for name in (
+            "geom", "geomi", "verts", "planes", "xf", "xi"))
+        ints = cgutils.alloca_once(builder, i64, size=_INTS)
+        for j, value in enumerate((rows(table), integer(2), integer(3), integer(4), integer(5),
+                                   integer(6), rows(geom), rows(verts), rows(planes))):
+            builder.store(value, cgutils.gep(builder, ints, j))
+        cargs = [table.data, ints, geom.data, geomi.data, verts.data, planes.data, xf.data,
+                 xi.data, member(8, "c").data, member(8, "q").data, member(9, "c").data,
+                 member(9, "q").data]
         fnty = ir.FunctionType(i64, [c.type for c in cargs])
         fn = builder.inttoptr(integer(0), fnty.as_pointer())
         return builder.call(fn, cargs)
@@ -228,11 +250,9 @@ def _call(typingctx, addr, table, k, a, b, ga, gb, geom, geomi, verts, planes, x
 
 
 @jit
-def _pair_by_address(table, k, cap, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa,
-                     cb, qb):
-    """:func:`general_pair` through its C callback, whose address is xi[0]."""
-    return _call(xi[0], table, k, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa, cb,
-                 qb)
+def _pair_by_address(table, k, cap, a, b, ga, gb, scene, pa, pb):
+    """:func:`general_pair` through its C callback, whose address is scene.xi[0]."""
+    return _call(scene.xi[0], table, k, a, b, ga, gb, scene, pa, pb)
 
 
 detect_general = rebind(detect, "general", __name__, GENERAL=True,

@@ -24,8 +24,12 @@ take its world centre and orientation.  In its own frame its axis is z (cylinder
 cone: apex at -3 height / 4, base centre at +height / 4, as :meth:`rtrigid.Model.add_body`
 draws it).
 
-Kernels write into the contact table of :mod:`rtrigid.contact` and allocate nothing.
+Kernels write into the contact table of :mod:`rtrigid.contact` and allocate nothing.  They
+pass a pair's surface coefficients as a :class:`Surface`, a ground's plane as a :class:`Plane`
+and a geom's world pose as a :class:`Pose`.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from rtrigid._jit import jit
@@ -131,6 +135,27 @@ C_SLIP = 72    # the speed of its slip before the velocity solve, and after it
 C_WIDTH = 74
 
 
+class Surface(NamedTuple):
+    """A pair's surface coefficients: friction ``mu``, restitution ``e``, and the speculative
+    ``margin`` (m): a point counts as a contact down to depth -margin."""
+    mu: float
+    e: float
+    margin: float
+
+
+class Plane(NamedTuple):
+    """A ground's plane n.p = h: unit normal ``n`` (3 floats), height ``h``."""
+    n: tuple
+    h: float
+
+
+class Pose(NamedTuple):
+    """A geom's world pose: its origin ``c`` (3,) and orientation ``q`` (4,: unit quaternion,
+    scalar first)."""
+    c: np.ndarray
+    q: np.ndarray
+
+
 @jit
 def add_point(table, k, body, other, feature, p0, p1, p2, n, depth, mu, e):
     """Write a contact in row k of the table; returns k + 1."""
@@ -147,9 +172,13 @@ def add_point(table, k, body, other, feature, p0, p1, p2, n, depth, mu, e):
 
 
 @jit
-def _point(table, k, body, other, f, p0, p1, p2, radius, n, h, mu, e, margin):
-    """A contact at the support point of a sphere of ``radius`` (0: a corner) centred at p, if
-    it lies below the plane n.p = h + margin; returns the next free row."""
+def _point(table, k, body, other, f, p, radius, plane, surface):
+    """A contact at the support point of a sphere of ``radius`` (0: a corner) centred at p (3
+    floats), if it lies below the :class:`Plane` n.p = h + margin (margin of the
+    :class:`Surface`); returns the next free row."""
+    p0, p1, p2 = p
+    n, h = plane
+    mu, e, margin = surface
     depth = h - (n[0] * p0 + n[1] * p1 + n[2] * p2) + radius
     if depth > -margin:
         return add_point(table, k, body, other, f, p0 - radius * n[0], p1 - radius * n[1],
@@ -158,11 +187,13 @@ def _point(table, k, body, other, f, p0, p1, p2, radius, n, h, mu, e, margin):
 
 
 @jit
-def _circle(table, k, body, other, f, c0, c1, c2, a, ex, radius, n, h, mu, e, margin, lead):
+def _circle(table, k, body, other, f, c, a, ex, radius, plane, surface, lead):
     """The deepest point of the circle (centre c, unit axis a, radius) below the plane and the
     three a quarter turn apart from it (ex: a unit vector across a, used when the circle lies
-    flat and has no deepest point).  ``lead``: the plane's normal as the body will see it half
-    a step ahead (see :func:`ground_contacts`); the deepest point is picked for it."""
+    flat and has no deepest point); plane, surface: as :func:`_point` takes them.  ``lead``:
+    the plane's normal as the body will see it half a step ahead (see
+    :func:`ground_contacts`); the deepest point is picked for it."""
+    c0, c1, c2 = c
     d = lead[0] * a[0] + lead[1] * a[1] + lead[2] * a[2]
     u0, u1, u2 = -lead[0] + d * a[0], -lead[1] + d * a[1], -lead[2] + d * a[2]
     s = np.sqrt(u0 * u0 + u1 * u1 + u2 * u2)
@@ -173,14 +204,14 @@ def _circle(table, k, body, other, f, c0, c1, c2, a, ex, radius, n, h, mu, e, ma
     v0 = a[1] * u2 - a[2] * u1
     v1 = a[2] * u0 - a[0] * u2
     v2 = a[0] * u1 - a[1] * u0
-    k = _point(table, k, body, other, f + 0, c0 + radius * u0, c1 + radius * u1, c2 + radius * u2,
-               0.0, n, h, mu, e, margin)
-    k = _point(table, k, body, other, f + 1, c0 + radius * v0, c1 + radius * v1, c2 + radius * v2,
-               0.0, n, h, mu, e, margin)
-    k = _point(table, k, body, other, f + 2, c0 - radius * u0, c1 - radius * u1, c2 - radius * u2,
-               0.0, n, h, mu, e, margin)
-    return _point(table, k, body, other, f + 3, c0 - radius * v0, c1 - radius * v1, c2 - radius * v2,
-                  0.0, n, h, mu, e, margin)
+    k = _point(table, k, body, other, f + 0,
+               (c0 + radius * u0, c1 + radius * u1, c2 + radius * u2), 0.0, plane, surface)
+    k = _point(table, k, body, other, f + 1,
+               (c0 + radius * v0, c1 + radius * v1, c2 + radius * v2), 0.0, plane, surface)
+    k = _point(table, k, body, other, f + 2,
+               (c0 - radius * u0, c1 - radius * u1, c2 - radius * u2), 0.0, plane, surface)
+    return _point(table, k, body, other, f + 3,
+                  (c0 - radius * v0, c1 - radius * v1, c2 - radius * v2), 0.0, plane, surface)
 
 
 @jit
@@ -201,11 +232,15 @@ def _lead(n, w, ahead):
 
 
 @jit
-def _hull_points(table, k, b, other, verts, v0, nv, c, qg, n, h, mu, e, margin):
+def _hull_points(table, k, b, other, verts, v0, nv, pose, plane, surface):
     """A hull's vertices below the plane (or within the margin), at most ``HULL_POINTS``:
     when more lie there, the deepest, the one farthest from it along the plane, and the two
     farthest either side of their line (the corners of the face it rests on).  Feature: the
-    vertex's index in the hull."""
+    vertex's index in the hull.  pose: the hull's :class:`Pose`; plane, surface: as
+    :func:`_point` takes them."""
+    c, qg = pose
+    n, h = plane
+    margin = surface.margin
     q0, q1, q2, q3 = qg[0], qg[1], qg[2], qg[3]
     m = rotate_t(q0, q1, q2, q3, n[0], n[1], n[2], -1.0)  # the normal in geom axes
     below, deepest, best = 0, -1, -np.inf
@@ -221,7 +256,7 @@ def _hull_points(table, k, b, other, verts, v0, nv, c, qg, n, h, mu, e, margin):
         return k
     if below <= HULL_POINTS:
         for i in range(nv):
-            k = _hull_vertex(table, k, b, other, verts, v0, i, c, qg, n, h, mu, e, margin)
+            k = _hull_vertex(table, k, b, other, verts, v0, i, pose, plane, surface)
         return k
     # reduce: in geom axes, distances across the normal m
     p = verts[v0 + deepest]
@@ -258,7 +293,7 @@ def _hull_points(table, k, b, other, verts, v0, nv, c, qg, n, h, mu, e, margin):
             if picks[jj] == i:
                 fresh = False
         if fresh:
-            k = _hull_vertex(table, k, b, other, verts, v0, i, c, qg, n, h, mu, e, margin)
+            k = _hull_vertex(table, k, b, other, verts, v0, i, pose, plane, surface)
     return k
 
 
@@ -268,20 +303,22 @@ def _dot3(a, b):
 
 
 @jit
-def _hull_vertex(table, k, b, other, verts, v0, i, c, qg, n, h, mu, e, margin):
-    """Hull vertex i as a contact with the plane, if within the margin."""
+def _hull_vertex(table, k, b, other, verts, v0, i, pose, plane, surface):
+    """Hull vertex i as a contact with the plane, if within the margin (the arguments as
+    :func:`_hull_points` takes them)."""
+    c, qg = pose
     v = verts[v0 + i]
     r = rotate_t(qg[0], qg[1], qg[2], qg[3], v[0], v[1], v[2], 1.0)
-    return _point(table, k, b, other, i, c[0] + r[0], c[1] + r[1], c[2] + r[2], 0.0, n, h, mu,
-                  e, margin)
+    return _point(table, k, b, other, i, (c[0] + r[0], c[1] + r[1], c[2] + r[2]), 0.0, plane,
+                  surface)
 
 
 @jit
-def ground_contacts(table, k, b, gr, geom, geomi, verts, c, qg, g, plane, w, ahead):
+def ground_contacts(table, k, b, gr, geom, geomi, verts, pose, g, plane, w, ahead):
     """Append the contacts of geom row ``gr`` (of body b) with ground g (row ``plane``) to the
-    table from row k; returns the next free row.  c, qg: the geom's world origin and
-    orientation; w: its body's angular velocity (world), ahead: half the step; verts: the
-    vertex pool (a hull's vertices, geom axes).
+    table from row k; returns the next free row.  pose: the geom's world origin and
+    orientation (a :class:`Pose`); w: its body's angular velocity (world), ahead: half the
+    step; verts: the vertex pool (a hull's vertices, geom axes).
 
     A rim (cylinder, cone) rolling on the plane touches it at a point that runs round the rim.
     Its contact is the rim point that will be lowest half a step ahead (the body turned by
@@ -296,6 +333,7 @@ def ground_contacts(table, k, b, gr, geom, geomi, verts, c, qg, g, plane, w, ahe
     kind = int(row[G_KIND])
     if kind == NONE or kind == HEIGHTFIELD:
         return k
+    c, qg = pose
     q0, q1, q2, q3 = qg[0], qg[1], qg[2], qg[3]
     n = (plane[P_NORMAL], plane[P_NORMAL + 1], plane[P_NORMAL + 2])
     h = plane[P_HEIGHT]
@@ -303,45 +341,47 @@ def ground_contacts(table, k, b, gr, geom, geomi, verts, c, qg, g, plane, w, ahe
     e = max(row[G_E], plane[P_E])
     other = -1 - g
     margin = MARGIN * row[G_RADIUS]
+    ground, surface = Plane(n, h), Surface(mu, e, margin)
     c0, c1, c2 = c[0], c[1], c[2]
     p0, p1, p2 = row[G_P], row[G_P + 1], row[G_P + 2]
     if kind == SPHERE:
-        return _point(table, k, b, other, 0, c0, c1, c2, p0, n, h, mu, e, margin)
+        return _point(table, k, b, other, 0, (c0, c1, c2), p0, ground, surface)
     if kind == HULL:
         return _hull_points(table, k, b, other, verts, geomi[gr, GI_VSTART],
-                            geomi[gr, GI_VCOUNT], c, qg, n, h, mu, e, margin)
+                            geomi[gr, GI_VCOUNT], pose, ground, surface)
     if kind == ELLIPSOID:
         # the support point in -n: -D^2 m / |D m|, m the normal in geom axes
         m = rotate_t(q0, q1, q2, q3, n[0], n[1], n[2], -1.0)
         s = np.sqrt((p0 * m[0]) ** 2 + (p1 * m[1]) ** 2 + (p2 * m[2]) ** 2)
         r = rotate_t(q0, q1, q2, q3, -p0 * p0 * m[0] / s, -p1 * p1 * m[1] / s,
                      -p2 * p2 * m[2] / s, 1.0)
-        return _point(table, k, b, other, 0, c0 + r[0], c1 + r[1], c2 + r[2], 0.0, n, h, mu,
-                      e, margin)
+        return _point(table, k, b, other, 0, (c0 + r[0], c1 + r[1], c2 + r[2]), 0.0, ground,
+                      surface)
     if kind == BOX:
         for i in range(8):
             s0 = p0 if i & 1 else -p0
             s1 = p1 if i & 2 else -p1
             s2 = p2 if i & 4 else -p2
             r = rotate_t(q0, q1, q2, q3, s0, s1, s2, 1.0)
-            k = _point(table, k, b, other, i, c0 + r[0], c1 + r[1], c2 + r[2], 0.0, n, h, mu,
-                       e, margin)
+            k = _point(table, k, b, other, i, (c0 + r[0], c1 + r[1], c2 + r[2]), 0.0, ground,
+                       surface)
         return k
     a = rotate_t(q0, q1, q2, q3, 0.0, 0.0, 1.0, 1.0)
     if kind == CAPSULE:
-        k = _point(table, k, b, other, 0, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], p0,
-                   n, h, mu, e, margin)
-        return _point(table, k, b, other, 1, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2],
-                      p0, n, h, mu, e, margin)
+        k = _point(table, k, b, other, 0, (c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2]), p0,
+                   ground, surface)
+        return _point(table, k, b, other, 1, (c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2]),
+                      p0, ground, surface)
     ex = rotate_t(q0, q1, q2, q3, 1.0, 0.0, 0.0, 1.0)
     lead = _lead(n, w, ahead)
     if kind == CYLINDER:
-        k = _circle(table, k, b, other, 0, c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2], a, ex,
-                    p0, n, h, mu, e, margin, lead)
-        return _circle(table, k, b, other, 4, c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2], a,
-                       ex, p0, n, h, mu, e, margin, lead)
+        k = _circle(table, k, b, other, 0, (c0 + p1 * a[0], c1 + p1 * a[1], c2 + p1 * a[2]), a,
+                    ex, p0, ground, surface, lead)
+        return _circle(table, k, b, other, 4, (c0 - p1 * a[0], c1 - p1 * a[1], c2 - p1 * a[2]),
+                       a, ex, p0, ground, surface, lead)
     # cone: apex at -3/4 height, base rim at +1/4 height
-    k = _point(table, k, b, other, 0, c0 - 0.75 * p1 * a[0], c1 - 0.75 * p1 * a[1],
-               c2 - 0.75 * p1 * a[2], 0.0, n, h, mu, e, margin)
-    return _circle(table, k, b, other, 1, c0 + 0.25 * p1 * a[0], c1 + 0.25 * p1 * a[1],
-                   c2 + 0.25 * p1 * a[2], a, ex, p0, n, h, mu, e, margin, lead)
+    k = _point(table, k, b, other, 0, (c0 - 0.75 * p1 * a[0], c1 - 0.75 * p1 * a[1],
+                                       c2 - 0.75 * p1 * a[2]), 0.0, ground, surface)
+    return _circle(table, k, b, other, 1, (c0 + 0.25 * p1 * a[0], c1 + 0.25 * p1 * a[1],
+                                           c2 + 0.25 * p1 * a[2]), a, ex, p0, ground, surface,
+                   lead)

@@ -1,7 +1,10 @@
 """The contacts of a step and their identity: ground contacts of every active body, the
 sweep-and-prune broad phase and the pairs' narrow phase (:func:`detect`), and a key per
 contact that finds it again the next step, so that its impulse starts that step's solve
-(:func:`remember`, :func:`contact_key`, :func:`slot`)."""
+(:func:`remember`, :func:`contact_key`, :func:`slot`).  The geoms they meet are passed as one
+:class:`Scene`."""
+from typing import NamedTuple
+
 import numpy as np
 
 from rtrigid._jit import jit
@@ -29,6 +32,7 @@ from rtrigid.contact.geometry import (
     W_CENTRE,
     W_LO,
     W_QUAT,
+    Pose,
     ground_contacts,
 )
 from rtrigid.contact.pairs import geom_pose, pair_contacts
@@ -48,14 +52,33 @@ LAM_WIDTH = 10
 # it touches dynamic bodies only, as an infinite mass
 DYNAMIC = 1
 KINEMATIC = 2
+
+
+class Scene(NamedTuple):
+    """The geoms as the contact step takes them (:class:`rtrigid.contact.Contacts` builds it):
+    ``geom`` (ng, G_WIDTH) the geom table, its rows in the order of their bodies' names,
+    scenery last; ``geomi`` (ng, GI_WIDTH) its int rows; ``work`` (ng, W_WIDTH) the broad
+    phase's scratch; ``verts`` (nv, 3) and ``planes`` (np, 4) the pools of hull vertices
+    (and heightfield grids) and face planes; ``excluded`` the sorted keys a * 2^32 + b of the
+    body pairs a < b that never collide; ``xf``, ``xi`` the general pairs' float and int
+    scratch (:mod:`.general`; empty in a model without such pairs)."""
+    geom: np.ndarray
+    geomi: np.ndarray
+    work: np.ndarray
+    verts: np.ndarray
+    planes: np.ndarray
+    excluded: np.ndarray
+    xf: np.ndarray
+    xi: np.ndarray
+
+
 # This form of detect has only the fast pairs; contact.general rebinds it with GENERAL True and
 # general_pair bound to its general pair test (so models without such pairs never compile it).
 GENERAL = False
 
 
 @jit
-def general_pair(table, k, cap, a, b, ga, gb, geom, geomi, verts, planes, xf, xi, ca, qa, cb,
-                 qb):
+def general_pair(table, k, cap, a, b, ga, gb, scene, pa, pb):
     """Stands for :func:`rtrigid.contact.general.general_pair`; never called here."""
     return k
 
@@ -162,15 +185,15 @@ def _moves(geomi, active, g):
 @jit
 def detect(table, x, q, w, active, scene, grounds, dt, stats):
     """Ground contacts of every active body's geoms, then the geom pairs the sweep finds;
-    returns the number of contacts.  scene = (geom, geomi, work, verts, planes, excluded, xf,
-    xi): the geom table (its rows in the order of their bodies' names, scenery last), its int
-    rows, the broad phase's scratch, the vertex and plane pools, the excluded body pairs
+    returns the number of contacts.  scene: the geoms (a :class:`Scene`: the geom table, its
+    int rows, the broad phase's scratch, the vertex and plane pools, the excluded body pairs
     (joined by a joint, or :meth:`rtrigid.Model.exclude_contacts`), the general pairs'
-    scratch (:mod:`.general`; empty in this form, which has only the fast pairs).  w: body angular
+    scratch, empty in this form, which has only the fast pairs).  w: body angular
     velocities (body axes), for the rims' contact points half a step ahead
     (:func:`.geometry.ground_contacts`).  A pair that would not fit in the table is left out
     and counted in stats[1]."""
-    geom, geomi, work, verts, planes, excluded, xf, xi = scene
+    geom, geomi, work, verts, excluded = (scene.geom, scene.geomi, scene.work, scene.verts,
+                                          scene.excluded)
     cap = table.shape[0]
     ng = geom.shape[0]
     k = 0
@@ -189,13 +212,14 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
                                         or geomi[g, GI_CONAFFINITY] & 1):
             continue
         om = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], w[b, 0], w[b, 1], w[b, 2], 1.0)
+        pose = Pose(work[g, W_CENTRE:W_CENTRE + 3], work[g, W_QUAT:W_QUAT + 4])
         for p in range(grounds.shape[0]):
             if k + MAX_POINTS > cap:
                 stats[1] += 1
                 continue
             k0 = k
-            k = ground_contacts(table, k, b, g, geom, geomi, verts, work[g, W_CENTRE:W_CENTRE + 3],
-                                work[g, W_QUAT:W_QUAT + 4], p, grounds[p], om, 0.5 * dt)
+            k = ground_contacts(table, k, b, g, geom, geomi, verts, pose, p, grounds[p], om,
+                                0.5 * dt)
             _finish_pair(table, k0, k, g, -1 - p, max(geom[g, G_MUT], grounds[p, P_MUT]),
                          max(geom[g, G_MUR], grounds[p, P_MUR]))
     lo = work[:, W_LO]
@@ -225,16 +249,14 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
             # the first geom: the lower row (body-name order; scenery rows come last)
             g1, g2 = (ga, gb) if ga < gb else (gb, ga)
             k0 = k
+            pa = Pose(work[g1, W_CENTRE:W_CENTRE + 3], work[g1, W_QUAT:W_QUAT + 4])
+            pb = Pose(work[g2, W_CENTRE:W_CENTRE + 3], work[g2, W_QUAT:W_QUAT + 4])
             if GENERAL:
                 k = general_pair(table, k, cap, geomi[g1, GI_BODY], geomi[g2, GI_BODY], g1,
-                                 g2, geom, geomi, verts, planes, xf, xi,
-                                 work[g1, W_CENTRE:W_CENTRE + 3], work[g1, W_QUAT:W_QUAT + 4],
-                                 work[g2, W_CENTRE:W_CENTRE + 3], work[g2, W_QUAT:W_QUAT + 4])
+                                 g2, scene, pa, pb)
             else:
                 k = pair_contacts(table, k, cap, geomi[g1, GI_BODY], geomi[g2, GI_BODY], g1,
-                                  g2, geom, work[g1, W_CENTRE:W_CENTRE + 3],
-                                  work[g1, W_QUAT:W_QUAT + 4], work[g2, W_CENTRE:W_CENTRE + 3],
-                                  work[g2, W_QUAT:W_QUAT + 4])
+                                  g2, geom, pa, pb)
             _finish_pair(table, k0, k, g1, g2, max(geom[g1, G_MUT], geom[g2, G_MUT]),
                          max(geom[g1, G_MUR], geom[g2, G_MUR]))
     return k

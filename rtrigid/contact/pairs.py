@@ -18,8 +18,12 @@ Every test also takes pairs within the speculative margin (``geometry.MARGIN`` t
 smaller bounding radius) as contacts of negative depth.  Every contact is written with
 ``body`` the first geom's body, ``other`` the second's (negative: static scenery), the normal
 pointing from the second into the first.  A geom is given by its row of the geom table and
-its world origin c and orientation q.  Nothing is allocated.
+its world pose (a :class:`~.geometry.Pose`: origin c, orientation q), the pair's friction,
+restitution and margin as a :class:`~.geometry.Surface`, a box whose axes are known as a
+:class:`Box`.  Nothing is allocated.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from rtrigid._jit import jit
@@ -37,10 +41,19 @@ from rtrigid.contact.geometry import (
     PAIR_POINTS,
     SPHERE,
     C_POINT,
+    Surface,
     add_point,
 )
 from rtrigid.contact.support import clip_slab
 from rtrigid.maths.quat import qmul_t, rotate_t
+
+
+class Box(NamedTuple):
+    """A box in the world: its centre ``c`` (3 floats), its three world ``axes`` (three
+    triples, :func:`_axes`) and its half extents ``ext`` (3 floats)."""
+    c: tuple
+    axes: tuple
+    ext: tuple
 
 
 @jit
@@ -103,8 +116,10 @@ def _closest_on_segments(p1, q1, p2, q2):
 
 
 @jit
-def _spheres(table, k, cap, a, b, ca, ra, cb, rb, mu, e, margin):
-    """Sphere (ca, ra) of body a against sphere (cb, rb) of body b."""
+def _spheres(table, k, cap, a, b, ca, ra, cb, rb, surface):
+    """Sphere (ca, ra) of body a against sphere (cb, rb) of body b (surface: the pair's
+    :class:`~.geometry.Surface`)."""
+    mu, e, margin = surface
     d0, d1, d2 = ca[0] - cb[0], ca[1] - cb[1], ca[2] - cb[2]
     dist = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
     depth = ra + rb - dist
@@ -120,9 +135,12 @@ def _spheres(table, k, cap, a, b, ca, ra, cb, rb, mu, e, margin):
 
 
 @jit
-def _sphere_box(table, k, cap, a, b, f, s, r, cb, qb, ext, flip, mu, e, margin):
-    """Sphere (s, r) against the box (cb, qb, half extents ext); the normal points from the
-    box into the sphere, or the other way with ``flip`` (the box is then body a)."""
+def _sphere_box(table, k, cap, a, b, f, s, r, pose, ext, flip, surface):
+    """Sphere (s, r) against the box (its :class:`~.geometry.Pose` (cb, qb), half extents
+    ext); the normal points from the box into the sphere, or the other way with ``flip`` (the
+    box is then body a).  surface: the pair's :class:`~.geometry.Surface`."""
+    cb, qb = pose
+    mu, e, margin = surface
     if k >= cap:
         return k
     l = rotate_t(qb[0], qb[1], qb[2], qb[3], s[0] - cb[0], s[1] - cb[1], s[2] - cb[2], -1.0)
@@ -188,12 +206,14 @@ def _near(table, first, k, v, tol):
 
 
 @jit
-def _corners_inside(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, sign, mu, e,
-                    margin):
-    """Corners of box i (centre ci, axes ai, half extents ei) inside box o grown by ``margin``
-    along n, each a contact of depth along n: sign +1 for the corners of body a (the depth
-    below o's support plane along n), -1 for those of body b; a corner where the pair has a
-    contact from row ``first`` on already is skipped."""
+def _corners_inside(table, k, cap, a, b, f, first, box_i, box_o, n, sign, surface):
+    """Corners of box i (a :class:`Box`: centre ci, axes ai, half extents ei) inside box o
+    grown by the surface's ``margin`` along n, each a contact of depth along n: sign +1 for the
+    corners of body a (the depth below o's support plane along n), -1 for those of body b; a
+    corner where the pair has a contact from row ``first`` on already is skipped."""
+    ci, ai, ei = box_i
+    co, ao, eo = box_o
+    mu, e, margin = surface
     tol = 1e-9 * (eo[0] + eo[1] + eo[2])
     reach_o = _reach(ao, eo, n)
     for i in range(8):
@@ -215,11 +235,14 @@ def _corners_inside(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, si
 
 
 @jit
-def _piercings(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, sign, mu, e, margin):
+def _piercings(table, k, cap, a, b, f, first, box_i, box_o, n, sign, surface):
     """Where the edges of box i pass through the side faces of box o (its faces not facing
-    along n), each a contact of depth along n as in :func:`_corners_inside`: the corners of
-    the overlap that are no corner of either box (two boxes crossing face to face, a bar across
-    a plank).  Features f + 2 edge + end."""
+    along n), each a contact of depth along n as in :func:`_corners_inside` (which takes the
+    same arguments): the corners of the overlap that are no corner of either box (two boxes
+    crossing face to face, a bar across a plank).  Features f + 2 edge + end."""
+    ci, ai, ei = box_i
+    co, ao, eo = box_o
+    mu, e, margin = surface
     tol = 1e-9 * (eo[0] + eo[1] + eo[2])
     reach_o = _reach(ao, eo, n)
     for edge in range(12):
@@ -260,9 +283,13 @@ def _piercings(table, k, cap, a, b, f, first, ci, ai, ei, co, ao, eo, n, sign, m
 
 
 @jit
-def _edges(table, k, cap, a, b, ca, aa, ea, i, cb, ab, eb, j, n, depth, mu, e):
+def _edges(table, k, cap, a, b, box_a, i, box_b, j, n, depth, surface):
     """Edge on edge: box a's edge along its axis i deepest against n meets box b's edge along
-    its axis j deepest along n; one contact midway between their closest points."""
+    its axis j deepest along n (boxes: :class:`Box`); one contact midway between their closest
+    points, of the surface's friction and restitution."""
+    ca, aa, ea = box_a
+    cb, ab, eb = box_b
+    mu, e = surface.mu, surface.e
     if k >= cap:
         return k
     pa = ca
@@ -285,8 +312,10 @@ def _edges(table, k, cap, a, b, ca, aa, ea, i, cb, ab, eb, j, n, depth, mu, e):
 
 
 @jit
-def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e, margin):
-    """Box of body a against box of body b (see the module docstring)."""
+def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, surface):
+    """Box of body a (centre ca, orientation qa, half extents ea) against box of body b (see
+    the module docstring); surface: the pair's :class:`~.geometry.Surface`."""
+    margin = surface.margin
     aa, ab = _axes(qa), _axes(qb)
     t = (ca[0] - cb[0], ca[1] - cb[1], ca[2] - cb[2])
     best, n = np.inf, (0.0, 0.0, 1.0)
@@ -315,56 +344,55 @@ def _boxes(table, k, cap, a, b, ca, qa, ea, cb, qb, eb, mu, e, margin):
                 edge_n = l if _dot(t, l) >= 0.0 else (-l[0], -l[1], -l[2])
     # an edge axis wins only clearly (faces are preferred: a face-on-face manifold is stable)
     size = ea[0] + ea[1] + ea[2] + eb[0] + eb[1] + eb[2]
+    box_a, box_b = Box(ca, aa, ea), Box(cb, ab, eb)
     if edge_i >= 0 and edge < best - 0.05 * abs(best) - 1e-6 * size:
-        return _edges(table, k, cap, a, b, ca, aa, ea, edge_i, cb, ab, eb, edge_j, edge_n, edge,
-                      mu, e)
+        return _edges(table, k, cap, a, b, box_a, edge_i, box_b, edge_j, edge_n, edge, surface)
     first = k
-    k = _corners_inside(table, k, cap, a, b, 0, first, ca, aa, ea, cb, ab, eb, n, 1.0, mu, e,
-                        margin)
-    k = _corners_inside(table, k, cap, a, b, 8, first, cb, ab, eb, ca, aa, ea, n, -1.0,
-                        mu, e, margin)
+    k = _corners_inside(table, k, cap, a, b, 0, first, box_a, box_b, n, 1.0, surface)
+    k = _corners_inside(table, k, cap, a, b, 8, first, box_b, box_a, n, -1.0, surface)
     if k - first < 3:  # no face of corners: the overlap's other corners, where edges cross faces
-        k = _piercings(table, k, cap, a, b, 32, first, ca, aa, ea, cb, ab, eb, n, 1.0, mu, e,
-                       margin)
-        k = _piercings(table, k, cap, a, b, 64, first, cb, ab, eb, ca, aa, ea, n, -1.0, mu, e,
-                       margin)
+        k = _piercings(table, k, cap, a, b, 32, first, box_a, box_b, n, 1.0, surface)
+        k = _piercings(table, k, cap, a, b, 64, first, box_b, box_a, n, -1.0, surface)
     return k
 
 
 @jit
 def pair_coefficients(geom, ga, gb):
-    """(friction, restitution, speculative margin) of the pair of geom rows ga, gb."""
-    return (np.sqrt(geom[ga, G_MU] * geom[gb, G_MU]), max(geom[ga, G_E], geom[gb, G_E]),
-            MARGIN * min(geom[ga, G_RADIUS], geom[gb, G_RADIUS]))
+    """The :class:`~.geometry.Surface` (friction, restitution, speculative margin) of the pair
+    of geom rows ga, gb."""
+    return Surface(np.sqrt(geom[ga, G_MU] * geom[gb, G_MU]), max(geom[ga, G_E], geom[gb, G_E]),
+                   MARGIN * min(geom[ga, G_RADIUS], geom[gb, G_RADIUS]))
 
 
 @jit
-def pair_contacts(table, k, cap, a, b, ga, gb, geom, ca, qa, cb, qb):
+def pair_contacts(table, k, cap, a, b, ga, gb, geom, pa, pb):
     """Append the contacts of geom rows ga (of body a) and gb (of body b, negative: static)
-    at world poses (ca, qa), (cb, qb) from row k, at most up to row ``cap``; returns the next
-    free row."""
+    at world poses pa = (ca, qa), pb = (cb, qb) (:class:`~.geometry.Pose`) from row k, at most
+    up to row ``cap``; returns the next free row."""
+    ca, qa = pa
+    cb, qb = pb
     ka, kb = int(geom[ga, G_KIND]), int(geom[gb, G_KIND])
-    mu, e, margin = pair_coefficients(geom, ga, gb)
+    surface = pair_coefficients(geom, ga, gb)
     round_a = ka == SPHERE or ka == CAPSULE
     round_b = kb == SPHERE or kb == CAPSULE
     if round_a and round_b:
         p1, q1, ra = _segment(geom, ga, ca, qa)
         p2, q2, rb = _segment(geom, gb, cb, qb)
         c1, c2 = _closest_on_segments(p1, q1, p2, q2)
-        return _spheres(table, k, cap, a, b, c1, ra, c2, rb, mu, e, margin)
+        return _spheres(table, k, cap, a, b, c1, ra, c2, rb, surface)
     if ka == BOX and kb == BOX:
         return _boxes(table, k, cap, a, b, (ca[0], ca[1], ca[2]), qa,
                       (geom[ga, G_P], geom[ga, G_P + 1], geom[ga, G_P + 2]),
                       (cb[0], cb[1], cb[2]), qb,
-                      (geom[gb, G_P], geom[gb, G_P + 1], geom[gb, G_P + 2]), mu, e, margin)
+                      (geom[gb, G_P], geom[gb, G_P + 1], geom[gb, G_P + 2]), surface)
     if ka == SPHERE and kb == BOX:
-        return _sphere_box(table, k, cap, a, b, 0, (ca[0], ca[1], ca[2]), geom[ga, G_P], cb,
-                           qb, (geom[gb, G_P], geom[gb, G_P + 1], geom[gb, G_P + 2]), False, mu,
-                           e, margin)
+        return _sphere_box(table, k, cap, a, b, 0, (ca[0], ca[1], ca[2]), geom[ga, G_P], pb,
+                           (geom[gb, G_P], geom[gb, G_P + 1], geom[gb, G_P + 2]), False,
+                           surface)
     if ka == BOX and kb == SPHERE:
-        return _sphere_box(table, k, cap, a, b, 0, (cb[0], cb[1], cb[2]), geom[gb, G_P], ca,
-                           qa, (geom[ga, G_P], geom[ga, G_P + 1], geom[ga, G_P + 2]), True, mu,
-                           e, margin)
+        return _sphere_box(table, k, cap, a, b, 0, (cb[0], cb[1], cb[2]), geom[gb, G_P], pa,
+                           (geom[ga, G_P], geom[ga, G_P + 1], geom[ga, G_P + 2]), True,
+                           surface)
     return k
 
 

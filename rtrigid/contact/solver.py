@@ -45,7 +45,11 @@ order in which bodies were added.
 The contacts' detection and identity live in :mod:`.manifold`, the velocity-level solve of
 their rows in :mod:`.pgs`; this module holds the event (:func:`resolve`), the islands and
 levels, the position correction and the energy rule, and re-exports the other two's names.
+:func:`resolve` takes the bodies as one :class:`Bodies`, the contact step's arrays as one
+:class:`ContactArrays` and its settings as one :class:`SolveSettings`.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from rtrigid._jit import jit
@@ -123,6 +127,42 @@ START_BUDGET = 2
 # columns of the solver's per-body scratch ``vel`` (see :func:`resolve`; the last: the flight gap)
 VEL_WIDTH = 17
 GAP = VEL_WIDTH - 1  # the flight gap's column
+
+
+class Bodies(NamedTuple):
+    """The bodies as the contact solve takes them: centres of mass ``x`` (nb, 3),
+    orientations ``q`` (nb, 4), velocities ``v`` (nb, 3) and angular velocities ``w`` (nb, 3,
+    body axes) -- the solve writes x, v and w -- and masses ``mass`` (nb,) and principal
+    moments ``inertia`` (nb, 3) (infinite for a kinematic body)."""
+    x: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    w: np.ndarray
+    mass: np.ndarray
+    inertia: np.ndarray
+
+
+class ContactArrays(NamedTuple):
+    """The contact step's arrays (:class:`rtrigid.contact.Contacts` owns them): ``table``
+    (rows, C_WIDTH) the contacts found; ``touched`` (nb,) 1 for a body whose motion the solve
+    changed; the scratch ``vel`` (nb, VEL_WIDTH), ``ints`` (nb, 5), ``lift`` (nb, 3) and
+    ``rows`` (table rows,); ``keys`` (H, 2) and ``lam`` (table rows, LAM_WIDTH): the last
+    step's impulses by contact (:func:`remember`), part of the state."""
+    table: np.ndarray
+    touched: np.ndarray
+    vel: np.ndarray
+    ints: np.ndarray
+    lift: np.ndarray
+    keys: np.ndarray
+    lam: np.ndarray
+    rows: np.ndarray
+
+
+class SolveSettings(NamedTuple):
+    """The contact solve's settings: ``iters``, the most Gauss-Seidel sweeps of a step, and
+    ``rest_speed``, the approach speed above which a contact rebounds (restitution)."""
+    iters: int
+    rest_speed: float
 
 
 @jit
@@ -486,19 +526,22 @@ def flight_allowance(order, touched, island, sums, gap):
 
 
 @jit
-def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, touched, vel,
-            ints, lift, keys, lam, rows, iters, rest_speed, dt, stats):
+def resolve(bodies, active, scene, grounds, gravity, arrays, settings, dt, stats):
     """Detect and solve every active body's contacts; returns the number of contacts (rows
-    of ``table``).  ``touched[b]`` is set to 1 for a body whose velocities or position
-    changed (its momenta must be re-derived), else 0 (always 0 for a kinematic body: the
-    solve moves it not at all, and its energy counts in no island).  Scratch: vel (nb, 17), whose column 16
-    the caller fills with each body's flight gap (:func:`flight_gap`, or zeros: the budget of
-    an energy-keeping flight), ints (nb, 5)
-    -- columns order, rank, driven (:func:`driven_islands`), island, level -- and lift (nb, 3).
-    keys (H, 2), lam (rows, 3):
-    the last step's impulses by contact (see :func:`remember`), part of the state; rows
-    (table rows,) int scratch.  scene: the geoms (see :func:`.manifold.detect`); stats[1]
-    counts the pairs left out for want of table rows."""
+    of ``table``).  bodies: their state and masses (a :class:`Bodies`); arrays: the
+    :class:`ContactArrays` -- ``touched[b]`` is set to 1 for a body whose velocities or
+    position changed (its momenta must be re-derived), else 0 (always 0 for a kinematic body:
+    the solve moves it not at all, and its energy counts in no island).  Scratch: vel (nb,
+    17), whose column 16 the caller fills with each body's flight gap (:func:`flight_gap`, or
+    zeros: the budget of an energy-keeping flight), ints (nb, 5) -- columns order, rank,
+    driven (:func:`driven_islands`), island, level -- and lift (nb, 3).  keys (H, 2), lam
+    (rows, 3): the last step's impulses by contact (see :func:`remember`), part of the state;
+    rows (table rows,) int scratch.  settings: the :class:`SolveSettings` (iters,
+    rest_speed).  scene: the geoms (a :class:`.manifold.Scene`, see
+    :func:`.manifold.detect`); stats[1] counts the pairs left out for want of table rows."""
+    x, q, v, w, mass, inertia = bodies
+    table, touched, vel, ints, lift, keys, lam, rows = arrays
+    iters, rest_speed = settings
     nb = x.shape[0]
     order, rank, island = ints[:, 0], ints[:, 1], ints[:, 3]
     minv = vel[:, 12]
@@ -583,7 +626,7 @@ def resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, t
         if touched[b]:
             sums[island[b], 2] -= 2.0 * mass[b] * (gravity[0] * lift[b, 0] + gravity[1]
                                                     * lift[b, 1] + gravity[2] * lift[b, 2])
-    _rolling_rims(table, count, scene[0], keys, nb, island, ints[:, 4], vel, minv)
+    _rolling_rims(table, count, scene.geom, keys, nb, island, ints[:, 4], vel, minv)
     flight_allowance(order, touched, island, sums, vel[:, GAP])
     energy_scales(order, touched, island, sums, ints[:, 4], minv)
     for b in range(nb):

@@ -163,7 +163,8 @@ def test_the_step_s_pair_tests_miss_no_overlap_mujoco_finds(kind_a, kind_b):
     5 % by which faces are preferred to edges).  Two boxes crossing face to face and a capsule whose middle lies in
     a box were missed (5 % and 2 % of these pairs) before."""
     from rtrigid.contact import general
-    from rtrigid.contact.geometry import C_DEPTH, C_WIDTH, GI_WIDTH
+    from rtrigid.contact.geometry import C_DEPTH, C_WIDTH, GI_WIDTH, Pose
+    from rtrigid.contact.manifold import Scene
 
     rng = np.random.default_rng(FAST_KINDS.index(kind_a) * 3 + FAST_KINDS.index(kind_b))
     count = 300
@@ -176,8 +177,9 @@ def test_the_step_s_pair_tests_miss_no_overlap_mujoco_finds(kind_a, kind_b):
     for i in range(count):
         (_, sa, pa, qa, _, _), (_, sb, pb, qb, _, _) = scene.items[2 * i:2 * i + 2]
         geom = np.array([_geom_table_row(kind_a, sa), _geom_table_row(kind_b, sb)])
-        k = general.general_pair(table, 0, len(table), 0, 1, 0, 1, geom, geomi, NO_VERTS,
-                                 np.zeros((1, 4)), xf, xi, pa, qa, pb, qb)
+        geoms = Scene(geom, geomi, None, NO_VERTS, np.zeros((1, 4)), None, xf, xi)
+        k = general.general_pair(table, 0, len(table), 0, 1, 0, 1, geoms, Pose(pa, qa),
+                                 Pose(pb, qb))
         ref = mujoco.mj_geomDistance(scene.model, scene.data, 2 * i, 2 * i + 1, 1.0, None)
         where = f"{kind_a}-{kind_b} pair {i}: MuJoCo's distance {ref!r}, {k} contacts"
         if ref < -GRAZING:

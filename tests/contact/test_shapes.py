@@ -76,8 +76,9 @@ def test_pair_contacts_meets_exactly_the_pairs_of_the_table(a, b):
     for the pair (one contact for the segments test)."""
     geom = np.array([_geom_row(a), _geom_row(b)])
     table = np.zeros((32, C_WIDTH))
-    k = pairs.pair_contacts(table, 0, table.shape[0], 0, 1, 0, 1, geom, np.zeros(3), IDENTITY,
-                            np.array([0.01, 0.02, 0.03]), IDENTITY)
+    k = pairs.pair_contacts(table, 0, table.shape[0], 0, 1, 0, 1, geom,
+                            geometry.Pose(np.zeros(3), IDENTITY),
+                            geometry.Pose(np.array([0.01, 0.02, 0.03]), IDENTITY))
     test = SHAPES[a].pairs.get(b)
     assert (k > 0) == (test is not None), (a, b, k)
     if test == SEGMENTS:
@@ -93,8 +94,8 @@ def test_a_buried_shape_makes_its_ground_points(kind):
     plane[2], plane[3] = 1.0, 10.0  # normal z, height 10 m above the shape
     table = np.zeros((MAX_POINTS, C_WIDTH))
     k = geometry.ground_contacts(table, 0, 0, 0, geom, np.zeros((1, GI_WIDTH), np.int64),
-                                 np.zeros((0, 3)), np.zeros(3), IDENTITY, 0, plane,
-                                 (0.0, 0.0, 0.0), 0.0)
+                                 np.zeros((0, 3)), geometry.Pose(np.zeros(3), IDENTITY), 0,
+                                 plane, (0.0, 0.0, 0.0), 0.0)
     assert k == SHAPES[kind].ground_points
 
 

@@ -10,7 +10,15 @@ from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
 from rtrigid.contact.general import resolve_general
 from rtrigid.contact.geometry import PAIR_POINTS
 from rtrigid.contact.manifold import DYNAMIC, KINEMATIC
-from rtrigid.contact.solver import GAP, START_BUDGET, VEL_WIDTH, flight_gap, resolve
+from rtrigid.contact.solver import (
+    GAP,
+    START_BUDGET,
+    VEL_WIDTH,
+    Bodies,
+    SolveSettings,
+    flight_gap,
+    resolve,
+)
 from rtrigid.maths.quat import turn_t
 
 
@@ -35,17 +43,19 @@ def kinematic_flight(active, S_prev, S, nb, dt):
 
 
 @jit
-def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, keys, lam,
-               rows, iters, rest_speed, dt, xf, xi, stats):
+def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats):
     """The contact solve after a free-flight step; returns the number of contacts (scene:
-    the geoms, see :func:`rtrigid.contact.manifold.detect`; stats[1] counts the pairs left
-    out for want of table rows; xf: the
-    tree backend's extra scratch, unused here; xi: empty, or [``START_BUDGET``] under a scheme
-    whose flight does not keep energy -- the energy budget is then taken from the step's
-    start, S_prev, see :func:`rtrigid.contact.solver.flight_allowance`)."""
+    the geoms, a :class:`rtrigid.contact.manifold.Scene`; arrays: the contact step's
+    :class:`rtrigid.contact.solver.ContactArrays`, settings its
+    :class:`~rtrigid.contact.solver.SolveSettings`; stats[1] counts the pairs left out for
+    want of table rows; xf: the tree backend's extra scratch, unused here; xi: empty, or
+    [``START_BUDGET``] under a scheme whose flight does not keep energy -- the energy budget
+    is then taken from the step's start, S_prev, see
+    :func:`rtrigid.contact.solver.flight_allowance`)."""
     (gravity, bodyf, bodyi, _, _, S, S_prev, _, _, _, _, _) = open_buffers(F, I)
     nb = bodyi.shape[0]
     x, q, v, w, P, pq, L = state_view(S, nb)
+    touched, vel = arrays.touched, arrays.vel
     kinematic = kinematic_flight(active, S_prev, S, nb, dt)
     mass, inertia = bodyf[:, B_MASS], bodyf[:, B_INERTIA:B_INERTIA + 3]
     gap = vel[:, GAP]
@@ -61,8 +71,8 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
                 mass[b] = np.inf
                 inertia[b, :] = np.inf
                 gap[b] = 0.0
-    count = resolve(table, x, q, v, w, mass, inertia, active, scene, grounds, gravity, touched,
-                    vel, ints, lift, keys, lam, rows, iters, rest_speed, dt, stats)
+    count = resolve(Bodies(x, q, v, w, mass, inertia), active, scene, grounds, gravity, arrays,
+                    settings, dt, stats)
     for b in range(nb):
         if touched[b] or active[b] == KINEMATIC:
             body_momenta(bodyf, b, q, v, w, P, pq, L)
@@ -98,7 +108,7 @@ class ContactStepper:
         self.active = (shaped if bodyi is None else (np.asarray(bodyi) == FREE)
                        & shaped).astype(np.int64) * DYNAMIC
         self.active[contacts.kinematic] = KINEMATIC
-        self.iters, self.rest_speed = int(iters), float(rest_speed)
+        self.settings = SolveSettings(int(iters), float(rest_speed))
         self._extra = extra if callable(extra) else (lambda rows: extra)
         self._rows = len(contacts.table)
         self.xf, self.xi = self._extra(self._rows)
@@ -109,9 +119,8 @@ class ContactStepper:
         if len(c.table) != self._rows:  # restored from a snapshot of a grown table
             self._rows = len(c.table)
             self.xf, self.xi = self._extra(self._rows)
-        status = self._run(n, dt, F, I, c.scene, c.grounds, c.table, self.active, c.touched,
-                           c.vel, c.ints, c.lift, c.keys, c.lam, c.rows, self.iters,
-                           self.rest_speed, self.xf, self.xi, self._count)
+        status = self._run(n, dt, F, I, c.scene, c.grounds, self.active, c.arrays(),
+                           self.settings, self.xf, self.xi, self._count)
         c.count = int(self._count[0])
         if self._count[1]:
             left = int(self._count[1])
@@ -140,10 +149,10 @@ class ContactStepper:
         geom, geomi, work, verts, planes, excluded, gf, gi = c.scene
         sizes = (len(F), len(I), len(c.vel), len(geom), len(verts), len(planes),
                  len(excluded), len(c.grounds), len(c.table), len(c.keys), len(self.xf),
-                 len(self.xi), self.iters, len(gf), len(gi))
+                 len(self.xi), self.settings.iters, len(gf), len(gi))
         Fx = np.concatenate([F] + [a.ravel() for a in (
             geom, work, verts, planes, c.grounds, c.table, c.vel, c.lift, c.lam, self.xf, gf)]
-            + [[self.rest_speed]])
+            + [[self.settings.rest_speed]])
         Ix = np.concatenate([I] + [a.ravel() for a in (
             geomi, excluded, self.active, c.touched, c.ints, c.keys, c.rows, self.xi, gi,
             self._count)] + [sizes]).astype(np.int64)
@@ -158,8 +167,8 @@ _ROWS_IMPORTS = ("from rtrigid.backends.bodies.contact import ROW_SIZES\n"
                  "from rtrigid.backends.buffers import view\n"
                  "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, GI_WIDTH, P_WIDTH, "
                  "W_WIDTH\n"
-                 "from rtrigid.contact.manifold import LAM_WIDTH\n"
-                 "from rtrigid.contact.solver import VEL_WIDTH")
+                 "from rtrigid.contact.manifold import LAM_WIDTH, Scene\n"
+                 "from rtrigid.contact.solver import VEL_WIDTH, ContactArrays, SolveSettings")
 
 
 def _rows_source(run):
@@ -218,27 +227,26 @@ def _rows_source(run):
         # calls on them is then the one compiled for a Simulation, not a second copy for
         # views (a ViewArray is a numba type of its own; the tree RK4 step compiles ~100 s)
         return kernel(n, dt, F[:nf], I[:ni],
-                      (geom, geomi, work, verts, planes, excluded, gf, gi), grounds, table,
-                      active,
-                      touched, vel, ints, lift, keys, lam, rows, iters, rest_speed, xf, xi,
-                      count)
+                      Scene(geom, geomi, work, verts, planes, excluded, gf, gi), grounds, active,
+                      ContactArrays(table, touched, vel, ints, lift, keys, lam, rows),
+                      SolveSettings(iters, rest_speed), xf, xi, count)
 
 
 def _run_source(kernel):
     """The source of ``run``, compiled once per kernel with the kernel as a global
     (:func:`rtrigid._jit.kernel_driver`: numba does not cache a function that takes a kernel
     as an argument, so every process compiled it again)."""
-    def run(n, dt, F, I, scene, grounds, table, active, touched, vel, ints, lift, keys, lam,
-            rows, iters, rest_speed, xf, xi, count):
-        """n times one step of ``kernel`` and the contact solve, in one compiled call;
-        count[0] gets the contacts of the last step, count[1] adds the pairs left out for
-        want of table rows.  Stops at a step the kernel could not take."""
+    def run(n, dt, F, I, scene, grounds, active, arrays, settings, xf, xi, count):
+        """n times one step of ``kernel`` and the contact solve, in one compiled call (scene,
+        arrays, settings: the groups ``after_step`` takes); count[0] gets the contacts of the
+        last step, count[1] adds the pairs left out for want of table rows.  Stops at a step
+        the kernel could not take."""
         flags = OK
         for _ in range(n):
             status = kernel(1, dt, F, I)
             flags |= status & USED_FALLBACK
             if status & ~USED_FALLBACK:
                 return status | flags
-            count[0] = after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift,
-                                  keys, lam, rows, iters, rest_speed, dt, xf, xi, count)
+            count[0] = after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi,
+                                  count)
         return flags

@@ -35,6 +35,8 @@ rates at the step's end are those of the bodies' momenta; a touched island's bod
 the velocities of the new rates, consistent with the joints.  Every sum over rates runs in the
 order of the bodies' names, so results do not depend on the order bodies were added in.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from rtrigid._jit import jit, rebind
@@ -112,6 +114,31 @@ def scratch_size(rows, nb, nq, nv):
     return 6 * rows * nv + 3 * nv + 2 * nq + 3 * rows + 19 * nb + 6 * nv
 
 
+class ContactScratch(NamedTuple):
+    """The float scratch of :func:`after_step` by name (:func:`_carve`): per contact its rows
+    ``Jc`` (rows, 3, nv) (normal, tangents) and columns ``Wc`` = M^-1 Jc^T; the rates ``nu0``
+    at the step's end and ``nu1`` after the impulses, the lift ``dl`` in the rates; the
+    coordinates ``Qs`` before the lift and the lift ``dQ`` in them; the lift's multipliers
+    ``mu`` (rows, 3); the bodies' poses ``xk``, ``qk`` at the lifted configuration, their
+    velocities before (``v0``, ``w0``) and after (``v1``, ``w1``) the impulses; a point's
+    columns ``Jp`` (6, nv)."""
+    Jc: np.ndarray
+    Wc: np.ndarray
+    nu0: np.ndarray
+    nu1: np.ndarray
+    dl: np.ndarray
+    Qs: np.ndarray
+    dQ: np.ndarray
+    mu: np.ndarray
+    xk: np.ndarray
+    qk: np.ndarray
+    v0: np.ndarray
+    w0: np.ndarray
+    v1: np.ndarray
+    w1: np.ndarray
+    Jp: np.ndarray
+
+
 @jit
 def _carve(xf, rows, nb, nq, nv):
     o = 0
@@ -136,17 +163,22 @@ def _carve(xf, rows, nb, nq, nv):
     w1 = view(xf, o + 16 * nb, (nb, 3))
     o += 19 * nb
     Jp = view(xf, o, (6, nv))
-    return Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp
+    return ContactScratch(Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp)
 
 
 @jit
-def _shorten(tf, ti, Qg, Qs, dQ, xk, qk, R, rj, G, x, gravity, order, touched, island, sums,
-             pe):
+def _shorten(tf, ti, Qg, scr, passes, x, gravity, order, touched, island, sums, pe):
     """The shortened lifts of the islands that stop (solver.energy_scales: velocity scale 0,
     lift scale s = budget / the full lift's potential energy sums[root, 2]).  A lift is linear
     in the coordinates, the potential energy not (a joint's angle moves a centre of mass along
     an arc): so the shortened lift's potential energy is measured, and the scale cut until it
-    is within the budget (at last to no lift, which costs none).  pe: per-body scratch."""
+    is within the budget (at last to no lift, which costs none).  scr: the step's
+    :class:`ContactScratch` (its coordinates Qs before the lift and the lift dQ; the poses xk,
+    qk are written), passes: the tree's passes' scratch (a
+    :data:`~rtrigid.backends.tree.layout.Passes`; geometry writes its R, rj, G); pe: per-body
+    scratch."""
+    Qs, dQ, xk, qk = scr.Qs, scr.dQ, scr.xk, scr.qk
+    R, rj, G = passes.R, passes.rj, passes.G
     for r in range(order.shape[0]):
         b = order[r]
         if touched[b] and island[b] == b and sums[b, 0] == 0.0:
@@ -226,22 +258,28 @@ def _blend(ti, island, root, s, base, out):
 
 
 @jit
-def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, keys, lam, rows,
-               iters, rest_speed, dt, xf, xi, stats):
+def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats):
     """The contact solve after a step of a tree scheme; returns the number of contacts.
-    ``scene``: the geoms (:func:`rtrigid.contact.manifold.detect`), stats[1] counts the
-    pairs left out for want of table rows.
-    ``xf``: float scratch (:func:`scratch_size`); ``xi``: [1 if the scheme keeps mean rates,
-    ``START_BUDGET`` if its flight does not keep energy (the energy budget is then taken from
-    the step's start, S_prev: :func:`rtrigid.contact.solver.flight_allowance`), else 0; then
-    the rate indices in the order of their bodies' names]."""
+    ``scene``: the geoms (a :class:`rtrigid.contact.manifold.Scene`, see
+    :func:`rtrigid.contact.manifold.detect`); ``arrays``: the contact step's
+    :class:`rtrigid.contact.solver.ContactArrays` (its ``lift`` unused here), ``settings``
+    its :class:`~rtrigid.contact.solver.SolveSettings`; stats[1] counts the pairs left out
+    for want of table rows.  ``xf``: float scratch (:func:`scratch_size`); ``xi``: [1 if the
+    scheme keeps mean rates, ``START_BUDGET`` if its flight does not keep energy (the energy
+    budget is then taken from the step's start, S_prev:
+    :func:`rtrigid.contact.solver.flight_allowance`), else 0; then the rate indices in the
+    order of their bodies' names]."""
+    table, touched, vel, ints = arrays.table, arrays.touched, arrays.vel, arrays.ints
+    keys, lam, rows = arrays.keys, arrays.lam, arrays.rows
+    iters, rest_speed = settings
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, _scheme_stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu, x, q, v, w, L = state_views(S, nb, nq, nv)
     passes = pass_arrays(carve(work, nb, nq, nv))
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
     cap = table.shape[0]
-    Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp = _carve(xf, cap, nb, nq, nv)
+    scr = _carve(xf, cap, nb, nq, nv)
+    Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp = scr
     mean_rates = xi[0] == 1
     start_budget = xi[0] == START_BUDGET
     perm = xi[1:]
@@ -455,8 +493,8 @@ def after_step(F, I, scene, grounds, table, active, touched, vel, ints, lift, ke
     if start_budget:
         flight_allowance(order, touched, island, sums, vel[:, GAP])
     if energy_scales(order, touched, island, sums, ints[:, 4], vel[:, 12]):
-        _shorten(tf, ti, Qg, Qs, dQ, xk, qk, R, rj, G, x, gravity, order, touched, island,
-                 sums, vel[:, 12])
+        _shorten(tf, ti, Qg, scr, passes, x, gravity, order, touched, island, sums,
+                 vel[:, 12])
     # write the touched islands' rates and bodies
     for b in range(nb):
         if touched[b]:
