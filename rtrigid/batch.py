@@ -26,7 +26,7 @@ last step, see :data:`rtrigid.backends` ``MEAN_RATES``), applied before every st
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, NamedTuple, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -45,30 +45,13 @@ FAIL_MASK = FAILED | NONFINITE
 Source = Union[Model, Simulation, Callable[[int], Union[Model, Simulation]]]
 
 
-class Controls(NamedTuple):
-    """What drives a batch's actuators: ``U`` (kt, n, nu) controls (``u_time``: one row per
-    step, else U[0] held), clamped to [lo, hi] and written at column ``c0`` of a copy's row."""
-
-    U: NDArray[np.float64]
-    u_time: bool
-    c0: int
-    lo: NDArray[np.float64]
-    hi: NDArray[np.float64]
-
-
-class Feedback(NamedTuple):
-    """The feedback u = u0[i] - K[i] (x - xref[i]), x = F[i, xidx]; K without rows: none."""
-
-    K: NDArray[np.float64]
-    u0: NDArray[np.float64]
-    xref: NDArray[np.float64]
-    xidx: NDArray[np.int64]
-
-
 def _drive_source(kernel: Any) -> None:
     def drive(k, dt, F, I, controls, feedback, status):  # type: ignore[no-untyped-def]
-        """Step every copy k steps under the :class:`Controls`, or, when the
-        :class:`Feedback` has gains, under the feedback.  A failed copy stops (its status
+        """Step every copy k steps under the ``controls`` (U, u_time, c0, lo, hi): U (kt, n,
+        nu) (u_time: one row per step, else U[0] held), clamped to [lo, hi] and written at
+        column c0 of a copy's row; or, when the ``feedback`` (K, u0, xref, xidx) has gains,
+        under u = u0[i] - K[i] (x - xref[i]), x = F[i, xidx].  (Plain tuples: numba reads a
+        named tuple's type from a Python call ~1 us slower.)  A failed copy stops (its status
         set, rolled back by its kernel)."""
         U, u_time, c0, lo, hi = controls
         K, u0, xref, xidx = feedback
@@ -441,8 +424,8 @@ class Batch:
             self.dt,
             self.F,
             self.I,
-            Controls(U, u_time, self._c0, self._lo, self._hi),
-            Feedback(K, u0, xref, self._xidx),
+            (U, u_time, self._c0, self._lo, self._hi),
+            (K, u0, xref, self._xidx),
             self._status,
         )
         bad = np.nonzero(self._status & FAIL_MASK)[0]

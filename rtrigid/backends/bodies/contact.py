@@ -109,6 +109,7 @@ class ContactStepper:
                        & shaped).astype(np.int64) * DYNAMIC
         self.active[contacts.kinematic] = KINEMATIC
         self.settings = SolveSettings(int(iters), float(rest_speed))
+        self._settings = tuple(self.settings)
         self._extra = extra if callable(extra) else (lambda rows: extra)
         self._rows = len(contacts.table)
         self.xf, self.xi = self._extra(self._rows)
@@ -119,8 +120,10 @@ class ContactStepper:
         if len(c.table) != self._rows:  # restored from a snapshot of a grown table
             self._rows = len(c.table)
             self.xf, self.xi = self._extra(self._rows)
-        status = self._run(n, dt, F, I, c.scene, c.grounds, self.active, c.arrays(),
-                           self.settings, self.xf, self.xi, self._count)
+        # the groups as plain tuples: numba reads a named tuple's type from a Python call
+        # ~1 us slower than a plain one's (measured); run names them inside
+        status = self._run(n, dt, F, I, tuple(c.scene), c.grounds, self.active,
+                           tuple(c.arrays()), self._settings, self.xf, self.xi, self._count)
         c.count = int(self._count[0])
         if self._count[1]:
             left = int(self._count[1])
@@ -159,7 +162,9 @@ class ContactStepper:
         return step, Fx, Ix
 
 
-_RUN_IMPORTS = "from rtrigid.backends.buffers import OK, USED_FALLBACK"
+_RUN_IMPORTS = ("from rtrigid.backends.buffers import OK, USED_FALLBACK\n"
+                "from rtrigid.contact.manifold import Scene\n"
+                "from rtrigid.contact.solver import ContactArrays, SolveSettings\n")
 
 
 ROW_SIZES = 15
@@ -167,8 +172,8 @@ _ROWS_IMPORTS = ("from rtrigid.backends.bodies.contact import ROW_SIZES\n"
                  "from rtrigid.backends.buffers import view\n"
                  "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, GI_WIDTH, P_WIDTH, "
                  "W_WIDTH\n"
-                 "from rtrigid.contact.manifold import LAM_WIDTH, Scene\n"
-                 "from rtrigid.contact.solver import VEL_WIDTH, ContactArrays, SolveSettings")
+                 "from rtrigid.contact.manifold import LAM_WIDTH\n"
+                 "from rtrigid.contact.solver import VEL_WIDTH")
 
 
 def _rows_source(run):
@@ -226,10 +231,9 @@ def _rows_source(run):
         # F and I as ordinary arrays (slices), not views: the scheme's step that ``run``
         # calls on them is then the one compiled for a Simulation, not a second copy for
         # views (a ViewArray is a numba type of its own; the tree RK4 step compiles ~100 s)
-        return kernel(n, dt, F[:nf], I[:ni],
-                      Scene(geom, geomi, work, verts, planes, excluded, gf, gi), grounds, active,
-                      ContactArrays(table, touched, vel, ints, lift, keys, lam, rows),
-                      SolveSettings(iters, rest_speed), xf, xi, count)
+        return kernel(n, dt, F[:nf], I[:ni], (geom, geomi, work, verts, planes, excluded, gf, gi),
+                      grounds, active, (table, touched, vel, ints, lift, keys, lam, rows),
+                      (iters, rest_speed), xf, xi, count)
 
 
 def _run_source(kernel):
@@ -238,9 +242,12 @@ def _run_source(kernel):
     as an argument, so every process compiled it again)."""
     def run(n, dt, F, I, scene, grounds, active, arrays, settings, xf, xi, count):
         """n times one step of ``kernel`` and the contact solve, in one compiled call (scene,
-        arrays, settings: the groups ``after_step`` takes); count[0] gets the contacts of the
+        arrays, settings: the members of the groups ``after_step`` takes, Scene,
+        ContactArrays and SolveSettings, as plain tuples); count[0] gets the contacts of the
         last step, count[1] adds the pairs left out for want of table rows.  Stops at a step
         the kernel could not take."""
+        scene, arrays, settings = (Scene(*scene), ContactArrays(*arrays),
+                                   SolveSettings(*settings))
         flags = OK
         for _ in range(n):
             status = kernel(1, dt, F, I)
