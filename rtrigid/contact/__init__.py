@@ -63,7 +63,7 @@ from rtrigid.contact.general import needs_general, scratch
 from rtrigid.contact.manifold import LAM_WIDTH, Scene, slot
 from rtrigid.contact.pairs import has_pair_test
 from rtrigid.contact.shapes import SHAPES as SHAPE_TABLE
-from rtrigid.contact.solver import VEL_WIDTH, ContactArrays
+from rtrigid.contact.solver import VEL_WIDTH
 
 SWEEPS = 16  # most Gauss-Seidel sweeps over the contacts per step: the solve's budget
 PAIR_ROWS = 16  # table rows per geom for contacts between geoms, to start with (it grows)
@@ -267,10 +267,11 @@ class Contacts:
         return general
 
     def arrays(self):
-        """The contact step's arrays as the kernels take them (a
-        :class:`~.solver.ContactArrays`)."""
-        return ContactArrays(self.table, self.touched, self.vel, self.ints, self.lift,
-                             self.keys, self.lam, self.rows)
+        """The contact step's arrays in the order of :class:`~.solver.ContactArrays`, as a
+        plain tuple (what a compiled step is handed from Python: numba reads a named tuple's
+        type there ~1 us slower; the step names them inside)."""
+        return (self.table, self.touched, self.vel, self.ints, self.lift, self.keys, self.lam,
+                self.rows)
 
     def grow(self, size):
         """Make room for ``size`` contact rows, keeping the table, its count and the warm

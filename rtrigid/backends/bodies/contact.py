@@ -121,10 +121,9 @@ class ContactStepper:
         if len(c.table) != self._rows:  # restored from a snapshot of a grown table
             self._rows = len(c.table)
             self.xf, self.xi = self._extra(self._rows)
-        # the groups as plain tuples (the arrays in ContactArrays' order): numba reads a named
-        # tuple's type from a Python call ~1 us slower than a plain one's; run names them
-        arrays = (c.table, c.touched, c.vel, c.ints, c.lift, c.keys, c.lam, c.rows)
-        status = self._run(n, dt, F, I, self._scene, c.grounds, self.active, arrays,
+        # the groups as plain tuples: numba reads a named tuple's type from a Python call
+        # ~1 us slower than a plain one's; run names them
+        status = self._run(n, dt, F, I, self._scene, c.grounds, self.active, c.arrays(),
                            self._settings, self.xf, self.xi, self._count)
         c.count = int(self._count[0])
         if self._count[1]:
