@@ -3,8 +3,9 @@
 :data:`KINDS` is the table every other part reads: the model builder (which kinds exist,
 which take an axis or a spring), the tree backend (coordinate and rate counts, the integer
 codes its kernels branch on), the integrator registry (which scheme supports which kind) and
-the simulation's joint queries.  Adding a kind is one entry here plus its kernel branches in
-:mod:`rtrigid.backends.tree.kinematics` (forward kinematics and motion columns).
+the simulation's joint queries.  Adding a kind is one entry here (with its residual and axis
+rules below) plus one block in each function of :mod:`rtrigid.backends.tree.kinds`, where the
+kernels' per-kind primitives live.
 
 Generalized coordinates and rates per kind (the frames are those of the tree backend):
 
@@ -121,6 +122,16 @@ def shortest_arc(a, b):
         return np.array([0.0, *e1])
     q = np.array([1.0 + c, *np.cross(a, b)])
     return q / np.linalg.norm(q)
+
+
+def check_axes(kind, axis_parent, axis_child, rotation):
+    """Refuse (ValueError naming the field) axes and a ``rotation`` at zero coordinates (a
+    unit quaternion, or None for the kind's default) that do not fit the joint: an axial
+    kind's rotation must turn the child's axis onto the parent's."""
+    if rotation is None:
+        return
+    if KINDS[kind].axial and np.linalg.norm(rot(rotation) @ axis_child - axis_parent) > 1e-9:
+        raise ValueError("rotation: must turn axis_child onto axis_parent")
 
 
 def geometry(joint) -> Geometry:

@@ -19,7 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from rtrigid.geoms import make_geoms, shape_geoms
-from rtrigid.joints import KINDS, USER_KINDS, rot
+from rtrigid.joints import KINDS, USER_KINDS, check_axes
 from rtrigid.model_records import (  # noqa: F401  (the records: importable from here too)
     SHAPES,
     PART_TYPES,
@@ -576,9 +576,8 @@ class Model:
             r = as_vector(rotation, 4, "rotation")
             if abs(np.linalg.norm(r) - 1.0) > 1e-9:
                 raise ValueError(f"rotation: expected a unit quaternion, got {r.tolist()}")
-            if KINDS[kind].axial and np.linalg.norm(rot(r) @ uc - up) > 1e-9:
-                raise ValueError("rotation: must turn axis_child onto axis_parent")
             rotation = r
+        check_axes(kind, up, uc, rotation)
         limits, bounce = check_limits(kind, limits, limit_restitution)
         if name is None:
             name = f"{kind}_{self.bodies[c].name}"

@@ -14,7 +14,6 @@ from rtrigid.backends.tree.kinematics import (
     ACT_KV,
     ACT_LO,
     CYLINDRICAL,
-    FREE6,
     I_KIND,
     I_ORDER,
     I_PARENT,
@@ -23,9 +22,7 @@ from rtrigid.backends.tree.kinematics import (
     PLANAR,
     POSITION,
     PRISMATIC,
-    REVOLUTE,
     SPHERICAL,
-    T_AC,
     T_J,
     T_MASS,
     T_UC,
@@ -35,22 +32,17 @@ from rtrigid.backends.tree.kinematics import (
     cross3,
     nv_of,
     open_buffers,
-    quat_to_rot,
     rot_vec,
     state_views,
 )
-from rtrigid.maths.quat import qmul_t
 from rtrigid.backends.tree.em_workspace import em_carve, jac_carve
 from rtrigid.backends.tree.layout import TreeModel
 from rtrigid.backends.tree.em_residual import (
-    first_slide,
     load_start,
-    parent_beta,
     residual,
     servo_state,
-    slide_axis,
-    slide_row,
 )
+from rtrigid.backends.tree.kinds import em_columns, parent_beta
 
 
 @jit
@@ -117,30 +109,6 @@ def actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
 
 
 @jit
-def _set_column(S, k, a, r):
-    """S[:, k] <- the spatial column (a, r x a) of a turn about the world point r."""
-    m = cross3(r[0], r[1], r[2], a[0], a[1], a[2])
-    for i in range(3):
-        S[i, k] = a[i]
-        S[3 + i, k] = m[i]
-
-
-@jit
-def _turn_axes(q1, b, mu, mo, out):
-    """out <- R(q1_b o conj(h)) / (1 + |a|²), h = (1 + a)/|1 + a|, a = mu[mo:mo+3] / 4: the
-    world rotation of the body at t_{n+1} per unit of mu (the Cayley map's differential)."""
-    a0, a1, a2 = 0.25 * mu[mo], 0.25 * mu[mo + 1], 0.25 * mu[mo + 2]
-    aa = a0 * a0 + a1 * a1 + a2 * a2
-    c = qmul_t(q1[b, 0], q1[b, 1], q1[b, 2], q1[b, 3], 1.0, -a0, -a1, -a2)
-    n = 1.0 / np.sqrt(1.0 + aa)
-    quat_to_rot(c[0] * n, c[1] * n, c[2] * n, c[3] * n, out)
-    f = 1.0 / (1.0 + aa)
-    for i in range(3):
-        for j in range(3):
-            out[i, j] *= f
-
-
-@jit
 def newton_matrix(h, tf, ti, q0, mu, work, nq):
     """Blocks of the Newton matrix (h/2) dres/dmu at the last residual evaluation.
 
@@ -162,8 +130,6 @@ def newton_matrix(h, tf, ti, q0, mu, work, nq):
     c = 0.5 * h
     Md, Y3, Z = M3[1], M3[2], M3[3]
     for b in range(nb):
-        kind = ti[b, I_KIND]
-        ov = ti[b, I_VOFF]
         m = tf[b, T_MASS]
         wb = (u[b, 0], u[b, 1], u[b, 2])
         # c drho/dtheta = R1 J (1 - [w]x + w w^T) R0^T - c [R1 L1]x, theta the world turn of
@@ -213,111 +179,7 @@ def newton_matrix(h, tf, ti, q0, mu, work, nq):
         Bb[3, 0], Bb[3, 1], Bb[3, 2] = 0.0, m * xe[2], -m * xe[1]
         Bb[4, 0], Bb[4, 1], Bb[4, 2] = -m * xe[2], 0.0, m * xe[0]
         Bb[5, 0], Bb[5, 1], Bb[5, 2] = m * xe[1], -m * xe[0], 0.0
-        # E: the mean joint point moves with half the motion of the joint point at t1, and the
-        # subtree force F acts there: c/2 [F]x (v_O - [r1]x theta), i.e. the rows
-        # c/2 [(F.r1) 1 - r1 F^T | [F]x] against the body's motion (theta, v_O)
-        F = (Fs[b, 3], Fs[b, 4], Fs[b, 5])
-        r1 = (rj[b, 0], rj[b, 1], rj[b, 2])
-        E = Cb[b]
-        for i in range(nv_of(kind)):  # (the factor reads a joint's rows only)
-            for j in range(6):
-                E[i, j] = 0.0
-        e = 0.5 * c
-        fr = F[0] * r1[0] + F[1] * r1[1] + F[2] * r1[2]
-        o = 3 if kind == FREE6 else 0
-        if kind == FREE6 or kind == SPHERICAL:
-            for i in range(3):
-                for j in range(3):
-                    E[o + i, j] = -e * r1[i] * F[j]
-                E[o + i, i] += e * fr
-            E[o + 0, 4], E[o + 0, 5] = -e * F[2], e * F[1]
-            E[o + 1, 3], E[o + 1, 5] = e * F[2], -e * F[0]
-            E[o + 2, 3], E[o + 2, 4] = -e * F[1], e * F[0]
-        # columns
-        xm = (0.5 * (x0[b, 0] + xe[0]), 0.5 * (x0[b, 1] + xe[1]), 0.5 * (x0[b, 2] + xe[2]))
-        ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
-        rm = (xm[0] + ac[0], xm[1] + ac[1], xm[2] + ac[2])
-        if kind == FREE6:
-            for kk in range(3):
-                for i in range(6):
-                    SL[b, i, kk] = 0.0
-                    SR[b, i, kk] = 0.0
-                SL[b, 3 + kk, kk] = 1.0
-                SR[b, 3 + kk, kk] = 1.0
-            _turn_axes(q1, b, mu, ov + 3, Z)
-            for kk in range(3):
-                _set_column(SL[b], 3 + kk, (1.0 if kk == 0 else 0.0, 1.0 if kk == 1 else 0.0,
-                                            1.0 if kk == 2 else 0.0), xm)
-                _set_column(SR[b], 3 + kk, (Z[0, kk], Z[1, kk], Z[2, kk]), r1)
-        elif kind == SPHERICAL:
-            _turn_axes(q1, b, mu, ov, Z)
-            for kk in range(3):
-                _set_column(SL[b], kk, (1.0 if kk == 0 else 0.0, 1.0 if kk == 1 else 0.0,
-                                        1.0 if kk == 2 else 0.0), rm)
-                _set_column(SR[b], kk, (Z[0, kk], Z[1, kk], Z[2, kk]), r1)
-        elif kind == REVOLUTE or kind == CYLINDRICAL or kind == PLANAR:
-            wt = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-            n1 = rot_vec(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-            _set_column(SL[b], 0, wt, rm)
-            _set_column(SR[b], 0, n1, r1)
-            # row w.N: the mean axis turns with half the child's turn, c/2 (n1 x N).theta, and the
-            # joint point term of the spherical rows seen along w
-            N = (Nm[b, 0], Nm[b, 1], Nm[b, 2])
-            nN = cross3(n1[0], n1[1], n1[2], N[0], N[1], N[2])
-            for j in range(3):
-                E[0, j] = e * nN[j] + e * (fr * wt[j] - (wt[0] * r1[0] + wt[1] * r1[1]
-                                                         + wt[2] * r1[2]) * F[j])
-            fxw = cross3(F[0], F[1], F[2], wt[0], wt[1], wt[2])
-            # w.(F x v) = (w x F).v = -(F x w).v
-            for j in range(3):
-                E[0, 3 + j] = -e * fxw[j]
-        first = first_slide(kind)
-        if first < 6:
-            _slide_columns(tf, ti, b, first, R, u, F, e, jx)
-
-
-@jit
-def _slide_columns(tf, ti, b, first, R1, u, F, e, jx):
-    """The slide columns of joint b in SL (0, m), SR (0, n1: the slide at t_{n+1} moves the
-    child along the parent's axis then) and their E rows (in Cb[b]), and dc[b] (see
-    :func:`_tree_factor`); SL, SR, Cb, dc and the rotations R0 at t_n are those of ``jx``
-    (``jac_carve``), R1 the rotations at t_{n+1}, u the bodies' Cayley vectors.
-
-    A slide's row m.F turns with the parent's turn: dm = dbeta x n0 with
-    dbeta = 1/2 (1 - [beta]x + beta beta^T) dtheta_p, so the row's E part is
-    c/2 (g + beta x g + beta (beta.g)).theta_p, g = n0 x F.  E multiplies the child's turn,
-    which is the parent's for a prismatic joint, and the parent's plus n1 dmu_0 (the joint's
-    own turn) for a cylindrical or planar one: that part, E_row.n1, goes into dc[b] to be taken
-    off the matrix in the turn's column again.
-    """
-    R0, SL, SR, dc = jx.R0, jx.SL, jx.SR, jx.dc
-    E = jx.Cb[b]
-    p = ti[b, I_PARENT]
-    kind = ti[b, I_KIND]
-    beta = parent_beta(ti, b, R0, u)
-    nr = rot_vec(R1[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-    for c in range(first, nv_of(kind)):
-        col = slide_axis(kind, c)
-        n0, mv = slide_row(tf, b, p, col, R0, beta)
-        if p >= 0:
-            n1 = rot_vec(R1[p], tf[b, col], tf[b, col + 1], tf[b, col + 2])
-        else:
-            n1 = (tf[b, col], tf[b, col + 1], tf[b, col + 2])
-        for i in range(3):
-            SL[b, i, c] = 0.0
-            SR[b, i, c] = 0.0
-            SL[b, 3 + i, c] = mv[i]
-            SR[b, 3 + i, c] = n1[i]
-        dc[b, c] = 0.0
-        if p < 0:
-            continue
-        g = cross3(n0[0], n0[1], n0[2], F[0], F[1], F[2])
-        gx = cross3(beta[0], beta[1], beta[2], g[0], g[1], g[2])
-        gb = beta[0] * g[0] + beta[1] * g[1] + beta[2] * g[2]
-        for j in range(3):
-            E[c, j] = e * (g[j] + gx[j] + gb * beta[j])
-        if kind != PRISMATIC:
-            dc[b, c] = E[c, 0] * nr[0] + E[c, 1] * nr[1] + E[c, 2] * nr[2]
+        em_columns(h, tf, ti, b, mu, R, rj, em, jx)
 
 
 @jit

@@ -10,40 +10,36 @@ from rtrigid.backends.tree.kinematics import (
     ACT_GEAR,
     ACT_Q,
     ACT_V,
-    CYLINDRICAL,
-    FREE6,
     I_KIND,
     I_ORDER,
     I_PARENT,
     I_QOFF,
     I_VOFF,
-    PLANAR,
     PRISMATIC,
     P_A,
     P_B,
     P_K,
     P_REST,
-    REVOLUTE,
-    SPHERICAL,
     T_AC,
-    T_AP,
-    T_E1P,
-    T_E2P,
     T_J,
     T_MASS,
-    T_UC,
-    T_UP,
     actuator_force,
     carve,
     coordinate_slots,
     cross3,
     forward_kinematics,
-    nv_of,
     quat_to_rot,
     rot_vec,
 )
 from rtrigid.maths.quat import qmul_t
 from rtrigid.backends.tree.em_workspace import em_carve, jac_carve
+from rtrigid.backends.tree.kinds import (
+    em_rows,
+    joint_force_loads,
+    parent_arm,
+    revolute_pair,
+    slide_pair,
+)
 
 EPS = np.finfo(np.float64).eps
 
@@ -97,103 +93,6 @@ def canonical_roots(ti, mu, Q1):
                 Q1[qo + k] = -Q1[qo + k]
 
 
-@jit_inline
-def first_slide(kind):
-    """Column of a joint's first slide (prismatic 0; cylindrical and planar 1, after the
-    turn); a kind without slides gives 6, past its last column."""
-    if kind == PRISMATIC:
-        return 0
-    if kind == CYLINDRICAL or kind == PLANAR:
-        return 1
-    return 6
-
-
-@jit_inline
-def slide_axis(kind, c):
-    """The tf column of slide column c's direction (the parent's frame)."""
-    if kind == PLANAR:
-        return T_E1P if c == 1 else T_E2P
-    return T_UP
-
-
-@jit_inline
-def parent_beta(ti, b, R0, u):
-    """beta = R0_p w_p, half the spatial Cayley vector of the turn of body b's parent (0 for
-    the world)."""
-    p = ti[b, I_PARENT]
-    if p < 0:
-        return 0.0, 0.0, 0.0
-    return rot_vec(R0[p], u[p, 0], u[p, 1], u[p, 2])
-
-
-@jit_inline
-def slide_row(tf, b, p, col, R0, beta):
-    """(n0, m): a slide's direction at t_n (world) and its discrete counterpart
-    m = (1 + [beta]x) n0, along which the reaction force of the slide does no work (see
-    :func:`residual`)."""
-    if p >= 0:
-        n0 = rot_vec(R0[p], tf[b, col], tf[b, col + 1], tf[b, col + 2])
-    else:
-        n0 = (tf[b, col], tf[b, col + 1], tf[b, col + 2])
-    bx = cross3(beta[0], beta[1], beta[2], n0[0], n0[1], n0[2])
-    return n0, (n0[0] + bx[0], n0[1] + bx[1], n0[2] + bx[2])
-
-
-@jit_inline
-def _parent_arm(tf, ti, b, x0, x1, rot):
-    """From the parent's mean centre to body b's mean joint point (its reactions' point of
-    action on the parent): Rbar_p a_P where the joint has no slide (both sides' mean joint
-    points coincide), else the difference of the two points."""
-    p = ti[b, I_PARENT]
-    if first_slide(ti[b, I_KIND]) > 5:
-        return rot_vec(rot[p], tf[b, T_AP], tf[b, T_AP + 1], tf[b, T_AP + 2])
-    ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
-    return (0.5 * (x0[b, 0] + x1[b, 0] - x0[p, 0] - x1[p, 0]) + ac[0],
-            0.5 * (x0[b, 1] + x1[b, 1] - x0[p, 1] - x1[p, 1]) + ac[1],
-            0.5 * (x0[b, 2] + x1[b, 2] - x0[p, 2] - x1[p, 2]) + ac[2])
-
-
-@jit
-def _slide_pair(tf, ti, b, f1, f2, R0, rot, u, x0, x1, fw, Y):
-    """The force pair +-lambda across the slides of joint b (on the child, and on the parent
-    on the same line of action, through the child's mean joint point) that does the work
-    f1 (s1 - s0) + f2 (s1' - s0') over the step exactly, into fw and Y.
-
-    With K = (1 + [beta]x) R0_p the pair's work is lambda.K (delta1 - delta0), delta the
-    joint's translation in the parent's frame (see :func:`residual`), so
-    lambda = K^-T f = (1 - [beta]x)^-1 R0_p f, f = f1 t1 + f2 t2 the generalized forces along
-    the slides' directions; (1 - [beta]x)^-1 v = (v + beta x v + beta (beta.v))/(1 + |beta|²).
-    The pair has no net moment.
-    """
-    p = ti[b, I_PARENT]
-    kind = ti[b, I_KIND]
-    c = first_slide(kind)
-    t = slide_axis(kind, c)
-    f = (f1 * tf[b, t], f1 * tf[b, t + 1], f1 * tf[b, t + 2])
-    if kind == PLANAR:
-        f = (f[0] + f2 * tf[b, T_E2P], f[1] + f2 * tf[b, T_E2P + 1], f[2] + f2 * tf[b, T_E2P + 2])
-    beta = parent_beta(ti, b, R0, u)
-    if p >= 0:
-        f = rot_vec(R0[p], f[0], f[1], f[2])
-    bx = cross3(beta[0], beta[1], beta[2], f[0], f[1], f[2])
-    bf = beta[0] * f[0] + beta[1] * f[1] + beta[2] * f[2]
-    s = 1.0 / (1.0 + beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2])
-    lam = ((f[0] + bx[0] + bf * beta[0]) * s, (f[1] + bx[1] + bf * beta[1]) * s,
-           (f[2] + bx[2] + bf * beta[2]) * s)
-    ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
-    mc = cross3(ac[0], ac[1], ac[2], lam[0], lam[1], lam[2])
-    for k in range(3):
-        fw[b, k] += lam[k]
-        Y[b, k] += mc[k]
-    if p < 0:
-        return
-    ap = _parent_arm(tf, ti, b, x0, x1, rot)
-    mp = cross3(ap[0], ap[1], ap[2], lam[0], lam[1], lam[2])
-    for k in range(3):
-        fw[p, k] -= lam[k]
-        Y[p, k] -= mp[k]
-
-
 @jit
 def residual(h, model, Q0, mu, x, q, work, act, ctrl):
     """P^T r(mu) into ``res``; also writes x1, q1, v1, L1, w (into ``u``), the mean rotation
@@ -215,7 +114,7 @@ def residual(h, model, Q0, mu, x, q, work, act, ctrl):
     R, rj = scr.R, scr.rj
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
      Y) = em
-    mt, Nm, R0 = jx.mt, jx.Nm, jx.R0
+    mt, R0 = jx.mt, jx.R0
     nb = ti.shape[0]
     update_coordinates(ti, Q0, mu, Q1)
     forward_kinematics(tf, ti, Q1, x1, q1, R, rj)
@@ -258,7 +157,7 @@ def residual(h, model, Q0, mu, x, q, work, act, ctrl):
         if bb >= 0:
             _point_load(pf, sp, P_B, bb, f, -1.0, rot, fw, Y)
     if forces:  # some joint force is held (see step)
-        _joint_force_loads(tf, ti, A, mu, R0, rot, u, x0, x1, fw, Y)
+        joint_force_loads(tf, ti, A, mu, R0, rot, u, x0, x1, fw, Y)
     if act.shape[0]:
         _actuator_loads(h, tf, ti, (act, ctrl), Q0, mu, R0, em)
     # per-body residuals (world): R1 L1 - R0 L0 - h T and m (v1 - v0) - h f
@@ -275,34 +174,13 @@ def residual(h, model, Q0, mu, x, q, work, act, ctrl):
     for i in range(nb - 1, -1, -1):
         b = ti[i, I_ORDER]
         p = ti[b, I_PARENT]
-        kind = ti[b, I_KIND]
-        ov = ti[b, I_VOFF]
         ac = rot_vec(rot[b], tf[b, T_AC], tf[b, T_AC + 1], tf[b, T_AC + 2])
         f = (Fs[b, 3], Fs[b, 4], Fs[b, 5])
         mc = cross3(ac[0], ac[1], ac[2], f[0], f[1], f[2])
         mhat = (Fs[b, 0] - mc[0], Fs[b, 1] - mc[1], Fs[b, 2] - mc[2])
-        if kind == FREE6:
-            for k in range(3):
-                res[ov + k] = f[k]
-                res[ov + 3 + k] = Fs[b, k]
-                Nm[b, k] = Fs[b, k]
-        else:
-            for k in range(3):
-                Nm[b, k] = mhat[k]
-        if kind == SPHERICAL:
-            for k in range(3):
-                res[ov + k] = mhat[k]
-        elif kind == REVOLUTE or kind == CYLINDRICAL or kind == PLANAR:
-            wt = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-            res[ov] = wt[0] * mhat[0] + wt[1] * mhat[1] + wt[2] * mhat[2]
-        first = first_slide(kind)
-        if first < 6:
-            beta = parent_beta(ti, b, R0, u)
-            for c in range(first, nv_of(kind)):
-                mv = slide_row(tf, b, p, slide_axis(kind, c), R0, beta)[1]
-                res[ov + c] = mv[0] * f[0] + mv[1] * f[1] + mv[2] * f[2]
+        em_rows(tf, ti, b, f, mhat, mu, em, jx)
         if p >= 0:
-            ap = _parent_arm(tf, ti, b, x0, x1, rot)
+            ap = parent_arm(tf, ti, b, x0, x1, rot)
             mp = cross3(ap[0], ap[1], ap[2], f[0], f[1], f[2])
             for k in range(3):
                 Fs[p, 3 + k] += f[k]
@@ -310,84 +188,6 @@ def residual(h, model, Q0, mu, x, q, work, act, ctrl):
     for j in range(res.shape[0]):
         rnorm = max(rnorm, abs(res[j]))
     return rnorm / scale, floor / scale
-
-
-@jit_inline
-def _joint_force_loads(tf, ti, A, mu, R0, rot, u, x0, x1, fw, Y):
-    """The held joint forces as equal and opposite loads on child and parent (into fw, Y).
-
-    A body's kinetic energy changes over the step by b.T for a torque T (b = 2 R0 w its
-    spatial Cayley vector), so a torque pair +-T does the work T.(b_c - b_p), and has no net
-    moment.  Revolute: the child turns by C_p Rot(a0, dtheta), a0 = R0_c u_C the axis at t_n;
-    composing Cayley vectors (beta = b/2 = R0 w, Rot(a0, dtheta) = Cay(t a0), t = tan(dtheta/2))
-    gives b_c - b_p = 2 t (1 + |beta_p|²) / (1 - t beta_p.a0) mbar along the mean axis
-    mbar = Rbar u_C.  So the pair kappa mbar with
-        kappa = tau (dtheta/2) / tan(dtheta/2) (1 - t beta_p.a0) / ((1 + |beta_p|²) |mbar|²)
-    does the work tau (theta1 - theta0) exactly: a constant joint torque enters the energy
-    balance as exact discrete work.  (kappa depends on mu; its derivative, O(h tau), is left
-    out of the Newton matrix, like the spring forces'.)
-    Slides (prismatic, cylindrical, planar): the force pair of :func:`_slide_pair`, whose
-    work is the force times the slide's increment, exactly; a cylindrical or planar joint's
-    turn takes the revolute torque pair.
-    Spherical joints and a free body's turn: the torque given in child axes acts as Rbar tau
-    (its work is tau.Rbar^T (b_c - b_p), the discrete counterpart of tau.omega_rel dt); a free
-    body's force acts at its centre of mass (work (x1 - x0).f, exact).
-    """
-    nb = ti.shape[0]
-    held = 6 * nb  # where the held joint forces start in A (they are read in place: a view
-    # passed along costs reference counts in every residual evaluation, measurable here)
-    for b in range(nb):
-        kind = ti[b, I_KIND]
-        ov = ti[b, I_VOFF]
-        p = ti[b, I_PARENT]
-        if kind == REVOLUTE or kind == CYLINDRICAL or kind == PLANAR:
-            tau = A[held + ov]
-            if tau != 0.0:
-                _revolute_pair(tf, ti, b, tau, mu[ov], R0, rot, u, Y)
-        if kind == PRISMATIC or kind == CYLINDRICAL or kind == PLANAR:
-            c = first_slide(kind)
-            f1 = A[held + ov + c]
-            f2 = A[held + ov + 2] if kind == PLANAR else 0.0
-            if f1 != 0.0 or f2 != 0.0:
-                _slide_pair(tf, ti, b, f1, f2, R0, rot, u, x0, x1, fw, Y)
-        elif kind == SPHERICAL or kind == FREE6:
-            n = 6 if kind == FREE6 else 3
-            idle = True
-            for k in range(n):
-                idle = idle and A[held + ov + k] == 0.0
-            if idle:
-                continue
-            o = ov
-            if kind == FREE6:
-                for k in range(3):
-                    fw[b, k] += A[held + ov + k]
-                o = ov + 3
-            T = rot_vec(rot[b], A[held + o], A[held + o + 1], A[held + o + 2])
-            for k in range(3):
-                Y[b, k] += T[k]
-                if p >= 0:
-                    Y[p, k] -= T[k]
-
-
-@jit_inline
-def _revolute_pair(tf, ti, b, tau, dtheta, R0, rot, u, Y):
-    """The torque pair +-kappa mbar across revolute joint b (child b, its parent) that does
-    the work tau dtheta over the step (see :func:`_joint_force_loads`), into Y."""
-    p = ti[b, I_PARENT]
-    m = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-    a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-    beta = parent_beta(ti, b, R0, u)
-    half = 0.5 * dtheta
-    t = np.tan(half)
-    ratio = 1.0 if half == 0.0 else half / t
-    mm = m[0] * m[0] + m[1] * m[1] + m[2] * m[2]
-    bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
-    ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
-    kappa = tau * ratio * (1.0 - t * ba) / ((1.0 + bb) * mm)
-    for k in range(3):
-        Y[b, k] += kappa * m[k]
-        if p >= 0:
-            Y[p, k] -= kappa * m[k]
 
 
 @jit_inline
@@ -422,9 +222,9 @@ def _actuator_loads(h, tf, ti, actuators, Q0, mu, R0, em):
         if gf == 0.0:
             continue
         if ti[b, I_KIND] == PRISMATIC:
-            _slide_pair(tf, ti, b, gf, 0.0, R0, rot, u, x0, x1, fw, Y)
+            slide_pair(tf, ti, b, gf, 0.0, R0, rot, u, x0, x1, fw, Y)
         else:
-            _revolute_pair(tf, ti, b, gf, mu[ov], R0, rot, u, Y)
+            revolute_pair(tf, ti, b, gf, mu[ov], R0, rot, u, Y)
 
 
 @jit

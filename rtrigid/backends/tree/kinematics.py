@@ -148,40 +148,18 @@ from rtrigid.backends.tree.loads import (
     spring_point,
     world_loads,
 )
+from rtrigid.backends.tree.kinds import (
+    add_own_rate_products,
+    joint_columns,
+    joint_rotation,
+    joint_translation,
+)
 from rtrigid.joints import KINDS
 from rtrigid.joints import geometry as joint_geometry
 from rtrigid.maths.quat import qmul_t
 
 
 # -- kinematics ---------------------------------------------------------------------------------
-@jit_inline
-def joint_rotation(tf, b, kind, Qg, qoff):
-    """s_rel of the module docstring, as a tuple."""
-    if kind == SPHERICAL:
-        return Qg[qoff], Qg[qoff + 1], Qg[qoff + 2], Qg[qoff + 3]
-    if kind == REVOLUTE or kind == CYLINDRICAL or kind == PLANAR:
-        h = 0.5 * Qg[qoff]
-        s = np.sin(h)
-        return np.cos(h), s * tf[b, T_UC], s * tf[b, T_UC + 1], s * tf[b, T_UC + 2]
-    return 1.0, 0.0, 0.0, 0.0
-
-
-@jit_inline
-def joint_translation(tf, b, kind, Qg, qoff):
-    """t of the module docstring (parent frame), as a tuple."""
-    if kind == PRISMATIC:
-        d = Qg[qoff]
-        return d * tf[b, T_UP], d * tf[b, T_UP + 1], d * tf[b, T_UP + 2]
-    if kind == CYLINDRICAL:
-        d = Qg[qoff + 1]
-        return d * tf[b, T_UP], d * tf[b, T_UP + 1], d * tf[b, T_UP + 2]
-    if kind == PLANAR:
-        d1, d2 = Qg[qoff + 1], Qg[qoff + 2]
-        return (d1 * tf[b, T_E1P] + d2 * tf[b, T_E2P], d1 * tf[b, T_E1P + 1] + d2 * tf[b, T_E2P + 1],
-                d1 * tf[b, T_E1P + 2] + d2 * tf[b, T_E2P + 2])
-    return 0.0, 0.0, 0.0
-
-
 @jit_inline
 def forward_kinematics(tf, ti, Qg, x, q, R, rj):
     """Body poses x, q (and rotation matrices R, world joint points rj) from Qg."""
@@ -238,42 +216,7 @@ def motion_columns(tf, ti, b, R, rj, x, G):
     for k in range(3):
         G[b, ROW_D, k] = rj[b, k] - rj[p, k] if p >= 0 else 0.0
         G[b, ROW_C, k] = x[b, k] - rj[b, k]
-    if kind == FREE6:
-        for c in range(3):
-            for k in range(3):
-                G[b, c, k] = 1.0 if c == k else 0.0
-                G[b, 3 + c, k] = R[b, k, c]
-        return 6
-    if kind == SPHERICAL:
-        for c in range(3):
-            for k in range(3):
-                G[b, c, k] = R[b, k, c]
-        return 3
-    if kind == FIXED:
-        return 0
-    if kind == PRISMATIC:
-        d = _parent_axis(tf, b, p, R, T_UP)
-        G[b, 0, 0], G[b, 0, 1], G[b, 0, 2] = d
-        return 1
-    # revolute, cylindrical, planar: a rotation about the child axis through the joint point
-    a = rot_vec_b(R, b, tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-    G[b, 0, 0], G[b, 0, 1], G[b, 0, 2] = a
-    if kind == REVOLUTE:
-        return 1
-    if kind == CYLINDRICAL:
-        G[b, 1, 0], G[b, 1, 1], G[b, 1, 2] = a
-        return 2
-    G[b, 1, 0], G[b, 1, 1], G[b, 1, 2] = _parent_axis(tf, b, p, R, T_E1P)
-    G[b, 2, 0], G[b, 2, 1], G[b, 2, 2] = _parent_axis(tf, b, p, R, T_E2P)
-    return 3
-
-
-@jit_inline
-def _parent_axis(tf, b, p, R, col):
-    """A direction stored in the parent's frame (the world's for a world joint), in world axes."""
-    if p >= 0:
-        return rot_vec_b(R, p, tf[b, col], tf[b, col + 1], tf[b, col + 2])
-    return tf[b, col], tf[b, col + 1], tf[b, col + 2]
+    return joint_columns(tf, b, kind, p, R, G)
 
 
 @jit
@@ -315,6 +258,7 @@ def joint_velocities(ti, G, nu, V, cb):
             V[b, 3], V[b, 4], V[b, 5] = l0, l1, l2
             for k in range(6):
                 cb[b, k] = 0.0
+            add_own_rate_products(kind, G, nu, o, cb, b)
             continue
         op = (V[p, 0], V[p, 1], V[p, 2])
         d = (G[b, ROW_D, 0], G[b, ROW_D, 1], G[b, ROW_D, 2])
@@ -327,6 +271,7 @@ def joint_velocities(ti, G, nu, V, cb):
         for k in range(3):
             cb[b, k] = ca[k]
             cb[b, 3 + k] = cc[k] + 2.0 * cl[k]
+        add_own_rate_products(kind, G, nu, o, cb, b)
 
 
 @jit_inline

@@ -65,16 +65,8 @@ JOINT_ROWS = 8
 
 @jit_inline
 def nv_of(kind):
-    """Number of rates (= motion-subspace columns) of a joint kind."""
-    if kind == FREE6:
-        return 6
-    if kind == SPHERICAL or kind == PLANAR:
-        return 3
-    if kind == CYLINDRICAL:
-        return 2
-    if kind == FIXED:
-        return 0
-    return 1
+    """Number of rates (= motion-subspace columns) of a joint kind (the table's nv)."""
+    return NV[kind]
 
 
 @jit_inline

@@ -296,8 +296,13 @@ class Loop:
         self.frame = np.array([g.e1_parent, g.e2_parent, g.axis_parent])  # rows, parent axes
         self.axis_child = g.axis_child
         self.r0 = g.r0
+        if joint.kind not in _ROWS:
+            raise ValueError(f"loop joint {joint.name!r}: a {joint.kind} joint cannot close a "
+                             f"loop (loop joints: {', '.join(_ROWS)})")
         self.trans, self.rots, self.rot_kind = _ROWS[joint.kind]
         self.m = len(self.trans) + len(self.rots)
+
+
 class LoopClosure:
     """The loop constraints of a model on its tree (:class:`~.kinematics.Tree`): residuals,
     Jacobian, acceleration terms, constrained accelerations and projections."""
