@@ -19,7 +19,14 @@ prismatic   1    1    slide along the axis                 its rate
 cylindrical 2    2    angle, slide                         their rates
 planar      3    3    angle about the normal, 2 slides     their rates
 fixed       0    0    --                                   --
+universal   2    2    angle about the first axis, then     their rates
+                      about the second
 =========== ==== ==== ==================================== ==================================
+
+A universal joint (Hooke's joint, a gimbal) turns about two perpendicular axes through its
+point: ``axis_parent``, fixed in the parent, then ``axis_child``, fixed in the child -- two
+hinges in one body, as MuJoCo writes it.  At zero coordinates the child is turned by its
+``rotation`` (default none) and the two axes must be perpendicular.
 
 The residual functions below are the independent statement of each joint as a holonomic
 constraint on the maximal coordinates (x, p) of two bodies.  The kernels never evaluate them:
@@ -42,6 +49,7 @@ prismatic   e1_P . R_p^T d, e2_P . R_p^T d, vec(sigma)                       5
 cylindrical e1_P . R_p^T d, e2_P . R_p^T d, e1_C . vec(sigma), e2_C . vec     4
 planar      u_P . R_p^T d, e1_C . vec(sigma), e2_C . vec(sigma)              3
 fixed       d, vec(sigma)                                                    6
+universal   d, (R_p u_P) . (R_c u_C)                                         4
 =========== ================================================================ =====
 
 R(p) = E(p) G(p)^T is written as the quadratic form, so everything is a polynomial in (x, p):
@@ -79,6 +87,7 @@ KINDS = {
         JointKind("cylindrical", 4, 2, 2, True, False, 4, -1),
         JointKind("planar", 5, 3, 3, True, False, 3, -1),
         JointKind("fixed", 6, 0, 0, False, False, 6, -1),
+        JointKind("universal", 7, 2, 2, True, False, 4, -1),
     )
 }
 
@@ -127,7 +136,14 @@ def shortest_arc(a, b):
 def check_axes(kind, axis_parent, axis_child, rotation):
     """Refuse (ValueError naming the field) axes and a ``rotation`` at zero coordinates (a
     unit quaternion, or None for the kind's default) that do not fit the joint: an axial
-    kind's rotation must turn the child's axis onto the parent's."""
+    kind's rotation must turn the child's axis onto the parent's; a universal joint's two axes
+    must be perpendicular once the rotation has turned the child's."""
+    if kind == "universal":
+        r = np.array([1.0, 0.0, 0.0, 0.0]) if rotation is None else rotation
+        if abs(axis_parent @ (rot(r) @ axis_child)) > 1e-9:
+            raise ValueError("axis_child: a universal joint's second axis must be perpendicular "
+                             "to its first (axis_parent) at zero coordinates (give both axes)")
+        return
     if rotation is None:
         return
     if KINDS[kind].axial and np.linalg.norm(rot(rotation) @ axis_child - axis_parent) > 1e-9:
@@ -141,7 +157,11 @@ def geometry(joint) -> Geometry:
     e1c, e2c = orthonormal_pair(uc)
     r0 = getattr(joint, "rotation", None)
     if r0 is None:
-        r0 = shortest_arc(uc, up) if KINDS[joint.kind].axial else np.array([1.0, 0.0, 0.0, 0.0])
+        axial = KINDS[joint.kind].axial and joint.kind != "universal"
+        r0 = shortest_arc(uc, up) if axial else np.array([1.0, 0.0, 0.0, 0.0])
+    if joint.kind == "universal":  # the child's frame (e1, e2, u): e1 the first axis at zero
+        e1c = rot(r0).T @ up
+        e2c = np.cross(uc, e1c)
     return Geometry(joint.anchor_parent, joint.anchor_child, up, uc, e1p, e2p, e1c, e2c, r0)
 
 
@@ -206,5 +226,6 @@ def residual(kind, g: Geometry, xp, pp, xc, pc):
         "cylindrical": [off_axis, tilt],
         "planar": [[g.axis_parent @ dl], tilt],
         "fixed": [d, sigma],
+        "universal": [d, [(Rp @ g.axis_parent) @ (rot(pc) @ g.axis_child)]],
     }[kind]
     return np.concatenate([np.asarray(v) for v in parts])

@@ -50,6 +50,9 @@ def tree_of_kinds(kinds, seed=0):
         axis = {}
         if kind in ("revolute", "prismatic", "cylindrical", "planar"):
             axis = {"axis_parent": rng.normal(size=3), "axis_child": rng.normal(size=3)}
+        elif kind == "universal":  # two perpendicular axes
+            up, uc = rng.normal(size=3), rng.normal(size=3)
+            axis = {"axis_parent": up, "axis_child": uc - (uc @ up) / (up @ up) * up}
         m.add_joint(kind, parent, b, anchor_parent=rng.normal(size=3),
                     anchor_child=rng.normal(size=3), **axis)
         parent = b if i % 2 == 0 else 0  # a branching tree

@@ -13,7 +13,7 @@ from rtrigid.model import Model
 from rtrigid.backends.tree.kinematics import base_work_size, work_layout
 from tests.helpers import randomize_joints, tree_of_kinds
 
-KINDS = ["spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed"]
+KINDS = ["spherical", "revolute", "prismatic", "cylindrical", "planar", "fixed", "universal"]
 
 
 def _tree_residual(sim, x, q):
@@ -62,7 +62,7 @@ def test_null_space_annihilates_constraint_gradient(kind):
 
 @pytest.mark.parametrize("integrator,kinds", [
     ("nullspace_rk4", KINDS),
-    ("energy_momentum", ["spherical", "revolute", "fixed", "revolute"]),
+    ("energy_momentum", ["spherical", "revolute", "fixed", "revolute", "universal"]),
 ])
 def test_joints_hold_along_trajectories(integrator, kinds):
     m = tree_of_kinds(kinds, seed=3)

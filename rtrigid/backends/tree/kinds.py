@@ -31,6 +31,7 @@ from rtrigid.backends.tree.layout import (
     SPHERICAL,
     T_AC,
     T_AP,
+    T_E1C,
     T_E1P,
     T_E2P,
     T_UC,
@@ -38,7 +39,10 @@ from rtrigid.backends.tree.layout import (
     nv_of,
 )
 from rtrigid.backends.tree.rotations import cross3, quat_to_rot, rot_vec, rot_vec_b
+from rtrigid.joints import KINDS
 from rtrigid.maths.quat import qmul_t
+
+UNIVERSAL = KINDS["universal"].code
 
 
 # -- kinematics ---------------------------------------------------------------------------------
@@ -53,6 +57,11 @@ def joint_rotation(tf, b, kind, Qg, qoff):
         h = 0.5 * Qg[qoff]
         s = np.sin(h)
         return np.cos(h), s * tf[b, T_UC], s * tf[b, T_UC + 1], s * tf[b, T_UC + 2]
+    if kind == UNIVERSAL:  # about the first axis (T_E1C: the parent's axis, child frame), then
+        h1, h2 = 0.5 * Qg[qoff], 0.5 * Qg[qoff + 1]  # about the second (T_UC)
+        s1, s2 = np.sin(h1), np.sin(h2)
+        return qmul_t(np.cos(h1), s1 * tf[b, T_E1C], s1 * tf[b, T_E1C + 1], s1 * tf[b, T_E1C + 2],
+                      np.cos(h2), s2 * tf[b, T_UC], s2 * tf[b, T_UC + 1], s2 * tf[b, T_UC + 2])
     return 1.0, 0.0, 0.0, 0.0
 
 
@@ -94,6 +103,11 @@ def joint_columns(tf, b, kind, p, R, G):
         d = parent_axis(tf, b, p, R, T_UP)
         G[b, 0, 0], G[b, 0, 1], G[b, 0, 2] = d
         return 1
+    if kind == UNIVERSAL:  # the first axis turns with the parent, the second with the child
+        G[b, 0, 0], G[b, 0, 1], G[b, 0, 2] = parent_axis(tf, b, p, R, T_UP)
+        G[b, 1, 0], G[b, 1, 1], G[b, 1, 2] = rot_vec_b(R, b, tf[b, T_UC], tf[b, T_UC + 1],
+                                                       tf[b, T_UC + 2])
+        return 2
     # revolute, cylindrical, planar: a rotation about the child axis through the joint point
     a = rot_vec_b(R, b, tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
     G[b, 0, 0], G[b, 0, 1], G[b, 0, 2] = a
@@ -121,9 +135,15 @@ def add_own_rate_products(kind, G, nu, o, cb, b):
     joint's own rates nu[o:], at fixed rate derivatives.
 
     :func:`.kinematics.joint_velocities` takes every turn axis as fixed in the child and every
-    slide as fixed in the parent; a kind whose axes are all so has no term here.
+    slide as fixed in the parent; a kind whose axes are all so has no term here.  A universal
+    joint's first axis a turns with the parent: its rate theta1' adds theta1' theta2' a x e
+    (e the second axis) to the angular term.
     """
-    return
+    if kind == UNIVERSAL:
+        n = nu[o] * nu[o + 1]
+        ae = cross3(G[b, 0, 0], G[b, 0, 1], G[b, 0, 2], G[b, 1, 0], G[b, 1, 1], G[b, 1, 2])
+        for k in range(3):
+            cb[b, k] += n * ae[k]
 
 
 # -- the energy-momentum step's terms ---------------------------------------------------------
@@ -251,6 +271,10 @@ def em_rows(tf, ti, b, f, mhat, mu, em, jx):
     elif kind == REVOLUTE or kind == CYLINDRICAL or kind == PLANAR:
         wt = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
         res[ov] = wt[0] * mhat[0] + wt[1] * mhat[1] + wt[2] * mhat[2]
+    elif kind == UNIVERSAL:
+        w1, w2 = universal_rows(tf, ti, b, R0, u, mu)
+        res[ov] = w1[0] * mhat[0] + w1[1] * mhat[1] + w1[2] * mhat[2]
+        res[ov + 1] = w2[0] * mhat[0] + w2[1] * mhat[1] + w2[2] * mhat[2]
     first = first_slide(kind)
     if first < 6:
         beta = parent_beta(ti, b, R0, u)
@@ -330,6 +354,21 @@ def em_columns(h, tf, ti, b, mu, R, rj, em, jx):
         # w.(F x v) = (w x F).v = -(F x w).v
         for j in range(3):
             E[0, 3 + j] = -e * fxw[j]
+    elif kind == UNIVERSAL:
+        # the rows w.N of universal_rows, against the joint's turns about its two axes at t1;
+        # E: the joint point term only (the rows' own turn with the parent's and with mu is
+        # left out: Newton then converges linearly, fast)
+        w = universal_rows(tf, ti, b, jx.R0, u, mu)
+        set_column(SR[b], 0, parent_axis(tf, b, ti[b, I_PARENT], R, T_UP), r1)
+        set_column(SR[b], 1, rot_vec(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2]), r1)
+        for i in range(2):
+            wi = w[i]
+            set_column(SL[b], i, wi, rm)
+            wr = wi[0] * r1[0] + wi[1] * r1[1] + wi[2] * r1[2]
+            fxw = cross3(F[0], F[1], F[2], wi[0], wi[1], wi[2])
+            for j in range(3):
+                E[i, j] = e * (fr * wi[j] - wr * F[j])
+                E[i, 3 + j] = -e * fxw[j]
     first = first_slide(kind)
     if first < 6:
         slide_columns(tf, ti, b, first, R, u, F, e, jx)
@@ -441,6 +480,9 @@ def joint_force_loads(tf, ti, A, mu, R0, rot, u, x0, x1, fw, Y):
             f2 = A[held + ov + 2] if kind == PLANAR else 0.0
             if f1 != 0.0 or f2 != 0.0:
                 slide_pair(tf, ti, b, f1, f2, R0, rot, u, x0, x1, fw, Y)
+        elif kind == UNIVERSAL:
+            if A[held + ov] != 0.0 or A[held + ov + 1] != 0.0:
+                universal_pair(tf, ti, b, (A[held + ov], A[held + ov + 1]), mu, R0, u, Y)
         elif kind == SPHERICAL or kind == FREE6:
             n = 6 if kind == FREE6 else 3
             idle = True
@@ -479,3 +521,82 @@ def revolute_pair(tf, ti, b, tau, dtheta, R0, rot, u, Y):
         Y[b, k] += kappa * m[k]
         if p >= 0:
             Y[p, k] -= kappa * m[k]
+
+
+@jit_inline
+def _kv(beta, v):
+    """K v = v + beta x v + beta (beta.v), K = 1 + [beta]x + beta beta^T."""
+    bx = cross3(beta[0], beta[1], beta[2], v[0], v[1], v[2])
+    bv = beta[0] * v[0] + beta[1] * v[1] + beta[2] * v[2]
+    return v[0] + bx[0] + bv * beta[0], v[1] + bx[1] + bv * beta[1], v[2] + bx[2] + bv * beta[2]
+
+
+@jit_inline
+def _universal_axes(tf, ti, b, R0, u):
+    """(a0, e0, a0 x e0, beta): universal joint b's axes at t_n (world) and the parent's beta."""
+    a0 = parent_axis(tf, b, ti[b, I_PARENT], R0, T_UP)
+    e0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+    n = cross3(a0[0], a0[1], a0[2], e0[0], e0[1], e0[2])
+    return a0, e0, n, parent_beta(ti, b, R0, u)
+
+
+@jit_inline
+def universal_rows(tf, ti, b, R0, u, mu):
+    """(w1, w2): the rows of universal joint b in the residual, moments along which its
+    reaction does no work over the step of increments mu.
+
+    Its spatial turn over the step is the parent's (Rodrigues vector beta) then the relative
+    Rot(a0, dtheta1) Rot(e0, dtheta2) about its axes at t_n (a0 with the parent, e0 with the
+    child), whose Rodrigues vector is g = t1 a0 + t2 e0 + t1 t2 a0 x e0 (t = tan(dtheta/2),
+    a0 . e0 = 0).  Composing, the child's Rodrigues vector less the parent's is
+    K g / (1 - beta.g), K = 1 + [beta]x + beta beta^T; so with
+    w1 = K (a0 + t2/2 a0 x e0), w2 = K (e0 + t1/2 a0 x e0) (t1 w1 + t2 w2 = K g) a reaction
+    moment orthogonal to both does no work (for a revolute joint, K a0 is the mean axis times
+    1 + |beta|^2).
+    """
+    ov = ti[b, I_VOFF]
+    a0, e0, n, beta = _universal_axes(tf, ti, b, R0, u)
+    h1, h2 = 0.5 * np.tan(0.5 * mu[ov]), 0.5 * np.tan(0.5 * mu[ov + 1])
+    w1 = _kv(beta, (a0[0] + h2 * n[0], a0[1] + h2 * n[1], a0[2] + h2 * n[2]))
+    w2 = _kv(beta, (e0[0] + h1 * n[0], e0[1] + h1 * n[1], e0[2] + h1 * n[2]))
+    return w1, w2
+
+
+@jit_inline
+def _half_ratio(dtheta):
+    """(t, r): t = tan(dtheta/2) and r = (dtheta/2) / t (1 at 0)."""
+    half = 0.5 * dtheta
+    t = np.tan(half)
+    return t, (1.0 if half == 0.0 else half / t)
+
+
+@jit_inline
+def universal_pair(tf, ti, b, tau, mu, R0, u, Y):
+    """The torque pair +-M across universal joint b (into Y) that does the work
+    tau1 dtheta1 + tau2 dtheta2 over the step exactly (``tau``: (tau1, tau2)).
+
+    The child's spatial Cayley vector less the parent's is 2 (t1 w1 + t2 w2) / (1 - beta.g)
+    (see :func:`universal_rows`), so M = alpha1 w1 + alpha2 w2 with
+    M.w_i = tau_i (dtheta_i / 2) / t_i (1 - beta.g) does it.  (M depends on mu; its
+    derivative is left out of the Newton matrix, as a revolute joint's torque pair's is.)
+    """
+    ov = ti[b, I_VOFF]
+    p = ti[b, I_PARENT]
+    a0, e0, n, beta = _universal_axes(tf, ti, b, R0, u)
+    w1, w2 = universal_rows(tf, ti, b, R0, u, mu)
+    t1, r1 = _half_ratio(mu[ov])
+    t2, r2 = _half_ratio(mu[ov + 1])
+    bg = (t1 * (beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2])
+          + t2 * (beta[0] * e0[0] + beta[1] * e0[1] + beta[2] * e0[2])
+          + t1 * t2 * (beta[0] * n[0] + beta[1] * n[1] + beta[2] * n[2]))
+    s1, s2 = tau[0] * r1 * (1.0 - bg), tau[1] * r2 * (1.0 - bg)
+    g11 = w1[0] * w1[0] + w1[1] * w1[1] + w1[2] * w1[2]
+    g12 = w1[0] * w2[0] + w1[1] * w2[1] + w1[2] * w2[2]
+    g22 = w2[0] * w2[0] + w2[1] * w2[1] + w2[2] * w2[2]
+    det = g11 * g22 - g12 * g12
+    al1, al2 = (s1 * g22 - s2 * g12) / det, (s2 * g11 - s1 * g12) / det
+    for k in range(3):
+        m = al1 * w1[k] + al2 * w2[k]
+        Y[b, k] += m
+        if p >= 0:
+            Y[p, k] -= m
