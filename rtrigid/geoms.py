@@ -495,14 +495,20 @@ def make_geoms(
     ]
 
 
+def shape_collides(body, shape):
+    """Whether :meth:`rtrigid.Model.add_body` makes a geom of ``shape``, one of ``body``'s
+    shapes: not of a shape that is drawn only (a torus, a robot file's visuals), nor on a body
+    with ``collide=False``."""
+    return shape is not None and body.collide and shape.kind in GEOM_PARAMS
+
+
 def shape_geoms(body_index, body):
     """The geoms :meth:`rtrigid.Model.add_body` makes of a body's ``shape`` (one per part of
-    a list of shapes; none for a shape that is drawn only -- a torus, a robot file's visuals --
-    or a body with ``collide=False``), with the body's contact coefficients."""
+    a list of shapes that :func:`shape_collides`), with the body's contact coefficients."""
     shapes = body.shape if isinstance(body.shape, tuple) else (body.shape,)
     out = []
     for shape in shapes:
-        if shape is None or not body.collide or shape.kind not in GEOM_PARAMS:
+        if not shape_collides(body, shape):
             continue
         out.append(
             Geom(

@@ -8,11 +8,11 @@
 
 The viewer talks to the simulation only through its public API: ``advance`` (real-time
 stepping), ``alpha``/``interpolated_pose`` (smooth frames), ``joints``, ``contacts``,
-``apply_impulse``, ``snapshot``/``restore``, and the model's ``grounds`` (the floor, and
-tilted grounds as checkered planes) and ``loop_joints`` (drawn where the loops close).  Its
-perturbations are impulses, applied once, and the pull of a held drag (``apply_force`` at
-the picked point for one frame's steps, taken off after them); it never clears forces the
-user applied, and a reset keeps them.
+``raycast`` (picking), ``apply_impulse``, ``snapshot``/``restore``, and the model's ``grounds``
+(the floor, and tilted grounds as checkered planes) and ``loop_joints`` (drawn where the loops
+close).  Its perturbations are impulses, applied once, and the pull of a held drag
+(``apply_force`` at the picked point for one frame's steps, taken off after them); it never
+clears forces the user applied, and a reset keeps them.
 
 A *controller* drives the model: ``Viewer(sim, controller=c)`` calls ``c(sim)`` before every
 physics step (then the viewer steps one step at a time; without one it calls ``advance``).

@@ -50,25 +50,39 @@ class InteractionMixin:
     """Picking, dragging, impulses and the window's events, for :class:`viewer.app.Viewer`."""
 
     def _pick_exact(self, px, py, poses):
+        """(body index, world point) of the first thing the ray through window pixel (px, py)
+        meets, or None: every geom and ground through ``sim.raycast`` (exactly as they
+        collide), and the parts that are drawn only (a torus, a robot file's visuals, a body
+        without geoms) through their own ray casts, at ``poses``.  The nearest hit wins; the
+        world's scenery and the grounds stop the ray but are not picked (None)."""
         origin, direction = self.camera.ray(px, py)
-        best = None
+        hit = self.sim.raycast(origin, direction)
+        best = (np.inf, None, None) if hit is None else (hit.distance, hit.body, hit.point)
         for v, (x, q) in zip(self.visuals, poses):
+            drawn_only = [part for part in v.parts if not part.collides]
+            if not drawn_only:
+                continue
             rot = scene.rotation(q)
             o, d = rot.T @ (origin - x), rot.T @ direction
-            for part in v.parts:
+            for part in drawn_only:
                 t = ray_part(part, o, d)
-                if t is not None and (best is None or t < best[0]):
-                    best = (t, v.index)
-        return None if best is None else (best[1], origin + best[0] * direction)
+                if t is not None and t < best[0]:
+                    best = (t, v.index, origin + t * direction)
+        _, body, point = best
+        return None if body is None else (body, point)
 
     def pick(self, px, py):
         """(body index, world point) of the body drawn at window pixel (px, py), or None.
 
-        A click that misses every body by at most PICK_TOLERANCE pixels takes the nearest
-        one (thin links and rings are a few pixels wide): rays through rings of pixels
-        around the click, nearest ring first.
+        The first thing along the ray through the pixel decides, as in MuJoCo's viewer: a
+        body's geom (``sim.raycast``: hulls, meshes, every geom of a compound body) or a part
+        drawn only; the world's scenery or a ground there picks no body.  A click that misses
+        every body by at most PICK_TOLERANCE pixels takes the nearest one (thin links and
+        rings are a few pixels wide): rays through rings of pixels around the click, nearest
+        ring first.  Picking reads the simulation's current state (``sim.pose``; what
+        ``sim.raycast`` sees), which the frame shows at most one step behind.
         """
-        poses = self.poses()
+        poses = [self.sim.pose(b) for b in range(self.sim.nb)]
         hit = self._pick_exact(px, py, poses)
         for radius in PICK_TOLERANCE * np.array([0.25, 0.5, 0.75, 1.0]):
             if hit is not None:
@@ -85,7 +99,7 @@ class InteractionMixin:
         if hit is None:
             return False
         b, point = hit
-        x, q = self.poses()[b]
+        x, q = self.sim.pose(b)
         self.selected = b
         self._drag = {"body": b, "point_body": scene.rotation(q).T @ (point - x),
                       "cursor": (px, py)}

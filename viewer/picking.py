@@ -1,5 +1,7 @@
 """Ray casts against the body shapes, analytic, in the shape's own frame (numpy, no GL).
 
+Picking uses them for the parts that are drawn only (a torus, a robot file's visuals, a body
+without geoms); it casts at the geoms through ``sim.raycast`` (:mod:`viewer.interaction`).
 Each function takes a ray ``o + t d`` (``d`` need not be unit length) in the frame where the
 shape is centred as :mod:`viewer.meshes` describes it and returns the smallest ``t >= 0``
 where the ray enters (or, starting inside, leaves) the solid, or ``None``.

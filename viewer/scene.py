@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rtrigid.geoms import shape_collides
 from rtrigid.maths import quat
 from . import meshes
 
@@ -31,7 +32,8 @@ MASSLESS_RADIUS = 0.01  # the dot drawn for a massless body (robot files' multi-
 class Part:
     """One shape of a body: ``kind``/``params`` as :mod:`viewer.meshes` describes them,
     centred at ``offset`` with its z axis along ``axis`` (body frame); ``color`` None: the
-    body's colour."""
+    body's colour.  ``collides``: the part is one of the model's geoms (``sim.raycast``
+    hits it); otherwise it is drawn only, and picking casts rays at it itself."""
 
     kind: str
     params: dict
@@ -39,6 +41,7 @@ class Part:
     axis: np.ndarray
     color: tuple | None
     mesh: tuple       # (vertices, indices), body frame
+    collides: bool = False
 
     @property
     def rotation(self):
@@ -141,9 +144,10 @@ def body_visuals(sim, colors=None):
         if g.body is not None and g.source != "shape":
             geoms.setdefault(g.body, []).append(g)
     for i, body in enumerate(sim.model.bodies[:sim.nb]):
-        shapes = body.shape
+        shapes, drawn_geoms = body.shape, False
         if shapes is None and i in geoms:
             shapes = GeomShape("visuals", {"parts": geom_parts(geoms[i])})
+            drawn_geoms = True
         if shapes is None:
             if sim.body_mass[i] == 0.0:  # a link between two joints
                 kind, params = "sphere", {"radius": MASSLESS_RADIUS}
@@ -158,7 +162,8 @@ def body_visuals(sim, colors=None):
                 axis = np.asarray(getattr(shape, "axis", (0.0, 0.0, 1.0)), float)
                 parts.append(Part(shape.kind, shape.params, offset, axis,
                                   getattr(shape, "color", None),
-                                  meshes.shape_mesh(shape.kind, shape.params, offset, axis)))
+                                  meshes.shape_mesh(shape.kind, shape.params, offset, axis),
+                                  drawn_geoms or shape_collides(body, shape)))
         mesh = merge([p.mesh for p in parts])
         radius = float(np.max(np.linalg.norm(mesh[0][:, :3], axis=1)))
         thickness = min(part_thickness(p.kind, p.params, p.mesh) for p in parts)
