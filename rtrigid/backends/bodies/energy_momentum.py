@@ -45,7 +45,7 @@ and returns FAILED, and :class:`rtrigid.Simulation` raises.
 """
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.newton import converged
 from rtrigid.backends.bodies import energy_momentum_appd as appd
 from rtrigid.backends.buffers import (
@@ -87,16 +87,23 @@ def _solve3(a, r):
     return True, (x0, x1, x2)
 
 
+@jit_inline
+def _torque_free(tb):
+    """Whether the body-frame torque tb is exactly zero (see :func:`_load_quaternion`)."""
+    return tb[0] == 0.0 and tb[1] == 0.0 and tb[2] == 0.0
+
+
 @jit
 def _load_quaternion(fb, tb, c, u, n):
     """Y0 = F_b o (1+U) o C - n T_b o (1+U), with pure quaternions F_b, T_b, C, U = (0, u)
     and n = 1 + |u|², so that y = 2/n Y0 (the torque's term without the factor 2/n).
 
-    ``tb`` None: no applied torque (numba then compiles the torque terms out, here and in
-    the Jacobian: they cost ~3 % of a step)."""
+    ``tb`` (0, 0, 0): no applied torque, whose terms are then skipped, here and in the
+    Jacobian (they cost ~3 % of a step).  One compiled version serves both cases: a None
+    for "no torque" made numba compile the solve twice, ~2.5 s of a first run's start."""
     a = qmul_t(0.0, fb[0], fb[1], fb[2], 1.0, u[0], u[1], u[2])
     a = qmul_t(a[0], a[1], a[2], a[3], 0.0, c[0], c[1], c[2])
-    if tb is None:
+    if _torque_free(tb):
         return a
     t = qmul_t(0.0, tb[0], tb[1], tb[2], 1.0, u[0], u[1], u[2])
     return (a[0] - n * t[0], a[1] - n * t[1], a[2] - n * t[2], a[3] - n * t[3])
@@ -128,7 +135,7 @@ def _dr_du(j, u, n, y0, yt, y, fb, tb, c, sd, hh):
     z = qmul_t(z[0], z[1], z[2], z[3], 0.0, c[0], c[1], c[2])
     g = 2.0 / n
     f = 2.0 * u[j] / n
-    if tb is None:
+    if _torque_free(tb):
         dy = (g * (z[0] - f * y0[0]), g * (z[1] - f * y0[1]), g * (z[2] - f * y0[2]),
               g * (z[3] - f * y0[3]))
     else:
@@ -182,7 +189,7 @@ def rotation_jacobian(h, b, l0, l1, c, fb, tb, u, y0):
     ud = u[0] * d0 + u[1] * d1 + u[2] * d2
     g = 2.0 / n
     y = (g * y0[0], g * y0[1], g * y0[2], g * y0[3])
-    if tb is None:
+    if _torque_free(tb):
         yt = y  # not read without a torque
     else:
         yt = qmul_t(0.0, tb[0], tb[1], tb[2], 1.0, u[0], u[1], u[2])
@@ -211,7 +218,7 @@ def solve_rotation(h, max_iter, jinv, l0, c, fb, tb):
 
     jinv: 9-tuple J^-1 about the reference point; l0: L_n; c: load point (centre of mass)
     relative to the reference point; fb, tb: world force at c and world torque, in the body
-    frame at t_n (tb None: no torque).  Returns (iterations or -1, L_{n+1}, u).
+    frame at t_n (tb (0, 0, 0): no torque).  Returns (iterations or -1, L_{n+1}, u).
     """
     k = 0.125 * h
     b = (k * jinv[0], k * jinv[1], k * jinv[2], k * jinv[3], k * jinv[4], k * jinv[5],
@@ -284,11 +291,10 @@ def _fast_substeps(bm, b, h, m, max_iter, state, applied, stats, stages):
         # w (J J^-1 L) instead drifts systematically (measured: ~1e-16 per step).
         l0 = (L[b, 0], L[b, 1], L[b, 2])
         fb = rotate_t(q0, q1, q2, q3, f[0], f[1], f[2], -1.0)
+        tb = (0.0, 0.0, 0.0)
         if torqued:
             tb = rotate_t(q0, q1, q2, q3, t_app[b, 0], t_app[b, 1], t_app[b, 2], -1.0)
-            it, l1, u = solve_rotation(hs, max_iter, jinv, l0, c, fb, tb)
-        else:
-            it, l1, u = solve_rotation(hs, max_iter, jinv, l0, c, fb, None)
+        it, l1, u = solve_rotation(hs, max_iter, jinv, l0, c, fb, tb)
         if it < 0:
             return False
         stats[STAT_ITERS] += it
