@@ -324,3 +324,10 @@ def four_bar(i, omega=None, integrator="nullspace_rk4"):
     s = rt.Simulation(m, integrator, DT)
     s.set_joint_velocity("crank", [float(i) if omega is None else omega])
     return s
+
+
+def without_compile_notice(err):
+    """stderr without the line that says numba is compiling: it comes before whichever command
+    first compiles a kernel in its process (a cold cache), not from the command's outcome."""
+    return "".join(line for line in err.splitlines(True)
+                   if not line.startswith("rtrigid: compiling numba kernels"))

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from rtrigid._jit import pure
 from rtrigid.maths import quat
 from rtrigid.model import Model, check_inertia
 from rtrigid.scenarios.registry import ALL_AXES, info, scenario
@@ -189,7 +190,7 @@ def gyro_top(
     )
     q0 = np.array([np.cos(theta0 / 2), np.sin(theta0 / 2), 0.0, 0.0])
     sim.set_orientation(0, q0)
-    d3 = quat.rotate(q0, np.array([0.0, 0.0, 1.0]), np.empty(3))
+    d3 = pure(quat.rotate)(q0, np.array([0.0, 0.0, 1.0]), np.empty(3))  # (compiles nothing)
     sim.set_angular_velocity(0, omega_p * np.array([0.0, 0.0, 1.0]) + omega_s * d3, frame="world")
 
     def com_reference(t: float) -> NDArray[np.float64]:

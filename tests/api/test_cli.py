@@ -14,17 +14,11 @@ import pytest
 
 from rtrigid import cli, scenarios
 from rtrigid.integrators import names as integrator_names
+from tests.helpers import without_compile_notice
 
 ROOT = Path(__file__).resolve().parents[2]
 JSON_KEYS = {"steps", "us_per_step", "max_rel_energy_drift", "max_rel_momentum_drift",
              "max_constraint_error", "max_unit_quaternion_error", "max_rel_reference_error"}
-
-
-def _errors(err):
-    """stderr without the line that says numba is compiling: it comes before whichever command
-    first compiles a kernel in this process (a cold cache), not from the command's outcome."""
-    return "".join(line for line in err.splitlines(True)
-                   if not line.startswith("rtrigid: compiling numba kernels"))
 
 
 def run_json(capsys, *argv):
@@ -144,7 +138,7 @@ def test_malformed_command_lines_exit_2(capsys, argv):
 def test_bad_values_exit_2_naming_the_field(capsys, argv, field):
     code = cli.main(["run", "gyro_top", *argv])
     out, err = capsys.readouterr()
-    err = _errors(err)
+    err = without_compile_notice(err)
     assert code == 2
     assert out == ""
     assert re.match(rf"rtrigid: error: {field}\b", err), err
@@ -164,7 +158,7 @@ def test_run_step_budget_counts_the_budget_outcomes(capsys):
     out = capsys.readouterr().out
     assert re.search(rf"steps that took the budget outcome +{r['solver']['budget_steps']}\n", out)
     code = cli.main(["run", "chain", "--step-budget", "0"])
-    err = _errors(capsys.readouterr().err)
+    err = without_compile_notice(capsys.readouterr().err)
     assert code == 2 and re.match(r"rtrigid: error: step_budget\b", err) and err.count("\n") == 1
 
 
@@ -173,7 +167,7 @@ def test_non_finite_t_end_exits_2_naming_t_end(capsys, value):
     """Regression: run_measured did int(round(t_end / dt)) before checking t_end, so inf
     escaped as an OverflowError traceback and nan did not name t_end."""
     code = cli.main(["run", "gyro_top", "--t-end", value])
-    err = _errors(capsys.readouterr().err)
+    err = without_compile_notice(capsys.readouterr().err)
     assert code == 2
     assert re.match(r"rtrigid: error: t_end\b", err), err
 

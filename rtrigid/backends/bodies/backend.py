@@ -14,6 +14,7 @@ from rtrigid.backends.bodies.common import (
 from rtrigid.backends.bodies.forces import potential_energy
 from rtrigid.backends.bodies.layout import BodiesModel, PIVOTED, flatten, freeze, kernel_arrays
 from rtrigid.backends.buffers import allocate, model_digest, sections
+from rtrigid._jit import pure
 from rtrigid.joints import geometry
 from rtrigid.maths import quat
 
@@ -67,10 +68,10 @@ class BodiesBackend:
         """
         bodyf = self.arrays[1]
         if self.frozen.kind[b] == PIVOTED:
-            pivot_kinematics.py_func(bodyf, b, self.x, self.q, self.v, self.w, self._P)
-        body_momenta.py_func(bodyf, b, self.q, self.v, self.w, self._P, self._pq, self._L)
+            pure(pivot_kinematics)(bodyf, b, self.x, self.q, self.v, self.w, self._P)
+        pure(body_momenta)(bodyf, b, self.q, self.v, self.w, self._P, self._pq, self._L)
         if teleport:
-            restore_body.py_func(self.S_prev, self.S, self.nb, b)
+            pure(restore_body)(self.S_prev, self.S, self.nb, b)
 
     def contact_workspace(self, contacts, budget):
         """What the contact step (:class:`~.contact.ContactStepper`) needs of this backend:
@@ -172,7 +173,8 @@ class BodiesBackend:
         if v is not None:
             self.v[b] = v
         if w is not None:
-            self.w[b] = w if w_frame == "body" else quat.rotate_inv(self.q[b], w, np.empty(3))
+            self.w[b] = w if w_frame == "body" else pure(quat.rotate_inv)(self.q[b], w,
+                                                                        np.empty(3))
         self._sync(b)
 
     def impulse(self, b, point, impulse):
