@@ -11,7 +11,7 @@ hfield (its base 1e-9 m deep).  Medians of ``--repeats``, in rays per second.
 import argparse
 import os
 import sys
-import time
+import timeit
 
 import numpy as np
 
@@ -24,12 +24,7 @@ from rtrigid.contact.fieldray import field_row, raycast_fields  # noqa: E402
 
 
 def _median(f, repeats):
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+    return float(np.median(timeit.repeat(f, number=1, repeat=repeats)))
 
 
 def main():
