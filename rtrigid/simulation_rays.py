@@ -1,11 +1,14 @@
 """Scene queries on a :class:`~rtrigid.simulation.Simulation`'s current state: ray casts, a
 range finder, the closest distance between two bodies and the overlap of a shape with the
-scene, over every geom (bodies' and the world's; a heightfield excepted) and every ground.
+scene, over every geom (bodies' and the world's) and every ground; the distances and
+overlaps leave heightfields out.
 
 :class:`RaysMixin` holds these methods of ``Simulation``.  The geoms become the world rows of
 :mod:`rtrigid.contact.support` (their poses from the bodies' current poses).  The compiled
 :func:`rtrigid.contact.raycast.raycast_many` casts the rays: exact against every convex kind,
-as MuJoCo's ``mj_ray`` (a ray that starts inside a geom meets its surface on the way out).
+as MuJoCo's ``mj_ray`` (a ray that starts inside a geom meets its surface on the way out);
+:func:`rtrigid.contact.fieldray.raycast_fields` then the heightfields, through the cells each
+ray crosses.
 Distances and overlaps are the general narrow phase's (:func:`rtrigid.contact.convex.collide`:
 GJK, and EPA for a penetration), per pair of geoms whose bounding spheres could be nearer than
 the best pair found so far.
@@ -76,11 +79,22 @@ class _RayScene:
         from rtrigid.contact import convex
         from rtrigid.contact.geometry import GEOM_CODES
 
+        from rtrigid.contact.fieldray import F_WIDTH, field_row
+
         rows, planes, handles, bodies, local = [], [np.zeros((0, 4))], [], [], []
         verts = [np.zeros((1, 3))]
         n_planes, n_verts = 0, 1
+        fields, heights, field_handles = [], [np.zeros(0)], []
+        n_heights = 0
         for h, g in enumerate(model.geoms):
-            if g.kind == "heightfield":
+            if g.kind == "heightfield":  # on the world only: placed once
+                grid = np.asarray(g.params["heights"], float)
+                fields.append(
+                    field_row(grid, g.params["size"], g.pos, quat_matrix(g.quat), n_heights)
+                )
+                heights.append(grid.ravel())
+                n_heights += grid.size
+                field_handles.append(h)
                 continue
             row = np.zeros(convex.W_WIDTH)
             if g.kind in _SIZES:
@@ -121,6 +135,9 @@ class _RayScene:
         self.bodies = np.array(bodies, np.int64)
         self.local = local
         self.grounds = [(np.asarray(gr.normal, float), float(gr.height)) for gr in model.grounds]
+        self.fields = np.array(fields).reshape(len(fields), F_WIDTH)
+        self.heights = np.ascontiguousarray(np.concatenate(heights))
+        self.field_handles = np.array(field_handles, np.int64)
         for i, b in enumerate(bodies):
             if b < 0:
                 self._place(i, np.zeros(3), np.eye(3))
@@ -158,8 +175,10 @@ class RaysMixin(SimulationBase):
         max_distance: float,
         keep: NDArray[np.bool_] | None = None,
     ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
-        """(distance, row (-1 - g: ground g; -1 - len(grounds): none), normal) per ray;
-        ``keep``: the rows that count (None: all)."""
+        """(distance, row (len(rows) + k: heightfield k; -1 - g: ground g; -1 -
+        len(grounds): none), normal) per ray; ``keep``: the rows that count (None: all; the
+        heightfields, on the world, always count)."""
+        from rtrigid.contact.fieldray import raycast_fields
         from rtrigid.contact.raycast import raycast_many
 
         n = len(origins)
@@ -169,6 +188,18 @@ class RaysMixin(SimulationBase):
         if keep is not None:
             hit = which >= 0
             which[hit] = np.flatnonzero(keep)[which[hit]]
+        if len(scene.fields):
+            raycast_fields(
+                scene.fields,
+                scene.heights,
+                origins,
+                directions,
+                max_distance,
+                dist,
+                which,
+                normals,
+                len(scene.rows),
+            )
         which[which < 0] = -1 - len(scene.grounds)
         for g, (normal, height) in enumerate(scene.grounds):  # the plane n . x = height
             den = directions @ normal
@@ -190,12 +221,14 @@ class RaysMixin(SimulationBase):
         if not np.isfinite(dist[0]):
             return None
         row = int(which[0])
-        if row >= 0:
+        owner: int | None = None
+        geom: int | None = None
+        if row >= len(scene.rows):  # a heightfield: the world's
+            geom = int(scene.field_handles[row - len(scene.rows)])
+        elif row >= 0:
             body = int(scene.bodies[row])
-            geom: int | None = int(scene.handles[row])
-            owner: int | None = None if body < 0 else body
-        else:
-            owner, geom = None, None
+            geom = int(scene.handles[row])
+            owner = None if body < 0 else body
         return Hit(owner, geom, float(dist[0]), o + dist[0] * d, normals[0].copy())
 
     def raycast_many(
