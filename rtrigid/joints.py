@@ -141,8 +141,10 @@ def check_axes(kind, axis_parent, axis_child, rotation):
     if kind == "universal":
         r = np.array([1.0, 0.0, 0.0, 0.0]) if rotation is None else rotation
         if abs(axis_parent @ (rot(r) @ axis_child)) > 1e-9:
-            raise ValueError("axis_child: a universal joint's second axis must be perpendicular "
-                             "to its first (axis_parent) at zero coordinates (give both axes)")
+            raise ValueError(
+                "axis_child: a universal joint's second axis must be perpendicular "
+                "to its first (axis_parent) at zero coordinates (give both axes)"
+            )
         return
     if rotation is None:
         return

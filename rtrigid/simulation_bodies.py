@@ -166,11 +166,16 @@ class BodiesMixin(SimulationBase):
         self._write("x", lambda: be.set_body(b, v=v, w=w, w_frame="body"))
 
 
-def _momentum_is_finite(mass, inertia, x, v, w):
+def _momentum_is_finite(
+    mass: NDArray[np.float64],
+    inertia: NDArray[np.float64],
+    x: NDArray[np.float64],
+    v: NDArray[np.float64],
+    w: NDArray[np.float64],
+) -> bool:
     """Whether the momenta of :meth:`Simulation.momentum` are finite (their sums included):
     by numpy's array operations, which compile nothing, for a state write's check.  The
     body-frame angular momenta J w are summed by size only (a rotation keeps the norm)."""
     mv = mass[:, None] * v
-    parts = (mv.sum(axis=0), np.cross(x, mv).sum(axis=0),
-             np.linalg.norm(inertia * w, axis=1).sum())
+    parts = (mv.sum(axis=0), np.cross(x, mv).sum(axis=0), np.linalg.norm(inertia * w, axis=1).sum())
     return all(bool(np.all(np.isfinite(p))) for p in parts)

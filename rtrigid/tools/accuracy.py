@@ -32,7 +32,7 @@ import warnings
 import numpy as np
 
 from rtrigid import integrators, quat, scenarios
-from rtrigid.tools.bench import median_step_cost
+from rtrigid.tools.timing import median_step_cost
 from rtrigid.simulation import Simulation, SimulationError
 
 # (label, integrator, its options or None)
