@@ -46,14 +46,14 @@ def test_em_rotation_jacobian_matches_finite_differences():
             fd[:, j] = (np.array(em.rotation_residual(h, b, l0, tuple(lp), c, fb, tb)[0])
                         - np.array(em.rotation_residual(h, b, l0, tuple(lm), c, fb, tb)[0])) / (2 * eps)
         assert np.abs(jac - fd).max() < 1e-8 * max(1.0, np.abs(fd).max())
-        # without a torque the kernel passes None, which compiles the torque terms out: the
-        # same residual and matrix as a zero torque, bit for bit
-        zero = (0.0, 0.0, 0.0)
+        # a zero torque skips the torque terms: the same residual and matrix, bit for bit, as
+        # the torque terms evaluated for a torque too small to change any sum they enter
+        zero, tiny = (0.0, 0.0, 0.0), (0.0, 0.0, 1e-300)
         r0, u0, y00 = em.rotation_residual(h, b, l0, l1, c, fb, zero)
-        rn, un, y0n = em.rotation_residual(h, b, l0, l1, c, fb, None)
-        assert r0 == rn and u0 == un
+        rt, ut, y0t = em.rotation_residual(h, b, l0, l1, c, fb, tiny)
+        assert r0 == rt and u0 == ut
         assert (em.rotation_jacobian(h, b, l0, l1, c, fb, zero, u0, y00)
-                == em.rotation_jacobian(h, b, l0, l1, c, fb, None, un, y0n))
+                == em.rotation_jacobian(h, b, l0, l1, c, fb, tiny, ut, y0t))
 
 
 def test_em_cramer_solve_matches_numpy():
