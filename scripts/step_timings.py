@@ -39,7 +39,8 @@ def every_case():
 
 def finite_steps(sim, steps):
     """How many of ``steps`` steps ``sim`` takes before its state would become non-finite, the
-    state put back after."""
+    state put back after.  (``rtrigid.tools.timing.steps_it_takes`` again, written out here
+    because this script also times checkouts older than that module.)"""
     snap, t0 = sim.snapshot(), sim.t
     try:
         sim.step(steps)

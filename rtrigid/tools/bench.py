@@ -23,12 +23,7 @@ from rtrigid import integrators, scenarios
 from rtrigid.simulation import STEP_BUDGET, Simulation, SimulationError
 from rtrigid.references import mujoco_ref, pybullet_ref
 from rtrigid.tools.diagnostics import format_table
-from rtrigid.tools.timing import (  # noqa: F401  (importable from here as before)
-    median_step_cost,
-    scheme_step_cost,
-    single_call_cost,
-    steps_it_takes,
-)
+from rtrigid.tools.timing import median_step_cost, scheme_step_cost, single_call_cost
 
 HEADLINE = ("gyro_top", 1e-3)
 
