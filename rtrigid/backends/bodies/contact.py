@@ -163,7 +163,7 @@ class ContactStepper:
         return step, Fx, Ix
 
 
-_RUN_IMPORTS = ("from rtrigid.backends.buffers import OK, USED_FALLBACK\n"
+_RUN_IMPORTS = ("from rtrigid.backends.buffers import OK, USED_FALLBACK, unowned\n"
                 "from rtrigid.contact.manifold import Scene\n"
                 "from rtrigid.contact.solver import ContactArrays, SolveSettings\n")
 
@@ -246,15 +246,23 @@ def _run_source(kernel):
         arrays, settings: the members of the groups ``after_step`` takes, Scene,
         ContactArrays and SolveSettings, as plain tuples); count[0] gets the contacts of the
         last step, count[1] adds the pairs left out for want of table rows.  Stops at a step
-        the kernel could not take."""
-        scene, arrays, settings = (Scene(*scene), ContactArrays(*arrays),
-                                   SolveSettings(*settings))
+        the kernel could not take.  The contact solve takes every array as a view holding
+        no reference (``buffers.unowned``): it reads rows of them in its innermost loops."""
+        geom, geomi, work, verts, planes, excluded, gf, gi = scene
+        scene = Scene(unowned(geom), unowned(geomi), unowned(work), unowned(verts),
+                      unowned(planes), unowned(excluded), unowned(gf), unowned(gi))
+        table, touched, vel, ints, lift, keys, lam, rows = arrays
+        arrays = ContactArrays(unowned(table), unowned(touched), unowned(vel), unowned(ints),
+                               unowned(lift), unowned(keys), unowned(lam), unowned(rows))
+        settings = SolveSettings(*settings)
+        grounds, active, xf, xi, count = (unowned(grounds), unowned(active), unowned(xf),
+                                          unowned(xi), unowned(count))
         flags = OK
         for _ in range(n):
             status = kernel(1, dt, F, I)
             flags |= status & USED_FALLBACK
             if status & ~USED_FALLBACK:
                 return status | flags
-            count[0] = after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi,
-                                  count)
+            count[0] = after_step(unowned(F), unowned(I), scene, grounds, active, arrays,
+                                  settings, dt, xf, xi, count)
         return flags
