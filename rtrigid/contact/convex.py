@@ -28,7 +28,7 @@ from collections import namedtuple
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.contact.geometry import BOX, HULL
+from rtrigid.contact.geometry import BOX, HULL, PRISM
 from rtrigid.contact.support import (  # noqa: F401  (the rows' layout, re-exported)
     W_KIND,
     W_NPLANE,
@@ -543,7 +543,7 @@ def collide(ga, gb, verts, ws, res):
     if not overlap:
         return status
     flat_a = int(ga[W_KIND]) == BOX or int(ga[W_KIND]) == HULL
-    flat_b = int(gb[W_KIND]) == BOX or int(gb[W_KIND]) == HULL
+    flat_b = int(gb[W_KIND]) == BOX or int(gb[W_KIND]) == HULL or int(gb[W_KIND]) == PRISM
     if flat_a and flat_b:
         return epa(ga, gb, verts, ws, n, res, TOLERANCE * scale)
     status = epa(ga, gb, verts, ws, n, res, CURVED_TOLERANCE * scale)
