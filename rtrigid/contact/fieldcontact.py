@@ -56,7 +56,7 @@ K_NORMAL = 3        # candidate row: point (world), normal (world), depth, kept
 K_DEPTH = 6
 K_KEPT = 7
 K_WIDTH = 8
-FACE_COS = 1.0 - 1e-9   # a prism's normal this close to its triangle's is the triangle's
+FACE_COS = 1.0 - 1e-9   # a prism's normal this close to its triangle's is taken as the triangle's
 DISTINCT_COS = 0.999    # normals further apart than this (2.6 degrees) are different slopes
 
 
@@ -150,7 +150,10 @@ def _settle(wa, verts, prism, res, grid, cell, o, margin):
     n0, n1, n2 = rotate_in(prism, res[R_NORMAL], res[R_NORMAL + 1], res[R_NORMAL + 2])
     t0, t1, t2 = prism[T_NORMAL], prism[T_NORMAL + 1], prism[T_NORMAL + 2]
     cos = n0 * t0 + n1 * t1 + n2 * t2
-    if cos >= FACE_COS:
+    if cos >= FACE_COS:  # the triangle's face: its normal exactly
+        nw = rotate_out(prism, t0, t1, t2)
+        for i in range(3):
+            res[R_NORMAL + i] = nw[i]
         return True
     # the edge it leans over: the one whose side faces it most
     e, lean = 0, -np.inf
