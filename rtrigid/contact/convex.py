@@ -108,7 +108,7 @@ def _dot(s, i, j):
 
 
 @jit
-def _closest_triangle(s, i, j, k):
+def closest_triangle(s, i, j, k):
     """Closest point to the origin of triangle (s[i], s[j], s[k]) (Ericson 5.1.5): (weights of
     i, j, k, distance squared); a weight of 0 drops its vertex."""
     a0, a1, a2 = s[i, 0], s[i, 1], s[i, 2]
@@ -204,7 +204,7 @@ def _weights(s, n):
             return 0.0, 1.0, 0.0, 0.0, False
         return 1.0 - t, t, 0.0, 0.0, False
     if n == 3:
-        la, lb, lc, _ = _closest_triangle(s, 0, 1, 2)
+        la, lb, lc, _ = closest_triangle(s, 0, 1, 2)
         return la, lb, lc, 0.0, False
     # tetrahedron: the origin inside, or the closest point of the faces it is outside of
     best = np.inf
@@ -221,7 +221,7 @@ def _weights(s, n):
         if origin_side * vertex_side > 0.0:
             continue
         inside = False
-        la, lb, lc, dd = _closest_triangle(s, i, j, k)
+        la, lb, lc, dd = closest_triangle(s, i, j, k)
         if dd < best:
             best = dd
             w = (_weight_of(0, i, j, k, la, lb, lc), _weight_of(1, i, j, k, la, lb, lc),

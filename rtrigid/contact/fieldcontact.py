@@ -33,8 +33,17 @@ import numpy as np
 
 from rtrigid._jit import jit
 from rtrigid.contact.clipping import MAX_POINTS, M_DEPTH, M_WIDTH, manifold, reduce_points
-from rtrigid.contact.convex import R_DIST, R_NORMAL, R_PA, R_PB, collide
-from rtrigid.contact.geometry import G_P, GI_BODY, GI_COLS, GI_ROWS, GI_VSTART, PRISM, add_point
+from rtrigid.contact.convex import R_DIST, R_NORMAL, R_PA, R_PB, closest_triangle, collide
+from rtrigid.contact.geometry import (
+    G_P,
+    GI_BODY,
+    GI_COLS,
+    GI_ROWS,
+    GI_VSTART,
+    PRISM,
+    SPHERE,
+    add_point,
+)
 from rtrigid.contact.support import (
     T_BOTTOM,
     T_NORMAL,
@@ -44,6 +53,7 @@ from rtrigid.contact.support import (
     W_POS,
     W_RADIUS,
     W_ROT,
+    W_SIZE,
     rotate_in,
     rotate_out,
     support,
@@ -285,14 +295,58 @@ def _prism(prism, verts, grid, cell, cf, zone):
 
 
 @jit
+def _above(wa, verts, prism):
+    """How far geom row wa reaches below the plane of the prism's triangle (negative: it lies
+    wholly above it, and so above the prism)."""
+    t0, t1, t2 = prism[T_NORMAL], prism[T_NORMAL + 1], prism[T_NORMAL + 2]
+    nw = rotate_out(prism, t0, t1, t2)
+    p = support(wa, verts, -nw[0], -nw[1], -nw[2])
+    l0, l1, l2 = rotate_in(prism, p[0] - prism[W_POS], p[1] - prism[W_POS + 1],
+                           p[2] - prism[W_POS + 2])
+    a0, a1, a2 = _corner(prism, 0)
+    return (a0 - l0) * t0 + (a1 - l1) * t1 + (a2 - l2) * t2
+
+
+@jit
+def _sphere(wa, prism, tri, res):
+    """A sphere (geom row wa) whose centre lies above the prism's triangle's plane against the
+    prism: the closest point of the triangle, written to ``res`` as collide writes it; returns
+    False (nothing written) for a centre on or below the plane, which collide takes."""
+    c0, c1, c2 = rotate_in(prism, wa[W_POS] - prism[W_POS], wa[W_POS + 1] - prism[W_POS + 1],
+                           wa[W_POS + 2] - prism[W_POS + 2])
+    r = wa[W_SIZE]
+    a0, a1, a2 = _corner(prism, 0)
+    if ((c0 - a0) * prism[T_NORMAL] + (c1 - a1) * prism[T_NORMAL + 1]
+            + (c2 - a2) * prism[T_NORMAL + 2]) <= 1e-9 * r:
+        return False
+    for i in range(3):
+        x, y, z = _corner(prism, i)
+        tri[i, 0], tri[i, 1], tri[i, 2] = x - c0, y - c1, z - c2
+    la, lb, lc, d2 = closest_triangle(tri, 0, 1, 2)
+    d = np.sqrt(d2)
+    q0 = la * tri[0, 0] + lb * tri[1, 0] + lc * tri[2, 0]  # the closest point from the centre
+    q1 = la * tri[0, 1] + lb * tri[1, 1] + lc * tri[2, 1]
+    q2 = la * tri[0, 2] + lb * tri[1, 2] + lc * tri[2, 2]
+    nw = rotate_out(prism, -q0 / d, -q1 / d, -q2 / d)
+    qw = rotate_out(prism, q0, q1, q2)
+    res[R_DIST] = d - r
+    for i in range(3):
+        res[R_NORMAL + i] = nw[i]
+        res[R_PA + i] = wa[W_POS + i] - r * nw[i]
+        res[R_PB + i] = wa[W_POS + i] + qw[i]
+    return True
+
+
+@jit
 def _triangle(wa, scene, space, grid, cell, cf, zone, n):
     """Pool the contacts of geom row wa with one triangle's prism; returns the pool's count."""
     verts, planes, prism, res, out = scene.verts, scene.planes, space.prism, space.res, space.out
     margin = zone[2]
     o = _prism(prism, verts, grid, cell, cf, zone)
-    if o[0] == np.inf:
+    if o[0] == np.inf or _above(wa, verts, prism) < -margin:
         return n
-    collide(wa, prism, verts, space.ws, res)
+    if int(wa[W_KIND]) != SPHERE or not _sphere(wa, prism, space.best, res):
+        collide(wa, prism, verts, space.ws, res)
     if res[R_DIST] >= margin or not _settle(wa, verts, prism, res, grid, cell, o, margin):
         return n
     m = manifold(wa, prism, verts, planes, res, margin, space.cs, out)
