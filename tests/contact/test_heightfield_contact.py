@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
+from tests.helpers import sim_rows, with_threads
 
 from .mujoco_scenes import random_hull_points, random_rotation
 
@@ -295,3 +296,37 @@ def test_a_pile_dropped_on_bumpy_terrain_stays_on_it(integrator):
     for b in bodies:
         x, _ = sim.pose(b)
         assert abs(x[0]) < 1.0 and abs(x[1]) < 1.0 and 0.04 < x[2] < 0.2, (b, x)
+
+
+def test_a_batch_on_terrain_is_its_single_simulations():
+    """Copies of a model with a heightfield stepped in a Batch (one and two threads: each copy
+    its own scratch) are their single simulations, bit for bit."""
+    heights = 0.05 * np.random.default_rng(1).uniform(0.0, 1.0, (9, 9))
+
+    def model():
+        m = rt.Model()
+        m.add_geom(None, "heightfield", heights=heights, size=(1.0, 1.0))
+        b = m.add_body("c", 1.0, (0.004, 0.004, 0.005))
+        m.add_geom(b, "cylinder", radius=0.1, half_length=0.05, friction=0.5)
+        return m
+
+    n, steps = 3, 300
+    starts = [(0.1 * i, -0.05 * i, 0.2) for i in range(n)]
+    batches = []
+    for threads in (1, 2):
+        batch = rt.Batch(rt.Simulation(model(), "nullspace_rk4", DT), n=n)
+        q = batch.qpos()
+        for i, p in enumerate(starts):
+            q[i, :3] = p
+        batch.set_qpos(q)
+        with_threads(threads, lambda: batch.step(steps))
+        batches.append(batch)
+    for i, p in enumerate(starts):
+        s = rt.Simulation(model(), "nullspace_rk4", DT)
+        s.set_position("c", p)
+        s.step(steps)
+        assert s.contacts()
+        F, I = sim_rows(s)
+        for batch in batches:
+            np.testing.assert_array_equal(batch.F[i], F)
+            np.testing.assert_array_equal(batch.I[i], I)
