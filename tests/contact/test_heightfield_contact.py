@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
-from tests.helpers import sim_rows, with_threads
+from tests.helpers import assert_batch_is_singles
 
 from .mujoco_scenes import random_hull_points, random_rotation
 
@@ -310,23 +310,4 @@ def test_a_batch_on_terrain_is_its_single_simulations():
         m.add_geom(b, "cylinder", radius=0.1, half_length=0.05, friction=0.5)
         return m
 
-    n, steps = 3, 300
-    starts = [(0.1 * i, -0.05 * i, 0.2) for i in range(n)]
-    batches = []
-    for threads in (1, 2):
-        batch = rt.Batch(rt.Simulation(model(), "nullspace_rk4", DT), n=n)
-        q = batch.qpos()
-        for i, p in enumerate(starts):
-            q[i, :3] = p
-        batch.set_qpos(q)
-        with_threads(threads, lambda: batch.step(steps))
-        batches.append(batch)
-    for i, p in enumerate(starts):
-        s = rt.Simulation(model(), "nullspace_rk4", DT)
-        s.set_position("c", p)
-        s.step(steps)
-        assert s.contacts()
-        F, I = sim_rows(s)
-        for batch in batches:
-            np.testing.assert_array_equal(batch.F[i], F)
-            np.testing.assert_array_equal(batch.I[i], I)
+    assert_batch_is_singles(model, "c", [(0.1 * i, -0.05 * i, 0.2) for i in range(3)], 300, DT)
