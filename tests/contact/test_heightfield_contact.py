@@ -259,7 +259,7 @@ def test_depth_and_normal_in_bumpy_terrain_agree_with_mujoco(kind):
 @pytest.mark.parametrize("integrator", ["nullspace_rk4", "energy_momentum",
                                         "semi_implicit_euler"])
 def test_a_pile_dropped_on_bumpy_terrain_stays_on_it(integrator):
-    """Six geoms of every convex kind dropped from up to 0.3 m onto bumpy terrain (16 x 16
+    """Seven geoms, one of each convex kind, dropped from up to 0.3 m onto bumpy terrain (16 x 16
     cells, 8 cm high) at 1/240 s: no contact is ever deeper than 2 mm beyond what one step's
     free flight carries a geom into the terrain before its contact is found (its speed times
     the step: up to 1 cm at the impacts), and after 3 s every geom lies on the terrain, over
@@ -273,7 +273,8 @@ def test_a_pile_dropped_on_bumpy_terrain_stays_on_it(integrator):
              ("capsule", {"radius": 0.05, "half_length": 0.08}),
              ("cylinder", {"radius": 0.07, "half_length": 0.04}),
              ("ellipsoid", {"radii": (0.09, 0.06, 0.05)}),
-             ("convex", {"vertices": 2.5 * random_hull_points(rng)})]
+             ("convex", {"vertices": 2.5 * random_hull_points(rng)}),
+             ("cone", {"radius": 0.07, "height": 0.12})]
     bodies = []
     for i, (kind, params) in enumerate(kinds):
         b = m.add_body(f"b{i}", 1.0, (0.004, 0.005, 0.006))
