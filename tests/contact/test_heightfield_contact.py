@@ -94,6 +94,40 @@ def test_a_ball_rolls_down_a_sloped_field_at_five_sevenths_g_sin():
     assert np.max(np.abs(z)) < 1e-4
 
 
+def test_on_a_turned_field_a_ball_rolls_and_a_box_holds():
+    """A flat heightfield turned 15 degrees about x (its pose, not its heights): a ball rolls
+    down it at 5/7 g sin(15 deg) within 2 % on its surface, and a box resting on it with
+    friction 1 (tan 15 deg = 0.27) stays put (within 1e-5 m in a second)."""
+    th, r = np.radians(15.0), 0.1
+    q = np.array([np.cos(th / 2), np.sin(th / 2), 0.0, 0.0])
+    origin = np.array([0.3, 0.1, 0.5])
+    m = rt.Model()
+    m.add_geom(None, "heightfield", heights=np.zeros((7, 7)), size=(2.0, 2.0), quat=q,
+               pos=origin, friction=1.0)
+    ball = m.add_body("ball", 1.0, (0.4 * r * r,) * 3)
+    m.add_geom(ball, "sphere", radius=r, friction=1.0)
+    box = m.add_body("box", 1.0, (0.02 / 3,) * 3)
+    m.add_geom(box, "box", half_extents=(0.1, 0.1, 0.1), friction=1.0)
+    sim = rt.Simulation(m, "nullspace_rk4", DT)
+    R = rt.geoms.quat_matrix(q)
+    up = R[:, 2]
+    start = origin + R @ (0.5, 1.2, 0.0) + r * up
+    sim.set_position(ball, start)
+    rest = origin + R @ (-0.8, 0.5, 0.0) + 0.1 * up
+    sim.set_position(box, rest)
+    sim.set_orientation(box, q)
+    t, s = [], []
+    for _ in range(1000):
+        sim.step(1)
+        x, _ = sim.pose(ball)
+        t.append(sim.t)
+        s.append(np.linalg.norm(x - start))
+        assert abs((x - origin) @ up - r) < 1e-4
+    a, expected = 2.0 * np.polyfit(t, s, 2)[0], 5.0 / 7.0 * 9.81 * np.sin(th)
+    assert abs(a / expected - 1.0) < 0.02, (a, expected)
+    assert np.linalg.norm(sim.pose(box)[0] - rest) < 1e-5
+
+
 # ---------------------------------------------------------------- against MuJoCo
 
 NX, NY, SX, SY, TOP, BASE = 9, 7, 0.6, 0.45, 0.12, 0.5
