@@ -3,18 +3,20 @@
 A heightfield (:mod:`.fieldray` describes its grid: two triangles per cell, split along the
 diagonal from (column c, row r) to (c + 1, r + 1)) meets a convex geom where the geom's box,
 in the heightfield's axes, lies over its footprint.  Each triangle of the cells under that box
-whose highest corner the geom reaches is taken as a convex **prism**: the triangle extruded
-down, below the geom and the triangle (as MuJoCo collides its hfields), a world row of kind
-``PRISM`` (:mod:`.support`).  The geom meets each prism through the general narrow phase
-(:func:`.convex.collide`, and :func:`.clipping.manifold` for a face-on contact: a box's face,
-a cylinder's base on the triangle), with the pair's speculative margin.
+whose highest corner and whose plane the geom reaches is taken as a convex **prism**: the
+triangle extruded down, below the geom and the triangle (as MuJoCo collides its hfields), a
+world row of kind ``PRISM`` (:mod:`.support`).  The geom meets each prism through the general
+narrow phase (:func:`.convex.collide`, and :func:`.clipping.manifold` for a face-on contact: a
+box's face, a cylinder's base on the triangle), with the pair's speculative margin; a sphere
+whose centre lies above the triangle's plane meets the triangle's closest point instead (the
+same answer, without GJK and EPA).
 
 A prism's sides and bottom are not the terrain's surface (between two cells they lie inside
 it), so a normal that leaves a prism through them, or over an edge the terrain does not bend
-down at, is turned (:func:`_settle`): a contact's normal is its triangle's unless it leans
-over a ridge (an edge whose neighbouring triangle falls away) no farther than the neighbour's
-normal -- there it is the edge's, as the geom meets the ridge -- or over the heightfield's
-outer edge (its side is real).  A turned normal's depth is measured along it, from the
+down at, is turned (:func:`_settle`): a contact's normal is its triangle's, except over a ridge
+(an edge whose neighbouring triangle falls away), where it stays the edge's as far as the
+neighbour's normal and becomes the neighbour's beyond it, and over the heightfield's outer edge
+(its side is real), where it stays.  A turned normal's depth is measured along it, from the
 triangle's plane, when the geom's deepest point along it lies over the triangle, else it keeps
 the depth the narrow phase found (the smaller).
 
