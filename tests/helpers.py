@@ -294,6 +294,30 @@ def with_threads(threads, f):
         numba.set_num_threads(old)
 
 
+def assert_batch_is_singles(model, body, starts, steps, dt):
+    """Copies of ``model()`` whose ``body`` starts at each of ``starts``, stepped ``steps``
+    times in a Batch under nullspace_rk4 (one thread, then two: each copy its own scratch),
+    are their single simulations bit for bit, each with contacts at the end."""
+    batches = []
+    for threads in (1, 2):
+        batch = rt.Batch(rt.Simulation(model(), "nullspace_rk4", dt), n=len(starts))
+        q = batch.qpos()
+        for i, p in enumerate(starts):
+            q[i, :3] = p
+        batch.set_qpos(q)
+        with_threads(threads, lambda: batch.step(steps))
+        batches.append(batch)
+    for i, p in enumerate(starts):
+        s = rt.Simulation(model(), "nullspace_rk4", dt)
+        s.set_position(body, p)
+        s.step(steps)
+        assert s.contacts()
+        F, I = sim_rows(s)
+        for batch in batches:
+            np.testing.assert_array_equal(batch.F[i], F)
+            np.testing.assert_array_equal(batch.I[i], I)
+
+
 def batch_feedback(s, K, u0):
     """The batch's feedback u = u0 - K (x - 0) on Simulation s's x = (qpos, qvel), summed in
     the batch's order (bit for bit)."""

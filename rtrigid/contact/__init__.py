@@ -232,9 +232,9 @@ class Contacts:
 
     def _check_pairs(self, geoms, rows, excluded):
         """Whether two geoms may touch whose kinds have no fast pair test (they meet through
-        :mod:`.general`); excluded: the sorted keys of the body pairs that never collide.
-        Refuses (``ValueError`` naming the kinds) a heightfield that may touch a geom (it meets
-        the grounds' bodies only so far)."""
+        :mod:`.general`, heightfields included); excluded: the sorted keys of the body pairs
+        that never collide.  Refuses (``ValueError`` naming the kinds) a pair that has no
+        contact test (none can touch today: two heightfields are both scenery)."""
         geomi = self.geomi
         kinds = geomi[:, GI_KIND]
         body = geomi[:, GI_BODY]
@@ -261,8 +261,7 @@ class Contacts:
                     ga, gb = geoms[rows[a[x]]], geoms[rows[b[y]]]
                     raise ValueError(
                         f"geoms: {ga.kind} against {gb.kind} (geoms {rows[a[x]]} and "
-                        f"{rows[b[y]]}) has no contact test yet (a heightfield meets only "
-                        "the grounds' bodies so far); keep them apart with "
+                        f"{rows[b[y]]}) has no contact test; keep them apart with "
                         "contype/conaffinity or exclude_contacts")
         return general
 

@@ -5,7 +5,7 @@ face, and needs its corners as contacts to rest without rocking, so :func:`manif
 result into up to ``MAX_POINTS`` points, as Box2D and Jolt do:
 
 1. each geom's feature facing the other along the normal (:func:`face`): a box's or a hull's
-   face (a hull's from its plane pool), a cylinder's or a cone's base as a polygon of
+   face (a hull's from its plane pool; a heightfield prism's triangle), a cylinder's or a cone's base as a polygon of
    ``RIM_POINTS`` rim points, the straight line along a capsule's, a cylinder's or a cone's
    side; a sphere or an ellipsoid has none (one point);
 2. the better aligned face (within ``FACE_COS`` of the normal) is the reference, the other
@@ -42,7 +42,8 @@ from rtrigid.contact.convex import (
     rotate_out,
     to_world,
 )
-from rtrigid.contact.geometry import BOX, CAPSULE, CONE, CYLINDER, HULL
+from rtrigid.contact.geometry import BOX, CAPSULE, CONE, CYLINDER, HULL, PRISM
+from rtrigid.contact.support import T_NORMAL, T_TOP
 
 MAX_POINTS = 4
 POLY = 16          # most vertices of a face polygon (a hull face with more keeps its first 16)
@@ -161,6 +162,15 @@ def face(g, verts, planes, d0, d1, d2, poly):
         n = rotate_out(g, planes[p, 0], planes[p, 1], planes[p, 2])
         _order(poly, m, n[0], n[1], n[2])
         return m, n[0], n[1], n[2], best
+    if kind == PRISM:
+        # its triangle, the one face that is the heightfield's surface
+        cos = g[T_NORMAL] * l0 + g[T_NORMAL + 1] * l1 + g[T_NORMAL + 2] * l2
+        if cos <= 0.0:
+            return 0, 0.0, 0.0, 0.0, 0.0
+        for i in range(3):
+            _put(poly, i, g, g[T_TOP + 3 * i], g[T_TOP + 3 * i + 1], g[T_TOP + 3 * i + 2])
+        n = rotate_out(g, g[T_NORMAL], g[T_NORMAL + 1], g[T_NORMAL + 2])
+        return 3, n[0], n[1], n[2], cos
     rho = np.sqrt(l0 * l0 + l1 * l1)
     x, y = (l0 / rho, l1 / rho) if rho > 0.0 else (1.0, 0.0)
     if kind == CYLINDER and abs(l2) >= FACE_COS:
@@ -230,7 +240,7 @@ def _clip(src, count, dst, p0, p1, p2, m0, m1, m2):
 
 
 @jit
-def _reduce(cand, m, n0, n1, n2, tie, out):
+def reduce_points(cand, m, n0, n1, n2, tie, out):
     """At most MAX_POINTS of the m candidates into out: the deepest (the first of equal
     depth), the farthest from it, the largest areas on either side of those two."""
     if m <= MAX_POINTS:
@@ -343,4 +353,4 @@ def manifold(ga, gb, verts, planes, res, margin, cs, out):
     if -res[R_DIST] > deepest + tie:
         _deepest(res, cs.cand[k:k + 1])
         k += 1
-    return _reduce(cs.cand, k, r0, r1, r2, tie, out)
+    return reduce_points(cs.cand, k, r0, r1, r2, tie, out)

@@ -28,7 +28,7 @@ from collections import namedtuple
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.contact.geometry import BOX, HULL
+from rtrigid.contact.geometry import BOX, HULL, PRISM
 from rtrigid.contact.support import (  # noqa: F401  (the rows' layout, re-exported)
     W_KIND,
     W_NPLANE,
@@ -108,7 +108,7 @@ def _dot(s, i, j):
 
 
 @jit
-def _closest_triangle(s, i, j, k):
+def closest_triangle(s, i, j, k):
     """Closest point to the origin of triangle (s[i], s[j], s[k]) (Ericson 5.1.5): (weights of
     i, j, k, distance squared); a weight of 0 drops its vertex."""
     a0, a1, a2 = s[i, 0], s[i, 1], s[i, 2]
@@ -204,7 +204,7 @@ def _weights(s, n):
             return 0.0, 1.0, 0.0, 0.0, False
         return 1.0 - t, t, 0.0, 0.0, False
     if n == 3:
-        la, lb, lc, _ = _closest_triangle(s, 0, 1, 2)
+        la, lb, lc, _ = closest_triangle(s, 0, 1, 2)
         return la, lb, lc, 0.0, False
     # tetrahedron: the origin inside, or the closest point of the faces it is outside of
     best = np.inf
@@ -221,7 +221,7 @@ def _weights(s, n):
         if origin_side * vertex_side > 0.0:
             continue
         inside = False
-        la, lb, lc, dd = _closest_triangle(s, i, j, k)
+        la, lb, lc, dd = closest_triangle(s, i, j, k)
         if dd < best:
             best = dd
             w = (_weight_of(0, i, j, k, la, lb, lc), _weight_of(1, i, j, k, la, lb, lc),
@@ -543,7 +543,7 @@ def collide(ga, gb, verts, ws, res):
     if not overlap:
         return status
     flat_a = int(ga[W_KIND]) == BOX or int(ga[W_KIND]) == HULL
-    flat_b = int(gb[W_KIND]) == BOX or int(gb[W_KIND]) == HULL
+    flat_b = int(gb[W_KIND]) == BOX or int(gb[W_KIND]) == HULL or int(gb[W_KIND]) == PRISM
     if flat_a and flat_b:
         return epa(ga, gb, verts, ws, n, res, TOLERANCE * scale)
     status = epa(ga, gb, verts, ws, n, res, CURVED_TOLERANCE * scale)

@@ -28,6 +28,7 @@ from numba.extending import intrinsic
 from rtrigid._jit import CACHE, jit, rebind
 from rtrigid.contact import clipping, convex
 from rtrigid.contact.clipping import ClipSpace, M_DEPTH, M_WIDTH, manifold
+from rtrigid.contact.fieldcontact import SCRATCH, field_pair, field_space
 from rtrigid.contact.convex import (
     EPA_EDGES,
     EPA_FACES,
@@ -71,9 +72,10 @@ from rtrigid.maths.quat import rotmat
 POLY = clipping.POLY
 W = convex.W_WIDTH
 # float scratch: two world rows, collide's result, the manifold, GJK's simplex, EPA's vertices
-# and faces, the clipping's polygons and candidates
+# and faces, the clipping's polygons and candidates, a heightfield's (contact.fieldcontact)
 _F_PARTS = (2 * W, R_WIDTH, clipping.MAX_POINTS * M_WIDTH, 4 * 9, EPA_VERTICES * 9,
-            EPA_FACES * 5, POLY * 3, 4 * POLY * 3, 4 * POLY * 3, (4 * POLY + 1) * M_WIDTH)
+            EPA_FACES * 5, POLY * 3, 4 * POLY * 3, 4 * POLY * 3, (4 * POLY + 1) * M_WIDTH,
+            SCRATCH)
 F_SIZE = sum(_F_PARTS)
 # int scratch: the callback's address, EPA's face links, horizon and stack
 I_SIZE = 1 + EPA_FACES * 6 + EPA_EDGES * 4 + EPA_FACES
@@ -91,8 +93,8 @@ def scratch(general):
 
 def needs_general(ka, kb):
     """Whether geoms of kind codes ka and kb meet through the general narrow phase (no fast
-    path; both convex)."""
-    return not has_pair_test(ka, kb) and ka != HEIGHTFIELD and kb != HEIGHTFIELD
+    path: two convex geoms, or a convex geom and a heightfield)."""
+    return not has_pair_test(ka, kb) and not (ka == HEIGHTFIELD and kb == HEIGHTFIELD)
 
 
 @jit
@@ -114,7 +116,8 @@ def _world_row(geom, geomi, g, c, q, row):
 
 @jit
 def _carve(xf, xi):
-    """The views of the scratch: (wa, wb, res, out, Workspace, ClipSpace)."""
+    """The views of the scratch: (wa, wb, res, out, Workspace, ClipSpace, the heightfields'
+    floats)."""
     o = 0
     wa, wb = xf[0:W], xf[W:2 * W]
     o = 2 * W
@@ -135,6 +138,8 @@ def _carve(xf, xi):
     buf = xf[o:o + 12 * POLY].reshape((4 * POLY, 3))
     o += 12 * POLY
     cand = xf[o:o + (4 * POLY + 1) * M_WIDTH].reshape((4 * POLY + 1, M_WIDTH))
+    o += (4 * POLY + 1) * M_WIDTH
+    field = xf[o:o + SCRATCH]
     o = 1
     fi = xi[o:o + EPA_FACES * 6].reshape((EPA_FACES, 6))
     o += EPA_FACES * 6
@@ -142,13 +147,14 @@ def _carve(xf, xi):
     o += EPA_EDGES * 4
     stack = xi[o:o + EPA_FACES]
     return (wa, wb, res, out, Workspace(simplex, ev, fi, fd, edges, stack),
-            ClipSpace(ref, inc, buf, cand))
+            ClipSpace(ref, inc, buf, cand), field)
 
 
 @jit
 def general_pair(table, k, cap, a, b, ga, gb, scene, pa, pb):
     """:func:`.pairs.pair_contacts` for every pair of convex kinds: the fast path where there
-    is one, else collide and the clipped manifold; returns the next free row.  scene: the
+    is one, else collide and the clipped manifold, or against a heightfield
+    :func:`.fieldcontact.field_pair`; returns the next free row.  scene: the
     geoms (a :class:`~.manifold.Scene`; this reads its geom tables, pools and the general
     pairs' scratch xf, xi), pa, pb: the two geoms' :class:`~.geometry.Pose`."""
     geom, geomi, verts, planes = scene.geom, scene.geomi, scene.verts, scene.planes
@@ -157,11 +163,14 @@ def general_pair(table, k, cap, a, b, ga, gb, scene, pa, pb):
     ka, kb = int(geom[ga, G_KIND]), int(geom[gb, G_KIND])
     if has_pair_test(ka, kb):
         return pair_contacts(table, k, cap, a, b, ga, gb, geom, pa, pb)
-    if ka == HEIGHTFIELD or kb == HEIGHTFIELD or k >= cap:
+    if ka == HEIGHTFIELD or k >= cap:
         return k
     mu, e, margin = pair_coefficients(geom, ga, gb)
-    wa, wb, res, out, ws, cs = _carve(scene.xf, scene.xi)
+    wa, wb, res, out, ws, cs, field = _carve(scene.xf, scene.xi)
     _world_row(geom, geomi, ga, ca, qa, wa)
+    if kb == HEIGHTFIELD:  # terrain: scenery, so always the second geom
+        return field_pair(table, k, cap, a, gb, scene, pb, wa, (mu, e, margin),
+                          field_space(field, res, out, ws, cs))
     _world_row(geom, geomi, gb, cb, qb, wb)
     collide(wa, wb, verts, ws, res)
     if res[R_DIST] >= margin:

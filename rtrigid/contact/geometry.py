@@ -44,6 +44,7 @@ CONE = 4
 ELLIPSOID = 5
 HULL = 6
 HEIGHTFIELD = 7
+PRISM = 8  # a heightfield cell's triangle extruded downward: world rows only (contact.fieldcontact)
 SHAPE_CODES = {"sphere": SPHERE, "capsule": CAPSULE, "box": BOX, "cylinder": CYLINDER,
                "cone": CONE}
 # every geom kind (rtrigid.Model.add_geom): the body shapes', and the kinds only geoms have

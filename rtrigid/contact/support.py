@@ -6,7 +6,9 @@ world), for a hull its slice of a vertex pool ``verts (nv, 3)`` and of a plane p
 ``planes (np, 4)`` (outward unit normal, offset; both in the geom's frame), and the radius of
 a sphere about its position that holds it.  Sizes: sphere (r); capsule (r, half length) and
 cylinder (r, half length) along local z; box half extents; cone (r, height), apex at
--3 height / 4 and base centre at +height / 4 on z; ellipsoid radii.
+-3 height / 4 and base centre at +height / 4 on z; ellipsoid radii.  A prism (a heightfield's
+triangle extruded down to a bottom, :mod:`.fieldcontact`) has no sizes: its row is longer
+(``T_WIDTH``) and holds its triangle, its bottom and its triangle's normal.
 
 :func:`support` is the exact support point of every kind (the point of the shape farthest
 along a direction): GJK and EPA (:mod:`.convex`), the clipping (:mod:`.clipping`) and the ray
@@ -15,7 +17,16 @@ casts (:mod:`.raycast`) meet the shapes through it alone.
 import numpy as np
 
 from rtrigid._jit import jit_inline
-from rtrigid.contact.geometry import BOX, CAPSULE, CONE, CYLINDER, ELLIPSOID, HULL, SPHERE
+from rtrigid.contact.geometry import (
+    BOX,
+    CAPSULE,
+    CONE,
+    CYLINDER,
+    ELLIPSOID,
+    HULL,
+    PRISM,
+    SPHERE,
+)
 
 # world geom row
 W_KIND = 0
@@ -28,6 +39,11 @@ W_PLANE = 18   # hull: first plane in the pool, and their number
 W_NPLANE = 19
 W_RADIUS = 20  # radius of a sphere about W_POS that holds the geom
 W_WIDTH = 21
+# a prism's row (kind PRISM: a heightfield's triangle extruded down) goes on past W_WIDTH
+T_TOP = W_WIDTH          # its triangle's three corners (x, y, z each), in its axes about W_POS
+T_BOTTOM = W_WIDTH + 9   # the height of its bottom, in the same axes
+T_NORMAL = W_WIDTH + 10  # the triangle's upward unit normal, in its axes
+T_WIDTH = W_WIDTH + 13
 
 
 def bounding_radius(kind, size, verts=None):
@@ -157,6 +173,15 @@ def local_support(g, verts, l0, l1, l2):
         if s > 0.0:
             return (u0 / s, u1 / s, u2 / s)
         return (0.0, 0.0, c)
+    if kind == PRISM:
+        best, k = -np.inf, 0
+        for i in range(3):
+            z = g[T_TOP + 3 * i + 2] if l2 >= 0.0 else g[T_BOTTOM]
+            s = g[T_TOP + 3 * i] * l0 + g[T_TOP + 3 * i + 1] * l1 + z * l2
+            if s > best:
+                best, k = s, i
+        return (g[T_TOP + 3 * k], g[T_TOP + 3 * k + 1],
+                g[T_TOP + 3 * k + 2] if l2 >= 0.0 else g[T_BOTTOM])
     rho = np.sqrt(l0 * l0 + l1 * l1)
     x, y = (a * l0 / rho, a * l1 / rho) if rho > 0.0 else (0.0, 0.0)
     if kind == CYLINDER:

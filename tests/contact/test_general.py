@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rtrigid as rt
-from tests.helpers import sim_rows, with_threads
+from tests.helpers import assert_batch_is_singles
 
 G = 9.81
 DT = 1 / 240
@@ -169,38 +169,18 @@ def test_a_batch_of_a_model_with_general_pairs_is_its_single_simulations():
         m.add_geom(b, "cylinder", radius=0.1, half_length=0.08, friction=0.5)
         return m
 
-    n, steps = 3, 150
-    starts = [(0.0, 0.0, 0.7 + 0.01 * i) for i in range(n)]
-    batches = []
-    for threads in (1, 2):
-        batch = rt.Batch(rt.Simulation(model(), "nullspace_rk4", DT), n=n)
-        q = batch.qpos()
-        for i, p in enumerate(starts):
-            q[i, :3] = p
-        batch.set_qpos(q)
-        with_threads(threads, lambda: batch.step(steps))
-        batches.append(batch)
-    for i, p in enumerate(starts):
-        s = rt.Simulation(model(), "nullspace_rk4", DT)
-        s.set_position("c", p)
-        s.step(steps)
-        assert s.contacts()
-        F, I = sim_rows(s)
-        for batch in batches:
-            np.testing.assert_array_equal(batch.F[i], F)
-            np.testing.assert_array_equal(batch.I[i], I)
+    assert_batch_is_singles(model, "c", [(0.0, 0.0, 0.7 + 0.01 * i) for i in range(3)], 150, DT)
 
 
-def test_a_heightfield_against_a_geom_is_refused_naming_them_unless_kept_apart():
-    m = rt.Model()
-    a = m.add_body("a", 1.0, (1, 1, 1))
-    m.add_geom(a, "box", half_extents=(0.1, 0.1, 0.1))
-    m.add_geom(None, "heightfield", heights=np.zeros((4, 4)), size=(1.0, 1.0))
-    with pytest.raises(ValueError, match="^geoms: (heightfield against box|box against "
-                                         "heightfield)"):
-        rt.Simulation(m, "nullspace_rk4", 1e-3)
-    m = rt.Model()
-    a = m.add_body("a", 1.0, (1, 1, 1))
-    m.add_geom(a, "box", half_extents=(0.1, 0.1, 0.1), contype=2, conaffinity=2)
-    m.add_geom(None, "heightfield", heights=np.zeros((4, 4)), size=(1.0, 1.0))
-    rt.Simulation(m, "nullspace_rk4", 1e-3)  # kept apart by the bits
+def test_a_heightfield_meets_a_geom_through_the_general_pairs_unless_kept_apart():
+    """A heightfield that may touch a geom makes the model's pairs general (its contacts come
+    from contact.fieldcontact, in the general pair's callback); kept apart by the filter bits,
+    the model keeps the fast form."""
+    from rtrigid.contact import Contacts
+
+    for bits, general in ((1, True), (2, False)):
+        m = rt.Model()
+        a = m.add_body("a", 1.0, (1, 1, 1))
+        m.add_geom(a, "box", half_extents=(0.1, 0.1, 0.1), contype=bits, conaffinity=bits)
+        m.add_geom(None, "heightfield", heights=np.zeros((4, 4)), size=(1.0, 1.0))
+        assert Contacts(m).general is general
