@@ -57,12 +57,23 @@ def joint_rotation(tf, b, kind, Qg, qoff):
         h = 0.5 * Qg[qoff]
         s = np.sin(h)
         return np.cos(h), s * tf[b, T_UC], s * tf[b, T_UC + 1], s * tf[b, T_UC + 2]
-    if kind == UNIVERSAL:  # about the first axis (T_E1C: the parent's axis, child frame), then
-        h1, h2 = 0.5 * Qg[qoff], 0.5 * Qg[qoff + 1]  # about the second (T_UC)
-        s1, s2 = np.sin(h1), np.sin(h2)
-        return qmul_t(np.cos(h1), s1 * tf[b, T_E1C], s1 * tf[b, T_E1C + 1], s1 * tf[b, T_E1C + 2],
-                      np.cos(h2), s2 * tf[b, T_UC], s2 * tf[b, T_UC + 1], s2 * tf[b, T_UC + 2])
+    if kind == UNIVERSAL:
+        return universal_rotation(tf, b, Qg, qoff)
     return 1.0, 0.0, 0.0, 0.0
+
+
+# A kind's block that is longer than a few lines is a compiled function of its own, called
+# (not inlined) from the table's primitives: the hot kernels (every kinematics pass, the
+# energy-momentum residual and Newton matrix) grow by a call, not by the block, for a kind
+# that most trees do not have.
+@jit
+def universal_rotation(tf, b, Qg, qoff):
+    """s_rel of universal joint b: about the first axis (T_E1C: the parent's axis in child
+    axes), then about the second (T_UC)."""
+    h1, h2 = 0.5 * Qg[qoff], 0.5 * Qg[qoff + 1]
+    s1, s2 = np.sin(h1), np.sin(h2)
+    return qmul_t(np.cos(h1), s1 * tf[b, T_E1C], s1 * tf[b, T_E1C + 1], s1 * tf[b, T_E1C + 2],
+                  np.cos(h2), s2 * tf[b, T_UC], s2 * tf[b, T_UC + 1], s2 * tf[b, T_UC + 2])
 
 
 @jit_inline
@@ -140,10 +151,17 @@ def add_own_rate_products(kind, G, nu, o, cb, b):
     (e the second axis) to the angular term.
     """
     if kind == UNIVERSAL:
-        n = nu[o] * nu[o + 1]
-        ae = cross3(G[b, 0, 0], G[b, 0, 1], G[b, 0, 2], G[b, 1, 0], G[b, 1, 1], G[b, 1, 2])
-        for k in range(3):
-            cb[b, k] += n * ae[k]
+        universal_rate_products(G, nu, o, cb, b)
+
+
+@jit
+def universal_rate_products(G, nu, o, cb, b):
+    """The term theta1' theta2' a x e of universal joint b (see
+    :func:`add_own_rate_products`), added to cb."""
+    n = nu[o] * nu[o + 1]
+    ae = cross3(G[b, 0, 0], G[b, 0, 1], G[b, 0, 2], G[b, 1, 0], G[b, 1, 1], G[b, 1, 2])
+    for k in range(3):
+        cb[b, k] += n * ae[k]
 
 
 # -- the energy-momentum step's terms ---------------------------------------------------------
@@ -272,9 +290,7 @@ def em_rows(tf, ti, b, f, mhat, mu, em, jx):
         wt = rot_vec(rot[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
         res[ov] = wt[0] * mhat[0] + wt[1] * mhat[1] + wt[2] * mhat[2]
     elif kind == UNIVERSAL:
-        w1, w2 = universal_rows(tf, ti, b, R0, u, mu)
-        res[ov] = w1[0] * mhat[0] + w1[1] * mhat[1] + w1[2] * mhat[2]
-        res[ov + 1] = w2[0] * mhat[0] + w2[1] * mhat[1] + w2[2] * mhat[2]
+        universal_residual(tf, ti, b, mhat, mu, res, R0, u)
     first = first_slide(kind)
     if first < 6:
         beta = parent_beta(ti, b, R0, u)
@@ -355,23 +371,42 @@ def em_columns(h, tf, ti, b, mu, R, rj, em, jx):
         for j in range(3):
             E[0, 3 + j] = -e * fxw[j]
     elif kind == UNIVERSAL:
-        # the rows w.N of universal_rows, against the joint's turns about its two axes at t1;
-        # E: the joint point term only (the rows' own turn with the parent's and with mu is
-        # left out: Newton then converges linearly, fast)
-        w = universal_rows(tf, ti, b, jx.R0, u, mu)
-        set_column(SR[b], 0, parent_axis(tf, b, ti[b, I_PARENT], R, T_UP), r1)
-        set_column(SR[b], 1, rot_vec(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2]), r1)
-        for i in range(2):
-            wi = w[i]
-            set_column(SL[b], i, wi, rm)
-            wr = wi[0] * r1[0] + wi[1] * r1[1] + wi[2] * r1[2]
-            fxw = cross3(F[0], F[1], F[2], wi[0], wi[1], wi[2])
-            for j in range(3):
-                E[i, j] = e * (fr * wi[j] - wr * F[j])
-                E[i, 3 + j] = -e * fxw[j]
+        universal_columns(tf, ti, b, mu, R, (F, r1, rm, e), u, jx)
     first = first_slide(kind)
     if first < 6:
         slide_columns(tf, ti, b, first, R, u, F, e, jx)
+
+
+@jit
+def universal_residual(tf, ti, b, mhat, mu, res, R0, u):
+    """Universal joint b's two rows of the residual: ``mhat`` along :func:`universal_rows`."""
+    ov = ti[b, I_VOFF]
+    w1, w2 = universal_rows(tf, ti, b, R0, u, mu)
+    res[ov] = w1[0] * mhat[0] + w1[1] * mhat[1] + w1[2] * mhat[2]
+    res[ov + 1] = w2[0] * mhat[0] + w2[1] * mhat[1] + w2[2] * mhat[2]
+
+
+@jit
+def universal_columns(tf, ti, b, mu, R, point, u, jx):
+    """Universal joint b's columns of the Newton matrix and rows of E (see
+    :func:`em_columns`; ``point``: the subtree force F, the joint point r1 at t1, the mean
+    point rm and the factor e there): the rows w.N of :func:`universal_rows` against the
+    joint's turns about its two axes at t1.  E takes the joint point term only (the rows' own
+    turn with the parent's and with mu is left out: Newton then converges linearly, fast)."""
+    F, r1, rm, e = point
+    SL, SR, E = jx.SL, jx.SR, jx.Cb[b]
+    fr = F[0] * r1[0] + F[1] * r1[1] + F[2] * r1[2]
+    w = universal_rows(tf, ti, b, jx.R0, u, mu)
+    set_column(SR[b], 0, parent_axis(tf, b, ti[b, I_PARENT], R, T_UP), r1)
+    set_column(SR[b], 1, rot_vec(R[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2]), r1)
+    for i in range(2):
+        wi = w[i]
+        set_column(SL[b], i, wi, rm)
+        wr = wi[0] * r1[0] + wi[1] * r1[1] + wi[2] * r1[2]
+        fxw = cross3(F[0], F[1], F[2], wi[0], wi[1], wi[2])
+        for j in range(3):
+            E[i, j] = e * (fr * wi[j] - wr * F[j])
+            E[i, 3 + j] = -e * fxw[j]
 
 
 @jit
@@ -570,7 +605,7 @@ def _half_ratio(dtheta):
     return t, (1.0 if half == 0.0 else half / t)
 
 
-@jit_inline
+@jit
 def universal_pair(tf, ti, b, tau, mu, R0, u, Y):
     """The torque pair +-M across universal joint b (into Y) that does the work
     tau1 dtheta1 + tau2 dtheta2 over the step exactly (``tau``: (tau1, tau2)).
