@@ -36,7 +36,7 @@ _O = field_offsets(STATE_FIELDS, 1)
 O_X, O_Q, O_V, O_W, O_P, O_PQ, O_L = (_O[name][0] for name, _ in STATE_FIELDS)
 
 
-@jit
+@jit_inline
 def state_view(S, nb):
     """(x, q, v, w, P, pq, L) views into the flat state array (:data:`STATE_FIELDS`)."""
     return (
@@ -50,13 +50,13 @@ def state_view(S, nb):
     )
 
 
-@jit
+@jit_inline
 def model_sizes(nb, ns):
     """(float model length, int model length) of :func:`layout.flatten`."""
     return 3 + B_WIDTH * nb + S_WIDTH * ns, 2 + nb + ns
 
 
-@jit
+@jit_inline
 def open_buffers(F, I):
     """Everything a kernel needs from (F, I): the model arrays, nb, and the dynamic views.
 
@@ -83,7 +83,7 @@ def restore_body(S, S_prev, nb, b):
         o += width * nb
 
 
-@jit
+@jit_inline
 def applied_view(A, nb):
     """(force, torque) views into the flat applied-load array."""
     return A[0:3 * nb].reshape((nb, 3)), A[3 * nb:6 * nb].reshape((nb, 3))

@@ -347,7 +347,7 @@ def _spring_body_substeps(bm, b, h, m, S, S_prev, f_app,
     return True
 
 
-@jit
+@jit_inline
 def step_loop(n, dt, F, I, all_appendix_d, stages):
     """The step loop with the sub-step fallback of :mod:`.implicit` (see ``run`` there: a
     function handed to a loop is a real call, whose array arguments cost reference counts,

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit_inline
 
 FREE = 0
 PIVOTED = 1
@@ -98,7 +98,7 @@ def flatten(fm: FrozenModel):
 BodiesModel = namedtuple("BodiesModel", ("gravity", "bodyf", "bodyi", "springf", "springi"))
 
 
-@jit
+@jit_inline
 def kernel_arrays(mf, mi):
     """Inverse of :func:`flatten`: (gravity, bodyf, bodyi, springf, springi) views.
 
