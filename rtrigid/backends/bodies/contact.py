@@ -257,12 +257,13 @@ def _run_source(kernel):
         settings = SolveSettings(*settings)
         grounds, active, xf, xi, count = (unowned(grounds), unowned(active), unowned(xf),
                                           unowned(xi), unowned(count))
+        Fv, Iv = unowned(F), unowned(I)  # (the kernel takes F and I as the Simulation's)
         flags = OK
         for _ in range(n):
             status = kernel(1, dt, F, I)
             flags |= status & USED_FALLBACK
             if status & ~USED_FALLBACK:
                 return status | flags
-            count[0] = after_step(unowned(F), unowned(I), scene, grounds, active, arrays,
-                                  settings, dt, xf, xi, count)
+            count[0] = after_step(Fv, Iv, scene, grounds, active, arrays, settings, dt, xf, xi,
+                                  count)
         return flags
