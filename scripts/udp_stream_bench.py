@@ -7,8 +7,10 @@ of its own, this process as the rig answering every state with a command.
 With ``--rt-priority N`` the server runs under SCHED_FIFO N and this client under N-1.
 
 Reported: the states' arrival jitter (arrival time minus the tick's ideal release, less the
-smallest such delay seen: how much later than its best a state came), the intervals between
-arrivals minus the period, the ticks whose state never came, and the server's own figures
+smallest such delay seen: how much later than its best a state came) twice -- ``arrival_``:
+when the kernel received the datagram (SO_TIMESTAMPNS), the server's timing and the network's;
+``seen_``: when this Python process had woken and read it, which adds its own wake-up -- the
+intervals between arrivals minus the period, the ticks whose state never came, and the server's own figures
 (late and folded ticks, worst lateness, worst step, commands applied, superseded, dropped
 stale and reordered).  Both processes read the same monotonic clock
 (``time.perf_counter_ns``).  Nothing is asserted: the figures depend on the machine.
@@ -62,15 +64,16 @@ def main(argv: list[str] | None = None) -> int:
             set_fifo_priority(max(args.rt_priority - 1, 1))
         rng = random.Random(args.seed)
         period_ns = 1e9 / args.rate
-        with StreamClient(host, int(port), timeout=2.0) as client:
+        with StreamClient(host, int(port), timeout=2.0, timestamps=True) as client:
             client.subscribe()
-            ticks, arrivals = [], []
+            ticks, arrivals, seen = [], [], []
             sent = dropped = swapped = 0
             held = None
             end = time.perf_counter_ns() + int(args.seconds * 1e9)
             while time.perf_counter_ns() < end:
                 state = client.next_state()
-                arrivals.append(time.perf_counter_ns())
+                seen.append(time.perf_counter_ns())
+                arrivals.append(state["received_ns"])
                 ticks.append(state["tick"])
                 client.seq += 1
                 packet = client.packet(client.seq, {0: 0.3 * np.sin(state["t"])})
@@ -93,19 +96,23 @@ def main(argv: list[str] | None = None) -> int:
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=30)
     t = np.array(ticks, dtype=np.int64)
-    a = np.array(arrivals, dtype=np.float64)
-    delay = a - (t - t[0]) * period_ns
-    jitter = (delay - delay.min()) * 1e-3
-    intervals = (np.diff(a) - np.diff(t) * period_ns) * 1e-3
+
+    def jitter(times: list[int]) -> np.ndarray:
+        delay = np.array(times, dtype=np.float64) - (t - t[0]) * period_ns
+        return (delay - delay.min()) * 1e-3
+
+    a, s = jitter(arrivals), jitter(seen)
+    intervals = np.diff(a)  # each arrival interval less the period (a is less the schedule)
     expected = int(t[-1] - t[0] + 1)
     out = {
         "scenario": args.scenario, "rate_hz": args.rate, "seconds": args.seconds,
         "rt_priority": args.rt_priority, "states_received": len(t),
         "ticks_without_a_state": expected - len(np.unique(t)),
-        "jitter_us_p50": float(np.percentile(jitter, 50)),
-        "jitter_us_p99": float(np.percentile(jitter, 99)),
-        "jitter_us_max": float(jitter.max()),
-        "interval_error_us_p99": float(np.percentile(np.abs(intervals), 99)),
+        **{f"arrival_jitter_us_{k}": float(v) for k, v in zip(
+            ("p50", "p99", "p999", "max"), np.percentile(a, [50, 99, 99.9, 100]))},
+        **{f"seen_jitter_us_{k}": float(v) for k, v in zip(
+            ("p50", "p99", "p999", "max"), np.percentile(s, [50, 99, 99.9, 100]))},
+        "arrival_interval_error_us_p99": float(np.percentile(np.abs(intervals), 99)),
         "commands_sent": sent, "commands_not_sent_on_purpose": dropped,
         "commands_swapped_on_purpose": swapped,
         **{f"server_{k}": v for k, v in stats.items()},

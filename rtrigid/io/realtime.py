@@ -12,7 +12,7 @@ Schedule
     tick, and simulated time equals wall time at every deadline.  A tick first calls
     ``callback(sim, tick)`` (read the state at ``sim.t``, set the inputs, e.g. with
     ``sim.apply_force``, that act over the tick's steps), then runs the tick's steps in one
-    ``sim.step(n)`` call.
+    ``sim.step(n)`` call, then calls ``after(sim, tick)`` if given.
 
 Waiting
     :class:`MonotonicClock` sleeps until ``spin`` seconds before the release and spins on
@@ -50,6 +50,7 @@ Statistics (:meth:`RealtimeRunner.stats`)
 from __future__ import annotations
 
 import math
+import select
 import time
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
@@ -82,11 +83,23 @@ class Steppable(Protocol):
 
 
 class MonotonicClock:
-    """``time.perf_counter_ns`` with a sleep-then-spin wait (``spin`` seconds of spinning)."""
+    """``time.perf_counter_ns`` with a sleep-then-spin wait (``spin`` seconds of spinning).
 
-    def __init__(self, spin: float = 3e-4) -> None:
+    ``watch=(fd, callback)``: while it sleeps, ``callback()`` runs whenever the file
+    descriptor (or object with ``fileno()``) becomes readable -- a server reads its
+    socket while it waits, and has little left to read at the release.
+    """
+
+    def __init__(
+        self, spin: float = 3e-4, watch: tuple[Any, Callable[[], object]] | None = None
+    ) -> None:
         self.spin = as_scalar(spin, "spin", nonnegative=True)
         self._spin_ns = int(round(self.spin * 1e9))
+        if watch is not None and not (
+            isinstance(watch, tuple) and len(watch) == 2 and callable(watch[1])
+        ):
+            raise ValueError(f"watch: expected (fd, callable), got {watch!r}")
+        self.watch = watch
 
     @staticmethod
     def now_ns() -> int:
@@ -96,9 +109,15 @@ class MonotonicClock:
     def sleep_until(self, deadline_ns: int) -> None:
         """Return at the first clock reading >= ``deadline_ns`` (at once if it has passed)."""
         now = time.perf_counter_ns
-        remaining = deadline_ns - now()
-        if remaining > self._spin_ns:
-            time.sleep((remaining - self._spin_ns) * 1e-9)
+        wake = deadline_ns - self._spin_ns
+        if self.watch is None:
+            if wake > now():
+                time.sleep((wake - now()) * 1e-9)
+        else:
+            fd, callback = self.watch
+            while (left := wake - now()) > 0:
+                if select.select((fd,), (), (), left * 1e-9)[0]:
+                    callback()
         while now() < deadline_ns:
             pass
 
@@ -169,6 +188,9 @@ class RealtimeRunner:
         Anything with ``dt`` and ``step(n)``.
     callback : callable(sim, tick) or None
         Called at the start of every tick, before its steps (``tick`` is a :class:`Tick`).
+    after : callable(sim, tick) or None
+        Called after a tick's steps, before the wait for the next release: work to have
+        ready when it comes (part of the tick's work for its deadline, not of its step).
     rate : float or None
         Ticks per second; ``1/sim.dt`` (one step per tick) if None.
     max_steps_per_tick : int or None
@@ -188,6 +210,7 @@ class RealtimeRunner:
         sim: Steppable,
         callback: Callable[[Any, Tick], object] | None = None,
         *,
+        after: Callable[[Any, Tick], object] | None = None,
         rate: float | None = None,
         max_steps_per_tick: int | None = None,
         max_lag: float = 0.1,
@@ -198,6 +221,8 @@ class RealtimeRunner:
         dt = as_scalar(sim.dt, "sim.dt", positive=True)
         if callback is not None and not callable(callback):
             raise ValueError(f"callback: expected a callable or None, got {callback!r}")
+        if after is not None and not callable(after):
+            raise ValueError(f"after: expected a callable or None, got {after!r}")
         if rate is None:
             self.rate = 1.0 / dt
             ratio = Fraction(1)
@@ -227,6 +252,7 @@ class RealtimeRunner:
         self.sample_capacity = int(as_scalar(sample_capacity, "sample_capacity", positive=True))
         self.sim = sim
         self.callback = callback
+        self.after = after
         self.dt = dt
         self._stop = False
         self._stats: dict[str, Any] | None = None
@@ -269,6 +295,7 @@ class RealtimeRunner:
         cap = min(self.sample_capacity, max(expected, 1))
         step_lat, cb_lat, jitter = _Samples(cap), _Samples(cap), _Samples(cap)
         clock, sim, callback, period = self.clock, self.sim, self.callback, self.period_ns
+        after = self.after
         max_steps, max_lag_ns = self.max_steps_per_tick, int(round(self.max_lag * 1e9))
         tick = Tick()
         self._stop = False
@@ -331,6 +358,9 @@ class RealtimeRunner:
                 end = clock.now_ns()
                 if n:
                     step_lat.add(end - t_cb)
+                if after is not None:
+                    after(sim, tick)
+                    end = clock.now_ns()
                 done += n
                 counts["ticks"] += 1
                 counts["caught_up"] += last - k

@@ -281,12 +281,14 @@ def test_a_paced_stream_accounts_for_every_command_and_state():
     every state the server sent arrives, in order."""
     rng = random.Random(11)
     with StreamServer(scenarios.build("arm"), port=0, scenario="arm", rate=1000.0) as server:
+        begun = time.perf_counter_ns()
         server.start()
-        with StreamClient(*server.address, timeout=TIMEOUT) as client:
+        with StreamClient(*server.address, timeout=TIMEOUT, timestamps=True) as client:
             client.subscribe()  # the states come from the next tick on
             states, sent, held = [], 0, None
             while len(states) < 1000:
                 state = client.next_state()
+                assert begun < state["received_ns"] <= time.perf_counter_ns()
                 states.append(state)
                 seq = client.seq + 1
                 client.seq = seq
@@ -315,6 +317,8 @@ def test_a_paced_stream_accounts_for_every_command_and_state():
     assert stats["dropped_invalid"] == 0 and len(states) == stats["states_sent"]
     ticks = [s["tick"] for s in states]
     assert ticks == sorted(set(ticks))
+    received = [s["received_ns"] for s in states]
+    assert received == sorted(received)  # the kernel's receive times, in arrival order
     # a state's steps are the scheduled steps of its tick: one per tick at 1 kHz, dt 1 ms
     assert all(s["steps"] == s["tick"] for s in states)
 

@@ -7,6 +7,7 @@ and checked exactly -- no test depends on how fast or how loaded the machine is.
 import json
 import math
 import os
+import socket
 
 import numpy as np
 import pytest
@@ -214,6 +215,7 @@ def test_callback_inputs_act_on_the_steps_of_their_tick():
     (dict(rate=50.0, max_steps_per_tick=10), "max_steps_per_tick"),  # a tick needs 20
     (dict(max_lag=-1.0), "max_lag"),
     (dict(callback=3), "callback"),
+    (dict(after=3), "after"),
     (dict(clock=object()), "clock"),
     (dict(spin=-1e-4), "spin"),
 ])
@@ -235,6 +237,43 @@ def test_bad_run_arguments_are_refused_by_name(kwargs, field):
     with pytest.raises(ValueError, match=f"^{field}:"):
         RealtimeRunner(sim, clock=clock).run(**kwargs)
     assert sim.steps == 0 and clock.ns == 0
+
+
+def test_after_runs_past_the_steps_and_counts_in_the_deadline_not_the_step():
+    """``after`` sees the tick's steps done; its time makes the tick late (it is the tick's
+    work) but is not part of the step's latency."""
+    clock = ManualClock()
+    sim = CostlySim(clock, cost=1e-4)
+    seen = []
+
+    def after(s, tick):
+        seen.append((tick.index, s.steps))
+        clock.advance(0.95e-3 if tick.index == 2 else 0.0)
+
+    stats = RealtimeRunner(sim, after=after, clock=clock).run(ticks=5)
+    assert seen == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+    assert stats["overruns"] == 1 and stats["missed_deadlines"] == 1  # tick 2 ends at 3.05 ms
+    assert stats["worst_lateness_us"] == pytest.approx(50.0)
+    assert stats["worst_step_us"] == pytest.approx(100.0)
+
+
+def test_monotonic_clock_reads_what_it_watches_while_it_sleeps():
+    """With ``watch=(fd, callback)`` the clock calls back when the fd is readable, and still
+    wakes no earlier than the deadline."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    got = []
+    with a, b:
+        b.setblocking(False)
+        clock = MonotonicClock(spin=1e-4, watch=(b, lambda: got.append(b.recv(64))))
+        deadline = clock.now_ns() + 2_000_000
+        clock.sleep_until(deadline)
+        assert got == [] and clock.now_ns() >= deadline
+        a.send(b"datagram")
+        deadline = clock.now_ns() + 50_000_000
+        clock.sleep_until(deadline)
+        assert got == [b"datagram"] and clock.now_ns() >= deadline
+    with pytest.raises(ValueError, match="^watch:"):
+        MonotonicClock(watch=(b, "not callable"))
 
 
 def test_monotonic_clock_never_wakes_before_the_deadline():

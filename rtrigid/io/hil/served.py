@@ -182,9 +182,17 @@ class StatePacker:
         self.values = np.empty(STATE_WIDTH * sim.nb + sim.nq + sim.nv + n_sensor_values)
         self.bodies = self.values[: STATE_WIDTH * sim.nb].reshape(sim.nb, STATE_WIDTH)
         self.head = (sim.nb, sim.nq, sim.nv, n_sensor_values)
+        self._head = b""
 
     def pack(self, sim: Simulation) -> bytes:
         """The state payload of ``sim`` (a simulation of the same model) now."""
+        self.motion(sim)
+        return self.finish(sim)
+
+    def motion(self, sim: Simulation) -> None:
+        """Take the part of the payload that only the simulation's state decides (t, the
+        step count, the bodies' poses and velocities, qpos, qvel) from ``sim`` now; inputs
+        set afterwards (controls, loads) do not change it until the next step."""
         out = self.bodies
         for b in range(sim.nb):
             out[b, 0:3], out[b, 3:7] = sim.pose(b)
@@ -194,8 +202,14 @@ class StatePacker:
         values[at : at + sim.nq] = sim.qpos()
         at += sim.nq
         values[at : at + sim.nv] = sim.qvel()
-        at += sim.nv
+        self._head = STATE_HEAD.pack(sim.t, sim.steps_taken, *self.head)
+
+    def finish(self, sim: Simulation) -> bytes:
+        """The payload: what :meth:`motion` last took, with the IMU readings of ``sim`` now
+        (an accelerometer reads the joint forces in force)."""
+        values = self.values
+        at = len(values) - IMU_WIDTH * len(self.imus)
         for _, b, point in self.imus:
             values[at : at + 3], values[at + 3 : at + 6] = sim.imu(b, point)
             at += IMU_WIDTH
-        return STATE_HEAD.pack(sim.t, sim.steps_taken, *self.head) + values.tobytes()
+        return self._head + values.tobytes()

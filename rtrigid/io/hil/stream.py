@@ -26,7 +26,7 @@ import struct
 import sys
 import threading
 import warnings
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 import numpy as np
 
@@ -70,7 +70,7 @@ from rtrigid.io.hil.served import (
     joint_rows,
     replica,
 )
-from rtrigid.io.realtime import Clock, RealtimeRunner, Tick
+from rtrigid.io.realtime import Clock, MonotonicClock, RealtimeRunner, Tick
 from rtrigid.simulation import Simulation, SimulationError
 from rtrigid.validate import as_scalar
 
@@ -88,7 +88,10 @@ class StreamServer:
     (``"hold"``: the last command stays in force; ``"zero"``: every control, joint force and
     load of the commands is set to 0), until the next command.  ``imus`` as for
     :class:`~rtrigid.io.hil.server.Server`.  ``clock``, ``spin``, ``max_steps_per_tick`` and
-    ``max_lag`` go to the :class:`~rtrigid.io.realtime.RealtimeRunner`.  The server steps a
+    ``max_lag`` go to the :class:`~rtrigid.io.realtime.RealtimeRunner`; the default clock
+    reads the socket while it waits for a release, so that a tick has only to apply the
+    newest command and send the state (taken after the previous tick's steps).
+    ``max_packets_per_tick`` bounds the datagrams one read takes.  The server steps a
     copy of ``sim`` as it is now; ``sim`` itself is never stepped (:attr:`sim` is the copy).
     """
 
@@ -152,6 +155,7 @@ class StreamServer:
         self._runner = RealtimeRunner(
             self.sim,
             self._tick,
+            after=self._after,
             rate=rate,
             clock=clock,
             spin=spin,
@@ -195,6 +199,11 @@ class StreamServer:
         self._loaded: set[int] = set()  # bodies the command in force loads
         self._forced: set[int] = set()  # joints a command has given a force
         self._stopping = False
+        self._prepared = False  # the packer holds the motion of the state to send next
+        self._best: tuple[int, Any, Any] | None = None  # newest command read for the tick
+        self._error_sent = False  # an ERROR went out since the last tick
+        if clock is None:  # the default clock reads the socket while it waits for a release
+            cast(MonotonicClock, self._runner.clock).watch = (self._sock, self._read)
         self._thread: threading.Thread | None = None
         self.counts = dict.fromkeys(STATS_COUNTS[6:], 0)
         self.counts["states_unsent"] = 0  # sendto failed (the kernel's buffer was full)
@@ -204,6 +213,7 @@ class StreamServer:
         """Stream for ``duration`` seconds, ``ticks`` ticks, or until :meth:`stop`; returns
         :meth:`stats`.  May be called again (tick indices go on; the deadline figures are
         those of the latest run)."""
+        self._prepared = False
         self._runner.run(duration=duration, ticks=ticks)
         return self.stats()
 
@@ -268,18 +278,36 @@ class StreamServer:
                 first, self.command_seq, STATUS_WATCHDOG if self._silent else 0
             )
             try:
+                packer = self._packer
+                body = packer.finish(sim) if self._prepared else packer.pack(sim)
                 self._sock.sendto(
-                    datagram(STREAM_STATE, first & 0xFFFFFFFF, head + self._packer.pack(sim)),
-                    self.destination,
+                    datagram(STREAM_STATE, first & 0xFFFFFFFF, head + body), self.destination
                 )
                 self.counts["states_sent"] += 1
             except OSError:
                 self.counts["states_unsent"] += 1
 
+    def _after(self, sim: Simulation, tick: Tick) -> None:
+        """After the steps: take the state the next tick sends now, while nothing waits
+        for it (the commands that tick applies do not change it), so that tick sends it
+        as soon as it has read them."""
+        if self.destination is not None:
+            self._packer.motion(sim)
+        self._prepared = self.destination is not None
+
     def _receive(self, now: int) -> None:
-        """Read what came in; apply the newest command of it."""
-        best: tuple[int, Any, Any] | None = None  # (seq, sender, parsed command)
-        error_sent = False
+        """Read what came in since the last read; apply the newest command of the tick."""
+        self._read()
+        best, self._best = self._best, None
+        self._error_sent = False
+        if best is not None:
+            self._apply(*best, now)
+
+    def _read(self) -> None:
+        """Read the datagrams waiting (at most ``max_packets_per_tick``): keep the newest
+        command for the tick to apply, answer the rest.  Called by the tick, and while the
+        loop waits for the release, so that the tick has little left to read."""
+        best = self._best  # (seq, sender, parsed command)
         for _ in range(self.max_packets_per_tick):
             try:
                 size, sender = self._sock.recvfrom_into(self._buf)
@@ -320,14 +348,13 @@ class StreamServer:
                     raise Refusal(E_KIND, f"unknown kind {kind}")
             except Refusal as exc:
                 self.counts["dropped_invalid"] += 1
-                if not error_sent:  # at most one ERROR a tick
-                    error_sent = True
+                if not self._error_sent:  # at most one ERROR a tick
+                    self._error_sent = True
                     try:
                         self._sock.sendto(datagram_error(seq, exc.code, str(exc)), sender)
                     except OSError:
                         pass
-        if best is not None:
-            self._apply(*best, now)
+        self._best = best
 
     def _check(self, size: int) -> tuple[int, int, bytes]:
         """(kind, seq, payload) of the datagram in the buffer, or a :class:`Refusal`."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import collections
 import socket
+import struct
+import sys
 import time
 from typing import Any, Mapping
 
@@ -45,6 +47,8 @@ from rtrigid.io.hil.records import (
 from rtrigid.validate import as_scalar
 
 _KEPT_STATES = 4096  # states received while waiting for a reply, kept for next_state()
+_SO_TIMESTAMPNS = 35  # Linux: a datagram's receive time as a struct timespec (CLOCK_REALTIME)
+_TIMESPEC = struct.Struct("@qq")
 
 
 class StreamClient(Described):
@@ -57,6 +61,10 @@ class StreamClient(Described):
     :attr:`rate`, :attr:`every`, :attr:`watchdog`, :attr:`on_silence` the stream.
     :meth:`command` sends a command (the next sequence number, or the one given),
     :meth:`next_state` returns the next state received, :meth:`stats` the server's figures.
+
+    ``timestamps=True`` (Linux): each state also has ``received_ns``, when the kernel
+    received its datagram, on the ``time.perf_counter_ns`` clock -- its arrival on time,
+    apart from when this process woke to read it.
     """
 
     def __init__(
@@ -66,14 +74,21 @@ class StreamClient(Described):
         *,
         timeout: float = 1.0,
         retries: int = 5,
+        timestamps: bool = False,
     ) -> None:
         if port is None:
             raise ValueError("port: required")
+        if timestamps and not sys.platform.startswith("linux"):
+            raise ValueError("timestamps: the kernel's receive times are read on Linux only")
+        self.timestamps = bool(timestamps)
+        self._received_ns = 0  # when the kernel received the last datagram read
         self.timeout = as_scalar(timeout, "timeout", positive=True)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._sock = socket.socket(family, socket.SOCK_DGRAM)
         self._sock.connect((host, int(port)))  # datagrams from anywhere else are not read
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        if self.timestamps:
+            self._sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         self.seq = 0  # the last command's sequence number
         self._request_seq = 0
         self._states: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEPT_STATES)
@@ -177,6 +192,8 @@ class StreamClient(Described):
         tick, command_seq, status = STREAM_STATE_HEAD.unpack_from(payload)
         state = read_state(payload, self.sensors, self.names, STREAM_STATE_HEAD.size)
         state.update(tick=tick, command_seq=command_seq, watchdog=bool(status & STATUS_WATCHDOG))
+        if self.timestamps:
+            state["received_ns"] = self._received_ns
         return state
 
     def stats(self) -> dict[str, Any]:
@@ -206,7 +223,10 @@ class StreamClient(Described):
                 raise TimeoutError("no datagram from the server within the timeout")
             self._sock.settimeout(left)
             try:
-                size = self._sock.recv_into(self._buf)
+                if self.timestamps:
+                    size = self._receive_stamped()
+                else:
+                    size = self._sock.recv_into(self._buf)
             except socket.timeout:
                 raise TimeoutError("no datagram from the server within the timeout") from None
             except ConnectionRefusedError:
@@ -221,3 +241,14 @@ class StreamClient(Described):
                 (code,) = ERROR_HEAD.unpack_from(payload)
                 raise ServerError(code, payload[ERROR_HEAD.size :].decode("utf-8", "replace"))
             return kind, seq, payload
+
+    def _receive_stamped(self) -> int:
+        """recv_into that also keeps the kernel's receive time, moved to the perf_counter
+        clock by the two clocks' offset read just after."""
+        size, ancillary, _, _ = self._sock.recvmsg_into([self._buf], 64)
+        offset = time.time_ns() - time.perf_counter_ns()
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+                seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+                self._received_ns = seconds * 1_000_000_000 + nanoseconds - offset
+        return size
