@@ -2,7 +2,7 @@
 of its own, this process as the rig answering every state with a command.
 
     python3 scripts/udp_stream_bench.py --seconds 60 --rate 1000 [--drop 0.01 --reorder 0.01]
-                                        [--rt-priority 50] [--json]
+                                        [--rt-priority 50] [--spin S] [--json]
 
 With ``--rt-priority N`` the server runs under SCHED_FIFO N and this client under N-1.
 
@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rt-priority", type=int, default=0,
                    help="the server, and this client at N-1, under SCHED_FIFO (needs "
                         "CAP_SYS_NICE)")
+    p.add_argument("--spin", type=float, default=None,
+                   help="seconds the server spins before each release (its --spin)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -49,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
            "--rate", str(args.rate)]
     if args.rt_priority:
         cmd += ["--rt-priority", str(args.rt_priority)]
+    if args.spin is not None:
+        cmd += ["--spin", str(args.spin)]
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": os.pathsep.join(
                                   filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))})
