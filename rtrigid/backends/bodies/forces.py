@@ -127,14 +127,29 @@ def add_spring_loads(springs, b, pose, loads):
     return f0, f1, f2, t0, t1, t2
 
 
-@jit
 def potential_energy(bm, x, q):
-    """Gravity plus spring energy of all bodies; x are centre-of-mass positions."""
-    gravity, bodyf, bodyi, springf, springi = bm
+    """Gravity plus spring energy of all bodies; x are centre-of-mass positions.  The springs'
+    kernel is compiled only for a model that has springs."""
+    v = gravity_energy(bm.gravity, bm.bodyf, x)
+    if bm.springi.shape[0]:
+        v = add_spring_energy(bm, x, q, v)
+    return v
+
+
+@jit
+def gravity_energy(gravity, bodyf, x):
+    """-sum_b m_b g . x_b."""
     v = 0.0
     for b in range(x.shape[0]):
         for k in range(3):
             v -= bodyf[b, B_MASS] * gravity[k] * x[b, k]
+    return v
+
+
+@jit
+def add_spring_energy(bm, x, q, v):
+    """v plus the springs' energy, each spring's term added in turn."""
+    gravity, bodyf, bodyi, springf, springi = bm
     arm = np.empty(3)
     d = np.empty(3)
     for s in range(springi.shape[0]):
