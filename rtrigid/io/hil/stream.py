@@ -289,12 +289,13 @@ class StreamServer:
                 self.counts["states_unsent"] += 1
 
     def _after(self, sim: Simulation, tick: Tick) -> None:
-        """After the steps: take the state the next tick sends now, while nothing waits
+        """After the steps: if the next tick sends a state, take it now, while nothing waits
         for it (the commands that tick applies do not change it), so that tick sends it
-        as soon as it has read them."""
-        if self.destination is not None:
+        as soon as it has read them.  (A tick that folds in a later one whose turn it is to
+        send packs the state itself.)"""
+        self._prepared = self.destination is not None and self._next_tick % self.every == 0
+        if self._prepared:
             self._packer.motion(sim)
-        self._prepared = self.destination is not None
 
     def _receive(self, now: int) -> None:
         """Read what came in since the last read; apply the newest command of the tick."""
