@@ -111,8 +111,9 @@ class MonotonicClock:
         now = time.perf_counter_ns
         wake = deadline_ns - self._spin_ns
         if self.watch is None:
-            if wake > now():
-                time.sleep((wake - now()) * 1e-9)
+            left = wake - now()  # read once: a second reading may already be past the wake
+            if left > 0:
+                time.sleep(left * 1e-9)
         else:
             fd, callback = self.watch
             while (left := wake - now()) > 0:
