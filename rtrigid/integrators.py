@@ -47,6 +47,9 @@ class Integrator(NamedTuple):
     joint_kinds: frozenset  # kinds its tree kernel supports (empty: no tree kernel)
     joint_springs: bool = True  # its tree kernel steps joint springs and dampers
     armature: bool = False  # its tree kernel steps joint armature (rotor inertia)
+    friction: dict = {}  # backend -> {variant key: its kernel with joint Coulomb friction}
+    # (none: it does not step joint friction)
+    friction_contacts: bool = False  # it steps joint friction in a model with contacts
     options: dict = {}  # option -> allowed values, the default first
     rigid: dict = {}  # backend -> {variant key: a kernel for models without springs,
     # which compiles less}
@@ -130,6 +133,24 @@ class Integrator(NamedTuple):
                         f"{self.name} does not step joint armature (rotor inertia; joint "
                         f"{j.name!r} has {j.armature:g})"
                     )
+                if getattr(j, "friction", 0.0):
+                    if backend not in self.friction:
+                        return (
+                            f"{self.name} does not step joint friction (joint {j.name!r} "
+                            f"has {j.friction:g})"
+                        )
+                    if loop_joints:
+                        return (
+                            f"{self.name} does not step joint friction in a model with loop "
+                            f"joints (joint {j.name!r} has {j.friction:g})"
+                        )
+                    if grounds and not self.friction_contacts:
+                        return (
+                            f"{self.name} does not step joint friction in a model with "
+                            f"contacts (joint {j.name!r} has {j.friction:g}): its friction "
+                            "and the contacts are solved apart, and a link resting on the "
+                            "ground crept"
+                        )
                 if (j.stiffness or j.damping) and not self.joint_springs:
                     return (
                         f"{self.name} does not support joint springs or dampers (joint "
@@ -180,13 +201,15 @@ class Integrator(NamedTuple):
         return f"{why}; no scheme steps this model as a whole"
 
     def module(
-        self, backend: str, options: dict[str, Any], springs: bool = True
+        self, backend: str, options: dict[str, Any], springs: bool = True, friction: bool = False
     ) -> tuple[ModuleType, Callable[..., Any]]:
-        """(kernel module, kernel function) for a backend, a full option dict and whether the
-        model has springs."""
+        """(kernel module, kernel function) for a backend, a full option dict, whether the
+        model has springs and whether it has joint friction."""
         key = tuple(options[k] for k in self.options)
         name = self.kernels[backend][key]
-        if not springs:
+        if friction:
+            name = self.friction[backend][key]
+        elif not springs:
             name = self.rigid.get(backend, {}).get(key, name)
         path, func = name.split(":")
         module = importlib.import_module(path)
@@ -206,6 +229,7 @@ REGISTRY = {
             {BODIES: {(): _B + "nullspace_rk4:step"}, TREE: {(): _T + "nullspace_rk4:step"}},
             _ALL_KINDS,
             armature=True,
+            friction={TREE: {(): _T + "nullspace_rk4:step_friction"}},
             loops=True,
             batched_loops=True,
             contacts=True,
@@ -226,6 +250,8 @@ REGISTRY = {
             },
             _ALL_KINDS,
             armature=True,
+            friction={TREE: {(): _T + "semi_implicit_euler:step_friction"}},
+            friction_contacts=True,
             contacts=True,
             keeps_energy=False,
         ),
@@ -431,6 +457,12 @@ _COLUMNS = (
     ("joint kinds", lambda i: ", ".join(k for k in KINDS if k in i.joint_kinds) or "-"),
     ("joint springs and dampers", lambda i: TREE in i.kernels and i.joint_springs),
     ("joint armature", lambda i: TREE in i.kernels and i.armature),
+    (
+        "joint friction",
+        lambda i: (
+            ("yes" if i.friction_contacts else "without contacts") if TREE in i.friction else "no"
+        ),
+    ),
     ("limits that rebound", lambda i: TREE in i.kernels and i.limit_bounce),
     ("closed loops", lambda i: i.loops),
     ("loops in a Batch", lambda i: i.batched_loops),

@@ -422,6 +422,7 @@ class Model:
         rotation=None,
         position=None,
         armature=0.0,
+        friction=0.0,
     ):
         """Join ``child`` to ``parent`` (a body, or ``None`` / ``"world"``) by a lower pair.
 
@@ -451,6 +452,13 @@ class Model:
         matrix and 1/2 armature c'^2 to the kinetic energy (a geared motor's rotor reflected
         through its gear, without gyroscopic coupling).  ``nullspace_rk4`` and
         ``semi_implicit_euler`` step it; the other schemes refuse it.
+
+        ``friction`` (>= 0, N m or N): a revolute or prismatic joint's Coulomb friction, as
+        MuJoCo's ``frictionloss`` and URDF's ``<dynamics friction>``: a torque (force) of at
+        most this size that opposes the joint's motion, and holds the joint still while the
+        other forces on it need no more (stick and slip, see ``docs/guide/joints.md``).
+        ``nullspace_rk4`` and ``semi_implicit_euler`` step it, without loop joints; the other
+        schemes refuse it.
 
         Returns the joint's handle, which every joint query of the simulation takes (as it
         takes the joint's name).
@@ -490,6 +498,12 @@ class Model:
         if joint.armature and kind not in LIMITED_KINDS:
             raise ValueError(
                 f"armature: only {' and '.join(LIMITED_KINDS)} joints take an armature, not {kind}"
+            )
+        joint.friction = as_scalar(friction, "friction", nonnegative=True)
+        if joint.friction and kind not in LIMITED_KINDS:
+            raise ValueError(
+                f"friction: only {' and '.join(LIMITED_KINDS)} joints take a joint friction, "
+                f"not {kind}"
             )
         self.joints.append(joint)
         return len(self.joints) - 1

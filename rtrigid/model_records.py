@@ -130,6 +130,7 @@ class Joint:
     limit_restitution: float = 0.0
     position: np.ndarray | None = None  # initial coordinates (None: zero, or the nearer limit)
     armature: float = 0.0  # rotor inertia on a revolute or prismatic coordinate
+    friction: float = 0.0  # Coulomb friction: its torque (force) bound on that coordinate
 
 
 LIMITED_KINDS = ("revolute", "prismatic")

@@ -225,7 +225,12 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
         )
         if why:
             raise ValueError(f"integrator: {why}; {_alternatives(model, self.dt)}")
-        module, self._kernel = entry.module(kind, self.options, springs=bool(model.springs))
+        module, self._kernel = entry.module(
+            kind,
+            self.options,
+            springs=bool(model.springs),
+            friction=any(j.friction for j in model.joints),
+        )
         self.backend = _create_backend(kind, model, module)
         if loop_joints:
             from rtrigid.backends.tree.loops_em import stepper

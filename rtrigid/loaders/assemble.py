@@ -60,7 +60,8 @@ class JointSpec:
     ``anchor``, ``axis``: the joint point and axis in the child link frame.
     ``info``: what the model does not simulate yet (limits, effort, velocity), kept for the
     user in :attr:`Model.joint_info`.  ``position``: the initial coordinate (None: zero, or
-    the nearer limit); ``armature``: the rotor inertia of :meth:`Model.add_joint`.
+    the nearer limit); ``armature``, ``friction``: the rotor inertia and Coulomb friction
+    of :meth:`Model.add_joint`.
     """
 
     name: str
@@ -77,6 +78,7 @@ class JointSpec:
     info: dict = field(default_factory=dict)
     position: float | None = None
     armature: float = 0.0
+    friction: float = 0.0
 
 
 def rpy_matrix(rpy):
@@ -296,7 +298,13 @@ def build(
         if kind in ("revolute", "prismatic", "planar"):
             axis = dict(axis_child=child_link[1] @ j.axis, axis_parent=at_zero[1] @ j.axis)
         coordinate = (
-            dict(damping=j.damping, stiffness=j.stiffness, rest=j.rest, armature=j.armature)
+            dict(
+                damping=j.damping,
+                stiffness=j.stiffness,
+                rest=j.rest,
+                armature=j.armature,
+                friction=j.friction,
+            )
             if kind in ("revolute", "prismatic")
             else {}
         )

@@ -350,10 +350,7 @@ def _joint(m, j, lines, report, name_of, ignore, limits):
     armature = float(m.dof_armature[dof])
     if not m.joint(j).name:
         report.add("approximated", "unnamed joint", f"named {name!r}", where)
-    if m.dof_frictionloss[dof]:
-        report.add(
-            "ignored", "joint frictionloss", "Coulomb joint friction is not simulated", where
-        )
+    friction = float(m.dof_frictionloss[dof])
     info, spec_kw = {}, {}
     if kind in (HINGE, SLIDE):
         if m.jnt_limited[j]:
@@ -361,6 +358,16 @@ def _joint(m, j, lines, report, name_of, ignore, limits):
         if armature and "armature" in ignore:
             report.add("ignored", "joint armature", "ignore=('armature',)", where)
             armature = 0.0
+        if friction and "frictionloss" in ignore:
+            report.add("ignored", "joint frictionloss", "ignore=('frictionloss',)", where)
+            friction = 0.0
+        elif friction:
+            report.add(
+                "approximated",
+                "joint frictionloss",
+                "Coulomb joint friction held exactly (MuJoCo's is soft: solreffriction)",
+                where,
+            )
         start = float(m.qpos0[qadr])
         if limits and m.jnt_limited[j] and not info["lower"] <= start <= info["upper"]:
             report.add(
@@ -375,10 +382,16 @@ def _joint(m, j, lines, report, name_of, ignore, limits):
             stiffness=stiffness,
             rest=float(m.qpos_spring[qadr]),
             armature=armature,
+            friction=friction,
             position=start,
         )
     else:
-        for what, value in (("damping", damping), ("stiffness", stiffness), ("armature", armature)):
+        for what, value in (
+            ("damping", damping),
+            ("stiffness", stiffness),
+            ("armature", armature),
+            ("frictionloss", friction),
+        ):
             if value:
                 report.add(
                     "ignored",

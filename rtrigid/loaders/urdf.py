@@ -2,7 +2,7 @@
 
 Unknown elements are refused naming the element and its line.  What rtrigid does not simulate
 is ignored with a warning and listed in the load report (``mimic``: the joint moves on its own;
-joint friction; ROS's ``joint_properties``); ``strict=True`` refuses it.  ``visual`` boxes, spheres, cylinders and meshes
+ROS's ``joint_properties``); ``strict=True`` refuses it.  ``visual`` boxes, spheres, cylinders and meshes
 become the bodies' drawing (:data:`rtrigid.model.PART_TYPES`; a mesh file that is not found
 is a warning, and the viewer draws a placeholder).  ``collision`` boxes, spheres, cylinders,
 capsules and meshes become geoms, pybullet's ``plane`` on the world a ground (:meth:`rtrigid.Model.add_geom`; a mesh one convex hull per
@@ -246,18 +246,27 @@ def _joint(src, node, ignore):
         for k in ("effort", "velocity"):
             if k in lim.attrib:
                 info[k] = src.floats(lim, k, 1)
-    damping = 0.0
+    damping = friction = 0.0
     if "dynamics" in kids:
         dyn = kids["dynamics"]
         damping = src.floats(dyn, "damping", 1, 0.0)
         if damping < 0.0:
             raise src.error(dyn, f"negative damping {damping}")
-        if src.floats(dyn, "friction", 1, 0.0) != 0.0:
-            src.ignored.setdefault("joint friction (Coulomb) ignored: not simulated", []).append(
-                dyn.line
-            )
+        friction = src.floats(dyn, "friction", 1, 0.0)
+        if friction < 0.0:
+            raise src.error(dyn, f"negative friction {friction}")
         if damping and kind not in ("revolute", "continuous", "prismatic"):
             raise src.error(dyn, f"damping on a {kind} joint is not supported")
+        if friction and (
+            kind not in ("revolute", "continuous", "prismatic") or "friction" in ignore
+        ):
+            src.ignored.setdefault(
+                f"joint friction (Coulomb) on a {kind} joint ignored"
+                if "friction" not in ignore
+                else "joint friction ignored: ignore=('friction',)",
+                [],
+            ).append(dyn.line)
+            friction = 0.0
     return JointSpec(
         name,
         JOINT_KINDS[kind],
@@ -268,6 +277,7 @@ def _joint(src, node, ignore):
         axis,
         node,
         damping=damping,
+        friction=friction,
         info=info,
     )
 

@@ -210,8 +210,6 @@ def _refused(tmp_path, text, *, name="bad.urdf", **kw):
 
 @pytest.mark.parametrize("old,new,where", [
     ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <mimic joint="other"/>', ":6: <mimic>"),
-    ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <dynamics friction="0.3"/>',
-     ":6: joint friction"),
     ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <joint_properties damping="1"/>',
      ":6: <joint_properties>"),
 ])
@@ -367,7 +365,9 @@ def test_files_mujoco_rejects_give_its_reason_and_line(tmp_path, old, new, where
      '</fixed></tendon><actuator>', ":46: tendon"),
     ('<motor name="m" joint="swing" gear="2"',
      '<general name="m" joint="swing" gear="2" dyntype="filter"', ":47: actuator: 'm'"),
-    ('<joint name="bend"', '<joint name="bend" frictionloss="0.2"', ":25: joint frictionloss"),
+    ('<joint name="ball" type="ball" damping="0" stiffness="0"',
+     '<joint name="ball" type="ball" damping="0" stiffness="0" frictionloss="0.2"',
+     ":33: spherical joint frictionloss"),
 ])
 def test_what_is_not_simulated_is_reported_warned_and_refused_when_strict(tmp_path, old, new,
                                                                          where):
@@ -387,6 +387,26 @@ def test_what_is_not_simulated_is_reported_warned_and_refused_when_strict(tmp_pa
     assert where in _refused(tmp_path, text.replace(old, new), name="bad.xml", strict=True,
                              collision=False)
 
+
+def test_joint_friction_loads_as_joint_friction(tmp_path):
+    """URDF <dynamics friction> and MJCF frictionloss on hinges and slides become
+    Model.add_joint(friction=...), with nothing reported ignored for them."""
+    text = PENDULUM.format(ixx=.01, ixy=0, iyy=.01, izz=.01, rpy="0 0 0").replace(
+        '<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <dynamics friction="0.3"/>')
+    path = tmp_path / "f.urdf"
+    path.write_text(text)
+    model = rt.load_model(str(path))
+    assert [j.friction for j in model.joints] == [0.3]
+    assert not any("friction" in e.what for e in model.load_report.ignored)
+    with open(KIT) as f:
+        text = f.read()
+    path = tmp_path / "f.xml"
+    path.write_text(text.replace('<joint name="bend"', '<joint name="bend" frictionloss="0.2"'))
+    model = rt.load_model(str(path), collision=False)
+    assert {j.name: j.friction for j in model.joints if j.friction} == {"bend": 0.2}
+    assert not any("friction" in e.what for e in model.load_report.ignored)
+    dropped = rt.load_model(str(path), collision=False, ignore=("frictionloss",))
+    assert not any(j.friction for j in dropped.joints)
 
 FLOATING = """<robot name="fl">
   <link name="world"/>

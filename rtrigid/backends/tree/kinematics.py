@@ -109,6 +109,7 @@ from rtrigid.backends.tree.layout import (
     T_AC,
     T_AP,
     T_ARM,
+    T_FRIC,
     T_BOUNCE,
     T_DAMP,
     T_E1C,
@@ -408,6 +409,7 @@ class Tree:
             row[T_LO], row[T_HI] = j.limits
             row[T_BOUNCE] = j.limit_restitution
             row[T_ARM] = j.armature
+            row[T_FRIC] = j.friction
             self.ti[i, I_ORDER] = b
             self.ti[b, I_PARENT] = j.parent
             self.ti[b, I_KIND] = code

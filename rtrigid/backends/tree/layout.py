@@ -42,7 +42,8 @@ T_LO = 35      # joint limits of a revolute or prismatic coordinate (-inf, +inf:
 T_HI = 36
 T_BOUNCE = 37  # the limits' restitution
 T_ARM = 38     # armature: rotor inertia on a revolute or prismatic coordinate
-T_WIDTH = 39
+T_FRIC = 39    # joint Coulomb friction: the bound of its torque (force) on that coordinate
+T_WIDTH = 40
 
 # per-body int row
 I_ORDER = 0    # the body visited at this position of the topological order
@@ -110,7 +111,8 @@ def work_layout(nb, nq, nv):
             ("W", (nb, 6, 6)), ("pA", (nb, 6)), ("acc", (nb, 6)), ("fext", (nb, 6)), ("I6", (6, 6)),
             ("tau", (nv,)), ("Q0", (nq,)), ("nu0", (nv,)), ("kQ", (2, nq)), ("knu", (2, nv)),
             ("Qs", (nq,)), ("nus", (nv,)), ("nudot", (nv,)),
-            ("Lc", (nb, nv)), ("La", (nb, nb)), ("Lv", (4, nb)), ("Ld", (nv,)))
+            ("Lc", (nb, nv)), ("La", (nb, nb)), ("Lv", (4, nb)), ("Ld", (nv,)),
+            ("Ff", (nv,)), ("Fs", (nv,)))
 
 
 # the scratch arrays by name (what :func:`carve` returns; a kernel reads ``scr.nu0``)
@@ -167,7 +169,7 @@ def model_sizes(nb, ns, na):
 @jit
 def base_work_size(nb, nq, nv):
     """Length of the scratch of :func:`work_layout` (its sum; a test checks the two agree)."""
-    return (186 + 3 * JOINT_ROWS) * nb + 36 + 4 * nq + 6 * nv + nb * (nv + nb + 4) + nv
+    return (186 + 3 * JOINT_ROWS) * nb + 36 + 4 * nq + 6 * nv + nb * (nv + nb + 4) + 3 * nv
 
 
 def work_size(nb, nq, nv):
@@ -267,8 +269,14 @@ def carve(work, nb, nq, nv):
     Lv = view(work, o, (4, nb))
     o += 4 * nb
     Ld = view(work, o, (nv,))
+    o += nv
+    # joint friction (see .friction): the step's friction torques on the sliding joints, and
+    # +inf on the rates held still (0 elsewhere)
+    Ff = view(work, o, (nv,))
+    o += nv
+    Fs = view(work, o, (nv,))
     return Scratch(R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0, nu0, kQ, knu, Qs,
-                   nus, nudot, Lc, La, Lv, Ld)
+                   nus, nudot, Lc, La, Lv, Ld, Ff, Fs)
 
 
 @jit_inline

@@ -74,26 +74,34 @@ def clamp_limits(tf, ti, Qg, nu, Lv):
 
 
 @jit
-def limit_impulse(ti, passes, limits, k, rates):
-    """dnu <- K⁻¹ Sᵀ λ with λ such that (rates + dnu) at the k active rates of Lv equals their
-    targets; the articulated factor (IA, U, Dinv, W of ``passes``, the recursion's arrays) of
-    the configuration must be current.  ``limits``: (Lc, La, Lv, dnu) of ``limit_arrays``.
-    Returns False if the k x k matrix is singular."""
+def response_columns(ti, passes, Lc, Lv, k, out):
+    """Lc[a] <- K⁻¹ e_i for the k rates i = Lv[0, a] (K the joint-space inertia, with what
+    the articulated factor of ``passes`` holds besides: armature, implicit dampers); the
+    factor must be current, its cb, pA, tau and acc are overwritten; ``out``: a rate vector."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
-    Lc, La, Lv, dnu = limits
     nb = ti.shape[0]
-    nv = dnu.shape[0]
     for a in range(k):
-        for i in range(nv):
+        for i in range(tau.shape[0]):
             tau[i] = 0.0
         tau[int(Lv[0, a])] = 1.0
         for b in range(nb):
             for r in range(6):
                 cb[b, r] = 0.0
                 pA[b, r] = 0.0
-        articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, dnu)
-        for i in range(nv):
-            Lc[a, i] = dnu[i]
+        articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, out)
+        for i in range(out.shape[0]):
+            Lc[a, i] = out[i]
+
+
+@jit
+def limit_impulse(ti, passes, limits, k, rates):
+    """dnu <- K⁻¹ Sᵀ λ with λ such that (rates + dnu) at the k active rates of Lv equals their
+    targets; the articulated factor (IA, U, Dinv, W of ``passes``, the recursion's arrays) of
+    the configuration must be current.  ``limits``: (Lc, La, Lv, dnu) of ``limit_arrays``.
+    Returns False if the k x k matrix is singular."""
+    Lc, La, Lv, dnu = limits
+    nv = dnu.shape[0]
+    response_columns(ti, passes, Lc, Lv, k, dnu)
     for a in range(k):
         for c in range(k):
             La[a, c] = Lc[c, int(Lv[0, a])]

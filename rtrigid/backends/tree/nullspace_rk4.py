@@ -13,7 +13,7 @@ Joint limits (:mod:`.limits`): after the step a coordinate beyond its limit is p
 the joints so put get the joint-space impulse that sets their rates to zero (or to the
 restitution's rebound of the rate they arrived with).
 """
-from rtrigid._jit import inline_copy, jit
+from rtrigid._jit import inline_copy, jit, jit_inline, rebind
 from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS, all_finite, view
 from rtrigid.backends.tree.kinematics import (
     ACT_GEAR,
@@ -47,6 +47,7 @@ from rtrigid.backends.tree.layout import (
     pass_arrays,
 )
 from rtrigid.backends.tree.kinematics import work_size as _mb_work_size
+from rtrigid.backends.tree import friction
 from rtrigid.backends.tree.limits import clamp_limits, has_limits, limit_impulse
 
 RK4_WEIGHTS = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
@@ -94,19 +95,29 @@ def step(n, dt, F, I):
     Q0, nu0, kQ, knu = scratch.Q0, scratch.nu0, scratch.kQ, scratch.knu
     Qs, nus = scratch.Qs, scratch.nus
     dQ, dnu, sQ, snu = kQ[0], knu[0], kQ[1], knu[1]
+    limits = (scratch.Lc, scratch.La, scratch.Lv, scratch.Ld)
+    Ff, Fs = scratch.Ff, scratch.Fs
     limited = has_limits(tf, ti)
     status = OK
     for _ in range(n):
         _start_step(S, S_prev, Qg, nu, Q0, nu0)
+        if not _friction_begin(tf, ti, Q0, x, q, passes, limits, nu0, Ff, Fs, dt):
+            status = NONFINITE
         for st in range(4):
+            if status != OK:
+                break
             # stage input from the previous stage's derivative (dQ, dnu still hold it)
             rk4_stage_input(st, dt, Q0, nu0, dQ, dnu, Qs, nus)
             _coordinate_rates(ti, Qs, nus, dQ)
             _loads(tables, Qs, nus, x, q, passes, applied, drive, dt * RK4_WEIGHTS[st])
-            if not _articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
+            _friction_load(Ff, tau)
+            if not _stage_factor(tf, ti, R, G, IA, U, Dinv, W, I6, Fs):
                 status = NONFINITE
                 break
             _articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, dnu)
+            if not _friction_stage(st, tf, ti, passes, limits, nu0, dnu, Ff, Fs):
+                status = NONFINITE
+                break
             wt = RK4_WEIGHTS[st]
             for i in range(nq):
                 sQ[i] = sQ[i] + wt * dQ[i] if st > 0 else wt * dQ[i]
@@ -118,6 +129,8 @@ def step(n, dt, F, I):
             for i in range(nv):
                 nu[i] = nu0[i] + dt * snu[i]
             _normalize_coordinates(ti, Qg)
+            if not _friction_end(tf, ti, Qg, x, q, passes, limits, Ff, Fs, nu):
+                status = NONFINITE
         status = _end_step(F, I, status, limited, tf, ti, S, S_prev, stats, state, passes)
         if status != OK:
             break
@@ -193,6 +206,34 @@ def end_step(F, I, status, limited, tf, ti, S, S_prev, stats, state, passes):
 _loads, _start_step, _end_step = (inline_copy(k) for k in (loads, start_step, end_step))
 
 
+# Joint friction's hooks in the step loop (:mod:`.friction`): nothing here, inlined away;
+# ``step_friction`` below is the step with friction's own (a model without joint friction
+# compiles and runs the loop without them, bit for bit as before)
+@jit_inline
+def _friction_begin(tf, ti, Qg, x, q, passes, limits, nu0, Ff, Fs, h):
+    return True
+
+
+@jit_inline
+def _friction_load(Ff, tau):
+    pass
+
+
+@jit_inline
+def _stage_factor(tf, ti, R, G, IA, U, Dinv, W, I6, Fs):
+    return _articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6)
+
+
+@jit_inline
+def _friction_stage(st, tf, ti, passes, limits, nu0, dnu, Ff, Fs):
+    return True
+
+
+@jit_inline
+def _friction_end(tf, ti, Qg, x, q, passes, limits, Ff, Fs, nu):
+    return True
+
+
 @jit
 def _hold_limits(F, I):
     """Joints beyond a limit: on it, and their rates to the limit's target; False if
@@ -226,3 +267,14 @@ def _hold_limits(F, I):
     for i in range(nv):
         nu[i] += Ld[i]
     return True
+
+
+# the step with joint friction (the registry's ``friction`` kernel; see .friction), the
+# passes called rather than inlined
+step_friction = rebind(step, "friction", __name__, _friction_begin=friction.rk4_begin,
+                       _friction_load=friction.rk4_load, _friction_stage=friction.rk4_stage,
+                       _friction_end=friction.stop_turned,
+                       _stage_factor=friction.locked_factor,
+                       _coordinate_rates=coordinate_rates,
+                       _normalize_coordinates=normalize_coordinates, _loads=loads,
+                       _start_step=start_step, _end_step=end_step, **friction.CALLED)

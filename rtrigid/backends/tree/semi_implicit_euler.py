@@ -24,7 +24,7 @@ Joint limits as under ``nullspace_rk4`` (its ``_hold_limits``: clamp, then the j
 impulse).  Actuator work over a step is the force the step applied (its damping implicit)
 times the joint's increment, so a motor's work is exactly u g (theta_{n+1} - theta_n).
 """
-from rtrigid._jit import inline_copy, jit
+from rtrigid._jit import inline_copy, jit, jit_inline, rebind
 from rtrigid.backends.buffers import NONFINITE, OK
 from rtrigid.backends.tree.layout import Drive, TreeState, TreeTables, pass_arrays
 from rtrigid.backends.tree.kinematics import (
@@ -54,6 +54,7 @@ from rtrigid.backends.tree.kinematics import (
     state_views,
 )
 from rtrigid.backends.tree.kinematics import work_size as _mb_work_size
+from rtrigid.backends.tree import friction
 from rtrigid.backends.tree.limits import has_limits
 from rtrigid.backends.tree.nullspace_rk4 import end_step, loads, start_step
 from rtrigid.maths.quat import turn_t
@@ -122,6 +123,13 @@ _implicit_damping, _turn_coordinates, _actuator_step_work = (
     inline_copy(k) for k in (implicit_damping, turn_coordinates, actuator_step_work))
 
 
+@jit_inline
+def _friction_velocity(tf, ti, passes, limits, nu, h):
+    """Joint friction's hook (:mod:`.friction`): nothing here, inlined away; ``step_friction``
+    below is the step with :func:`.friction.velocity_friction` in its place."""
+    return True
+
+
 @jit
 def step(n, dt, F, I):
     """Advance ``n`` steps of size ``dt`` (the kernel contract of rtrigid.backends.buffers).
@@ -144,6 +152,7 @@ def step(n, dt, F, I):
     drive = Drive(act, ctrl, awork)
     Q0, nu0 = scratch.Q0, scratch.nu0
     arm, nudot = scratch.nus, scratch.nudot
+    limits = (scratch.Lc, scratch.La, scratch.Lv, scratch.Ld)
     limited = has_limits(tf, ti)
     status = OK
     for _ in range(n):
@@ -157,6 +166,8 @@ def step(n, dt, F, I):
             _articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nudot)
             for i in range(nv):
                 nu[i] = nu0[i] + dt * nudot[i]
+            if not _friction_velocity(tf, ti, passes, limits, nu, dt):
+                status = NONFINITE
             _turn_coordinates(ti, Q0, nu, dt, Qg)
             if na:
                 _actuator_step_work(act, ctrl, Q0, nu0, Qg, nu, awork)
@@ -168,3 +179,10 @@ def step(n, dt, F, I):
                f_app, t_app, held, R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau, Q0,
                nu0, arm, nudot, act, ctrl, awork)
     return status
+
+
+# the step with joint friction (the registry's ``friction`` kernel; see .friction), the
+# passes called rather than inlined
+step_friction = rebind(step, "friction", __name__,
+                       _friction_velocity=friction.velocity_friction, _loads=loads,
+                       _start_step=start_step, _end_step=end_step, **friction.CALLED)
