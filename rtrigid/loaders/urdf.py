@@ -1,9 +1,10 @@
 """URDF: links, inertials, collisions and joints to the tree of :mod:`rtrigid.loaders.assemble`.
 
 Unknown elements are refused naming the element and its line.  What rtrigid does not simulate
-is ignored with a warning and listed in the load report (``mimic``: the joint moves on its own;
-ROS's ``joint_properties``); ``strict=True`` refuses it.  ``visual`` boxes, spheres, cylinders and meshes
-become the bodies' drawing (:data:`rtrigid.model.PART_TYPES`; a mesh file that is not found
+is ignored with a warning and listed in the load report (``mimic``: the joint moves on its own);
+``strict=True`` refuses it.  ``<dynamics damping friction>`` (or ROS's older
+``<joint_properties>`` with the same attributes) become the joint's damper and friction.
+``visual`` boxes, spheres, cylinders and meshes become the bodies' drawing (:data:`rtrigid.model.PART_TYPES`; a mesh file that is not found
 is a warning, and the viewer draws a placeholder).  ``collision`` boxes, spheres, cylinders,
 capsules and meshes become geoms, pybullet's ``plane`` on the world a ground (:meth:`rtrigid.Model.add_geom`; a mesh one convex hull per
 object in its file, as pybullet's VHACD files are made), with pybullet's ``<contact>``
@@ -32,13 +33,12 @@ JOINT_KINDS = {
     "spherical": "spherical",
 }
 SILENT = {"material"}
-# ignored with a warning (and in the load report): other software's settings, and ROS's old
-# <joint_properties> (damping and friction, which <dynamics> gives)
-WARN = {"gazebo", "transmission", "calibration", "safety_controller", "joint_properties"}
+# ignored with a warning (and in the load report): other software's settings
+WARN = {"gazebo", "transmission", "calibration", "safety_controller"}
 ROBOT_TAGS, LINK_TAGS = {"link", "joint"}, {"inertial", "visual", "collision", "contact"}
 # pybullet's <contact> entries mapped to the link's geoms (the rest are reported ignored)
 CONTACT_KEYS = {"lateral_friction": "friction", "restitution": "restitution"}
-JOINT_TAGS = {"origin", "parent", "child", "axis", "limit", "dynamics"}
+JOINT_TAGS = {"origin", "parent", "child", "axis", "limit", "dynamics", "joint_properties"}
 
 
 def _children(src, node, known, ignore):
@@ -247,12 +247,15 @@ def _joint(src, node, ignore):
             if k in lim.attrib:
                 info[k] = src.floats(lim, k, 1)
     damping = friction = 0.0
-    if "dynamics" in kids:
-        dyn = kids["dynamics"]
-        damping = src.floats(dyn, "damping", 1, 0.0)
+    # ROS's old <joint_properties> gives the same two numbers; <dynamics> has the last word
+    for tag in ("joint_properties", "dynamics"):
+        if tag not in kids:
+            continue
+        dyn = kids[tag]
+        damping = src.floats(dyn, "damping", 1, damping)
         if damping < 0.0:
             raise src.error(dyn, f"negative damping {damping}")
-        friction = src.floats(dyn, "friction", 1, 0.0)
+        friction = src.floats(dyn, "friction", 1, friction)
         if friction < 0.0:
             raise src.error(dyn, f"negative friction {friction}")
         if damping and kind not in ("revolute", "continuous", "prismatic"):

@@ -210,8 +210,6 @@ def _refused(tmp_path, text, *, name="bad.urdf", **kw):
 
 @pytest.mark.parametrize("old,new,where", [
     ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <mimic joint="other"/>', ":6: <mimic>"),
-    ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <joint_properties damping="1"/>',
-     ":6: <joint_properties>"),
 ])
 def test_urdf_what_is_not_simulated_is_reported_warned_and_refused_when_strict(tmp_path, old,
                                                                               new, where):
@@ -389,8 +387,9 @@ def test_what_is_not_simulated_is_reported_warned_and_refused_when_strict(tmp_pa
 
 
 def test_joint_friction_loads_as_joint_friction(tmp_path):
-    """URDF <dynamics friction> and MJCF frictionloss on hinges and slides become
-    Model.add_joint(friction=...), with nothing reported ignored for them."""
+    """URDF <dynamics friction> (or <joint_properties friction>) and MJCF frictionloss on
+    hinges and slides become Model.add_joint(friction=...), with nothing reported ignored for
+    them."""
     text = PENDULUM.format(ixx=.01, ixy=0, iyy=.01, izz=.01, rpy="0 0 0").replace(
         '<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <dynamics friction="0.3"/>')
     path = tmp_path / "f.urdf"
@@ -398,6 +397,13 @@ def test_joint_friction_loads_as_joint_friction(tmp_path):
     model = rt.load_model(str(path))
     assert [j.friction for j in model.joints] == [0.3]
     assert not any("friction" in e.what for e in model.load_report.ignored)
+    # ROS's older <joint_properties>, and <dynamics> over it where both give a number
+    path.write_text(PENDULUM.format(ixx=.01, ixy=0, iyy=.01, izz=.01, rpy="0 0 0").replace(
+        '<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <joint_properties damping="0.1" '
+        'friction="0.2"/><dynamics damping="0.05"/>'))
+    model = rt.load_model(str(path))
+    assert [(j.damping, j.friction) for j in model.joints] == [(0.05, 0.2)]
+    assert not model.load_report.ignored
     with open(KIT) as f:
         text = f.read()
     path = tmp_path / "f.xml"
