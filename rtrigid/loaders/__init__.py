@@ -114,6 +114,7 @@ def load_model(
             for line in lines:
                 report.add("ignored", what, "not simulated", f"{src.path}:{line}")
         model.load_report = report
+        report.warn(stacklevel=3, kinds=("approximated",))  # (the reader warned the ignored)
         if strict:
             report.refuse_ignored()
     if actuators is not None:

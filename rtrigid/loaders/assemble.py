@@ -125,6 +125,44 @@ def principal_axes(inertia):
     return moments, axes
 
 
+BOUND_INERTIA = 1e-6  # the least principal moment of a massive link, per kg (kg m^2 / kg)
+
+
+def _repaired(moments, mass, allow_nonphysical, report, where):
+    """A file link's principal moments, repaired as MuJoCo's compiler repairs them when told
+    to, and as PyBullet takes them without a word: a moment <= 0 of a link with mass is
+    raised to BOUND_INERTIA per kg (``boundinertia``; a point mass cannot turn about its
+    joint otherwise), and moments that break the triangle inequality are all set to their
+    mean (``balanceinertia``; unless ``allow_nonphysical``).  Each repair is reported as
+    approximated."""
+    if mass > 0.0 and np.any(moments <= 0.0):
+        bound = BOUND_INERTIA * mass
+        if report is not None:
+            report.add(
+                "approximated",
+                "inertia",
+                f"principal moments {np.round(moments, 12).tolist()} raised to at "
+                f"least {bound:g} (MuJoCo's boundinertia)",
+                where,
+            )
+        moments = np.maximum(moments, bound)
+    broken = any(  # the test Model.add_body makes (model_records.check_inertia)
+        moments[i] > moments[(i + 1) % 3] + moments[(i + 2) % 3] * (1.0 + 1e-12) for i in range(3)
+    )
+    if not allow_nonphysical and broken:
+        if report is not None:
+            report.add(
+                "approximated",
+                "inertia",
+                f"principal moments {moments.tolist()} break the triangle inequality: "
+                "all set to their mean (MuJoCo's balanceinertia; "
+                "allow_nonphysical_inertia=True keeps them)",
+                where,
+            )
+        moments = np.full(3, moments.mean())
+    return moments
+
+
 def build(
     source,
     links,
@@ -228,6 +266,9 @@ def build(
             d = p + R @ link.com - com
             inertia += R @ link.inertia @ R.T + link.mass * (d @ d * np.eye(3) - np.outer(d, d))
         moments, axes = principal_axes(inertia)
+        moments = _repaired(
+            moments, mass, allow_nonphysical_inertia, report, source.where(links[g].node)
+        )
         try:
             b = model.add_body(
                 g, mass, moments, allow_nonphysical_inertia=allow_nonphysical_inertia

@@ -73,11 +73,12 @@ class LoadReport:
                 f"{e.where}: {e.what}: {e.detail}; strict=True refuses what is not simulated{more}"
             )
 
-    def warn(self, stacklevel=4):
-        """One warning per kind of thing ignored or approximated, listing where."""
+    def warn(self, stacklevel=4, kinds=("approximated", "ignored")):
+        """One warning per kind of thing ignored or approximated (of ``kinds``), listing
+        where."""
         groups = {}
         for e in self.entries:
-            if e.kind != "mapped":
+            if e.kind in kinds:
                 groups.setdefault((e.kind, e.what, e.detail), []).append(e.where)
         for (kind, what, detail), where in groups.items():
             lines = [w.rsplit(":", 1)[1] for w in where if w.startswith(self.path + ":")]

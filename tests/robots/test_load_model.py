@@ -200,6 +200,28 @@ def test_repeated_principal_moments_match_mujoco(tmp_path, ixx, ixy, iyy, izz, r
     assert max(_joint_errors(sim, m, d, names).values()) <= 1e-6
 
 
+def test_an_inertia_no_body_can_have_is_repaired_as_mujoco_repairs_it(tmp_path):
+    """A triangle-violating inertia is balanced to the mean of its moments (MuJoCo's
+    balanceinertia), a point mass gets the least moment (its boundinertia); both are
+    reported as approximated, and allow_nonphysical_inertia=True keeps the first as given."""
+    path = tmp_path / "p.urdf"
+    path.write_text(PENDULUM.format(ixx=0.01, ixy=0, iyy=0.001, izz=0.001, rpy="0 0 0"))
+    with pytest.warns(UserWarning, match="inertia"):
+        model = rt.load_model(str(path))
+    assert np.allclose(model.bodies[0].inertia, 0.004, rtol=1e-12)
+    assert [e.where for e in model.load_report.approximated if e.what == "inertia"] == [
+        f"{path}:7"]  # the link
+    kept = rt.load_model(str(path), allow_nonphysical_inertia=True)
+    assert np.allclose(sorted(kept.bodies[0].inertia), [0.001, 0.001, 0.01], rtol=1e-12)
+    path.write_text(PENDULUM.format(ixx=0, ixy=0, iyy=0, izz=0, rpy="0 0 0"))
+    with pytest.warns(UserWarning, match="inertia"):
+        model = rt.load_model(str(path))
+    assert np.allclose(model.bodies[0].inertia, 2e-6, rtol=1e-12)  # 1e-6 per kg, 2 kg
+    sim = rt.Simulation(model, "nullspace_rk4", dt=1e-3)  # a point mass swings
+    sim.set_qvel([1.0])
+    sim.step(100)
+    assert 0.09 < sim.qpos()[0] < 0.11
+
 def _refused(tmp_path, text, *, name="bad.urdf", **kw):
     path = tmp_path / name
     path.write_text(text)
