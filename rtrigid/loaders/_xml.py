@@ -8,6 +8,7 @@ they do not know, which a loader that refuses what it cannot simulate needs.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from xml.parsers import expat
@@ -97,13 +98,29 @@ class Source:
             if default is None:
                 raise self.error(node, f"missing attribute {key!r}")
             return default
-        try:  # commas between numbers allowed, as pybullet's reader allows them
-            v = np.array([float(t) for t in text.replace(",", " ").split()])
-        except ValueError:
-            raise self.error(node, f"attribute {key}={text!r} is not a list of numbers") from None
+        # commas between numbers allowed, as pybullet's reader allows them
+        v = np.array([self._number(node, key, text, t) for t in text.replace(",", " ").split()])
+        if n == 3 and len(v) > 3:  # pybullet reads a vector's first three numbers
+            self.ignored.setdefault(f"{key}: numbers past the third ignored", []).append(node.line)
+            v = v[:3]
         if len(v) != n or not np.all(np.isfinite(v)):
             raise self.error(node, f"attribute {key}={text!r}: expected {n} finite numbers")
         return float(v[0]) if n == 1 else v
+
+    def _number(self, node, key, text, token):
+        """One number of an attribute; a number with trailing characters (``-1.57.``) is
+        read as its number, as pybullet reads it, and listed as ignored."""
+        try:
+            return float(token)
+        except ValueError:
+            pass
+        lead = re.match(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", token)
+        if lead is None:
+            raise self.error(node, f"attribute {key}={text!r} is not a list of numbers")
+        self.ignored.setdefault(
+            f"{key}: characters after a number ignored ({token!r} read as {lead.group(0)})", []
+        ).append(node.line)
+        return float(lead.group(0))
 
     def name(self, node):
         name = node.attrib.get("name")

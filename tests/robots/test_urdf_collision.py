@@ -153,6 +153,8 @@ def test_package_paths_resolve_through_package_dirs(tmp_path):
     ("humanoid/humanoid.urdf", "text after the root element"),
     ("bicycle/bike.urdf", None),                     # commas between numbers
     ("racecar/racecar_differential.urdf", "fourth number"),
+    ("biped/biped2d_pybullet.urdf", "'-1.57.' read as -1.57"),
+    ("quadruped/microtaur/microtaur.urdf", "rpy: numbers past the third ignored"),
     ("plane.urdf", None),                            # its <contact> friction on its box
     ("plane_implicit.urdf", None),                   # pybullet's <plane>: a ground
 ])
