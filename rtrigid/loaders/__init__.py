@@ -46,7 +46,11 @@ def load_model(
     upper is taken as none), MJCF actuators become :meth:`Model.add_actuator` actuators.
     What the model does not simulate (URDF effort and velocity limits) is kept in
     ``model.joint_info``.  ``ignore``: element tags to ignore with a warning instead of
-    refusing (e.g. ``("mimic",)``; ``("armature",)`` drops MJCF joint armature).
+    refusing (e.g. ``("mimic",)``; ``("armature",)`` drops MJCF joint armature,
+    ``("frictionloss",)`` its joint friction).  A URDF link's inertia that no body can have
+    is repaired as MuJoCo's compiler repairs it and reported as approximated: a point mass
+    gets a least moment (``boundinertia``), moments that break the triangle inequality their
+    mean (``balanceinertia``; ``allow_nonphysical_inertia=True`` keeps those as given).
 
     ``actuators``: ``"motor"``, ``"position"`` or ``"velocity"`` gives every revolute and
     prismatic joint that has no actuator from the file one actuator of that kind (named as
