@@ -189,3 +189,12 @@ def test_rk4_refuses_joint_friction_with_contacts_and_names_euler():
     with pytest.raises(ValueError, match="joint friction in a model with contacts") as e:
         rt.Simulation(_dropped_pendulum(0.2), "nullspace_rk4", 1 / 240)
     assert "semi_implicit_euler" in str(e.value)
+
+
+def test_a_batch_with_joint_friction_and_contacts_steps_each_copy_as_a_simulation():
+    model = _dropped_pendulum(0.2)
+    sim = rt.Simulation(model, "semi_implicit_euler", 1 / 240)
+    sim.step(500)
+    batch = rt.Batch(model, 2, "semi_implicit_euler", dt=1 / 240)
+    batch.step(500)
+    assert np.array_equal(batch.qpos(), np.stack([sim.qpos()] * 2))
