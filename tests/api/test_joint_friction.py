@@ -198,3 +198,27 @@ def test_a_batch_with_joint_friction_and_contacts_steps_each_copy_as_a_simulatio
     batch = rt.Batch(model, 2, "semi_implicit_euler", dt=1 / 240)
     batch.step(500)
     assert np.array_equal(batch.qpos(), np.stack([sim.qpos()] * 2))
+
+
+def test_joint_friction_is_internal_a_floating_chain_keeps_its_momentum():
+    """A free body with a two-joint arm in zero gravity, its joints spun up against their
+    friction: the friction torques act on both sides of each joint, so linear and angular
+    momentum stay (to RK4's error) while the friction drains the energy."""
+    m = rt.Model(gravity=(0.0, 0.0, 0.0))
+    base = m.add_body("base", mass=3.0, inertia=(0.05, 0.06, 0.07))
+    a = m.add_body("a", mass=1.0, inertia=(0.01, 0.01, 0.002))
+    c = m.add_body("c", mass=0.5, inertia=(0.005, 0.005, 0.001))
+    m.add_joint("revolute", base, a, anchor_parent=(0.1, 0, 0), anchor_child=(0, 0, 0.2),
+                axis_parent=(1, 0, 0), friction=0.05)
+    m.add_joint("revolute", a, c, anchor_parent=(0, 0, -0.2), anchor_child=(0, 0, 0.15),
+                axis_parent=(0, 1, 0), friction=0.02)
+    sim = rt.Simulation(m, "nullspace_rk4", dt=1e-3)
+    sim.set_qvel([0.0, 0.0, 0.0, 0.3, -0.2, 0.5, 4.0, -3.0])
+    (p0, l0), e0 = sim.momentum(), sim.energy()
+    energy = [e0]
+    for _ in range(20):
+        sim.step(500)
+        energy.append(sim.energy())
+        p, l = sim.momentum()
+        assert np.max(np.abs(p - p0)) < 1e-9 and np.max(np.abs(l - l0)) < 1e-9
+    assert np.all(np.diff(energy) < 0.0) and energy[-1] < 0.95 * e0
