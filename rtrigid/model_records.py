@@ -34,19 +34,28 @@ PART_TYPES = {
 }
 
 
+def broken_triangle(j):
+    """The first principal moment of ``j`` that exceeds the sum of the other two (beyond
+    round-off), as an index, or None: no real body has one."""
+    for i in range(3):
+        if j[i] > j[(i + 1) % 3] + j[(i + 2) % 3] * (1.0 + 1e-12):
+            return i
+    return None
+
+
 def check_inertia(inertia, allow_nonphysical, name="inertia"):
     """Validate principal moments: positive and, unless opted out, the triangle inequality."""
     j = as_vector(inertia, 3, name)
     if np.any(j <= 0.0):
         raise ValueError(f"{name}: principal moments must be > 0, got {j.tolist()}")
     if not allow_nonphysical:
-        for i in range(3):
-            if j[i] > j[(i + 1) % 3] + j[(i + 2) % 3] * (1.0 + 1e-12):
-                raise ValueError(
-                    f"{name}: {j.tolist()} violates the triangle inequality "
-                    f"I{i + 1} <= I{(i + 1) % 3 + 1} + I{(i + 2) % 3 + 1}, which every real body "
-                    "satisfies; pass allow_nonphysical_inertia=True to use it anyway"
-                )
+        i = broken_triangle(j)
+        if i is not None:
+            raise ValueError(
+                f"{name}: {j.tolist()} violates the triangle inequality "
+                f"I{i + 1} <= I{(i + 1) % 3 + 1} + I{(i + 2) % 3 + 1}, which every real body "
+                "satisfies; pass allow_nonphysical_inertia=True to use it anyway"
+            )
     return j
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from rtrigid.maths import quat
 from rtrigid.model import Model
+from rtrigid.model_records import broken_triangle
 
 WORLD = -1
 KIND_OF = {
@@ -146,10 +147,7 @@ def _repaired(moments, mass, allow_nonphysical, report, where):
                 where,
             )
         moments = np.maximum(moments, bound)
-    broken = any(  # the test Model.add_body makes (model_records.check_inertia)
-        moments[i] > moments[(i + 1) % 3] + moments[(i + 2) % 3] * (1.0 + 1e-12) for i in range(3)
-    )
-    if not allow_nonphysical and broken:
+    if not allow_nonphysical and broken_triangle(moments) is not None:
         if report is not None:
             report.add(
                 "approximated",

@@ -8,11 +8,11 @@ in ``docs/hil/protocol.md``).
         server.stats()                      # deadline figures and packet counts so far
 
 A :class:`~rtrigid.io.realtime.RealtimeRunner` paces the simulation: each tick it reads every
-datagram that has come in (most of them already read while it waited for the release, so that
-little stands between the release and the state's departure), applies the newest command (by
-sequence number: older ones are dropped and counted), sends the state to the destination (the
-sender of the last command or SUBSCRIBE) when the tick is a multiple of ``every``, and steps.  A watchdog holds or zeroes
-the commands after ``watchdog`` seconds without one.  With a
+datagram that has come in (most of them already read while it waited for the release, so that little
+stands between the release and the state's departure), applies the newest command (by sequence
+number: older ones are dropped and counted), sends the state to the destination (the sender of the
+last command or SUBSCRIBE) when the tick is a multiple of ``every``, and steps.  A watchdog holds or
+zeroes the commands after ``watchdog`` seconds without one.  With a
 :class:`~rtrigid.io.realtime.ManualClock` every tick runs at once, which makes the server
 deterministic (the tests and the specification's examples step it tick by tick).
 """
