@@ -186,6 +186,7 @@ class Batch:
             grounds=has_contacts(base.model),
             batched=True,
             massless=[b.name for b in base.model.bodies if b.mass == 0.0],
+            couplings=base.model.couplings,
         )
         if why:
             raise ValueError(f"model: {why}")

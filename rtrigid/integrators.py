@@ -31,7 +31,7 @@ from rtrigid.backends import BODIES, TREE, select
 from rtrigid.joints import KINDS
 
 if TYPE_CHECKING:
-    from rtrigid.model import Actuator, Ground, Joint, Model
+    from rtrigid.model import Actuator, Coupling, Ground, Joint, Model
 _B = "rtrigid.backends.bodies."
 _T = "rtrigid.backends.tree."
 
@@ -99,20 +99,24 @@ class Integrator(NamedTuple):
         grounds: Sequence[Ground] | bool = (),
         batched: bool = False,
         massless: Sequence[str] = (),
+        couplings: Sequence[Coupling] = (),
     ) -> str | None:
         """What in a model this scheme does not step (one sentence), or None.
 
         The model is described by its backend, inbound joints, loop joints, actuators, grounds
-        (or whether it has contacts at all) and the names of its massless bodies; ``batched``: as copies in a
+        (or whether it has contacts at all), the names of its massless bodies and its joint
+        couplings (stepped as loops are); ``batched``: as copies in a
         :class:`~rtrigid.Batch`.  The one place that decides which models a scheme steps."""
         if grounds and not self.contacts:
             return f"{self.name} does not step contacts"
-        if loop_joints and not self.loops:
-            return f"{self.name} does not step closed loops (loop joint {loop_joints[0].name!r})"
-        if batched and loop_joints and not self.batched_loops:
+        rows = [("loop joint", j.name) for j in loop_joints]
+        rows += [("joint coupling", c.name) for c in couplings]
+        if rows and not self.loops:
+            return f"{self.name} does not step closed loops ({rows[0][0]} {rows[0][1]!r})"
+        if batched and rows and not self.batched_loops:
             return (
-                f"{self.name} does not batch loop joints (loop joint "
-                f"{loop_joints[0].name!r}): its loop step is not one compiled kernel a "
+                f"{self.name} does not batch loop joints ({rows[0][0]} "
+                f"{rows[0][1]!r}): its loop step is not one compiled kernel a "
                 "Batch can run per copy"
             )
         if backend not in self.kernels:
@@ -139,10 +143,10 @@ class Integrator(NamedTuple):
                             f"{self.name} does not step joint friction (joint {j.name!r} "
                             f"has {j.friction:g})"
                         )
-                    if loop_joints:
+                    if rows:
                         return (
                             f"{self.name} does not step joint friction in a model with loop "
-                            f"joints (joint {j.name!r} has {j.friction:g})"
+                            f"joints or couplings (joint {j.name!r} has {j.friction:g})"
                         )
                     if grounds and not self.friction_contacts:
                         return (
@@ -173,6 +177,7 @@ class Integrator(NamedTuple):
         grounds: Sequence[Ground] | bool = (),
         batched: bool = False,
         massless: Sequence[str] = (),
+        couplings: Sequence[Coupling] = (),
     ) -> str | None:
         """Why this scheme cannot step a model, or None: :meth:`obstacle`, then the schemes
         that step the whole model (never one that would refuse it for another reason)."""
@@ -184,6 +189,7 @@ class Integrator(NamedTuple):
             grounds=grounds,
             batched=batched,
             massless=massless,
+            couplings=couplings,
         )
         if why is None:
             return None
@@ -195,6 +201,7 @@ class Integrator(NamedTuple):
             grounds=grounds,
             batched=batched,
             massless=massless,
+            couplings=couplings,
         )
         if others:
             return f"{why}; schemes that step this model{' batched' if batched else ''}: {others}"
@@ -415,6 +422,7 @@ def accepting(
     grounds: Sequence[Ground] | bool = (),
     batched: bool = False,
     massless: Sequence[str] = (),
+    couplings: Sequence[Coupling] = (),
 ) -> list[str]:
     """Names of the schemes offered for use that step the whole model described as
     :meth:`Integrator.obstacle` takes it, in :func:`names`' order."""
@@ -430,6 +438,7 @@ def accepting(
             grounds=grounds,
             batched=batched,
             massless=massless,
+            couplings=couplings,
         )
         is None
     ]
@@ -448,6 +457,7 @@ def for_model(model: Model, *, batched: bool = False) -> list[str]:
         grounds=has_contacts(model),
         batched=batched,
         massless=[b.name for b in model.bodies if b.mass == 0.0],
+        couplings=getattr(model, "couplings", []),
     )
 
 

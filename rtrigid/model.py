@@ -30,6 +30,8 @@ from rtrigid.model_records import (  # noqa: F401  (the records: importable from
     Spring,
     Joint,
     LIMITED_KINDS,
+    Coupling,
+    make_coupling,
     check_limits,
     Actuator,
     ACTUATOR_KINDS,
@@ -65,6 +67,7 @@ class Model:
         self.actuators: list[Actuator] = []
         self.grounds: list[Ground] = []
         self.loop_joints: list[Joint] = []  # add_loop_joint: cut joints closing loops
+        self.couplings: list[Coupling] = []  # add_coupling: q_joint = offset + ratio q_source
         self._geoms = []  # the Geom records, in handle order (see the geoms property)
         self.excluded: set[tuple[int, int]] = set()  # exclude_contacts: body pairs (a < b)
         # set by rtrigid.load_model: the file's own time step (None: the file gives none) and
@@ -595,8 +598,7 @@ class Model:
         limits, bounce = check_limits(kind, limits, limit_restitution)
         if name is None:
             name = f"{kind}_{self.bodies[c].name}"
-        if not isinstance(name, str) or any(j.name == name for j in self.joints + self.loop_joints):
-            raise ValueError(f"name: joint name {name!r} is not a new string")
+        self._check_new_name(name)
         return Joint(name, kind, p, c, ap, ac, up, uc, k, rest, d, rotation, limits, bounce)
 
     def add_loop_joint(
@@ -644,6 +646,30 @@ class Model:
         )
         self.loop_joints.append(joint)
         return joint.name
+
+    def _check_new_name(self, name):
+        taken = [j.name for j in self.joints + self.loop_joints]
+        taken += [c.name for c in getattr(self, "couplings", ())]
+        if not isinstance(name, str) or name in taken:
+            raise ValueError(f"name: joint name {name!r} is not a new string")
+
+    def add_coupling(self, joint, source, ratio=1.0, offset=0.0, *, name=None):
+        """Couple two joints: ``q_joint = offset + ratio * q_source`` at every instant (URDF's
+        ``<mimic multiplier offset>``, MuJoCo's joint equality with ``polycoef="offset
+        ratio 0 0 0"``, a gear pair or a rack).  Both are revolute or prismatic joints of
+        :meth:`add_joint` (names or handles); a joint follows at most one source.
+
+        The coupling is a constraint row on the tree's coordinates, held as the loop joints
+        are (:meth:`add_loop_joint`: exactly at velocity level, by a projection at position
+        level, its reaction a pair of joint forces f on ``joint`` and -ratio * f on
+        ``source`` that does no work), so the schemes that step loops step it.  The
+        simulation starts from the initial coordinates moved to the nearest (mass-weighted)
+        coupled ones.  Returns the coupling's name (``coupling_<joint>`` by default)."""
+        follower, src = (self.joints[self.joint_index(j)] for j in (joint, source))
+        coupling = make_coupling(follower, src, ratio, offset, name, self.couplings)
+        self._check_new_name(coupling.name)
+        self.couplings.append(coupling)
+        return coupling.name
 
     def joint_index(self, joint):
         """Resolve a joint handle (what :meth:`add_joint` returned) or name of this model."""

@@ -145,6 +145,39 @@ class Joint:
 LIMITED_KINDS = ("revolute", "prismatic")
 
 
+@dataclass
+class Coupling:
+    """A joint coupling q_joint = offset + ratio * q_source; see :meth:`Model.add_coupling`."""
+
+    name: str
+    joint: str  # the follower's name
+    source: str
+    ratio: float = 1.0
+    offset: float = 0.0
+
+
+def make_coupling(follower, source, ratio, offset, name, couplings):
+    """The checked :class:`Coupling` of :meth:`Model.add_coupling` (joints as records)."""
+    for field_name, j in (("joint", follower), ("source", source)):
+        if j.kind not in LIMITED_KINDS:
+            raise ValueError(
+                f"{field_name}: only {' and '.join(LIMITED_KINDS)} joints are coupled, "
+                f"{j.name!r} is {j.kind}"
+            )
+    if follower is source:
+        raise ValueError(f"source: joint {source.name!r} cannot follow itself")
+    if any(c.joint == follower.name for c in couplings):
+        raise ValueError(f"joint: {follower.name!r} already follows a coupling")
+    ratio, offset = as_scalar(ratio, "ratio"), as_scalar(offset, "offset")
+    return Coupling(
+        f"coupling_{follower.name}" if name is None else name,
+        follower.name,
+        source.name,
+        ratio,
+        offset,
+    )
+
+
 def check_limits(kind, limits, restitution):
     """((lower, upper), restitution) of :meth:`Model.add_joint`, checked."""
     bounce = as_scalar(restitution, "limit_restitution", nonnegative=True)

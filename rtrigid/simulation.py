@@ -213,6 +213,7 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
         kind = select(model)
         _check_kinematic(model, kind)
         loop_joints = getattr(model, "loop_joints", [])
+        couplings = getattr(model, "couplings", [])
         from rtrigid.contact import has_contacts
 
         why = entry.obstacle(
@@ -222,6 +223,7 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
             model.actuators,
             grounds=has_contacts(model),
             massless=[b.name for b in model.bodies if b.mass == 0.0],
+            couplings=couplings,
         )
         if why:
             raise ValueError(f"integrator: {why}; {_alternatives(model, self.dt)}")
@@ -232,7 +234,7 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
             friction=any(j.friction for j in model.joints),
         )
         self.backend = _create_backend(kind, model, module)
-        if loop_joints:
+        if loop_joints or couplings:
             from rtrigid.backends.tree.loops_em import stepper
 
             self._kernel = stepper(integrator, self.options, self.backend)
@@ -242,7 +244,7 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
         # (0: none; the kernels that keep a budget read it, see integrators.Integrator)
         self.backend.solver[SOLVER_BUDGET] = step_budget or 0
         self.step_budget = step_budget
-        self._budgeted = entry.step_budget and kind != BODIES and not loop_joints
+        self._budgeted = entry.step_budget and kind != BODIES and not (loop_joints or couplings)
         self._budget_warned = False
         self.model = copy.deepcopy(model)  # what was simulated, whatever the caller edits later
         self.integrator = integrator
@@ -369,9 +371,10 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
         # a flight that does not keep energy: the event's budget from the step's start
         budget = 0 if integrators.get(integrator).keeps_energy else START_BUDGET
         if kind != BODIES:
-            if getattr(model, "loop_joints", None):
+            if getattr(model, "loop_joints", None) or getattr(model, "couplings", None):
                 raise ValueError(
-                    "grounds: contacts on a model with loop joints are not stepped yet"
+                    "grounds: contacts on a model with loop joints or joint couplings are not "
+                    "stepped yet"
                 )
             spin = [
                 model.bodies[g.body].name if g.body is not None else "the world"
@@ -665,9 +668,12 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
 
     def constraint_error(self) -> float:
         """Largest position-level residual: ||q| - 1| and every joint's residual
-        (:func:`rtrigid.joints.residual`), loop joints included."""
+        (:func:`rtrigid.joints.residual`), loop joints and joint couplings included."""
         be = self.backend
         err = float(np.max(np.abs(np.linalg.norm(be.q, axis=1) - 1.0)))
+        closure = getattr(be, "loops", None)
+        if closure is not None:  # the couplings' rows (the loop joints' are among them)
+            err = max(err, float(np.max(np.abs(closure.residual(be.Qg)))))
         world = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
         for j, g in self._all_joints:
             xp, qp = (be.x[j.parent], be.q[j.parent]) if j.parent >= 0 else world

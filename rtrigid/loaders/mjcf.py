@@ -14,8 +14,9 @@ compiled ``MjModel`` is what is converted, so there is one reading of the file, 
   then MuJoCo's own (limits, springref and actuator targets unchanged) and start at ``ref``;
 - actuators on joints whose gain and bias are those of a motor, a position or a velocity
   servo (``general`` ones too), with ctrlrange and forcerange;
-- ``connect`` equality constraints between bodies: spherical loop joints (held exactly where
-  MuJoCo's are soft: reported approximated);
+- ``connect`` equality constraints between bodies: spherical loop joints, and ``joint``
+  equalities with a linear polynomial: joint couplings (:meth:`rtrigid.Model.add_coupling`;
+  both held exactly where MuJoCo's are soft: reported approximated);
 - the file's gravity and, where ``<option timestep>`` is given, its time step;
 - the sensors a simulation query reads (joint position and velocity, accelerometer and gyro
   through :meth:`Simulation.imu`, force and torque through :meth:`Simulation.joint_reaction`).
@@ -42,7 +43,7 @@ from rtrigid.loaders.report import LoadReport
 FREE, BALL, SLIDE, HINGE = 0, 1, 2, 3
 JOINT_KINDS = {FREE: "floating", BALL: "spherical", SLIDE: "prismatic", HINGE: "revolute"}
 TRN_JOINT, GAIN_FIXED, BIAS_NONE, BIAS_AFFINE, DYN_NONE = 0, 0, 0, 1, 0
-EQ_CONNECT = 0
+EQ_CONNECT, EQ_JOINT = 0, 2
 EQ_NAMES = {0: "connect", 1: "weld", 2: "joint", 3: "tendon", 4: "flex"}
 OBJ_BODY = 1
 DSBL_LIMIT, DSBL_CONTACT, DSBL_GRAVITY = 8, 16, 128
@@ -465,11 +466,53 @@ def _actuators(m, lines, report, name_of, model):
         report.add("mapped", "actuator", f"{name!r}: {kind} on {joint!r}", where)
 
 
+def _joint_equality(m, e, where, report, name_of, model):
+    """MuJoCo's joint equality q1 - ref1 = c0 + c1 (q2 - ref2) (refs: qpos0) as the coupling
+    q1 = offset + c1 q2; True if mapped, else reported ignored (one joint, a polynomial of
+    higher degree, inactive)."""
+    c = m.eq_data[e, 0:5]
+    j1, j2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+    why = None
+    if not m.eq_active0[e]:
+        why = "inactive at the start (eq_active0 = 0)"
+    elif j2 < 0:
+        why = "a joint held at a constant (no second joint) is not simulated"
+    elif np.any(c[2:]):
+        why = f"a polynomial of degree > 1 (polycoef {c.tolist()}) is not simulated"
+    if why is not None:
+        report.add("ignored", "equality joint", why, where)
+        return
+    ref1, ref2 = (float(m.qpos0[m.jnt_qposadr[j]]) for j in (j1, j2))
+    offset = ref1 + float(c[0]) - float(c[1]) * ref2
+    args = (name_of("joint", j1), name_of("joint", j2), float(c[1]), offset)
+    kw = dict(name=m.eq(e).name or None)
+    _held(model.add_coupling, args, kw, where, report, "joint", "a joint coupling")
+
+
+def _held(add, args, kw, where, report, kind, what):
+    """``add(*args, **kw)`` for an equality constraint of ``kind``, held exactly: its error
+    names ``where``; reported approximated as ``what``."""
+    try:
+        add(*args, **kw)
+    except ValueError as err:
+        raise ValueError(f"{where}: equality {kind}: {err}") from None
+    report.add(
+        "approximated",
+        f"equality {kind}",
+        f"{what}, held exactly (MuJoCo's is soft: solref/solimp)",
+        where,
+    )
+
+
 def _equalities(m, lines, report, name_of, model):
-    """``connect`` between two bodies: a spherical loop joint; others reported ignored."""
+    """``connect`` between two bodies: a spherical loop joint; ``joint`` between two joints
+    with a linear polynomial: a joint coupling; others reported ignored."""
     for e in range(m.neq):
         where = lines.where("equality", e, m.eq(e).name)
         kind = EQ_NAMES.get(int(m.eq_type[e]), str(int(m.eq_type[e])))
+        if int(m.eq_type[e]) == EQ_JOINT:
+            _joint_equality(m, e, where, report, name_of, model)
+            continue
         if int(m.eq_type[e]) != EQ_CONNECT or m.eq_objtype[e] != OBJ_BODY:
             report.add(
                 "ignored",
@@ -487,23 +530,9 @@ def _equalities(m, lines, report, name_of, model):
             ends.append((None if b < 0 else b, p + quat_matrix(q) @ data))
         if ends[1][0] is None:  # the world is the parent side of a loop joint
             ends.reverse()
-        try:
-            model.add_loop_joint(
-                "spherical",
-                ends[0][0],
-                ends[1][0],
-                anchor_parent=ends[0][1],
-                anchor_child=ends[1][1],
-                name=m.eq(e).name or None,
-            )
-        except ValueError as err:
-            raise ValueError(f"{where}: equality connect: {err}") from None
-        report.add(
-            "approximated",
-            "equality connect",
-            "a spherical loop joint, held exactly (MuJoCo's is soft: solref/solimp)",
-            where,
-        )
+        args = ("spherical", ends[0][0], ends[1][0])
+        kw = dict(anchor_parent=ends[0][1], anchor_child=ends[1][1], name=m.eq(e).name or None)
+        _held(model.add_loop_joint, args, kw, where, report, "connect", "a spherical loop joint")
 
 
 def _tendons(m, lines, report):

@@ -1,8 +1,8 @@
 """URDF: links, inertials, collisions and joints to the tree of :mod:`rtrigid.loaders.assemble`.
 
 Unknown elements are refused naming the element and its line.  What rtrigid does not simulate is
-ignored with a warning and listed in the load report (``mimic``: the joint moves on its own);
-``strict=True`` refuses it.  ``<dynamics damping friction>`` (or ROS's older ``<joint_properties>``
+ignored with a warning and listed in the load report; ``strict=True`` refuses it.  ``<mimic
+joint multiplier offset>`` becomes a joint coupling (:meth:`rtrigid.Model.add_coupling`).  ``<dynamics damping friction>`` (or ROS's older ``<joint_properties>``
 with the same attributes) become the joint's damper and friction.  ``visual`` boxes, spheres,
 cylinders and meshes become the bodies' drawing (:data:`rtrigid.model.PART_TYPES`; a mesh file that
 is not found is a warning, and the viewer draws a placeholder).  ``collision`` boxes, spheres,
@@ -38,19 +38,17 @@ WARN = {"gazebo", "transmission", "calibration", "safety_controller"}
 ROBOT_TAGS, LINK_TAGS = {"link", "joint"}, {"inertial", "visual", "collision", "contact"}
 # pybullet's <contact> entries mapped to the link's geoms (the rest are reported ignored)
 CONTACT_KEYS = {"lateral_friction": "friction", "restitution": "restitution"}
-JOINT_TAGS = {"origin", "parent", "child", "axis", "limit", "dynamics", "joint_properties"}
+JOINT_TAGS = {"origin", "parent", "child", "axis", "limit", "dynamics", "joint_properties", "mimic"}
 
 
 def _children(src, node, known, ignore):
     """The children of ``node`` with a tag of ``known``; the rest ignored or refused."""
     out = []
     for c in node.children:
-        if c.tag in known:
+        if c.tag in known and not (c.tag == "mimic" and "mimic" in ignore):
             out.append(c)
         elif c.tag in SILENT:
             continue
-        elif c.tag == "mimic":
-            src.ignored.setdefault("<mimic> ignored: the joint moves on its own", []).append(c.line)
         elif c.tag in WARN or c.tag in ignore:
             src.ignored.setdefault(f"<{c.tag}> ignored", []).append(c.line)
         else:
@@ -303,7 +301,7 @@ def read(
     robot = src.root
     if robot.tag != "robot":
         raise src.error(robot, "a URDF file's root element is <robot>")
-    links, joints = {}, []
+    links, joints, mimics = {}, [], []
     materials = {}
     for m in robot.findall("material"):
         c = m.find("color")
@@ -317,6 +315,9 @@ def read(
             links[link.name] = link
         else:
             joints.append(_joint(src, node, ignore))
+            mimic = node.find("mimic")
+            if mimic is not None and "mimic" not in ignore:
+                mimics.append((joints[-1].name, mimic))
     if not links:
         raise src.error(robot, "no <link>")
     if len({j.name for j in joints}) < len(joints):
@@ -335,5 +336,15 @@ def read(
         report=report,
         self_collision=self_collision,
     )
+    for name, node in mimics:  # q = offset + multiplier * q_joint, as a coupling
+        ratio, offset = (
+            src.floats(node, k, 1, d) for k, d in (("multiplier", 1.0), ("offset", 0.0))
+        )
+        try:
+            model.add_coupling(name, node.attrib.get("joint"), ratio, offset)
+        except ValueError as err:
+            raise src.error(node, f"<mimic>: {err}") from None
+        if report is not None:
+            report.add("mapped", "mimic", "a joint coupling", f"{src.path}:{node.line}")
     src.warn_ignored()
     return model

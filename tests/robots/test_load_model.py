@@ -231,7 +231,8 @@ def _refused(tmp_path, text, *, name="bad.urdf", **kw):
 
 
 @pytest.mark.parametrize("old,new,where", [
-    ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <mimic joint="other"/>', ":6: <mimic>"),
+    ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <safety_controller/>',
+     ":6: <safety_controller>"),
 ])
 def test_urdf_what_is_not_simulated_is_reported_warned_and_refused_when_strict(tmp_path, old,
                                                                               new, where):
@@ -248,6 +249,7 @@ def test_urdf_what_is_not_simulated_is_reported_warned_and_refused_when_strict(t
 
 @pytest.mark.parametrize("old,new,where", [
     ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/><gripper_magic/>', ":5: <gripper_magic>"),
+    ('<axis xyz="0 1 0"/>', '<axis xyz="0 1 0"/>\n    <mimic joint="other"/>', ":6: <mimic>"),
     ('<mass value="2"/>', '<mass value="-2"/>', ":10: <mass>"),
     ('<mass value="2"/>', '<mass value="two"/>', ":10: <mass>"),
     ('<mass value="2"/>', '', ":8: <inertial>"),

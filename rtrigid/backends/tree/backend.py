@@ -94,10 +94,10 @@ class TreeBackend:
         # closed loops (Model.add_loop_joint): constraint rows on Qg, closed from the initial
         # coordinates here; the simulation steps them with .loops_em.stepper
         self.loops = None
-        if getattr(model, "loop_joints", None):
+        if getattr(model, "loop_joints", None) or getattr(model, "couplings", None):
             from rtrigid.backends.tree.loops import LoopClosure
 
-            self.loops = LoopClosure(tree, model.loop_joints, self._scratch())
+            self.loops = LoopClosure.for_model(tree, model, self._scratch())
             self.loops.assemble(self.Qg)
         self._sync()
 

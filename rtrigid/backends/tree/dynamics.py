@@ -342,8 +342,8 @@ class Queries:
         # since the loops build on this module)
         self.loops = None
         self.loop_wrenches = []
-        if getattr(model, "loop_joints", None):
-            self.loops = closure(tree, model.loop_joints, self._scr)
+        if getattr(model, "loop_joints", None) or getattr(model, "couplings", None):
+            self.loops = closure.for_model(tree, model, self._scr)
 
     def slots(self, b):
         """(coordinate slice, rate slice) of body b's joint in the tree's order."""
@@ -431,7 +431,7 @@ class Queries:
                 forward_dynamics(self._arrays, Qg, nu, (f_app, t_app, held), self._x, self._q,
                                  passes, tree_free)
         if self.loops is not None:
-            nudot, f_app, t_app = self._loop_reactions(Qg, nu, (f_app, t_app, held), tree_free)
+            nudot, f_app, t_app, held = self._loop_reactions(Qg, nu, (f_app, t_app, held), tree_free)
         inverse_dynamics(self._arrays, Qg, nu, nudot, (f_app, t_app, held), True, self._x,
                          self._q, passes, np.empty(self.nv))
         return nudot, acc, pA, V, rj, R
@@ -446,9 +446,9 @@ class Queries:
         return out
 
     def _loop_reactions(self, Qg, nu, loads, free):
-        """The loops' part of :meth:`motion`: (nudot, f_app, t_app) with nudot the
+        """The loops' part of :meth:`motion`: (nudot, f_app, t_app, held) with nudot the
         accelerations the loops allow (:meth:`~.loops.LoopClosure.acceleration`) and the
-        loads plus the loop joints' reactions on the bodies
+        loads plus the loop joints' reactions on the bodies and the couplings' joint forces
         (:meth:`~.loops.LoopClosure.reactions`), so that the tree's recursions see every
         force.  Sets ``loop_wrenches``: per loop joint (force, torque about its child's
         anchor) on its child, world axes."""
@@ -457,9 +457,9 @@ class Queries:
             lc.rank = lc.mobility_at(Qg)[1]
         nudot = np.empty(self.nv)
         lc.acceleration(Qg, nu, loads, nudot)
-        f_app, t_app = loads[0].copy(), loads[1].copy()
-        self.loop_wrenches = lc.reactions(Qg, nudot - free, f_app, t_app)
-        return nudot, f_app, t_app
+        f_app, t_app, held = loads[0].copy(), loads[1].copy(), loads[2].copy()
+        self.loop_wrenches = lc.reactions(Qg, nudot - free, f_app, t_app, held)
+        return nudot, f_app, t_app, held
 
     def jacobian(self, Qg, b, point):
         tf, ti = self._arrays.tf, self._arrays.ti

@@ -71,7 +71,7 @@ from rtrigid.backends.tree.kinematics import (
     rk4_stage_input,
     state_views,
 )
-from rtrigid.backends.tree.layout import TreeState, TreeTables, pass_arrays
+from rtrigid.backends.tree.layout import I_VOFF, TreeState, TreeTables, pass_arrays
 from rtrigid.backends.buffers import NONFINITE, OK, STAT_STEPS, all_finite, view
 from rtrigid.backends.tree.limits import clamp_limits, has_limits
 from rtrigid.backends.tree.nullspace_rk4 import RK4_WEIGHTS
@@ -93,6 +93,7 @@ from rtrigid.backends.tree.loops_rows import (
     L_UC,
     L_WIDTH,
     ROT_AXIS,
+    ROT_COUPLE,
     ROT_FRAME,
     ROT_NONE,
     close_positions,
@@ -303,13 +304,28 @@ class Loop:
         self.m = len(self.trans) + len(self.rots)
 
 
+class CouplingRow:
+    """One joint coupling (:class:`rtrigid.model.Coupling`) as a constraint row: the bodies
+    whose joints it couples (follower, source), its ratio and offset."""
+
+    m = 1
+    joint = None  # not a cut joint
+
+    def __init__(self, coupling, joints):
+        self.name = coupling.name
+        child = {j.name: j.child for j in joints}
+        self.follower, self.source = child[coupling.joint], child[coupling.source]
+        self.ratio, self.offset = coupling.ratio, coupling.offset
+
+
 class LoopClosure:
     """The loop constraints of a model on its tree (:class:`~.kinematics.Tree`): residuals,
-    Jacobian, acceleration terms, constrained accelerations and projections."""
+    Jacobian, acceleration terms, constrained accelerations and projections.  The loop
+    joints' rows come first, then one row per joint coupling (:class:`CouplingRow`)."""
 
-    def __init__(self, tree, loop_joints, scratch):
+    def __init__(self, tree, loop_joints, scratch, couplings=()):
         self.tree = tree
-        self.loops = [Loop(j) for j in loop_joints]
+        self.loops = [Loop(j) for j in loop_joints] + list(couplings)
         self.m = sum(lp.m for lp in self.loops)
         self.nv = tree.nv
         nb = tree.nb
@@ -326,20 +342,30 @@ class LoopClosure:
         row = 0
         for k, lp in enumerate(self.loops):
             f, i = self.lf[k], self.li[k]
+            i[L_ROW] = row
+            row += lp.m
+            if lp.joint is None:
+                f[L_AP:L_AP + 2] = lp.offset, lp.ratio
+                i[L_PARENT], i[L_CHILD], i[L_ROT] = lp.follower, lp.source, ROT_COUPLE
+                continue
             f[L_AP:L_AP + 3], f[L_AC:L_AC + 3] = lp.anchor_parent, lp.anchor_child
             f[L_FRAME:L_FRAME + 9] = lp.frame.ravel()
             f[L_UC:L_UC + 3], f[L_R0:L_R0 + 4] = lp.axis_child, lp.r0
             i[L_PARENT], i[L_CHILD], i[L_NT] = lp.parent, lp.child, len(lp.trans)
             i[L_T:L_T + len(lp.trans)] = lp.trans
             i[L_ROT] = {None: ROT_NONE, "axis": ROT_AXIS, "frame": ROT_FRAME}[lp.rot_kind]
-            i[L_ROW] = row
-            row += lp.m
         self._E, self._J6 = np.zeros((3, 3)), np.zeros((6, tree.nv))
         self._phi, self._J, self._gam = np.zeros(self.m), np.zeros((self.m, self.nv)), \
             np.zeros(self.m)
         self._nu0 = np.zeros(tree.nv)
         # the dense solves' scratch (k_correction's, least_k_norm's: carve_loop's ws)
         self.ws = self.scratch()[1].ws
+
+    @classmethod
+    def for_model(cls, tree, model, scratch):
+        """The closure of a model's loop joints and joint couplings on its tree."""
+        couplings = [CouplingRow(c, model.joints) for c in getattr(model, "couplings", ())]
+        return cls(tree, model.loop_joints, scratch, couplings)
 
     def scratch(self):
         """(xf, xi, arrays): a new loop scratch for this closure's tree -- the float and
@@ -422,21 +448,29 @@ class LoopClosure:
                                     LoopTables(self.lf, self.li, -1, self.ws), self._free(free),
                                     *self._common(), np.zeros(self.nv)))
 
-    def reactions(self, Qg, dnu, f_app, t_app):
+    def reactions(self, Qg, dnu, f_app, t_app, held):
         """The loop joints' reactions when they change the tree's accelerations by dnu
         (nudot - the tree's own): K dnu = J^T lambda gives the multipliers lambda, the
         least-norm ones where rows are redundant (there the reactions are statically
         indeterminate); each loop's rows are a force lambda_t t at the child's anchor p_C and
         a torque lambda_r r on the child, their opposites on the parent, added to the loads
-        f_app (at the centres) and t_app in place.  Returns per loop joint (force, torque
-        about p_C) on its child, world axes."""
+        f_app (at the centres) and t_app in place; a coupling's row is the joint forces
+        lambda on its follower and -ratio lambda on its source, added to the joint forces
+        ``held`` in place.  Returns per loop joint (force, torque about p_C) on its child,
+        world axes."""
         K = self.mass_matrix(Qg).copy()
         J = self.jacobian(Qg)  # also leaves the bodies' poses in _x and R (scratch)
         lam = np.linalg.lstsq(J.T, K @ dnu, rcond=RANK_GAP)[0]
         x, R = self._x, self._scr.R
         out = []
         row = 0
+        ti = self.tree.ti
         for lp in self.loops:
+            if lp.joint is None:
+                held[ti[lp.follower, I_VOFF]] += lam[row]
+                held[ti[lp.source, I_VOFF]] -= lp.ratio * lam[row]
+                row += 1
+                continue
             pc = x[lp.child] + R[lp.child] @ lp.anchor_child
             E = lp.frame if lp.parent < 0 else lp.frame @ R[lp.parent].T  # rows, world
             nt = len(lp.trans)

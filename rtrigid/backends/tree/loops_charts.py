@@ -280,7 +280,9 @@ def em_residual(h, Q0, P0, H0, phi0, z1, geo, locks, Q, T, out):
             t = phi1[r] - phi0[r]
             for c2 in range(n):
                 t -= Jm[r, c2] * z1[c2]
-            corr[r] = t
+            # a gap within the rows' round-off (metres, radians) is not corrected: near
+            # rest that noise over |dq|^2 swamped the rows (a servo holding a coupled arm)
+            corr[r] = t if abs(t) > DG_NOISE else 0.0
         for r in range(m):
             for c2 in range(n):
                 Jm[r, c2] += corr[r] * z1[c2] / dq2

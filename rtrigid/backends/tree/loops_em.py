@@ -674,7 +674,7 @@ def em_scratch(tree, closure, weights):
     """(ef, ei): a new EM scratch for ``closure``'s tree (:func:`carve_em`), the
     composition's ``weights`` and the spin-free links (:func:`~.loops.spin_links`) written
     in."""
-    tables = spin_links(tree, closure.loops)
+    tables = spin_links(tree, [lp for lp in closure.loops if lp.joint is not None])
     ns, nc, nw = tables[1].shape[0], tables[3].shape[0], len(weights)
     nxf, nxi = em_scratch_size(tree.nb, tree.nq, tree.nv, closure.m, tree.na, ns, nc, nw)
     ef, ei = np.zeros(nxf), np.zeros(nxi, np.int64)

@@ -34,6 +34,9 @@ L_AP, L_AC, L_FRAME, L_UC, L_R0, L_WIDTH = 0, 3, 6, 15, 18, 22
 # its int row: parent, child, translation row count and directions, rotation kind, first row
 L_PARENT, L_CHILD, L_NT, L_T, L_ROT, L_ROW, LI_WIDTH = 0, 1, 2, 3, 6, 7, 8
 ROT_NONE, ROT_AXIS, ROT_FRAME = 0, 1, 2
+# a joint coupling's row (Model.add_coupling): L_PARENT, L_CHILD the follower's and the
+# source's bodies (their joints'), its floats (offset, ratio) at L_AP; no translation rows
+ROT_COUPLE = 3
 
 # The groups the loop kernels take: the loops' tables (rows lf, li), the mechanism's rank (-1:
 # the free rates' least K-norm instead) and the dense solves' scratch (maths.dense.LoopWork);
@@ -57,6 +60,20 @@ def _body_point(x, R, b, a0, a1, a2):
 
 
 @jit
+def _coupling_row(ti, Qg, offset, ratio, a, b, row, phi, J, gam, what):
+    """The row q_a - ratio q_b - offset of a coupling of the joints of bodies a and b (one
+    coordinate each): constant Jacobian, so no acceleration term."""
+    if what & 1:
+        phi[row] = Qg[ti[a, I_QOFF]] - ratio * Qg[ti[b, I_QOFF]] - offset
+    if what & 2:
+        J[row, :] = 0.0
+        J[row, ti[a, I_VOFF]] = 1.0
+        J[row, ti[b, I_VOFF]] -= ratio
+    if what & 4:
+        gam[row] = 0.0
+
+
+@jit
 def loop_rows(tf, ti, Qg, nu, lf, li, rw, what):
     """The loops' residual phi (what & 1), Jacobian J (what & 2) and acceleration terms
     gamma (what & 4) at (Qg, nu): the rows of the module's table, into ``rw`` (a
@@ -71,6 +88,10 @@ def loop_rows(tf, ti, Qg, nu, lf, li, rw, what):
     for k in range(li.shape[0]):
         pb, cbody = li[k, L_PARENT], li[k, L_CHILD]
         row0, nt, rk = li[k, L_ROW], li[k, L_NT], li[k, L_ROT]
+        if rk == ROT_COUPLE:
+            _coupling_row(ti, Qg, lf[k, L_AP], lf[k, L_AP + 1], pb, cbody, row0, phi, J, gam,
+                          what)
+            continue
         pc = _body_point(x, R, cbody, lf[k, L_AC], lf[k, L_AC + 1], lf[k, L_AC + 2])
         pp = _body_point(x, R, pb, lf[k, L_AP], lf[k, L_AP + 1], lf[k, L_AP + 2])
         for i in range(3):  # the parent's joint frame in world axes, rows
