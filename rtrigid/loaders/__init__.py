@@ -53,7 +53,8 @@ def load_model(
     mean (``balanceinertia``; ``allow_nonphysical_inertia=True`` keeps those as given).
 
     ``actuators``: ``"motor"``, ``"position"`` or ``"velocity"`` gives every revolute and
-    prismatic joint that has no actuator from the file one actuator of that kind (named as
+    prismatic joint that has no actuator from the file and follows no coupling (a URDF
+    ``<mimic>``: its source moves it) one actuator of that kind (named as
     its joint, gear 1, gains ``kp``/``kv`` as :meth:`Model.add_actuator` takes them), whose
     force range is the file's ``effort`` (+-effort; none where the file gives none or 0), as
     a URDF's ``<limit effort>`` means.
@@ -159,7 +160,8 @@ def _root_tag(path):
 
 
 def _add_actuators(model, kind, kp, kv):
-    """One ``kind`` actuator on every revolute or prismatic joint without one (see
+    """One ``kind`` actuator on every revolute or prismatic joint without one, coupled
+    followers aside (see
     :func:`load_model`).  A bad kind or gain raises from :meth:`Model.add_actuator`; the
     model is then not returned, so nothing half-built escapes."""
     from rtrigid.model import ACTUATOR_KINDS
@@ -167,8 +169,9 @@ def _add_actuators(model, kind, kp, kv):
     if kind not in ACTUATOR_KINDS:
         raise ValueError(f"actuators: expected one of {list(ACTUATOR_KINDS)}, got {kind!r}")
     driven = {a.joint for a in model.actuators}
+    followers = {c.joint for c in model.couplings}  # moved by their couplings' sources
     for j, joint in enumerate(model.joints):
-        if joint.kind not in ("revolute", "prismatic") or j in driven:
+        if joint.kind not in ("revolute", "prismatic") or j in driven or joint.name in followers:
             continue
         effort = model.joint_info.get(joint.name, {}).get("effort")
         model.add_actuator(

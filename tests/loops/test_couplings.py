@@ -123,15 +123,53 @@ def test_coupled_copies_in_a_batch_step_as_their_simulations(integrator):
         assert abs(sim.qpos()[1] + 2.0 * sim.qpos()[0]) < 1e-12
 
 
+def _on_the_ground(friction=0.0):
+    """The pendulums coupled 1:1, a sphere on a's bob that meets the ground at 0.5 rad."""
+    m = _pendulums(1.0, 0.0)
+    m.add_geom("a", "sphere", radius=0.05, friction=friction)
+    m.add_ground(height=-ARMS["a"] * np.cos(0.5) - 0.05, friction=friction)
+    return m
+
+
+def test_a_coupled_pendulum_resting_on_the_ground_carries_both_weights():
+    """At rest on a frictionless ground at a = b = 0.5 the contact's normal force N balances
+    both bobs through the coupling: N l_a sin(a) = m g (l_a + l_b) sin(a), so each step's
+    impulse is m g (l_a + l_b) / l_a dt, and neither joint moves."""
+    sim = rt.Simulation(_on_the_ground(), integrator="nullspace_rk4", dt=1e-3)
+    sim.set_joint_position("a", [0.52])
+    sim.step(1200)
+    (contact,) = sim.contacts()
+    impulse = MASS * G * (ARMS["a"] + ARMS["b"]) / ARMS["a"] * 1e-3
+    assert contact["impulse"][2] == pytest.approx(impulse, rel=1e-4)
+    assert np.allclose(sim.qpos(), 0.5, atol=1e-5)
+    assert np.max(np.abs(sim.qvel())) < 1e-12
+    assert sim.constraint_error() < 1e-12
+    before = sim.qpos()
+    sim.step(600)
+    assert np.max(np.abs(sim.qpos() - before)) < 1e-12
+
+
+def test_an_inelastic_impact_stops_both_coupled_joints_and_never_adds_energy():
+    sim = rt.Simulation(_on_the_ground(), integrator="nullspace_rk4", dt=1e-3)
+    sim.set_joint_position("a", [1.2])
+    energy = [sim.energy()]
+    for _ in range(400):
+        sim.step()
+        energy.append(sim.energy())
+        assert abs(sim.qvel()[0] - sim.qvel()[1]) < 1e-12
+        assert sim.constraint_error() < 1e-12
+    assert np.all(np.diff(energy) <= 1e-12 * abs(energy[0]))
+    assert sim.contacts() and np.max(np.abs(sim.qvel())) < 1e-12
+
+
 def test_schemes_that_do_not_step_couplings_refuse_them_naming_the_coupling():
     with pytest.raises(ValueError, match="joint coupling 'coupling_a'.*nullspace_rk4"):
         rt.Simulation(_pendulums(1.0, 0.0), integrator="semi_implicit_euler", dt=1e-3)
-    m = _pendulums(1.0, 0.0)
-    m.add_geom("a", "sphere", radius=0.05)
-    m.add_ground()
-    with pytest.raises(ValueError, match="contacts on a model with loop joints or joint "
-                                         "couplings"):
-        rt.Simulation(m, integrator="nullspace_rk4", dt=1e-3)
+    with pytest.raises(ValueError, match="does not step joint couplings with contacts .*"
+                                         "schemes that step this model: \\['nullspace_rk4'\\]"):
+        rt.Simulation(_on_the_ground(), integrator="energy_momentum", dt=1e-3)
+    with pytest.raises(ValueError, match="does not batch joint couplings with contacts"):
+        rt.Batch(_on_the_ground(), 2, integrator="nullspace_rk4", dt=1e-3)
 
 
 @pytest.mark.parametrize("args,kw,field", [

@@ -498,6 +498,24 @@ def test_actuators_from_the_file_effort_saturate_as_its_limit_says():
     assert all((a.kp, a.kv) == (50.0, 5.0) for a in servo.actuators)
 
 
+def test_the_pandas_mimic_finger_follows_the_servo_on_the_first():
+    """<mimic> loads as a coupling: actuators= drives the source finger only, and the
+    other finger follows it exactly."""
+    model = _quiet_load(_pybullet("franka_panda/panda.urdf"), actuators="position", kp=50.0,
+                        kv=5.0)
+    (c,) = model.couplings
+    assert (c.joint, c.source, c.ratio, c.offset) == (
+        "panda_finger_joint2", "panda_finger_joint1", 1.0, 0.0)
+    assert "panda_finger_joint2" not in [a.name for a in model.actuators]
+    assert len(model.actuators) == 8
+    sim = rt.Simulation(model, "nullspace_rk4", dt=1e-3)
+    sim.set_control("panda_finger_joint1", 0.03)
+    sim.step(1000)
+    first, second = (sim.joint_position(f"panda_finger_joint{k}")[0] for k in (1, 2))
+    assert first == pytest.approx(0.03, abs=1e-4)
+    assert abs(second - first) < 1e-12
+
+
 def test_bad_actuators_option_is_refused_naming_it():
     path = _pybullet("kuka_iiwa/model.urdf")
     with pytest.raises(ValueError, match="actuators"):

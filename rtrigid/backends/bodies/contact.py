@@ -7,6 +7,7 @@ import numpy as np
 from rtrigid._jit import jit, kernel_driver, rebind
 from rtrigid.backends.bodies.common import body_momenta, open_buffers, state_view
 from rtrigid.backends.bodies.layout import B_INERTIA, B_MASS, FREE
+from rtrigid.backends.buffers import OK, USED_FALLBACK
 from rtrigid.contact.general import resolve_general
 from rtrigid.contact.geometry import PAIR_POINTS
 from rtrigid.contact.manifold import DYNAMIC, KINEMATIC
@@ -161,6 +162,34 @@ class ContactStepper:
             geomi, excluded, self.active, c.touched, c.ints, c.keys, c.rows, self.xi, gi,
             self._count)] + [sizes]).astype(np.int64)
         return step, Fx, Ix
+
+
+@jit
+def no_flight(n, dt, F, I):
+    """A kernel that leaves the state as it is: a :class:`ContactStepper` of it is the contact
+    solve alone (:class:`StepThenContacts`)."""
+    return OK
+
+
+class StepThenContacts:
+    """``step(n, dt, F, I)`` of the kernel contract for a scheme whose step is a stepper
+    object (the loop and coupling steppers of :mod:`rtrigid.backends.tree.loops_em`): n times
+    one of its steps, then the contact solve (``contacts``: a :class:`ContactStepper` of
+    :func:`no_flight`), two compiled calls a step; stops at a step the scheme could not
+    take.  No ``rows``: a Batch does not step it."""
+
+    def __init__(self, step, contacts):
+        self.step, self.contacts = step, contacts
+
+    def __call__(self, n, dt, F, I):
+        flags = OK
+        for _ in range(n):
+            status = self.step(1, dt, F, I)
+            flags |= status & USED_FALLBACK
+            if status & ~USED_FALLBACK:
+                return status | flags
+            self.contacts(1, dt, F, I)
+        return flags
 
 
 _RUN_IMPORTS = ("from rtrigid.backends.buffers import OK, USED_FALLBACK, unowned\n"

@@ -106,8 +106,9 @@ class TreeBackend:
         needs of this backend for ``contacts`` (a :class:`~rtrigid.contact.Contacts`):
         ``(bodyi, after, extra)``: None (every body with a geom collides), the module whose
         ``after_step`` solves the contacts, and its (float, int) scratch as a function of the
-        contact table's rows -- the solve's work space, and the rates' start flag (the mean
-        rates, or the event's ``budget``) followed by the contact bodies' rates."""
+        contact table's rows -- the solve's work space (with the joint couplings' rows at its
+        end), and the rates' start flag (the mean rates, or the event's ``budget``) followed
+        by the contact bodies' rates (and the number of coupling rows, if any)."""
         from rtrigid.backends.tree import contact as tree_contact
 
         tree = self.tree
@@ -116,9 +117,18 @@ class TreeBackend:
         perm = [i for b in order for i in range(
             ti[b, voff], ti[b, voff] + int(tree_contact.NV[ti[b, tree_contact.I_KIND]]))]
         xi = np.array([int(self.mean_rates) or budget] + perm, np.int64)
+        # joint couplings: their rows (constant) in the scratch's tail, their count after
+        # the rates (the contact impulses then move the coupled joints together)
+        rows_g = np.zeros((0, tree.nv)) if self.loops is None else self.loops.jacobian(self.Qg)
+        if len(rows_g):
+            xi = np.append(xi, len(rows_g))
+        tail = tree_contact.coupling_scratch_size(len(rows_g), tree.nv)
 
         def extra(rows):
-            return np.zeros(tree_contact.scratch_size(rows, tree.nb, tree.nq, tree.nv)), xi
+            xf = np.zeros(tree_contact.scratch_size(rows, tree.nb, tree.nq, tree.nv) + tail)
+            if tail:
+                xf[len(xf) - tail:][: rows_g.size] = rows_g.ravel()
+            return xf, xi
 
         return None, tree_contact.__name__, extra
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from rtrigid._jit import jit, rebind
 from rtrigid.backends.buffers import view
+from rtrigid.maths.dense import cholesky, cholesky_solve
 from rtrigid.backends.tree.articulated import articulated_factor, articulated_solve
 from rtrigid.backends.tree.dynamics import add_point_columns, momentum_rates
 from rtrigid.backends.tree.kinematics import (
@@ -240,6 +241,74 @@ def _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rhs, out):
     articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, out)
 
 
+def coupling_scratch_size(m, nv):
+    """Length of the couplings' tail of :func:`after_step`'s float scratch (see
+    :func:`_coupled`)."""
+    return m * (2 * nv + 2 * m + 2)
+
+
+@jit
+def _coupled(xf, m, nv):
+    """The couplings' tail of the float scratch: their rows Gc (m, nv), written by the
+    backend, the columns Cc = M^-1 Gc^T, A = Gc Cc^T and its Cholesky factor Lc (m, m), and
+    two vectors (m) of scratch."""
+    o = xf.shape[0] - m * (2 * nv + 2 * m + 2)
+    Gc = view(xf, o, (m, nv))
+    Cc = view(xf, o + m * nv, (m, nv))
+    A = view(xf, o + 2 * m * nv, (m, m))
+    Lc = view(xf, o + 2 * m * nv + m * m, (m, m))
+    y = xf[o + 2 * m * nv + 2 * m * m:o + 2 * m * nv + 2 * m * m + m]
+    g = xf[o + 2 * m * nv + 2 * m * m + m:o + 2 * m * nv + 2 * m * m + 2 * m]
+    return Gc, Cc, A, Lc, y, g
+
+
+@jit
+def _coupling_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
+    """Cc <- M^-1 Gc^T and the Cholesky factor of A = Gc M^-1 Gc^T (the factor of the
+    configuration must be current); False if A is singular."""
+    Gc, Cc, A, Lc, y, g = rows_g
+    m = Gc.shape[0]
+    for r in range(m):
+        _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, Gc[r], Cc[r])
+    for r in range(m):
+        for c in range(m):
+            A[r, c] = _gdot_all(Gc[r], Cc[c])
+    return cholesky(A, Lc, m)
+
+
+@jit
+def _coupled_column(rows_g, w):
+    """w <- P w, P = 1 - Cc^T A^-1 Gc: a response M^-1 J^T made one the couplings allow (the
+    mass-orthogonal projection onto Gc dnu = 0), so the impulses, and the lift, move the
+    coupled joints together and the coupling carries its reaction."""
+    Gc, Cc, A, Lc, y, g = rows_g
+    m = Gc.shape[0]
+    for r in range(m):
+        g[r] = _gdot_all(Gc[r], w)
+    cholesky_solve(Lc, g, y, m)
+    for r in range(m):
+        _axpy(w, -y[r], Cc[r])
+
+
+@jit
+def _join(island, rank, a, b):
+    """Join the islands of bodies a and b (the lower-ranked root becomes the root)."""
+    i, j = island_root(island, a), island_root(island, b)
+    if i != j:
+        if rank[i] < rank[j]:
+            island[j] = i
+        else:
+            island[i] = j
+
+
+@jit
+def _gdot_all(a, b):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i] * b[i]
+    return s
+
+
 @jit
 def _twice_kinetic(tf, b, v, w):
     return (tf[b, T_MASS] * (v[b, 0] ** 2 + v[b, 1] ** 2 + v[b, 2] ** 2)
@@ -282,7 +351,8 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp = scr
     mean_rates = xi[0] == 1
     start_budget = xi[0] == START_BUDGET
-    perm = xi[1:]
+    perm = xi[1:1 + nv]
+    m = xi[1 + nv] if xi.shape[0] > 1 + nv else 0  # joint couplings' rows (the scratch's tail)
     order, rank, island = ints[:, 0], ints[:, 1], ints[:, 3]
     # no rim look-ahead (dt 0): the rates at the step's end are not known yet under the mean-rate
     # schemes; see geometry.ground_contacts
@@ -310,6 +380,10 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
             return 0
         joint_velocities(ti, G, nu0, V, cb)
         body_rates(ti, R, G, V, v0, w0)
+    rows_g = _coupled(xf, m, nv)
+    if m and not _coupling_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
+        remember(table, 0, keys, lam)
+        return 0
     # per contact: its rows J (normal, tangents), the columns M^-1 J^T, its Delassus block
     for k in range(count):
         row = table[k]
@@ -329,6 +403,8 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
             Jc[k, 2, c] = t2[0] * Jp[0, c] + t2[1] * Jp[1, c] + t2[2] * Jp[2, c]
         for r in range(3):
             _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, Jc[k, r], Wc[k, r])
+            if m:
+                _coupled_column(rows_g, Wc[k, r])
         for i in range(3):
             row[C_T1 + i] = t1[i]
             row[C_T2 + i] = t2[i]
@@ -383,12 +459,18 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     for b in range(nb):
         p = ti[b, I_PARENT]
         if p >= 0:
-            i, j = island_root(island, b), island_root(island, p)
-            if i != j:
-                if rank[i] < rank[j]:
-                    island[j] = i
-                else:
-                    island[i] = j
+            _join(island, rank, b, p)
+    for r in range(m):  # and by couplings: the bodies whose rates a row reads
+        first = -1
+        for b in range(nb):
+            o = ti[b, I_VOFF]
+            for i in range(o, o + NV[ti[b, I_KIND]]):
+                if rows_g[0][r, i] != 0.0:
+                    if first < 0:
+                        first = b
+                    else:
+                        _join(island, rank, b, first)
+                    break
     for r in range(nb):
         island[order[r]] = island_root(island, order[r])
     for k in range(count):
