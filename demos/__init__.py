@@ -147,6 +147,11 @@ def _robots():
     robot_demo("iiwa", robots.IIWA, "KUKA iiwa 7-DOF arm from its URDF on position servos: "
                "drag the red ball, the gripper flange follows", robots.iiwa,
                robots.iiwa_controller, "nullspace_rk4", traces={"lbr_iiwa_link_7": (0, 0, 0)})
+    robot_demo("panda_grasp", robots.PANDA, "Franka Panda from its URDF picks a 4 cm cube up "
+               "from a table: its two fingers are one servo, the second mimic-coupled to the "
+               "first; the arm's targets follow a script, its gravity compensated",
+               robots.panda_grasp, robots.panda_grasp_controller, "nullspace_rk4",
+               show_contacts=True, traces=False)
     robot_demo("quadruped", robots.A1, "Unitree A1 quadruped from its URDF, base held in the "
                "air, trotting on 12 position servos", robots.a1, robots.a1_controller,
                "energy_momentum", floor=-0.5, traces=False)

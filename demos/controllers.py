@@ -274,3 +274,91 @@ class TrotInTheAir:
         return [f"{state}; 12 servo targets set each step",
                 f"largest servo torque {np.abs(f).max():.2f} N m, thigh targets "
                 + " ".join(f"{sim.controls()[k]:+.2f}" for k, _, _ in self.legs)]
+
+
+def _smoothstep(s):
+    s = min(max(s, 0.0), 1.0)
+    return s * s * (3.0 - 2.0 * s)
+
+
+class GraspScript:
+    """Picks up a cube by script, as a robot program does: the grasp frame ``tip`` (between
+    the fingertips) moves above the cube, down around it, the gripper closes, the hand lifts
+    the cube by ``lift`` and holds it there.
+
+    The arm's joint targets at those poses come from damped least squares on the tip's
+    Jacobian at construction (its z axis down, its y axis -- the fingers' -- along world y)
+    and are interpolated in joint space (smoothstep); before every step the arm's bias forces
+    (gravity and Coriolis, :meth:`rtrigid.Simulation.bias_forces`) are the controls of its
+    motors, the gravity compensation of a robot's torque controller, so the servos track
+    without sag.  The actuators: n position servos on the arm's joints (which come first in
+    qpos), the gripper's servo (``open_width`` to 0: it closes until the cube stops it), then
+    n motors on the arm's joints in the same order.  ``times``: when the hand is above the
+    cube, at it, the gripper closed and the cube lifted (s from now).
+    """
+
+    PHASES = ("moving above the cube", "reaching down", "closing the gripper", "lifting",
+              "holding the cube")
+
+    def __init__(self, sim, cube_at, tip="panda_grasptarget", cube="cube", lift=0.10,
+                 above=0.12, times=(1.0, 2.0, 2.6, 3.6), open_width=0.04):
+        n = (sim.na - 1) // 2
+        self.cols = _actuated_columns(sim)[0][n + 1:]  # the motors' rates
+        self.tip, self.cube = tip, cube
+        home = sim.controls()[:n].copy()
+        at = np.asarray(cube_at, dtype=float)
+        over = self.reach(sim, at + (0.0, 0.0, above), home)
+        grasp = self.reach(sim, at, over)
+        up = self.reach(sim, at + (0.0, 0.0, lift), grasp)
+        t = sim.t + np.concatenate([[0.0], times])
+        self.plan = list(zip(t, (home, over, grasp, grasp, up),
+                             (open_width, open_width, open_width, 0.0, 0.0)))
+
+    def reach(self, sim, target, start, iters=100):
+        """The arm's joint angles that put the tip at ``target`` with its z axis down, from
+        ``start``; ``sim``'s state is left as it was."""
+        snap = sim.snapshot()
+        b, point, _ = sim.model.links[self.tip]
+        down = np.diag([1.0, -1.0, -1.0])  # the tip's axes in world axes
+        q = np.array(start, dtype=float)
+        n = len(q)
+        try:
+            for _ in range(iters):
+                qpos = sim.qpos()
+                qpos[:n] = q
+                sim.set_qpos(qpos)
+                x, r = sim.link_pose(self.tip)
+                E = down @ quat.rotmat(r, np.empty((3, 3))).T
+                e = np.concatenate([target - x,
+                                    0.5 * np.array([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0],
+                                                    E[1, 0] - E[0, 1]])])
+                if np.max(np.abs(e)) < 1e-10:
+                    break
+                J = sim.jacobian(b, point)[:, :n]
+                q += J.T @ np.linalg.solve(J @ J.T + 1e-6 * np.eye(6), e)
+        finally:
+            sim.restore(snap)
+        return q
+
+    def phase(self, t):
+        """(index of the script's phase at time t, the arm's targets, the gripper's)."""
+        for k, ((t0, q0, g0), (t1, q1, g1)) in enumerate(zip(self.plan, self.plan[1:])):
+            if t <= t1:
+                s = _smoothstep((t - t0) / (t1 - t0))
+                return k, q0 + s * (q1 - q0), g0 + s * (g1 - g0)
+        return len(self.plan) - 1, self.plan[-1][1], self.plan[-1][2]
+
+    def __call__(self, sim):
+        _, q, g = self.phase(sim.t)
+        sim.set_controls(np.concatenate([q, [g], sim.bias_forces()[self.cols]]))
+
+    def cube_in_hand(self, sim):
+        """The cube's centre in the tip's frame (m)."""
+        x, r = sim.link_pose(self.tip)
+        return quat.rotmat(r, np.empty((3, 3))).T @ (sim.pose(self.cube)[0] - x)
+
+    def hud_lines(self, sim):
+        k = self.phase(sim.t)[0]
+        off = 1e3 * self.cube_in_hand(sim)
+        return [f"{self.PHASES[k]}; the arm's gravity compensated by its motors",
+                "cube in the hand at (" + ", ".join(f"{v:+.2f}" for v in off) + ") mm"]

@@ -17,7 +17,11 @@ import rtrigid as rt
 
 IIWA = "kuka_iiwa/model.urdf"
 A1 = "a1/a1.urdf"
+PANDA = "franka_panda/panda.urdf"
 IIWA_POSE = (0.0, 0.6, 0.0, -1.2, 0.0, 0.9, 0.0)
+PANDA_HOME = (0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785)
+CUBE_HALF = 0.02                      # the cube's half side (m); it weighs 0.1 kg
+CUBE_AT = (0.5, 0.0, 0.2 + CUBE_HALF)  # its centre, resting on the table
 
 
 def path(robot):
@@ -98,3 +102,46 @@ def a1_controller(sim):
     legs = [(names.index(f"{leg}_upper_joint"), names.index(f"{leg}_lower_joint"), phase[leg])
             for leg in LEGS]
     return TrotInTheAir(sim, A1_STANCE * len(LEGS), legs)
+
+
+def panda_grasp(integrator="nullspace_rk4", dt=None):
+    """Franka Panda from its URDF (its second finger mimic-coupled to the first) with a table
+    (a static box, top 0.2 m high) on the floor and a 4 cm cube of 0.1 kg on it (friction 1,
+    as the fingers' pads); position servos on the seven arm joints (omega 25 rad/s from the
+    joint-space mass matrix at ``PANDA_HOME``), one gripper servo on the first finger
+    (2000 N/m, the file's 20 N effort) and a motor on each arm joint for the controller's
+    gravity compensation (so its work is the actuators'); the fingers open."""
+    model = _load(PANDA)
+    model.add_ground()
+    model.add_geom(None, "box", half_extents=(0.15, 0.25, 0.1), pos=(0.5, 0.0, 0.1))
+    side = 2.0 * CUBE_HALF
+    model.add_body("cube", 0.1, (0.1 * side**2 / 6.0,) * 3)
+    model.add_geom("cube", "box", half_extents=(CUBE_HALF,) * 3, friction=1.0)
+    dt = dt or 1e-3
+    probe = rt.Simulation(model, "nullspace_rk4", dt)
+    qpos = probe.qpos()
+    qpos[:9] = PANDA_HOME + (0.04, 0.04)
+    probe.set_qpos(qpos)
+    m = np.diag(probe.mass_matrix())
+    omega = 25.0
+    for k, name in enumerate(probe.joint_names[:7]):
+        effort = model.joint_info[name]["effort"]
+        model.add_actuator(name, "position", kp=m[k] * omega**2, kv=2.0 * m[k] * omega,
+                           force_range=(-effort, effort), name=name)
+    effort = model.joint_info["panda_finger_joint1"]["effort"]
+    model.add_actuator("panda_finger_joint1", "position", kp=2000.0, kv=20.0,
+                       force_range=(-effort, effort), name="gripper")
+    for name in probe.joint_names[:7]:  # gravity compensation: a motor beside each servo
+        model.add_actuator(name, "motor", name=f"{name}_gravity")
+    sim = rt.Simulation(model, integrator, dt)
+    sim.set_qpos(qpos)
+    sim.set_position("cube", CUBE_AT)
+    sim.set_controls(PANDA_HOME + (0.04,) + (0.0,) * 7)
+    return sim
+
+
+def panda_grasp_controller(sim):
+    from .controllers import GraspScript
+
+    return GraspScript(sim, CUBE_AT)
+
