@@ -57,7 +57,7 @@ class Integrator(NamedTuple):
     loops: bool = False  # it steps loop joints (Model.add_loop_joint)
     batched_loops: bool = False  # its loop step is one compiled kernel (LoopStepper.rows,
     # LoopEnergyMomentum.rows) that a Batch runs per copy
-    coupled_contacts: bool = False  # it steps joint couplings in a model with contacts
+    loop_contacts: bool = False  # it steps loop joints and joint couplings with contacts
     contacts: bool = False  # it steps models with a ground (the contact solve after its
     # free flight)
     keeps_energy: bool = True  # its free flight keeps energy (else the contact event's energy
@@ -114,15 +114,15 @@ class Integrator(NamedTuple):
         rows += [("joint coupling", c.name) for c in couplings]
         if rows and not self.loops:
             return f"{self.name} does not step closed loops ({rows[0][0]} {rows[0][1]!r})"
-        if couplings and grounds and not self.coupled_contacts:
+        if rows and grounds and not self.loop_contacts:
             return (
-                f"{self.name} does not step joint couplings with contacts (joint coupling "
-                f"{couplings[0].name!r})"
+                f"{self.name} does not step contacts on a model with loop joints or joint "
+                f"couplings ({rows[0][0]} {rows[0][1]!r})"
             )
-        if batched and couplings and grounds:
+        if batched and rows and grounds:
             return (
-                f"{self.name} does not batch joint couplings with contacts (joint coupling "
-                f"{couplings[0].name!r})"
+                f"{self.name} does not batch contacts on a model with loop joints or joint "
+                f"couplings ({rows[0][0]} {rows[0][1]!r})"
             )
         if batched and rows and not self.batched_loops:
             return (
@@ -250,7 +250,7 @@ REGISTRY = {
             friction={TREE: {(): _T + "nullspace_rk4:step_friction"}},
             loops=True,
             batched_loops=True,
-            coupled_contacts=True,
+            loop_contacts=True,
             contacts=True,
         ),
         # keeps_energy=False: Euler's flight drops a resting body by g h^2 with kinetic energy for
@@ -488,7 +488,7 @@ _COLUMNS = (
     ("limits that rebound", lambda i: TREE in i.kernels and i.limit_bounce),
     ("closed loops", lambda i: i.loops),
     ("loops in a Batch", lambda i: i.batched_loops),
-    ("couplings with contacts", lambda i: i.coupled_contacts),
+    ("loops and couplings with contacts", lambda i: i.loop_contacts),
     ("contacts", lambda i: i.contacts),
     ("massless links", lambda i: TREE in i.kernels and not i.implicit),
     ("servos at any gain", lambda i: i.implicit and TREE in i.kernels),

@@ -371,10 +371,6 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
         # a flight that does not keep energy: the event's budget from the step's start
         budget = 0 if integrators.get(integrator).keeps_energy else START_BUDGET
         if kind != BODIES:
-            if getattr(model, "loop_joints", None):
-                raise ValueError(
-                    "grounds: contacts on a model with loop joints are not stepped yet"
-                )
             spin = [
                 model.bodies[g.body].name if g.body is not None else "the world"
                 for g in model.geoms
@@ -389,13 +385,15 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
                     f"{spin}, or a ground)"
                 )
         bodyi, after, extra = self.backend.contact_workspace(contacts, budget)
-        if getattr(model, "couplings", None):  # the couplings' step, then the contacts'
+        loops = getattr(model, "loop_joints", None)
+        if loops or getattr(model, "couplings", None):  # the loops' step, then the contacts'
             from rtrigid.backends.bodies.contact import StepThenContacts, no_flight
 
             solve = ContactStepper(
                 no_flight, contacts, bodyi, SWEEPS, rest_speed, after=after, extra=extra
             )
-            self._kernel = StepThenContacts(self._kernel, solve)
+            rows = self.backend.constraint_rows if loops else None
+            self._kernel = StepThenContacts(self._kernel, solve, rows)
             return contacts
         self._kernel = ContactStepper(
             self._kernel, contacts, bodyi, SWEEPS, rest_speed, after=after, extra=extra

@@ -80,21 +80,34 @@ def k_correction(J, K, b, rank, L, A, G, piv, lam, w, out):
 
 
 @jit_inline
+def _pivot(K, L, j):
+    """K[j, j] less the squares of L's row j so far: Cholesky's pivot of column j."""
+    s = K[j, j]
+    for k in range(j):
+        s -= L[j, k] * L[j, k]
+    return s
+
+
+@jit_inline
+def _column(K, L, j, n):
+    """L's column j below its diagonal, its pivot set."""
+    for i in range(j + 1, n):
+        t = K[i, j]
+        for k in range(j):
+            t -= L[i, k] * L[j, k]
+        L[i, j] = t / L[j, j]
+
+
+@jit_inline
 def cholesky(K, L, n):
     """L[:n, :n] <- the lower Cholesky factor of K[:n, :n]; False if K is not positive
     definite."""
     for j in range(n):
-        s = K[j, j]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
+        s = _pivot(K, L, j)
         if not s > 0.0:
             return False
         L[j, j] = np.sqrt(s)
-        for i in range(j + 1, n):
-            t = K[i, j]
-            for k in range(j):
-                t -= L[i, k] * L[j, k]
-            L[i, j] = t / L[j, j]
+        _column(K, L, j, n)
     return True
 
 
@@ -106,6 +119,40 @@ def _solve_lower_t(L, b, out, n):
         for k in range(i + 1, n):
             t -= L[k, i] * out[k]
         out[i] = t / L[i, i]
+
+
+@jit
+def cholesky_dropping(K, L, n, tol):
+    """L[:n, :n] <- the lower Cholesky factor of K[:n, :n] (positive semidefinite) with the
+    rows whose pivot is at most ``tol`` dropped (their row and column of L zero): those
+    dependent on the rows before them.  :func:`solve_dropping` then solves a consistent
+    system with the dropped unknowns 0."""
+    for j in range(n):
+        s = _pivot(K, L, j)
+        if not s > tol:
+            for i in range(j, n):
+                L[i, j] = 0.0
+            for k in range(j):
+                L[j, k] = 0.0
+            continue
+        L[j, j] = np.sqrt(s)
+        _column(K, L, j, n)
+
+
+@jit
+def solve_dropping(L, b, out, n):
+    """out[:n] <- (L L^T)^-1 b[:n] for a factor of :func:`cholesky_dropping`, the dropped
+    unknowns 0 (b may be out)."""
+    for i in range(n):
+        t = b[i]
+        for k in range(i):
+            t -= L[i, k] * out[k]
+        out[i] = t / L[i, i] if L[i, i] > 0.0 else 0.0
+    for i in range(n - 1, -1, -1):
+        t = out[i]
+        for k in range(i + 1, n):
+            t -= L[k, i] * out[k]
+        out[i] = t / L[i, i] if L[i, i] > 0.0 else 0.0
 
 
 @jit

@@ -176,10 +176,12 @@ class StepThenContacts:
     object (the loop and coupling steppers of :mod:`rtrigid.backends.tree.loops_em`): n times
     one of its steps, then the contact solve (``contacts``: a :class:`ContactStepper` of
     :func:`no_flight`), two compiled calls a step; stops at a step the scheme could not
-    take.  No ``rows``: a Batch does not step it."""
+    take.  ``rows(xf)``, if given, writes the step's constraint rows into the contact
+    scratch before each solve (loop joints: :meth:`TreeBackend.constraint_rows`).  A Batch
+    does not step it."""
 
-    def __init__(self, step, contacts):
-        self.step, self.contacts = step, contacts
+    def __init__(self, step, contacts, rows=None):
+        self.step, self.contacts, self.rows_into = step, contacts, rows
 
     def __call__(self, n, dt, F, I):
         flags = OK
@@ -188,6 +190,8 @@ class StepThenContacts:
             flags |= status & USED_FALLBACK
             if status & ~USED_FALLBACK:
                 return status | flags
+            if self.rows_into is not None:  # the constraint rows at this configuration
+                self.rows_into(self.contacts.xf)
             self.contacts(1, dt, F, I)
         return flags
 

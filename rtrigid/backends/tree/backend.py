@@ -117,8 +117,9 @@ class TreeBackend:
         perm = [i for b in order for i in range(
             ti[b, voff], ti[b, voff] + int(tree_contact.NV[ti[b, tree_contact.I_KIND]]))]
         xi = np.array([int(self.mean_rates) or budget] + perm, np.int64)
-        # joint couplings: their rows (constant) in the scratch's tail, their count after
-        # the rates (the contact impulses then move the coupled joints together)
+        # loop joints and couplings: their rows in the scratch's tail (the couplings'
+        # constant, the loop joints' rewritten before each solve: constraint_rows), their
+        # count after the rates (the contact impulses then move the tree as they allow)
         rows_g = np.zeros((0, tree.nv)) if self.loops is None else self.loops.jacobian(self.Qg)
         if len(rows_g):
             xi = np.append(xi, len(rows_g))
@@ -131,6 +132,15 @@ class TreeBackend:
             return xf, xi
 
         return None, tree_contact.__name__, extra
+
+    def constraint_rows(self, xf):
+        """Write the loops' rows at the present configuration into the tail of a contact
+        scratch ``xf`` of :meth:`contact_workspace` (before the contact solve of a step)."""
+        from rtrigid.backends.tree.contact import coupling_scratch_size
+
+        rows_g = self.loops.jacobian(self.Qg)
+        start = len(xf) - coupling_scratch_size(len(rows_g), self.tree.nv)
+        xf[start:start + rows_g.size] = rows_g.ravel()
 
     def loads(self):
         """(f_app, t_app, held): views of the applied loads in A."""

@@ -41,7 +41,7 @@ import numpy as np
 
 from rtrigid._jit import jit, rebind
 from rtrigid.backends.buffers import view
-from rtrigid.maths.dense import cholesky, cholesky_solve
+from rtrigid.maths.dense import cholesky_dropping, solve_dropping
 from rtrigid.backends.tree.articulated import articulated_factor, articulated_solve
 from rtrigid.backends.tree.dynamics import add_point_columns, momentum_rates
 from rtrigid.backends.tree.kinematics import (
@@ -241,6 +241,9 @@ def _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rhs, out):
     articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, out)
 
 
+REDUNDANT = 1e-10  # a constraint row whose pivot is below this of A's largest is dependent
+
+
 def coupling_scratch_size(m, nv):
     """Length of the couplings' tail of :func:`after_step`'s float scratch (see
     :func:`_coupled`)."""
@@ -249,8 +252,8 @@ def coupling_scratch_size(m, nv):
 
 @jit
 def _coupled(xf, m, nv):
-    """The couplings' tail of the float scratch: their rows Gc (m, nv), written by the
-    backend, the columns Cc = M^-1 Gc^T, A = Gc Cc^T and its Cholesky factor Lc (m, m), and
+    """The constraint rows' tail of the float scratch: the couplings' and loop joints' rows
+    Gc (m, nv), written by the backend, the columns Cc = M^-1 Gc^T, A = Gc Cc^T and its Cholesky factor Lc (m, m), and
     two vectors (m) of scratch."""
     o = xf.shape[0] - m * (2 * nv + 2 * m + 2)
     Gc = view(xf, o, (m, nv))
@@ -264,16 +267,22 @@ def _coupled(xf, m, nv):
 
 @jit
 def _coupling_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
-    """Cc <- M^-1 Gc^T and the Cholesky factor of A = Gc M^-1 Gc^T (the factor of the
-    configuration must be current); False if A is singular."""
+    """Cc <- M^-1 Gc^T and the Cholesky factor of A = Gc M^-1 Gc^T, its rows that depend on
+    those before them dropped (pivot <= REDUNDANT of the largest diagonal; the factor of the
+    configuration must be current); False if A is zero."""
     Gc, Cc, A, Lc, y, g = rows_g
     m = Gc.shape[0]
     for r in range(m):
         _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, Gc[r], Cc[r])
+    big = 0.0
     for r in range(m):
         for c in range(m):
             A[r, c] = _gdot_all(Gc[r], Cc[c])
-    return cholesky(A, Lc, m)
+        big = max(big, A[r, r])
+    # redundant loop rows (a planar loop of spatial joints) make A singular: they are
+    # dropped, which the projection does not see (their reactions are those of the others)
+    cholesky_dropping(A, Lc, m, REDUNDANT * big)
+    return big > 0.0
 
 
 @jit
@@ -285,7 +294,7 @@ def _coupled_column(rows_g, w):
     m = Gc.shape[0]
     for r in range(m):
         g[r] = _gdot_all(Gc[r], w)
-    cholesky_solve(Lc, g, y, m)
+    solve_dropping(Lc, g, y, m)
     for r in range(m):
         _axpy(w, -y[r], Cc[r])
 
