@@ -104,14 +104,15 @@ def a1_controller(sim):
     return TrotInTheAir(sim, A1_STANCE * len(LEGS), legs)
 
 
-def panda_grasp(integrator="nullspace_rk4", dt=None):
+def panda_grasp(integrator="nullspace_rk4", dt=None, ignore=()):
     """Franka Panda from its URDF (its second finger mimic-coupled to the first) with a table
     (a static box, top 0.2 m high) on the floor and a 4 cm cube of 0.1 kg on it (friction 1,
     as the fingers' pads); position servos on the seven arm joints (omega 25 rad/s from the
     joint-space mass matrix at ``PANDA_HOME``), one gripper servo on the first finger
     (2000 N/m, the file's 20 N effort) and a motor on each arm joint for the controller's
-    gravity compensation (so its work is the actuators'); the fingers open."""
-    model = _load(PANDA)
+    gravity compensation (so its work is the actuators'); the fingers open.  ``ignore``: as
+    :func:`rtrigid.load_model` takes it (``("mimic",)`` drops the fingers' coupling)."""
+    model = _load(PANDA, ignore=ignore)
     model.add_ground()
     model.add_geom(None, "box", half_extents=(0.15, 0.25, 0.1), pos=(0.5, 0.0, 0.1))
     side = 2.0 * CUBE_HALF
