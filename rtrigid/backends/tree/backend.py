@@ -106,9 +106,10 @@ class TreeBackend:
         needs of this backend for ``contacts`` (a :class:`~rtrigid.contact.Contacts`):
         ``(bodyi, after, extra)``: None (every body with a geom collides), the module whose
         ``after_step`` solves the contacts, and its (float, int) scratch as a function of the
-        contact table's rows -- the solve's work space (with the joint couplings' rows at its
-        end), and the rates' start flag (the mean rates, or the event's ``budget``) followed
-        by the contact bodies' rates (and the number of coupling rows, if any)."""
+        contact table's rows -- the solve's work space (with the loop joints' and couplings'
+        rows at its end), and the rates' start flag (the mean rates, or the event's
+        ``budget``) followed by the contact bodies' rates (and the number of those rows, if
+        any)."""
         from rtrigid.backends.tree import contact as tree_contact
 
         tree = self.tree
@@ -123,7 +124,7 @@ class TreeBackend:
         rows_g = np.zeros((0, tree.nv)) if self.loops is None else self.loops.jacobian(self.Qg)
         if len(rows_g):
             xi = np.append(xi, len(rows_g))
-        tail = tree_contact.coupling_scratch_size(len(rows_g), tree.nv)
+        tail = tree_contact.constraint_scratch_size(len(rows_g), tree.nv)
 
         def extra(rows):
             xf = np.zeros(tree_contact.scratch_size(rows, tree.nb, tree.nq, tree.nv) + tail)
@@ -136,10 +137,10 @@ class TreeBackend:
     def constraint_rows(self, xf):
         """Write the loops' rows at the present configuration into the tail of a contact
         scratch ``xf`` of :meth:`contact_workspace` (before the contact solve of a step)."""
-        from rtrigid.backends.tree.contact import coupling_scratch_size
+        from rtrigid.backends.tree.contact import constraint_scratch_size
 
         rows_g = self.loops.jacobian(self.Qg)
-        start = len(xf) - coupling_scratch_size(len(rows_g), self.tree.nv)
+        start = len(xf) - constraint_scratch_size(len(rows_g), self.tree.nv)
         xf[start:start + rows_g.size] = rows_g.ravel()
 
     def loads(self):

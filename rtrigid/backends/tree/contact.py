@@ -30,6 +30,12 @@ Gauss-Seidel over the contacts' normal rows of the mass-weighted displacement dq
 (mu >= 0) that takes the depths out, then the coordinates advance by it (quaternions by
 q o (0, dq/2), normalized).
 
+On a mechanism with loop joints or joint couplings (stepped by ``nullspace_rk4``), their rows
+G (m x nv, written at the step's end configuration) constrain the impulses too: each column
+W_k is projected in the mass metric onto G dnu = 0, W_k <- W_k - M^-1 G^T (G M^-1 G^T)^-1 G W_k
+(rows that depend on others dropped), so the rates, the lift and the Delassus blocks are those
+of the constrained mechanism; bodies that a row joins are one island.
+
 Under a scheme whose rates are the step's mean rates (``MEAN_RATES``: energy_momentum), the
 rates at the step's end are those of the bodies' momenta; a touched island's bodies then get
 the velocities of the new rates, consistent with the joints.  Every sum over rates runs in the
@@ -244,17 +250,17 @@ def _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rhs, out):
 REDUNDANT = 1e-10  # a constraint row whose pivot is below this of A's largest is dependent
 
 
-def coupling_scratch_size(m, nv):
-    """Length of the couplings' tail of :func:`after_step`'s float scratch (see
-    :func:`_coupled`)."""
+def constraint_scratch_size(m, nv):
+    """Length of the constraint rows' tail of :func:`after_step`'s float scratch (see
+    :func:`_constraint_tail`): m rows (loop joints' and couplings') of nv rates."""
     return m * (2 * nv + 2 * m + 2)
 
 
 @jit
-def _coupled(xf, m, nv):
-    """The constraint rows' tail of the float scratch: the couplings' and loop joints' rows
-    Gc (m, nv), written by the backend, the columns Cc = M^-1 Gc^T, A = Gc Cc^T and its Cholesky factor Lc (m, m), and
-    two vectors (m) of scratch."""
+def _constraint_tail(xf, m, nv):
+    """The constraint rows' tail of the float scratch: the loop joints' and couplings' rows
+    Gc (m, nv), written by the backend, the columns Cc = M^-1 Gc^T, A = Gc Cc^T and its
+    Cholesky factor Lc (m, m), and two vectors (m) of scratch."""
     o = xf.shape[0] - m * (2 * nv + 2 * m + 2)
     Gc = view(xf, o, (m, nv))
     Cc = view(xf, o + m * nv, (m, nv))
@@ -266,7 +272,7 @@ def _coupled(xf, m, nv):
 
 
 @jit
-def _coupling_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
+def _constraint_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
     """Cc <- M^-1 Gc^T and the Cholesky factor of A = Gc M^-1 Gc^T, its rows that depend on
     those before them dropped (pivot <= REDUNDANT of the largest diagonal; the factor of the
     configuration must be current); False if A is zero."""
@@ -286,10 +292,10 @@ def _coupling_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
 
 
 @jit
-def _coupled_column(rows_g, w):
-    """w <- P w, P = 1 - Cc^T A^-1 Gc: a response M^-1 J^T made one the couplings allow (the
-    mass-orthogonal projection onto Gc dnu = 0), so the impulses, and the lift, move the
-    coupled joints together and the coupling carries its reaction."""
+def _constrained_column(rows_g, w):
+    """w <- P w, P = 1 - Cc^T A^-1 Gc: a response M^-1 J^T made one the loops and couplings
+    allow (the mass-orthogonal projection onto Gc dnu = 0), so the impulses, and the lift,
+    move the mechanism as they allow and they carry their share of the reaction."""
     Gc, Cc, A, Lc, y, g = rows_g
     m = Gc.shape[0]
     for r in range(m):
@@ -361,7 +367,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     mean_rates = xi[0] == 1
     start_budget = xi[0] == START_BUDGET
     perm = xi[1:1 + nv]
-    m = xi[1 + nv] if xi.shape[0] > 1 + nv else 0  # joint couplings' rows (the scratch's tail)
+    m = xi[1 + nv] if xi.shape[0] > 1 + nv else 0  # loops' and couplings' rows (xf's tail)
     order, rank, island = ints[:, 0], ints[:, 1], ints[:, 3]
     # no rim look-ahead (dt 0): the rates at the step's end are not known yet under the mean-rate
     # schemes; see geometry.ground_contacts
@@ -389,8 +395,8 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
             return 0
         joint_velocities(ti, G, nu0, V, cb)
         body_rates(ti, R, G, V, v0, w0)
-    rows_g = _coupled(xf, m, nv)
-    if m and not _coupling_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
+    rows_g = _constraint_tail(xf, m, nv)
+    if m and not _constraint_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
         remember(table, 0, keys, lam)
         return 0
     # per contact: its rows J (normal, tangents), the columns M^-1 J^T, its Delassus block
@@ -413,7 +419,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         for r in range(3):
             _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, Jc[k, r], Wc[k, r])
             if m:
-                _coupled_column(rows_g, Wc[k, r])
+                _constrained_column(rows_g, Wc[k, r])
         for i in range(3):
             row[C_T1 + i] = t1[i]
             row[C_T2 + i] = t2[i]
@@ -469,7 +475,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         p = ti[b, I_PARENT]
         if p >= 0:
             _join(island, rank, b, p)
-    for r in range(m):  # and by couplings: the bodies whose rates a row reads
+    for r in range(m):  # and by loops and couplings: the bodies whose rates a row reads
         first = -1
         for b in range(nb):
             o = ti[b, I_VOFF]
