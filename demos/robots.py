@@ -45,6 +45,17 @@ def _load(robot, **options):
         return rt.load_model(path(robot), **options)
 
 
+def _add_servos(model, probe, count, omega, zeta=1.0):
+    """A position servo on each of the first ``count`` joints of ``model`` (kp = M_jj omega^2,
+    kv = 2 zeta M_jj omega, M the mass matrix of ``probe``, a simulation of ``model`` at the
+    pose the servos hold; force range +- the file's effort), named as its joint."""
+    m = np.diag(probe.mass_matrix())
+    for k, name in enumerate(probe.joint_names[:count]):
+        effort = model.joint_info.get(name, {}).get("effort")
+        model.add_actuator(name, "position", kp=m[k] * omega ** 2, kv=2 * zeta * m[k] * omega,
+                           force_range=(-effort, effort) if effort else None, name=name)
+
+
 def servoed(model, pose, integrator, dt, omega, zeta=1.0, base=()):
     """``model`` with a position servo on each joint (kp = M_jj omega^2, kv = 2 zeta M_jj
     omega at ``pose``, force range +- the file's effort), built, at ``pose`` and holding it.
@@ -53,11 +64,7 @@ def servoed(model, pose, integrator, dt, omega, zeta=1.0, base=()):
     probe = rt.Simulation(model, "nullspace_rk4", dt)
     qpos = np.concatenate([pose, base])
     probe.set_qpos(qpos)
-    m = np.diag(probe.mass_matrix())
-    for k, name in enumerate(probe.joint_names[:len(pose)]):
-        effort = model.joint_info.get(name, {}).get("effort")
-        model.add_actuator(name, "position", kp=m[k] * omega ** 2, kv=2 * zeta * m[k] * omega,
-                           force_range=(-effort, effort) if effort else None, name=name)
+    _add_servos(model, probe, len(pose), omega, zeta)
     sim = rt.Simulation(model, integrator, dt)
     sim.set_qpos(qpos)
     sim.set_controls(np.asarray(pose, dtype=float))
@@ -123,12 +130,7 @@ def panda_grasp(integrator="nullspace_rk4", dt=None, ignore=()):
     qpos = probe.qpos()
     qpos[:9] = PANDA_HOME + (0.04, 0.04)
     probe.set_qpos(qpos)
-    m = np.diag(probe.mass_matrix())
-    omega = 25.0
-    for k, name in enumerate(probe.joint_names[:7]):
-        effort = model.joint_info[name]["effort"]
-        model.add_actuator(name, "position", kp=m[k] * omega**2, kv=2.0 * m[k] * omega,
-                           force_range=(-effort, effort), name=name)
+    _add_servos(model, probe, 7, omega=25.0)
     effort = model.joint_info["panda_finger_joint1"]["effort"]
     model.add_actuator("panda_finger_joint1", "position", kp=2000.0, kv=20.0,
                        force_range=(-effort, effort), name="gripper")

@@ -649,7 +649,7 @@ class Model:
 
     def _check_new_name(self, name):
         taken = [j.name for j in self.joints + self.loop_joints]
-        taken += [c.name for c in getattr(self, "couplings", ())]
+        taken += [c.name for c in self.couplings]
         if not isinstance(name, str) or name in taken:
             raise ValueError(f"name: joint name {name!r} is not a new string")
 

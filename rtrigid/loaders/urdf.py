@@ -2,16 +2,17 @@
 
 Unknown elements are refused naming the element and its line.  What rtrigid does not simulate is
 ignored with a warning and listed in the load report; ``strict=True`` refuses it.  ``<mimic
-joint multiplier offset>`` becomes a joint coupling (:meth:`rtrigid.Model.add_coupling`).  ``<dynamics damping friction>`` (or ROS's older ``<joint_properties>``
-with the same attributes) become the joint's damper and friction.  ``visual`` boxes, spheres,
-cylinders and meshes become the bodies' drawing (:data:`rtrigid.model.PART_TYPES`; a mesh file that
-is not found is a warning, and the viewer draws a placeholder).  ``collision`` boxes, spheres,
-cylinders, capsules and meshes become geoms, pybullet's ``plane`` on the world a ground
-(:meth:`rtrigid.Model.add_geom`; a mesh one convex hull per object in its file, as pybullet's VHACD
-files are made), with pybullet's ``<contact>`` ``lateral_friction`` and ``restitution`` where the
-link has them (pybullet's defaults, 0.5 and 0, otherwise).  As in pybullet, a robot's links do not
-collide with each other unless ``self_collision`` is set (then, as in MuJoCo, all but the pairs a
-joint joins).  What only configures other software (``material``, ``gazebo``, ``transmission``,
+joint multiplier offset>`` becomes a joint coupling (:meth:`rtrigid.Model.add_coupling`).
+``<dynamics damping friction>`` (or ROS's older ``<joint_properties>`` with the same attributes)
+become the joint's damper and friction.  ``visual`` boxes, spheres, cylinders and meshes become
+the bodies' drawing (:data:`rtrigid.model.PART_TYPES`; a mesh file that is not found is a
+warning, and the viewer draws a placeholder).  ``collision`` boxes, spheres, cylinders, capsules
+and meshes become geoms, pybullet's ``plane`` on the world a ground (:meth:`rtrigid.Model.add_geom`;
+a mesh one convex hull per object in its file, as pybullet's VHACD files are made), with
+pybullet's ``<contact>`` ``lateral_friction`` and ``restitution`` where the link has them
+(pybullet's defaults, 0.5 and 0, otherwise).  As in pybullet, a robot's links do not collide
+with each other unless ``self_collision`` is set (then, as in MuJoCo, all but the pairs a joint
+joins).  What only configures other software (``material``, ``gazebo``, ``transmission``,
 ``calibration``, ``safety_controller``) is ignored, with a warning for the last four.
 """
 

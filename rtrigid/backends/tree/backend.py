@@ -139,7 +139,7 @@ class TreeBackend:
         scratch ``xf`` of :meth:`contact_workspace` (before the contact solve of a step)."""
         from rtrigid.backends.tree.contact import constraint_scratch_size
 
-        rows_g = self.loops.jacobian(self.Qg)
+        rows_g = self.loops.rows(self.Qg, what=2)[1]  # a view: no copy a step
         start = len(xf) - constraint_scratch_size(len(rows_g), self.tree.nv)
         xf[start:start + rows_g.size] = rows_g.ravel()
 

@@ -431,7 +431,8 @@ class Queries:
                 forward_dynamics(self._arrays, Qg, nu, (f_app, t_app, held), self._x, self._q,
                                  passes, tree_free)
         if self.loops is not None:
-            nudot, f_app, t_app, held = self._loop_reactions(Qg, nu, (f_app, t_app, held), tree_free)
+            nudot, f_app, t_app, held = self._loop_reactions(Qg, nu, (f_app, t_app, held),
+                                                             tree_free)
         inverse_dynamics(self._arrays, Qg, nu, nudot, (f_app, t_app, held), True, self._x,
                          self._q, passes, np.empty(self.nv))
         return nudot, acc, pA, V, rj, R
