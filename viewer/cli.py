@@ -149,9 +149,11 @@ def view_command(args):
         raise ValueError("session: only with --attach HOST:PORT")
     if args.scenario is None:
         raise ValueError("scenario: required (or --attach HOST:PORT --session TOKEN_HEX)")
+    if args.screenshot:  # a mistake answered before the scenario compiles anything
+        if not args.headless:
+            raise ValueError("screenshot: only with --headless (a window is closed by the user)")
+        check_screenshot(args.screenshot)
     sim = build_scenario(args)
-    if args.screenshot and not args.headless:
-        raise ValueError("screenshot: only with --headless (a window is closed by the user)")
     try:
         return run_viewer(sim, headless=args.headless, frames=args.frames,
                           screenshot=args.screenshot, width=args.width, height=args.height,
