@@ -63,7 +63,7 @@ from rtrigid.contact.general import needs_general, scratch
 from rtrigid.contact.manifold import LAM_WIDTH, Scene, slot
 from rtrigid.contact.pairs import has_pair_test
 from rtrigid.contact.shapes import SHAPES as SHAPE_TABLE
-from rtrigid.contact.solver import VEL_WIDTH
+from rtrigid.contact.solver import LIFT_WIDTH, VEL_WIDTH
 
 SWEEPS = 16  # most Gauss-Seidel sweeps over the contacts per step: the solve's budget
 PAIR_ROWS = 16  # table rows per geom for contacts between geoms, to start with (it grows)
@@ -213,7 +213,7 @@ class Contacts:
         self.count = 0
         self.touched = np.zeros(nb, np.int64)
         self.vel = np.zeros((nb, VEL_WIDTH))  # solver scratch; its last column: the flight gap
-        self.lift = np.zeros((nb, 3))
+        self.lift = np.zeros((nb, LIFT_WIDTH))
         # order, rank (by body name: results do not depend on the order bodies were added
         # in), unused, islands, levels (see contact.solver)
         self.ints = np.zeros((nb, 5), np.int64)

@@ -133,7 +133,10 @@ C_ANCHOR = 62  # where it holds (static friction): its point in the body's frame
 C_HELD = 68    # 1: it sticks (its friction inside the cone) and holds at C_ANCHOR
 C_DRIFT = 69   # how far, along the tangents, the body's anchor slid from the other's
 C_SLIP = 72    # the speed of its slip before the velocity solve, and after it
-C_WIDTH = 74
+C_LIFT = 74    # the position correction's accumulated multipliers (normal, t1, t2)
+C_LIFTK = 77   # its inverse responses: 1 / (n K n), and of its tangent rows (translations);
+#                then 1 if its normal row turns the bodies (contact.solver._lift)
+C_WIDTH = 80
 
 
 class Surface(NamedTuple):

@@ -4,7 +4,8 @@ A step is the integrator's conserving free flight (contacts play no part in it),
 dissipative event: find where bodies lie below a ground (:mod:`.geometry`) or inside one
 another (:mod:`.pairs`, after a sweep-and-prune broad phase), give them the impulses that stop
 their contact points from approaching and from slipping as far as Coulomb's cone allows, then
-move them apart along the contact normals by their depths.
+move them apart along the contact normals by their depths (by translation, or turning them
+as the normal impulses would where that costs less: a box on a corner topples).
 
 Per contact (normal n, tangents t1, t2, arms r_a, r_b from the centres of mass) the impulse
 lambda = (ln, lt1, lt2), on the first body and its opposite on the second, changes the
@@ -22,9 +23,10 @@ Energy.  Each normal update with target 0 minimises the kinetic energy along its
 sliding update is not an exact minimisation, so an island of touching bodies whose contacts
 are all inelastic that would end with more kinetic energy than it had gets its net impulses
 scaled back to their least-energy multiple.  Position correction then moves bodies out along
-the normals (Gauss-Seidel sweeps of translations over the contacts, the ground immovable and
-of two bodies the one nearer a ground too, two as near sharing a depth by inverse mass; no
-velocity change), so a step ends
+the normals (Gauss-Seidel sweeps over the contacts, the ground immovable and of two bodies
+the one nearer a ground too; translations, or, for an island that a translation would cost
+nearly all its energy, turning its bodies as the normal impulses would if that costs less;
+no velocity change), so a step ends
 with no body below a ground.  That lift raises the potential energy, which the impulses do
 not always pay for (a corner dug in by the turn of a spinning plate, not by a fall, gets
 almost no impulse): so the whole event is made dissipative -- per island, kinetic energy
@@ -103,9 +105,16 @@ from rtrigid.contact.pgs import (
     tangents,
     warm_start,
 )
-from rtrigid.maths.quat import rotate_t
+from rtrigid.contact.lift import (  # noqa: F401  (LIFT_SWEEPS, LIFT_WIDTH: as before)
+    LIFT_SWEEPS,
+    LIFT_WIDTH,
+    cheaper,
+    lift_energy,
+    turning,
+)
+from rtrigid.contact.lift import lift as lift_moves
+from rtrigid.maths.quat import rotate_t, turn_t
 
-LIFT_SWEEPS = 16  # Gauss-Seidel sweeps of the position correction
 # a sticking contact holds where it stuck (:func:`anchors`) while its point stays this close to
 # the same point of one of its bodies (a rolling contact moves on both) and its bodies' anchors
 # slid no farther apart than ANCHOR_REACH
@@ -322,42 +331,6 @@ def slips(table, count, vel):
     for k in range(count):
         row = table[k]
         row[C_SLIP], row[C_SLIP + 1] = _slip(vel[:, 6:], row), _slip(vel, row)
-
-
-@jit
-def _lift(table, count, minv, level, lift, sweeps):
-    """Translations that take the contacts' depths out, and the held contacts' drifts
-    (:func:`anchors`): Gauss-Seidel over the contacts, the ground immovable and, of two
-    bodies, the one nearer a ground too (shock propagation: a stack is lifted level by level
-    instead of its bottom being pushed back into the ground); two bodies as near share a
-    depth by inverse mass."""
-    for _ in range(sweeps):
-        for k in range(count):
-            row = table[k]
-            a, b = int(row[C_BODY]), int(row[C_OTHER])
-            n = row3(row, C_NORMAL)
-            rel = (lift[a, 0], lift[a, 1], lift[a, 2])
-            wa = 1.0
-            if b >= 0:
-                rel = (rel[0] - lift[b, 0], rel[1] - lift[b, 1], rel[2] - lift[b, 2])
-                if level[a] < level[b]:
-                    wa = 0.0
-                elif level[a] == level[b]:
-                    wa = minv[a] / (minv[a] + minv[b])
-            reln = rel[0] * n[0] + rel[1] * n[1] + rel[2] * n[2]
-            move = (0.0, 0.0, 0.0)
-            depth = row[C_DEPTH] - reln
-            if depth > 0.0:
-                move = (depth * n[0], depth * n[1], depth * n[2])
-            if row[C_HELD] == 2.0:
-                # the anchors' slide apart, less what the lifts already took out of it
-                move = (move[0] - row[C_DRIFT] - rel[0] + reln * n[0],
-                        move[1] - row[C_DRIFT + 1] - rel[1] + reln * n[1],
-                        move[2] - row[C_DRIFT + 2] - rel[2] + reln * n[2])
-            for i in range(3):
-                lift[a, i] += wa * move[i]
-                if b >= 0:
-                    lift[b, i] -= (1.0 - wa) * move[i]
 
 
 @jit
@@ -614,20 +587,19 @@ def resolve(bodies, active, scene, grounds, gravity, arrays, settings, dt, stats
     scale_impulses(table, count, island, sums)
     slips(table, count, vel)
     anchors(table, count, x, q, keys, lam)
-    for b in range(nb):
-        for i in range(3):
-            lift[b, i] = 0.0
-    _lift(table, count, minv, ints[:, 4], lift, LIFT_SWEEPS)
-    # the lift's potential energy, per island, paid from its kinetic energy
+    # the lift, by translations; its potential energy, per island, paid from its kinetic
+    # energy (the step's start's under a flight that does not keep energy)
     for b in range(nb):
         sums[b, 2] = 0.0
-    for r in range(nb):
-        b = order[r]
-        if touched[b]:
-            sums[island[b], 2] -= 2.0 * mass[b] * (gravity[0] * lift[b, 0] + gravity[1]
-                                                    * lift[b, 1] + gravity[2] * lift[b, 2])
-    _rolling_rims(table, count, scene.geom, keys, nb, island, ints[:, 4], vel, minv)
+    lift_moves(table, count, minv, ints[:, 4], lift, LIFT_SWEEPS, island, sums)
+    lift_energy(order, touched, island, mass, gravity, lift, sums)
     flight_allowance(order, touched, island, sums, vel[:, GAP])
+    keep = vel[:, GAP]  # spent by flight_allowance
+    if turning(order, touched, island, sums, gravity, keep, lift):  # again, turning
+        lift_moves(table, count, minv, ints[:, 4], lift, LIFT_SWEEPS, island, sums)
+        lift_energy(order, touched, island, mass, gravity, lift, sums)
+        cheaper(order, touched, island, sums, keep, lift)
+    _rolling_rims(table, count, scene.geom, keys, nb, island, ints[:, 4], vel, minv)
     energy_scales(order, touched, island, sums, ints[:, 4], minv)
     for b in range(nb):
         if driven[b]:  # a moving kinematic body's work: the energy rule does not apply
@@ -642,5 +614,11 @@ def resolve(bodies, active, scene, grounds, gravity, arrays, settings, dt, stats
             v[b, i] = velocity_scale * vel[b, i]
             w[b, i] = velocity_scale * wb[i]
             x[b, i] += lift_scale * lift[b, i]
+        if lift[b, 3] == 0.0 and lift[b, 4] == 0.0 and lift[b, 5] == 0.0:
+            continue
+        # the lift's turn (world axes) in body axes; the body's rates turn with it
+        t = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], lift[b, 3], lift[b, 4], lift[b, 5], -1.0)
+        q[b, 0], q[b, 1], q[b, 2], q[b, 3] = turn_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], t[0],
+                                                    t[1], t[2], lift_scale)
     remember(table, count, keys, lam)
     return count

@@ -207,7 +207,7 @@ _ROWS_IMPORTS = ("from rtrigid.backends.bodies.contact import ROW_SIZES\n"
                  "from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, GI_WIDTH, P_WIDTH, "
                  "W_WIDTH\n"
                  "from rtrigid.contact.manifold import LAM_WIDTH\n"
-                 "from rtrigid.contact.solver import VEL_WIDTH")
+                 "from rtrigid.contact.solver import LIFT_WIDTH, VEL_WIDTH")
 
 
 def _rows_source(run):
@@ -236,8 +236,8 @@ def _rows_source(run):
         o += nr * C_WIDTH
         vel = view(F, o, (nb, VEL_WIDTH))
         o += nb * VEL_WIDTH
-        lift = view(F, o, (nb, 3))
-        o += nb * 3
+        lift = view(F, o, (nb, LIFT_WIDTH))
+        o += nb * LIFT_WIDTH
         lam = view(F, o, (nr, LAM_WIDTH))
         o += nr * LAM_WIDTH
         xf = view(F, o, (nxf,))
