@@ -89,6 +89,47 @@ def _shift(moves, row, a, b, ma, mb, minv, s, d, turn):
 
 
 @jit
+def translate(table, count, minv, level, moves, sweeps):
+    """The lift by translations (moves[:, 0:3]; the turns moves[:, 3:6] zero) that take the
+    contacts' depths out, and the held contacts' drifts (:func:`.solver.anchors`):
+    Gauss-Seidel over the contacts, the ground immovable and, of two bodies, the one nearer a
+    ground too (shock propagation: a stack is lifted level by level instead of its bottom
+    being pushed back into the ground); two bodies as near share a depth by inverse mass.
+    Every island's first lift (:func:`lift` is the turning one, for those that
+    :func:`turning` marks)."""
+    for b in range(moves.shape[0]):
+        for i in range(6):
+            moves[b, i] = 0.0
+    for _ in range(sweeps):
+        for k in range(count):
+            row = table[k]
+            a, b = int(row[C_BODY]), int(row[C_OTHER])
+            n = row3(row, C_NORMAL)
+            rel = (moves[a, 0], moves[a, 1], moves[a, 2])
+            wa = 1.0
+            if b >= 0:
+                rel = (rel[0] - moves[b, 0], rel[1] - moves[b, 1], rel[2] - moves[b, 2])
+                if level[a] < level[b]:
+                    wa = 0.0
+                elif level[a] == level[b]:
+                    wa = minv[a] / (minv[a] + minv[b])
+            reln = rel[0] * n[0] + rel[1] * n[1] + rel[2] * n[2]
+            move = (0.0, 0.0, 0.0)
+            depth = row[C_DEPTH] - reln
+            if depth > 0.0:
+                move = (depth * n[0], depth * n[1], depth * n[2])
+            if row[C_HELD] == 2.0:
+                # the anchors' slide apart, less what the lifts already took out of it
+                move = (move[0] - row[C_DRIFT] - rel[0] + reln * n[0],
+                        move[1] - row[C_DRIFT + 1] - rel[1] + reln * n[1],
+                        move[2] - row[C_DRIFT + 2] - rel[2] + reln * n[2])
+            for i in range(3):
+                moves[a, i] += wa * move[i]
+                if b >= 0:
+                    moves[b, i] -= (1.0 - wa) * move[i]
+
+
+@jit
 def lift(table, count, minv, level, moves, sweeps, island, sums):
     """The position correction: moves (a translation, then a turn in world axes, in
     moves[:, 0:6]) that take the contacts' depths out, and the held contacts' drifts
@@ -157,27 +198,54 @@ def lift_energy(order, touched, island, mass, gravity, moves, sums):
 
 
 @jit
-def turning(order, touched, island, sums, gravity, keep, moves):
+def turning(table, count, order, touched, island, sums, gravity, keep, moves):
     """Mark the islands that may turn about their contacts (sums[root, 2] <- -1; returns
-    whether any may): those whose lift by translation (potential sums[root, 2], kept in
-    keep[root]) costs nearly all the energy they had (sums[root, 0]; all values twice the
-    energy), or more than half of what their impulses left them (sums[root, 1]) -- a body at
-    rest, or one on a corner or an edge that the rule would stop there.  Their translations
-    are kept in moves[:, 6:12] (see :func:`cheaper`).  One whose lift costs little keeps
-    its motion and its translation: a turning lift would tilt a spinning top, whose spin
-    turns an impulse's torque into precession, not into a tilt."""
+    whether any may), after a lift by translation (``moves``; its potential sums[root, 2],
+    kept in keep[root]; all energies twice their values, sums[root, 0] the island's before
+    the event and sums[root, 1] what its impulses left it).  Two kinds may: one with a body
+    touching at one or two points that the rule would stop although its impulses left it
+    moving -- the lift costs more than half of what they left (a box on a corner or an
+    edge, which they turn) -- and one at rest
+    (the lift costs all but TURNING of its energy) that the translation left standing off a
+    point it touched, by more than TILTED of that point's depth (a box tilted on a face or
+    an edge: each point dug in as deep as it fell, the deepest's lift lifts the rest off).
+    Their translations are kept in moves[:, 6:12] (see :func:`cheaper`).  Others keep their
+    translation: a body resting on a face, whose points are all as deep, and one whose lift
+    costs little of its energy -- a turning lift would tilt a spinning top, whose spin turns
+    an impulse's torque into precession, not into a tilt."""
     if gravity[0] == 0.0 and gravity[1] == 0.0 and gravity[2] == 0.0:
         return False
+    for b in range(keep.shape[0]):
+        keep[b] = 0.0
+        moves[b, 6] = moves[b, 7] = 0.0  # its points touching, its island on a point or line
+    for k in range(count):
+        row = table[k]
+        if row[C_DEPTH] <= 0.0:
+            continue
+        a, o = int(row[C_BODY]), int(row[C_OTHER])
+        moves[a, 6] += 1.0
+        if o >= 0:
+            moves[o, 6] += 1.0
+        pa, pb = _moved(moves, a, row3(row, C_ARM)), _moved(moves, o, row3(row, C_ARMB))
+        n = row3(row, C_NORMAL)
+        lifted = (pa[0] - pb[0]) * n[0] + (pa[1] - pb[1]) * n[1] + (pa[2] - pb[2]) * n[2]
+        if row[C_DEPTH] - lifted < -TILTED * row[C_DEPTH]:
+            keep[island[a]] = 1.0  # lifted off this point
+    for b in range(keep.shape[0]):
+        if touched[b] and 1.0 <= moves[b, 6] <= 2.0:
+            moves[island[b], 7] = 1.0
     any_may = False
     for r in range(order.shape[0]):
         b = order[r]
-        keep[b] = 0.0
         if not touched[b] or island[b] != b or sums[b, 2] <= 0.0:
+            keep[b] = 0.0
             continue
         left = sums[b, 0] - sums[b, 2]  # what the rule would leave of its kinetic energy
-        if left <= TURNING * sums[b, 0] or 2.0 * left < sums[b, 1]:
-            keep[b] = sums[b, 2]
-            any_may = True
+        moving = (moves[b, 7] == 1.0 and 2.0 * left < sums[b, 1]
+                  and sums[b, 1] > TURNING * sums[b, 0])
+        tilted = left <= TURNING * sums[b, 0] and keep[b] == 1.0
+        keep[b] = sums[b, 2] if moving or tilted else 0.0
+        any_may = any_may or moving or tilted
     if any_may:
         for b in range(moves.shape[0]):
             sums[b, 2] = -1.0 if keep[b] > 0.0 else 0.0
@@ -188,23 +256,19 @@ def turning(order, touched, island, sums, gravity, keep, moves):
 
 @jit
 def cheaper(order, touched, island, sums, keep, moves):
-    """Per island that may turn (keep[root] > 0: the potential of its lift by translation),
-    keep the turning lift only where it costs less than TILTED short of the translation's --
-    a box on a corner or an edge, or tilted on a face (each point then comes out by its own
-    depth, not all by the deepest's): else (a body resting on a face, whose points are
-    equally deep) its translation is exact, and is put back."""
+    """After the turning lift of the marked islands (keep[root] > 0: the potential of their
+    lift by translation; sums[root, 2] now the turning lift's): keep it only where it costs
+    less than TILTED short of the translation's -- a box on a corner or an edge, or tilted on
+    a face (each point then comes out by its own depth, not all by the deepest's).  Every
+    other body gets its translation back (moves[:, 6:12], :func:`turning`); the islands'
+    potentials are to be taken again (:func:`lift_energy`)."""
     for r in range(order.shape[0]):
         b = order[r]
         root = island[b]
-        if not touched[b] or keep[root] <= 0.0 or sums[root, 2] < (1.0 - TILTED) * keep[root]:
+        if touched[b] and keep[root] > 0.0 and sums[root, 2] < (1.0 - TILTED) * keep[root]:
             continue
         for i in range(6):
             moves[b, i] = moves[b, 6 + i]
-    for r in range(order.shape[0]):
-        b = order[r]
-        if touched[b] and island[b] == b and keep[b] > 0.0 and not (
-                sums[b, 2] < (1.0 - TILTED) * keep[b]):
-            sums[b, 2] = keep[b]
 
 
 @jit

@@ -110,6 +110,7 @@ from rtrigid.contact.lift import (  # noqa: F401  (LIFT_SWEEPS, LIFT_WIDTH: as b
     LIFT_WIDTH,
     cheaper,
     lift_energy,
+    translate,
     turning,
 )
 from rtrigid.contact.lift import lift as lift_moves
@@ -589,16 +590,15 @@ def resolve(bodies, active, scene, grounds, gravity, arrays, settings, dt, stats
     anchors(table, count, x, q, keys, lam)
     # the lift, by translations; its potential energy, per island, paid from its kinetic
     # energy (the step's start's under a flight that does not keep energy)
-    for b in range(nb):
-        sums[b, 2] = 0.0
-    lift_moves(table, count, minv, ints[:, 4], lift, LIFT_SWEEPS, island, sums)
+    translate(table, count, minv, ints[:, 4], lift, LIFT_SWEEPS)
     lift_energy(order, touched, island, mass, gravity, lift, sums)
     flight_allowance(order, touched, island, sums, vel[:, GAP])
     keep = vel[:, GAP]  # spent by flight_allowance
-    if turning(order, touched, island, sums, gravity, keep, lift):  # again, turning
+    if turning(table, count, order, touched, island, sums, gravity, keep, lift):  # again, turning
         lift_moves(table, count, minv, ints[:, 4], lift, LIFT_SWEEPS, island, sums)
         lift_energy(order, touched, island, mass, gravity, lift, sums)
         cheaper(order, touched, island, sums, keep, lift)
+        lift_energy(order, touched, island, mass, gravity, lift, sums)
     _rolling_rims(table, count, scene.geom, keys, nb, island, ints[:, 4], vel, minv)
     energy_scales(order, touched, island, sums, ints[:, 4], minv)
     for b in range(nb):
