@@ -267,7 +267,7 @@ def _hull_points(table, k, b, other, verts, v0, nv, pose, plane, surface):
     far, second = -1.0, deepest
     for i in range(nv):
         v = verts[v0 + i]
-        if h - (n[0] * c[0] + n[1] * c[1] + n[2] * c[2]) - _dot3(m, v) <= -margin:
+        if h - (n[0] * c[0] + n[1] * c[1] + n[2] * c[2]) - dot3(m, v) <= -margin:
             continue
         d0, d1, d2 = v[0] - p[0], v[1] - p[1], v[2] - p[2]
         t = d0 * m[0] + d1 * m[1] + d2 * m[2]
@@ -280,7 +280,7 @@ def _hull_points(table, k, b, other, verts, v0, nv, pose, plane, surface):
     lo, hi, left, right = 0.0, 0.0, deepest, deepest
     for i in range(nv):
         v = verts[v0 + i]
-        if h - (n[0] * c[0] + n[1] * c[1] + n[2] * c[2]) - _dot3(m, v) <= -margin:
+        if h - (n[0] * c[0] + n[1] * c[1] + n[2] * c[2]) - dot3(m, v) <= -margin:
             continue
         d0, d1, d2 = v[0] - p[0], v[1] - p[1], v[2] - p[2]
         side = ((e1 * d2 - e2 * d1) * m[0] + (e2 * d0 - e0 * d2) * m[1]
@@ -302,7 +302,8 @@ def _hull_points(table, k, b, other, verts, v0, nv, pose, plane, surface):
 
 
 @jit
-def _dot3(a, b):
+def dot3(a, b):
+    """a . b of two 3-vectors (tuples or arrays)."""
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 

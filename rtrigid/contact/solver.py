@@ -597,7 +597,7 @@ def resolve(bodies, active, scene, grounds, gravity, arrays, settings, dt, stats
     if turning(table, count, order, touched, island, sums, gravity, keep, lift):  # again, turning
         lift_moves(table, count, minv, ints[:, 4], lift, LIFT_SWEEPS, island, sums)
         lift_energy(order, touched, island, mass, gravity, lift, sums)
-        cheaper(order, touched, island, sums, keep, lift)
+        cheaper(table, count, order, touched, island, sums, keep, lift)
         lift_energy(order, touched, island, mass, gravity, lift, sums)
     _rolling_rims(table, count, scene.geom, keys, nb, island, ints[:, 4], vel, minv)
     energy_scales(order, touched, island, sums, ints[:, 4], minv)
