@@ -145,6 +145,15 @@ def _collision_spec(m, g, b, frame, report, where):
             "torsional and rolling friction are not passed to the geometry",
             where,
         )
+    offset = float(m.geom_margin[g] - m.geom_gap[g])
+    if offset > 0.0:
+        report.add(
+            "approximated",
+            "geom margin",
+            f"margin {offset:g} m: MuJoCo's contacts of the geom act from that far off "
+            "(a pair's margins add) and hold it off what it touches; rtrigid's at touch",
+            where,
+        )
     if kind == PLANE:
         if b >= 0:
             report.add("ignored", "plane geom", "a plane on a moving body is not simulated", where)

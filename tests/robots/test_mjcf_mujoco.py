@@ -264,6 +264,40 @@ def test_collision_false_loads_drawing_only():
     assert model.bodies[0].shape is not None  # still drawn
 
 
+@pytest.mark.parametrize("integrator", ["semi_implicit_euler", "nullspace_rk4"])
+def test_the_ant_dropped_on_its_floor_rests_where_mujoco_rests_it(integrator):
+    """gymnasium's ant, zero controls, dropped from the file's pose onto its floor at the
+    file's step: after 3 s its torso rests within 1 cm of MuJoCo's on the same file, and
+    still.  MuJoCo's side without the file's geom margins (0.01 m on every geom: its feet
+    rest 2 cm above the floor, which the load report lists as approximated) and with hard
+    friction (elliptic cones, impratio 100); with its default soft pyramidal friction the
+    feet creep apart for 8 s until the ankles reach their limits, 13 cm lower
+    (``scripts/ant_drop.py``).  Each ankle starts mid-range (qpos0 = 0 lies outside it)."""
+    path = os.path.join(_gymnasium_assets(), "ant.xml")
+    model = _quiet(path, floating_base=True)
+    assert any(e.what == "geom margin" for e in model.load_report.approximated)
+    m = mujoco.MjModel.from_xml_path(path)
+    m.geom_margin[:] = 0.0
+    m.opt.cone, m.opt.impratio = mujoco.mjtCone.mjCONE_ELLIPTIC, 100.0
+    d = mujoco.MjData(m)
+    sim = rt.Simulation(model, integrator, dt=m.opt.timestep)
+    for j in range(m.njnt):
+        lo, hi = m.jnt_range[j]
+        if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE and (lo > 0.0 or hi < 0.0):
+            d.qpos[m.jnt_qposadr[j]] = 0.5 * (lo + hi)
+            sim.set_joint_position(m.joint(j).name, [0.5 * (lo + hi)])
+    heights = []
+    for _ in range(2):
+        while d.time < 1.5 * (len(heights) + 1) - 1e-9:
+            mujoco.mj_step(m, d)
+        sim.step(150)
+        heights.append((sim.link_pose("torso")[0][2], d.qpos[2]))
+    (mine1, theirs1), (mine, theirs) = heights
+    assert abs(mine - theirs) < 0.01, heights
+    assert abs(mine - mine1) < 1e-3 and abs(theirs - theirs1) < 1e-3, heights  # at rest
+    assert 0.4 < mine < 0.6
+
+
 def test_mjcf_without_mujoco_names_the_extra(tmp_path, monkeypatch):
     path = tmp_path / "plain.xml"
     path.write_text('<mujoco><worldbody/></mujoco>')
