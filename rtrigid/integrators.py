@@ -46,6 +46,7 @@ class Integrator(NamedTuple):
     kernels: dict  # backend -> {variant key: "module:function"}
     joint_kinds: frozenset  # kinds its tree kernel supports (empty: no tree kernel)
     joint_springs: bool = True  # its tree kernel steps joint springs and dampers
+    loop_springs: bool = True  # and so does its loop step (with loop joints or couplings)
     armature: bool = False  # its tree kernel steps joint armature (rotor inertia)
     friction: dict = {}  # backend -> {variant key: its kernel with joint Coulomb friction}
     # (none: it does not step joint friction)
@@ -171,6 +172,11 @@ class Integrator(NamedTuple):
                         f"{self.name} does not support joint springs or dampers (joint "
                         f"{j.name!r}; a point-to-point spring is another way)"
                     )
+                if (j.stiffness or j.damping) and rows and not self.loop_springs:
+                    return (
+                        f"{self.name} does not step joint springs or dampers in a model with "
+                        f"loop joints or couplings (joint {j.name!r})"
+                    )
         if massless and self.implicit:
             return (
                 f"{self.name} cannot step massless bodies ({massless[0]!r}: a link between "
@@ -282,7 +288,7 @@ REGISTRY = {
             True,
             {BODIES: {(): _B + "energy_momentum:step"}, TREE: {(): _T + "energy_momentum:step"}},
             _ALL_KINDS,
-            joint_springs=False,
+            loop_springs=False,
             rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}},
             limit_bounce=False,
             loops=True,
@@ -477,7 +483,14 @@ _COLUMNS = (
     ("single bodies", lambda i: BODIES in i.kernels),
     ("joint trees", lambda i: TREE in i.kernels),
     ("joint kinds", lambda i: ", ".join(k for k in KINDS if k in i.joint_kinds) or "-"),
-    ("joint springs and dampers", lambda i: TREE in i.kernels and i.joint_springs),
+    (
+        "joint springs and dampers",
+        lambda i: (
+            ("yes" if i.loop_springs or not i.loops else "not with loops")
+            if TREE in i.kernels and i.joint_springs
+            else "no"
+        ),
+    ),
     ("joint armature", lambda i: TREE in i.kernels and i.armature),
     (
         "joint friction",

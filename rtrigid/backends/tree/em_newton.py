@@ -40,6 +40,7 @@ from rtrigid.backends.tree.layout import TreeModel
 from rtrigid.backends.tree.em_residual import (
     load_start,
     residual,
+    joint_spring_force,
     servo_state,
 )
 from rtrigid.backends.tree.kinds import em_columns, parent_beta
@@ -71,41 +72,56 @@ def actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
         if kind != MOTOR and act[a, ACT_LO] < f < act[a, ACT_HI]:
             kp = act[a, ACT_KP] if kind == POSITION else 0.0
             df = -g * (0.5 * kp + act[a, ACT_KV] / h)
-        b = int(act[a, ACT_BODY])
-        if ti[b, I_KIND] == PRISMATIC:  # the slide's row holds -h g f exactly (_slide_pair)
-            kd[ov] -= 0.5 * h * h * g * df
-            continue
-        p = ti[b, I_PARENT]
-        a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-        beta = parent_beta(ti, b, R0, u)
-        bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
-        ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
-        half = 0.5 * mu[ov]
-        t = np.tan(half)
-        if half == 0.0:
-            ratio, dratio = 1.0, 0.0
-        else:
-            sn = np.sin(half)
-            ratio = half / t
-            dratio = 0.5 * (sn * np.cos(half) - half) / (sn * sn)
-        G = ratio * (1.0 - t * ba) / (1.0 + bb)
-        dG = (dratio * (1.0 - t * ba) - ratio * ba * 0.5 * (1.0 + t * t)) / (1.0 + bb)
-        kd[ov] -= 0.5 * h * h * g * (df * G + f * dG)
-        if p < 0 or f == 0.0:
-            continue
-        # dG/dbeta, then through dbeta = 1/2 (1 - [beta]x + beta beta^T) dtheta
-        c = -0.5 * h * h * g * f * ratio / ((1.0 + bb) * (1.0 + bb))
-        gb = (c * (-t * a0[0] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[0]),
-              c * (-t * a0[1] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[1]),
-              c * (-t * a0[2] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[2]))
-        gx = cross3(beta[0], beta[1], beta[2], gb[0], gb[1], gb[2])  # (-[beta]x)^T gb
-        gbb = gb[0] * beta[0] + gb[1] * beta[1] + gb[2] * beta[2]
-        e = (0.5 * (gb[0] + gx[0] + gbb * beta[0]), 0.5 * (gb[1] + gx[1] + gbb * beta[1]),
-             0.5 * (gb[2] + gx[2] + gbb * beta[2]))
-        n1 = rot_vec(R1[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
-        for k in range(3):
-            Cb[b, 0, k] += e[k]
-        kd[ov] -= e[0] * n1[0] + e[1] * n1[1] + e[2] * n1[2]
+        _joint_row_stiffness(
+            h, tf, ti, int(act[a, ACT_BODY]), ov, g, f, df, mu, (R0, R1, u), (kd, Cb)
+        )
+    for b in range(ti.shape[0]):  # the joint springs and dampers, as position servos
+        ov, f, df = joint_spring_force(h, tf, ti, b, Q0, mu)
+        if f != 0.0 or df != 0.0:
+            _joint_row_stiffness(h, tf, ti, b, ov, 1.0, f, df, mu, (R0, R1, u), (kd, Cb))
+
+
+@jit_inline
+def _joint_row_stiffness(h, tf, ti, b, ov, g, f, df, mu, frames, out):
+    """One joint force's terms of the Newton matrix (see :func:`actuator_stiffness`): the
+    force g f on body b's joint (rate offset ov), varying by df per unit of its mu.
+    ``frames``: (R0, R1, u) of the step; ``out``: (kd, Cb), added to."""
+    R0, R1, u = frames
+    kd, Cb = out
+    if ti[b, I_KIND] == PRISMATIC:  # the slide's row holds -h g f exactly (_slide_pair)
+        kd[ov] -= 0.5 * h * h * g * df
+        return
+    p = ti[b, I_PARENT]
+    a0 = rot_vec(R0[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+    beta = parent_beta(ti, b, R0, u)
+    bb = beta[0] * beta[0] + beta[1] * beta[1] + beta[2] * beta[2]
+    ba = beta[0] * a0[0] + beta[1] * a0[1] + beta[2] * a0[2]
+    half = 0.5 * mu[ov]
+    t = np.tan(half)
+    if half == 0.0:
+        ratio, dratio = 1.0, 0.0
+    else:
+        sn = np.sin(half)
+        ratio = half / t
+        dratio = 0.5 * (sn * np.cos(half) - half) / (sn * sn)
+    G = ratio * (1.0 - t * ba) / (1.0 + bb)
+    dG = (dratio * (1.0 - t * ba) - ratio * ba * 0.5 * (1.0 + t * t)) / (1.0 + bb)
+    kd[ov] -= 0.5 * h * h * g * (df * G + f * dG)
+    if p < 0 or f == 0.0:
+        return
+    # dG/dbeta, then through dbeta = 1/2 (1 - [beta]x + beta beta^T) dtheta
+    c = -0.5 * h * h * g * f * ratio / ((1.0 + bb) * (1.0 + bb))
+    gb = (c * (-t * a0[0] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[0]),
+          c * (-t * a0[1] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[1]),
+          c * (-t * a0[2] * (1.0 + bb) - 2.0 * (1.0 - t * ba) * beta[2]))
+    gx = cross3(beta[0], beta[1], beta[2], gb[0], gb[1], gb[2])  # (-[beta]x)^T gb
+    gbb = gb[0] * beta[0] + gb[1] * beta[1] + gb[2] * beta[2]
+    e = (0.5 * (gb[0] + gx[0] + gbb * beta[0]), 0.5 * (gb[1] + gx[1] + gbb * beta[1]),
+         0.5 * (gb[2] + gx[2] + gbb * beta[2]))
+    n1 = rot_vec(R1[b], tf[b, T_UC], tf[b, T_UC + 1], tf[b, T_UC + 2])
+    for k in range(3):
+        Cb[b, 0, k] += e[k]
+    kd[ov] -= e[0] * n1[0] + e[1] * n1[1] + e[2] * n1[2]
 
 
 @jit

@@ -16,13 +16,17 @@ from rtrigid.backends.tree.kinematics import (
     I_QOFF,
     I_VOFF,
     PRISMATIC,
+    REVOLUTE,
     P_A,
     P_B,
     P_K,
     P_REST,
     T_AC,
+    T_DAMP,
     T_J,
+    T_K,
     T_MASS,
+    T_REST,
     actuator_force,
     carve,
     coordinate_slots,
@@ -160,6 +164,7 @@ def residual(h, model, Q0, mu, x, q, work, act, ctrl):
         joint_force_loads(tf, ti, A, mu, R0, rot, u, x0, x1, fw, Y)
     if act.shape[0]:
         _actuator_loads(h, tf, ti, (act, ctrl), Q0, mu, R0, em)
+    _joint_spring_loads(h, tf, ti, Q0, mu, R0, em)
     # per-body residuals (world): R1 L1 - R0 L0 - h T and m (v1 - v0) - h f
     for b in range(nb):
         m = tf[b, T_MASS]
@@ -214,17 +219,48 @@ def _actuator_loads(h, tf, ti, actuators, Q0, mu, R0, em):
     rotations, arms and loads it reads and adds to.
     """
     act, ctrl = actuators
-    rot, u, x0, x1, fw, Y = em.rot, em.u, em.x0, em.x1, em.fw, em.Y
     for a in range(act.shape[0]):
         ov, c, cdot = servo_state(h, act, a, Q0, mu)
         gf = act[a, ACT_GEAR] * actuator_force(act, a, ctrl, c, cdot)
-        b = int(act[a, ACT_BODY])
-        if gf == 0.0:
-            continue
-        if ti[b, I_KIND] == PRISMATIC:
-            slide_pair(tf, ti, b, gf, 0.0, R0, rot, u, x0, x1, fw, Y)
-        else:
-            revolute_pair(tf, ti, b, gf, mu[ov], R0, rot, u, Y)
+        if gf != 0.0:
+            _joint_pair(tf, ti, int(act[a, ACT_BODY]), gf, mu[ov], R0, em)
+
+
+@jit_inline
+def _joint_pair(tf, ti, b, f, mu_b, R0, em):
+    """Force f along body b's joint (increment mu_b over the step): a slide's force pair or a
+    revolute joint's torque pair, into em's loads fw and Y."""
+    if ti[b, I_KIND] == PRISMATIC:
+        slide_pair(tf, ti, b, f, 0.0, R0, em.rot, em.u, em.x0, em.x1, em.fw, em.Y)
+    else:
+        revolute_pair(tf, ti, b, f, mu_b, R0, em.rot, em.u, em.Y)
+
+
+@jit_inline
+def joint_spring_force(h, tf, ti, b, Q0, mu):
+    """(rate offset, force, its derivative per unit of the joint's mu) of the spring and damper
+    of body b's joint over the step of increments mu: -k (c - rest) - d (c1 - c0)/h at the
+    mean coordinate c = (c0 + c1)/2, as a position servo's (:func:`_actuator_loads`), so its
+    work -k (c - rest)(c1 - c0) - d (c1 - c0)²/h is minus the exact change of the spring's
+    energy k (c - rest)²/2 less the damper's dissipation, never negative.  A joint that is
+    not revolute or prismatic, or has neither, gives force 0."""
+    kind = ti[b, I_KIND]
+    ov = ti[b, I_VOFF]
+    if kind != REVOLUTE and kind != PRISMATIC:
+        return ov, 0.0, 0.0
+    k, d = tf[b, T_K], tf[b, T_DAMP]
+    c = Q0[ti[b, I_QOFF]] + 0.5 * mu[ov]
+    return ov, -k * (c - tf[b, T_REST]) - d * mu[ov] / h, -(0.5 * k + d / h)
+
+
+@jit_inline
+def _joint_spring_loads(h, tf, ti, Q0, mu, R0, em):
+    """The joint springs' and dampers' torque (force) pairs, doing their exact discrete work
+    (:func:`joint_spring_force`), into fw and Y, as an actuator's (:func:`_actuator_loads`)."""
+    for b in range(ti.shape[0]):
+        ov, f, _ = joint_spring_force(h, tf, ti, b, Q0, mu)
+        if f != 0.0:
+            _joint_pair(tf, ti, b, f, mu[ov], R0, em)
 
 
 @jit
