@@ -314,7 +314,7 @@ REGISTRY = {
                 },
             },
             _ALL_KINDS,
-            joint_springs=False,
+            loop_springs=False,
             options={"composition": ("suzuki", "triple_jump")},
             rigid={
                 BODIES: {

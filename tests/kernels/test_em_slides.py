@@ -159,7 +159,7 @@ def test_energy_momentum_converges_to_nullspace_rk4_at_second_order():
 @pytest.mark.parametrize("seed", range(3))
 def test_revolute_prismatic_trees_agree_with_mujoco(seed):
     """Random trees of revolute and prismatic joints (several roots, random gravity) without
-    the joint springs energy_momentum refuses, 0.5 s against MuJoCo's RK4 at the same step:
+    joint springs and dampers, 0.5 s against MuJoCo's RK4 at the same step:
     the difference is energy_momentum's second-order error (falls by 4 per halving of dt;
     measured 3.7e-7 to 1.1e-6 at dt = 1 ms, 9.3e-8 to 2.7e-7 at 0.5 ms)."""
     import mujoco

@@ -366,18 +366,12 @@ def test_compositions_are_symmetric_and_of_order_four():
         assert abs(sum(stages) - 1.0) < 1e-15 and abs(sum(g ** 3 for g in stages)) < 1e-14
 
 
-def test_bad_options_and_unsupported_joints_are_refused_naming_the_field():
+def test_bad_options_are_refused_naming_the_field():
     model = scenarios.build("gyro_top").model
     with pytest.raises(ValueError, match="^options: .*composition"):
         Simulation(model, EM4, 0.001, options={"composition": "yoshida"})
     with pytest.raises(ValueError, match="^options: .*no option 'stages'"):
         Simulation(model, EM4, 0.001, options={"stages": 7})
-    m = Model()
-    m.add_body("slider", 1.0, (0.1, 0.1, 0.1))
-    m.add_joint("prismatic", None, "slider", axis_parent=(1.0, 0.0, 0.0), stiffness=2.0)
-    with pytest.raises(ValueError, match="^integrator: energy_momentum4 does not support "
-                                         "joint springs"):
-        Simulation(m, EM4, 0.001)
 
 
 def test_held_joint_torques_do_exact_discrete_work():

@@ -1,6 +1,7 @@
-"""The KUKA iiwa from its URDF, with the file's joint dampers (0.5 N m s on each joint) and
-7 position servos driving it to a new pose, under ``energy_momentum``: over 10 s its energy
-changes by exactly the servos' work less the dampers' discrete dissipation."""
+"""Robots from their files under ``energy_momentum``: the KUKA iiwa, with the file's joint
+dampers (0.5 N m s on each joint), and the A1 held in the air (its file has no dampers), each
+driven by position servos to a new pose; over 10 s the energy changes by exactly the servos'
+work less the dampers' discrete dissipation."""
 
 import numpy as np
 import pytest
@@ -29,4 +30,15 @@ def test_the_iiwa_with_its_dampers_balances_its_energy(dt):
     work = sim.actuator_work().sum()
     assert work > 10.0 and dissipated > 1.0  # it moved: the servos worked, the dampers took
     assert abs(sim.energy() - e0 - work + dissipated) < 1e-9 * abs(e0)
+    assert sim.solver_stats()["fallback_steps"] == 0
+
+
+def test_the_a1_held_in_the_air_balances_its_energy():
+    sim = robots.a1("energy_momentum", 1.0 / 240.0)
+    sim.set_controls(np.array(robots.A1_STANCE * 4) + np.tile((0.3, -0.4, 0.5), 4))
+    e0 = sim.energy()
+    sim.step(2400)
+    work = sim.actuator_work().sum()
+    assert abs(work) > 0.1  # the servos moved the legs (and their dampers took energy)
+    assert abs(sim.energy() - e0 - work) < 1e-9 * abs(e0)
     assert sim.solver_stats()["fallback_steps"] == 0
