@@ -11,40 +11,15 @@ pytest.importorskip("pybullet_data")
 mujoco = pytest.importorskip("mujoco")
 
 from rtrigid.demos import robots  # noqa: E402
+from rtrigid.tools import mujoco_ref  # noqa: E402
 
 DT = 1e-3
 FRICTION = 0.8  # robots.a1_standing's ground
 
 
 def _mujoco_twin(sim):
-    """MuJoCo's model of the same URDF: its collision geometry, a free base, a floor with
-    the ground's friction and, on each joint, the position servo ``sim`` has (kp, kv, force
-    range), at ``sim``'s state and controls; semi-implicit Euler at DT."""
-    spec = mujoco.MjSpec.from_file(robots.path(robots.A1))
-    spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
-    spec.compiler.discardvisual = True
-    spec.option.timestep = DT
-    spec.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
-    spec.worldbody.first_body().add_freejoint()
-    floor = spec.worldbody.add_geom()
-    floor.type = mujoco.mjtGeom.mjGEOM_PLANE
-    floor.size = [0.0, 0.0, 1.0]
-    floor.friction = [FRICTION, 0.0, 0.0]
-    for a in sim.model.actuators:
-        act = spec.add_actuator()
-        act.name = a.name
-        act.target = sim.model.joints[a.joint].name
-        act.trntype = mujoco.mjtTrn.mjTRN_JOINT
-        act.set_to_position(kp=a.kp, kv=a.kv)
-        if a.force_range is not None:
-            act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-            act.forcerange = list(a.force_range)
-    m = spec.compile()
-    d = mujoco.MjData(m)
-    d.qpos[0:7] = np.concatenate(sim.link_pose(m.body(1).name))  # the root link's frame
-    for name, u in zip(sim.actuator_names, sim.controls()):
-        d.qpos[m.joint(name).qposadr[0]] = sim.joint_position(name)[0]
-        d.ctrl[m.actuator(name).id] = u
+    """MuJoCo's model of the same URDF, servos, floor and friction, at ``sim``'s state."""
+    m, d = mujoco_ref.servoed_on_floor(sim, robots.path(robots.A1), dt=DT, friction=FRICTION)
     assert m.nu == 12 and m.ngeom == 23
     return m, d
 
