@@ -26,7 +26,7 @@ HUMANOID = os.path.join(os.path.dirname(gymnasium.__file__), "envs/mujoco/assets
 
 
 def ours(sim, n):
-    """(median us of thread CPU per step over n steps, worst single step in us), state restored."""
+    """(mean us of thread CPU per step over n steps, worst single step in us), state restored."""
     snap = sim.snapshot()
     steps = []
     for _ in range(n):
@@ -48,7 +48,8 @@ def theirs(model, data, n):
 
 
 def compare(title, sims, refs, n):
-    """Alternating rounds of every rtrigid scheme and every MuJoCo set-up; prints the medians."""
+    """Alternating rounds of every rtrigid scheme and every MuJoCo set-up; prints the median
+    over the rounds of each round's mean cost per step."""
     mean = {k: [] for k in list(sims) + list(refs)}
     worst = {k: 0.0 for k in sims}
     for _ in range(ROUNDS):
