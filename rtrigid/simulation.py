@@ -48,6 +48,7 @@ from rtrigid.backends.buffers import (
     USED_FALLBACK,
     OK,
 )
+from rtrigid._jit import query
 from rtrigid.joints import KINDS, geometry, residual
 from rtrigid.maths import quat
 from rtrigid.maths.linalg import kinetic_energy, momenta
@@ -654,7 +655,10 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
         :meth:`velocity` for the one integrator where they differ from the reported
         velocities, by O(dt^2) relative), plus the joints' armature energy 1/2 a c'^2."""
         be = self.backend
-        return kinetic_energy(be.mass, be.inertia, be.v, be.w) + be.rotor_energy()
+        return (
+            query(kinetic_energy, be.mass.shape[0])(be.mass, be.inertia, be.v, be.w)
+            + be.rotor_energy()
+        )
 
     def potential_energy(self) -> float:
         """Gravity and springs (point springs, joint springs)."""
@@ -668,7 +672,7 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
         """(linear, angular about the world origin), world frame."""
         be = self.backend
         out = np.empty((2, 3))
-        momenta(be.mass, be.inertia, be.x, be.q, be.v, be.w, out)
+        query(momenta, be.mass.shape[0])(be.mass, be.inertia, be.x, be.q, be.v, be.w, out)
         return out[0], out[1]
 
     def constraint_error(self) -> float:

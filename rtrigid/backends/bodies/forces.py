@@ -24,7 +24,7 @@ free bodies move it), z[3:7] = q.
 """
 import numpy as np
 
-from rtrigid._jit import jit, jit_inline
+from rtrigid._jit import jit, jit_inline, query
 from rtrigid.backends.bodies.layout import (
     B_COM,
     B_MASS,
@@ -130,7 +130,7 @@ def add_spring_loads(springs, b, pose, loads):
 def potential_energy(bm, x, q):
     """Gravity plus spring energy of all bodies; x are centre-of-mass positions.  The springs'
     kernel is compiled only for a model that has springs."""
-    v = gravity_energy(bm.gravity, bm.bodyf, x)
+    v = query(gravity_energy, x.shape[0])(bm.gravity, bm.bodyf, x)
     if bm.springi.shape[0]:
         v = add_spring_energy(bm, x, q, v)
     return v
