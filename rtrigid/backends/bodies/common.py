@@ -15,7 +15,7 @@ the model arrays are those of :mod:`.layout`.
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline
-from rtrigid.backends.buffers import all_finite, field_offsets, sections
+from rtrigid.backends.buffers import all_finite, field_offsets, sections, view
 from rtrigid.backends.bodies.layout import (
     B_COM,
     B_JINV,
@@ -38,15 +38,16 @@ O_X, O_Q, O_V, O_W, O_P, O_PQ, O_L = (_O[name][0] for name, _ in STATE_FIELDS)
 
 @jit_inline
 def state_view(S, nb):
-    """(x, q, v, w, P, pq, L) views into the flat state array (:data:`STATE_FIELDS`)."""
+    """(x, q, v, w, P, pq, L) views into the flat state array (:data:`STATE_FIELDS`); in a
+    kernel, :func:`~rtrigid.backends.buffers.view` s holding no reference (S is one)."""
     return (
-        S[O_X * nb:O_Q * nb].reshape((nb, 3)),
-        S[O_Q * nb:O_V * nb].reshape((nb, 4)),
-        S[O_V * nb:O_W * nb].reshape((nb, 3)),
-        S[O_W * nb:O_P * nb].reshape((nb, 3)),
-        S[O_P * nb:O_PQ * nb].reshape((nb, 3)),
-        S[O_PQ * nb:O_L * nb].reshape((nb, 4)),
-        S[O_L * nb:STATE_WIDTH * nb].reshape((nb, 3)),
+        view(S, O_X * nb, (nb, 3)),
+        view(S, O_Q * nb, (nb, 4)),
+        view(S, O_V * nb, (nb, 3)),
+        view(S, O_W * nb, (nb, 3)),
+        view(S, O_P * nb, (nb, 3)),
+        view(S, O_PQ * nb, (nb, 4)),
+        view(S, O_L * nb, (nb, 3)),
     )
 
 
@@ -86,7 +87,7 @@ def restore_body(S, S_prev, nb, b):
 @jit_inline
 def applied_view(A, nb):
     """(force, torque) views into the flat applied-load array."""
-    return A[0:3 * nb].reshape((nb, 3)), A[3 * nb:6 * nb].reshape((nb, 3))
+    return view(A, 0, (nb, 3)), view(A, 3 * nb, (nb, 3))
 
 
 @jit
