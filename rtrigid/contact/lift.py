@@ -204,12 +204,16 @@ def turning(table, count, order, touched, island, sums, gravity, keep, moves):
     whether any may), after a lift by translation (``moves``; its potential sums[root, 2],
     kept in keep[root]; all energies twice their values, sums[root, 0] the island's before
     the event and sums[root, 1] what its impulses left it).  Two kinds may: one with a body
-    touching at one or two points that the rule would stop although its impulses left it
+    touching at one or two points (deeper than TILTED of the island's deepest point: the
+    boxes of a stack, which fall together, touch each other at depths of round-off, some
+    above zero and some below) that the rule would stop although its impulses left it
     moving -- the lift costs more than half of what they left (a box on a corner or an
     edge, which they turn) -- and one at rest
     (the lift costs all but TURNING of its energy) that the translation left standing off a
-    point it touched, by more than TILTED of that point's depth (a box tilted on a face or
-    an edge: each point dug in as deep as it fell, the deepest's lift lifts the rest off).
+    point it touched, by more than TILTED of the island's deepest depth (a box tilted on a
+    face or an edge: each point dug in as deep as it fell, the deepest's lift lifts the rest
+    off; a turn saves about that spread, so a smaller one -- the round-off of the depths
+    between boxes of a resting stack, which fall together -- is not worth trying).
     Their translations are kept in moves[:, 6:12] (see :func:`cheaper`).  Others keep their
     translation: a body resting on a face, whose points are all as deep, and one whose lift
     costs little of its energy -- a turning lift would tilt a spinning top, whose spin turns
@@ -218,16 +222,22 @@ def turning(table, count, order, touched, island, sums, gravity, keep, moves):
         return False
     for b in range(keep.shape[0]):
         keep[b] = 0.0
-        moves[b, 6] = moves[b, 7] = 0.0  # its points touching, its island on a point or line
+        # its points touching, its island on a point or line, its island's deepest point
+        moves[b, 6] = moves[b, 7] = moves[b, 8] = 0.0
+    for k in range(count):
+        root = island[int(table[k, C_BODY])]
+        moves[root, 8] = max(moves[root, 8], table[k, C_DEPTH])
     for k in range(count):
         row = table[k]
         if row[C_DEPTH] <= 0.0:
             continue
         a, o = int(row[C_BODY]), int(row[C_OTHER])
-        moves[a, 6] += 1.0
-        if o >= 0:
-            moves[o, 6] += 1.0
-        if row[C_DEPTH] - _lifted(moves, row, a, o, 0) < -TILTED * row[C_DEPTH]:
+        deepest = moves[island[a], 8]
+        if row[C_DEPTH] > TILTED * deepest:  # not a depth of round-off only
+            moves[a, 6] += 1.0
+            if o >= 0:
+                moves[o, 6] += 1.0
+        if row[C_DEPTH] - _lifted(moves, row, a, o, 0) < -TILTED * deepest:
             keep[island[a]] = 1.0  # lifted off this point
     for b in range(keep.shape[0]):
         if touched[b] and 1.0 <= moves[b, 6] <= 2.0:
