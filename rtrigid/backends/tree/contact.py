@@ -11,8 +11,8 @@ velocity of its point per unit rate) act on the rates by
     dnu = M^-1 J_k^T lambda_k,        M = T^T M T, the joint-space inertia,
 
 so an impulse on a foot moves the whole mechanism and the joints carry the reactions.  The
-columns W_k = M^-1 J_k^T come from the articulated recursion (three O(n) solves per contact,
-once per step); a contact's Delassus block is J_k W_k, and the Gauss-Seidel sweep re-reads a
+columns W_k = M^-1 J_k^T come from one Cholesky factor of the joint-space inertia (built by
+composite inertias) per step, three solves per contact; a contact's Delassus block is J_k W_k, and the Gauss-Seidel sweep re-reads a
 contact's velocity J_k nu from the rates its predecessors changed -- which is how contacts on
 one tree see each other (their coupling J_i W_k).
 
@@ -39,7 +39,9 @@ of the constrained mechanism; bodies that a row joins are one island.
 Under a scheme whose rates are the step's mean rates (``MEAN_RATES``: energy_momentum), the
 rates at the step's end are those of the bodies' momenta; a touched island's bodies then get
 the velocities of the new rates, consistent with the joints.  Every sum over rates runs in the
-order of the bodies' names, so results do not depend on the order bodies were added in.
+order of the bodies' names, and the factor keeps separate trees apart (their blocks of M and of
+its factor meet only in exact zeros), so results do not depend on the order in which trees and
+free bodies were added.
 """
 from typing import NamedTuple
 
@@ -47,9 +49,13 @@ import numpy as np
 
 from rtrigid._jit import jit, rebind
 from rtrigid.backends.buffers import view
-from rtrigid.maths.dense import cholesky_dropping, solve_dropping
+from rtrigid.maths.dense import cholesky, cholesky_dropping, cholesky_solve, solve_dropping
 from rtrigid.backends.tree.articulated import articulated_factor, articulated_solve
-from rtrigid.backends.tree.dynamics import add_point_columns, momentum_rates
+from rtrigid.backends.tree.dynamics import (
+    add_point_columns,
+    composite_mass_matrix,
+    momentum_rates,
+)
 from rtrigid.backends.tree.kinematics import (
     body_rates,
     coordinate_rates,
@@ -118,7 +124,8 @@ from rtrigid.contact.solver import (
 
 def scratch_size(rows, nb, nq, nv):
     """Length of the float scratch of :func:`after_step` (see :func:`_carve`)."""
-    return 6 * rows * nv + 3 * nv + 2 * nq + 3 * rows + 19 * nb + 6 * nv
+    return (6 * rows * nv + 3 * nv + 2 * nq + 3 * rows + 19 * nb + 6 * nv + 2 * nv * nv
+            + 36 * nb + 6)
 
 
 class ContactScratch(NamedTuple):
@@ -128,7 +135,8 @@ class ContactScratch(NamedTuple):
     coordinates ``Qs`` before the lift and the lift ``dQ`` in them; the lift's multipliers
     ``mu`` (rows, 3); the bodies' poses ``xk``, ``qk`` at the lifted configuration, their
     velocities before (``v0``, ``w0``) and after (``v1``, ``w1``) the impulses; a point's
-    columns ``Jp`` (6, nv)."""
+    columns ``Jp`` (6, nv); the joint-space inertia ``Mj`` (nv, nv), its Cholesky factor
+    ``Lj`` and the composite inertias ``Ic`` (nb, 6, 6) and a wrench ``F6`` that build it."""
     Jc: np.ndarray
     Wc: np.ndarray
     nu0: np.ndarray
@@ -144,6 +152,10 @@ class ContactScratch(NamedTuple):
     v1: np.ndarray
     w1: np.ndarray
     Jp: np.ndarray
+    Mj: np.ndarray
+    Lj: np.ndarray
+    Ic: np.ndarray
+    F6: np.ndarray
 
 
 @jit
@@ -170,7 +182,14 @@ def _carve(xf, rows, nb, nq, nv):
     w1 = view(xf, o + 16 * nb, (nb, 3))
     o += 19 * nb
     Jp = view(xf, o, (6, nv))
-    return ContactScratch(Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp)
+    o += 6 * nv
+    Mj = view(xf, o, (nv, nv))
+    Lj = view(xf, o + nv * nv, (nv, nv))
+    o += 2 * nv * nv
+    Ic = view(xf, o, (nb, 6, 6))
+    F6 = xf[o + 36 * nb:o + 36 * nb + 6]
+    return ContactScratch(Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp, Mj, Lj,
+                          Ic, F6)
 
 
 @jit
@@ -363,7 +382,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
     cap = table.shape[0]
     scr = _carve(xf, cap, nb, nq, nv)
-    Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp = scr
+    Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp, Mj, Lj, Ic, F6 = scr
     mean_rates = xi[0] == 1
     start_budget = xi[0] == START_BUDGET
     perm = xi[1:1 + nv]
@@ -390,11 +409,15 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         for i in range(nv):
             nu0[i] = nu[i]
         geometry(tf, ti, Qg, xk, qk, R, rj, G)
-        if not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
+        if m and not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
             remember(table, 0, keys, lam)
             return 0
         joint_velocities(ti, G, nu0, V, cb)
         body_rates(ti, R, G, V, v0, w0)
+    composite_mass_matrix(tf, ti, R, G, Ic, I6, F6, Mj)
+    if not cholesky(Mj, Lj, nv):
+        remember(table, 0, keys, lam)
+        return 0
     rows_g = _constraint_tail(xf, m, nv)
     if m and not _constraint_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
         remember(table, 0, keys, lam)
@@ -417,7 +440,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
             Jc[k, 1, c] = t1[0] * Jp[0, c] + t1[1] * Jp[1, c] + t1[2] * Jp[2, c]
             Jc[k, 2, c] = t2[0] * Jp[0, c] + t2[1] * Jp[1, c] + t2[2] * Jp[2, c]
         for r in range(3):
-            _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, Jc[k, r], Wc[k, r])
+            cholesky_solve(Lj, Jc[k, r], Wc[k, r], nv)
             if m:
                 _constrained_column(rows_g, Wc[k, r])
         for i in range(3):

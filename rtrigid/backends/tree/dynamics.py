@@ -77,6 +77,13 @@ def mass_matrix(tf, ti, Qg, x, q, R, rj, G, Ic, I6, F6, M):
     Ic: (nb, 6, 6) scratch for the composite inertias, I6: (6, 6), F6: (6,).
     """
     geometry(tf, ti, Qg, x, q, R, rj, G)
+    composite_mass_matrix(tf, ti, R, G, Ic, I6, F6, M)
+
+
+@jit
+def composite_mass_matrix(tf, ti, R, G, Ic, I6, F6, M):
+    """M <- the joint-space mass matrix (as :func:`mass_matrix`) of the configuration whose
+    geometry R, G is current, by composite inertias."""
     nb = ti.shape[0]
     for b in range(nb):
         joint_point_inertia(tf, b, R, G, Ic)
