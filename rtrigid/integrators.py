@@ -48,6 +48,7 @@ class Integrator(NamedTuple):
     joint_springs: bool = True  # its tree kernel steps joint springs and dampers
     loop_springs: bool = True  # and so does its loop step (with loop joints or couplings)
     armature: bool = False  # its tree kernel steps joint armature (rotor inertia)
+    loop_armature: bool = True  # and so does its loop step (with loop joints or couplings)
     friction: dict = {}  # backend -> {variant key: its kernel with joint Coulomb friction}
     # (none: it does not step joint friction)
     friction_contacts: bool = False  # it steps joint friction in a model with contacts
@@ -148,6 +149,11 @@ class Integrator(NamedTuple):
                     return (
                         f"{self.name} does not step joint armature (rotor inertia; joint "
                         f"{j.name!r} has {j.armature:g})"
+                    )
+                if getattr(j, "armature", 0.0) and rows and not self.loop_armature:
+                    return (
+                        f"{self.name} does not step joint armature (rotor inertia) in a model "
+                        f"with loop joints or couplings (joint {j.name!r} has {j.armature:g})"
                     )
                 if getattr(j, "friction", 0.0):
                     if backend not in self.friction:
@@ -288,6 +294,8 @@ REGISTRY = {
             True,
             {BODIES: {(): _B + "energy_momentum:step"}, TREE: {(): _T + "energy_momentum:step"}},
             _ALL_KINDS,
+            armature=True,
+            loop_armature=False,
             loop_springs=False,
             rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}},
             limit_bounce=False,
@@ -314,6 +322,8 @@ REGISTRY = {
                 },
             },
             _ALL_KINDS,
+            armature=True,
+            loop_armature=False,
             loop_springs=False,
             options={"composition": ("suzuki", "triple_jump")},
             rigid={
@@ -491,7 +501,14 @@ _COLUMNS = (
             else "no"
         ),
     ),
-    ("joint armature", lambda i: TREE in i.kernels and i.armature),
+    (
+        "joint armature",
+        lambda i: (
+            ("yes" if i.loop_armature or not i.loops else "not with loops")
+            if TREE in i.kernels and i.armature
+            else "no"
+        ),
+    ),
     (
         "joint friction",
         lambda i: (

@@ -119,3 +119,5 @@ def test_the_capability_table_is_the_registry():
         assert cells["contacts"] == ("yes" if entry.contacts else "no")
         springs = "not with loops" if entry.loops and not entry.loop_springs else "yes"
         assert cells["joint springs and dampers"] == (springs if entry.joint_springs else "no")
+        rotors = "not with loops" if entry.loops and not entry.loop_armature else "yes"
+        assert cells["joint armature"] == (rotors if entry.armature else "no")

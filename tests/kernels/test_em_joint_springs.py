@@ -20,10 +20,13 @@ def springy_chain(
     damping=D,
     kinds=("revolute", "prismatic", "revolute"),
     axes=((0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (0.3, 1.0, 0.2)),
+    armature=None,
+    limit=None,
 ):
     """A hanging chain (by default revolute, prismatic, revolute on a skew axis), each joint
     with a spring k (c - 0.2) and a damper ``damping`` c'; ``servo``: a position servo on the first
-    joint too.  Started off rest and moving."""
+    joint too; ``armature``: each joint's; ``limit``: (lo, hi) on the first joint.  Started
+    off rest and moving."""
     m = rt.Model()
     prev = None
     for i, kind in enumerate(kinds):
@@ -38,6 +41,8 @@ def springy_chain(
             stiffness=K,
             rest=REST,
             damping=damping,
+            armature=armature[i] if armature else 0.0,
+            limits=limit if i == 0 else None,
             name=f"j{i}",
         )
         prev = b

@@ -292,9 +292,12 @@ def test_bad_joint_input_is_refused_and_names_the_field():
         m.add_joint("spherical", None, a, stiffness=1.0)
     m2 = Model()
     m2.add_body("s", 1.0, (1, 1, 1))
+    m2.add_body("t", 1.0, (1, 1, 1))
     m2.add_joint("prismatic", None, 0, axis_parent=(0, 0, 1), stiffness=3.0, armature=0.1)
+    m2.add_joint("prismatic", None, 1, axis_parent=(0, 0, 1), name="follower")
+    m2.add_coupling("follower", 0, ratio=0.5)
     with pytest.raises(ValueError, match="^integrator: energy_momentum does not step joint "
-                                         "armature"):
+                                         "armature .* in a model with loop joints or couplings"):
         rt.Simulation(m2, "energy_momentum", dt=0.01)
 
 

@@ -94,6 +94,37 @@ def test_gymnasium_models_move_as_mujoco_moves_them(name):
     assert np.max(np.abs(d.qpos - start)) > 1e-2  # it moved
 
 
+def test_the_ants_rotors_and_dampers_move_as_mujocos_under_energy_momentum():
+    """energy_momentum steps the ant's armature (rotor inertia 1 on every leg joint, as heavy
+    as the legs) and dampers: 0.2 s at the file's step (0.01 s) against MuJoCo's RK4, joints
+    and bodies within 1e-5 (the scheme is of order 2; ~1e-6 here)."""
+    path = os.path.join(_gymnasium_assets(), "ant.xml")
+    sim, m, d, names = _random_twins(path, seed=7, integrator="energy_momentum")
+    assert min(m.dof_armature[6:]) == 1.0 and min(m.dof_damping[6:]) == 1.0
+    n = int(round(0.2 / m.opt.timestep))
+    start = d.qpos.copy()
+    mujoco.mj_step(m, d, nstep=n)
+    sim.step(n)
+    assert max(_errors(sim, m, d, names)) <= 1e-5
+    assert np.max(np.abs(d.qpos - start)) > 1e-2
+
+
+def test_the_ant_thrown_on_its_floor_never_gains_energy_under_energy_momentum():
+    """Rotors (armature 1 on every leg joint), dampers, limits and contacts with the floor:
+    thrown with random rates, the ant's energy (its rotors' a r²/2 included) never grows from
+    one step to the next, and most of it is spent after 3 s."""
+    model = _quiet(os.path.join(_gymnasium_assets(), "ant.xml"), floating_base=True)
+    sim = rt.Simulation(model, "energy_momentum", dt=0.01)
+    sim.set_qvel(np.random.default_rng(1).normal(size=sim.nv))
+    e = e0 = sim.energy()
+    for _ in range(300):
+        sim.step(1)
+        e1 = sim.energy()
+        assert e1 <= e + 1e-12 * abs(e0)
+        e = e1
+    assert e < 0.5 * e0 and sim.link_pose("torso")[0][2] > 0.2
+
+
 def test_armature_matches_mujocos_euler_under_semi_implicit_euler():
     """semi_implicit_euler takes dampers implicitly with the armature in the inertia, as
     MuJoCo's Euler does: the same steps, to round-off."""
@@ -165,10 +196,12 @@ def test_armature_energy_is_kinetic_and_conserved(tmp_path):
 
 def test_armature_is_refused_by_the_schemes_that_do_not_step_it(tmp_path):
     path = tmp_path / "pendulum.xml"
-    path.write_text(PENDULUM.format(armature=0.05, ref=0, stiffness=0.0))
+    path.write_text(PENDULUM.format(armature=0.05, ref=0, stiffness=0.0).replace(
+        "</worldbody>", '</worldbody><equality><joint joint1="slide" joint2="hinge" '
+        'polycoef="0 0.1 0 0 0"/></equality>'))
     model = rt.load_model(str(path), collision=False)
     with pytest.raises(ValueError, match="energy_momentum does not step joint armature.*"
-                                         "'hinge'.*nullspace_rk4"):
+                                         "loop joints or couplings.*'hinge'.*nullspace_rk4"):
         rt.Simulation(model, "energy_momentum", dt=1e-3)
     with pytest.raises(ValueError, match="armature: only revolute and prismatic"):
         m = rt.Model()
@@ -264,7 +297,7 @@ def test_collision_false_loads_drawing_only():
     assert model.bodies[0].shape is not None  # still drawn
 
 
-@pytest.mark.parametrize("integrator", ["semi_implicit_euler", "nullspace_rk4"])
+@pytest.mark.parametrize("integrator", ["semi_implicit_euler", "nullspace_rk4", "energy_momentum"])
 def test_the_ant_dropped_on_its_floor_rests_where_mujoco_rests_it(integrator):
     """gymnasium's ant, zero controls, dropped from the file's pose onto its floor at the
     file's step: after 3 s its torso rests within 1 cm of MuJoCo's on the same file, and

@@ -194,8 +194,10 @@ class TreeBackend:
         return self.q[p], quat.rotate(self.q[p], self.w[p], np.empty(3))
 
     def rotor_energy(self) -> float:
-        """The joints' armature kinetic energy, 1/2 sum a nu^2 (0 without armature)."""
-        nu = self.rates()
+        """The joints' armature kinetic energy, 1/2 sum a r^2 (0 without armature): r the rotors'
+        rates, which the state's rates hold (also under the schemes that keep mean rates in
+        them: there the armatures' rates are the rotors' own state)."""
+        nu = self.nu
         return float(sum(0.5 * a * nu[o] ** 2 for o, a in self._armature))
 
     def potential_energy(self) -> float:

@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rtrigid._jit import jit, rebind
+from rtrigid._jit import jit, jit_inline, rebind
 from rtrigid.backends.buffers import view
 from rtrigid.maths.dense import cholesky, cholesky_dropping, cholesky_solve, solve_dropping
 from rtrigid.backends.tree.articulated import articulated_factor, articulated_solve
@@ -71,6 +71,7 @@ from rtrigid.backends.tree.layout import (
     I_VOFF,
     NQ,
     NV,
+    T_ARM,
     T_J,
     T_MASS,
     carve,
@@ -351,6 +352,15 @@ def _twice_kinetic(tf, b, v, w):
             + tf[b, T_J + 2] * w[b, 2] ** 2)
 
 
+@jit_inline
+def _twice_rotor(tf, ti, b, base, rates, s, keep=1.0):
+    """Twice the kinetic energy a r² of the rotor (armature) on body b's joint at the rate
+    r = keep base + s (rates - base), base and rates at its rate offset."""
+    o = ti[b, I_VOFF]
+    r = keep * base[o] + s * (rates[o] - base[o])
+    return tf[b, T_ARM] * r * r
+
+
 @jit
 def _blend(ti, island, root, s, base, out):
     """out <- base + s (out - base) on the rates of the island ``root``'s bodies."""
@@ -403,7 +413,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
                    vel[:, GAP])
     # the rates at the step's end and the articulated factor of its configuration
     if mean_rates:
-        if not momentum_rates(tf, ti, Qg, v, L, xk, qk, passes, nu0, v0, w0):
+        if not momentum_rates(tf, ti, Qg, v, L, nu, xk, qk, passes, nu0, v0, w0):
             remember(table, 0, keys, lam)
             return 0
     else:
@@ -527,6 +537,9 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         if touched[b]:
             sums[island[b], 0] += _twice_kinetic(tf, b, v0, w0)
             sums[island[b], 1] += _twice_kinetic(tf, b, v1, w1)
+            if tf[b, T_ARM] != 0.0:  # and its joint's rotor (armature)
+                sums[island[b], 0] += _twice_rotor(tf, ti, b, nu0, nu0, 1.0)
+                sums[island[b], 1] += _twice_rotor(tf, ti, b, nu0, nu1, 1.0)
     for r in range(nb):
         b = order[r]
         if not touched[b] or island[b] != b:
@@ -541,6 +554,8 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
                         v1[o, i] -= v0[o, i]
                         w1[o, i] -= w0[o, i]
                     c += _twice_kinetic(tf, o, v1, w1)
+                    if tf[o, T_ARM] != 0.0:
+                        c += _twice_rotor(tf, ti, o, nu0, nu1, 1.0, 0.0)
             scale = least_energy_scale(sums[b, 0], sums[b, 1], c)
             sums[b, 1] = 0.0
             for r2 in range(nb):
@@ -550,6 +565,8 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
                         v1[o, i] = v0[o, i] + scale * v1[o, i]
                         w1[o, i] = w0[o, i] + scale * w1[o, i]
                     sums[b, 1] += _twice_kinetic(tf, o, v1, w1)
+                    if tf[o, T_ARM] != 0.0:
+                        sums[b, 1] += _twice_rotor(tf, ti, o, nu0, nu1, scale)
             _blend(ti, island, b, scale, nu0, nu1)
         sums[b, 2] = scale
     scale_impulses(table, count, island, sums)
@@ -606,6 +623,8 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         b = order[r]
         if touched[b]:
             sums[island[b], 1] += _twice_kinetic(tf, b, v1, w1)
+            if tf[b, T_ARM] != 0.0:
+                sums[island[b], 1] += _twice_rotor(tf, ti, b, nu0, nu1, 1.0)
             sums[island[b], 2] -= 2.0 * tf[b, T_MASS] * (
                 gravity[0] * (xk[b, 0] - x[b, 0]) + gravity[1] * (xk[b, 1] - x[b, 1])
                 + gravity[2] * (xk[b, 2] - x[b, 2]))

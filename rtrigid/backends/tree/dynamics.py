@@ -275,9 +275,11 @@ def add_point_columns(ti, G, rj, b, pw, sign, J):
 
 
 @jit
-def momentum_rates(tf, ti, Qg, v, L, x, q, passes, nu_out, v_out, w_out):
-    """nu_out <- (T^T M T)^-1 T^T p for the body momenta p = (m v, R L) at Qg (v: world
-    centre-of-mass velocities, L: body-axis angular momenta about the centres), and v_out,
+def momentum_rates(tf, ti, Qg, v, L, rotor, x, q, passes, nu_out, v_out, w_out):
+    """nu_out <- (T^T M T + A)^-1 (T^T p + A r) for the body momenta p = (m v, R L) at Qg (v:
+    world centre-of-mass velocities, L: body-axis angular momenta about the centres) and the
+    armatures' rotor momenta A r (A = diag(armature), r = ``rotor``: rates, read where a
+    joint has an armature, before nu_out is written; it may be nu_out), and v_out,
     w_out <- the bodies' velocities T nu_out (world, body axes).  False if the joint-space
     inertia is singular.  ``passes``: the scratch of :func:`~.layout.pass_arrays`."""
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
@@ -297,6 +299,9 @@ def momentum_rates(tf, ti, Qg, v, L, x, q, passes, nu_out, v_out, w_out):
             cb[b, k] = 0.0
     for k in range(tau.shape[0]):
         tau[k] = 0.0
+    for b in range(nb):
+        if tf[b, T_ARM] != 0.0:
+            tau[ti[b, I_VOFF]] = tf[b, T_ARM] * rotor[ti[b, I_VOFF]]
     articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, nu_out)
     joint_velocities(ti, G, nu_out, V, cb)
     body_rates(ti, R, G, V, v_out, w_out)
@@ -321,8 +326,8 @@ def rates_of_momenta(F, I, x, q, nu, v, w):
     gravity, tf, pf, ti, pi, S, S_prev, A, solver, stats, work, sizes = open_buffers(F, I)
     nb, ns, nq, nv = sizes
     Qg, nu_s, x_s, q_s, v_s, w_s, L = state_views(S, nb, nq, nv)
-    return momentum_rates(tf, ti, Qg, v_s, L, x, q, pass_arrays(carve(work, nb, nq, nv)), nu, v,
-                          w)
+    return momentum_rates(tf, ti, Qg, v_s, L, nu_s, x, q, pass_arrays(carve(work, nb, nq, nv)),
+                          nu, v, w)
 
 
 class Queries:

@@ -47,7 +47,7 @@ from rtrigid.backends.tree.kinds import em_columns, parent_beta
 
 
 @jit
-def actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
+def actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, rotor, frames, kd, Cb):
     """The actuators' terms of the Newton matrix (h/2) dres/dmu: kd <- its joint-space
     diagonal, and the joint rows of E (Cb) get the rest.
 
@@ -59,7 +59,9 @@ def actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
     multiplies the child's turn = the parent's + the joint's own (n1 dmu), so n1 times it
     is taken off the diagonal again.  Against finite differences: exact on planar chains,
     1e-2 relative off the diagonal on a skew 3-link chain with stiff servos (a term not
-    found yet; Newton then converges linearly there, fast).
+    found yet; Newton then converges linearly there, fast).  The joint springs, dampers and
+    armatures enter as servos do (``rotor``: the rotors' rates at the step's start).
+    ``frames``: (R0, R1, u) of the step.
     """
     for j in range(kd.shape[0]):
         kd[j] = 0.0
@@ -73,12 +75,12 @@ def actuator_stiffness(h, tf, ti, act, ctrl, Q0, mu, R0, R1, u, kd, Cb):
             kp = act[a, ACT_KP] if kind == POSITION else 0.0
             df = -g * (0.5 * kp + act[a, ACT_KV] / h)
         _joint_row_stiffness(
-            h, tf, ti, int(act[a, ACT_BODY]), ov, g, f, df, mu, (R0, R1, u), (kd, Cb)
+            h, tf, ti, int(act[a, ACT_BODY]), ov, g, f, df, mu, frames, (kd, Cb)
         )
-    for b in range(ti.shape[0]):  # the joint springs and dampers, as position servos
-        ov, f, df = joint_spring_force(h, tf, ti, b, Q0, mu)
+    for b in range(ti.shape[0]):  # the joint springs, dampers and armatures, as servos
+        ov, f, df = joint_spring_force(h, tf, ti, b, Q0, mu, rotor)
         if f != 0.0 or df != 0.0:
-            _joint_row_stiffness(h, tf, ti, b, ov, 1.0, f, df, mu, (R0, R1, u), (kd, Cb))
+            _joint_row_stiffness(h, tf, ti, b, ov, 1.0, f, df, mu, frames, (kd, Cb))
 
 
 @jit_inline
@@ -140,7 +142,7 @@ def newton_matrix(h, tf, ti, q0, mu, work, nq):
     R, rj = scr.R, scr.rj
     IA = scr.IA
     (x0, v0, L0, x1, v1, L1, u, fw, q0_, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
-     Y) = em
+     Y, c0) = em
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     c = 0.5 * h
@@ -436,12 +438,13 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     load_start(x, v, L, q, x0, v0, L0, q0, R0)
     for j in range(nv):
         mu[j] = mu_in[j]
+        em.c0[j] = nu[j]  # the rotors' rates at t_n, as a step from this state takes them
     act, ctrl = actuator_views(F, I)[:2]
     residual(dt, TreeModel(gravity, tf, ti, pf, pi, A, True), Qg, mu, x, q, work, act, ctrl)
     for j in range(nv):
         res_out[j] = res[j]
     newton_matrix(dt, tf, ti, q0, mu, work, nq)
-    actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, R0, scr.R, em.u, kd, Cb)
+    actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, em.c0, (R0, scr.R, em.u), kd, Cb)
     if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
         return False
     tree_solve(ti, SL, SR, U, W, Dinv, g, pA, acc, ucol, sol_out)

@@ -8,6 +8,8 @@ from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.buffers import STAT_BUDGET, STAT_ITERS, STAT_SPENT, all_finite
 from rtrigid.backends.tree.layout import pass_arrays
 from rtrigid.backends.tree.kinematics import (
+    I_VOFF,
+    T_ARM,
     T_J,
     T_MASS,
     normalize_coordinates,
@@ -17,7 +19,7 @@ from rtrigid.backends.tree.kinematics import (
 from rtrigid.backends.tree.dynamics import momentum_rates
 from rtrigid.backends.tree.limits import clamp_limits
 from rtrigid.backends.tree.em_workspace import core_size
-from rtrigid.backends.tree.em_residual import load_start, residual
+from rtrigid.backends.tree.em_residual import keep_rotor_rates, load_start, residual
 from rtrigid.backends.tree.em_start import mean_rates, rk4_step, work_of
 from rtrigid.backends.tree.em_solve import PREDICT_CHARGE, add_actuator_work, solve
 
@@ -161,8 +163,9 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
     (b = 2 tan(phi/2) n for a turn phi about n: the exact work phi n.M to O(phi^3)), a
     revolute or slide joint's held force f (s1 - s0), a spherical joint's held torque
     tau.Rbar^T (b_c - b_p), an actuator's g f (c1 - c0) at the mean coordinate and rate,
-    which is added to its work as a converged step adds it.  Joint damping and joint springs
-    are refused by this scheme.  When T1 exceeds the cap, the momenta are scaled by
+    which is added to its work as a converged step adds it.  The armatures' forces are left
+    out of W: their work is minus the change of the rotors' energy a r²/2, which T0 and T1
+    hold.  When T1 exceeds the cap, the momenta are scaled by
     sqrt(cap / T1); T0 + W < 0 (the explicit motion climbs higher than the energy allows) has
     no outcome.
     """
@@ -180,8 +183,10 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
     nv = nu.shape[0]
     nq = Qg.shape[0]
     load_start(x, v, L, q, x0, v0, L0, q0, R0)
-    t0 = _kinetic(tf, v0, L0)
-    ok = momentum_rates(tf, ti, Qg, v, L, x1, q1, pass_arrays(scr), nu, v1, u)
+    t0 = _kinetic(tf, v0, L0) + _rotor_kinetic(tf, ti, nu)
+    for j in range(nv):
+        em.c0[j] = nu[j]  # the armatures' rotor rates at t_n, as the residual takes them
+    ok = momentum_rates(tf, ti, Qg, v, L, nu, x1, q1, pass_arrays(scr), nu, v1, u)
     # the momenta's projection on the joints drops the part that the mean-rate state leaves
     # off them (O(h^2), up to ~6 % of the kinetic energy on the hard steps of the lively
     # chains): the rates are scaled back to the momenta's kinetic energy
@@ -189,6 +194,7 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
     for b in range(nb):
         for k in range(3):
             tp += tf[b, T_MASS] * v1[b, k] * v1[b, k] + tf[b, T_J + k] * u[b, k] * u[b, k]
+    tp += 2.0 * _rotor_kinetic(tf, ti, nu)
     if 0.0 < 0.5 * tp < t0:
         f = np.sqrt(t0 / (0.5 * tp))
         for j in range(nv):
@@ -218,6 +224,7 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
         bw = rot_vec(R0[b], u[b, 0], u[b, 1], u[b, 2])
         for k in range(3):
             work += (x1[b, k] - x0[b, k]) * fw[b, k] + 2.0 * bw[k] * Y[b, k]
+    work -= _rotor_work(dt, tf, ti, mu, em.c0)  # internal: the rotors' energy is in t0 and t1
     cap = t0 + work
     if not (cap >= 0.0 and np.isfinite(cap)):
         return False
@@ -226,7 +233,8 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
         Qg[i] = em.Q1[i]
     normalize_coordinates(ti, Qg)
     refresh_bodies(tf, ti, state, R, rj, G, V, cb)
-    t1 = _kinetic(tf, v, L)
+    t1 = _kinetic(tf, v, L) + _rotor_kinetic(tf, ti, nu)
+    f = 1.0
     if t1 > cap:
         f = np.sqrt(cap / t1)
         for b in range(nb):
@@ -235,9 +243,34 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
                 w[b, k] *= f
                 L[b, k] *= f
     for j in range(nv):
+        em.c0[j] = f * nu[j]
         nu[j] = mu[j] / dt
+    keep_rotor_rates(tf, ti, em.c0, nu)
     add_actuator_work(dt, act, ctrl, Q_start, mu, awork)
     return True
+
+
+@jit_inline
+def _rotor_kinetic(tf, ti, nu):
+    """The armatures' kinetic energy a r²/2 over the joints that have one (rates r in nu)."""
+    t = 0.0
+    for b in range(ti.shape[0]):
+        if tf[b, T_ARM] != 0.0:
+            t += 0.5 * tf[b, T_ARM] * nu[ti[b, I_VOFF]] ** 2
+    return t
+
+
+@jit_inline
+def _rotor_work(h, tf, ti, mu, rotor):
+    """The work over increments mu of the armatures' forces in the residual, with rotor rates
+    ``rotor`` at the step's start (:func:`.em_residual.joint_spring_force`)."""
+    work = 0.0
+    for b in range(ti.shape[0]):
+        a = tf[b, T_ARM]
+        if a != 0.0:
+            ov = ti[b, I_VOFF]
+            work -= 2.0 * a * (mu[ov] / h - rotor[ov]) / h * mu[ov]
+    return work
 
 
 @jit_inline

@@ -22,6 +22,7 @@ from rtrigid.backends.tree.kinematics import (
     P_K,
     P_REST,
     T_AC,
+    T_ARM,
     T_DAMP,
     T_J,
     T_K,
@@ -117,7 +118,7 @@ def residual(h, model, Q0, mu, x, q, work, act, ctrl):
     jx = jac_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
     R, rj = scr.R, scr.rj
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
-     Y) = em
+     Y, c0) = em
     mt, R0 = jx.mt, jx.R0
     nb = ti.shape[0]
     update_coordinates(ti, Q0, mu, Q1)
@@ -237,20 +238,53 @@ def _joint_pair(tf, ti, b, f, mu_b, R0, em):
 
 
 @jit_inline
-def joint_spring_force(h, tf, ti, b, Q0, mu):
-    """(rate offset, force, its derivative per unit of the joint's mu) of the spring and damper
-    of body b's joint over the step of increments mu: -k (c - rest) - d (c1 - c0)/h at the
-    mean coordinate c = (c0 + c1)/2, as a position servo's (:func:`_actuator_loads`), so its
-    work -k (c - rest)(c1 - c0) - d (c1 - c0)²/h is minus the exact change of the spring's
-    energy k (c - rest)²/2 less the damper's dissipation, never negative.  A joint that is
-    not revolute or prismatic, or has neither, gives force 0."""
+def joint_spring_force(h, tf, ti, b, Q0, mu, rotor):
+    """(rate offset, force, its derivative per unit of the joint's mu) of the spring, damper
+    and armature of body b's joint over the step of increments mu.
+
+    Spring and damper: -k (c - rest) - d (c1 - c0)/h at the mean coordinate
+    c = (c0 + c1)/2, as a position servo's (:func:`_actuator_loads`), so its work
+    -k (c - rest)(c1 - c0) - d (c1 - c0)²/h is minus the exact change of the spring's energy
+    k (c - rest)²/2 less the damper's dissipation, never negative.
+
+    Armature a (a rotor on the joint, kinetic energy a r²/2 of its own rate r): the rotor's
+    rate is a state of the step, r1 = 2 (c1 - c0)/h - r0 (the midpoint rule, as the bodies'
+    momenta), with r0 = ``rotor`` at the joint's rate offset; it takes the force
+    -a (r1 - r0)/h = -2 a ((c1 - c0)/h - r0)/h from the joint, whose work over the step is
+    minus the exact change of a r²/2.  A joint that is not revolute or prismatic, or has
+    none of these, gives force 0."""
     kind = ti[b, I_KIND]
     ov = ti[b, I_VOFF]
     if kind != REVOLUTE and kind != PRISMATIC:
         return ov, 0.0, 0.0
     k, d = tf[b, T_K], tf[b, T_DAMP]
     c = Q0[ti[b, I_QOFF]] + 0.5 * mu[ov]
-    return ov, -k * (c - tf[b, T_REST]) - d * mu[ov] / h, -(0.5 * k + d / h)
+    f = -k * (c - tf[b, T_REST]) - d * mu[ov] / h
+    df = -(0.5 * k + d / h)
+    a = tf[b, T_ARM]
+    if a != 0.0:
+        f -= 2.0 * a * (mu[ov] / h - rotor[ov]) / h
+        df -= 2.0 * a / (h * h)
+    return ov, f, df
+
+
+@jit_inline
+def rotor_rates(h, tf, ti, mu, rotor, nu):
+    """nu <- the armatures' rotor rates at the step's end, r1 = 2 mu/h - r0 (r0 = ``rotor``),
+    on the joints that have one (:func:`joint_spring_force`); nu's other rates are left."""
+    for b in range(ti.shape[0]):
+        if tf[b, T_ARM] != 0.0:
+            ov = ti[b, I_VOFF]
+            nu[ov] = 2.0 * mu[ov] / h - rotor[ov]
+
+
+@jit_inline
+def keep_rotor_rates(tf, ti, rotor, nu):
+    """nu <- ``rotor`` on the joints that have an armature: their rates are the rotors' state,
+    which a scheme keeping mean rates in nu keeps there (:func:`rotor_rates`)."""
+    for b in range(ti.shape[0]):
+        if tf[b, T_ARM] != 0.0:
+            nu[ti[b, I_VOFF]] = rotor[ti[b, I_VOFF]]
 
 
 @jit_inline
@@ -258,7 +292,7 @@ def _joint_spring_loads(h, tf, ti, Q0, mu, R0, em):
     """The joint springs' and dampers' torque (force) pairs, doing their exact discrete work
     (:func:`joint_spring_force`), into fw and Y, as an actuator's (:func:`_actuator_loads`)."""
     for b in range(ti.shape[0]):
-        ov, f, _ = joint_spring_force(h, tf, ti, b, Q0, mu)
+        ov, f, _ = joint_spring_force(h, tf, ti, b, Q0, mu, em.c0)
         if f != 0.0:
             _joint_pair(tf, ti, b, f, mu[ov], R0, em)
 

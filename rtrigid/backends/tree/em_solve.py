@@ -13,6 +13,7 @@ from rtrigid.backends.tree.kinematics import (
     I_VOFF,
     PRISMATIC,
     REVOLUTE,
+    T_ARM,
     T_HI,
     T_J,
     T_LO,
@@ -31,7 +32,13 @@ from rtrigid.backends.tree.limits import limit_impulse
 from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.newton import ACCEPT
 from rtrigid.backends.tree.em_workspace import em_carve, jac_carve
-from rtrigid.backends.tree.em_residual import canonical_roots, load_start, residual, servo_state
+from rtrigid.backends.tree.em_residual import (
+    canonical_roots,
+    load_start,
+    residual,
+    rotor_rates,
+    servo_state,
+)
 from rtrigid.backends.tree.em_newton import (
     actuator_stiffness,
     add_cross,
@@ -107,7 +114,7 @@ def _solve_step(h, max_iter, model, state, ws, rates, stats, drive, nlock, add_w
     act, ctrl, awork = drive
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
-     Y) = em
+     Y, c0) = em
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     nv = mu.shape[0]
@@ -200,7 +207,7 @@ def _solve_step(h, max_iter, model, state, ws, rates, stats, drive, nlock, add_w
             theta <= CHORD if last < np.inf else update <= CHORD_FIRST * size))
         if not reused:
             newton_matrix(h, tf, ti, q0, mu, work, Qg.shape[0])
-            actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, R0, R, u, kd, Cb)
+            actuator_stiffness(h, tf, ti, act, ctrl, Qg, mu, c0, (R0, R, u), kd, Cb)
             if damp > 0.0:
                 _add_metric(tf, ti, damp, x1, R, IA)
             damped = damp > 0.0
@@ -238,6 +245,7 @@ def _solve_step(h, max_iter, model, state, ws, rates, stats, drive, nlock, add_w
             w[b, k] = L1[b, k] / tf[b, T_J + k]
     for j in range(nv):
         nu[j] = mu[j] / h
+    rotor_rates(h, tf, ti, mu, c0, nu)
     return True
 
 
@@ -420,7 +428,7 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
             if ti[b, I_VOFF] == j and (ti[b, I_KIND] == REVOLUTE or ti[b, I_KIND] == PRISMATIC):
                 Qg[ti[b, I_QOFF]] = tf[b, T_LO] if Lv[1, a] > 0.0 else tf[b, T_HI]
     # the rates at t_{n+1} of the momenta, then the impulse on the locked joints
-    if not momentum_rates(tf, ti, Qg, v, L, x, q, pass_arrays(scr), at_t, x1, u):
+    if not momentum_rates(tf, ti, Qg, v, L, nu, x, q, pass_arrays(scr), at_t, x1, u):
         return False
     for a in range(nlock):
         Lv[2, a] = 0.0
@@ -433,7 +441,18 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
             v[b, k] += x1[b, k]
             L[b, k] += tf[b, T_J + k] * u[b, k]
             w[b, k] = L[b, k] / tf[b, T_J + k]
+        if tf[b, T_ARM] != 0.0:  # and the rotors' momenta (momentum_rates took them in)
+            nu[ti[b, I_VOFF]] += Ld[ti[b, I_VOFF]]
     return True
+
+
+@jit_inline
+def hold_rotors(state, ws):
+    """The rates at the start of a step (the armatures' rotor rates among them) into its
+    scratch, where its residual reads them (:func:`.em_residual.joint_spring_force`)."""
+    nu, c0 = state.nu, ws.em.c0
+    for j in range(nu.shape[0]):
+        c0[j] = nu[j]
 
 
 @jit_inline
@@ -448,6 +467,7 @@ def solve(h, max_iter, end, limited, model, state, ws, pred, stats, drive, add_w
     cap = min(max_iter, end - stats[STAT_SPENT])
     if cap < 1:
         return False
+    hold_rotors(state, ws)
     made = stats[STAT_ITERS]
     if limited:
         ok = _solve_with_limits(h, cap, model, state, ws, pred, stats, drive, add_work)
@@ -468,6 +488,7 @@ def explicit_start(h, end, model, state, ws, stats, drive, pred, change, path):
     if end - stats[STAT_SPENT] <= PREDICT_CHARGE:
         return False
     stats[STAT_SPENT] += PREDICT_CHARGE
+    hold_rotors(state, ws)  # (choose_start evaluates the residual)
     if not predict(h, model, state, ws, drive, pred, change):
         return False
     nu_t, back = path[0], path[3]

@@ -47,7 +47,7 @@ def predict(h, model, state, ws, drive, pred, change):
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     nu_t = scr.nu0
     xs, vs, us, qs, Q1 = em.x1, em.v1, em.u, em.q1, em.Q1  # (free until the solve starts)
-    if not momentum_rates(tf, ti, Qg, v, L, xs, qs, pass_arrays(scr), nu_t, vs, us):
+    if not momentum_rates(tf, ti, Qg, v, L, nu, xs, qs, pass_arrays(scr), nu_t, vs, us):
         return False
     # (the end rates go to pred, which the mean rates then overwrite)
     if not rk4_step(h, True, model, Qg, nu_t, Q1, pred, ws, drive, change):

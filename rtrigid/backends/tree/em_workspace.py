@@ -33,7 +33,7 @@ def path_carve(work, nb, nq, nv):
 
 @jit
 def em_size(nb, nq, nv):
-    return (3 * nb * 8 + 4 * nb * 2 + 9 * nb + nb + nq + 4 * nv + 6 * nb * 2
+    return (3 * nb * 8 + 4 * nb * 2 + 9 * nb + nb + nq + 5 * nv + 6 * nb * 2
             + _jac_size(nb, nv))
 
 
@@ -44,7 +44,8 @@ def _jac_size(nb, nv):
 
 # the solver's scratch by name (what :func:`em_carve` returns)
 EmScratch = namedtuple("EmScratch", ("x0", "v0", "L0", "x1", "v1", "L1", "u", "fw", "q0", "q1",
-                                     "rot", "smid", "Q1", "mu", "dmu", "res", "rhs", "Fs", "Y"))
+                                     "rot", "smid", "Q1", "mu", "dmu", "res", "rhs", "Fs", "Y",
+                                     "c0"))
 # the Newton matrix's scratch by name (what :func:`jac_carve` returns)
 JacScratch = namedtuple("JacScratch", ("mt", "Nm", "dc", "xt", "R0", "SL", "SR", "Cb", "ucol",
                                        "pred", "M3", "aug", "kd"))
@@ -88,8 +89,10 @@ def em_carve(work, nb, nq, nv):
     Fs = view(work, o, (nb, 6))
     o += 6 * nb
     Y = view(work, o, (nb, 6))
+    o += 6 * nb
+    c0 = view(work, o, (nv,))  # the rates at the step's start (hold_rotors)
     return EmScratch(x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
-                     Y)
+                     Y, c0)
 
 
 @jit_inline

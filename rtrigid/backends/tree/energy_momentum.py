@@ -194,8 +194,9 @@ README; no restitution).
 
 Supported joints: every kind (spherical, revolute, prismatic, cylindrical, planar, fixed),
 free bodies; gravity, applied loads, held joint forces, actuators and point-to-point springs
-(exact discrete gradient through |d|², as for single bodies).  Joint springs/dampers are
-refused when the Simulation is built (not worked out for this scheme; see the README).
+(exact discrete gradient through |d|², as for single bodies); joint springs and dampers at the
+mean coordinate and rate (:func:`.em_residual.joint_spring_force`); joint armature as a rotor
+with a rate of its own, advanced by the midpoint rule (the same function).
 """
 
 from rtrigid._jit import jit
@@ -223,13 +224,15 @@ from rtrigid.backends.tree.em_solve import QUICK, explicit_solve, explicit_start
 from rtrigid.backends.tree.em_workspace import scratch_views, work_size  # noqa: F401
 from rtrigid.backends.tree.em_newton import newton_probe  # noqa: F401
 from rtrigid.backends.tree.em_start import mean_rates  # noqa: F401
+from rtrigid.backends.tree.em_residual import keep_rotor_rates  # noqa: F401
 from rtrigid.backends.tree.em_solve import PREDICT_CHARGE, TIGHT  # noqa: F401
 from rtrigid.backends.tree.em_policy import follow, out_of_budget, spent
 
 UNBUDGETED = 1 << 62  # the end of a step's iterations without a step budget (never reached)
 # After a step nu holds the step's mean rates mu / h (the predictor's input) and the bodies'
 # momenta meet the joints' velocity constraints only to O(h^2): the backend derives the rates
-# at t_{n+1} from those momenta (tree.backend.TreeBackend.rates)
+# at t_{n+1} from those momenta (tree.backend.TreeBackend.rates).  A joint with an armature is
+# the exception: its nu is its rotor's rate at t_{n+1}, a state (em_residual.rotor_rates)
 MEAN_RATES = True
 
 

@@ -12,6 +12,7 @@ State and rates.  As for the base scheme, ``nu`` after a step holds the mean rat
 step (so the module declares ``MEAN_RATES``, and the rates reported at t are derived from the
 bodies' momenta by the backend): the increments from the coordinates at its start to those at its end, divided by h
 (Cayley increments on the near root for quaternions; :func:`.energy_momentum.mean_rates`).
+A joint with an armature keeps its rotor's rate there, the last stage's (a state).
 
 Stage predictor.  A stage's unknowns are its mean rates, close to the rates at its mid-time.
 The base scheme's explicit predictor gives the step's mean rates p (one RK4 step from the
@@ -137,7 +138,10 @@ def _run(n, dt, F, I, stages, mids):
             for i in range(S.shape[0]):
                 S[i] = S_prev[i]
             return FAILED | flags
+        for j in range(nv):
+            rates[j] = nu[j]
         em.mean_rates(ti, Qg_prev, Qg, dt, nu)
+        em.keep_rotor_rates(tf, ti, rates, nu)  # (the armatures' rotor rates stay the last stage's)
         if m > 1:
             stats[STAT_FALLBACKS] += 1
             flags |= USED_FALLBACK
