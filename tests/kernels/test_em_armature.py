@@ -7,6 +7,8 @@ converges to the RK4 reference (``nullspace_rk4``, which moves MuJoCo's files wi
 as MuJoCo does) at the scheme's order; limits stay inelastic; a snapshot holds the rotors.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -15,10 +17,10 @@ from tests.kernels.test_em_joint_springs import D, springy_chain
 ARMATURE = (0.2, 1.0, 0.05)  # per joint: revolute, prismatic, revolute on a skew axis
 
 
-def armature_chain(integrator, dt, damping=D, servo=False, limit=None):
+def armature_chain(integrator, dt, damping=D, servo=False, limit=None, step_budget=None):
     """The springy chain of the springs' tests, with an armature on each joint."""
     return springy_chain(integrator, dt, servo=servo, damping=damping, armature=ARMATURE,
-                         limit=limit)
+                         limit=limit, step_budget=step_budget)
 
 
 def _rotor_energy(sim):
@@ -112,3 +114,19 @@ def test_a_snapshot_holds_the_rotors():
     sim.step(30)
     np.testing.assert_array_equal(sim.qpos(), after)
     assert sim.energy() == energy
+
+
+@pytest.mark.parametrize("integrator", ["energy_momentum", "energy_momentum4"])
+def test_the_budget_outcome_counts_the_rotors_energy(integrator):
+    """A step budget of 2 iterations at 1/30 s: steps that run out of it take the budget
+    outcome (an explicit step, its energy capped at the start's); with the rotors' energy in
+    the cap, the energy -- theirs included -- never grows and stays finite."""
+    sim = armature_chain(integrator, 1.0 / 30.0, damping=0.0, step_budget=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(90):
+            e0 = sim.energy()
+            sim.step()
+            assert np.all(np.isfinite(sim.qvel()))
+            assert sim.energy() <= e0 + 1e-12 * (abs(e0) + 1.0)
+    assert sim.solver_stats()["budget_steps"] >= 10

@@ -22,11 +22,12 @@ def springy_chain(
     axes=((0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (0.3, 1.0, 0.2)),
     armature=None,
     limit=None,
+    step_budget=None,
 ):
     """A hanging chain (by default revolute, prismatic, revolute on a skew axis), each joint
     with a spring k (c - 0.2) and a damper ``damping`` c'; ``servo``: a position servo on the first
-    joint too; ``armature``: each joint's; ``limit``: (lo, hi) on the first joint.  Started
-    off rest and moving."""
+    joint too; ``armature``: each joint's; ``limit``: (lo, hi) on the first joint;
+    ``step_budget``: the Simulation's.  Started off rest and moving."""
     m = rt.Model()
     prev = None
     for i, kind in enumerate(kinds):
@@ -48,7 +49,7 @@ def springy_chain(
         prev = b
     if servo:
         m.add_actuator("j0", "position", kp=20.0, kv=1.0, name="s0")
-    sim = rt.Simulation(m, integrator, dt)
+    sim = rt.Simulation(m, integrator, dt, step_budget=step_budget)
     for i, n in enumerate(sim.joint_names):
         sim.set_joint_position(n, [0.7 - 0.3 * i])
         sim.set_joint_velocity(n, [1.5 - i])

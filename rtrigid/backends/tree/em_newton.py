@@ -436,15 +436,16 @@ def newton_probe(dt, F, I, mu_in, g, res_out, sol_out):
     x0, v0, L0, q0, mu, res = em.x0, em.v0, em.L0, em.q0, em.mu, em.res
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     load_start(x, v, L, q, x0, v0, L0, q0, R0)
+    c0 = em.c0
     for j in range(nv):
         mu[j] = mu_in[j]
-        em.c0[j] = nu[j]  # the rotors' rates at t_n, as a step from this state takes them
+        c0[j] = nu[j]  # the rotors' rates at t_n, as a step from this state takes them
     act, ctrl = actuator_views(F, I)[:2]
     residual(dt, TreeModel(gravity, tf, ti, pf, pi, A, True), Qg, mu, x, q, work, act, ctrl)
     for j in range(nv):
         res_out[j] = res[j]
     newton_matrix(dt, tf, ti, q0, mu, work, nq)
-    actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, em.c0, (R0, scr.R, em.u), kd, Cb)
+    actuator_stiffness(dt, tf, ti, act, ctrl, Qg, mu, c0, (R0, scr.R, em.u), kd, Cb)
     if not _tree_factor(ti, SL, SR, Cb, IA, U, W, Dinv, I6, aug, kd, dc):
         return False
     tree_solve(ti, SL, SR, U, W, Dinv, g, pA, acc, ucol, sol_out)

@@ -184,8 +184,9 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
     nq = Qg.shape[0]
     load_start(x, v, L, q, x0, v0, L0, q0, R0)
     t0 = _kinetic(tf, v0, L0) + _rotor_kinetic(tf, ti, nu)
+    c0 = em.c0  # (written through this name: written as em.c0[j], the writes were lost)
     for j in range(nv):
-        em.c0[j] = nu[j]  # the armatures' rotor rates at t_n, as the residual takes them
+        c0[j] = nu[j]  # the armatures' rotor rates at t_n, as the residual takes them
     ok = momentum_rates(tf, ti, Qg, v, L, nu, x1, q1, pass_arrays(scr), nu, v1, u)
     # the momenta's projection on the joints drops the part that the mean-rate state leaves
     # off them (O(h^2), up to ~6 % of the kinetic energy on the hard steps of the lively
@@ -224,7 +225,7 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
         bw = rot_vec(R0[b], u[b, 0], u[b, 1], u[b, 2])
         for k in range(3):
             work += (x1[b, k] - x0[b, k]) * fw[b, k] + 2.0 * bw[k] * Y[b, k]
-    work -= _rotor_work(dt, tf, ti, mu, em.c0)  # internal: the rotors' energy is in t0 and t1
+    work -= _rotor_work(dt, tf, ti, mu, c0)  # internal: the rotors' energy is in t0 and t1
     cap = t0 + work
     if not (cap >= 0.0 and np.isfinite(cap)):
         return False
@@ -243,9 +244,9 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
                 w[b, k] *= f
                 L[b, k] *= f
     for j in range(nv):
-        em.c0[j] = f * nu[j]
+        c0[j] = f * nu[j]
         nu[j] = mu[j] / dt
-    keep_rotor_rates(tf, ti, em.c0, nu)
+    keep_rotor_rates(tf, ti, c0, nu)
     add_actuator_work(dt, act, ctrl, Q_start, mu, awork)
     return True
 
