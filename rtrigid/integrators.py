@@ -52,6 +52,7 @@ class Integrator(NamedTuple):
     friction: dict = {}  # backend -> {variant key: its kernel with joint Coulomb friction}
     # (none: it does not step joint friction)
     friction_contacts: bool = False  # it steps joint friction in a model with contacts
+    no_friction: str = ""  # why it does not step joint friction, where a reason is known
     options: dict = {}  # option -> allowed values, the default first
     rigid: dict = {}  # backend -> {variant key: a kernel for models without springs,
     # which compiles less}
@@ -157,9 +158,10 @@ class Integrator(NamedTuple):
                     )
                 if getattr(j, "friction", 0.0):
                     if backend not in self.friction:
+                        why = f": {self.no_friction}" if self.no_friction else ""
                         return (
                             f"{self.name} does not step joint friction (joint {j.name!r} "
-                            f"has {j.friction:g})"
+                            f"has {j.friction:g}){why}"
                         )
                     if rows:
                         return (
@@ -297,6 +299,7 @@ REGISTRY = {
             armature=True,
             loop_armature=False,
             loop_springs=False,
+            friction={TREE: {(): _T + "energy_momentum:step"}},
             rigid={BODIES: {(): _B + "energy_momentum:step_rigid"}},
             limit_bounce=False,
             loops=True,
@@ -325,6 +328,10 @@ REGISTRY = {
             armature=True,
             loop_armature=False,
             loop_springs=False,
+            no_friction=(
+                "a stage of its composition runs backward in time, where friction's "
+                "dissipation would be negative; energy_momentum steps it"
+            ),
             options={"composition": ("suzuki", "triple_jump")},
             rigid={
                 BODIES: {

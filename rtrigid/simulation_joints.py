@@ -185,3 +185,18 @@ class JointsMixin(SimulationBase):
         vs = self.backend.slots(b)[1]
         forces = self.backend.joint_forces
         return np.zeros(vs.stop - vs.start) if forces is None else forces[vs].copy()
+
+    def friction_work(self) -> float:
+        """The work the joints' Coulomb friction has done since construction (J, never
+        positive).
+
+        Counted by ``energy_momentum``, exactly: each step's sliding joints' ``-c |c1 - c0|``
+        and the kinetic energy taken out where a joint is stopped and held.  So
+        ``energy() - actuator_work().sum() - friction_work()`` stays constant to round-off in
+        a model without dampers.  Part of the state: snapshots keep it, a failed step rolls it
+        back.  The other schemes do not count it: NaN.
+        """
+        work = getattr(self.backend, "friction_work", None)
+        if work is None or self.integrator != "energy_momentum":
+            return math.nan
+        return float(work[0])

@@ -1,13 +1,14 @@
 """Joint Coulomb friction (``Model.add_joint(friction=...)``): stick and slip against exact
 references -- a pendulum's turning points from its energy balance, a slider on a tilted axis
-that holds or slides at (m g sin(a) - c) / m."""
+that holds or slides at (m g sin(a) - c) / m -- and under ``energy_momentum`` an energy balance
+exact to round-off: the energy lost is the friction's work (``friction_work``)."""
 import numpy as np
 import pytest
 from scipy.optimize import brentq
 
 import rtrigid as rt
 
-SCHEMES = ("nullspace_rk4", "semi_implicit_euler")
+SCHEMES = ("nullspace_rk4", "semi_implicit_euler", "energy_momentum")
 G = 9.81
 
 
@@ -41,6 +42,8 @@ def test_pendulum_turning_points_follow_the_energy_balance_and_it_stops_without_
         q.append(sim.qpos()[0])
         v.append(sim.qvel()[0])
     q, v = np.array(q), np.array(v)
+    # energy_momentum's rates are its momenta's: a held joint's is zero to round-off
+    v[np.abs(v) < 1e-15] = 0.0
     # a turning point: the step where the rate reaches zero or changes sign
     turns = [theta0] + [q[i] for i in range(1, len(v))
                         if (v[i] == 0.0 and v[i - 1] != 0.0) or v[i] * v[i - 1] < 0.0]
@@ -69,7 +72,7 @@ def test_a_slider_inside_its_friction_holds_exactly(scheme):
     friction = 0.5 * mass * G * np.cos(tilt)  # mu = 0.5 on a 16.7 degree slope
     sim = rt.Simulation(_slider(friction, tilt, mass), scheme, dt=1 / 60)
     sim.step(600)  # 10 s of a 60 Hz game
-    assert sim.qpos()[0] == 0.0 and sim.qvel()[0] == 0.0
+    assert sim.qpos()[0] == 0.0 and abs(sim.qvel()[0]) <= 1e-15
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -80,7 +83,7 @@ def test_a_slider_beyond_its_friction_slides_at_the_net_force_over_the_mass(sche
     n = 1000
     sim.step(n)
     t = n * dt
-    if scheme == "nullspace_rk4":  # a constant force: RK4 is exact
+    if scheme != "semi_implicit_euler":  # a constant force: RK4 and the midpoint are exact
         assert sim.qvel()[0] == pytest.approx(a * t, rel=1e-12)
         assert sim.qpos()[0] == pytest.approx(0.5 * a * t * t, rel=1e-12)
     else:  # semi-implicit Euler: v_n = a n h, x_n = a h^2 n (n + 1) / 2
@@ -95,31 +98,33 @@ def test_a_pushed_slider_stops_where_its_energy_is_spent(scheme):
     sim = rt.Simulation(_slider(friction, 0.0, mass), scheme, dt=1e-3)
     sim.set_qvel([v0])
     sim.step(2000)
-    assert sim.qvel()[0] == 0.0
+    assert abs(sim.qvel()[0]) <= 1e-15
     assert sim.qpos()[0] == pytest.approx(v0 * v0 * mass / (2 * friction), abs=2e-3 * v0)
+
+
+def _arm(friction):
+    """A two-link arm out of its hanging pose, with friction (shoulder, elbow)."""
+    m = rt.Model()
+    upper = m.add_body("upper", mass=1.0, inertia=(0.01, 0.01, 0.002))
+    lower = m.add_body("lower", mass=0.5, inertia=(0.005, 0.005, 0.001))
+    m.add_joint("revolute", None, upper, anchor_child=(0, 0, 0.2), axis_parent=(1, 0, 0),
+                friction=friction[0], position=0.8, name="shoulder")
+    m.add_joint("revolute", upper, lower, anchor_parent=(0, 0, -0.2),
+                anchor_child=(0, 0, 0.15), axis_parent=(1, 0, 0), friction=friction[1],
+                position=-0.4, name="elbow")
+    return m
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_coupled_joints_hold_together_or_slide_off(scheme):
     """A two-link arm out of its hanging pose: with enough friction on both joints nothing
     moves; with too little at the shoulder the arm falls and its energy only decreases."""
-    def arm(friction):
-        m = rt.Model()
-        upper = m.add_body("upper", mass=1.0, inertia=(0.01, 0.01, 0.002))
-        lower = m.add_body("lower", mass=0.5, inertia=(0.005, 0.005, 0.001))
-        m.add_joint("revolute", None, upper, anchor_child=(0, 0, 0.2), axis_parent=(1, 0, 0),
-                    friction=friction[0], position=0.8, name="shoulder")
-        m.add_joint("revolute", upper, lower, anchor_parent=(0, 0, -0.2),
-                    anchor_child=(0, 0, 0.15), axis_parent=(1, 0, 0), friction=friction[1],
-                    position=-0.4, name="elbow")
-        return m
-
-    held = rt.Simulation(arm((5.0, 2.0)), scheme, dt=2e-3)
+    held = rt.Simulation(_arm((5.0, 2.0)), scheme, dt=2e-3)
     start = held.qpos().copy()
     held.step(500)
-    assert np.array_equal(held.qpos(), start) and not np.any(held.qvel())
+    assert np.array_equal(held.qpos(), start) and np.all(np.abs(held.qvel()) <= 1e-15)
 
-    falls = rt.Simulation(arm((0.5, 2.0)), scheme, dt=2e-3)
+    falls = rt.Simulation(_arm((0.5, 2.0)), scheme, dt=2e-3)
     energy = [falls.energy()]
     for _ in range(100):
         falls.step(5)
@@ -129,12 +134,40 @@ def test_coupled_joints_hold_together_or_slide_off(scheme):
     assert np.max(np.diff(energy)) <= 1e-6 * abs(energy[0])
 
 
-def test_the_conserving_schemes_refuse_joint_friction_and_name_the_ones_that_step_it():
-    model = _pendulum(0.3, 0.5)
-    for scheme in ("energy_momentum", "energy_momentum4"):
-        with pytest.raises(ValueError, match="does not step joint friction") as e:
-            rt.Simulation(model, scheme, dt=1e-3)
-        assert "'hinge'" in str(e.value) and "nullspace_rk4" in str(e.value)
+@pytest.mark.parametrize("case", ["pendulum", "arm"])
+def test_energy_momentum_loses_exactly_the_friction_work(case):
+    """energy() - friction_work() stays put to round-off (1e-9 of the energy asked) while
+    the joints slide, turn, stick and slide off again, and the friction did real work."""
+    if case == "pendulum":
+        sim = rt.Simulation(_pendulum(0.3, np.radians(30.0)), "energy_momentum", dt=1e-3)
+    else:  # two coupled joints, the elbow's friction too weak to hold it, swung at 1/120 s
+        sim = rt.Simulation(_arm((0.05, 0.02)), "energy_momentum", dt=1 / 120)
+        sim.set_qvel([3.0, -2.0])
+    e0 = sim.energy()
+    drift = []
+    for _ in range(300):
+        sim.step(10)
+        drift.append(sim.energy() - sim.friction_work() - e0)
+    assert sim.friction_work() < -0.05  # J: the friction took a good part of the energy
+    assert np.max(np.abs(drift)) <= 1e-9 * max(abs(e0), abs(sim.friction_work()))
+    snap = sim.snapshot()
+    work = sim.friction_work()
+    sim.step(5)
+    sim.restore(snap)
+    assert sim.friction_work() == work  # part of the state
+
+
+def test_energy_momentum4_refuses_joint_friction_and_says_why():
+    with pytest.raises(ValueError, match="does not step joint friction") as e:
+        rt.Simulation(_pendulum(0.3, 0.5), "energy_momentum4", dt=1e-3)
+    assert "'hinge'" in str(e.value) and "backward" in str(e.value)
+    assert "energy_momentum" in str(e.value).split("backward")[1]
+
+
+def test_the_schemes_that_do_not_count_friction_work_say_nan():
+    sim = rt.Simulation(_pendulum(0.3, 0.5), "nullspace_rk4", dt=1e-3)
+    sim.step(10)
+    assert np.isnan(sim.friction_work())
 
 
 @pytest.mark.parametrize("kind,kw", [
@@ -222,3 +255,18 @@ def test_joint_friction_is_internal_a_floating_chain_keeps_its_momentum():
         p, l = sim.momentum()
         assert np.max(np.abs(p - p0)) < 1e-9 and np.max(np.abs(l - l0)) < 1e-9
     assert np.all(np.diff(energy) < 0.0) and energy[-1] < 0.95 * e0
+
+
+def test_energy_momentum_out_of_its_step_budget_never_gains_energy_with_friction():
+    """The budget outcome (an explicit step capped to the energy) counts the sliding joints'
+    friction in its cap and in friction_work(): energy() - friction_work() never grows."""
+    sim = rt.Simulation(_arm((0.05, 0.02)), "energy_momentum", dt=1 / 30, step_budget=3)
+    sim.set_qvel([8.0, -6.0])
+    balance = [sim.energy() - sim.friction_work()]
+    with pytest.warns(RuntimeWarning, match="step_budget"):
+        for _ in range(100):
+            sim.step()
+            balance.append(sim.energy() - sim.friction_work())
+    assert sim.solver_stats()["budget_steps"] > 50
+    assert sim.friction_work() < 0.0
+    assert np.max(np.diff(balance)) <= 1e-12 * abs(balance[0])

@@ -142,7 +142,7 @@ def newton_matrix(h, tf, ti, q0, mu, work, nq):
     R, rj = scr.R, scr.rj
     IA = scr.IA
     (x0, v0, L0, x1, v1, L1, u, fw, q0_, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
-     Y, c0) = em
+     Y, c0, sl, fr) = em
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     c = 0.5 * h

@@ -21,7 +21,7 @@ from rtrigid.backends.tree.limits import clamp_limits
 from rtrigid.backends.tree.em_workspace import core_size
 from rtrigid.backends.tree.em_residual import keep_rotor_rates, load_start, residual
 from rtrigid.backends.tree.em_start import mean_rates, rk4_step, work_of
-from rtrigid.backends.tree.em_solve import PREDICT_CHARGE, add_actuator_work, solve
+from rtrigid.backends.tree.em_solve import PREDICT_CHARGE, add_actuator_work, slide_work, solve
 
 # path-following of a step whose explicit start failed (see follow): the most solves,
 # iterations per solve, the first step in s = h / dt and the smallest, and the iterations
@@ -36,14 +36,17 @@ BUDGET_RK4 = 4  # RK4 steps the budget outcome takes over a step (see _budget_ou
 
 
 @jit
-def _whole_step_work(dt, act, ctrl, S, S_prev, nq, mu, awork):
-    """A whole step of size dt kept after tries that added no actuator work (:func:`follow`):
-    ``awork`` <- the work at the step's start plus the step's, as if the step had been taken
-    directly (mu its increments)."""
+def _whole_step_work(dt, act, ctrl, S, S_prev, nq, mu, awork, fr):
+    """A whole step of size dt kept after tries that added no work (:func:`follow`):
+    ``awork`` (the accounts at the end of S) <- the work at the step's start plus the
+    step's, as if the step had been taken directly (mu its increments; ``fr``: the joint
+    friction's work over it, when ``awork`` holds that account after the actuators')."""
     na = awork.shape[0]
     for a in range(na):
         awork[a] = S_prev[S.shape[0] - na + a]
     add_actuator_work(dt, act, ctrl, S_prev[:nq], mu, awork)
+    if na > act.shape[0]:
+        awork[act.shape[0]] += fr[0]
 
 
 @jit
@@ -87,7 +90,7 @@ def follow(dt, max_iter, end, limited, model, S, S_prev, state, ws, stats, drive
         ok = solve(target * dt, min(FOLLOW_ITER, max_iter), end, limited, model, state, ws,
                    start, stats, drive, False) and all_finite(S)
         if ok and target == 1.0:
-            _whole_step_work(dt, act, ctrl, S, S_prev, nq, em.mu, awork)
+            _whole_step_work(dt, act, ctrl, S, S_prev, nq, em.mu, awork, em.fr)
             return True
         if ok:
             for j in range(nv):
@@ -163,7 +166,9 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
     (b = 2 tan(phi/2) n for a turn phi about n: the exact work phi n.M to O(phi^3)), a
     revolute or slide joint's held force f (s1 - s0), a spherical joint's held torque
     tau.Rbar^T (b_c - b_p), an actuator's g f (c1 - c0) at the mean coordinate and rate,
-    which is added to its work as a converged step adds it.  The armatures' forces are left
+    which is added to its work as a converged step adds it, and a joint's friction sliding
+    against the way its increment went, -c |c1 - c0| (added to the friction's account; the
+    RK4 motion leaves it out).  The armatures' forces are left
     out of W: their work is minus the change of the rotors' energy a r²/2, which T0 and T1
     hold.  When T1 exceeds the cap, the momenta are scaled by
     sqrt(cap / T1); T0 + W < 0 (the explicit motion climbs higher than the energy allows) has
@@ -219,6 +224,9 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
     mean_rates(ti, Q_start, Qg, dt, mu)
     for j in range(nv):
         mu[j] *= dt
+    sl = em.sl  # the joints with friction slide the way they moved (their work is in W)
+    for j in range(nv):
+        sl[j] = 1.0 if mu[j] > 0.0 else (-1.0 if mu[j] < 0.0 else 0.0)
     residual(dt, model, Q_start, mu, x, q, work_of(scr), act, ctrl)
     work = 0.0
     for b in range(nb):
@@ -248,6 +256,8 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
         nu[j] = mu[j] / dt
     keep_rotor_rates(tf, ti, c0, nu)
     add_actuator_work(dt, act, ctrl, Q_start, mu, awork)
+    if awork.shape[0] > act.shape[0]:
+        awork[act.shape[0]] += slide_work(tf, ti, sl, mu)
     return True
 
 

@@ -24,6 +24,7 @@ from rtrigid.backends.tree.kinematics import (
     T_AC,
     T_ARM,
     T_DAMP,
+    T_FRIC,
     T_J,
     T_K,
     T_MASS,
@@ -118,7 +119,7 @@ def residual(h, model, Q0, mu, x, q, work, act, ctrl):
     jx = jac_carve(work, ti.shape[0], Q0.shape[0], mu.shape[0])
     R, rj = scr.R, scr.rj
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu_, dmu, res, rhs, Fs,
-     Y, c0) = em
+     Y, c0, sl, fr) = em
     mt, R0 = jx.mt, jx.R0
     nb = ti.shape[0]
     update_coordinates(ti, Q0, mu, Q1)
@@ -288,11 +289,27 @@ def keep_rotor_rates(tf, ti, rotor, nu):
 
 
 @jit_inline
+def friction_force(tf, ti, b, slide):
+    """The friction force of body b's joint while it slides: -c ``slide`` at its rate offset
+    (+-1 the way it slides, 0 while it is held; see :func:`.em_solve.friction_locks`), a
+    constant over the step, whose work is exactly -c |c1 - c0| when the joint slides the way
+    it is taken to.  0 on a joint without friction."""
+    c = tf[b, T_FRIC]
+    kind = ti[b, I_KIND]
+    if c == 0.0 or (kind != REVOLUTE and kind != PRISMATIC):
+        return 0.0
+    return -c * slide[ti[b, I_VOFF]]
+
+
+@jit_inline
 def _joint_spring_loads(h, tf, ti, Q0, mu, R0, em):
-    """The joint springs' and dampers' torque (force) pairs, doing their exact discrete work
-    (:func:`joint_spring_force`), into fw and Y, as an actuator's (:func:`_actuator_loads`)."""
+    """The joint springs', dampers' and sliding friction's torque (force) pairs, doing their
+    exact discrete work (:func:`joint_spring_force`, :func:`friction_force`), into fw and Y,
+    as an actuator's (:func:`_actuator_loads`)."""
     for b in range(ti.shape[0]):
         ov, f, _ = joint_spring_force(h, tf, ti, b, Q0, mu, em.c0)
+        if tf[b, T_FRIC] != 0.0:
+            f += friction_force(tf, ti, b, em.sl)
         if f != 0.0:
             _joint_pair(tf, ti, b, f, mu[ov], R0, em)
 

@@ -14,6 +14,7 @@ from rtrigid.backends.tree.kinematics import (
     PRISMATIC,
     REVOLUTE,
     T_ARM,
+    T_FRIC,
     T_HI,
     T_J,
     T_LO,
@@ -28,12 +29,14 @@ from rtrigid.backends.tree.kinematics import (
 from rtrigid.backends.tree.layout import limit_arrays, pass_arrays
 from rtrigid.backends import newton
 from rtrigid.backends.tree.dynamics import momentum_rates
+from rtrigid.backends.tree.friction import has_friction
 from rtrigid.backends.tree.limits import limit_impulse
 from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.newton import ACCEPT
 from rtrigid.backends.tree.em_workspace import em_carve, jac_carve
 from rtrigid.backends.tree.em_residual import (
     canonical_roots,
+    friction_force,
     load_start,
     residual,
     rotor_rates,
@@ -72,6 +75,8 @@ QUICK = 8  # iterations the cheap start gets before the explicit start is comput
 # three residuals) is charged to the step budget, in Newton iterations: sub-steps that
 # converge in a few iterations each are paid mostly in starts (README, "The step budget")
 PREDICT_CHARGE = 4
+ROUNDS = 6  # rounds of locks of a step with limits (see _solve_with_limits)
+FRICTION_ROUNDS = 12  # and of a step with joint friction
 
 
 @jit
@@ -114,7 +119,7 @@ def _solve_step(h, max_iter, model, state, ws, rates, stats, drive, nlock, add_w
     act, ctrl, awork = drive
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
     (x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
-     Y, c0) = em
+     Y, c0, sl, fr) = em
     mt, Nm, dc, xt, R0, SL, SR, Cb, ucol, pred, M3, aug, kd = jx
     nb = ti.shape[0]
     nv = mu.shape[0]
@@ -338,6 +343,91 @@ def _keep_locked(ti, passes, jx, dmu, nlock, limits):
 
 
 @jit
+def _locked(Lv, nlock, ov):
+    """Whether rate ov is among the first ``nlock`` locks of Lv."""
+    for a in range(nlock):
+        if int(Lv[0, a]) == ov:
+            return True
+    return False
+
+
+@jit
+def _hold(Lv, nlock, ov, sl):
+    """Lock rate ov as held by its friction (increment 0; Lv[1] = 0 marks such a lock);
+    returns the new number of locks."""
+    Lv[0, nlock] = ov
+    Lv[1, nlock] = 0.0
+    Lv[2, nlock] = 0.0
+    Lv[3, nlock] = 0.0
+    sl[ov] = 0.0
+    return nlock + 1
+
+
+@jit
+def friction_locks(tf, ti, rates, sl, Lv):
+    """The joints with friction at a step's start (``rates``: the rates there): one at rest
+    is held (locked, see :func:`_solve_with_limits`), one that moves slides the way it moves
+    (sl = its sign).  Returns the number held, the first locks of Lv."""
+    nlock = 0
+    for b in range(ti.shape[0]):
+        kind = ti[b, I_KIND]
+        if (kind == REVOLUTE or kind == PRISMATIC) and tf[b, T_FRIC] > 0.0:
+            ov = ti[b, I_VOFF]
+            if rates[ov] == 0.0:
+                nlock = _hold(Lv, nlock, ov, sl)
+            else:
+                sl[ov] = 1.0 if rates[ov] > 0.0 else -1.0
+    return nlock
+
+
+@jit
+def _released(h, tf, ti, res, sl, Lv, a):
+    """Whether lock a comes off after a solve (:func:`_solve_with_limits`): a limit's when it
+    pulls (its torque res/h against the limit's side); a friction hold's when its torque
+    passes the bound c -- the joint then slides off against it (sl = -sign(res))."""
+    j = int(Lv[0, a])
+    if Lv[1, a] != 0.0:
+        return Lv[1, a] * res[j] * h < 0.0
+    if abs(res[j]) > h * _friction_bound(tf, ti, j):
+        sl[j] = -1.0 if res[j] > 0.0 else 1.0
+        return True
+    return False
+
+
+@jit
+def _turned(tf, ti, mu, sl, Lv, nlock):
+    """Hold every sliding joint whose increment went against its sliding direction: it
+    turned within the step.  Returns (the number of locks, whether any was added)."""
+    changed = False
+    for b in range(ti.shape[0]):
+        ov = ti[b, I_VOFF]
+        if sl[ov] * mu[ov] < 0.0 and tf[b, T_FRIC] > 0.0 and not _locked(Lv, nlock, ov):
+            nlock = _hold(Lv, nlock, ov, sl)
+            changed = True
+    return nlock, changed
+
+
+@jit
+def _friction_bound(tf, ti, ov):
+    """The friction bound c of the joint whose rate is ov."""
+    for b in range(ti.shape[0]):
+        kind = ti[b, I_KIND]
+        if ti[b, I_VOFF] == ov and (kind == REVOLUTE or kind == PRISMATIC):
+            return tf[b, T_FRIC]
+    return 0.0
+
+
+@jit
+def slide_work(tf, ti, sl, mu):
+    """The sliding joints' friction work over increments mu: sum of -c sl mu."""
+    work = 0.0
+    for b in range(ti.shape[0]):
+        if tf[b, T_FRIC] != 0.0:
+            work += friction_force(tf, ti, b, sl) * mu[ti[b, I_VOFF]]
+    return work
+
+
+@jit
 def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_work):
     """:func:`_solve_step` with the joint limits (revolute and prismatic joints; see the
     README); the actuators' work over the step taken is added to ``awork`` with ``add_work``.
@@ -352,34 +442,51 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
     joints' rates at t_{n+1} (from the momenta) are set to 0 by a joint-space impulse, which
     only takes energy out (the limits are inelastic: the registry refuses a restitution for
     this scheme).  The actuators' work is added once, for the step finally taken.
+
+    Joint friction (Coulomb's law, bound c) by the same locks: a joint held by its friction
+    is locked with increment 0 and released, to slide against the torque that held it, when
+    that torque (its equation's residual / h) passes c; a sliding joint takes the constant
+    force -c sign (see :func:`.em_residual.friction_force`, exact work -c |c1 - c0|) and is
+    held when its increment goes against it (:func:`friction_locks`,
+    :func:`_released`, :func:`_turned`; FRICTION_ROUNDS rounds).  A held joint's rate at t_{n+1} is
+    set to 0 by the end impulse too, whose energy it takes out (sum of the impulses times
+    the rates before them, / 2, exact) counts as the friction's work, with the sliding
+    joints' -c |c1 - c0|: em.fr[0], added to the friction's account (awork[na]) with
+    ``add_work``.
     """
     gravity, tf, ti, pf, pi, A, forces = model
     Qg, nu, x, q, v, w, L = state
     scr, em, jx = ws
     act, ctrl, awork = drive
-    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
-    start, guess, at_t = scr.Q0, scr.nus, scr.nudot
-    Lc, La, Lv, Ld = limit_arrays(scr)
-    x0, v0, L0, x1, u, q0, res = em.x0, em.v0, em.L0, em.x1, em.u, em.q0, em.res
+    start, guess, Lv = scr.Q0, scr.nus, scr.Lv
+    x0, v0, L0, q0, res = em.x0, em.v0, em.L0, em.q0, em.res
     nb = ti.shape[0]
     nv = nu.shape[0]
+    sl = em.sl
     made = stats[STAT_ITERS]
     for i in range(Qg.shape[0]):
         start[i] = Qg[i]
-    if not _solve_step(h, max_iter, model, state, ws, rates, stats, drive, 0, False):
-        return False
+    rounds = ROUNDS
     nlock = 0
-    for _ in range(6):
+    if has_friction(tf, ti):
+        rounds = FRICTION_ROUNDS
+        nlock = friction_locks(tf, ti, em.c0, sl, Lv)
+    if not _solve_step(h, max_iter, model, state, ws, rates, stats, drive, nlock, False):
+        return False
+    for _ in range(rounds):
         changed = False
         a = 0
-        while a < nlock:  # release a lock that pulls
-            if Lv[1, a] * res[int(Lv[0, a])] * h < 0.0:
+        while a < nlock:  # release a lock that pulls, or a friction hold past its bound
+            if _released(h, tf, ti, res, sl, Lv, a):
                 nlock -= 1
                 for r in range(4):
                     Lv[r, a] = Lv[r, nlock]
                 changed = True
             else:
                 a += 1
+        if rounds == FRICTION_ROUNDS:
+            nlock, turned = _turned(tf, ti, em.mu, sl, Lv, nlock)
+            changed = changed or turned
         for b in range(nb):
             kind = ti[b, I_KIND]
             if kind != REVOLUTE and kind != PRISMATIC:
@@ -389,10 +496,7 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
             sign = 1.0 if Qg[o] < tf[b, T_LO] else (-1.0 if Qg[o] > tf[b, T_HI] else 0.0)
             if sign == 0.0:
                 continue
-            known = False
-            for a in range(nlock):
-                known = known or int(Lv[0, a]) == ov
-            if known:
+            if _locked(Lv, nlock, ov):
                 continue
             Lv[0, nlock] = ov
             Lv[1, nlock] = sign
@@ -418,12 +522,35 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
         if left < 1 or not _solve_step(h, left, model, state, ws, guess, stats, drive, nlock,
                                        False):
             return False
+    fr = em.fr
+    fr[0] = slide_work(tf, ti, sl, em.mu) if rounds == FRICTION_ROUNDS else 0.0
+    if nlock > 0 and not _lock_impulse(model, state, ws, nlock):
+        return False
     if add_work:
         add_actuator_work(h, act, ctrl, start, em.mu, awork)  # of the step taken, once
-    if nlock == 0:
-        return True
+        if rounds == FRICTION_ROUNDS:
+            awork[act.shape[0]] += fr[0]
+    return True
+
+
+@jit
+def _lock_impulse(model, state, ws, nlock):
+    """The end of a step with ``nlock`` locks (:func:`_solve_with_limits`): a joint locked on
+    a limit is put exactly on it, and every locked joint's rate at t_{n+1} set to 0 by a
+    joint-space impulse; the energy that takes out at the joints held by friction is added
+    to em.fr[0].  False if singular."""
+    gravity, tf, ti, pf, pi, A, forces = model
+    Qg, nu, x, q, v, w, L = state
+    scr, em, jx = ws
+    R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = pass_arrays(scr)
+    at_t = scr.nudot
+    Lc, La, Lv, Ld = limit_arrays(scr)
+    x1, u = em.x1, em.u
+    nb = ti.shape[0]
     for a in range(nlock):  # exactly on the limit (start + increment may miss it by an ulp)
         j = int(Lv[0, a])
+        if Lv[1, a] == 0.0:
+            continue  # (held by friction: its increment is 0)
         for b in range(nb):
             if ti[b, I_VOFF] == j and (ti[b, I_KIND] == REVOLUTE or ti[b, I_KIND] == PRISMATIC):
                 Qg[ti[b, I_QOFF]] = tf[b, T_LO] if Lv[1, a] > 0.0 else tf[b, T_HI]
@@ -434,6 +561,10 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
         Lv[2, a] = 0.0
     if not limit_impulse(ti, pass_arrays(scr), limit_arrays(scr), nlock, at_t):
         return False
+    fr = em.fr
+    for a in range(nlock):  # (the kinetic energy's change is sum of lambda (nu0 + nu1) / 2)
+        if Lv[1, a] == 0.0:
+            fr[0] += 0.5 * Lv[3, a] * at_t[int(Lv[0, a])]
     joint_velocities(ti, G, Ld, V, cb)
     body_rates(ti, R, G, V, x1, u)
     for b in range(nb):

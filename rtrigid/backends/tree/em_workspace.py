@@ -33,7 +33,7 @@ def path_carve(work, nb, nq, nv):
 
 @jit
 def em_size(nb, nq, nv):
-    return (3 * nb * 8 + 4 * nb * 2 + 9 * nb + nb + nq + 5 * nv + 6 * nb * 2
+    return (3 * nb * 8 + 4 * nb * 2 + 9 * nb + nb + nq + 6 * nv + 1 + 6 * nb * 2
             + _jac_size(nb, nv))
 
 
@@ -45,7 +45,7 @@ def _jac_size(nb, nv):
 # the solver's scratch by name (what :func:`em_carve` returns)
 EmScratch = namedtuple("EmScratch", ("x0", "v0", "L0", "x1", "v1", "L1", "u", "fw", "q0", "q1",
                                      "rot", "smid", "Q1", "mu", "dmu", "res", "rhs", "Fs", "Y",
-                                     "c0"))
+                                     "c0", "sl", "fr"))
 # the Newton matrix's scratch by name (what :func:`jac_carve` returns)
 JacScratch = namedtuple("JacScratch", ("mt", "Nm", "dc", "xt", "R0", "SL", "SR", "Cb", "ucol",
                                        "pred", "M3", "aug", "kd"))
@@ -91,8 +91,13 @@ def em_carve(work, nb, nq, nv):
     Y = view(work, o, (nb, 6))
     o += 6 * nb
     c0 = view(work, o, (nv,))  # the rates at the step's start (hold_rotors)
+    o += nv
+    # the joints with friction: +-1 on a rate sliding that way, 0 on one held (friction_locks);
+    # and the friction's work over the step solved last (em_solve._solve_with_limits)
+    sl = view(work, o, (nv,))
+    fr = view(work, o + nv, (1,))
     return EmScratch(x0, v0, L0, x1, v1, L1, u, fw, q0, q1, rot, smid, Q1, mu, dmu, res, rhs, Fs,
-                     Y, c0)
+                     Y, c0, sl, fr)
 
 
 @jit_inline

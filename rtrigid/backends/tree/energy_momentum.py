@@ -215,8 +215,9 @@ from rtrigid.backends.buffers import (
     all_finite,
 )
 from rtrigid.backends.tree.kinematics import actuator_views, carve, open_buffers, state_views
+from rtrigid.backends.tree.friction import has_friction
 from rtrigid.backends.tree.limits import has_limits
-from rtrigid.backends.tree.layout import Drive, TreeModel, TreeState
+from rtrigid.backends.tree.layout import Drive, TreeModel, TreeState, work_accounts
 from rtrigid.backends.tree.em_workspace import EmWork, em_carve, jac_carve, path_carve
 from rtrigid.backends.tree.em_start import extrapolate, predict
 from rtrigid.backends.tree.em_solve import QUICK, explicit_solve, explicit_start, solve
@@ -248,14 +249,15 @@ def step(n, dt, F, I):
     jx = jac_carve(work, nb, nq, nv)
     path = path_carve(work, nb, nq, nv)
     pred, change = jx.pred, scr.knu[0]
-    act, ctrl, awork = actuator_views(F, I)
+    act, ctrl = actuator_views(F, I)[:2]
+    awork = work_accounts(F, I)  # the actuators' work, then the joint friction's
     forces = False  # any joint force held (A after the body loads; constant over the call)
     for i in range(6 * nb, 6 * nb + nv):
         forces = forces or A[i] != 0.0
     max_iter = int(solver[SOLVER_MAX_ITER])
     most = 2 ** int(solver[SOLVER_HALVINGS])
     budget = int(solver[SOLVER_BUDGET])
-    limited = has_limits(tf, ti)
+    limited = has_limits(tf, ti) or has_friction(tf, ti)  # (both take locks: em_solve)
     model = TreeModel(gravity, tf, ti, pf, pi, A, forces)
     state = TreeState(Qg, nu, x, q, v, w, L)
     ws = EmWork(scr, em, jx)

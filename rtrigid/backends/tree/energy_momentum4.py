@@ -79,7 +79,8 @@ def _run(n, dt, F, I, stages, mids):
     for i in range(6 * nb, 6 * nb + nv):
         forces = forces or A[i] != 0.0
     pred = jx.pred
-    act, ctrl, awork = em.actuator_views(F, I)
+    act, ctrl = em.actuator_views(F, I)[:2]
+    awork = em.work_accounts(F, I)  # (as the base scheme's)
     change = work[o:o + nv]
     rates = work[o + nv:o + 2 * nv]
     max_iter = int(solver[SOLVER_MAX_ITER])

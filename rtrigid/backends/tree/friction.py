@@ -126,6 +126,16 @@ def _refine(La, Lv, k):
 
 
 @jit
+def has_friction(tf, ti):
+    """True when some revolute or prismatic joint of the tree has friction."""
+    for b in range(ti.shape[0]):
+        kind = ti[b, I_KIND]
+        if (kind == REVOLUTE or kind == PRISMATIC) and tf[b, T_FRIC] > 0.0:
+            return True
+    return False
+
+
+@jit
 def friction_rates(tf, ti, Lv):
     """Lv[0, a], Lv[2, a] <- the rate index and friction bound of every joint with friction;
     returns how many."""

@@ -123,7 +123,8 @@ Passes = namedtuple("Passes", Scratch._fields[:14])
 TreeTables = namedtuple("TreeTables", ("tf", "ti", "pf", "pi", "gravity"))
 # The groups the stepping kernels pass along instead of their members one by one (a kernel
 # unpacks what it uses): the model and its applied loads A (``forces``: some joint force is
-# held), the state's views (:func:`state_views`) and the actuators (:func:`actuator_views`)
+# held), the state's views (:func:`state_views`) and the actuators (:func:`actuator_views`;
+# ``energy_momentum``'s ``awork`` is :func:`work_accounts`', the joint friction's work last)
 TreeModel = namedtuple("TreeModel", ("gravity", "tf", "ti", "pf", "pi", "A", "forces"))
 TreeState = namedtuple("TreeState", ("Qg", "nu", "x", "q", "v", "w", "L"))
 Drive = namedtuple("Drive", ("act", "ctrl", "awork"))
@@ -157,7 +158,8 @@ def applied_views(A, nb, nv):
 
 @jit
 def state_size(nb, nq, nv, na):
-    return nq + nv + 16 * nb + na
+    """(Qg, nu, x, q, v, w, L), the actuators' cumulative work (na), the joint friction's (1)."""
+    return nq + nv + 16 * nb + na + 1
 
 
 @jit
@@ -211,7 +213,18 @@ def actuator_views(F, I):
     S, S_prev, A, solver, stats, work = sections(F, I, nf_model, ni_model, n_state,
                                                  applied_size(nb, nv, na))
     act = view(F, nf_model - ACT_WIDTH * na, (na, ACT_WIDTH))
-    return act, view(A, 6 * nb + nv, (na,)), view(S, n_state - na, (na,))
+    return act, view(A, 6 * nb + nv, (na,)), view(S, n_state - 1 - na, (na,))
+
+
+@jit_inline
+def work_accounts(F, I):
+    """The cumulative work in S (na + 1,): each actuator's (as :func:`actuator_views`), then
+    the joint friction's, which ``energy_momentum`` counts (its ``awork`` in :data:`Drive`)."""
+    nb, ns, nq, nv, na = I[0], I[1], I[2], I[3], I[4]
+    nf_model, ni_model = model_sizes(nb, ns, na)
+    n_state = state_size(nb, nq, nv, na)
+    S = sections(F, I, nf_model, ni_model, n_state, applied_size(nb, nv, na))[0]
+    return view(S, n_state - 1 - na, (na + 1,))
 
 
 @jit_inline
