@@ -2,7 +2,7 @@
 hanging pose) stepped without friction, with friction too small to hold any joint (every
 joint sliding), with friction that holds some joints and not others, and with friction
 that holds every joint; the median microseconds per step of ``--repeats`` runs of
-``--steps`` steps each, both tree schemes that take joint friction.
+``--steps`` steps each, under every tree scheme that takes joint friction.
 
     python scripts/joint_friction_bench.py [--links 1 7] [--steps 2000] [--repeats 5]
 """
@@ -54,7 +54,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     print("scheme, links: " + ", ".join(name for name, _ in CASES) + " (us per step)")
-    for scheme in ("nullspace_rk4", "semi_implicit_euler"):
+    for scheme in ("nullspace_rk4", "semi_implicit_euler", "energy_momentum"):
         for n in args.links:
             cost = [
                 per_step_us(rt.Simulation(chain(n, c), scheme, dt=1e-3), args.steps, args.repeats)

@@ -270,3 +270,15 @@ def test_energy_momentum_out_of_its_step_budget_never_gains_energy_with_friction
     assert sim.solver_stats()["budget_steps"] > 50
     assert sim.friction_work() < 0.0
     assert np.max(np.diff(balance)) <= 1e-12 * abs(balance[0])
+
+
+def test_a_batch_under_energy_momentum_steps_friction_as_a_simulation():
+    model = _arm((0.05, 0.02))
+    sim = rt.Simulation(model, "energy_momentum", dt=1 / 120)
+    sim.set_qvel([3.0, -2.0])
+    sim.step(300)
+    batch = rt.Batch(model, 2, "energy_momentum", dt=1 / 120)
+    batch.set_qvel(np.array([[3.0, -2.0]] * 2))
+    batch.step(300)
+    assert sim.friction_work() < -0.1  # the joints slid and stuck
+    assert np.array_equal(batch.qpos(), np.stack([sim.qpos()] * 2))
