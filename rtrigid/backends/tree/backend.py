@@ -38,7 +38,7 @@ from rtrigid.backends.tree.kinematics import (
     state_views,
 )
 from rtrigid.backends.tree.dynamics import changed, rates_of_momenta
-from rtrigid.backends.tree.layout import TreeState
+from rtrigid.backends.tree.layout import TreeState, work_accounts
 from rtrigid.joints import geometry
 from rtrigid.maths import quat
 
@@ -64,7 +64,7 @@ class TreeBackend:
         self.joint_forces = applied_views.py_func(self.A, tree.nb, nv)[2]
         # the actuators' table, controls (in A) and cumulative work (in S)
         self.act, self.controls, self.actuator_work = actuator_views.py_func(self.F, self.I)
-        self.friction_work = self.S[n_state - 1:]  # the joint friction's (energy_momentum's)
+        self.friction_work = work_accounts.py_func(self.F, self.I)[-1:]  # energy_momentum's
         self._tf, self._ti = tree.tf, tree.ti
         (self.Qg, self.nu, self.x, self.q, self.v, self.w, self._L) = state_views.py_func(
             self.S, tree.nb, nq, nv)

@@ -38,15 +38,14 @@ BUDGET_RK4 = 4  # RK4 steps the budget outcome takes over a step (see _budget_ou
 @jit
 def _whole_step_work(dt, act, ctrl, S, S_prev, nq, mu, awork, fr):
     """A whole step of size dt kept after tries that added no work (:func:`follow`):
-    ``awork`` (the accounts at the end of S) <- the work at the step's start plus the
-    step's, as if the step had been taken directly (mu its increments; ``fr``: the joint
-    friction's work over it, when ``awork`` holds that account after the actuators')."""
+    ``awork`` (the accounts at the end of S: the actuators', then the joint friction's) <-
+    the work at the step's start plus the step's, as if the step had been taken directly
+    (mu its increments; ``fr``: the joint friction's work over it)."""
     na = awork.shape[0]
     for a in range(na):
         awork[a] = S_prev[S.shape[0] - na + a]
     add_actuator_work(dt, act, ctrl, S_prev[:nq], mu, awork)
-    if na > act.shape[0]:
-        awork[act.shape[0]] += fr[0]
+    awork[act.shape[0]] += fr[0]
 
 
 @jit
@@ -256,8 +255,7 @@ def _budget_outcome(dt, model, limited, Q_start, state, ws, drive):
         nu[j] = mu[j] / dt
     keep_rotor_rates(tf, ti, c0, nu)
     add_actuator_work(dt, act, ctrl, Q_start, mu, awork)
-    if awork.shape[0] > act.shape[0]:
-        awork[act.shape[0]] += slide_work(tf, ti, sl, mu)
+    awork[act.shape[0]] += slide_work(tf, ti, sl, mu)  # (the joint friction's account)
     return True
 
 

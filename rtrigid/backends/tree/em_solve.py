@@ -447,12 +447,11 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
     is locked with increment 0 and released, to slide against the torque that held it, when
     that torque (its equation's residual / h) passes c; a sliding joint takes the constant
     force -c sign (see :func:`.em_residual.friction_force`, exact work -c |c1 - c0|) and is
-    held when its increment goes against it (:func:`friction_locks`,
-    :func:`_released`, :func:`_turned`; FRICTION_ROUNDS rounds).  A held joint's rate at t_{n+1} is
-    set to 0 by the end impulse too, whose energy it takes out (sum of the impulses times
-    the rates before them, / 2, exact) counts as the friction's work, with the sliding
-    joints' -c |c1 - c0|: em.fr[0], added to the friction's account (awork[na]) with
-    ``add_work``.
+    held when its increment goes against it (:func:`friction_locks`, :func:`_released`,
+    :func:`_turned`; FRICTION_ROUNDS rounds).  A held joint's rate at t_{n+1} is set to 0
+    by the end impulse too, whose energy it takes out (sum of the impulses times the rates
+    before them, / 2, exact) counts as the friction's work, with the sliding joints'
+    -c |c1 - c0|: em.fr[0], added to the friction's account (awork[na]) with ``add_work``.
     """
     gravity, tf, ti, pf, pi, A, forces = model
     Qg, nu, x, q, v, w, L = state
@@ -466,11 +465,9 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
     made = stats[STAT_ITERS]
     for i in range(Qg.shape[0]):
         start[i] = Qg[i]
-    rounds = ROUNDS
-    nlock = 0
-    if has_friction(tf, ti):
-        rounds = FRICTION_ROUNDS
-        nlock = friction_locks(tf, ti, em.c0, sl, Lv)
+    fric = has_friction(tf, ti)
+    rounds = FRICTION_ROUNDS if fric else ROUNDS
+    nlock = friction_locks(tf, ti, em.c0, sl, Lv) if fric else 0
     if not _solve_step(h, max_iter, model, state, ws, rates, stats, drive, nlock, False):
         return False
     for _ in range(rounds):
@@ -484,7 +481,7 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
                 changed = True
             else:
                 a += 1
-        if rounds == FRICTION_ROUNDS:
+        if fric:
             nlock, turned = _turned(tf, ti, em.mu, sl, Lv, nlock)
             changed = changed or turned
         for b in range(nb):
@@ -523,13 +520,12 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
                                        False):
             return False
     fr = em.fr
-    fr[0] = slide_work(tf, ti, sl, em.mu) if rounds == FRICTION_ROUNDS else 0.0
+    fr[0] = slide_work(tf, ti, sl, em.mu) if fric else 0.0
     if nlock > 0 and not _lock_impulse(model, state, ws, nlock):
         return False
     if add_work:
         add_actuator_work(h, act, ctrl, start, em.mu, awork)  # of the step taken, once
-        if rounds == FRICTION_ROUNDS:
-            awork[act.shape[0]] += fr[0]
+        awork[act.shape[0]] += fr[0]  # (the joint friction's account; 0 without friction)
     return True
 
 
