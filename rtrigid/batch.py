@@ -185,7 +185,6 @@ class Batch:
             base.model.actuators,
             grounds=has_contacts(base.model),
             batched=True,
-            massless=[b.name for b in base.model.bodies if b.mass == 0.0],
             couplings=base.model.couplings,
         )
         if why:

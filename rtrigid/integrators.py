@@ -102,15 +102,13 @@ class Integrator(NamedTuple):
         *,
         grounds: Sequence[Ground] | bool = (),
         batched: bool = False,
-        massless: Sequence[str] = (),
         couplings: Sequence[Coupling] = (),
     ) -> str | None:
         """What in a model this scheme does not step (one sentence), or None.
 
         The model is described by its backend, inbound joints, loop joints, actuators, grounds
-        (or whether it has contacts at all), the names of its massless bodies and its joint
-        couplings (stepped as loops are); ``batched``: as copies in a
-        :class:`~rtrigid.Batch`.  The one place that decides which models a scheme steps."""
+        (or whether it has contacts at all) and its joint couplings (stepped as loops are);
+        ``batched``: as copies in a :class:`~rtrigid.Batch`.  The one place that decides which models a scheme steps."""
         if grounds and not self.contacts:
             return f"{self.name} does not step contacts"
         rows = [("loop joint", j.name) for j in loop_joints]
@@ -185,11 +183,6 @@ class Integrator(NamedTuple):
                         f"{self.name} does not step joint springs or dampers in a model with "
                         f"loop joints or couplings (joint {j.name!r})"
                     )
-        if massless and self.implicit:
-            return (
-                f"{self.name} cannot step massless bodies ({massless[0]!r}: a link between "
-                "two joints of one file body)"
-            )
         return None
 
     def refusal(
@@ -201,7 +194,6 @@ class Integrator(NamedTuple):
         *,
         grounds: Sequence[Ground] | bool = (),
         batched: bool = False,
-        massless: Sequence[str] = (),
         couplings: Sequence[Coupling] = (),
     ) -> str | None:
         """Why this scheme cannot step a model, or None: :meth:`obstacle`, then the schemes
@@ -213,7 +205,6 @@ class Integrator(NamedTuple):
             actuators,
             grounds=grounds,
             batched=batched,
-            massless=massless,
             couplings=couplings,
         )
         if why is None:
@@ -225,7 +216,6 @@ class Integrator(NamedTuple):
             actuators,
             grounds=grounds,
             batched=batched,
-            massless=massless,
             couplings=couplings,
         )
         if others:
@@ -456,7 +446,6 @@ def accepting(
     *,
     grounds: Sequence[Ground] | bool = (),
     batched: bool = False,
-    massless: Sequence[str] = (),
     couplings: Sequence[Coupling] = (),
 ) -> list[str]:
     """Names of the schemes offered for use that step the whole model described as
@@ -472,7 +461,6 @@ def accepting(
             actuators,
             grounds=grounds,
             batched=batched,
-            massless=massless,
             couplings=couplings,
         )
         is None
@@ -491,7 +479,6 @@ def for_model(model: Model, *, batched: bool = False) -> list[str]:
         model.actuators,
         grounds=has_contacts(model),
         batched=batched,
-        massless=[b.name for b in model.bodies if b.mass == 0.0],
         couplings=getattr(model, "couplings", []),
     )
 
@@ -527,7 +514,6 @@ _COLUMNS = (
     ("loops in a Batch", lambda i: i.batched_loops),
     ("loops and couplings with contacts", lambda i: i.loop_contacts),
     ("contacts", lambda i: i.contacts),
-    ("massless links", lambda i: TREE in i.kernels and not i.implicit),
     ("servos at any gain", lambda i: i.implicit and TREE in i.kernels),
     ("step budget", lambda i: i.step_budget),
     ("implicit", lambda i: i.implicit),

@@ -96,7 +96,7 @@ class Model:
 
         ``massless=True`` (mass and inertia then 0) adds a link between two joints, as
         :func:`rtrigid.load_model` does for a file body with several joints: it must carry a
-        child joint, and only explicit schemes on trees (``nullspace_rk4``) step such models.
+        child joint.
 
         ``inertia``: principal moments (I1, I2, I3) about the centre of mass, body axes.
         ``shape``: optional render shape, ``(kind, params)`` or a :class:`Shape`, with kind one

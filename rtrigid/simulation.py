@@ -223,7 +223,6 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
             loop_joints,
             model.actuators,
             grounds=has_contacts(model),
-            massless=[b.name for b in model.bodies if b.mass == 0.0],
             couplings=couplings,
         )
         if why:

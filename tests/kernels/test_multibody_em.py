@@ -40,10 +40,30 @@ def mixed_tree():
     return sim
 
 
+def massless_links():
+    """Joints meeting on massless links, as a file body with several joints loads: two
+    revolute joints (a universal pair) from the world to the arm, and a revolute and a
+    prismatic joint from the arm to the hand."""
+    m = Model()
+    m.add_body("l0", 0.0, np.zeros(3), massless=True)
+    m.add_body("arm", 1.0, (0.02, 0.03, 0.04))
+    m.add_body("l1", 0.0, np.zeros(3), massless=True)
+    m.add_body("hand", 0.5, (0.01, 0.02, 0.02))
+    m.add_joint("revolute", None, "l0", anchor_parent=(0.0, 0.0, 1.0), axis_parent=(1, 0, 0))
+    m.add_joint("revolute", "l0", "arm", anchor_child=(0.1, 0.0, 0.3), axis_parent=(0, 1, 0))
+    m.add_joint("revolute", "arm", "l1", anchor_parent=(0.0, 0.1, -0.3), axis_parent=(0, 1, 0))
+    m.add_joint("prismatic", "l1", "hand", anchor_child=(0.0, 0.0, 0.2),
+                axis_parent=(0.3, 0.0, 1.0))
+    sim = rt.Simulation(m, "energy_momentum", dt=0.005)
+    randomize_joints(sim, np.random.default_rng(5))
+    return sim
+
+
 @pytest.mark.parametrize("build", [lively_chain, mixed_tree,
                                    lambda: rt.scenarios.build("gimbal_gyroscope",
-                                                              integrator="energy_momentum")],
-                         ids=["lively_chain", "mixed_tree", "gimbal"])
+                                                              integrator="energy_momentum"),
+                                   massless_links],
+                         ids=["lively_chain", "mixed_tree", "gimbal", "massless_links"])
 def test_newton_matrix_is_the_jacobian(build):
     sim = build()
     sim.step(30)

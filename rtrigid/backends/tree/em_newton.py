@@ -176,24 +176,30 @@ def newton_matrix(h, tf, ti, q0, mu, work, nq):
                 Bb[i, j] = R1b[i, 0] * Z[0, j] + R1b[i, 1] * Z[1, j] + R1b[i, 2] * Z[2, j]
         add_cross(Bb, 0, 0, -c, (mt[b, 0], mt[b, 1], mt[b, 2]))
         # the centre: x_mid x phi with phi = m (v1 - v0) - h f the body's own force residual
-        # gives, with y = x_mid - h phi / (4 m), [[- m [y]x [x1]x, m [y]x], [- m [x1]x, m 1]]
+        # gives, with y = x_mid - h phi / (4 m), [[- m [y]x [x1]x, m [y]x], [- m [x1]x, m 1]];
+        # a massless link (m = 0) keeps m y = - h phi / 4 (the loads on it) as its y, scale 1
         xe = (x1[b, 0], x1[b, 1], x1[b, 2])
         ph = (m * (v1[b, 0] - v0[b, 0]) - h * fw[b, 0], m * (v1[b, 1] - v0[b, 1]) - h * fw[b, 1],
               m * (v1[b, 2] - v0[b, 2]) - h * fw[b, 2])
-        y = (0.5 * (x0[b, 0] + xe[0]) - 0.25 * h * ph[0] / m,
-             0.5 * (x0[b, 1] + xe[1]) - 0.25 * h * ph[1] / m,
-             0.5 * (x0[b, 2] + xe[2]) - 0.25 * h * ph[2] / m)
+        if m > 0.0:
+            my = m
+            y = (0.5 * (x0[b, 0] + xe[0]) - 0.25 * h * ph[0] / m,
+                 0.5 * (x0[b, 1] + xe[1]) - 0.25 * h * ph[1] / m,
+                 0.5 * (x0[b, 2] + xe[2]) - 0.25 * h * ph[2] / m)
+        else:
+            my = 1.0
+            y = (-0.25 * h * ph[0], -0.25 * h * ph[1], -0.25 * h * ph[2])
         yx = y[0] * xe[0] + y[1] * xe[1] + y[2] * xe[2]
         # [y]x [x1]x = x1 y^T - (y.x1) 1
         for i in range(3):
             for j in range(3):
-                Bb[i, j] -= m * xe[i] * y[j]
+                Bb[i, j] -= my * xe[i] * y[j]
                 Bb[3 + i, 3 + j] = 0.0
-            Bb[i, i] += m * yx
+            Bb[i, i] += my * yx
             Bb[3 + i, 3 + i] = m
-        Bb[0, 3], Bb[0, 4], Bb[0, 5] = 0.0, -m * y[2], m * y[1]
-        Bb[1, 3], Bb[1, 4], Bb[1, 5] = m * y[2], 0.0, -m * y[0]
-        Bb[2, 3], Bb[2, 4], Bb[2, 5] = -m * y[1], m * y[0], 0.0
+        Bb[0, 3], Bb[0, 4], Bb[0, 5] = 0.0, -my * y[2], my * y[1]
+        Bb[1, 3], Bb[1, 4], Bb[1, 5] = my * y[2], 0.0, -my * y[0]
+        Bb[2, 3], Bb[2, 4], Bb[2, 5] = -my * y[1], my * y[0], 0.0
         Bb[3, 0], Bb[3, 1], Bb[3, 2] = 0.0, m * xe[2], -m * xe[1]
         Bb[4, 0], Bb[4, 1], Bb[4, 2] = -m * xe[2], 0.0, m * xe[0]
         Bb[5, 0], Bb[5, 1], Bb[5, 2] = m * xe[1], -m * xe[0], 0.0

@@ -284,9 +284,12 @@ def _rotor_work(h, tf, ti, mu, rotor):
 
 @jit_inline
 def _kinetic(tf, v, L):
-    """The kinetic energy of the momenta: m |v|²/2 + L.J^-1 L/2 per body (L in body axes)."""
+    """The kinetic energy of the momenta: m |v|²/2 + L.J^-1 L/2 per body (L in body axes; a
+    massless link's are 0)."""
     t = 0.0
     for b in range(v.shape[0]):
+        if tf[b, T_MASS] == 0.0:
+            continue
         for k in range(3):
             t += tf[b, T_MASS] * v[b, k] * v[b, k] + L[b, k] * L[b, k] / tf[b, T_J + k]
     return 0.5 * t

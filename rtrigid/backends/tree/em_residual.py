@@ -58,6 +58,13 @@ def _cay(a0, a1, a2):
     return (1.0 - aa) * n, 2.0 * a0 * n, 2.0 * a1 * n, 2.0 * a2 * n
 
 
+@jit_inline
+def body_spin(L, J):
+    """A body's angular velocity about a principal axis from its momentum there, L / J; 0 for
+    a massless link (no momentum: the joints on either side carry its motion)."""
+    return L / J if J != 0.0 else 0.0
+
+
 @jit
 def update_coordinates(ti, Q0, mu, Q1):
     """Q1 = F(Q0, mu) of the module docstring."""

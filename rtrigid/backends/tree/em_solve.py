@@ -35,6 +35,7 @@ from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.newton import ACCEPT
 from rtrigid.backends.tree.em_workspace import em_carve, jac_carve
 from rtrigid.backends.tree.em_residual import (
+    body_spin,
     canonical_roots,
     friction_force,
     load_start,
@@ -247,7 +248,7 @@ def _solve_step(h, max_iter, model, state, ws, rates, stats, drive, nlock, add_w
         for k in range(3):
             v[b, k] = v1[b, k]
             L[b, k] = L1[b, k]
-            w[b, k] = L1[b, k] / tf[b, T_J + k]
+            w[b, k] = body_spin(L1[b, k], tf[b, T_J + k])
     for j in range(nv):
         nu[j] = mu[j] / h
     rotor_rates(h, tf, ti, mu, c0, nu)
@@ -512,7 +513,7 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
                 x[b, k] = x0[b, k]
                 v[b, k] = v0[b, k]
                 L[b, k] = L0[b, k]
-                w[b, k] = L0[b, k] / tf[b, T_J + k]
+                w[b, k] = body_spin(L0[b, k], tf[b, T_J + k])
             for k in range(4):
                 q[b, k] = q0[b, k]
         left = max_iter - (stats[STAT_ITERS] - made)
@@ -567,7 +568,7 @@ def _lock_impulse(model, state, ws, nlock):
         for k in range(3):
             v[b, k] += x1[b, k]
             L[b, k] += tf[b, T_J + k] * u[b, k]
-            w[b, k] = L[b, k] / tf[b, T_J + k]
+            w[b, k] = body_spin(L[b, k], tf[b, T_J + k])
         if tf[b, T_ARM] != 0.0:  # and the rotors' momenta (momentum_rates took them in)
             nu[ti[b, I_VOFF]] += Ld[ti[b, I_VOFF]]
     return True
