@@ -51,7 +51,6 @@ import numpy as np
 from rtrigid._jit import jit, jit_inline, rebind
 from rtrigid.backends.buffers import view
 from rtrigid.maths.dense import cholesky, cholesky_dropping, cholesky_solve, solve_dropping
-from rtrigid.backends.tree.articulated import articulated_factor, articulated_solve
 from rtrigid.backends.tree.dynamics import (
     add_point_columns,
     composite_mass_matrix,
@@ -256,18 +255,6 @@ def _axpy(y, s, x):
         y[i] += s * x[i]
 
 
-@jit
-def _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rhs, out):
-    """out <- M^-1 rhs (the factor of the configuration must be current)."""
-    for i in range(tau.shape[0]):
-        tau[i] = rhs[i]
-    for b in range(ti.shape[0]):
-        for r in range(6):
-            cb[b, r] = 0.0
-            pA[b, r] = 0.0
-    articulated_solve(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, out)
-
-
 REDUNDANT = 1e-10  # a constraint row whose pivot is below this of A's largest is dependent
 
 
@@ -293,14 +280,15 @@ def _constraint_tail(xf, m, nv):
 
 
 @jit
-def _constraint_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
-    """Cc <- M^-1 Gc^T and the Cholesky factor of A = Gc M^-1 Gc^T, its rows that depend on
-    those before them dropped (pivot <= REDUNDANT of the largest diagonal; the factor of the
-    configuration must be current); False if A is zero."""
+def _constraint_factor(Lj, rows_g):
+    """Cc <- M^-1 Gc^T (Lj: the Cholesky factor of the joint-space inertia M at the
+    configuration) and the Cholesky factor of A = Gc M^-1 Gc^T, its rows that depend on
+    those before them dropped (pivot <= REDUNDANT of the largest diagonal); False if A is
+    zero."""
     Gc, Cc, A, Lc, y, g = rows_g
-    m = Gc.shape[0]
+    m, nv = Gc.shape
     for r in range(m):
-        _response(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, Gc[r], Cc[r])
+        cholesky_solve(Lj, Gc[r], Cc[r], nv)
     big = 0.0
     for r in range(m):
         for c in range(m):
@@ -411,7 +399,8 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         x0, _, v0s, w0s = state_views(S_prev, nb, nq, nv)[2:6]
         flight_gap(tf[:, T_MASS], tf[:, T_J:T_J + 3], gravity, x0, v0s, w0s, x, v, w,
                    vel[:, GAP])
-    # the rates at the step's end and the articulated factor of its configuration
+    # the rates at the step's end (from the bodies' momenta under the mean-rate schemes) and
+    # the geometry of its configuration
     if mean_rates:
         if not momentum_rates(tf, ti, Qg, v, L, nu, xk, qk, passes, nu0, v0, w0):
             remember(table, 0, keys, lam)
@@ -420,9 +409,6 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         for i in range(nv):
             nu0[i] = nu[i]
         geometry(tf, ti, Qg, xk, qk, R, rj, G)
-        if m and not articulated_factor(tf, ti, R, G, IA, U, Dinv, W, I6):
-            remember(table, 0, keys, lam)
-            return 0
         joint_velocities(ti, G, nu0, V, cb)
         body_rates(ti, R, G, V, v0, w0)
     composite_mass_matrix(tf, ti, R, G, Ic, I6, F6, Mj)
@@ -430,7 +416,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         remember(table, 0, keys, lam)
         return 0
     rows_g = _constraint_tail(xf, m, nv)
-    if m and not _constraint_factor(ti, G, IA, U, Dinv, W, tau, cb, pA, acc, rows_g):
+    if m and not _constraint_factor(Lj, rows_g):
         remember(table, 0, keys, lam)
         return 0
     # per contact: its rows J (normal, tangents), the columns M^-1 J^T, its Delassus block
