@@ -69,16 +69,10 @@ from rtrigid.backends.tree.layout import (
     I_QOFF,
     I_VOFF,
     NQ,
-    PRISMATIC,
-    REVOLUTE,
     NV,
     T_ARM,
     T_J,
-    T_HI,
-    T_K,
-    T_LO,
     T_MASS,
-    T_REST,
     carve,
     pass_arrays,
     open_buffers,
@@ -223,7 +217,6 @@ def _shorten(tf, ti, Qg, scr, passes, x, gravity, order, touched, island, sums, 
                 o = ti[b, I_QOFF]
                 for i in range(o, o + NQ[ti[b, I_KIND]]):
                     Qg[i] = Qs[i] + s * dQ[i]
-        _keep_limits(tf, ti, Qs, Qg)
         normalize_coordinates(ti, Qg)
         geometry(tf, ti, Qg, xk, qk, R, rj, G)
         for r in range(order.shape[0]):
@@ -231,7 +224,9 @@ def _shorten(tf, ti, Qg, scr, passes, x, gravity, order, touched, island, sums, 
         for r in range(order.shape[0]):
             b = order[r]
             if touched[b]:
-                pe[island[b]] += _twice_lift_energy(tf, ti, b, gravity, x, xk, Qs, Qg)
+                pe[island[b]] -= 2.0 * tf[b, T_MASS] * (
+                    gravity[0] * (xk[b, 0] - x[b, 0]) + gravity[1] * (xk[b, 1] - x[b, 1])
+                    + gravity[2] * (xk[b, 2] - x[b, 2]))
         over = False
         for r in range(order.shape[0]):
             b = order[r]
@@ -242,38 +237,6 @@ def _shorten(tf, ti, Qg, scr, passes, x, gravity, order, touched, island, sums, 
                     sums[b, 1] * max(0.0, sums[b, 2]) / pe[b])
         if not over:
             return
-
-
-@jit
-def _keep_limits(tf, ti, Qs, Qg):
-    """The lift's coordinates Qg held within the joints' limits (revolute and prismatic)
-    where it would take them past one (from Qs, before it): the position correction knows
-    the contacts' rows only, and a joint it pushed past its stop would be locked back at the
-    next step, its limit then doing work."""
-    for b in range(ti.shape[0]):
-        kind = ti[b, I_KIND]
-        if kind != REVOLUTE and kind != PRISMATIC:
-            continue
-        o = ti[b, I_QOFF]
-        lo, hi = min(tf[b, T_LO], Qs[o]), max(tf[b, T_HI], Qs[o])
-        if Qg[o] < lo:
-            Qg[o] = lo
-        elif Qg[o] > hi:
-            Qg[o] = hi
-
-
-@jit_inline
-def _twice_lift_energy(tf, ti, b, gravity, x, xk, Qs, Qg):
-    """Twice the potential energy the lift gives body b: gravity's, its centre moved from x
-    to xk, and its joint spring's, the joint's coordinate moved from Qs to Qg."""
-    e = -2.0 * tf[b, T_MASS] * (gravity[0] * (xk[b, 0] - x[b, 0]) + gravity[1] * (
-        xk[b, 1] - x[b, 1]) + gravity[2] * (xk[b, 2] - x[b, 2]))
-    k = tf[b, T_K]
-    if k != 0.0:  # (a revolute or prismatic joint's: the only kinds with springs)
-        o = ti[b, I_QOFF]
-        rest = tf[b, T_REST]
-        e += k * ((Qg[o] - rest) ** 2 - (Qs[o] - rest) ** 2)
-    return e
 
 
 @jit
@@ -633,7 +596,6 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     coordinate_rates(ti, Qs, dl, dQ)
     for i in range(nq):
         Qg[i] = Qs[i] + dQ[i]
-    _keep_limits(tf, ti, Qs, Qg)
     normalize_coordinates(ti, Qg)
     geometry(tf, ti, Qg, xk, qk, R, rj, G)
     # the lift's potential energy, per island, paid from its kinetic energy -- that of the
@@ -649,7 +611,9 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
             sums[island[b], 1] += _twice_kinetic(tf, b, v1, w1)
             if tf[b, T_ARM] != 0.0:
                 sums[island[b], 1] += _twice_rotor(tf, ti, b, nu0, nu1, 1.0)
-            sums[island[b], 2] += _twice_lift_energy(tf, ti, b, gravity, x, xk, Qs, Qg)
+            sums[island[b], 2] -= 2.0 * tf[b, T_MASS] * (
+                gravity[0] * (xk[b, 0] - x[b, 0]) + gravity[1] * (xk[b, 1] - x[b, 1])
+                + gravity[2] * (xk[b, 2] - x[b, 2]))
     for b in range(nb):
         ints[b, 4] = 0  # no island rolls on a rim here (solver._rolling_rims: free bodies)
     if start_budget:
