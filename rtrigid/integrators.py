@@ -108,7 +108,8 @@ class Integrator(NamedTuple):
 
         The model is described by its backend, inbound joints, loop joints, actuators, grounds
         (or whether it has contacts at all) and its joint couplings (stepped as loops are);
-        ``batched``: as copies in a :class:`~rtrigid.Batch`.  The one place that decides which models a scheme steps."""
+        ``batched``: as copies in a :class:`~rtrigid.Batch`.  The one place that decides
+        which models a scheme steps."""
         if grounds and not self.contacts:
             return f"{self.name} does not step contacts"
         rows = [("loop joint", j.name) for j in loop_joints]
