@@ -207,6 +207,53 @@ def test_the_humanoid_dropped_on_its_floor_never_gains_energy_under_energy_momen
     assert sim.solver_stats()["fallback_steps"] == 0
 
 
+def test_the_half_cheetah_on_its_floor_never_gains_energy_under_energy_momentum():
+    """Its stiff joint springs (k up to 240) under the contacts' position correction: the
+    correction's lift pays for the springs' energy as for gravity's (it gained up to 6e-3 J a
+    step of 76 J when it counted gravity's alone)."""
+    model = _quiet(os.path.join(_gymnasium_assets(), "half_cheetah.xml"))
+    assert max(j.stiffness for j in model.joints) == 240.0
+    sim = rt.Simulation(model, "energy_momentum", dt=model.timestep)
+    e0 = sim.energy()
+    assert _steps_never_gaining_energy(sim, 200) < e0
+    assert len(sim.contacts()) > 0
+
+
+@pytest.mark.parametrize("integrator", ["energy_momentum", "semi_implicit_euler"])
+def test_the_contacts_position_correction_keeps_the_joints_within_their_limits(integrator):
+    """The humanoid falls onto its floor from the file's pose: the lift that takes the
+    contacts' depths out moves the joints too, and has the limits among its rows, so no
+    joint ends a step past a limit (when it knew the contacts' rows alone, it pushed the
+    right elbow up to 0.063 rad past its stop under semi_implicit_euler, 3.5e-3 rad under
+    energy_momentum, the next step putting it back)."""
+    model = _quiet(os.path.join(_gymnasium_assets(), "humanoid.xml"))
+    limited = [j for j in model.joints if j.kind == "revolute" and np.isfinite(j.limits).all()]
+    assert len(limited) == 17
+    sim = rt.Simulation(model, integrator, dt=model.timestep)
+    touched = 0
+    for _ in range(400):
+        sim.step(1)
+        touched += len(sim.contacts()) > 0
+        for j in limited:
+            c = sim.joint_position(j.name)[0]
+            assert j.limits[0] - 1e-12 <= c <= j.limits[1] + 1e-12, (sim.t, j.name, c)
+    assert touched > 200
+
+
+def test_the_walker_standing_on_its_knee_stops_takes_few_iterations_under_energy_momentum():
+    """gymnasium's walker2d falls onto its feet and stands on its knees' upper limits, its
+    weight on them: the steps take few iterations and no fallback (2.5 a step over these 2 s;
+    17.4, and 22 sub-step fallbacks, when the position correction pushed the knees past
+    their stops and the scheme's limit locks then cycled)."""
+    model = _quiet(os.path.join(_gymnasium_assets(), "walker2d.xml"))
+    sim = rt.Simulation(model, "energy_momentum", dt=model.timestep)
+    sim.step(1000)
+    stats = sim.solver_stats()
+    assert stats["fallback_steps"] == 0 and stats["mean_iterations"] < 4.0, stats
+    assert abs(sim.joint_position("leg_joint")[0]) < 1e-12  # on its stop, the upper limit 0
+    assert abs(sim.joint_position("rootz")[0] - 1.21) < 0.01 and len(sim.contacts()) == 4
+
+
 def test_armature_matches_mujocos_euler_under_semi_implicit_euler():
     """semi_implicit_euler takes dampers implicitly with the armature in the inertia, as
     MuJoCo's Euler does: the same steps, to round-off."""

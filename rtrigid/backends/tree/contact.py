@@ -71,9 +71,14 @@ from rtrigid.backends.tree.layout import (
     NQ,
     NV,
     T_ARM,
+    T_HI,
     T_J,
+    T_K,
+    T_LO,
     T_MASS,
+    T_REST,
     carve,
+    one_coordinate,
     pass_arrays,
     open_buffers,
     state_views,
@@ -126,7 +131,7 @@ from rtrigid.contact.solver import (
 def scratch_size(rows, nb, nq, nv):
     """Length of the float scratch of :func:`after_step` (see :func:`_carve`)."""
     return (6 * rows * nv + 3 * nv + 2 * nq + 3 * rows + 19 * nb + 6 * nv + 2 * nv * nv
-            + 36 * nb + 6)
+            + 36 * nb + 6 + nv * nv + 5 * nv)
 
 
 class ContactScratch(NamedTuple):
@@ -137,7 +142,10 @@ class ContactScratch(NamedTuple):
     ``mu`` (rows, 3); the bodies' poses ``xk``, ``qk`` at the lifted configuration, their
     velocities before (``v0``, ``w0``) and after (``v1``, ``w1``) the impulses; a point's
     columns ``Jp`` (6, nv); the joint-space inertia ``Mj`` (nv, nv), its Cholesky factor
-    ``Lj`` and the composite inertias ``Ic`` (nb, 6, 6) and a wrench ``F6`` that build it."""
+    ``Lj`` and the composite inertias ``Ic`` (nb, 6, 6) and a wrench ``F6`` that build it;
+    the lift's rows of the joints' limits: their columns ``Wl`` (nv, nv), ``Wl[r]`` = M^-1 e_j,
+    and per row ``ll`` (nv, 5) its rate index j, coordinate index, bound, side (+1 a lower
+    bound, -1 an upper one) and multiplier."""
     Jc: np.ndarray
     Wc: np.ndarray
     nu0: np.ndarray
@@ -157,6 +165,8 @@ class ContactScratch(NamedTuple):
     Lj: np.ndarray
     Ic: np.ndarray
     F6: np.ndarray
+    Wl: np.ndarray
+    ll: np.ndarray
 
 
 @jit
@@ -189,8 +199,11 @@ def _carve(xf, rows, nb, nq, nv):
     o += 2 * nv * nv
     Ic = view(xf, o, (nb, 6, 6))
     F6 = xf[o + 36 * nb:o + 36 * nb + 6]
+    o += 36 * nb + 6
+    Wl = view(xf, o, (nv, nv))
+    ll = view(xf, o + nv * nv, (nv, 5))
     return ContactScratch(Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp, Mj, Lj,
-                          Ic, F6)
+                          Ic, F6, Wl, ll)
 
 
 @jit
@@ -224,9 +237,7 @@ def _shorten(tf, ti, Qg, scr, passes, x, gravity, order, touched, island, sums, 
         for r in range(order.shape[0]):
             b = order[r]
             if touched[b]:
-                pe[island[b]] -= 2.0 * tf[b, T_MASS] * (
-                    gravity[0] * (xk[b, 0] - x[b, 0]) + gravity[1] * (xk[b, 1] - x[b, 1])
-                    + gravity[2] * (xk[b, 2] - x[b, 2]))
+                pe[island[b]] += _twice_lift_energy(tf, ti, b, gravity, x, xk, Qs, Qg)
         over = False
         for r in range(order.shape[0]):
             b = order[r]
@@ -237,6 +248,91 @@ def _shorten(tf, ti, Qg, scr, passes, x, gravity, order, touched, island, sums, 
                     sums[b, 1] * max(0.0, sums[b, 2]) / pe[b])
         if not over:
             return
+
+
+@jit_inline
+def _twice_lift_energy(tf, ti, b, gravity, x, xk, Qs, Qg):
+    """Twice the potential energy the lift gives body b: gravity's, its centre moved from x
+    to xk, and its joint spring's, the joint's coordinate moved from Qs to Qg."""
+    e = -2.0 * tf[b, T_MASS] * (gravity[0] * (xk[b, 0] - x[b, 0]) + gravity[1] * (
+        xk[b, 1] - x[b, 1]) + gravity[2] * (xk[b, 2] - x[b, 2]))
+    k = tf[b, T_K]
+    if k != 0.0:  # (a revolute or prismatic joint's: the only kinds with springs)
+        o = ti[b, I_QOFF]
+        rest = tf[b, T_REST]
+        e += k * ((Qg[o] - rest) ** 2 - (Qs[o] - rest) ** 2)
+    return e
+
+
+@jit
+def _lift_sweeps(table, count, Jc, Wc, mu, dl, perm, Qs, Wl, ll, nl):
+    """LIFT_SWEEPS Gauss-Seidel sweeps of the lift dl over the contacts' rows (mu: their
+    multipliers) and the nl rows of the joints' limits (``ContactScratch.Wl``, ``ll``;
+    Qs: the coordinates before the lift)."""
+    for _ in range(LIFT_SWEEPS):
+        for k in range(count):
+            row = table[k]
+            m = max(0.0, mu[k, 0] + (row[C_DEPTH] - _gdot(Jc[k, 0], dl, perm)) * row[C_KN])
+            _axpy(dl, m - mu[k, 0], Wc[k, 0])
+            mu[k, 0] = m
+            if row[C_HELD] != 2.0:
+                continue
+            r1 = -(row[C_DRIFT] * row[C_T1] + row[C_DRIFT + 1] * row[C_T1 + 1]
+                   + row[C_DRIFT + 2] * row[C_T1 + 2]) - _gdot(Jc[k, 1], dl, perm)
+            r2 = -(row[C_DRIFT] * row[C_T2] + row[C_DRIFT + 1] * row[C_T2 + 1]
+                   + row[C_DRIFT + 2] * row[C_T2 + 2]) - _gdot(Jc[k, 2], dl, perm)
+            l1 = mu[k, 1] + row[C_KT] * r1 + row[C_KT + 1] * r2
+            l2 = mu[k, 2] + row[C_KT + 2] * r1 + row[C_KT + 3] * r2
+            bound = row[C_MU] * m
+            size = np.sqrt(l1 * l1 + l2 * l2)
+            if size > bound:
+                l1, l2 = l1 * bound / size, l2 * bound / size
+            _axpy(dl, l1 - mu[k, 1], Wc[k, 1])
+            _axpy(dl, l2 - mu[k, 2], Wc[k, 2])
+            mu[k, 1], mu[k, 2] = l1, l2
+        for r in range(nl):
+            j, o = int(ll[r, 0]), int(ll[r, 1])
+            lam = ll[r, 4] + (ll[r, 2] - Qs[o] - dl[j]) / Wl[r, j]
+            lam = max(0.0, lam) if ll[r, 3] > 0.0 else min(0.0, lam)
+            _axpy(dl, lam - ll[r, 4], Wl[r])
+            ll[r, 4] = lam
+
+
+@jit
+def _limit_rows(tf, ti, Qs, dl, Lj, rows_g, Wl, ll, nl):
+    """Add a lift row for every revolute or prismatic joint the lift dl would take past one
+    of its limits (or further past it, if it starts beyond); returns the number of rows.  The
+    contacts' rows alone would push a joint through its stop, and the scheme would put it
+    back at the next step (under ``energy_momentum`` a locked limit then does work).  A
+    joint the constraints (loops, couplings) leave no freedom along gets no row."""
+    nv = dl.shape[0]
+    for b in range(ti.shape[0]):
+        o, j = one_coordinate(ti, b)
+        if o < 0 or dl[j] == 0.0:
+            continue
+        lo, hi = min(tf[b, T_LO], Qs[o]), max(tf[b, T_HI], Qs[o])
+        c = Qs[o] + dl[j]
+        if lo <= c <= hi:
+            continue
+        listed = False
+        for r in range(nl):
+            listed = listed or int(ll[r, 0]) == j
+        if listed:
+            continue
+        for i in range(nv):
+            Wl[nl, i] = 0.0
+        Wl[nl, j] = 1.0
+        cholesky_solve(Lj, Wl[nl], Wl[nl], nv)
+        free = Wl[nl, j]
+        if rows_g[0].shape[0]:
+            _constrained_column(rows_g, Wl[nl])
+        if not Wl[nl, j] > 1e-9 * free:
+            continue
+        ll[nl, 0], ll[nl, 1] = j, o
+        ll[nl, 2], ll[nl, 3] = (lo, 1.0) if c < lo else (hi, -1.0)
+        ll[nl, 4] = 0.0
+        nl += 1
+    return nl
 
 
 @jit
@@ -381,7 +477,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
     cap = table.shape[0]
     scr = _carve(xf, cap, nb, nq, nv)
-    Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp, Mj, Lj, Ic, F6 = scr
+    Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp, Mj, Lj, Ic, F6, Wl, ll = scr
     mean_rates = xi[0] == 1
     start_budget = xi[0] == START_BUDGET
     perm = xi[1:1 + nv]
@@ -570,29 +666,22 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
             table[k, C_SLIP + i] = np.hypot(_gdot(Jc[k, 1], rates, perm),
                                             _gdot(Jc[k, 2], rates, perm))
     anchors(table, count, x, q, keys, lam)
-    for _ in range(LIFT_SWEEPS):
-        for k in range(count):
-            row = table[k]
-            m = max(0.0, mu[k, 0] + (row[C_DEPTH] - _gdot(Jc[k, 0], dl, perm)) * row[C_KN])
-            _axpy(dl, m - mu[k, 0], Wc[k, 0])
-            mu[k, 0] = m
-            if row[C_HELD] != 2.0:
-                continue
-            r1 = -(row[C_DRIFT] * row[C_T1] + row[C_DRIFT + 1] * row[C_T1 + 1]
-                   + row[C_DRIFT + 2] * row[C_T1 + 2]) - _gdot(Jc[k, 1], dl, perm)
-            r2 = -(row[C_DRIFT] * row[C_T2] + row[C_DRIFT + 1] * row[C_T2 + 1]
-                   + row[C_DRIFT + 2] * row[C_T2 + 2]) - _gdot(Jc[k, 2], dl, perm)
-            l1 = mu[k, 1] + row[C_KT] * r1 + row[C_KT + 1] * r2
-            l2 = mu[k, 2] + row[C_KT + 2] * r1 + row[C_KT + 3] * r2
-            bound = row[C_MU] * m
-            size = np.sqrt(l1 * l1 + l2 * l2)
-            if size > bound:
-                l1, l2 = l1 * bound / size, l2 * bound / size
-            _axpy(dl, l1 - mu[k, 1], Wc[k, 1])
-            _axpy(dl, l2 - mu[k, 2], Wc[k, 2])
-            mu[k, 1], mu[k, 2] = l1, l2
     for i in range(nq):
         Qs[i] = Qg[i]
+    _lift_sweeps(table, count, Jc, Wc, mu, dl, perm, Qs, Wl, ll, 0)
+    nl = 0
+    for _ in range(nv):  # rows for the limits the lift would cross, until it crosses none
+        added = _limit_rows(tf, ti, Qs, dl, Lj, rows_g, Wl, ll, nl)
+        if added == nl:
+            break
+        nl = added
+        _lift_sweeps(table, count, Jc, Wc, mu, dl, perm, Qs, Wl, ll, nl)
+    for r in range(nl):  # what the sweeps leave of a crossing (round-off, their convergence)
+        j, o = int(ll[r, 0]), int(ll[r, 1])
+        if ll[r, 3] > 0.0:
+            dl[j] = max(dl[j], ll[r, 2] - Qs[o])
+        else:
+            dl[j] = min(dl[j], ll[r, 2] - Qs[o])
     coordinate_rates(ti, Qs, dl, dQ)
     for i in range(nq):
         Qg[i] = Qs[i] + dQ[i]
@@ -611,9 +700,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
             sums[island[b], 1] += _twice_kinetic(tf, b, v1, w1)
             if tf[b, T_ARM] != 0.0:
                 sums[island[b], 1] += _twice_rotor(tf, ti, b, nu0, nu1, 1.0)
-            sums[island[b], 2] -= 2.0 * tf[b, T_MASS] * (
-                gravity[0] * (xk[b, 0] - x[b, 0]) + gravity[1] * (xk[b, 1] - x[b, 1])
-                + gravity[2] * (xk[b, 2] - x[b, 2]))
+            sums[island[b], 2] += _twice_lift_energy(tf, ti, b, gravity, x, xk, Qs, Qg)
     for b in range(nb):
         ints[b, 4] = 0  # no island rolls on a rim here (solver._rolling_rims: free bodies)
     if start_budget:

@@ -26,7 +26,7 @@ from rtrigid.backends.tree.kinematics import (
     joint_velocities,
     normalize_coordinates,
 )
-from rtrigid.backends.tree.layout import limit_arrays, pass_arrays
+from rtrigid.backends.tree.layout import limit_arrays, one_coordinate, pass_arrays
 from rtrigid.backends import newton
 from rtrigid.backends.tree.dynamics import momentum_rates
 from rtrigid.backends.tree.friction import has_friction
@@ -78,6 +78,8 @@ QUICK = 8  # iterations the cheap start gets before the explicit start is comput
 PREDICT_CHARGE = 4
 ROUNDS = 6  # rounds of locks of a step with limits (see _solve_with_limits)
 FRICTION_ROUNDS = 12  # and of a step with joint friction
+ROUNDOFF_BEYOND = 1e-12  # a joint released in a step is not locked again for passing its limit
+# by less than this (relative to the limit, at least 1): see _solve_with_limits
 
 
 @jit
@@ -382,6 +384,39 @@ def friction_locks(tf, ti, rates, sl, Lv):
 
 
 @jit
+def limit_locks(tf, ti, Qg, rates, Lv, nlock):
+    """Lock every joint that starts a step at rest on one of its limits (``Qg``, ``rates``:
+    the coordinates and rates there; a joint that an earlier step stopped on its limit), as a
+    step that ends beyond it would (increment 0): a knee resting on its stop under a standing
+    robot's weight then takes one solve a step, not one to find the lock and another with it.
+    A lock that pulls comes off after the first solve (:func:`_released`).  Returns the new
+    number of locks, ``nlock`` before (friction's holds, which a joint keeps)."""
+    for b in range(ti.shape[0]):
+        o, ov = one_coordinate(ti, b)
+        if o < 0:
+            continue
+        at_lo, at_hi = Qg[o] == tf[b, T_LO], Qg[o] == tf[b, T_HI]
+        if rates[ov] != 0.0 or not (at_lo or at_hi) or _locked(Lv, nlock, ov):
+            continue
+        Lv[0, nlock] = ov
+        Lv[1, nlock] = 1.0 if at_lo else -1.0
+        Lv[2, nlock] = 0.0
+        Lv[3, nlock] = 0.0
+        nlock += 1
+    return nlock
+
+
+@jit
+def _listed(Lv, cap, nrel, ov):
+    """Where rate ov is on the list of the limits' locks released in this step
+    (Lv[0, cap - nrel:], see :func:`_solve_with_limits`): r with Lv[0, cap - r] = ov, or 0."""
+    for r in range(1, nrel + 1):
+        if int(Lv[0, cap - r]) == ov:
+            return r
+    return 0
+
+
+@jit
 def _released(h, tf, ti, res, sl, Lv, a):
     """Whether lock a comes off after a solve (:func:`_solve_with_limits`): a limit's when it
     pulls (its torque res/h against the limit's side); a friction hold's when its torque
@@ -438,9 +473,12 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
     is the exact step with an extra torque lambda on that joint, whose discrete work is
     lambda (theta1 - theta0) (as a held torque's: :func:`_joint_force_loads`) -- and the step
     is solved again; a locked joint whose lambda would pull (the sign of its equation's
-    residual times h) is released.  At most six rounds, which share the ``max_iter``
-    iterations (so a solve's cap, and the step budget, hold with limits too).  Then the locked
-    joints' rates at t_{n+1} (from the momenta) are set to 0 by a joint-space impulse, which
+    residual times h) is released; a joint released and then past its limit again by
+    round-off only (ROUNDOFF_BEYOND) is left free (at rest on its stop under a load, both
+    decisions rest on round-off, and the rounds would cycle between them).  A joint that
+    starts the step at rest on a limit starts it locked.  At most six rounds, which share the
+    ``max_iter`` iterations (so a solve's cap, and the step budget, hold with limits too).
+    Then the locked joints' rates at t_{n+1} (from the momenta) are set to 0 by a joint-space impulse, which
     only takes energy out (the limits are inelastic: the registry refuses a restitution for
     this scheme).  The actuators' work is added once, for the step finally taken.
 
@@ -469,16 +507,23 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
     fric = has_friction(tf, ti)
     rounds = FRICTION_ROUNDS if fric else ROUNDS
     nlock = friction_locks(tf, ti, em.c0, sl, Lv) if fric else 0
+    nlock = limit_locks(tf, ti, start, em.c0, Lv, nlock)
     if not _solve_step(h, max_iter, model, state, ws, rates, stats, drive, nlock, False):
         return False
+    nrel = 0  # the limits' locks released in this step, their rates in Lv[0]'s last columns
+    cap = Lv.shape[1]
     for _ in range(rounds):
         changed = False
         a = 0
         while a < nlock:  # release a lock that pulls, or a friction hold past its bound
             if _released(h, tf, ti, res, sl, Lv, a):
+                j, limit = Lv[0, a], Lv[1, a] != 0.0
                 nlock -= 1
                 for r in range(4):
                     Lv[r, a] = Lv[r, nlock]
+                if limit:  # (after the locks: nlock + nrel <= the joints, Lv's columns)
+                    nrel += 1
+                    Lv[0, cap - nrel] = j
                 changed = True
             else:
                 a += 1
@@ -486,16 +531,24 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
             nlock, turned = _turned(tf, ti, em.mu, sl, Lv, nlock)
             changed = changed or turned
         for b in range(nb):
-            kind = ti[b, I_KIND]
-            if kind != REVOLUTE and kind != PRISMATIC:
+            o, ov = one_coordinate(ti, b)
+            if o < 0:
                 continue
-            o = ti[b, I_QOFF]
-            ov = ti[b, I_VOFF]
             sign = 1.0 if Qg[o] < tf[b, T_LO] else (-1.0 if Qg[o] > tf[b, T_HI] else 0.0)
             if sign == 0.0:
                 continue
             if _locked(Lv, nlock, ov):
                 continue
+            limit = tf[b, T_LO] if sign > 0.0 else tf[b, T_HI]
+            r = _listed(Lv, cap, nrel, ov)
+            if r > 0:
+                if abs(Qg[o] - limit) <= ROUNDOFF_BEYOND * max(1.0, abs(limit)):
+                    # released in this step and past its limit by round-off only: both
+                    # decisions rest on round-off (a knee on its stop under a standing
+                    # robot's weight), and the rounds would cycle between them; it stays free
+                    continue
+                Lv[0, cap - r] = Lv[0, cap - nrel]  # off the list (locks and list: disjoint)
+                nrel -= 1
             Lv[0, nlock] = ov
             Lv[1, nlock] = sign
             Lv[2, nlock] = (tf[b, T_LO] if sign > 0.0 else tf[b, T_HI]) - start[o]

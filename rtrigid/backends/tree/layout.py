@@ -104,6 +104,17 @@ def coordinate_slots(ti, b):
     return nv_of(kind), -1, -1
 
 
+@jit_inline
+def one_coordinate(ti, b):
+    """(qo, vo) of body b's inbound joint when it is revolute or prismatic -- the kinds with
+    one coordinate, and with limits, springs and friction on it -- its coordinate's and
+    rate's indices; else (-1, -1)."""
+    kind = ti[b, I_KIND]
+    if kind != REVOLUTE and kind != PRISMATIC:
+        return -1, -1
+    return ti[b, I_QOFF], ti[b, I_VOFF]
+
+
 def work_layout(nb, nq, nv):
     """Names and shapes of the per-step scratch arrays of the multibody kernels."""
     return (("R", (nb, 3, 3)), ("rj", (nb, 3)), ("G", (nb, JOINT_ROWS, 3)), ("V", (nb, 6)),

@@ -22,8 +22,6 @@ from rtrigid._jit import jit
 from rtrigid.maths.linalg import solve_inplace
 from rtrigid.backends.tree.kinematics import (
     I_KIND,
-    I_QOFF,
-    I_VOFF,
     PRISMATIC,
     REVOLUTE,
     T_BOUNCE,
@@ -31,6 +29,7 @@ from rtrigid.backends.tree.kinematics import (
     T_LO,
     articulated_solve,
 )
+from rtrigid.backends.tree.layout import one_coordinate
 
 
 @jit
@@ -51,11 +50,9 @@ def clamp_limits(tf, ti, Qg, nu, Lv):
     and, in Lv[3], how far beyond the limit the coordinate was."""
     k = 0
     for b in range(ti.shape[0]):
-        kind = ti[b, I_KIND]
-        if kind != REVOLUTE and kind != PRISMATIC:
+        o, ov = one_coordinate(ti, b)
+        if o < 0:
             continue
-        o = ti[b, I_QOFF]
-        ov = ti[b, I_VOFF]
         if Qg[o] < tf[b, T_LO]:
             Lv[3, k] = Qg[o] - tf[b, T_LO]
             Qg[o] = tf[b, T_LO]
