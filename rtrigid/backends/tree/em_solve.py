@@ -478,8 +478,8 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
     decisions rest on round-off, and the rounds would cycle between them).  A joint that
     starts the step at rest on a limit starts it locked.  At most six rounds, which share the
     ``max_iter`` iterations (so a solve's cap, and the step budget, hold with limits too).
-    Then the locked joints' rates at t_{n+1} (from the momenta) are set to 0 by a joint-space impulse, which
-    only takes energy out (the limits are inelastic: the registry refuses a restitution for
+    Then the locked joints' rates at t_{n+1} (from the momenta) are set to 0 by a joint-space
+    impulse, which only takes energy out (the limits are inelastic: the registry refuses a restitution for
     this scheme).  The actuators' work is added once, for the step finally taken.
 
     Joint friction (Coulomb's law, bound c) by the same locks: a joint held by its friction
@@ -517,11 +517,11 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
         a = 0
         while a < nlock:  # release a lock that pulls, or a friction hold past its bound
             if _released(h, tf, ti, res, sl, Lv, a):
-                j, limit = Lv[0, a], Lv[1, a] != 0.0
+                j, of_limit = Lv[0, a], Lv[1, a] != 0.0
                 nlock -= 1
                 for r in range(4):
                     Lv[r, a] = Lv[r, nlock]
-                if limit:  # (after the locks: nlock + nrel <= the joints, Lv's columns)
+                if of_limit:  # (after the locks: nlock + nrel <= the joints, Lv's columns)
                     nrel += 1
                     Lv[0, cap - nrel] = j
                 changed = True
@@ -551,7 +551,7 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
                 nrel -= 1
             Lv[0, nlock] = ov
             Lv[1, nlock] = sign
-            Lv[2, nlock] = (tf[b, T_LO] if sign > 0.0 else tf[b, T_HI]) - start[o]
+            Lv[2, nlock] = limit - start[o]
             nlock += 1
             changed = True
         if not changed:
