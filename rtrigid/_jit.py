@@ -119,12 +119,11 @@ def _inline_copies_share_one_memo():
     ``InlineWorker.inline_ir`` (``inline="always"``, :data:`jit_inline`) deep-copies the
     callee's IR block by block, each block with a memo of its own.  A block's variables refer
     to the function's scope, which holds every variable of the function, so every block
-    copied the whole scope again: (blocks x variables) for each call site inlined.  In a
-    cold compile of the tree semi-implicit Euler step this copying was about 40 % of the time.
-    Here the blocks of one IR are copied with one memo, as ``copy.deepcopy`` of the whole
-    block map would: the same blocks, statements and variables, the scope copied once and
-    shared by the blocks as in the IR copied.  The inlined IR, hence the compiled code, is
-    unchanged (the trajectories' hashes are the same).
+    copied the whole scope again: (blocks x variables) for each call site inlined, a large
+    part of the compile of the tree steps' large inlined kernels.  Here the blocks of one
+    IR are copied with one memo, as ``copy.deepcopy`` of the whole block map would: the same
+    blocks, statements and variables, the scope copied once and shared by the blocks as in
+    the IR copied.  The kernels compile to the same operations, so they compute the same bits.
     """
     import copy
 

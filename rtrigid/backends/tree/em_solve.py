@@ -479,8 +479,9 @@ def _solve_with_limits(h, max_iter, model, state, ws, rates, stats, drive, add_w
     starts the step at rest on a limit starts it locked.  At most six rounds, which share the
     ``max_iter`` iterations (so a solve's cap, and the step budget, hold with limits too).
     Then the locked joints' rates at t_{n+1} (from the momenta) are set to 0 by a joint-space
-    impulse, which only takes energy out (the limits are inelastic: the registry refuses a restitution for
-    this scheme).  The actuators' work is added once, for the step finally taken.
+    impulse, which only takes energy out (the limits are inelastic: the registry refuses a
+    restitution for this scheme).  The actuators' work is added once, for the step finally
+    taken.
 
     Joint friction (Coulomb's law, bound c) by the same locks: a joint held by its friction
     is locked with increment 0 and released, to slide against the torque that held it, when
