@@ -32,8 +32,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rtrigid import integrators
-from rtrigid._jit import kernel_driver
+from rtrigid._jit import step_address
 from rtrigid.backends import TREE
+from rtrigid.backends.batch_drive import drive
 from rtrigid.backends.buffers import FAILED, N_STATS, NONFINITE
 from rtrigid.model import Model
 from rtrigid.simulation import Simulation
@@ -43,48 +44,6 @@ FAIL_MASK = FAILED | NONFINITE
 
 # What a Batch is built from: a Model, a Simulation, or a factory giving copy i's
 Source = Union[Model, Simulation, Callable[[int], Union[Model, Simulation]]]
-
-
-def _drive_source(kernel: Any) -> None:
-    def drive(k, dt, F, I, controls, feedback, status):  # type: ignore[no-untyped-def]
-        """Step every copy k steps under the ``controls`` (U, u_time, c0, lo, hi): U (kt, n,
-        nu) (u_time: one row per step, else U[0] held), clamped to [lo, hi] and written at
-        column c0 of a copy's row; or, when the ``feedback`` (K, u0, xref, xidx) has gains,
-        under u = u0[i] - K[i] (x - xref[i]), x = F[i, xidx].  (Plain tuples: numba reads a
-        named tuple's type from a Python call ~1 us slower.)  A failed copy stops (its status
-        set, rolled back by its kernel)."""
-        U, u_time, c0, lo, hi = controls
-        K, u0, xref, xidx = feedback
-        n = F.shape[0]
-        nu = hi.shape[0]
-        nx = xidx.shape[0]
-        feedback = K.shape[1] > 0
-        for i in prange(n):  # type: ignore[name-defined]
-            Fi = F[i]
-            Ii = I[i]
-            if nu == 0 or (U.shape[0] == 0 and not feedback):
-                st = kernel(k, dt, Fi, Ii)
-                status[i] = st
-                continue
-            if not feedback and not u_time:  # held controls: one call of k steps
-                for a in range(nu):
-                    Fi[c0 + a] = min(max(U[0, i, a], lo[a]), hi[a])
-                status[i] = kernel(k, dt, Fi, Ii)
-                continue
-            Ki = K[i] if K.shape[0] == n else K[0]
-            for s in range(k):
-                for a in range(nu):
-                    if feedback:
-                        u = u0[i, a]
-                        for j in range(nx):
-                            u -= Ki[a, j] * (Fi[xidx[j]] - xref[i, j])
-                    else:
-                        u = U[s if u_time else 0, i, a]
-                    Fi[c0 + a] = min(max(u, lo[a]), hi[a])
-                st = kernel(1, dt, Fi, Ii)
-                status[i] |= st
-                if st & 3:
-                    break
 
 
 def _offset(F: NDArray[np.float64], view: NDArray[np.float64]) -> int:
@@ -193,6 +152,7 @@ class Batch:
         self.nq, self.nv, self.na = base.nq, base.nv, base.na
         self.actuator_names = base.actuator_names
         self._kernel, Fx, Ix = _stepped(base)
+        self._address: int | None = None  # the kernel's code, on the first step
         self._key = _structure(base)
         self._tree = base.backend.name == TREE
         # a row is the Simulation's F (I), then with a ground its contact arrays
@@ -418,8 +378,10 @@ class Batch:
         else:
             K, u0, xref = self._noK, self._noK[0], self._noK[0]
         self._status[:] = 0
-        drive = kernel_driver(_drive_source, self._kernel, options="parallel=True, ")
+        if self._address is None:  # the kernel compiled (or loaded) on the first step
+            self._address = step_address(self._kernel)
         drive(
+            self._address,
             k,
             self.dt,
             self.F,

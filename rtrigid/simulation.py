@@ -362,7 +362,7 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
 
         if not has_contacts(model):
             return None
-        from rtrigid.backends.bodies.contact import ContactStepper
+        from rtrigid.backends.contact_step import ContactStepper
         from rtrigid.contact.solver import START_BUDGET
 
         contacts = Contacts(model)
@@ -384,19 +384,19 @@ class Simulation(BodiesMixin, JointsMixin, ActuatorsMixin, QueriesMixin, LoadsMi
                     "stepped for free-body models only so far (bodies "
                     f"{spin}, or a ground)"
                 )
-        bodyi, after, extra = self.backend.contact_workspace(contacts, budget)
+        collide, after, extra = self.backend.contact_workspace(contacts, budget)
         loops = getattr(model, "loop_joints", None)
         if loops or getattr(model, "couplings", None):  # the loops' step, then the contacts'
-            from rtrigid.backends.bodies.contact import StepThenContacts, no_flight
+            from rtrigid.backends.contact_step import StepThenContacts, no_flight
 
             solve = ContactStepper(
-                no_flight, contacts, bodyi, SWEEPS, rest_speed, after=after, extra=extra
+                no_flight, contacts, collide, SWEEPS, rest_speed, after=after, extra=extra
             )
             rows = self.backend.constraint_rows if loops else None
             self._kernel = StepThenContacts(self._kernel, solve, rows)
             return contacts
         self._kernel = ContactStepper(
-            self._kernel, contacts, bodyi, SWEEPS, rest_speed, after=after, extra=extra
+            self._kernel, contacts, collide, SWEEPS, rest_speed, after=after, extra=extra
         )
         return contacts
 

@@ -2,9 +2,8 @@
 
     python scripts/cold_start.py [--repeat 1] [--only run,view,...]
 
-Each command runs in a fresh process with its own empty numba cache (``NUMBA_CACHE_DIR``) and
-driver folder (``RTRIGID_DRIVER_DIR``), so it compiles every kernel it needs, as a user's first
-command after the install does; then once more on the cache it filled (warm).  Prints one row per
+Each command runs in a fresh process with its own empty numba cache (``NUMBA_CACHE_DIR``), so
+it compiles every kernel it needs, as a user's first command after the install does; then once more on the cache it filled (warm).  Prints one row per
 command: the cold and warm wall times (medians over ``--repeat`` runs), and whether the command
 printed its one line about compiling.  The viewer runs headless (Mesa's EGL).
 """
@@ -55,8 +54,7 @@ def main(argv=None):
         cold, warm, said = [], [], True
         for _ in range(args.repeat):
             folder = tempfile.mkdtemp(prefix="rtrigid-cold-")
-            env = dict(os.environ, NUMBA_CACHE_DIR=os.path.join(folder, "numba"),
-                       RTRIGID_DRIVER_DIR=os.path.join(folder, "drivers"))
+            env = dict(os.environ, NUMBA_CACHE_DIR=os.path.join(folder, "numba"))
             try:
                 wall, s = timed(COMMANDS[name], env)
                 cold.append(wall)

@@ -7,8 +7,8 @@
 Each case builds a scenario, steps it once (to compile or load its kernels), takes a snapshot,
 and then times ``--repeats`` calls of ``sim.step(k)`` (with ``--per-call``: k calls of
 ``sim.step(1)``, the cost a real-time loop pays per tick), each from the same snapshot; it
-prints the least time per step (µs) per case as JSON.  Give each checkout its own numba cache and
-driver folder (``RTRIGID_DRIVER_DIR``), warmed by a first run.  On a shared virtual machine
+prints the least time per step (µs) per case as JSON.  Give each checkout its own numba cache
+(``NUMBA_CACHE_DIR``), warmed by a first run.  On a shared virtual machine
 the minima still move by several per cent from run to run: alternate, and repeat.
 """
 import argparse

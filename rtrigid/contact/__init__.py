@@ -138,7 +138,7 @@ class Contacts:
     scratch (:mod:`.general`, empty when every pair that may meet has a fast test:
     ``general`` False).  grounds (ng, P_WIDTH): normal, height, friction, restitution.
     table: a row per contact found, ``count`` of them (see
-    :class:`~rtrigid.backends.bodies.contact.ContactStepper` for its size).
+    :class:`~rtrigid.backends.contact_step.ContactStepper` for its size).
     """
 
     def __init__(self, model):

@@ -12,7 +12,14 @@ from rtrigid.backends.bodies.common import (
     state_view,
 )
 from rtrigid.backends.bodies.forces import potential_energy
-from rtrigid.backends.bodies.layout import BodiesModel, PIVOTED, flatten, freeze, kernel_arrays
+from rtrigid.backends.bodies.layout import (
+    FREE,
+    PIVOTED,
+    BodiesModel,
+    flatten,
+    freeze,
+    kernel_arrays,
+)
 from rtrigid.backends.buffers import allocate, model_digest, sections
 from rtrigid._jit import pure
 from rtrigid.joints import geometry
@@ -74,13 +81,13 @@ class BodiesBackend:
             pure(restore_body)(self.S_prev, self.S, self.nb, b)
 
     def contact_workspace(self, contacts, budget):
-        """What the contact step (:class:`~.contact.ContactStepper`) needs of this backend:
-        ``(bodyi, after, extra)``: the bodies' kinds (its free bodies collide), the module
-        whose ``after_step`` solves the contacts, and its (float, int) scratch (none, and the
-        event's ``budget``)."""
+        """What the contact step (:class:`~rtrigid.backends.contact_step.ContactStepper`)
+        needs of this backend: ``(collide, after, extra)``: which bodies may collide (the free
+        ones), the module whose ``after_step`` solves the contacts, and its (float, int)
+        scratch (none, and the event's ``budget``)."""
         from rtrigid.backends.bodies import contact
 
-        return (self.frozen.kind, contact.__name__,
+        return (self.frozen.kind == FREE, contact.__name__,
                 (np.zeros(0), np.array([budget], np.int64)))
 
     def potential_energy(self) -> float:

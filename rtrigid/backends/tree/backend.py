@@ -103,9 +103,9 @@ class TreeBackend:
         self._sync()
 
     def contact_workspace(self, contacts, budget):
-        """What the contact step (:class:`~rtrigid.backends.bodies.contact.ContactStepper`)
+        """What the contact step (:class:`~rtrigid.backends.contact_step.ContactStepper`)
         needs of this backend for ``contacts`` (a :class:`~rtrigid.contact.Contacts`):
-        ``(bodyi, after, extra)``: None (every body with a geom collides), the module whose
+        ``(collide, after, extra)``: None (every body with a geom collides), the module whose
         ``after_step`` solves the contacts, and its (float, int) scratch as a function of the
         contact table's rows -- the solve's work space (with the loop joints' and couplings'
         rows at its end), and the rates' start flag (the mean rates, or the event's

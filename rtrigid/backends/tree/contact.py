@@ -49,6 +49,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rtrigid._jit import jit, jit_inline, rebind
+from rtrigid.backends import contact_step
 from rtrigid.backends.buffers import view
 from rtrigid.maths.dense import cholesky, cholesky_dropping, cholesky_solve, solve_dropping
 from rtrigid.backends.tree.dynamics import (
@@ -732,3 +733,9 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
 
 # the contact step of a model with pairs that meet through the general narrow phase
 after_step_general = rebind(after_step, "general", __name__, detect=detect_general)
+
+# the contact step and its Batch rows around this solve (rtrigid.backends.contact_step)
+run = rebind(contact_step.run, "tree", __name__, after_step=after_step)
+run_general = rebind(contact_step.run, "tree_general", __name__, after_step=after_step_general)
+rows_step = rebind(contact_step.rows_step, "tree", __name__, run=run)
+rows_step_general = rebind(contact_step.rows_step, "tree_general", __name__, run=run_general)
