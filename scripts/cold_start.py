@@ -3,9 +3,9 @@
     python scripts/cold_start.py [--repeat 1] [--only run,view,...]
 
 Each command runs in a fresh process with its own empty numba cache (``NUMBA_CACHE_DIR``), so
-it compiles every kernel it needs, as a user's first command after the install does; then once more on the cache it filled (warm).  Prints one row per
-command: the cold and warm wall times (medians over ``--repeat`` runs), and whether the command
-printed its one line about compiling.  The viewer runs headless (Mesa's EGL).
+it compiles every kernel it needs, as a user's first command after the install does; then once
+more on the cache it filled (warm).  Prints one row per command: the cold and warm wall times
+(medians over ``--repeat`` runs), and whether the command printed its one line about compiling.  The viewer runs headless (Mesa's EGL).
 """
 import argparse
 import os

@@ -22,8 +22,8 @@ class ContactStepper:
     ``collide``: which bodies may collide (the bodies backend's free bodies), or None: every
     body with a geom.  ``after``: the backend's contact module, whose ``after_step`` solves
     the contacts (its ``run`` and ``rows_step``, and their ``_general`` forms, are this
-    module's templates bound to it), ``extra``: its (float, int) scratch, or a function of the table's rows
-    giving it (called again when the table grows).
+    module's templates bound to it), ``extra``: its (float, int) scratch, or a function of
+    the table's rows giving it (called again when the table grows).
 
     The table has rows for every ground contact and :data:`rtrigid.contact.PAIR_ROWS` per
     geom for pairs.  A pair that finds no room is left out of that step, never silently: the
@@ -57,9 +57,7 @@ class ContactStepper:
             self.xf, self.xi = self._extra(self._rows)
         # the groups as plain tuples: numba reads a named tuple's type from a Python call
         # ~1 us slower than a plain one's; run names them
-        if self._address is None:
-            self._address = step_address(self._kernel)
-        status = self._run(self._address, n, dt, F, I, self._scene, c.grounds, self.active,
+        status = self._run(self._kernel_address(), n, dt, F, I, self._scene, c.grounds, self.active,
                            c.arrays(), self._settings, (self.xf, self.xi), self._count)
         c.count = int(self._count[0])
         if self._count[1]:
@@ -74,25 +72,29 @@ class ContactStepper:
                           f"{len(c.table)} rows", RuntimeWarning, stacklevel=3)
         return status
 
+    def _kernel_address(self):
+        """The scheme's kernel's address, compiled (or loaded) on the first step."""
+        if self._address is None:
+            self._address = step_address(self._kernel)
+        return self._address
+
     def rows(self, F, I):
         """This contact step as a kernel of the contract on longer rows, for
         :class:`rtrigid.Batch`: ``(step, Fx, Ix)``, ``step(n, dt, Fx, Ix)`` (``after``'s
-        ``rows_step``) the same compiled ``run`` on the Simulation's ``F``, ``I`` and the contact arrays carved from the rows'
-        tails.  Fx = F followed by geom, work, verts, planes, grounds, table, vel, lift, lam,
-        xf, the general pairs' float scratch, rest_speed; Ix = I followed by geomi, excluded,
-        active, touched, ints, keys, rows, xi, the general pairs' int scratch, count and the
-        sizes, then the address of the scheme's kernel in this process (:data:`ROW_SIZES` in
-        all, at the end).  A copy's contacts (its warm start, the table of its last step) and
-        its geoms, friction and gravity are thus its own; its table does not grow (count[1]
-        counts the pairs left out)."""
+        ``rows_step``) the same compiled ``run`` on the Simulation's ``F``, ``I`` and the contact
+        arrays carved from the rows' tails.  Fx = F followed by geom, work, verts, planes, grounds,
+        table, vel, lift, lam, xf, the general pairs' float scratch, rest_speed; Ix = I followed by
+        geomi, excluded, active, touched, ints, keys, rows, xi, the general pairs' int scratch,
+        count and the sizes, then the address of the scheme's kernel in this process
+        (:data:`ROW_SIZES` in all, at the end).  A copy's contacts (its warm start, the table of its
+        last step) and its geoms, friction and gravity are thus its own; its table does not grow
+        (count[1] counts the pairs left out)."""
         c = self.contacts
         assert (c.vel.shape[1], c.ints.shape[1], c.keys.shape[1]) == (VEL_WIDTH, 5, 2)
-        if self._address is None:
-            self._address = step_address(self._kernel)
         geom, geomi, work, verts, planes, excluded, gf, gi = c.scene
         sizes = (len(F), len(I), len(c.vel), len(geom), len(verts), len(planes),
                  len(excluded), len(c.grounds), len(c.table), len(c.keys), len(self.xf),
-                 len(self.xi), self.settings.iters, len(gf), len(gi), self._address)
+                 len(self.xi), self.settings.iters, len(gf), len(gi), self._kernel_address())
         Fx = np.concatenate([F] + [a.ravel() for a in (
             geom, work, verts, planes, c.grounds, c.table, c.vel, c.lift, c.lam, self.xf, gf)]
             + [[self.settings.rest_speed]])
@@ -141,14 +143,13 @@ after_step = None
 
 @jit
 def run(kernel, n, dt, F, I, scene, grounds, active, arrays, settings, extra, count):
-    """n times one step of the kernel at address ``kernel`` (:func:`rtrigid._jit.call_step`:
-    one compile of this for every scheme) and the contact solve, in one compiled call (scene,
-    arrays, settings: the members of the groups ``after_step`` takes, Scene,
-    ContactArrays and SolveSettings, as plain tuples; extra: ``after_step``'s (float, int)
-    scratch xf, xi); count[0] gets the contacts of the
-    last step, count[1] adds the pairs left out for want of table rows.  Stops at a step
-    the kernel could not take.  The contact solve takes every array as a view holding
-    no reference (``buffers.unowned``): it reads rows of them in its innermost loops."""
+    """n times one step of the kernel at address ``kernel`` (:func:`rtrigid._jit.call_step`: one
+    compile of this for every scheme) and the contact solve, in one compiled call (scene, arrays,
+    settings: the members of the groups ``after_step`` takes, Scene, ContactArrays and
+    SolveSettings, as plain tuples; extra: ``after_step``'s (float, int) scratch xf, xi); count[0]
+    gets the contacts of the last step, count[1] adds the pairs left out for want of table rows.
+    Stops at a step the kernel could not take.  The contact solve takes every array as a view
+    holding no reference (``buffers.unowned``): it reads rows of them in its innermost loops."""
     geom, geomi, work, verts, planes, excluded, gf, gi = scene
     scene = Scene(unowned(geom), unowned(geomi), unowned(work), unowned(verts),
                   unowned(planes), unowned(excluded), unowned(gf), unowned(gi))
