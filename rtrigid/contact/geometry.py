@@ -319,6 +319,16 @@ def _hull_vertex(table, k, b, other, verts, v0, i, pose, plane, surface):
 
 
 @jit
+def clear_of(plane, c, radius):
+    """Whether a geom held by the sphere of ``radius`` about c lies so far above the plane
+    that no point of it comes within its contact margin (MARGIN x radius): then
+    :func:`ground_contacts` would find nothing.  (Tested with a margin of twice that, far
+    beyond the round-off of its points.)"""
+    return (plane[P_NORMAL] * c[0] + plane[P_NORMAL + 1] * c[1] + plane[P_NORMAL + 2] * c[2]
+            - plane[P_HEIGHT]) > (1.0 + 2.0 * MARGIN) * radius
+
+
+@jit
 def ground_contacts(table, k, b, gr, geom, geomi, verts, pose, g, plane, w, ahead):
     """Append the contacts of geom row ``gr`` (of body b) with ground g (row ``plane``) to the
     table from row k; returns the next free row.  pose: the geom's world origin and

@@ -97,11 +97,13 @@ def translate(table, count, minv, level, moves, sweeps):
     ground too (shock propagation: a stack is lifted level by level instead of its bottom
     being pushed back into the ground); two bodies as near share a depth by inverse mass.
     Every island's first lift (:func:`lift` is the turning one, for those that
-    :func:`turning` marks)."""
+    :func:`turning` marks).  The sweeps stop at one that moves nothing: each after it would
+    repeat it."""
     for b in range(moves.shape[0]):
         for i in range(6):
             moves[b, i] = 0.0
     for _ in range(sweeps):
+        moved = False
         for k in range(count):
             row = table[k]
             a, b = int(row[C_BODY]), int(row[C_OTHER])
@@ -125,9 +127,15 @@ def translate(table, count, minv, level, moves, sweeps):
                         move[1] - row[C_DRIFT + 1] - rel[1] + reln * n[1],
                         move[2] - row[C_DRIFT + 2] - rel[2] + reln * n[2])
             for i in range(3):
+                was = moves[a, i]
                 moves[a, i] += wa * move[i]
+                moved = moved or moves[a, i] != was
                 if b >= 0:
+                    was = moves[b, i]
                     moves[b, i] -= (1.0 - wa) * move[i]
+                    moved = moved or moves[b, i] != was
+        if not moved:
+            break
 
 
 @jit
@@ -145,7 +153,8 @@ def lift(table, count, minv, level, moves, sweeps, island, sums):
     on another tilted 0.3 degrees, the stack under it sinking 0.07 mm/s).  The ground is
     immovable and, of two bodies, the one nearer a ground too (shock propagation: a stack
     is lifted level by level instead of its bottom being pushed back into the ground); two
-    bodies as near both move."""
+    bodies as near both move.  The sweeps stop at one that changes no multiplier: it moved
+    nothing, and each after it would repeat it."""
     for b in range(moves.shape[0]):
         for i in range(6):
             moves[b, i] = 0.0
@@ -159,6 +168,7 @@ def lift(table, count, minv, level, moves, sweeps, island, sums):
         for i in range(3):
             row[C_LIFT + i] = 0.0
     for _ in range(sweeps):
+        changed = False
         for k in range(count):
             row = table[k]
             a, b = int(row[C_BODY]), int(row[C_OTHER])
@@ -170,6 +180,7 @@ def lift(table, count, minv, level, moves, sweeps, island, sums):
             rel = (pa[0] - pb[0], pa[1] - pb[1], pa[2] - pb[2])
             m = max(0.0, row[C_LIFT] + (row[C_DEPTH] - dot3(rel, n)) * row[C_LIFTK])
             _shift(moves, row, a, b, ma, mb, minv, m - row[C_LIFT], n, row[C_LIFTK + 2] > 0.0)
+            changed = changed or m != row[C_LIFT]
             row[C_LIFT] = m
             if row[C_HELD] != 2.0:
                 continue
@@ -183,7 +194,10 @@ def lift(table, count, minv, level, moves, sweeps, island, sums):
             l2 = row[C_LIFT + 2] + row[C_LIFTK + 1] * r2
             _shift(moves, row, a, b, ma, mb, minv, l1 - row[C_LIFT + 1], t1, False)
             _shift(moves, row, a, b, ma, mb, minv, l2 - row[C_LIFT + 2], t2, False)
+            changed = changed or l1 != row[C_LIFT + 1] or l2 != row[C_LIFT + 2]
             row[C_LIFT + 1], row[C_LIFT + 2] = l1, l2
+        if not changed:
+            break
 
 
 @jit

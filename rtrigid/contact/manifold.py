@@ -33,6 +33,7 @@ from rtrigid.contact.geometry import (
     W_LO,
     W_QUAT,
     Pose,
+    clear_of,
     ground_contacts,
 )
 from rtrigid.contact.pairs import geom_pose, pair_contacts
@@ -214,6 +215,8 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
         om = rotate_t(q[b, 0], q[b, 1], q[b, 2], q[b, 3], w[b, 0], w[b, 1], w[b, 2], 1.0)
         pose = Pose(work[g, W_CENTRE:W_CENTRE + 3], work[g, W_QUAT:W_QUAT + 4])
         for p in range(grounds.shape[0]):
+            if clear_of(grounds[p], pose.c, geom[g, G_RADIUS]):
+                continue
             if k + MAX_POINTS > cap:
                 stats[1] += 1
                 continue

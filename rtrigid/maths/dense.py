@@ -333,6 +333,31 @@ def cholesky_solve(L, b, out, n):
 
 
 @jit
+def cholesky_solve3(L, B, out, n):
+    """out[r, :n] <- (L L^T)^-1 B[r, :n] for the three rows r of B (B may be out): three
+    :func:`cholesky_solve` interleaved, each with the same operations (so the same bits),
+    whose independent sums overlap in the processor."""
+    for i in range(n):
+        t0, t1, t2 = B[0, i], B[1, i], B[2, i]
+        for k in range(i):
+            a = L[i, k]
+            t0 -= a * out[0, k]
+            t1 -= a * out[1, k]
+            t2 -= a * out[2, k]
+        d = L[i, i]
+        out[0, i], out[1, i], out[2, i] = t0 / d, t1 / d, t2 / d
+    for i in range(n - 1, -1, -1):
+        t0, t1, t2 = out[0, i], out[1, i], out[2, i]
+        for k in range(i + 1, n):
+            a = L[k, i]
+            t0 -= a * out[0, k]
+            t1 -= a * out[1, k]
+            t2 -= a * out[2, k]
+        d = L[i, i]
+        out[0, i], out[1, i], out[2, i] = t0 / d, t1 / d, t2 / d
+
+
+@jit
 def chart_mass_matrix(K, T, tmp, out, n):
     """out <- T^T K T, the chart's mass matrix (tmp: (n, n) scratch)."""
     chart_product(K, T, tmp, n, n)

@@ -109,28 +109,29 @@ class TreeBackend:
         ``after_step`` solves the contacts, and its (float, int) scratch as a function of the
         contact table's rows -- the solve's work space (with the loop joints' and couplings'
         rows at its end), and the rates' start flag (the mean rates, or the event's
-        ``budget``) followed by the contact bodies' rates (and the number of those rows, if
-        any)."""
+        ``budget``) followed by the contact bodies' rates, the number of those rows and the
+        solve's int scratch."""
         from rtrigid.backends.tree import contact as tree_contact
+        from rtrigid.backends.tree.contact_rows import constraint_scratch_size, int_scratch_size
 
         tree = self.tree
         order = contacts.ints[:, 0]
         ti, voff = tree.ti, tree_contact.I_VOFF
         perm = [i for b in order for i in range(
             ti[b, voff], ti[b, voff] + int(tree_contact.NV[ti[b, tree_contact.I_KIND]]))]
-        xi = np.array([int(self.mean_rates) or budget] + perm, np.int64)
         # loop joints and couplings: their rows in the scratch's tail (the couplings'
         # constant, the loop joints' rewritten before each solve: constraint_rows), their
         # count after the rates (the contact impulses then move the tree as they allow)
         rows_g = np.zeros((0, tree.nv)) if self.loops is None else self.loops.jacobian(self.Qg)
-        if len(rows_g):
-            xi = np.append(xi, len(rows_g))
-        tail = tree_contact.constraint_scratch_size(len(rows_g), tree.nv)
+        head = [int(self.mean_rates) or budget] + perm + [len(rows_g)]
+        tail = constraint_scratch_size(len(rows_g), tree.nv)
 
         def extra(rows):
             xf = np.zeros(tree_contact.scratch_size(rows, tree.nb, tree.nq, tree.nv) + tail)
             if tail:
                 xf[len(xf) - tail:][: rows_g.size] = rows_g.ravel()
+            xi = np.zeros(len(head) + int_scratch_size(rows, tree.nv), np.int64)
+            xi[:len(head)] = head
             return xf, xi
 
         return None, tree_contact.__name__, extra
@@ -138,7 +139,7 @@ class TreeBackend:
     def constraint_rows(self, xf):
         """Write the loops' rows at the present configuration into the tail of a contact
         scratch ``xf`` of :meth:`contact_workspace` (before the contact solve of a step)."""
-        from rtrigid.backends.tree.contact import constraint_scratch_size
+        from rtrigid.backends.tree.contact_rows import constraint_scratch_size
 
         rows_g = self.loops.rows(self.Qg, what=2)[1]  # a view: no copy a step
         start = len(xf) - constraint_scratch_size(len(rows_g), self.tree.nv)

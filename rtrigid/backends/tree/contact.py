@@ -51,7 +51,17 @@ import numpy as np
 from rtrigid._jit import jit, jit_inline, rebind
 from rtrigid.backends import contact_step
 from rtrigid.backends.buffers import view
-from rtrigid.maths.dense import cholesky, cholesky_dropping, cholesky_solve, solve_dropping
+from rtrigid.maths.dense import cholesky, cholesky_solve, cholesky_solve3
+from rtrigid.backends.tree.contact_rows import (
+    axpy,
+    axpy2,
+    constrained_column,
+    constraint_factor,
+    constraint_tail,
+    read_rates,
+    sdot,
+    sdot2,
+)
 from rtrigid.backends.tree.dynamics import (
     add_point_columns,
     composite_mass_matrix,
@@ -266,37 +276,46 @@ def _twice_lift_energy(tf, ti, b, gravity, x, xk, Qs, Qg):
 
 
 @jit
-def _lift_sweeps(table, count, Jc, Wc, mu, dl, perm, Qs, Wl, ll, nl):
+def _lift_sweeps(table, count, Jc, Wc, mu, dl, nz, Qs, Wl, ll, nl):
     """LIFT_SWEEPS Gauss-Seidel sweeps of the lift dl over the contacts' rows (mu: their
-    multipliers) and the nl rows of the joints' limits (``ContactScratch.Wl``, ``ll``;
-    Qs: the coordinates before the lift)."""
+    multipliers; nz: the rates their rows read, :func:`read_rates`) and the nl rows of the
+    joints' limits (``ContactScratch.Wl``, ``ll``; Qs: the coordinates before the lift);
+    they stop at one that changes no multiplier (it moved nothing, and each after it would
+    repeat it)."""
     for _ in range(LIFT_SWEEPS):
+        changed = False
         for k in range(count):
             row = table[k]
-            m = max(0.0, mu[k, 0] + (row[C_DEPTH] - _gdot(Jc[k, 0], dl, perm)) * row[C_KN])
-            _axpy(dl, m - mu[k, 0], Wc[k, 0])
+            idx = nz[k, 1:1 + nz[k, 0]]
+            m = max(0.0, mu[k, 0] + (row[C_DEPTH] - sdot(Jc[k, 0], dl, idx)) * row[C_KN])
+            axpy(dl, m - mu[k, 0], Wc[k, 0])
+            changed = changed or m != mu[k, 0]
             mu[k, 0] = m
             if row[C_HELD] != 2.0:
                 continue
+            g1, g2 = sdot2(Jc[k, 1], Jc[k, 2], dl, idx)
             r1 = -(row[C_DRIFT] * row[C_T1] + row[C_DRIFT + 1] * row[C_T1 + 1]
-                   + row[C_DRIFT + 2] * row[C_T1 + 2]) - _gdot(Jc[k, 1], dl, perm)
+                   + row[C_DRIFT + 2] * row[C_T1 + 2]) - g1
             r2 = -(row[C_DRIFT] * row[C_T2] + row[C_DRIFT + 1] * row[C_T2 + 1]
-                   + row[C_DRIFT + 2] * row[C_T2 + 2]) - _gdot(Jc[k, 2], dl, perm)
+                   + row[C_DRIFT + 2] * row[C_T2 + 2]) - g2
             l1 = mu[k, 1] + row[C_KT] * r1 + row[C_KT + 1] * r2
             l2 = mu[k, 2] + row[C_KT + 2] * r1 + row[C_KT + 3] * r2
             bound = row[C_MU] * m
             size = np.sqrt(l1 * l1 + l2 * l2)
             if size > bound:
                 l1, l2 = l1 * bound / size, l2 * bound / size
-            _axpy(dl, l1 - mu[k, 1], Wc[k, 1])
-            _axpy(dl, l2 - mu[k, 2], Wc[k, 2])
+            axpy2(dl, l1 - mu[k, 1], Wc[k, 1], l2 - mu[k, 2], Wc[k, 2])
+            changed = changed or l1 != mu[k, 1] or l2 != mu[k, 2]
             mu[k, 1], mu[k, 2] = l1, l2
         for r in range(nl):
             j, o = int(ll[r, 0]), int(ll[r, 1])
             lam = ll[r, 4] + (ll[r, 2] - Qs[o] - dl[j]) / Wl[r, j]
             lam = max(0.0, lam) if ll[r, 3] > 0.0 else min(0.0, lam)
-            _axpy(dl, lam - ll[r, 4], Wl[r])
+            axpy(dl, lam - ll[r, 4], Wl[r])
+            changed = changed or lam != ll[r, 4]
             ll[r, 4] = lam
+        if not changed:
+            break
 
 
 @jit
@@ -326,7 +345,7 @@ def _limit_rows(tf, ti, Qs, dl, Lj, rows_g, Wl, ll, nl):
         cholesky_solve(Lj, Wl[nl], Wl[nl], nv)
         free = Wl[nl, j]
         if rows_g[0].shape[0]:
-            _constrained_column(rows_g, Wl[nl])
+            constrained_column(rows_g, Wl[nl])
         if not Wl[nl, j] > 1e-9 * free:
             continue
         ll[nl, 0], ll[nl, 1] = j, o
@@ -334,81 +353,6 @@ def _limit_rows(tf, ti, Qs, dl, Lj, rows_g, Wl, ll, nl):
         ll[nl, 4] = 0.0
         nl += 1
     return nl
-
-
-@jit
-def _gdot(a, b, perm):
-    """a . b summed in the order ``perm`` (the rates in the order of their bodies' names)."""
-    s = 0.0
-    for i in range(perm.shape[0]):
-        j = perm[i]
-        s += a[j] * b[j]
-    return s
-
-
-@jit
-def _axpy(y, s, x):
-    for i in range(y.shape[0]):
-        y[i] += s * x[i]
-
-
-REDUNDANT = 1e-10  # a constraint row whose pivot is below this of A's largest is dependent
-
-
-def constraint_scratch_size(m, nv):
-    """Length of the constraint rows' tail of :func:`after_step`'s float scratch (see
-    :func:`_constraint_tail`): m rows (loop joints' and couplings') of nv rates."""
-    return m * (2 * nv + 2 * m + 2)
-
-
-@jit
-def _constraint_tail(xf, m, nv):
-    """The constraint rows' tail of the float scratch: the loop joints' and couplings' rows
-    Gc (m, nv), written by the backend, the columns Cc = M^-1 Gc^T, A = Gc Cc^T and its
-    Cholesky factor Lc (m, m), and two vectors (m) of scratch."""
-    o = xf.shape[0] - m * (2 * nv + 2 * m + 2)
-    Gc = view(xf, o, (m, nv))
-    Cc = view(xf, o + m * nv, (m, nv))
-    A = view(xf, o + 2 * m * nv, (m, m))
-    Lc = view(xf, o + 2 * m * nv + m * m, (m, m))
-    y = xf[o + 2 * m * nv + 2 * m * m:o + 2 * m * nv + 2 * m * m + m]
-    g = xf[o + 2 * m * nv + 2 * m * m + m:o + 2 * m * nv + 2 * m * m + 2 * m]
-    return Gc, Cc, A, Lc, y, g
-
-
-@jit
-def _constraint_factor(Lj, rows_g):
-    """Cc <- M^-1 Gc^T (Lj: the Cholesky factor of the joint-space inertia M at the
-    configuration) and the Cholesky factor of A = Gc M^-1 Gc^T, its rows that depend on
-    those before them dropped (pivot <= REDUNDANT of the largest diagonal); False if A is
-    zero."""
-    Gc, Cc, A, Lc, y, g = rows_g
-    m, nv = Gc.shape
-    for r in range(m):
-        cholesky_solve(Lj, Gc[r], Cc[r], nv)
-    big = 0.0
-    for r in range(m):
-        for c in range(m):
-            A[r, c] = _gdot_all(Gc[r], Cc[c])
-        big = max(big, A[r, r])
-    # redundant loop rows (a planar loop of spatial joints) make A singular: they are
-    # dropped, which the projection does not see (their reactions are those of the others)
-    cholesky_dropping(A, Lc, m, REDUNDANT * big)
-    return big > 0.0
-
-
-@jit
-def _constrained_column(rows_g, w):
-    """w <- P w, P = 1 - Cc^T A^-1 Gc: a response M^-1 J^T made one the loops and couplings
-    allow (the mass-orthogonal projection onto Gc dnu = 0), so the impulses, and the lift,
-    move the mechanism as they allow and they carry their share of the reaction."""
-    Gc, Cc, A, Lc, y, g = rows_g
-    m = Gc.shape[0]
-    for r in range(m):
-        g[r] = _gdot_all(Gc[r], w)
-    solve_dropping(Lc, g, y, m)
-    for r in range(m):
-        _axpy(w, -y[r], Cc[r])
 
 
 @jit
@@ -420,14 +364,6 @@ def _join(island, rank, a, b):
             island[j] = i
         else:
             island[i] = j
-
-
-@jit
-def _gdot_all(a, b):
-    s = 0.0
-    for i in range(a.shape[0]):
-        s += a[i] * b[i]
-    return s
 
 
 @jit
@@ -467,7 +403,8 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     scheme keeps mean rates, ``START_BUDGET`` if its flight does not keep energy (the energy
     budget is then taken from the step's start, S_prev:
     :func:`rtrigid.contact.solver.flight_allowance`), else 0; then the rate indices in the
-    order of their bodies' names]."""
+    order of their bodies' names; the number of loop and coupling rows at xf's end; then
+    (:func:`.contact_rows.int_scratch_size`) per table row nv + 1 ints of scratch]."""
     table, touched, vel, ints = arrays.table, arrays.touched, arrays.vel, arrays.ints
     keys, lam, rows = arrays.keys, arrays.lam, arrays.rows
     iters, rest_speed = settings
@@ -482,7 +419,8 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     mean_rates = xi[0] == 1
     start_budget = xi[0] == START_BUDGET
     perm = xi[1:1 + nv]
-    m = xi[1 + nv] if xi.shape[0] > 1 + nv else 0  # loops' and couplings' rows (xf's tail)
+    m = xi[1 + nv]  # loops' and couplings' rows (xf's tail)
+    nz = view(xi, 2 + nv, (cap, nv + 1))  # per contact the rates its rows read
     order, rank, island = ints[:, 0], ints[:, 1], ints[:, 3]
     # no rim look-ahead (dt 0): the rates at the step's end are not known yet under the mean-rate
     # schemes; see geometry.ground_contacts
@@ -512,8 +450,8 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     if not cholesky(Mj, Lj, nv):
         remember(table, 0, keys, lam)
         return 0
-    rows_g = _constraint_tail(xf, m, nv)
-    if m and not _constraint_factor(Lj, rows_g):
+    rows_g = constraint_tail(xf, m, nv)
+    if m and not constraint_factor(Lj, rows_g):
         remember(table, 0, keys, lam)
         return 0
     # per contact: its rows J (normal, tangents), the columns M^-1 J^T, its Delassus block
@@ -533,10 +471,10 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
             Jc[k, 0, c] = n[0] * Jp[0, c] + n[1] * Jp[1, c] + n[2] * Jp[2, c]
             Jc[k, 1, c] = t1[0] * Jp[0, c] + t1[1] * Jp[1, c] + t1[2] * Jp[2, c]
             Jc[k, 2, c] = t2[0] * Jp[0, c] + t2[1] * Jp[1, c] + t2[2] * Jp[2, c]
-        for r in range(3):
-            cholesky_solve(Lj, Jc[k, r], Wc[k, r], nv)
-            if m:
-                _constrained_column(rows_g, Wc[k, r])
+        cholesky_solve3(Lj, Jc[k], Wc[k], nv)
+        if m:
+            for r in range(3):
+                constrained_column(rows_g, Wc[k, r])
         for i in range(3):
             row[C_T1 + i] = t1[i]
             row[C_T2 + i] = t2[i]
@@ -548,11 +486,13 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         # takes no normal impulse (K_nn below the floor: 1 / inf).
         heavy = tf[a, T_MASS] if b < 0 else max(tf[a, T_MASS], tf[b, T_MASS])
         floor = 1e-9 / heavy
-        knn = _gdot(Jc[k, 0], Wc[k, 0], perm)
-        set_response(row, knn if knn > floor else np.inf, _gdot(Jc[k, 1], Wc[k, 1], perm)
-                     + floor, _gdot(Jc[k, 1], Wc[k, 2], perm),
-                     _gdot(Jc[k, 2], Wc[k, 2], perm) + floor)
-        set_target(row, _gdot(Jc[k, 0], nu0, perm), rest_speed, dt)
+        read_rates(Jc[k], perm, nz[k])
+        idx = nz[k, 1:1 + nz[k, 0]]
+        knn = sdot(Jc[k, 0], Wc[k, 0], idx)
+        set_response(row, knn if knn > floor else np.inf, sdot(Jc[k, 1], Wc[k, 1], idx)
+                     + floor, sdot(Jc[k, 1], Wc[k, 2], idx),
+                     sdot(Jc[k, 2], Wc[k, 2], idx) + floor)
+        set_target(row, sdot(Jc[k, 0], nu0, idx), rest_speed, dt)
     # warm start from the normal impulses the same contacts ended the last step with
     for i in range(nv):
         nu1[i] = nu0[i]
@@ -561,7 +501,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         if keys[h, 0] != -1:
             ln = lam[keys[h, 1], 0]
             table[k, C_LAMBDA] = ln
-            _axpy(nu1, ln, Wc[k, 0])
+            axpy(nu1, ln, Wc[k, 0])
     levels(table, count, ints[:, 4], active)
     by_level(table, count, ints[:, 4], rows)
     scale_ref = 0.0
@@ -577,12 +517,12 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         for i in range(count):
             k = rows[i]
             row = table[k]
-            dn = normal_update(row, _gdot(Jc[k, 0], nu1, perm))
-            _axpy(nu1, dn, Wc[k, 0])
-            d1, d2 = friction_update(row, _gdot(Jc[k, 1], nu1, perm),
-                                     _gdot(Jc[k, 2], nu1, perm))
-            _axpy(nu1, d1, Wc[k, 1])
-            _axpy(nu1, d2, Wc[k, 2])
+            idx = nz[k, 1:1 + nz[k, 0]]
+            dn = normal_update(row, sdot(Jc[k, 0], nu1, idx))
+            axpy(nu1, dn, Wc[k, 0])
+            u1, u2 = sdot2(Jc[k, 1], Jc[k, 2], nu1, idx)
+            d1, d2 = friction_update(row, u1, u2)
+            axpy2(nu1, d1, Wc[k, 1], d2, Wc[k, 2])
             change = max(change, abs(dn), abs(d1), abs(d2))
         if change <= 1e-15 * scale_ref:
             break
@@ -664,19 +604,19 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     # joint can tie the point's slide to its depth)
     for k in range(count):
         for i, rates in enumerate((nu0, nu1)):
-            table[k, C_SLIP + i] = np.hypot(_gdot(Jc[k, 1], rates, perm),
-                                            _gdot(Jc[k, 2], rates, perm))
+            u1, u2 = sdot2(Jc[k, 1], Jc[k, 2], rates, nz[k, 1:1 + nz[k, 0]])
+            table[k, C_SLIP + i] = np.hypot(u1, u2)
     anchors(table, count, x, q, keys, lam)
     for i in range(nq):
         Qs[i] = Qg[i]
-    _lift_sweeps(table, count, Jc, Wc, mu, dl, perm, Qs, Wl, ll, 0)
+    _lift_sweeps(table, count, Jc, Wc, mu, dl, nz, Qs, Wl, ll, 0)
     nl = 0
     for _ in range(nv):  # rows for the limits the lift would cross, until it crosses none
         added = _limit_rows(tf, ti, Qs, dl, Lj, rows_g, Wl, ll, nl)
         if added == nl:
             break
         nl = added
-        _lift_sweeps(table, count, Jc, Wc, mu, dl, perm, Qs, Wl, ll, nl)
+        _lift_sweeps(table, count, Jc, Wc, mu, dl, nz, Qs, Wl, ll, nl)
     for r in range(nl):  # what the sweeps leave of a crossing (round-off, their convergence)
         j, o = int(ll[r, 0]), int(ll[r, 1])
         if ll[r, 3] > 0.0:
