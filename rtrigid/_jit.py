@@ -376,3 +376,18 @@ def call_step(typingctx, address, n, dt, F, I):
         return out
 
     return signature, codegen
+
+
+def entry_point(kernel, *args):
+    """The compiled entry point of the numba dispatcher ``kernel`` for the types of
+    ``args``, or ``kernel`` itself when it is no dispatcher or has no such overload.  Called
+    directly, it skips the dispatcher's type resolution; it checks no types, so call it
+    with arguments of exactly those types."""
+    overloads = getattr(kernel, "overloads", None)
+    if not overloads:
+        return kernel
+    key = tuple(numba.typeof(a) for a in args)
+    for sig, result in overloads.items():
+        if tuple(sig) == key:
+            return result.entry_point
+    return kernel

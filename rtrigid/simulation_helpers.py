@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING, Any, Callable, Union
 import numpy as np
 from numpy.typing import NDArray
 
+from rtrigid._jit import entry_point
+
+__all__ = ["Handle", "entry_point", "readonly", "unit_quaternion", "SimulationBase"]
+
 # A body, joint or actuator handle (what Model.add_body / add_joint / add_actuator returned)
 # or its name
 Handle = Union[int, np.integer, str]
@@ -76,21 +80,6 @@ if TYPE_CHECKING:
         def _t_app(self) -> NDArray[np.float64]: ...
 else:
     SimulationBase = object
-
-
-def entry_point(kernel: Any, *args: Any) -> Callable[..., Any]:
-    """The compiled entry point of the numba dispatcher ``kernel`` for the types of
-    ``args``, or ``kernel`` itself when it is no dispatcher or has no such overload."""
-    overloads = getattr(kernel, "overloads", None)
-    if not overloads:
-        return kernel
-    import numba
-
-    key = tuple(numba.typeof(a) for a in args)
-    for sig, result in overloads.items():
-        if tuple(sig) == key:
-            return result.entry_point
-    return kernel
 
 
 def unit_quaternion(q: NDArray[np.float64], name: str) -> NDArray[np.float64]:

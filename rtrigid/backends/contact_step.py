@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from rtrigid._jit import call_step, jit, step_address
+from rtrigid._jit import call_step, entry_point, jit, step_address
 from rtrigid.backends.buffers import OK, USED_FALLBACK, unowned, view
 from rtrigid.contact.geometry import C_WIDTH, G_WIDTH, GI_WIDTH, P_WIDTH, PAIR_POINTS, W_WIDTH
 from rtrigid.contact.manifold import DYNAMIC, KINEMATIC, LAM_WIDTH, Scene
@@ -28,7 +28,12 @@ class ContactStepper:
     The table has rows for every ground contact and :data:`rtrigid.contact.PAIR_ROWS` per
     geom for pairs.  A pair that finds no room is left out of that step, never silently: the
     table then grows (at least doubles) for the steps that follow and a ``RuntimeWarning``
-    says so."""
+    says so.
+
+    Every array of the contact step (the scene, the table and its warm start, the scratch)
+    lives in one float and one int buffer, the contacts' arrays being views of them
+    (:meth:`_pack`): a compiled call takes two arrays for them, not twenty (each array numba
+    takes from Python costs it a type lookup and a wrapper)."""
 
     def __init__(self, kernel, contacts, collide, iters, rest_speed, *, after,
                  extra=(np.zeros(0), np.zeros(0, np.int64))):
@@ -37,39 +42,71 @@ class ContactStepper:
         suffix = "_general" if contacts.general else ""
         self._run, self._rows_step = (getattr(home, "run" + suffix),
                                       getattr(home, "rows_step" + suffix))
+        self._call = self._first_call
         self._kernel, self._address = kernel, None  # compiled on the first step
         shaped = contacts.collides
         self.active = (shaped if collide is None else np.asarray(collide, bool)
                        & shaped).astype(np.int64) * DYNAMIC
         self.active[contacts.kinematic] = KINEMATIC
         self.settings = SolveSettings(int(iters), float(rest_speed))
-        self._settings = tuple(self.settings)
-        self._scene = tuple(contacts.scene)
         self._extra = extra if callable(extra) else (lambda rows: extra)
-        self._rows = len(contacts.table)
-        self.xf, self.xi = self._extra(self._rows)
         self._count = np.zeros(2, np.int64)  # contacts of the last step, pairs left out
+        self._pack()
+
+    def _pack(self):
+        """Copy the contact step's arrays into one float buffer (``_cf``: the geoms, their
+        work space, vertices and planes, the grounds, the table, the bodies' solver scratch
+        and lift, the warm-start impulses, the backend's float scratch, the general pairs'
+        float scratch, rest_speed) and one int buffer (``_ci``: the geoms' ints, the excluded
+        pairs, the active bodies, touched, the bodies' ints, the warm-start keys, the rows'
+        order, the backend's int scratch, the general pairs' int scratch, the count, then
+        :data:`ROW_SIZES` sizes), and make the contacts' arrays views of them.  Again
+        whenever the table has grown (with the backend's scratch for its new rows)."""
+        c = self.contacts
+        self._rows = len(c.table)
+        self.xf, self.xi = self._extra(self._rows)
+        geom, geomi, work, verts, planes, excluded, gf, gi = c.scene
+        floats = (geom, work, verts, planes, c.grounds, c.table, c.vel, c.lift, c.lam, self.xf,
+                  gf)
+        ints = (geomi, excluded, self.active, c.touched, c.ints, c.keys, c.rows, self.xi, gi,
+                self._count)
+        assert (c.vel.shape[1], c.ints.shape[1], c.keys.shape[1]) == (VEL_WIDTH, 5, 2)
+        sizes = (0, 0, len(c.vel), len(geom), len(verts), len(planes), len(excluded),
+                 len(c.grounds), len(c.table), len(c.keys), len(self.xf), len(self.xi),
+                 self.settings.iters, len(gf), len(gi), self._address or 0)
+        self._cf = np.concatenate([a.ravel() for a in floats] + [[self.settings.rest_speed]])
+        self._ci = np.concatenate([a.ravel() for a in ints] + [sizes]).astype(np.int64)
+        (geom, work, verts, planes, c.grounds, c.table, c.vel, c.lift, c.lam, self.xf,
+         gf) = _views(self._cf, floats)
+        (geomi, excluded, self.active, c.touched, c.ints, c.keys, c.rows, self.xi, gi,
+         self._count) = _views(self._ci, ints)
+        c.geom, c.geomi = geom, geomi
+        c.scene = Scene(geom, geomi, work, verts, planes, excluded, gf, gi)
 
     def __call__(self, n, dt, F, I):
         c = self.contacts
         if len(c.table) != self._rows:  # restored from a snapshot of a grown table
-            self._rows = len(c.table)
-            self.xf, self.xi = self._extra(self._rows)
-        # the groups as plain tuples: numba reads a named tuple's type from a Python call
-        # ~1 us slower than a plain one's; run names them
-        status = self._run(self._kernel_address(), n, dt, F, I, self._scene, c.grounds, self.active,
-                           c.arrays(), self._settings, (self.xf, self.xi), self._count)
+            self._pack()
+        status = self._call(n, dt, F, I, self._cf, self._ci)
         c.count = int(self._count[0])
         if self._count[1]:
             left = int(self._count[1])
             self._count[1] = 0
             before = len(c.table)
             c.grow(max(2 * before, before + PAIR_POINTS * left))
-            self._rows = len(c.table)
-            self.xf, self.xi = self._extra(self._rows)
+            self._pack()
             warnings.warn(f"contacts: the contact table ({before} rows) was full: {left} "
                           f"geom pairs were left out of the steps just taken; it now has "
                           f"{len(c.table)} rows", RuntimeWarning, stacklevel=3)
+        return status
+
+    def _first_call(self, n, dt, F, I, cf, ci):
+        """The first step: the scheme's kernel compiled (or loaded) and its address written
+        into the sizes, ``run`` through numba's dispatcher, whose compiled entry point the
+        later steps then call directly (:func:`rtrigid._jit.entry_point`)."""
+        ci[len(ci) - 1] = self._kernel_address()
+        status = self._run(n, dt, F, I, cf, ci)
+        self._call = entry_point(self._run, n, dt, F, I, cf, ci)
         return status
 
     def _kernel_address(self):
@@ -82,26 +119,28 @@ class ContactStepper:
         """This contact step as a kernel of the contract on longer rows, for
         :class:`rtrigid.Batch`: ``(step, Fx, Ix)``, ``step(n, dt, Fx, Ix)`` (``after``'s
         ``rows_step``) the same compiled ``run`` on the Simulation's ``F``, ``I`` and the contact
-        arrays carved from the rows' tails.  Fx = F followed by geom, work, verts, planes, grounds,
-        table, vel, lift, lam, xf, the general pairs' float scratch, rest_speed; Ix = I followed by
-        geomi, excluded, active, touched, ints, keys, rows, xi, the general pairs' int scratch,
-        count and the sizes, then the address of the scheme's kernel in this process
-        (:data:`ROW_SIZES` in all, at the end).  A copy's contacts (its warm start, the table of its
-        last step) and its geoms, friction and gravity are thus its own; its table does not grow
-        (count[1] counts the pairs left out)."""
-        c = self.contacts
-        assert (c.vel.shape[1], c.ints.shape[1], c.keys.shape[1]) == (VEL_WIDTH, 5, 2)
-        geom, geomi, work, verts, planes, excluded, gf, gi = c.scene
-        sizes = (len(F), len(I), len(c.vel), len(geom), len(verts), len(planes),
-                 len(excluded), len(c.grounds), len(c.table), len(c.keys), len(self.xf),
-                 len(self.xi), self.settings.iters, len(gf), len(gi), self._kernel_address())
-        Fx = np.concatenate([F] + [a.ravel() for a in (
-            geom, work, verts, planes, c.grounds, c.table, c.vel, c.lift, c.lam, self.xf, gf)]
-            + [[self.settings.rest_speed]])
-        Ix = np.concatenate([I] + [a.ravel() for a in (
-            geomi, excluded, self.active, c.touched, c.ints, c.keys, c.rows, self.xi, gi,
-            self._count)] + [sizes]).astype(np.int64)
+        buffers that follow them: Fx = F followed by the float buffer, Ix = I followed by the
+        int buffer (:meth:`_pack`), its sizes saying where F and I end and its last the address
+        of the scheme's kernel in this process.  A copy's contacts (its warm start, the table
+        of its last step) and its geoms, friction and gravity are thus its own; its table does
+        not grow (count[1] counts the pairs left out)."""
+        if len(self.contacts.table) != self._rows:
+            self._pack()
+        Fx = np.concatenate([F, self._cf])
+        Ix = np.concatenate([I, self._ci]).astype(np.int64)
+        Ix[len(Ix) - ROW_SIZES] = len(F)
+        Ix[len(Ix) - ROW_SIZES + 1] = len(I)
+        Ix[len(Ix) - 1] = self._kernel_address()
         return self._rows_step, Fx, Ix
+
+
+def _views(buf, parts):
+    """Views of consecutive stretches of ``buf`` with the shapes of ``parts``."""
+    out, o = [], 0
+    for a in parts:
+        out.append(buf[o:o + a.size].reshape(a.shape))
+        o += a.size
+    return out
 
 
 @jit
@@ -139,27 +178,66 @@ class StepThenContacts:
 # The solve ``run`` calls after each step: run and rows_step are templates, compiled only as
 # each backend's contact module rebinds them to its own after_step (rtrigid._jit.rebind)
 after_step = None
+ROW_SIZES = 16
 
 
 @jit
-def run(kernel, n, dt, F, I, scene, grounds, active, arrays, settings, extra, count):
-    """n times one step of the kernel at address ``kernel`` (:func:`rtrigid._jit.call_step`: one
-    compile of this for every scheme) and the contact solve, in one compiled call (scene, arrays,
-    settings: the members of the groups ``after_step`` takes, Scene, ContactArrays and
-    SolveSettings, as plain tuples; extra: ``after_step``'s (float, int) scratch xf, xi); count[0]
-    gets the contacts of the last step, count[1] adds the pairs left out for want of table rows.
-    Stops at a step the kernel could not take.  The contact solve takes every array as a view
-    holding no reference (``buffers.unowned``): it reads rows of them in its innermost loops."""
-    geom, geomi, work, verts, planes, excluded, gf, gi = scene
-    scene = Scene(unowned(geom), unowned(geomi), unowned(work), unowned(verts),
-                  unowned(planes), unowned(excluded), unowned(gf), unowned(gi))
-    table, touched, vel, ints, lift, keys, lam, rows = arrays
-    arrays = ContactArrays(unowned(table), unowned(touched), unowned(vel), unowned(ints),
-                           unowned(lift), unowned(keys), unowned(lam), unowned(rows))
-    settings = SolveSettings(*settings)
-    xf, xi = extra
-    grounds, active, xf, xi, count = (unowned(grounds), unowned(active), unowned(xf),
-                                      unowned(xi), unowned(count))
+def run(n, dt, F, I, Cf, Ci):
+    """n times one step of the scheme's kernel (:func:`rtrigid._jit.call_step`: one compile of
+    this for every scheme) and the contact solve, in one compiled call, on the arrays carved
+    from the contact buffers Cf, Ci (:meth:`ContactStepper._pack`; their first elements at
+    the offsets the sizes give, which end Ci with the kernel's address).  count[0] (in Ci)
+    gets the contacts of the last step, count[1] adds the pairs left out for want of table
+    rows.  Stops at a step the kernel could not take.  Every array is a view holding no
+    reference (``buffers.view``): the solve reads rows of them in its innermost loops."""
+    m = Ci.shape[0] - ROW_SIZES
+    o, oi, nb, ng, nv, npl, ne = Ci[m], Ci[m + 1], Ci[m + 2], Ci[m + 3], Ci[m + 4], \
+        Ci[m + 5], Ci[m + 6]
+    ngr, nr, nh, nxf, nxi, iters = Ci[m + 7], Ci[m + 8], Ci[m + 9], Ci[m + 10], Ci[m + 11], \
+        Ci[m + 12]
+    ngf, ngi, kernel = Ci[m + 13], Ci[m + 14], Ci[m + 15]
+    geom = view(Cf, o, (ng, G_WIDTH))
+    o += ng * G_WIDTH
+    work = view(Cf, o, (ng, W_WIDTH))
+    o += ng * W_WIDTH
+    verts = view(Cf, o, (nv, 3))
+    o += nv * 3
+    planes = view(Cf, o, (npl, 4))
+    o += npl * 4
+    grounds = view(Cf, o, (ngr, P_WIDTH))
+    o += ngr * P_WIDTH
+    table = view(Cf, o, (nr, C_WIDTH))
+    o += nr * C_WIDTH
+    vel = view(Cf, o, (nb, VEL_WIDTH))
+    o += nb * VEL_WIDTH
+    lift = view(Cf, o, (nb, LIFT_WIDTH))
+    o += nb * LIFT_WIDTH
+    lam = view(Cf, o, (nr, LAM_WIDTH))
+    o += nr * LAM_WIDTH
+    xf = view(Cf, o, (nxf,))
+    o += nxf
+    gf = view(Cf, o, (ngf,))
+    settings = SolveSettings(iters, Cf[o + ngf])
+    o = oi
+    geomi = view(Ci, o, (ng, GI_WIDTH))
+    o += ng * GI_WIDTH
+    excluded = view(Ci, o, (ne,))
+    o += ne
+    active = view(Ci, o, (nb,))
+    touched = view(Ci, o + nb, (nb,))
+    o += 2 * nb
+    ints = view(Ci, o, (nb, 5))
+    o += nb * 5
+    keys = view(Ci, o, (nh, 2))
+    o += nh * 2
+    rows = view(Ci, o, (nr,))
+    o += nr
+    xi = view(Ci, o, (nxi,))
+    o += nxi
+    gi = view(Ci, o, (ngi,))
+    count = view(Ci, o + ngi, (2,))
+    scene = Scene(geom, geomi, work, verts, planes, excluded, gf, gi)
+    arrays = ContactArrays(table, touched, vel, ints, lift, keys, lam, rows)
     Fv, Iv = unowned(F), unowned(I)  # (the kernel takes F and I as the Simulation's)
     flags = OK
     for _ in range(n):
@@ -172,64 +250,12 @@ def run(kernel, n, dt, F, I, scene, grounds, active, arrays, settings, extra, co
     return flags
 
 
-ROW_SIZES = 16
-
-
 @jit
 def rows_step(n, dt, F, I):
-    """A kernel of the contract for :class:`rtrigid.Batch`: ``run`` on the arrays carved
-    from the rows F, I (:meth:`ContactStepper.rows`), of the scheme's kernel whose address
-    (in this process) ends I."""
+    """A kernel of the contract for :class:`rtrigid.Batch`: ``run`` on the rows F, I
+    (:meth:`ContactStepper.rows`): the Simulation's F and I, each followed by the contact
+    buffer whose sizes end I."""
     m = I.shape[0] - ROW_SIZES
-    nf, ni, nb, ng, nv, npl, ne = I[m], I[m + 1], I[m + 2], I[m + 3], I[m + 4], I[m + 5], \
-        I[m + 6]
-    ngr, nr, nh, nxf, nxi, iters = I[m + 7], I[m + 8], I[m + 9], I[m + 10], I[m + 11], \
-        I[m + 12]
-    ngf, ngi, kernel = I[m + 13], I[m + 14], I[m + 15]
-    o = nf
-    geom = view(F, o, (ng, G_WIDTH))
-    o += ng * G_WIDTH
-    work = view(F, o, (ng, W_WIDTH))
-    o += ng * W_WIDTH
-    verts = view(F, o, (nv, 3))
-    o += nv * 3
-    planes = view(F, o, (npl, 4))
-    o += npl * 4
-    grounds = view(F, o, (ngr, P_WIDTH))
-    o += ngr * P_WIDTH
-    table = view(F, o, (nr, C_WIDTH))
-    o += nr * C_WIDTH
-    vel = view(F, o, (nb, VEL_WIDTH))
-    o += nb * VEL_WIDTH
-    lift = view(F, o, (nb, LIFT_WIDTH))
-    o += nb * LIFT_WIDTH
-    lam = view(F, o, (nr, LAM_WIDTH))
-    o += nr * LAM_WIDTH
-    xf = view(F, o, (nxf,))
-    o += nxf
-    gf = view(F, o, (ngf,))
-    rest_speed = F[o + ngf]
-    o = ni
-    geomi = view(I, o, (ng, GI_WIDTH))
-    o += ng * GI_WIDTH
-    excluded = view(I, o, (ne,))
-    o += ne
-    active = view(I, o, (nb,))
-    touched = view(I, o + nb, (nb,))
-    o += 2 * nb
-    ints = view(I, o, (nb, 5))
-    o += nb * 5
-    keys = view(I, o, (nh, 2))
-    o += nh * 2
-    rows = view(I, o, (nr,))
-    o += nr
-    xi = view(I, o, (nxi,))
-    o += nxi
-    gi = view(I, o, (ngi,))
-    count = view(I, o + ngi, (2,))
     # F and I as ordinary arrays (slices), not views: the types of the scheme's step
     # compiled for a Simulation, which ``call_step`` calls
-    return run(kernel, n, dt, F[:nf], I[:ni],
-               (geom, geomi, work, verts, planes, excluded, gf, gi), grounds, active,
-               (table, touched, vel, ints, lift, keys, lam, rows), (iters, rest_speed), (xf, xi),
-               count)
+    return run(n, dt, F[:I[m]], I[:I[m + 1]], F, I)

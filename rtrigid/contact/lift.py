@@ -126,13 +126,18 @@ def translate(table, count, minv, level, moves, sweeps):
                 move = (move[0] - row[C_DRIFT] - rel[0] + reln * n[0],
                         move[1] - row[C_DRIFT + 1] - rel[1] + reln * n[1],
                         move[2] - row[C_DRIFT + 2] - rel[2] + reln * n[2])
-            for i in range(3):
-                was = moves[a, i]
-                moves[a, i] += wa * move[i]
-                moved = moved or moves[a, i] != was
-                if b >= 0:
+            # a side of weight 0 is left alone: moves never holds -0.0 (it starts at +0.0
+            # and only sums), so adding the +-0.0 of its share would change no bit
+            if wa != 0.0:
+                for i in range(3):
+                    was = moves[a, i]
+                    moves[a, i] += wa * move[i]
+                    moved = moved or moves[a, i] != was
+            if b >= 0 and wa != 1.0:
+                wb = 1.0 - wa
+                for i in range(3):
                     was = moves[b, i]
-                    moves[b, i] -= (1.0 - wa) * move[i]
+                    moves[b, i] -= wb * move[i]
                     moved = moved or moves[b, i] != was
         if not moved:
             break
