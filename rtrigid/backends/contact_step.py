@@ -83,10 +83,14 @@ class ContactStepper:
         c.geom, c.geomi = geom, geomi
         c.scene = Scene(geom, geomi, work, verts, planes, excluded, gf, gi)
 
+    def _repack(self):
+        """Pack again if the table has grown since (a snapshot of a grown table restored)."""
+        if len(self.contacts.table) != self._rows:
+            self._pack()
+
     def __call__(self, n, dt, F, I):
         c = self.contacts
-        if len(c.table) != self._rows:  # restored from a snapshot of a grown table
-            self._pack()
+        self._repack()
         status = self._call(n, dt, F, I, self._cf, self._ci)
         c.count = int(self._count[0])
         if self._count[1]:
@@ -124,10 +128,9 @@ class ContactStepper:
         of the scheme's kernel in this process.  A copy's contacts (its warm start, the table
         of its last step) and its geoms, friction and gravity are thus its own; its table does
         not grow (count[1] counts the pairs left out)."""
-        if len(self.contacts.table) != self._rows:
-            self._pack()
+        self._repack()
         Fx = np.concatenate([F, self._cf])
-        Ix = np.concatenate([I, self._ci]).astype(np.int64)
+        Ix = np.concatenate([I, self._ci])
         Ix[len(Ix) - ROW_SIZES] = len(F)
         Ix[len(Ix) - ROW_SIZES + 1] = len(I)
         Ix[len(Ix) - 1] = self._kernel_address()

@@ -265,13 +265,6 @@ class Contacts:
                         "contype/conaffinity or exclude_contacts")
         return general
 
-    def arrays(self):
-        """The contact step's arrays in the order of :class:`~.solver.ContactArrays`, as a
-        plain tuple (what a compiled step is handed from Python: numba reads a named tuple's
-        type there ~1 us slower; the step names them inside)."""
-        return (self.table, self.touched, self.vel, self.ints, self.lift, self.keys, self.lam,
-                self.rows)
-
     def grow(self, size):
         """Make room for ``size`` contact rows, keeping the table, its count and the warm
         start."""
