@@ -333,31 +333,6 @@ def cholesky_solve(L, b, out, n):
 
 
 @jit
-def cholesky_solve3(L, B, out, n):
-    """out[r, :n] <- (L L^T)^-1 B[r, :n] for the three rows r of B (B may be out): three
-    :func:`cholesky_solve` interleaved, each with the same operations (so the same bits),
-    whose independent sums overlap in the processor."""
-    for i in range(n):
-        t0, t1, t2 = B[0, i], B[1, i], B[2, i]
-        for k in range(i):
-            a = L[i, k]
-            t0 -= a * out[0, k]
-            t1 -= a * out[1, k]
-            t2 -= a * out[2, k]
-        d = L[i, i]
-        out[0, i], out[1, i], out[2, i] = t0 / d, t1 / d, t2 / d
-    for i in range(n - 1, -1, -1):
-        t0, t1, t2 = out[0, i], out[1, i], out[2, i]
-        for k in range(i + 1, n):
-            a = L[k, i]
-            t0 -= a * out[0, k]
-            t1 -= a * out[1, k]
-            t2 -= a * out[2, k]
-        d = L[i, i]
-        out[0, i], out[1, i], out[2, i] = t0 / d, t1 / d, t2 / d
-
-
-@jit
 def chart_mass_matrix(K, T, tmp, out, n):
     """out <- T^T K T, the chart's mass matrix (tmp: (n, n) scratch)."""
     chart_product(K, T, tmp, n, n)
@@ -392,3 +367,99 @@ def row_space_projector(W, nr, n, ra, g, sel):
             break
         sel[best] = 1
     return cut
+
+
+@jit
+def tree_factor(K, L, rates, n):
+    """L <- the factor of K[:n, :n] = L^T L, K the joint-space inertia of a tree: rates[0, i]
+    is rate i's parent rate (-1: none), rates[1] the rates in a topological order (parents
+    first).  L is lower triangular in that order: L[i, j] is nonzero only for j = i and j an
+    ancestor of i, and only those entries are written or read (no fill-in: Featherstone's
+    LTL factorization, ``Rigid Body Dynamics Algorithms`` 6.5).  False if K is not positive
+    definite."""
+    parent, order = rates[0], rates[1]
+    for i in range(n):
+        j = i
+        while j >= 0:
+            L[i, j] = K[i, j]
+            j = parent[j]
+    for p in range(n - 1, -1, -1):
+        k = order[p]
+        if not L[k, k] > 0.0:
+            return False
+        a = np.sqrt(L[k, k])
+        L[k, k] = a
+        i = parent[k]
+        while i >= 0:
+            L[k, i] /= a
+            i = parent[i]
+        i = parent[k]
+        while i >= 0:
+            j = i
+            while j >= 0:
+                L[i, j] -= L[k, i] * L[k, j]
+                j = parent[j]
+            i = parent[i]
+    return True
+
+
+@jit
+def tree_solve(L, rates, b, out, n):
+    """out[:n] <- (L^T L)^-1 b[:n] for a factor of :func:`tree_factor` (b may be out): L^T
+    from the leaves in, which leaves 0 at a rate none of whose descendants b loads (a contact
+    loads the rates of its body and its ancestors), then L from the root out."""
+    parent, order = rates[0], rates[1]
+    for i in range(n):
+        out[i] = b[i]
+    for p in range(n - 1, -1, -1):
+        k = order[p]
+        t = out[k] / L[k, k]
+        out[k] = t
+        if t != 0.0:
+            i = parent[k]
+            while i >= 0:
+                out[i] -= L[k, i] * t
+                i = parent[i]
+    for p in range(n):
+        k = order[p]
+        t = out[k]
+        i = parent[k]
+        while i >= 0:
+            t -= L[k, i] * out[i]
+            i = parent[i]
+        out[k] = t / L[k, k]
+
+
+@jit
+def tree_solve3(L, rates, B, out, n):
+    """out[r, :n] <- (L^T L)^-1 B[r, :n] for the three rows r of B (B may be out): three
+    :func:`tree_solve` side by side."""
+    parent, order = rates[0], rates[1]
+    for r in range(3):
+        for i in range(n):
+            out[r, i] = B[r, i]
+    for p in range(n - 1, -1, -1):
+        k = order[p]
+        d = L[k, k]
+        t0, t1, t2 = out[0, k] / d, out[1, k] / d, out[2, k] / d
+        out[0, k], out[1, k], out[2, k] = t0, t1, t2
+        if t0 != 0.0 or t1 != 0.0 or t2 != 0.0:
+            i = parent[k]
+            while i >= 0:
+                a = L[k, i]
+                out[0, i] -= a * t0
+                out[1, i] -= a * t1
+                out[2, i] -= a * t2
+                i = parent[i]
+    for p in range(n):
+        k = order[p]
+        t0, t1, t2 = out[0, k], out[1, k], out[2, k]
+        i = parent[k]
+        while i >= 0:
+            a = L[k, i]
+            t0 -= a * out[0, i]
+            t1 -= a * out[1, i]
+            t2 -= a * out[2, i]
+            i = parent[i]
+        d = L[k, k]
+        out[0, k], out[1, k], out[2, k] = t0 / d, t1 / d, t2 / d

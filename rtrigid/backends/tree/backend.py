@@ -109,8 +109,9 @@ class TreeBackend:
         ``after_step`` solves the contacts, and its (float, int) scratch as a function of the
         contact table's rows -- the solve's work space (with the loop joints' and couplings'
         rows at its end), and the rates' start flag (the mean rates, or the event's
-        ``budget``) followed by the contact bodies' rates, the number of those rows and the
-        solve's int scratch."""
+        ``budget``) followed by the contact bodies' rates, the number of those rows, the
+        rates' tree (:func:`~rtrigid.backends.tree.contact.rate_tree`) and the solve's int
+        scratch."""
         from rtrigid.backends.tree import contact as tree_contact
         from rtrigid.backends.tree.contact_rows import constraint_scratch_size, int_scratch_size
 
@@ -123,7 +124,8 @@ class TreeBackend:
         # constant, the loop joints' rewritten before each solve: constraint_rows), their
         # count after the rates (the contact impulses then move the tree as they allow)
         rows_g = np.zeros((0, tree.nv)) if self.loops is None else self.loops.jacobian(self.Qg)
-        head = [int(self.mean_rates) or budget] + perm + [len(rows_g)]
+        head = ([int(self.mean_rates) or budget] + perm + [len(rows_g)]
+                + tree_contact.rate_tree(ti))
         tail = constraint_scratch_size(len(rows_g), tree.nv)
 
         def extra(rows):

@@ -51,16 +51,23 @@ import numpy as np
 from rtrigid._jit import jit, jit_inline, rebind
 from rtrigid.backends import contact_step
 from rtrigid.backends.buffers import view
-from rtrigid.maths.dense import cholesky, cholesky_solve, cholesky_solve3
 from rtrigid.backends.tree.contact_rows import (
     axpy,
-    axpy2,
     constrained_column,
     constraint_factor,
     constraint_tail,
     read_rates,
     sdot,
     sdot2,
+)
+from rtrigid.backends.tree.contact_sweeps import (
+    SWEEP_TOL,
+    add_columns,
+    contact_lift_sweeps,
+    contact_sweeps,
+    delassus,
+    lift_sweeps,
+    rate_sweeps,
 )
 from rtrigid.backends.tree.dynamics import (
     add_point_columns,
@@ -76,6 +83,7 @@ from rtrigid.backends.tree.kinematics import (
 )
 from rtrigid.backends.tree.layout import (
     I_KIND,
+    I_ORDER,
     I_PARENT,
     I_QOFF,
     I_VOFF,
@@ -96,13 +104,7 @@ from rtrigid.backends.tree.layout import (
 )
 from rtrigid.contact.geometry import (
     C_BODY,
-    C_DEPTH,
-    C_DRIFT,
-    C_HELD,
-    C_KN,
-    C_KT,
     C_LAMBDA,
-    C_MU,
     C_NORMAL,
     C_OTHER,
     C_POINT,
@@ -114,15 +116,12 @@ from rtrigid.contact.general import detect_general
 from rtrigid.contact.manifold import contact_key, detect, remember, slot
 from rtrigid.contact.pgs import (
     by_level,
-    friction_update,
-    normal_update,
     set_response,
     set_target,
     tangents,
 )
 from rtrigid.contact.solver import (
     GAP,
-    LIFT_SWEEPS,
     MIN_SWEEPS,
     START_BUDGET,
     UPDATE_BUDGET,
@@ -137,12 +136,34 @@ from rtrigid.contact.solver import (
     levels,
     scale_impulses,
 )
+from rtrigid.maths.dense import tree_factor, tree_solve, tree_solve3
+
+
+def rate_tree(ti):
+    """The rates' parents (of a joint's first rate: the last rate of the nearest ancestor
+    body's joint; of its others: the one before; -1: none) followed by the rates in a
+    topological order, as a list of 2 nv ints: how the joint-space inertia's factor
+    (:func:`rtrigid.maths.dense.tree_factor`) walks the tree."""
+    nb = len(ti)
+    nv = sum(int(NV[ti[b, I_KIND]]) for b in range(nb))
+    parent, order, last = [-1] * nv, [], [-1] * nb
+    for i in range(nb):
+        b = ti[i, I_ORDER]
+        p = ti[b, I_PARENT]
+        up = last[p] if p >= 0 else -1
+        o = int(ti[b, I_VOFF])
+        for j in range(o, o + int(NV[ti[b, I_KIND]])):
+            parent[j] = up
+            order.append(j)
+            up = j
+        last[b] = up
+    return parent + order
 
 
 def scratch_size(rows, nb, nq, nv):
     """Length of the float scratch of :func:`after_step` (see :func:`_carve`)."""
     return (6 * rows * nv + 3 * nv + 2 * nq + 3 * rows + 19 * nb + 6 * nv + 2 * nv * nv
-            + 36 * nb + 6 + nv * nv + 5 * nv)
+            + 36 * nb + 6 + nv * nv + 5 * nv + nv * nv + nv)
 
 
 class ContactScratch(NamedTuple):
@@ -152,11 +173,13 @@ class ContactScratch(NamedTuple):
     coordinates ``Qs`` before the lift and the lift ``dQ`` in them; the lift's multipliers
     ``mu`` (rows, 3); the bodies' poses ``xk``, ``qk`` at the lifted configuration, their
     velocities before (``v0``, ``w0``) and after (``v1``, ``w1``) the impulses; a point's
-    columns ``Jp`` (6, nv); the joint-space inertia ``Mj`` (nv, nv), its Cholesky factor
-    ``Lj`` and the composite inertias ``Ic`` (nb, 6, 6) and a wrench ``F6`` that build it;
+    columns ``Jp`` (6, nv); the joint-space inertia ``Mj`` (nv, nv), its factor ``Lj``
+    (:func:`rtrigid.maths.dense.tree_factor`) and the composite inertias ``Ic`` (nb, 6, 6)
+    and a wrench ``F6`` that build it;
     the lift's rows of the joints' limits: their columns ``Wl`` (nv, nv), ``Wl[r]`` = M^-1 e_j,
     and per row ``ll`` (nv, 5) its rate index j, coordinate index, bound, side (+1 a lower
-    bound, -1 an upper one) and multiplier."""
+    bound, -1 an upper one) and multiplier; for a sweep in the contacts' rows (DUAL) their
+    J M^-1 J^T ``D`` (nv, nv: 3 count rows at most) and velocities or slides ``ud`` (nv)."""
     Jc: np.ndarray
     Wc: np.ndarray
     nu0: np.ndarray
@@ -178,6 +201,8 @@ class ContactScratch(NamedTuple):
     F6: np.ndarray
     Wl: np.ndarray
     ll: np.ndarray
+    D: np.ndarray
+    ud: np.ndarray
 
 
 @jit
@@ -213,8 +238,11 @@ def _carve(xf, rows, nb, nq, nv):
     o += 36 * nb + 6
     Wl = view(xf, o, (nv, nv))
     ll = view(xf, o + nv * nv, (nv, 5))
+    o += nv * nv + 5 * nv
+    D = view(xf, o, (nv, nv))
+    ud = xf[o + nv * nv:o + nv * nv + nv]
     return ContactScratch(Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp, Mj, Lj,
-                          Ic, F6, Wl, ll)
+                          Ic, F6, Wl, ll, D, ud)
 
 
 @jit
@@ -276,50 +304,7 @@ def _twice_lift_energy(tf, ti, b, gravity, x, xk, Qs, Qg):
 
 
 @jit
-def _lift_sweeps(table, count, Jc, Wc, mu, dl, nz, Qs, Wl, ll, nl):
-    """LIFT_SWEEPS Gauss-Seidel sweeps of the lift dl over the contacts' rows (mu: their
-    multipliers; nz: the rates their rows read, :func:`read_rates`) and the nl rows of the
-    joints' limits (``ContactScratch.Wl``, ``ll``; Qs: the coordinates before the lift);
-    they stop at one that changes no multiplier (it moved nothing, and each after it would
-    repeat it)."""
-    for _ in range(LIFT_SWEEPS):
-        changed = False
-        for k in range(count):
-            row = table[k]
-            idx = nz[k, 1:1 + nz[k, 0]]
-            m = max(0.0, mu[k, 0] + (row[C_DEPTH] - sdot(Jc[k, 0], dl, idx)) * row[C_KN])
-            axpy(dl, m - mu[k, 0], Wc[k, 0])
-            changed = changed or m != mu[k, 0]
-            mu[k, 0] = m
-            if row[C_HELD] != 2.0:
-                continue
-            g1, g2 = sdot2(Jc[k, 1], Jc[k, 2], dl, idx)
-            r1 = -(row[C_DRIFT] * row[C_T1] + row[C_DRIFT + 1] * row[C_T1 + 1]
-                   + row[C_DRIFT + 2] * row[C_T1 + 2]) - g1
-            r2 = -(row[C_DRIFT] * row[C_T2] + row[C_DRIFT + 1] * row[C_T2 + 1]
-                   + row[C_DRIFT + 2] * row[C_T2 + 2]) - g2
-            l1 = mu[k, 1] + row[C_KT] * r1 + row[C_KT + 1] * r2
-            l2 = mu[k, 2] + row[C_KT + 2] * r1 + row[C_KT + 3] * r2
-            bound = row[C_MU] * m
-            size = np.sqrt(l1 * l1 + l2 * l2)
-            if size > bound:
-                l1, l2 = l1 * bound / size, l2 * bound / size
-            axpy2(dl, l1 - mu[k, 1], Wc[k, 1], l2 - mu[k, 2], Wc[k, 2])
-            changed = changed or l1 != mu[k, 1] or l2 != mu[k, 2]
-            mu[k, 1], mu[k, 2] = l1, l2
-        for r in range(nl):
-            j, o = int(ll[r, 0]), int(ll[r, 1])
-            lam = ll[r, 4] + (ll[r, 2] - Qs[o] - dl[j]) / Wl[r, j]
-            lam = max(0.0, lam) if ll[r, 3] > 0.0 else min(0.0, lam)
-            axpy(dl, lam - ll[r, 4], Wl[r])
-            changed = changed or lam != ll[r, 4]
-            ll[r, 4] = lam
-        if not changed:
-            break
-
-
-@jit
-def _limit_rows(tf, ti, Qs, dl, Lj, rows_g, Wl, ll, nl):
+def _limit_rows(tf, ti, Qs, dl, Lj, rates, rows_g, Wl, ll, nl):
     """Add a lift row for every revolute or prismatic joint the lift dl would take past one
     of its limits (or further past it, if it starts beyond); returns the number of rows.  The
     contacts' rows alone would push a joint through its stop, and the scheme would put it
@@ -342,7 +327,7 @@ def _limit_rows(tf, ti, Qs, dl, Lj, rows_g, Wl, ll, nl):
         for i in range(nv):
             Wl[nl, i] = 0.0
         Wl[nl, j] = 1.0
-        cholesky_solve(Lj, Wl[nl], Wl[nl], nv)
+        tree_solve(Lj, rates, Wl[nl], Wl[nl], nv)
         free = Wl[nl, j]
         if rows_g[0].shape[0]:
             constrained_column(rows_g, Wl[nl])
@@ -403,8 +388,9 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     scheme keeps mean rates, ``START_BUDGET`` if its flight does not keep energy (the energy
     budget is then taken from the step's start, S_prev:
     :func:`rtrigid.contact.solver.flight_allowance`), else 0; then the rate indices in the
-    order of their bodies' names; the number of loop and coupling rows at xf's end; then
-    (:func:`.contact_rows.int_scratch_size`) per table row nv + 1 ints of scratch]."""
+    order of their bodies' names; the number of loop and coupling rows at xf's end; the
+    rates' tree (:func:`rate_tree`); then (:func:`.contact_rows.int_scratch_size`) per
+    table row nv + 1 ints of scratch]."""
     table, touched, vel, ints = arrays.table, arrays.touched, arrays.vel, arrays.ints
     keys, lam, rows = arrays.keys, arrays.lam, arrays.rows
     iters, rest_speed = settings
@@ -415,12 +401,14 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     R, rj, G, V, cb, IA, U, Dinv, W, pA, acc, fext, I6, tau = passes
     cap = table.shape[0]
     scr = _carve(xf, cap, nb, nq, nv)
-    Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp, Mj, Lj, Ic, F6, Wl, ll = scr
+    Jc, Wc, nu0, nu1, dl, Qs, dQ, mu, xk, qk, v0, w0, v1, w1, Jp, Mj, Lj, Ic, F6, Wl, ll, D, \
+        ud = scr
     mean_rates = xi[0] == 1
     start_budget = xi[0] == START_BUDGET
     perm = xi[1:1 + nv]
     m = xi[1 + nv]  # loops' and couplings' rows (xf's tail)
-    nz = view(xi, 2 + nv, (cap, nv + 1))  # per contact the rates its rows read
+    rtree = view(xi, 2 + nv, (2, nv))  # the rates' parents and a topological order
+    nz = view(xi, 2 + 3 * nv, (cap, nv + 1))  # per contact the rates its rows read
     order, rank, island = ints[:, 0], ints[:, 1], ints[:, 3]
     # no rim look-ahead (dt 0): the rates at the step's end are not known yet under the mean-rate
     # schemes; see geometry.ground_contacts
@@ -447,11 +435,11 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
         joint_velocities(ti, G, nu0, V, cb)
         body_rates(ti, R, G, V, v0, w0)
     composite_mass_matrix(tf, ti, R, G, Ic, I6, F6, Mj)
-    if not cholesky(Mj, Lj, nv):
+    if not tree_factor(Mj, Lj, rtree, nv):
         remember(table, 0, keys, lam)
         return 0
     rows_g = constraint_tail(xf, m, nv)
-    if m and not constraint_factor(Lj, rows_g):
+    if m and not constraint_factor(Lj, rtree, rows_g):
         remember(table, 0, keys, lam)
         return 0
     # per contact: its rows J (normal, tangents), the columns M^-1 J^T, its Delassus block
@@ -471,7 +459,7 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
             Jc[k, 0, c] = n[0] * Jp[0, c] + n[1] * Jp[1, c] + n[2] * Jp[2, c]
             Jc[k, 1, c] = t1[0] * Jp[0, c] + t1[1] * Jp[1, c] + t1[2] * Jp[2, c]
             Jc[k, 2, c] = t2[0] * Jp[0, c] + t2[1] * Jp[1, c] + t2[2] * Jp[2, c]
-        cholesky_solve3(Lj, Jc[k], Wc[k], nv)
+        tree_solve3(Lj, rtree, Jc[k], Wc[k], nv)
         if m:
             for r in range(3):
                 constrained_column(rows_g, Wc[k, r])
@@ -512,20 +500,18 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
                 scale_ref = max(scale_ref, tf[b, T_MASS] * (abs(v0[b, 0]) + abs(v0[b, 1])
                                                             + abs(v0[b, 2]) + 1e-3))
     sweeps = min(iters, max(MIN_SWEEPS, (UPDATE_BUDGET + count - 1) // count))
-    for _ in range(sweeps):
-        change = 0.0
-        for i in range(count):
-            k = rows[i]
-            row = table[k]
-            idx = nz[k, 1:1 + nz[k, 0]]
-            dn = normal_update(row, sdot(Jc[k, 0], nu1, idx))
-            axpy(nu1, dn, Wc[k, 0])
-            u1, u2 = sdot2(Jc[k, 1], Jc[k, 2], nu1, idx)
-            d1, d2 = friction_update(row, u1, u2)
-            axpy2(nu1, d1, Wc[k, 1], d2, Wc[k, 2])
-            change = max(change, abs(dn), abs(d1), abs(d2))
-        if change <= 1e-15 * scale_ref:
-            break
+    dual = 3 * count <= nv
+    if dual:
+        delassus(count, Jc, Wc, nz, D)
+        for k in range(count):
+            for r in range(3):
+                ud[3 * k + r] = sdot(Jc[k, r], nu1, nz[k, 1:1 + nz[k, 0]])
+        contact_sweeps(table, count, rows, D, ud, sweeps, SWEEP_TOL * scale_ref)
+        for i in range(nv):
+            nu1[i] = nu0[i]
+        add_columns(nu1, count, table[:, C_LAMBDA:C_LAMBDA + 3], Wc)
+    else:
+        rate_sweeps(table, count, rows, Jc, Wc, nz, nu1, sweeps, SWEEP_TOL * scale_ref)
     # islands: bodies joined by contacts or joints; touched: those of an island with contacts
     islands(table, count, order, rank, island, active)
     for b in range(nb):
@@ -609,14 +595,18 @@ def after_step(F, I, scene, grounds, active, arrays, settings, dt, xf, xi, stats
     anchors(table, count, x, q, keys, lam)
     for i in range(nq):
         Qs[i] = Qg[i]
-    _lift_sweeps(table, count, Jc, Wc, mu, dl, nz, Qs, Wl, ll, 0)
+    if dual:
+        contact_lift_sweeps(table, count, D, mu, ud)
+        add_columns(dl, count, mu, Wc)
+    else:
+        lift_sweeps(table, count, Jc, Wc, mu, dl, nz, Qs, Wl, ll, 0)
     nl = 0
     for _ in range(nv):  # rows for the limits the lift would cross, until it crosses none
-        added = _limit_rows(tf, ti, Qs, dl, Lj, rows_g, Wl, ll, nl)
+        added = _limit_rows(tf, ti, Qs, dl, Lj, rtree, rows_g, Wl, ll, nl)
         if added == nl:
             break
         nl = added
-        _lift_sweeps(table, count, Jc, Wc, mu, dl, nz, Qs, Wl, ll, nl)
+        lift_sweeps(table, count, Jc, Wc, mu, dl, nz, Qs, Wl, ll, nl)
     for r in range(nl):  # what the sweeps leave of a crossing (round-off, their convergence)
         j, o = int(ll[r, 0]), int(ll[r, 1])
         if ll[r, 3] > 0.0:

@@ -4,7 +4,7 @@ rows that constrain the impulses and the lift (their factor, and the projection 
 response onto what they allow)."""
 from rtrigid._jit import jit
 from rtrigid.backends.buffers import view
-from rtrigid.maths.dense import cholesky_dropping, cholesky_solve, solve_dropping
+from rtrigid.maths.dense import cholesky_dropping, solve_dropping, tree_solve
 
 
 @jit
@@ -89,15 +89,15 @@ def constraint_tail(xf, m, nv):
 
 
 @jit
-def constraint_factor(Lj, rows_g):
-    """Cc <- M^-1 Gc^T (Lj: the Cholesky factor of the joint-space inertia M at the
-    configuration) and the Cholesky factor of A = Gc M^-1 Gc^T, its rows that depend on
-    those before them dropped (pivot <= REDUNDANT of the largest diagonal); False if A is
-    zero."""
+def constraint_factor(Lj, rates, rows_g):
+    """Cc <- M^-1 Gc^T (Lj: the factor of the joint-space inertia M at the configuration,
+    :func:`rtrigid.maths.dense.tree_factor`, of the tree ``rates``) and the Cholesky factor
+    of A = Gc M^-1 Gc^T, its rows that depend on those before them dropped (pivot <=
+    REDUNDANT of the largest diagonal); False if A is zero."""
     Gc, Cc, A, Lc, y, g = rows_g
     m, nv = Gc.shape
     for r in range(m):
-        cholesky_solve(Lj, Gc[r], Cc[r], nv)
+        tree_solve(Lj, rates, Gc[r], Cc[r], nv)
     big = 0.0
     for r in range(m):
         for c in range(m):
