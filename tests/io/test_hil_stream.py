@@ -335,7 +335,9 @@ def test_cli_serve_udp_streams_until_sigterm():
             assert (client.rate, client.every) == (500.0, 2)
             client.command({"joint0": 0.2})
             state = client.next_state()
-            assert state["tick"] % 2 == 0 and state["steps"] == state["tick"] * 2
+            # a state carries the first tick of its tick's call: an even one, unless a late
+            # tick folded the next (even) one in -- as on a loaded machine
+            assert state["steps"] == state["tick"] * 2
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
