@@ -3,7 +3,7 @@ of the impulses and the lift's sweeps of the position correction, each either in
 rates or, for few contacts on many rates, in the contacts' own rows (their J M^-1 J^T)."""
 import numpy as np
 
-from rtrigid._jit import jit
+from rtrigid._jit import jit, jit_inline
 from rtrigid.backends.tree.contact_rows import axpy, axpy2, sdot, sdot2
 from rtrigid.contact.geometry import (
     C_DEPTH,
@@ -111,16 +111,23 @@ def lift_sweeps(table, count, Jc, Wc, mu, dl, nz, Qs, Wl, ll, nl):
 def delassus(count, Jc, Wc, nz, D):
     """D[3 j + s, 3 k + r] <- Jc[k, r] . Wc[j, s] over the contacts' rows (row 3 k + r:
     contact k's normal, r = 0, or a tangent): how far row 3 k + r's velocity (or lift) moves
-    per unit multiplier on row 3 j + s, J M^-1 J^T stored by columns."""
+    per unit multiplier on row 3 j + s, J M^-1 J^T.  It is symmetric: each pair is summed
+    once, over the rates contact k's rows read (nz), and mirrored."""
     for k in range(count):
         idx = nz[k, 1:1 + nz[k, 0]]
         for r in range(3):
-            for j in range(count):
-                for s in range(3):
-                    D[3 * j + s, 3 * k + r] = sdot(Jc[k, r], Wc[j, s], idx)
+            a, Ja = 3 * k + r, Jc[k, r]
+            for j in range(k, count):
+                for s in range(r if j == k else 0, 3):
+                    Wb = Wc[j, s]
+                    t = 0.0
+                    for i in range(idx.shape[0]):
+                        t += Ja[idx[i]] * Wb[idx[i]]
+                    D[3 * j + s, a] = t
+                    D[a, 3 * j + s] = t
 
 
-@jit
+@jit_inline
 def _move(u, n, d, col):
     """u[:n] += d col[:n] (d nonzero)."""
     if d != 0.0:
