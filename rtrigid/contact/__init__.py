@@ -40,6 +40,7 @@ from rtrigid.contact.geometry import (
     GI_CONTYPE,
     GI_HANDLE,
     GI_KIND,
+    GI_PAIRED,
     GI_PCOUNT,
     GI_PSTART,
     GI_ROWS,
@@ -124,6 +125,24 @@ def _grid(geom):
     return np.column_stack([gx.ravel(), gy.ravel(), h.ravel()])
 
 
+def _paired(geomi, excluded, chunk=1024):
+    """Per geom row, 1 if some other geom may touch it by :func:`.manifold.may_touch`'s rule
+    (on another body, not both scenery, filter bits agreeing, the bodies not an excluded
+    pair), else 0; excluded: the sorted keys of the excluded body pairs."""
+    body = geomi[:, GI_BODY]
+    ct, ca = geomi[:, GI_CONTYPE], geomi[:, GI_CONAFFINITY]
+    out = np.zeros(len(body), np.int64)
+    for s in range(0, len(body), chunk):
+        a = slice(s, s + chunk)
+        ba, bb = body[a][:, None], body[None, :]
+        ok = (ba != bb) & ((ba >= 0) | (bb >= 0))
+        ok &= ((ct[a][:, None] & ca[None, :]) | (ct[None, :] & ca[a][:, None])) != 0
+        lo, hi = np.minimum(ba, bb), np.maximum(ba, bb)
+        ok &= (lo < 0) | ~np.isin((lo << 32) + hi, excluded)
+        out[a] = ok.any(axis=1)
+    return out
+
+
 class Contacts:
     """The frozen contact model of a Model and the contact table of the last step.
 
@@ -188,6 +207,7 @@ class Contacts:
                 work[r, W_QUAT:W_QUAT + 4] = g.quat
         pairs = model.jointed_pairs() | set(getattr(model, "excluded", ()))
         excluded = np.array(sorted((a << 32) + b for a, b in pairs), np.int64)
+        geomi[:, GI_PAIRED] = _paired(geomi, excluded)
         self.geom, self.geomi = geom, geomi
         # whether two geoms may meet with no fast pair test (contact.general)
         self.general = self._check_pairs(geoms, rows, excluded)

@@ -85,7 +85,8 @@ GI_ROWS = 8     # a heightfield's grid: rows (y) and columns (x) of the vertex p
 GI_COLS = 9
 GI_HANDLE = 10  # its handle (index into Model.geoms); the table's rows are in body-name order
 GI_SWEEP = 11   # scratch: the broad phase's sweep order (geom rows)
-GI_WIDTH = 12
+GI_PAIRED = 12  # 1 if some other geom may touch it (manifold.may_touch), else 0: not swept
+GI_WIDTH = 13
 
 # per-geom float scratch of the broad phase
 W_LO = 0       # lower end of its reach along x (inf: not swept)

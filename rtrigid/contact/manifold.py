@@ -23,6 +23,7 @@ from rtrigid.contact.geometry import (
     GI_BODY,
     GI_CONAFFINITY,
     GI_CONTYPE,
+    GI_PAIRED,
     GI_SWEEP,
     MARGIN,
     MAX_POINTS,
@@ -198,13 +199,14 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
     cap = table.shape[0]
     ng = geom.shape[0]
     k = 0
-    # world poses of the geoms; the sweep's lower ends (inf: a body that does not collide)
+    # world poses of the geoms; the sweep's lower ends (inf: a body that does not collide, or
+    # a geom no other may touch -- a robot's links, its self-collisions excluded)
     for g in range(ng):
         b = geomi[g, GI_BODY]
         if b >= 0:
             geom_pose(geom, g, x[b], q[b], work[g, W_CENTRE:W_CENTRE + 7])
         lo = work[g, W_CENTRE] - (1.0 + MARGIN) * geom[g, G_RADIUS]
-        work[g, W_LO] = lo if b < 0 or active[b] else np.inf
+        work[g, W_LO] = lo if (b < 0 or active[b]) and geomi[g, GI_PAIRED] != 0 else np.inf
     for g in range(ng):
         b = geomi[g, GI_BODY]
         if b < 0:
