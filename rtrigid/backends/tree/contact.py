@@ -11,11 +11,12 @@ velocity of its point per unit rate) act on the rates by
     dnu = M^-1 J_k^T lambda_k,        M = T^T M T, the joint-space inertia,
 
 so an impulse on a foot moves the whole mechanism and the joints carry the reactions.  The
-columns W_k = M^-1 J_k^T come from one Cholesky factor of the joint-space inertia (built by
-composite inertias) per step, three solves per contact; a contact's Delassus block is J_k W_k,
-and the Gauss-Seidel sweep re-reads a contact's velocity J_k nu from the rates its
-predecessors changed -- which is how contacts on one tree see each other (their coupling
-J_i W_k).
+columns W_k = M^-1 J_k^T come from one factor M = L^T L of the joint-space inertia along the
+tree (built by composite inertias; :func:`rtrigid.maths.dense.tree_factor`) per step, three
+solves per contact; a contact's Delassus block is J_k W_k, and the Gauss-Seidel sweep re-reads
+a contact's velocity J_k nu from the rates its predecessors changed -- which is how contacts
+on one tree see each other (their coupling J_i W_k) -- or, for few contacts on many rates,
+sweeps in their rows with J M^-1 J^T built once (:mod:`.contact_sweeps`).
 
 Energy, as for free bodies: per island (the trees joined by contacts) the event may not end
 with more kinetic energy plus the lift's potential energy than it began with; the excess is
