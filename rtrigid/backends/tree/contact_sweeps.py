@@ -76,7 +76,7 @@ def _held(row, mu, k, g1, g2):
 @jit
 def lift_sweeps(table, count, Jc, Wc, mu, dl, nz, Qs, Wl, ll, nl):
     """LIFT_SWEEPS Gauss-Seidel sweeps of the lift dl over the contacts' rows (mu: their
-    multipliers; nz: the rates their rows read, :func:`read_rates`) and the nl rows of the
+    multipliers; nz: the rates their rows read, :func:`.contact_rows.read_rates`) and the nl rows of the
     joints' limits (``ContactScratch.Wl``, ``ll``; Qs: the coordinates before the lift);
     they stop at one that changes no multiplier by more than LIFT_TOL of the largest."""
     for _ in range(LIFT_SWEEPS):
@@ -129,7 +129,7 @@ def delassus(count, Jc, Wc, nz, D):
 
 @jit_inline
 def _move(u, n, d, col):
-    """u[:n] += d col[:n] (d nonzero)."""
+    """u[:n] += d col[:n] (nothing when d is 0)."""
     if d != 0.0:
         for a in range(n):
             u[a] += d * col[a]
@@ -137,9 +137,9 @@ def _move(u, n, d, col):
 
 @jit
 def contact_sweeps(table, count, rows, D, u, sweeps, tol):
-    """The velocity sweeps of :func:`after_step` in the contacts' rows (few contacts on many
+    """The velocity sweeps of :func:`.contact.after_step` in the contacts' rows (few contacts on many
     rates: see DUAL): u (3 count) their velocities, kept by the columns of D
-    (:func:`_delassus`) as the impulses in the table change; they stop at a sweep whose
+    (:func:`delassus`) as the impulses in the table change; they stop at a sweep whose
     largest change is at most tol."""
     n = 3 * count
     for _ in range(sweeps):
@@ -160,8 +160,8 @@ def contact_sweeps(table, count, rows, D, u, sweeps, tol):
 
 @jit
 def contact_lift_sweeps(table, count, D, mu, g):
-    """:func:`_lift_sweeps` without limit rows in the contacts' rows: g (3 count) the lift's
-    slides along them, kept by the columns of D (:func:`_delassus`)."""
+    """:func:`lift_sweeps` without limit rows in the contacts' rows: g (3 count) the lift's
+    slides along them, kept by the columns of D (:func:`delassus`)."""
     n = 3 * count
     for a in range(n):
         g[a] = 0.0
