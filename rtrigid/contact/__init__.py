@@ -125,21 +125,26 @@ def _grid(geom):
     return np.column_stack([gx.ravel(), gy.ravel(), h.ravel()])
 
 
-def _paired(geomi, excluded, chunk=1024):
-    """Per geom row, 1 if some other geom may touch it by :func:`.manifold.may_touch`'s rule
-    (on another body, not both scenery, filter bits agreeing, the bodies not an excluded
-    pair), else 0; excluded: the sorted keys of the excluded body pairs."""
+def _may_touch(geomi, a, b, excluded):
+    """(len(a), len(b)) bool: whether geom rows a[i] and b[j] may touch by
+    :func:`.manifold.may_touch`'s rule (on another body, not both scenery, filter bits
+    agreeing, the bodies not an excluded pair); excluded: the sorted keys of the excluded body
+    pairs."""
     body = geomi[:, GI_BODY]
     ct, ca = geomi[:, GI_CONTYPE], geomi[:, GI_CONAFFINITY]
-    out = np.zeros(len(body), np.int64)
-    for s in range(0, len(body), chunk):
-        a = slice(s, s + chunk)
-        ba, bb = body[a][:, None], body[None, :]
-        ok = (ba != bb) & ((ba >= 0) | (bb >= 0))
-        ok &= ((ct[a][:, None] & ca[None, :]) | (ct[None, :] & ca[a][:, None])) != 0
-        lo, hi = np.minimum(ba, bb), np.maximum(ba, bb)
-        ok &= (lo < 0) | ~np.isin((lo << 32) + hi, excluded)
-        out[a] = ok.any(axis=1)
+    ba, bb = body[a][:, None], body[b][None, :]
+    ok = (ba != bb) & ((ba >= 0) | (bb >= 0))
+    ok &= ((ct[a][:, None] & ca[b][None, :]) | (ct[b][None, :] & ca[a][:, None])) != 0
+    lo, hi = np.minimum(ba, bb), np.maximum(ba, bb)
+    return ok & ((lo < 0) | ~np.isin((lo << 32) + hi, excluded))
+
+
+def _paired(geomi, excluded, chunk=1024):
+    """Per geom row, 1 if some other geom may touch it (:func:`_may_touch`), else 0."""
+    rows = np.arange(len(geomi))
+    out = np.zeros(len(geomi), np.int64)
+    for s in range(0, len(rows), chunk):
+        out[s:s + chunk] = _may_touch(geomi, rows[s:s + chunk], rows, excluded).any(axis=1)
     return out
 
 
@@ -257,8 +262,6 @@ class Contacts:
         contact test (none can touch today: two heightfields are both scenery)."""
         geomi = self.geomi
         kinds = geomi[:, GI_KIND]
-        body = geomi[:, GI_BODY]
-        excluded = set(excluded.tolist())
         present = sorted(set(kinds.tolist()))
         general = False
         for i, ka in enumerate(present):
@@ -267,14 +270,7 @@ class Contacts:
                     continue
                 a = np.flatnonzero(kinds == ka)
                 b = np.flatnonzero(kinds == kb)
-                ba, bb = body[a][:, None], body[b][None, :]
-                ok = (ba != bb) & ((ba >= 0) | (bb >= 0))
-                ok &= ((geomi[a, GI_CONTYPE][:, None] & geomi[b, GI_CONAFFINITY][None, :])
-                       | (geomi[b, GI_CONTYPE][None, :] & geomi[a, GI_CONAFFINITY][:, None])) != 0
-                for x, y in zip(*np.nonzero(ok)):
-                    p, q = int(body[a[x]]), int(body[b[y]])
-                    if p >= 0 and q >= 0 and (min(p, q) << 32) + max(p, q) in excluded:
-                        continue
+                for x, y in zip(*np.nonzero(_may_touch(geomi, a, b, excluded))):
                     if needs_general(ka, kb):
                         general = True
                         break
