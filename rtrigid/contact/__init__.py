@@ -24,6 +24,7 @@ from rtrigid.contact.geometry import (
     C_POINT,
     C_WIDTH,
     G_E,
+    G_HALF,
     G_KIND,
     G_MU,
     G_MUR,
@@ -32,6 +33,8 @@ from rtrigid.contact.geometry import (
     G_P,
     G_QUAT,
     G_RADIUS,
+    G_TIGHT,
+    G_TIGHT_R,
     G_WIDTH,
     GEOM_CODES,
     GI_BODY,
@@ -189,7 +192,14 @@ class Contacts:
             row[G_QUAT:G_QUAT + 4] = g.quat
             row[G_MU], row[G_E] = g.friction, g.restitution
             row[G_MUT], row[G_MUR] = g.torsional_friction, g.rolling_friction
-            row[G_RADIUS] = radius
+            row[G_RADIUS] = row[G_TIGHT_R] = radius
+            if g.vertices is not None and g.kind != "heightfield":
+                # a mesh's piece lies off the body's origin: its own box's centre holds it
+                # more tightly
+                centre = 0.5 * (g.vertices.min(axis=0) + g.vertices.max(axis=0))
+                row[G_TIGHT:G_TIGHT + 3] = centre
+                row[G_HALF:G_HALF + 3] = 0.5 * (g.vertices.max(axis=0) - g.vertices.min(axis=0))
+                row[G_TIGHT_R] = np.max(np.linalg.norm(g.vertices - centre, axis=1))
             gi = geomi[r]
             gi[GI_BODY] = -1 if g.body is None else g.body
             gi[GI_KIND] = GEOM_CODES[g.kind]

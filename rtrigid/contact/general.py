@@ -61,6 +61,7 @@ from rtrigid.contact.geometry import (
     GI_WIDTH,
     HEIGHTFIELD,
     HULL,
+    W_TIGHT,
     Pose,
     add_point,
 )
@@ -264,6 +265,6 @@ def _pair_by_address(table, k, cap, a, b, ga, gb, scene, pa, pb):
     return _call(scene.xi[0], table, k, a, b, ga, gb, scene, pa, pb)
 
 
-detect_general = rebind(detect, "general", __name__, GENERAL=True,
+detect_general = rebind(detect, "general", __name__, GENERAL=True, _SWEPT=W_TIGHT,
                         general_pair=_pair_by_address)
 resolve_general = rebind(resolve, "general", __name__, detect=detect_general)

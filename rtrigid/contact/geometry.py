@@ -70,7 +70,11 @@ G_RADIUS = 9   # radius of a sphere about the geom origin that holds the shape
 G_MUT = 10     # torsional friction (m): a torque about the normal up to G_MUT x normal force
 G_MUR = 11     # rolling friction (m): a torque about the tangents up to G_MUR x normal force
 G_QUAT = 12    # geom axes in body axes (its quat, unit, scalar first)
-G_WIDTH = 16
+G_TIGHT = 16   # a sphere that holds the shape more tightly than G_RADIUS's about its origin:
+               # its centre (geom axes; a hull's box's centre, others 0)
+G_TIGHT_R = 19  # and its radius (others: G_RADIUS)
+G_HALF = 20    # half extents of its box about G_TIGHT, geom axes (a hull's; others 0: none)
+G_WIDTH = 23
 
 # per-geom int row: frozen, then the broad phase's scratch
 GI_BODY = 0     # its body, -1: the world (static scenery)
@@ -92,7 +96,9 @@ GI_WIDTH = 13
 W_LO = 0       # lower end of its reach along x (inf: not swept)
 W_CENTRE = 1   # world position of its origin
 W_QUAT = 4     # world orientation of its axes
-W_WIDTH = 8
+W_TIGHT = 8    # world centre of its G_TIGHT sphere (the general pairs' form of the sweep)
+W_HALF = 11    # half extents of the world box that holds its G_HALF box (when it has one)
+W_WIDTH = 14
 
 # per-ground row
 P_NORMAL = 0

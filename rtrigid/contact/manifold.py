@@ -19,25 +19,32 @@ from rtrigid.contact.geometry import (
     C_MUT,
     G_MUR,
     G_MUT,
+    G_HALF,
+    G_KIND,
     G_RADIUS,
+    G_TIGHT,
+    G_TIGHT_R,
     GI_BODY,
     GI_CONAFFINITY,
     GI_CONTYPE,
     GI_PAIRED,
     GI_SWEEP,
+    HEIGHTFIELD,
     MARGIN,
     MAX_POINTS,
     P_MUR,
     P_MUT,
     PAIR_POINTS,
     W_CENTRE,
+    W_HALF,
     W_LO,
     W_QUAT,
+    W_TIGHT,
     Pose,
     clear_of,
     ground_contacts,
 )
-from rtrigid.contact.pairs import geom_pose, pair_contacts
+from rtrigid.contact.pairs import geom_pose, has_pair_test, pair_contacts
 from rtrigid.maths.quat import rotate_t
 
 # a contact's key: its geom row, the other side's (grounds after an offset) and its feature
@@ -77,6 +84,9 @@ class Scene(NamedTuple):
 # This form of detect has only the fast pairs; contact.general rebinds it with GENERAL True and
 # general_pair bound to its general pair test (so models without such pairs never compile it).
 GENERAL = False
+# the world x the sweep sorts by: a geom's origin, or with the general pairs the centre of its
+# tighter G_TIGHT sphere (a mesh's piece lies off its body's origin)
+_SWEPT = W_CENTRE
 
 
 @jit
@@ -185,6 +195,64 @@ def _moves(geomi, active, g):
 
 
 @jit
+def _reach(geom, g, tight):
+    """How far geom row g may reach from the centre it is swept by (``tight``: W_TIGHT's,
+    with the general pairs; else its origin), its margin included."""
+    r = geom[g, G_RADIUS]
+    if not tight or geom[g, G_TIGHT_R] == r:
+        return (1.0 + MARGIN) * r
+    return geom[g, G_TIGHT_R] + MARGIN * r
+
+
+@jit
+def _tight_centre(geom, g, w):
+    """w[W_TIGHT:W_TIGHT + 3] <- the world centre of geom row g's G_TIGHT sphere, and
+    w[W_HALF:W_HALF + 3] <- the half extents of the world box that holds its G_HALF box, its
+    pose in w (its row of the broad phase's scratch)."""
+    q0, q1, q2, q3 = w[W_QUAT], w[W_QUAT + 1], w[W_QUAT + 2], w[W_QUAT + 3]
+    c = rotate_t(q0, q1, q2, q3, geom[g, G_TIGHT], geom[g, G_TIGHT + 1], geom[g, G_TIGHT + 2],
+                 1.0)
+    for i in range(3):
+        w[W_TIGHT + i] = w[W_CENTRE + i] + c[i]
+        w[W_HALF + i] = 0.0
+    if geom[g, G_HALF] == 0.0:
+        return
+    # |R| h: each world axis's reach is the sum over the box's axes of |R_ij| h_j
+    for j in range(3):
+        e = rotate_t(q0, q1, q2, q3, 1.0 if j == 0 else 0.0, 1.0 if j == 1 else 0.0,
+                     1.0 if j == 2 else 0.0, 1.0)
+        h = geom[g, G_HALF + j]
+        for i in range(3):
+            w[W_HALF + i] += abs(e[i]) * h
+
+
+@jit
+def _apart(geom, work, ga, gb):
+    """Whether geoms ga and gb, which would meet through the general narrow phase, lie
+    farther apart than their pair's margin by their G_TIGHT spheres or their boxes' world
+    boxes (so that the narrow phase would find no contact: a mesh's pieces share their body's
+    origin, about which each one's G_RADIUS sphere holds the whole mesh)."""
+    ka, kb = int(geom[ga, G_KIND]), int(geom[gb, G_KIND])
+    if has_pair_test(ka, kb) or ka == HEIGHTFIELD or kb == HEIGHTFIELD:
+        return False
+    d0 = work[ga, W_TIGHT] - work[gb, W_TIGHT]
+    d1 = work[ga, W_TIGHT + 1] - work[gb, W_TIGHT + 1]
+    d2 = work[ga, W_TIGHT + 2] - work[gb, W_TIGHT + 2]
+    # the margin of general_pair, and more than the narrow phase's tolerance beyond it
+    ra, rb = geom[ga, G_RADIUS], geom[gb, G_RADIUS]
+    reach = geom[ga, G_TIGHT_R] + geom[gb, G_TIGHT_R] + MARGIN * min(ra, rb) + 1e-9 * (ra + rb)
+    if d0 * d0 + d1 * d1 + d2 * d2 > reach * reach:
+        return True
+    if geom[ga, G_HALF] == 0.0 or geom[gb, G_HALF] == 0.0:
+        return False
+    # the two world boxes, apart along an axis by more than the margin
+    slack = reach - geom[ga, G_TIGHT_R] - geom[gb, G_TIGHT_R]
+    return (abs(d0) > work[ga, W_HALF] + work[gb, W_HALF] + slack
+            or abs(d1) > work[ga, W_HALF + 1] + work[gb, W_HALF + 1] + slack
+            or abs(d2) > work[ga, W_HALF + 2] + work[gb, W_HALF + 2] + slack)
+
+
+@jit
 def detect(table, x, q, w, active, scene, grounds, dt, stats):
     """Ground contacts of every active body's geoms, then the geom pairs the sweep finds;
     returns the number of contacts.  scene: the geoms (a :class:`Scene`: the geom table, its
@@ -205,7 +273,9 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
         b = geomi[g, GI_BODY]
         if b >= 0:
             geom_pose(geom, g, x[b], q[b], work[g, W_CENTRE:W_CENTRE + 7])
-        lo = work[g, W_CENTRE] - (1.0 + MARGIN) * geom[g, G_RADIUS]
+        if GENERAL:
+            _tight_centre(geom, g, work[g])
+        lo = work[g, _SWEPT] - _reach(geom, g, GENERAL)
         work[g, W_LO] = lo if (b < 0 or active[b]) and geomi[g, GI_PAIRED] != 0 else np.inf
     for g in range(ng):
         b = geomi[g, GI_BODY]
@@ -234,7 +304,7 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
         ga = sweep[i]
         if lo[ga] == np.inf:
             break  # those that do not collide sort last
-        hi = work[ga, W_CENTRE] + (1.0 + MARGIN) * geom[ga, G_RADIUS]
+        hi = work[ga, _SWEPT] + _reach(geom, ga, GENERAL)
         for j in range(i + 1, ng):
             gb = sweep[j]
             if lo[gb] > hi:
@@ -247,6 +317,8 @@ def detect(table, x, q, w, active, scene, grounds, dt, stats):
             d2 = work[ga, W_CENTRE + 2] - work[gb, W_CENTRE + 2]
             reach = (1.0 + MARGIN) * (geom[ga, G_RADIUS] + geom[gb, G_RADIUS])
             if d0 * d0 + d1 * d1 + d2 * d2 > reach * reach:
+                continue
+            if GENERAL and _apart(geom, work, ga, gb):
                 continue
             if k + PAIR_POINTS > cap:
                 stats[1] += 1
