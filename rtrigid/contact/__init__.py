@@ -196,9 +196,10 @@ class Contacts:
             if g.vertices is not None and g.kind != "heightfield":
                 # a mesh's piece lies off the body's origin: its own box's centre holds it
                 # more tightly
-                centre = 0.5 * (g.vertices.min(axis=0) + g.vertices.max(axis=0))
+                lo, hi = g.vertices.min(axis=0), g.vertices.max(axis=0)
+                centre = 0.5 * (lo + hi)
                 row[G_TIGHT:G_TIGHT + 3] = centre
-                row[G_HALF:G_HALF + 3] = 0.5 * (g.vertices.max(axis=0) - g.vertices.min(axis=0))
+                row[G_HALF:G_HALF + 3] = 0.5 * (hi - lo)
                 row[G_TIGHT_R] = np.max(np.linalg.norm(g.vertices - centre, axis=1))
             gi = geomi[r]
             gi[GI_BODY] = -1 if g.body is None else g.body

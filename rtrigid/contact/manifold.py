@@ -44,7 +44,7 @@ from rtrigid.contact.geometry import (
     clear_of,
     ground_contacts,
 )
-from rtrigid.contact.pairs import geom_pose, has_pair_test, pair_contacts
+from rtrigid.contact.pairs import geom_pose, has_pair_test, pair_coefficients, pair_contacts
 from rtrigid.maths.quat import rotate_t
 
 # a contact's key: its geom row, the other side's (grounds after an offset) and its feature
@@ -209,14 +209,17 @@ def _tight_centre(geom, g, w):
     """w[W_TIGHT:W_TIGHT + 3] <- the world centre of geom row g's G_TIGHT sphere, and
     w[W_HALF:W_HALF + 3] <- the half extents of the world box that holds its G_HALF box, its
     pose in w (its row of the broad phase's scratch)."""
+    if geom[g, G_HALF] == 0.0:  # no box of its own: its origin's sphere
+        for i in range(3):
+            w[W_TIGHT + i] = w[W_CENTRE + i]
+            w[W_HALF + i] = 0.0
+        return
     q0, q1, q2, q3 = w[W_QUAT], w[W_QUAT + 1], w[W_QUAT + 2], w[W_QUAT + 3]
     c = rotate_t(q0, q1, q2, q3, geom[g, G_TIGHT], geom[g, G_TIGHT + 1], geom[g, G_TIGHT + 2],
                  1.0)
     for i in range(3):
         w[W_TIGHT + i] = w[W_CENTRE + i] + c[i]
         w[W_HALF + i] = 0.0
-    if geom[g, G_HALF] == 0.0:
-        return
     # |R| h: each world axis's reach is the sum over the box's axes of |R_ij| h_j
     for j in range(3):
         e = rotate_t(q0, q1, q2, q3, 1.0 if j == 0 else 0.0, 1.0 if j == 1 else 0.0,
@@ -238,15 +241,15 @@ def _apart(geom, work, ga, gb):
     d0 = work[ga, W_TIGHT] - work[gb, W_TIGHT]
     d1 = work[ga, W_TIGHT + 1] - work[gb, W_TIGHT + 1]
     d2 = work[ga, W_TIGHT + 2] - work[gb, W_TIGHT + 2]
-    # the margin of general_pair, and more than the narrow phase's tolerance beyond it
-    ra, rb = geom[ga, G_RADIUS], geom[gb, G_RADIUS]
-    reach = geom[ga, G_TIGHT_R] + geom[gb, G_TIGHT_R] + MARGIN * min(ra, rb) + 1e-9 * (ra + rb)
+    # the margin general_pair takes, and more than the narrow phase's tolerance beyond it
+    slack = pair_coefficients(geom, ga, gb).margin + 1e-9 * (geom[ga, G_RADIUS]
+                                                            + geom[gb, G_RADIUS])
+    reach = geom[ga, G_TIGHT_R] + geom[gb, G_TIGHT_R] + slack
     if d0 * d0 + d1 * d1 + d2 * d2 > reach * reach:
         return True
     if geom[ga, G_HALF] == 0.0 or geom[gb, G_HALF] == 0.0:
         return False
     # the two world boxes, apart along an axis by more than the margin
-    slack = reach - geom[ga, G_TIGHT_R] - geom[gb, G_TIGHT_R]
     return (abs(d0) > work[ga, W_HALF] + work[gb, W_HALF] + slack
             or abs(d1) > work[ga, W_HALF + 1] + work[gb, W_HALF + 1] + slack
             or abs(d2) > work[ga, W_HALF + 2] + work[gb, W_HALF + 2] + slack)
